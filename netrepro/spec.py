@@ -1,0 +1,274 @@
+"""Load and validate an experiment specification (experiments/<name>/experiment.yml).
+
+The file is validated in two steps: first against the JSON Schema in
+``netrepro/schemas/experiment.schema.json`` (shapes, types, units), then by cross-checks
+that a schema cannot express (references between sections, the phase schedule matching the
+flow groups, addresses inside their subnets). Any failure raises :class:`SpecError` whose
+message is one line naming the file, the field and what was expected.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXPERIMENTS_DIR = REPO_ROOT / "experiments"
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "experiment.schema.json"
+
+#: Node roles and the Ansible inventory group each maps to.
+ROLE_GROUPS = {"client": "clients", "server": "servers", "router": "routers"}
+
+
+class SpecError(ValueError):
+    """An experiment file is missing or invalid. ``str(err)`` is one line: file: field: problem."""
+
+    def __init__(self, path: Path | str, field: str, problem: str):
+        self.path, self.field, self.problem = str(path), field, problem
+        super().__init__(f"{path}: {field}: {problem}")
+
+
+def _field_path(parts) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def resolve_path(name_or_path: str | Path) -> Path:
+    """Map an experiment name (``pie-vs-red``) or a path to its experiment.yml path."""
+    p = Path(name_or_path)
+    if p.suffix in (".yml", ".yaml") or p.is_file():
+        return p
+    if p.is_dir():
+        return p / "experiment.yml"
+    return EXPERIMENTS_DIR / str(name_or_path) / "experiment.yml"
+
+
+def load_spec(name_or_path: str | Path) -> "Spec":
+    """Read, validate and return the experiment spec.
+
+    Args:
+        name_or_path: an experiment name under experiments/, a folder, or a YAML file.
+    Raises:
+        SpecError: the file is missing, not YAML, or invalid (one-line message).
+    """
+    path = resolve_path(name_or_path)
+    if not path.is_file():
+        known = sorted(d.name for d in EXPERIMENTS_DIR.iterdir() if (d / "experiment.yml").is_file())
+        raise SpecError(path, "(file)", f"no such experiment file; known experiments: {', '.join(known)}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "(file)"
+        raise SpecError(path, where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    return Spec.from_data(data, path)
+
+
+def validate_schema(data: Any, path: Path | str) -> None:
+    """Validate ``data`` against the JSON Schema; raise SpecError for the most relevant error."""
+    schema = json.loads(SCHEMA_PATH.read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), e.path))
+    if not errors:
+        return
+    err = jsonschema.exceptions.best_match(errors)
+    problem = err.message
+    if err.validator == "additionalProperties":
+        problem = f"unknown field ({err.message}); expected one of: {', '.join(sorted(err.schema.get('properties', {})))}"
+    elif err.validator == "required":
+        problem = f"missing required field ({err.message})"
+    elif err.validator in ("type", "enum", "minimum", "maximum", "exclusiveMinimum", "pattern", "const"):
+        problem = f"expected {err.validator} {err.validator_value!r}, got {err.instance!r}"
+    raise SpecError(path, _field_path(err.absolute_path), problem)
+
+
+@dataclass
+class Spec:
+    """A validated experiment spec: ``data`` is the parsed YAML (a dict), ``path`` its file."""
+
+    data: dict
+    path: Path
+
+    @classmethod
+    def from_data(cls, data: Any, path: Path | str = "<memory>") -> "Spec":
+        """Validate parsed YAML ``data`` (schema, then cross-checks) and wrap it."""
+        validate_schema(data, path)
+        spec = cls(data, Path(path))
+        spec._cross_check()
+        return spec
+
+    # --- convenient views -----------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.data["name"]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    @property
+    def nodes(self) -> dict[str, dict]:
+        """Node name -> node dict (role, interfaces, routes, forwarding), in file order."""
+        return self.data["topology"]["nodes"]
+
+    @property
+    def networks(self) -> dict[str, dict]:
+        return self.data["topology"]["networks"]
+
+    @cached_property
+    def groups(self) -> dict[str, list[str]]:
+        """Inventory group -> node names: one group per role (clients, servers, routers)."""
+        out: dict[str, list[str]] = {g: [] for g in ROLE_GROUPS.values()}
+        for node, nd in self.nodes.items():
+            out.setdefault(ROLE_GROUPS.get(nd["role"], nd["role"] + "s"), []).append(node)
+        return out
+
+    def select(self, selectors: list[str]) -> list[str]:
+        """Expand selectors (node names, group names, or ``all``) to node names in file order."""
+        chosen: set[str] = set()
+        for sel in selectors:
+            if sel == "all":
+                chosen.update(self.nodes)
+            elif sel in self.nodes:
+                chosen.add(sel)
+            elif sel in self.groups:
+                chosen.update(self.groups[sel])
+        return [n for n in self.nodes if n in chosen]
+
+    def address(self, node: str, network: str) -> str:
+        """Data-plane IPv4 address of ``node`` on ``network`` (KeyError if it has none)."""
+        for itf in self.nodes[node]["interfaces"]:
+            if itf["network"] == network:
+                return itf["address"]
+        raise KeyError(f"{node} has no interface on {network}")
+
+    def prefixlen(self, network: str) -> int:
+        return ipaddress.ip_network(self.networks[network]["subnet"]).prefixlen
+
+    @property
+    def trial_ids(self) -> list[str]:
+        """Trial identifiers in run order, ``<aqm>-<variant>``."""
+        return [f"{t['aqm']}-{t['variant']}" for t in self.data["trials"]]
+
+    @property
+    def duration_s(self) -> float:
+        """Length of one trial's schedule in seconds (end of the last phase)."""
+        return max(p["end_s"] for p in self.data["phases"])
+
+    def pie_limit_packets(self) -> int:
+        """PIE's ``limit`` in packets: buffer_bytes / mtu_bytes, rounded up."""
+        return math.ceil(self.data["bottleneck"]["buffer_bytes"] / self.data["links"]["mtu_bytes"])
+
+    # --- cross-checks ---------------------------------------------------------------
+    def _fail(self, field: str, problem: str):
+        raise SpecError(self.path, field, problem)
+
+    def _cross_check(self) -> None:
+        d = self.data
+        nets = self.networks
+        known_sel = set(self.nodes) | set(self.groups) | {"all"}
+        for node, nd in self.nodes.items():
+            for i, itf in enumerate(nd["interfaces"]):
+                f = f"topology.nodes.{node}.interfaces[{i}]"
+                if itf["network"] not in nets:
+                    self._fail(f + ".network", f"unknown network {itf['network']!r}; expected one of: {', '.join(nets)}")
+                subnet = ipaddress.ip_network(nets[itf["network"]]["subnet"])
+                if ipaddress.ip_address(itf["address"]) not in subnet:
+                    self._fail(f + ".address", f"{itf['address']} is outside {itf['network']} ({subnet})")
+        seen: dict[str, str] = {}
+        for node, nd in self.nodes.items():
+            for itf in nd["interfaces"]:
+                if itf["address"] in seen:
+                    self._fail(f"topology.nodes.{node}.interfaces", f"address {itf['address']} also used by {seen[itf['address']]}")
+                seen[itf["address"]] = node
+
+        def check_sel(field, sels):
+            for s in sels:
+                if s not in known_sel:
+                    self._fail(field, f"unknown node or group {s!r}; expected one of: {', '.join(sorted(known_sel))}")
+
+        for i, dl in enumerate(d["links"].get("delays", [])):
+            check_sel(f"links.delays[{i}].nodes", dl["nodes"])
+            for n in self.select(dl["nodes"]):
+                try:
+                    self.address(n, dl["network"])
+                except KeyError:
+                    self._fail(f"links.delays[{i}].network", f"node {n} has no interface on {dl['network']!r}")
+        for i, h in enumerate(d.get("hosts", [])):
+            check_sel(f"hosts[{i}].nodes", h["nodes"])
+        b = d["bottleneck"]
+        if b["node"] not in self.nodes:
+            self._fail("bottleneck.node", f"unknown node {b['node']!r}")
+        try:
+            self.address(b["node"], b["network"])
+        except KeyError:
+            self._fail("bottleneck.network", f"{b['node']} has no interface on {b['network']!r}")
+        for i, t in enumerate(d["trials"]):
+            if t["aqm"] not in d["aqms"]:
+                self._fail(f"trials[{i}].aqm", f"unknown AQM {t['aqm']!r}; expected one of: {', '.join(d['aqms'])}")
+            if t["variant"] not in d["variants"]:
+                self._fail(f"trials[{i}].variant", f"unknown variant {t['variant']!r}; expected one of: {', '.join(d['variants'])}")
+        red = [a for a in d["aqms"].values() if a["qdisc"] == "red"]
+        for a in red:
+            p = a["params"]
+            if not p["min_bytes"] < p["max_bytes"] < p["limit_bytes"]:
+                self._fail("aqms.red.params", "expected min_bytes < max_bytes < limit_bytes")
+        for i, fg in enumerate(d["flows"]):
+            for key, role in (("client", "client"), ("server", "server")):
+                if fg[key] not in self.nodes:
+                    self._fail(f"flows[{i}].{key}", f"unknown node {fg[key]!r}")
+            if fg["start_s"] + fg["duration_s"] > self.duration_s + 1e-9:
+                self._fail(f"flows[{i}]", f"ends at {fg['start_s'] + fg['duration_s']} s, after the last phase ({self.duration_s} s)")
+        prev_end = 0.0
+        for i, ph in enumerate(d["phases"]):
+            if ph["start_s"] != prev_end or ph["end_s"] <= ph["start_s"]:
+                self._fail(f"phases[{i}]", f"expected contiguous phases starting at {prev_end} s with end_s > start_s")
+            prev_end = ph["end_s"]
+            mid = (ph["start_s"] + ph["end_s"]) / 2
+            active = sum(fg["flows"] for fg in d["flows"] if fg["start_s"] <= mid < fg["start_s"] + fg["duration_s"])
+            if active != ph["flows"]:
+                self._fail(f"phases[{i}].flows", f"expected {active} (the flow groups active in {ph['name']}), got {ph['flows']}")
+        names = [p["name"] for p in d["phases"]]
+        for i, c in enumerate(d["collectors"]):
+            check_sel(f"collectors[{i}].nodes", c["nodes"])
+        for i, cl in enumerate(d["claims"]):
+            ch = cl["check"]
+            for aqm_key in ("aqm", "higher", "lower"):
+                if aqm_key in ch and ch[aqm_key] not in d["aqms"]:
+                    self._fail(f"claims[{i}].check.{aqm_key}", f"unknown AQM {ch[aqm_key]!r}")
+            for v in ch.get("variants", []):
+                if v not in d["variants"]:
+                    self._fail(f"claims[{i}].check.variants", f"unknown variant {v!r}")
+            for ph in ch.get("phases", []) + ([ch["peak_phase"]] if "peak_phase" in ch else []):
+                if ph not in names:
+                    self._fail(f"claims[{i}].check.phases", f"unknown phase {ph!r}; expected one of: {', '.join(names)}")
+
+    # --- time scaling ------------------------------------------------------------------
+    def scaled(self, time_scale: float) -> dict:
+        """The schedule with every duration and offset multiplied by ``time_scale``.
+
+        Returns a dict: ``phases`` (list of {name, start_s, end_s, flows}), ``flows`` (list of
+        flow groups with scaled start_s/duration_s), ``base_rtt_s``, ``duration_s``.
+        Raises ValueError for a non-positive scale.
+        """
+        if not time_scale > 0:
+            raise ValueError(f"TIME_SCALE: expected a number > 0, got {time_scale!r}")
+        k = float(time_scale)
+        return {
+            "phases": [{**p, "start_s": p["start_s"] * k, "end_s": p["end_s"] * k} for p in self.data["phases"]],
+            "flows": [{**f, "start_s": f["start_s"] * k, "duration_s": f["duration_s"] * k} for f in self.data["flows"]],
+            "base_rtt_s": self.data["base_rtt"]["duration_s"] * k,
+            "duration_s": self.duration_s * k,
+        }
