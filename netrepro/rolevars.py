@@ -1,0 +1,168 @@
+"""The provisioning playbooks' input, computed from the experiment spec.
+
+:func:`role_vars` returns one JSON-serialisable dict that the controller passes to
+``playbooks/provision.yml``, ``set-aqm.yml`` and ``set-variant.yml`` as the single extra var
+``netrepro`` (``ansible-playbook -e @vars.json`` with ``{"netrepro": role_vars(spec)}``).
+The playbooks map its parts onto role variables; the roles never read the spec themselves.
+
+Per-node parts are keyed by node name (= inventory host name). tc commands are argv lists
+without the leading ``tc`` and carry :data:`netrepro.tc.DEV` (``"@dev@"``) where the
+device goes: the device name is found on the node from its address (roles/interfaces), and
+the roles substitute it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from netrepro import tc
+from netrepro.spec import Spec
+
+#: ethtool -K feature names of the spec's links.offloads keys.
+OFFLOAD_FEATURES = ("tso", "gso", "gro")
+
+
+def _sysctl_value(v: Any) -> str:
+    return str(v)
+
+
+def node_sysctls(spec: Spec) -> dict[str, dict[str, str]]:
+    """Node -> {sysctl key: value as a string}, for every node (possibly empty).
+
+    From ``hosts[]`` in file order (a later entry wins for the same key), plus
+    ``net.ipv4.ip_forward = 1`` for nodes with ``forwarding: true``.
+    """
+    out: dict[str, dict[str, str]] = {n: {} for n in spec.nodes}
+    for node, nd in spec.nodes.items():
+        if nd.get("forwarding"):
+            out[node]["net.ipv4.ip_forward"] = "1"
+    for entry in spec.get("hosts", []):
+        for node in spec.select(entry["nodes"]):
+            for key, value in entry.get("sysctls", {}).items():
+                out[node][key] = _sysctl_value(value)
+    return out
+
+
+def node_netem(spec: Spec) -> dict[str, list[dict[str, Any]]]:
+    """Node -> list of {network, delay_ms, argv, probe_argv} netem settings (empty list: none).
+
+    Raises ValueError when two delay entries put netem on the same node and network.
+    """
+    out: dict[str, list[dict[str, Any]]] = {n: [] for n in spec.nodes}
+    for i, d in enumerate(spec["links"].get("delays", [])):
+        q = tc.Netem(d["delay_ms"], d.get("limit_packets", 1000), d.get("jitter_ms"))
+        for node in spec.select(d["nodes"]):
+            if any(x["network"] == d["network"] for x in out[node]):
+                raise ValueError(f"links.delays[{i}]: {node} already has netem on {d['network']}")
+            out[node].append({"network": d["network"], "delay_ms": d["delay_ms"],
+                              "argv": q.argv(tc.DEV), "probe_argv": q.probe_argv(tc.DEV)})
+    return out
+
+
+def bottleneck_vars(spec: Spec, variant: str | None) -> dict[str, Any]:
+    """The router's HTB: {node, network, rate_mbit, burst_bytes, qdisc_argv, class_argv,
+    parent, handle}. A variant's ``bottleneck.rate_mbit`` overrides the spec's rate."""
+    b = spec["bottleneck"]
+    rate = b["rate_mbit"]
+    if variant is not None:
+        rate = spec["variants"][variant].get("bottleneck", {}).get("rate_mbit", rate)
+    htb = tc.HtbRoot(rate)
+    return {
+        "node": b["node"],
+        "network": b["network"],
+        "rate_mbit": rate,
+        "burst_bytes": htb.burst,
+        "qdisc_argv": htb.qdisc_argv(tc.DEV),
+        "class_argv": htb.class_argv(tc.DEV),
+        "parent": htb.classid,
+        "handle": b.get("aqm_handle", "10:"),
+    }
+
+
+def aqm_builders(spec: Spec) -> dict[str, tc.Qdisc]:
+    """AQM name -> its tc builder, as the leaf of the HTB class under ``aqm_handle``."""
+    parent = tc.HtbRoot(spec["bottleneck"]["rate_mbit"]).classid
+    handle = spec["bottleneck"].get("aqm_handle", "10:")
+    return {name: tc.aqm_qdisc(a["qdisc"], a["params"], spec.pie_limit_packets(), parent, handle)
+            for name, a in spec["aqms"].items()}
+
+
+def capability_probes(spec: Spec) -> dict[str, dict[str, list[str]]]:
+    """Node -> {label: tc argv} that must succeed on a throwaway device of that node.
+
+    Nodes with netem probe their exact netem qdisc (label ``netem@<network>``); the
+    bottleneck node probes
+    htb and every AQM with its exact parameters (label = AQM name), so both the kernel
+    module and tc's parser are checked. Other nodes get {} (the probe still reports the
+    kernel and iproute2 versions).
+    """
+    out: dict[str, dict[str, list[str]]] = {n: {} for n in spec.nodes}
+    for node, items in node_netem(spec).items():
+        for it in items:
+            out[node][f"netem@{it['network']}"] = it["probe_argv"]
+    b = spec["bottleneck"]["node"]
+    out[b]["htb"] = tc.HtbRoot(spec["bottleneck"]["rate_mbit"]).probe_argv(tc.DEV)
+    for name, q in aqm_builders(spec).items():
+        out[b][name] = q.probe_argv(tc.DEV)
+    return out
+
+
+def ftp_source_vars(spec: Spec, variant: str) -> dict[str, Any] | None:
+    """FTP sources: {nodes, listen_address: {node: ip}, files: [names], file_size_bytes,
+    max_rate_by_variant: {variant: bytes/s}, max_rate_bytes_per_s} or None when the spec's
+    sources are not FTP. File names are ``file01`` .. ``fileNN`` (zero-padded to the width
+    of the count); ``max_rate_bytes_per_s`` is ``variant``'s (0 = unlimited)."""
+    src = spec["sources"]
+    if src["kind"] != "ftp":
+        return None
+    nodes = spec.select(src["nodes"])
+    n = src.get("files", 20)
+    width = max(2, len(str(n)))
+    rates = {v: vd.get("source", {}).get("max_rate_bytes_per_s", 0)
+             for v, vd in spec["variants"].items()}
+    return {
+        "nodes": nodes,
+        "listen_address": {node: spec.nodes[node]["interfaces"][0]["address"] for node in nodes},
+        "files": [f"file{i:0{width}d}" for i in range(1, n + 1)],
+        "file_size_bytes": src.get("file_size_bytes", 1 << 30),
+        "max_rate_by_variant": rates,
+        "max_rate_bytes_per_s": rates[variant],
+    }
+
+
+def role_vars(spec: Spec, variant: str | None = None) -> dict[str, Any]:
+    """Every variable the provisioning playbooks need, as one JSON-serialisable dict.
+
+    Args:
+        spec: the validated experiment.
+        variant: the traffic variant the sources are set up for; None means the variant of
+            the first trial (what ``provision.yml`` starts with).
+    Returns:
+        ``{"experiment", "variant", "nodes", "sysctls", "offloads", "offload_networks",
+        "netem", "probes", "bottleneck", "aqm", "ftp_source"}``; see docs in the keys'
+        builders: :func:`node_sysctls`, :func:`node_netem`, :func:`capability_probes`,
+        :func:`bottleneck_vars`, :func:`ftp_source_vars`. ``aqm`` is {AQM name: {qdisc,
+        argv}}; ``offloads`` is {feature: "on"|"off"} for ethtool -K; ``offload_networks``
+        node -> every network the node is on.
+    Raises:
+        KeyError: unknown variant (message lists the known ones).
+    """
+    if variant is None:
+        variant = spec["trials"][0]["variant"]
+    if variant not in spec["variants"]:
+        raise KeyError(f"unknown variant {variant!r}; expected one of: {', '.join(spec['variants'])}")
+    offl = spec["links"].get("offloads", {})
+    return {
+        "experiment": spec.name,
+        "variant": variant,
+        "nodes": list(spec.nodes),
+        "sysctls": node_sysctls(spec),
+        "offloads": {k: ("on" if offl[k] else "off") for k in OFFLOAD_FEATURES if k in offl},
+        "offload_networks": {n: [i["network"] for i in nd["interfaces"]] for n, nd in spec.nodes.items()},
+        "netem": node_netem(spec),
+        "probes": capability_probes(spec),
+        "bottleneck": bottleneck_vars(spec, variant),
+        "aqm": {name: {"qdisc": spec["aqms"][name]["qdisc"], "argv": q.argv(tc.DEV)}
+                for name, q in aqm_builders(spec).items()},
+        "ftp_source": ftp_source_vars(spec, variant),
+    }

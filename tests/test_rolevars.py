@@ -1,0 +1,107 @@
+"""Unit tests of netrepro.rolevars against the pie-vs-red experiment."""
+
+import copy
+import json
+
+import pytest
+
+from netrepro import tc
+from netrepro.rolevars import role_vars
+from netrepro.spec import Spec, load_spec
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec("pie-vs-red")
+
+
+@pytest.fixture(scope="module")
+def rv(spec):
+    return role_vars(spec)
+
+
+def test_json_serialisable(rv):
+    assert json.loads(json.dumps(rv)) == rv
+
+
+def test_default_variant_is_first_trials(rv):
+    assert rv["variant"] == "unlimited"
+    assert rv["ftp_source"]["max_rate_bytes_per_s"] == 0
+
+
+def test_servers_get_reno_and_sack(rv):
+    for s in ("server1", "server2", "server3"):
+        assert rv["sysctls"][s] == {"net.ipv4.tcp_congestion_control": "reno", "net.ipv4.tcp_sack": "1"}
+    assert rv["sysctls"]["client1"] == {}
+    assert rv["sysctls"]["router"] == {"net.ipv4.ip_forward": "1"}
+
+
+def test_client_netem_on_clients_lan(rv):
+    assert rv["netem"]["client1"] == [{
+        "network": "clients_lan", "delay_ms": 100,
+        "argv": ["qdisc", "replace", "dev", tc.DEV, "root", "netem", "delay", "100ms", "limit", "1000"],
+        "probe_argv": ["qdisc", "add", "dev", tc.DEV, "root", "netem", "delay", "100ms", "limit", "1000"]}]
+    assert rv["netem"]["router"] == [] and rv["netem"]["server1"] == []
+
+
+def test_router_pie_argv(rv):
+    assert rv["aqm"]["pie"] == {"qdisc": "pie", "argv": (
+        "qdisc replace dev @dev@ parent 1:10 handle 10: pie limit 134 target 20ms tupdate 30ms "
+        "alpha 2 beta 20 noecn dq_rate_estimator").split()}
+
+
+def test_router_red_argv(rv):
+    assert rv["aqm"]["red"]["argv"] == (
+        "qdisc replace dev @dev@ parent 1:10 handle 10: red limit 200000 min 50000 max 150000 "
+        "avpkt 1500 burst 56 probability 0.1 bandwidth 10mbit").split()
+
+
+def test_bottleneck(rv):
+    b = rv["bottleneck"]
+    assert (b["node"], b["network"], b["rate_mbit"], b["parent"], b["handle"]) == (
+        "router", "clients_lan", 10, "1:10", "10:")
+    assert b["qdisc_argv"] == "qdisc replace dev @dev@ root handle 1: htb default 10".split()
+    assert b["class_argv"][-8:] == ["rate", "10mbit", "ceil", "10mbit", "burst", "15140", "cburst", "15140"]
+
+
+def test_probes(rv):
+    assert set(rv["probes"]["router"]) == {"htb", "pie", "red"}
+    assert rv["probes"]["router"]["pie"][:5] == ["qdisc", "add", "dev", tc.DEV, "root"]
+    assert "dq_rate_estimator" in rv["probes"]["router"]["pie"]
+    assert set(rv["probes"]["client2"]) == {"netem@clients_lan"}
+    assert rv["probes"]["server1"] == {}
+
+
+def test_offloads(rv):
+    assert rv["offloads"] == {"tso": "off", "gso": "off", "gro": "off"}
+    assert rv["offload_networks"]["router"] == ["clients_lan", "servers_lan"]
+    assert rv["offload_networks"]["client1"] == ["clients_lan"]
+
+
+def test_ftp_source(spec):
+    f = role_vars(spec, "limited")["ftp_source"]
+    assert f["nodes"] == ["server1", "server2", "server3"]
+    assert f["listen_address"] == {"server1": "10.10.2.1", "server2": "10.10.2.2", "server3": "10.10.2.3"}
+    assert f["files"][0] == "file01" and f["files"][-1] == "file20" and len(f["files"]) == 20
+    assert f["file_size_bytes"] == 4294967296
+    assert f["max_rate_by_variant"] == {"unlimited": 0, "limited": 25000}
+    assert f["max_rate_bytes_per_s"] == 25000
+
+
+def test_unknown_variant(spec):
+    with pytest.raises(KeyError, match="expected one of: unlimited, limited"):
+        role_vars(spec, "fast")
+
+
+def test_variant_overrides_bottleneck_rate(spec):
+    data = copy.deepcopy(spec.data)
+    data["variants"]["limited"]["bottleneck"] = {"rate_mbit": 20}
+    rv = role_vars(Spec.from_data(data), "limited")
+    assert rv["bottleneck"]["rate_mbit"] == 20
+    assert "20mbit" in rv["bottleneck"]["class_argv"]
+
+
+def test_non_ftp_sources_give_none(spec):
+    data = copy.deepcopy(spec.data)
+    data["sources"] = {"kind": "iperf3", "nodes": ["servers"]}
+    assert role_vars(Spec.from_data(data))["ftp_source"] is None
