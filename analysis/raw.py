@@ -1,0 +1,202 @@
+"""Parsers for the raw files a trial leaves on each node (``raw/<trial>/<node>/``).
+
+Every parser takes the file's text (not a path) so that it can be tested on literal samples,
+and returns a pandas DataFrame with fixed columns, possibly empty. Lines that are not data
+(headers, summaries, ``no answer yet`` lines, truncated lines) are skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+# --- ping ------------------------------------------------------------------------------------
+# iputils `ping -D` reply line, e.g.
+#   [1795343450.612345] 64 bytes from 10.10.2.1: icmp_seq=1 ttl=63 time=100 ms
+# The [epoch] prefix is only there with -D; without it the sample has no time (NaN).
+_PING_REPLY = re.compile(
+    r"^\s*(?:\[(?P<t>\d+(?:\.\d*)?)\]\s*)?"
+    r"\d+ bytes from .*?icmp_seq=(?P<seq>\d+).*?time[=<](?P<rtt>\d+(?:\.\d*)?)\s*ms"
+    r"(?P<rest>.*)$"
+)
+
+PING_COLUMNS = ["t_epoch_s", "seq", "rtt_ms"]
+
+
+def parse_ping(text: str) -> pd.DataFrame:
+    """Parse the output of iputils ``ping -D`` into one row per echo reply.
+
+    Returns:
+        DataFrame with columns ``t_epoch_s`` (float, Unix seconds printed by -D, NaN when the
+        line has no ``[...]`` prefix), ``seq`` (int, icmp_seq) and ``rtt_ms`` (float, the
+        ``time=`` field in milliseconds), in file order. Header, summary, ``no answer yet``
+        and error lines are skipped, and so are duplicate replies (``(DUP!)``), which would
+        count one probe twice.
+    Raises:
+        nothing: text that holds no replies gives an empty DataFrame.
+    """
+    rows = []
+    for line in text.splitlines():
+        m = _PING_REPLY.match(line)
+        if not m or "DUP!" in m.group("rest"):
+            continue
+        t = m.group("t")
+        rows.append((float(t) if t is not None else math.nan, int(m.group("seq")), float(m.group("rtt"))))
+    df = pd.DataFrame(rows, columns=PING_COLUMNS)
+    return df.astype({"t_epoch_s": float, "seq": "int64", "rtt_ms": float})
+
+
+def base_rtt_ms(rtt_ms: pd.Series | np.ndarray, statistic: str = "median") -> float:
+    """The base RTT (ms) of a client from its unloaded ping samples.
+
+    Args:
+        rtt_ms: RTT samples in milliseconds (NaN ignored).
+        statistic: ``median`` (default), ``min`` or ``mean``: the spec's ``base_rtt.statistic``.
+    Returns:
+        The statistic in ms, NaN when there is no sample.
+    Raises:
+        ValueError: unknown statistic.
+    """
+    s = pd.Series(rtt_ms, dtype=float).dropna()
+    if statistic not in ("median", "min", "mean"):
+        raise ValueError(f"base_rtt.statistic: expected median, min or mean, got {statistic!r}")
+    if s.empty:
+        return math.nan
+    return float(getattr(s, statistic)())
+
+
+# --- flows.csv -------------------------------------------------------------------------------
+FLOW_COLUMNS = ["flow", "server", "file", "start_epoch_s", "end_epoch_s", "exit_code", "bytes"]
+
+
+def parse_flows(text: str) -> pd.DataFrame:
+    """Parse a client's ``flows.csv`` (header ``flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes``).
+
+    Returns:
+        DataFrame with exactly FLOW_COLUMNS; numeric columns coerced to float (unparseable
+        or missing values become NaN, missing columns are added as NaN). Empty text gives
+        an empty frame.
+    """
+    if not text.strip():
+        return pd.DataFrame(columns=FLOW_COLUMNS)
+    df = pd.read_csv(io.StringIO(text), skipinitialspace=True, on_bad_lines="skip")
+    df.columns = [str(c).strip() for c in df.columns]
+    for col in FLOW_COLUMNS:
+        if col not in df.columns:
+            df[col] = np.nan
+    for col in ("start_epoch_s", "end_epoch_s", "exit_code", "bytes"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df[FLOW_COLUMNS].reset_index(drop=True)
+
+
+# --- qdisc.jsonl -----------------------------------------------------------------------------
+QDISC_COLUMNS = [
+    "t_epoch_s", "tx_bytes", "tx_packets", "kind", "backlog_bytes", "backlog_packets",
+    "drops", "pie_prob", "pie_delay_ms", "red_early_drops",
+]
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
+_TIME_UNITS_MS = {"us": 1e-3, "usec": 1e-3, "ms": 1.0, "msec": 1.0, "s": 1e3, "sec": 1e3, "ns": 1e-6}
+
+
+def _num(x) -> float:
+    """A JSON number (int/float) or numeric string as float; anything else NaN."""
+    if isinstance(x, bool) or x is None:
+        return math.nan
+    if isinstance(x, (int, float)):
+        return float(x)
+    try:
+        return float(str(x).strip())
+    except ValueError:
+        return math.nan
+
+
+def _size_bytes(x) -> float:
+    """tc backlog: an int of bytes in -j output; also accepts text such as ``1514b``/``12Kb``."""
+    if isinstance(x, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([kKmMgG]?[bB]?)\s*", x)
+        if m:
+            return float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+        return math.nan
+    return _num(x)
+
+
+def _delay_ms(x) -> float:
+    """PIE's delay: iproute2 -j prints the kernel's tc_pie_xstats.delay, an integer in
+    microseconds (include/uapi/linux/pkt_sched.h; q_pie.c print_uint "delay"), so a number
+    is divided by 1000. Text with a unit (``20.0ms``, ``500us``) is converted by its unit."""
+    if isinstance(x, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*", x)
+        if m and m.group(2) in _TIME_UNITS_MS:
+            return float(m.group(1)) * _TIME_UNITS_MS[m.group(2)]
+        if m and m.group(2) == "":
+            return float(m.group(1)) / 1000.0
+        return math.nan
+    return _num(x) / 1000.0
+
+
+def select_aqm(qdiscs: list, handle: str | None = None, kind: str | None = None) -> dict | None:
+    """Pick the AQM's entry from a ``tc -s -j qdisc show`` list.
+
+    Preference: the entry whose ``handle`` equals ``handle`` (e.g. ``"10:"``); else the first
+    whose ``kind`` equals ``kind``; else the first pie or red entry. None if there is none.
+    """
+    entries = [q for q in qdiscs if isinstance(q, dict)] if isinstance(qdiscs, list) else []
+    for pred in (
+        lambda q: handle is not None and q.get("handle") == handle,
+        lambda q: kind is not None and q.get("kind") == kind,
+        lambda q: q.get("kind") in ("pie", "red"),
+    ):
+        for q in entries:
+            if pred(q):
+                return q
+    return None
+
+
+def parse_qdisc_jsonl(text: str, handle: str | None = "10:", kind: str | None = None,
+                      dev: str | None = None) -> pd.DataFrame:
+    """Parse the router's ``qdisc.jsonl`` (one JSON object per line, sampled every 0.1 s).
+
+    Each line: ``{"t": epoch s, "dev": ..., "tx_bytes": int, "tx_packets": int,
+    "qdisc": <list printed by tc -s -j qdisc show dev DEV>}``. The AQM entry is chosen with
+    :func:`select_aqm`. Fields follow iproute2's JSON names: generic ``backlog`` (bytes),
+    ``qlen`` (packets), ``drops`` (cumulative count); pie ``prob`` (0..1) and ``delay``
+    (microseconds, converted to ms); red ``early`` (cumulative early drops).
+
+    Args:
+        text: the file's content.
+        handle, kind: which qdisc to read (see select_aqm).
+        dev: if given, lines whose ``dev`` is present and differs are skipped.
+    Returns:
+        DataFrame with QDISC_COLUMNS, sorted by ``t_epoch_s``; a missing field is NaN (``kind``
+        is "" when no AQM entry is found). Lines that are not JSON objects or lack ``t`` are
+        skipped.
+    """
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict) or not math.isfinite(_num(obj.get("t"))):
+            continue
+        if dev is not None and obj.get("dev") not in (None, dev):
+            continue
+        q = select_aqm(obj.get("qdisc"), handle, kind) or {}
+        rows.append((
+            _num(obj.get("t")), _num(obj.get("tx_bytes")), _num(obj.get("tx_packets")),
+            str(q.get("kind", "")), _size_bytes(q.get("backlog")), _num(q.get("qlen")),
+            _num(q.get("drops")), _num(q.get("prob")),
+            _delay_ms(q["delay"]) if "delay" in q else math.nan, _num(q.get("early")),
+        ))
+    df = pd.DataFrame(rows, columns=QDISC_COLUMNS)
+    df = df.astype({c: float for c in QDISC_COLUMNS if c != "kind"})
+    return df.sort_values("t_epoch_s", kind="stable").reset_index(drop=True)

@@ -1,0 +1,128 @@
+"""``report.md``: the run explained to an artifact evaluator who was not there."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+
+import pandas as pd
+
+from analysis.run import RunInfo
+
+FINDING_2016 = (
+    "In the 2016 GENI reproduction (B. Yan, F. Fund, run-my-experiment-on-geni-blog, "
+    "2016-08-23), unlimited FTP sources saturated the 10 Mbit/s link even with 10 flows, so "
+    "RED's delay stayed flat across phases; only with rate-limited sources (vsftpd "
+    "anon_max_rate=25000 B/s per connection) did RED's delay rise and fall with the number of "
+    "flows, while PIE stayed near its 20 ms target. This is why the spec checks RED's rise and "
+    "fall on the limited variant only."
+)
+
+
+def _utc(epoch: float | None) -> str:
+    if epoch is None or not math.isfinite(epoch):
+        return "not recorded"
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _cell(x, digits: int) -> str:
+    if isinstance(x, float):
+        return "" if math.isnan(x) else f"{x:.{digits}f}"
+    return str(x).replace("|", "\\|")
+
+
+def markdown_table(df: pd.DataFrame, digits: dict[str, int] | None = None) -> str:
+    """A DataFrame as a GitHub-flavoured markdown table. Floats get ``digits[column]``
+    decimals (default 1); NaN is an empty cell."""
+    digits = digits or {}
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_cell(x, digits.get(c, 1)) for c, x in zip(df.columns, row)) + " |")
+    return "\n".join(lines)
+
+
+def _value(v) -> str:
+    return json.dumps(v) if isinstance(v, (dict, list)) else str(v)
+
+
+def render_report(run: RunInfo, summary: pd.DataFrame, verdict: dict, problems: list[str],
+                  figures: list[str]) -> str:
+    """Build report.md's text.
+
+    Args:
+        run: the run (run.json fields used when present: site, mode, time_scale, nodes,
+            toolkit_commit, phase_start_skew_ms; other scalar fields are listed as is).
+        summary: summary.csv's table; verdict: verdict.json's dict.
+        problems: data problems from :func:`analysis.tidy.build_tidy`.
+        figures: figure paths relative to the run directory.
+    Returns:
+        Markdown text.
+    """
+    spec, d = run.spec, run.data
+    ref = spec.get("reference", {})
+    n_hold = sum(c["holds"] for c in verdict["claims"])
+    out = [f"# {spec.get('title', spec.name)}", ""]
+    out += [f"- Paper: {ref.get('paper', '').strip()}, {ref.get('figure', '')}",
+            f"- Earlier reproduction: {ref.get('reproduction', '').strip()}",
+            f"- Run directory: `{run.dir.name}` (experiment `{d.get('experiment', spec.name)}`)", ""]
+    out += [f"**Verdict: {'reproduced' if verdict['reproduced'] else 'not reproduced'}** "
+            f"({n_hold} of {len(verdict['claims'])} claims hold).", ""]
+
+    out += ["## How this run was made", ""]
+    starts = [t.start_epoch_s for t in run.trials if t.start_epoch_s is not None]
+    out += [f"- Site: {d.get('site', 'not recorded')}; mode: {d.get('mode', 'not recorded')}",
+            f"- Time scale: {run.time_scale:g} (every phase and flow offset multiplied by it; "
+            f"one trial lasts {max((p['end_s'] for t in run.trials for p in t.phases), default=0):g} s)",
+            f"- First trial start: {_utc(min(starts) if starts else None)}",
+            f"- Toolkit commit: {d.get('toolkit_commit', 'not recorded')}"]
+    skip = {"experiment", "spec", "trials", "nodes", "site", "mode", "time_scale", "toolkit_commit", "phase_start_skew_ms"}
+    for k, v in d.items():
+        if k not in skip:
+            out.append(f"- {k}: {_value(v)}")
+    if "phase_start_skew_ms" in d:
+        out.append(f"- Phase start skew (ms, how far the actual flow starts were from the schedule): "
+                   f"{_value(d['phase_start_skew_ms'])}")
+    out += ["", "Trials, in run order:", ""]
+    out += [markdown_table(pd.DataFrame([{
+        "trial": t.id, "aqm": t.aqm, "variant": t.variant, "start": _utc(t.start_epoch_s),
+        "bottleneck interface": t.bottleneck_interface or "", "bottleneck rate (Mbit/s)": t.rate_mbit,
+        "base RTT (ms)": ", ".join(f"{k} {v:.1f} ({t.base_rtt_origin.get(k, 'run.json')})"
+                                   for k, v in t.base_rtt_ms.items()) or "none",
+    } for t in run.trials])), ""]
+    nodes = d.get("nodes")
+    if isinstance(nodes, dict) and nodes:
+        rows = []
+        for name, info in nodes.items():
+            info = info if isinstance(info, dict) else {}
+            rows.append({"node": name, **{k: info.get(k, "") for k in ("kernel", "iproute2", "vsftpd", "openssh")},
+                         "sysctls": ", ".join(f"{k}={v}" for k, v in (info.get("sysctls") or {}).items())})
+        out += ["Software on the nodes:", "", markdown_table(pd.DataFrame(rows)), ""]
+
+    out += ["## Queueing delay", ""]
+    for f in figures:
+        if f.endswith("queueing-delay.png"):
+            out += [f"![Queueing delay of PIE and RED vs time]({f})", ""]
+    others = [f for f in figures if not f.endswith("queueing-delay.png")]
+    if others:
+        out += ["Also: " + ", ".join(f"[{f}]({f})" for f in others), ""]
+    out += ["Queueing delay = ping RTT minus the client's base RTT (the "
+            f"{spec.get('base_rtt', {}).get('statistic', 'median')} of a ping run before any load).", ""]
+
+    out += ["## Summary per phase", "",
+            "samples = ping samples of all clients in the phase; delay statistics in ms over those "
+            "samples; utilization = bytes sent on the bottleneck in the phase / (rate x duration).", "",
+            markdown_table(summary, {"utilization": 2}), ""]
+
+    out += ["## The paper's claims", ""]
+    for c in verdict["claims"]:
+        out += [f"### {c['id']}: {'holds' if c['holds'] else 'does not hold'}", "", f"> {c['text']}", "",
+                c["evidence"], ""]
+    out += ["Thresholds are those fixed in the experiment spec before any run (section `claims`).", ""]
+
+    out += ["## Data problems", ""]
+    out += [f"- {p}" for p in problems] if problems else ["None: every expected raw file was present."]
+    out += ["", "## The 2016 finding", "", FINDING_2016, "",
+            "## Regenerate", "", f"`python -m analysis {run.dir}` rewrites tidy.csv.gz, summary.csv, "
+            "verdict.json, figures/ and this report from run.json and raw/ (raw/ is only read).", ""]
+    return "\n".join(out)

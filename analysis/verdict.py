@@ -1,0 +1,121 @@
+"""Evaluate the spec's claims against summary.csv (``verdict.json``).
+
+Check kinds (experiment.yml, section "claims"); every threshold comes from the spec:
+
+- ``bound``: every selected row (aqm, each variant, each phase) has
+  ``min <= statistic <= max`` (either bound optional).
+- ``rise_and_fall``: for each variant, over ``phases`` in order, the statistic is
+  non-decreasing up to ``peak_phase`` and non-increasing after it, each step allowed to go
+  the wrong way by at most ``tolerance_ms``; and peak - first >= ``min_rise_ms`` and
+  peak - last >= ``min_rise_ms``.
+- ``compare``: for each variant and phase, stat(higher) - stat(lower) >= ``min_difference_ms``
+  and, if ``max_utilization_difference`` is given,
+  |utilization(higher) - utilization(lower)| <= max_utilization_difference.
+
+A value that is missing (no row, or NaN) makes its claim fail, and the evidence says so.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+
+def _lookup(summary: pd.DataFrame, aqm: str, variant: str, phase: str, column: str) -> float:
+    """summary[column] of the row (aqm, variant, phase); NaN if the row or column is missing."""
+    if column not in summary.columns:
+        return math.nan
+    row = summary[(summary["aqm"] == aqm) & (summary["variant"] == variant) & (summary["phase"] == phase)]
+    if row.empty:
+        return math.nan
+    v = pd.to_numeric(row[column], errors="coerce").iloc[0]
+    return float(v) if pd.notna(v) else math.nan
+
+
+def _fmt(x: float, nd: int = 1) -> str:
+    return "missing" if not math.isfinite(x) else f"{x:.{nd}f}"
+
+
+def check_bound(summary: pd.DataFrame, c: dict) -> tuple[bool, str]:
+    """``bound`` check; returns (holds, evidence)."""
+    lo, hi, stat = c.get("min"), c.get("max"), c["statistic"]
+    parts, holds, missing = [], True, []
+    for v in c["variants"]:
+        vals = [_lookup(summary, c["aqm"], v, p, stat) for p in c["phases"]]
+        for p, x in zip(c["phases"], vals):
+            if not math.isfinite(x):
+                missing.append(f"{v}/{p}")
+                holds = False
+            elif (lo is not None and x < lo) or (hi is not None and x > hi):
+                holds = False
+        parts.append(f"{c['aqm']} {v}: " + ", ".join(f"{p} {_fmt(x)}" for p, x in zip(c["phases"], vals)))
+    rng = f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
+    ev = f"{stat} must lie in {rng}; " + "; ".join(parts)
+    if missing:
+        ev += f" (no data for {', '.join(missing)})"
+    return holds, ev
+
+
+def check_rise_and_fall(summary: pd.DataFrame, c: dict) -> tuple[bool, str]:
+    """``rise_and_fall`` check; returns (holds, evidence)."""
+    stat, tol, rise = c["statistic"], float(c["tolerance_ms"]), float(c["min_rise_ms"])
+    phases = list(c["phases"])
+    k = phases.index(c["peak_phase"])
+    holds, parts = True, []
+    for v in c["variants"]:
+        vals = [_lookup(summary, c["aqm"], v, p, stat) for p in phases]
+        series = ", ".join(f"{p} {_fmt(x)}" for p, x in zip(phases, vals))
+        if not all(math.isfinite(x) for x in vals):
+            holds = False
+            parts.append(f"{c['aqm']} {v}: {series}: data missing")
+            continue
+        bad = [f"{phases[i]}->{phases[i + 1]} {vals[i + 1] - vals[i]:+.1f}" for i in range(len(vals) - 1)
+               if (i < k and vals[i + 1] - vals[i] < -tol) or (i >= k and vals[i + 1] - vals[i] > tol)]
+        up, down = vals[k] - vals[0], vals[k] - vals[-1]
+        ok = not bad and up >= rise and down >= rise
+        holds &= ok
+        parts.append(f"{c['aqm']} {v}: {series}; rise {up:.1f}, fall {down:.1f} (need >= {rise:g})"
+                     + (f"; steps the wrong way by more than {tol:g}: {', '.join(bad)}" if bad else ""))
+    return holds, f"{stat}, peak at {c['peak_phase']}: " + "; ".join(parts)
+
+
+def check_compare(summary: pd.DataFrame, c: dict) -> tuple[bool, str]:
+    """``compare`` check; returns (holds, evidence)."""
+    stat, hi, lo = c["statistic"], c["higher"], c["lower"]
+    need, max_u = float(c["min_difference_ms"]), c.get("max_utilization_difference")
+    holds, parts = True, []
+    for v in c["variants"]:
+        for p in c["phases"]:
+            a, b = _lookup(summary, hi, v, p, stat), _lookup(summary, lo, v, p, stat)
+            ua, ub = _lookup(summary, hi, v, p, "utilization"), _lookup(summary, lo, v, p, "utilization")
+            ok = math.isfinite(a) and math.isfinite(b) and a - b >= need
+            text = f"{v}/{p}: {hi} {_fmt(a)} - {lo} {_fmt(b)} = {_fmt(a - b)} (need >= {need:g})"
+            if max_u is not None:
+                ok = ok and math.isfinite(ua) and math.isfinite(ub) and abs(ua - ub) <= max_u
+                text += f", utilization {_fmt(ua, 2)} vs {_fmt(ub, 2)} (|diff| <= {max_u:g})"
+            holds &= ok
+            parts.append(text)
+    return holds, f"{stat}: " + "; ".join(parts)
+
+
+CHECKS = {"bound": check_bound, "rise_and_fall": check_rise_and_fall, "compare": check_compare}
+
+
+def evaluate(summary: pd.DataFrame, claims: list[dict]) -> dict:
+    """Evaluate ``claims`` (the spec's ``claims`` list) against ``summary`` (SUMMARY_COLUMNS).
+
+    Returns:
+        ``{"reproduced": bool, "claims": [{"id", "text", "holds", "evidence"}, ...]}``;
+        reproduced is True only if every claim holds (and there is at least one).
+    Raises:
+        ValueError: a claim has an unknown check kind.
+    """
+    out = []
+    for cl in claims:
+        kind = cl["check"]["kind"]
+        if kind not in CHECKS:
+            raise ValueError(f"claim {cl['id']}: unknown check kind {kind!r}; expected one of {', '.join(CHECKS)}")
+        holds, evidence = CHECKS[kind](summary, cl["check"])
+        out.append({"id": cl["id"], "text": cl["text"], "holds": bool(holds), "evidence": evidence})
+    return {"reproduced": bool(out) and all(c["holds"] for c in out), "claims": out}

@@ -1,0 +1,417 @@
+"""Tests of the analysis package: parsers, summary math, verdict checks, end to end on a
+synthetic run directory generated here (not a recorded dataset)."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import analysis
+from analysis.__main__ import main
+from analysis.raw import base_rtt_ms, parse_flows, parse_ping, parse_qdisc_jsonl
+from analysis.run import AnalysisError, TrialInfo
+from analysis.summary import SUMMARY_COLUMNS, phase_utilization, summarize
+from analysis.tidy import TIDY_COLUMNS, assign_phase
+from analysis.verdict import evaluate
+
+REPO = Path(__file__).resolve().parent.parent
+SPEC_FILE = REPO / "experiments" / "pie-vs-red" / "experiment.yml"
+HEADER = "aqm,variant,phase,flows,start_s,end_s,samples,delay_median_ms,delay_mean_ms,delay_p95_ms,utilization"
+
+
+# --- parsers ----------------------------------------------------------------------------------
+PING_TEXT = """\
+PING 10.10.2.1 (10.10.2.1) 56(84) bytes of data.
+[1795343450.612345] 64 bytes from 10.10.2.1: icmp_seq=1 ttl=63 time=100 ms
+[1795343450.712345] 64 bytes from 10.10.2.1: icmp_seq=2 ttl=63 time=100.3 ms
+[1795343450.812345] no answer yet for icmp_seq=3
+[1795343450.912345] 64 bytes from 10.10.2.1: icmp_seq=4 ttl=63 time=121.75 ms
+[1795343450.912399] 64 bytes from 10.10.2.1: icmp_seq=4 ttl=63 time=121.80 ms (DUP!)
+[1795343451.012345] 64 bytes from 10.10.2.1: icmp_seq=5 ttl=
+64 bytes from 10.10.2.1: icmp_seq=6 ttl=63 time=99.9 ms
+From 10.10.1.254 icmp_seq=7 Destination Host Unreachable
+
+--- 10.10.2.1 ping statistics ---
+7 packets transmitted, 4 received, +1 duplicates, 42% packet loss, time 601ms
+rtt min/avg/max/mdev = 99.900/105.487/121.800/9.000 ms
+"""
+
+
+def test_parse_ping_keeps_replies_only():
+    df = parse_ping(PING_TEXT)
+    assert list(df.columns) == ["t_epoch_s", "seq", "rtt_ms"]
+    assert df["seq"].tolist() == [1, 2, 4, 6]
+    assert df["rtt_ms"].tolist() == [100.0, 100.3, 121.75, 99.9]
+    assert df["t_epoch_s"].iloc[0] == pytest.approx(1795343450.612345)
+    assert math.isnan(df["t_epoch_s"].iloc[3])  # no -D prefix: no time
+
+
+def test_parse_ping_empty_and_base_rtt():
+    assert parse_ping("").empty and parse_ping("garbage\n\n").empty
+    assert base_rtt_ms(parse_ping(PING_TEXT)["rtt_ms"]) == pytest.approx((100.0 + 100.3) / 2)
+    assert base_rtt_ms([100.0, 101.0, 140.0]) == 101.0
+    assert base_rtt_ms([100.0, 101.0, 140.0], "min") == 100.0
+    assert base_rtt_ms([100.0, 101.0, 141.0], "mean") == pytest.approx(114.0)
+    assert math.isnan(base_rtt_ms([]))
+    with pytest.raises(ValueError):
+        base_rtt_ms([1.0], "max")
+
+
+def test_parse_flows_coerces_and_fills():
+    text = "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes\n" \
+           "1,server1,f01,1795343450.6,1795343700.6,0,312000000\n" \
+           "2,server1,f02,1795343450.7,,143,\n"
+    df = parse_flows(text)
+    assert len(df) == 2 and df["start_epoch_s"].iloc[1] == pytest.approx(1795343450.7)
+    assert math.isnan(df["end_epoch_s"].iloc[1]) and math.isnan(df["bytes"].iloc[1])
+    assert parse_flows("").empty
+    partial = parse_flows("flow,server,start_epoch_s\n1,server2,10.5\n")
+    assert list(partial.columns) == ["flow", "server", "file", "start_epoch_s", "end_epoch_s", "exit_code", "bytes"]
+    assert math.isnan(partial["bytes"].iloc[0])
+
+
+HTB = {"kind": "htb", "handle": "1:", "root": True, "bytes": 999, "backlog": 0, "qlen": 0}
+
+
+def test_parse_qdisc_pie_red_and_odd_lines():
+    pie = {"kind": "pie", "handle": "10:", "parent": "1:10", "bytes": 1000, "packets": 5, "drops": 7,
+           "overlimits": 0, "requeues": 0, "backlog": 30280, "qlen": 20, "prob": 0.0123, "delay": 21500,
+           "pkts_in": 100, "overlimit": 3, "dropped": 7, "maxq": 40, "ecn_mark": 0}
+    red = {"kind": "red", "handle": "10:", "parent": "1:10", "drops": 3, "backlog": "12Kb", "qlen": 8,
+           "marked": 0, "early": 2, "pdrop": 1, "other": 0}
+    lines = [
+        json.dumps({"t": 1795343450.6, "dev": "eth1", "tx_bytes": 5000, "tx_packets": 4, "qdisc": [HTB, pie]}),
+        "not json",
+        json.dumps({"dev": "eth1", "tx_bytes": 1}),  # no time
+        json.dumps({"t": 1795343450.5, "dev": "eth1", "tx_bytes": 4000, "qdisc": [HTB, red]}),
+        json.dumps({"t": 1795343450.7, "dev": "eth2", "tx_bytes": 1, "qdisc": []}),  # other device
+        json.dumps({"t": 1795343450.8, "dev": "eth1", "tx_bytes": 6000, "qdisc": [HTB]}),  # no AQM entry
+        "",
+    ]
+    df = parse_qdisc_jsonl("\n".join(lines), handle="10:", dev="eth1")
+    assert df["t_epoch_s"].tolist() == pytest.approx([1795343450.5, 1795343450.6, 1795343450.8])  # sorted
+    r, p, none = df.iloc[0], df.iloc[1], df.iloc[2]
+    assert r["kind"] == "red" and r["backlog_bytes"] == 12 * 1024 and r["red_early_drops"] == 2
+    assert math.isnan(r["pie_prob"]) and math.isnan(r["pie_delay_ms"]) and math.isnan(r["tx_packets"])
+    assert p["kind"] == "pie" and p["backlog_bytes"] == 30280 and p["backlog_packets"] == 20
+    assert p["pie_delay_ms"] == pytest.approx(21.5) and p["pie_prob"] == pytest.approx(0.0123)
+    assert p["drops"] == 7 and p["tx_bytes"] == 5000 and math.isnan(p["red_early_drops"])
+    assert none["kind"] == "" and none["tx_bytes"] == 6000 and math.isnan(none["backlog_bytes"])
+    assert parse_qdisc_jsonl("").empty
+
+
+def test_pie_delay_with_unit_text():
+    line = json.dumps({"t": 1.0, "qdisc": [{"kind": "pie", "handle": "10:", "delay": "18.5ms"}]})
+    assert parse_qdisc_jsonl(line)["pie_delay_ms"].iloc[0] == pytest.approx(18.5)
+
+
+# --- summary math ----------------------------------------------------------------------------
+def _trial(phases, rate=10.0, tid="pie-limited"):
+    aqm, variant = tid.split("-")
+    return TrialInfo(id=tid, aqm=aqm, variant=variant, start_epoch_s=0.0, phases=phases, rate_mbit=rate)
+
+
+PH2 = [{"name": "p1", "start_s": 0.0, "end_s": 10.0, "flows": 10},
+       {"name": "p2", "start_s": 10.0, "end_s": 20.0, "flows": 30}]
+
+
+def _rows(tid, node, source, metric, ts, vals):
+    aqm, variant = tid.split("-")
+    return pd.DataFrame({"trial": tid, "aqm": aqm, "variant": variant, "node": node, "source": source,
+                         "metric": metric, "t_s": ts, "phase": assign_phase(ts, PH2), "value": vals})
+
+
+def test_assign_phase():
+    assert assign_phase([-1, 0, 9.99, 10, 19.9, 20], PH2).tolist() == ["", "p1", "p1", "p2", "p2", ""]
+
+
+def test_summary_known_values():
+    # p1: delays 1..5 from two clients (median 3, mean 3, p95 4.8); p2: 10, 30 (median 20).
+    # tx counter: 625000 B/s (50% of 10 Mbit/s) until t=10, then 1e6 B/s (80%).
+    c = lambda t: 625000 * (t + 1) if t <= 10 else 6875000 + 1e6 * (t - 10)
+    tx_t = [-1.0, 4.0, 10.0, 21.0]
+    tidy = pd.concat([
+        _rows("pie-limited", "client1", "ping", "queueing_delay_ms", [1, 2, 3], [1, 2, 3]),
+        _rows("pie-limited", "client2", "ping", "queueing_delay_ms", [4, 5, 11, 12], [4, 5, 10, 30]),
+        _rows("pie-limited", "client1", "ping", "rtt_ms", [1, 2, 3, -0.5], [101, 102, 103, 99]),
+        _rows("pie-limited", "client2", "ping", "rtt_ms", [4, 5, 11, 12], [104, 105, 110, 130]),
+        _rows("pie-limited", "router", "qdisc", "tx_bytes", tx_t, [c(t) for t in tx_t]),
+    ], ignore_index=True)
+    s = summarize(tidy, [_trial(PH2), _trial(PH2, tid="red-limited")])
+    assert list(s.columns) == SUMMARY_COLUMNS and len(s) == 4
+    p1, p2 = s.iloc[0], s.iloc[1]
+    assert (p1["samples"], p2["samples"]) == (5, 2)  # the sample at -0.5 s is outside every phase
+    assert p1["delay_median_ms"] == 3 and p1["delay_mean_ms"] == 3 and p1["delay_p95_ms"] == pytest.approx(4.8)
+    assert p2["delay_median_ms"] == 20 and p2["delay_p95_ms"] == pytest.approx(29.0)
+    assert p1["utilization"] == pytest.approx(0.5) and p2["utilization"] == pytest.approx(0.8)
+    red = s.iloc[2]  # no data at all for this trial
+    assert red["samples"] == 0 and math.isnan(red["delay_median_ms"]) and math.isnan(red["utilization"])
+
+
+def test_phase_utilization_edges():
+    t, b = [0.0, 5.0, 10.0], [0.0, 2.5e6, 5e6]  # 500000 B/s = 40% of 10 Mbit/s
+    assert phase_utilization(t, b, 0, 10, 10) == pytest.approx(0.4)
+    assert phase_utilization(t, b, 0, 10, 1) == 1.0  # clipped
+    assert math.isnan(phase_utilization(t, b, 0, 20, 10))  # covers half the phase only
+    assert phase_utilization([0.5, 10.0], [0.0, 4.75e6], 0, 10, 10) == pytest.approx(0.4)  # 95% coverage
+    assert math.isnan(phase_utilization([0, 5, 10], [0, 5e6, 1e6], 0, 10, 10))  # counter reset
+    assert math.isnan(phase_utilization([], [], 0, 10, 10))
+
+
+# --- verdict ---------------------------------------------------------------------------------
+def _summary(values: dict, util: dict | None = None) -> pd.DataFrame:
+    rows = [{"aqm": a, "variant": v, "phase": p, "delay_median_ms": x,
+             "utilization": (util or {}).get((a, v, p), 0.95)} for (a, v, p), x in values.items()]
+    return pd.DataFrame(rows)
+
+
+BOUND = {"id": "b", "text": "t", "check": {"kind": "bound", "aqm": "pie", "variants": ["limited"],
+                                          "phases": ["p1", "p2"], "statistic": "delay_median_ms", "max": 40}}
+RISE = {"id": "r", "text": "t", "check": {"kind": "rise_and_fall", "aqm": "red", "variants": ["limited"],
+                                         "phases": ["p1", "p2", "p3", "p4", "p5"], "peak_phase": "p3",
+                                         "statistic": "delay_median_ms", "tolerance_ms": 5, "min_rise_ms": 20}}
+CMP = {"id": "c", "text": "t", "check": {"kind": "compare", "higher": "red", "lower": "pie", "variants": ["limited"],
+                                        "phases": ["p3"], "statistic": "delay_median_ms", "min_difference_ms": 20,
+                                        "max_utilization_difference": 0.1}}
+
+
+def test_bound():
+    ok = evaluate(_summary({("pie", "limited", "p1"): 19.0, ("pie", "limited", "p2"): 40.0}), [BOUND])
+    assert ok["reproduced"] and ok["claims"][0]["holds"] and "19.0" in ok["claims"][0]["evidence"]
+    bad = evaluate(_summary({("pie", "limited", "p1"): 19.0, ("pie", "limited", "p2"): 40.1}), [BOUND])
+    assert not bad["reproduced"] and not bad["claims"][0]["holds"]
+    lo = copy.deepcopy(BOUND)
+    lo["check"].update(min=10, max=None)
+    del lo["check"]["max"]
+    assert not evaluate(_summary({("pie", "limited", "p1"): 9.0, ("pie", "limited", "p2"): 50.0}), [lo])["reproduced"]
+    missing = evaluate(_summary({("pie", "limited", "p1"): 19.0, ("pie", "limited", "p2"): math.nan}), [BOUND])
+    assert not missing["claims"][0]["holds"] and "no data" in missing["claims"][0]["evidence"]
+
+
+def _red(vals):
+    return _summary({("red", "limited", f"p{i + 1}"): x for i, x in enumerate(vals)})
+
+
+def test_rise_and_fall():
+    assert evaluate(_red([15, 50, 100, 50, 15]), [RISE])["reproduced"]
+    assert evaluate(_red([15, 12, 100, 104, 80]), [RISE])["reproduced"]  # wrong-way steps within 5 ms
+    flat = evaluate(_red([90, 91, 92, 91, 90]), [RISE])
+    assert not flat["reproduced"] and "rise 2.0" in flat["claims"][0]["evidence"]
+    dip = evaluate(_red([15, 50, 100, 40, 46]), [RISE])  # rises again by 6 > 5 after the peak
+    assert not dip["reproduced"] and "p4->p5 +6.0" in dip["claims"][0]["evidence"]
+    early = evaluate(_red([15, 60, 100, 50, 15]).replace({60: 9}), [RISE])  # drops 6 before the peak
+    assert not early["reproduced"]
+    no_fall = evaluate(_red([15, 50, 100, 95, 90]), [RISE])  # peak - last = 10 < 20
+    assert not no_fall["reproduced"]
+    gap = evaluate(_red([15, 50, math.nan, 50, 15]), [RISE])
+    assert not gap["reproduced"] and "missing" in gap["claims"][0]["evidence"]
+
+
+def test_compare():
+    base = {("red", "limited", "p3"): 100.0, ("pie", "limited", "p3"): 20.0}
+    assert evaluate(_summary(base), [CMP])["reproduced"]
+    assert not evaluate(_summary({**base, ("red", "limited", "p3"): 39.0}), [CMP])["reproduced"]
+    util = {("red", "limited", "p3"): 0.95, ("pie", "limited", "p3"): 0.80}
+    res = evaluate(_summary(base, util), [CMP])
+    assert not res["reproduced"] and "0.95 vs 0.80" in res["claims"][0]["evidence"]
+    assert not evaluate(_summary({("red", "limited", "p3"): 100.0}), [CMP])["reproduced"]  # no PIE row
+    no_u = copy.deepcopy(CMP)
+    del no_u["check"]["max_utilization_difference"]
+    assert evaluate(_summary(base, util), [no_u])["reproduced"]
+
+
+def test_all_claims_needed_and_unknown_kind():
+    s = _summary({("pie", "limited", "p1"): 19.0, ("pie", "limited", "p2"): 20.0,
+                  ("red", "limited", "p3"): 30.0, ("pie", "limited", "p3"): 20.0})
+    v = evaluate(s, [BOUND, CMP])
+    assert [c["holds"] for c in v["claims"]] == [True, False] and not v["reproduced"]
+    assert set(v["claims"][0]) == {"id", "text", "holds", "evidence"}
+    with pytest.raises(ValueError):
+        evaluate(s, [{"id": "x", "text": "t", "check": {"kind": "nope"}}])
+
+
+# --- end to end on a synthetic run -----------------------------------------------------------
+RATE_BPS = 10e6 / 8
+START0 = 1795343450.5
+
+
+def _delay_ms(aqm, variant, flows, rng, n):
+    """Synthetic truth: PIE ~20 ms always; RED ~90 ms when unlimited, rising with flows when limited."""
+    if aqm == "pie":
+        centre = 20.0
+    elif variant == "unlimited":
+        centre = 90.0
+    else:
+        centre = {10: 15.0, 30: 50.0, 50: 100.0}[flows]
+    return centre + rng.normal(0, 3, n)
+
+
+def _util(variant, flows):
+    return 0.97 if variant == "unlimited" else 0.97 * flows / 50
+
+
+def make_synthetic_run(root: Path, time_scale: float = 0.1, seed: int = 1) -> Path:
+    """Write results/pie-vs-red/<id>/ with run.json and raw/ shaped like a real run's."""
+    rng = np.random.default_rng(seed)
+    spec = yaml.safe_load(SPEC_FILE.read_text())
+    k = time_scale
+    phases = [{**p, "start_s": p["start_s"] * k, "end_s": p["end_s"] * k} for p in spec["phases"]]
+    end = phases[-1]["end_s"]
+    servers = {fg["client"]: fg for fg in spec["flows"]}
+    run_dir = root / "results" / "pie-vs-red" / "20261101T120000Z"
+    trials = []
+    for i, t in enumerate(spec["trials"]):
+        aqm, variant = t["aqm"], t["variant"]
+        tid, start = f"{aqm}-{variant}", START0 + i * 100.0
+        flows_at = lambda ts: np.select([(ts >= p["start_s"]) & (ts < p["end_s"]) for p in phases],
+                                        [p["flows"] for p in phases], default=10)
+        for c, fg in servers.items():
+            d = run_dir / "raw" / tid / c
+            d.mkdir(parents=True)
+            base = 100.0 + rng.uniform(0, 1)
+            bt = start - 40 + np.arange(300) * 0.1
+            (d / "base_rtt.txt").write_text(f"PING {fg['server']} 56(84) bytes of data.\n" + "".join(
+                f"[{x:.6f}] 64 bytes from 10.10.2.1: icmp_seq={j + 1} ttl=63 time={base + rng.normal(0, 0.05):.2f} ms\n"
+                for j, x in enumerate(bt)) + "\n--- ping statistics ---\n300 packets transmitted, 300 received\n")
+            ts = np.arange(0, end, 0.1) + 0.01
+            f = flows_at(ts)
+            rtt = base + np.concatenate([_delay_ms(aqm, variant, int(n), rng, 1) for n in f])
+            lines = [f"[{start + x:.6f}] 64 bytes from 10.10.2.1: icmp_seq={j + 1} ttl=63 time={r:.1f} ms\n"
+                     for j, (x, r) in enumerate(zip(ts, rtt))]
+            lines.insert(5, f"[{start + 0.5:.6f}] no answer yet for icmp_seq=999\n")
+            (d / "ping.txt").write_text("PING header\n" + "".join(lines) + "\n--- summary ---\n")
+            s0 = fg["start_s"] * k
+            rows = [f"{n + 1},{fg['server']},f{n + 1:02d},{start + s0 + 0.05 * n:.3f},{start + s0 + fg['duration_s'] * k:.3f},0,1000\n"
+                    for n in range(fg["flows"])]
+            (d / "flows.csv").write_text("flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes\n" + "".join(rows))
+        d = run_dir / "raw" / tid / "router"
+        d.mkdir(parents=True)
+        ts = np.arange(-0.2, end + 0.3, 0.1)
+        f = flows_at(ts)
+        rate = np.array([_util(variant, int(n)) for n in f]) * RATE_BPS
+        tx = np.concatenate([[0.0], np.cumsum(rate[1:] * np.diff(ts))]) + 1e6
+        with open(d / "qdisc.jsonl", "w") as out:
+            for x, b, n in zip(ts, tx, f):
+                delay = float(_delay_ms(aqm, variant, int(n), rng, 1)[0])
+                q = {"kind": aqm, "handle": "10:", "parent": "1:10", "drops": 5, "qlen": int(delay * 1.25 / 1.5),
+                     "backlog": int(delay * RATE_BPS / 1000)}
+                q.update({"prob": 0.01, "delay": int(delay * 1000)} if aqm == "pie" else {"early": 3, "marked": 0})
+                out.write(json.dumps({"t": start + x, "dev": "eth1", "tx_bytes": int(b), "tx_packets": int(b / 1500),
+                                      "qdisc": [HTB, q]}) + "\n")
+        trial = {"id": tid, "aqm": aqm, "variant": variant, "start_epoch_s": start, "phases": phases,
+                 "bottleneck_interface": "eth1"}
+        if i == 0:
+            trial["base_rtt_ms"] = {"client1": 100.5}  # others computed from base_rtt.txt
+        trials.append(trial)
+    run = {"experiment": "pie-vs-red", "spec": spec, "time_scale": time_scale, "site": "local", "mode": "vm",
+           "trials": trials, "toolkit_commit": "abc1234", "phase_start_skew_ms": {"pie-unlimited": {"client2": 12}},
+           "nodes": {"router": {"kernel": "6.1.0-test", "iproute2": "6.1.0", "sysctls": {"net.ipv4.ip_forward": 1}}}}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    return run_dir
+
+
+def test_end_to_end(tmp_path, capsys):
+    run_dir = make_synthetic_run(tmp_path)
+    raw_before = sorted((p.relative_to(run_dir), p.stat().st_mtime_ns) for p in (run_dir / "raw").rglob("*"))
+    assert main([str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "HOLDS pie-near-target" in out and "verdict: reproduced" in out
+    for name in ["tidy.csv.gz", "summary.csv", "verdict.json", "report.md", "figures/queueing-delay.png",
+                 "figures/queueing-delay.pdf", "figures/utilization.png", "figures/backlog.png"]:
+        assert (run_dir / name).is_file() and (run_dir / name).stat().st_size > 0, name
+    assert sorted((p.relative_to(run_dir), p.stat().st_mtime_ns) for p in (run_dir / "raw").rglob("*")) == raw_before
+    assert not list(run_dir.rglob("*.tmp"))
+
+    lines = (run_dir / "summary.csv").read_text().splitlines()
+    assert lines[0] == HEADER and len(lines) == 21
+    s = pd.read_csv(run_dir / "summary.csv")
+    assert (s["samples"] == 150).all()  # 3 clients x 50 pings per 5 s phase
+    pie = s[s["aqm"] == "pie"]
+    assert pie["delay_median_ms"].between(15, 25).all()
+    red = s[(s["aqm"] == "red") & (s["variant"] == "limited")].set_index("phase")["delay_median_ms"]
+    assert red["p3"] == pytest.approx(100, abs=5) and red["p1"] == pytest.approx(15, abs=5)
+    lim = s[s["variant"] == "limited"].set_index(["aqm", "phase"])["utilization"]
+    assert lim[("pie", "p1")] == pytest.approx(0.194, abs=0.01) and lim[("pie", "p3")] == pytest.approx(0.97, abs=0.01)
+
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    assert set(verdict) == {"reproduced", "claims"} and verdict["reproduced"] is True
+    assert [c["id"] for c in verdict["claims"]] == ["pie-near-target", "red-follows-load", "red-above-pie-under-load"]
+    assert all(set(c) == {"id", "text", "holds", "evidence"} for c in verdict["claims"])
+
+    with gzip.open(run_dir / "tidy.csv.gz", "rt") as fh:
+        tidy = pd.read_csv(fh, keep_default_na=False, na_values=[""])
+    assert list(tidy.columns) == TIDY_COLUMNS
+    assert set(tidy["source"]) == {"ping", "qdisc", "flow"}
+    got = set(tidy["metric"])
+    assert {"rtt_ms", "queueing_delay_ms", "backlog_bytes", "backlog_packets", "drops", "pie_prob", "pie_delay_ms",
+            "red_early_drops", "tx_bytes", "throughput_mbit", "flow_start_offset_s"} <= got
+    q = tidy[(tidy["trial"] == "pie-unlimited") & (tidy["node"] == "client1") & (tidy["metric"] == "queueing_delay_ms")]
+    assert len(q) == 250
+    thr = tidy[(tidy["trial"] == "pie-unlimited") & (tidy["metric"] == "throughput_mbit")]["value"]
+    assert thr.median() == pytest.approx(9.7, abs=0.1)
+    lag = tidy[(tidy["trial"] == "red-limited") & (tidy["node"] == "client3") & (tidy["metric"] == "flow_start_lag_s")]
+    assert lag["value"].max() == pytest.approx(0.95, abs=1e-3)
+
+    report = (run_dir / "report.md").read_text()
+    for text in ["Fig. 8", "figures/queueing-delay.png", "| aqm | variant | phase |", "pie-near-target",
+                 "6.1.0-test", "abc1234", "2016", "Time scale: 0.1"]:
+        assert text in report, text
+
+    assert analysis.analyze_run(run_dir) == verdict  # re-run replaces outputs with the same result
+
+
+def test_missing_files_do_not_crash(tmp_path):
+    run_dir = make_synthetic_run(tmp_path)
+    (run_dir / "raw" / "red-limited" / "client3" / "ping.txt").unlink()
+    (run_dir / "raw" / "pie-limited" / "router" / "qdisc.jsonl").unlink()
+    import shutil
+    shutil.rmtree(run_dir / "raw" / "red-unlimited")
+    res = analysis.analyze(run_dir, figures=False)
+    assert "raw/red-limited/client3/ping.txt: missing" in res.problems
+    assert "raw/red-unlimited/: missing" in res.problems
+    s = res.summary
+    assert len(s) == 20
+    assert (s[(s["aqm"] == "red") & (s["variant"] == "unlimited")]["samples"] == 0).all()
+    assert (s[(s["aqm"] == "red") & (s["variant"] == "limited")]["samples"] == 100).all()
+    assert s[(s["aqm"] == "pie") & (s["variant"] == "limited")]["utilization"].isna().all()
+    v = res.verdict
+    assert v["reproduced"] is False
+    cmp = v["claims"][2]
+    assert cmp["holds"] is False and "missing" in cmp["evidence"]
+    assert "raw/red-unlimited/: missing" in (run_dir / "report.md").read_text()
+
+
+def test_trial_missing_from_run_json(tmp_path):
+    run_dir = make_synthetic_run(tmp_path)
+    data = json.loads((run_dir / "run.json").read_text())
+    data["trials"] = data["trials"][:3]
+    (run_dir / "run.json").write_text(json.dumps(data))
+    res = analysis.analyze(run_dir, figures=False)
+    assert len(res.summary) == 20 and any("red-limited" in p for p in res.problems)
+    assert res.verdict["claims"][1]["holds"] is False
+
+
+def test_bad_run_dir(tmp_path, capsys):
+    assert main([str(tmp_path / "nope")]) == 2
+    assert "expected a run directory" in capsys.readouterr().err
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "run.json" in err and "missing" in err and err.count("\n") == 1
+    (tmp_path / "run.json").write_text("{not json")
+    assert main([str(tmp_path)]) == 2
+    assert "expected JSON" in capsys.readouterr().err
+    (tmp_path / "run.json").write_text(json.dumps({"spec": {"name": "x"}}))
+    assert main([str(tmp_path)]) == 2
+    assert "run.json:spec" in capsys.readouterr().err
+    spec = yaml.safe_load(SPEC_FILE.read_text())
+    (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "trials": [{"aqm": "pie", "variant": "limited"}]}))
+    with pytest.raises(AnalysisError, match=r"start_epoch_s"):
+        analysis.analyze_run(tmp_path)
