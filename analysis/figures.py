@@ -62,6 +62,13 @@ def _headroom(ax, bottom: float | None = None) -> None:
     ax.set_ylim(lo, hi + 0.10 * (hi - lo))
 
 
+def _legend(fig: Figure, ax) -> None:
+    """One legend for the figure, below the panels (the panels share their series)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=len(handles), fontsize=9, frameon=False)
+
+
 def _save(fig: Figure, target: Path) -> Path:
     with atomic_path(target) as tmp:
         fig.savefig(tmp, format=target.suffix.lstrip("."), dpi=150)
@@ -108,7 +115,7 @@ def plot_queueing_delay(tidy: pd.DataFrame, run: RunInfo, out_dir: Path) -> list
         ax.set_xlabel("time (s)")
         ax.set_xlim(0, duration)
         ax.set_ylabel("queueing delay (ms)")
-        ax.legend(loc="upper left", fontsize=8, bbox_to_anchor=(0, 0.93))
+    _legend(fig, axes[0][0])
     fig.suptitle(f"{run.spec.get('title', run.spec.name)}")
     outs = [_save(fig, out_dir / "queueing-delay.png"), _save(fig, out_dir / "queueing-delay.pdf")]
     return outs
@@ -133,7 +140,7 @@ def plot_utilization(tidy: pd.DataFrame, run: RunInfo, out_dir: Path) -> list[Pa
         ax.set_xlabel("time (s)")
         ax.set_xlim(0, duration)
         ax.set_ylabel("bottleneck throughput (Mbit/s)")
-        ax.legend(loc="lower center", fontsize=8)
+    _legend(fig, axes[0][0])
     fig.suptitle("Load on the bottleneck (router tx byte counter)")
     return [_save(fig, out_dir / "utilization.png")]
 
@@ -161,9 +168,9 @@ def plot_backlog(tidy: pd.DataFrame, run: RunInfo, out_dir: Path) -> list[Path]:
             ax.set_ylabel(ylabel)
             if row == 0:
                 ax.set_title(f"{v} sources")
-                ax.legend(loc="upper left", fontsize=8, bbox_to_anchor=(0, 0.9))
             else:
                 ax.set_xlabel("time (s)")
+    _legend(fig, axes[0][0])
     fig.suptitle(f"Queue backlog at the bottleneck (median per {w:g} s)")
     return [_save(fig, out_dir / "backlog.png")]
 

@@ -122,7 +122,9 @@ def render_report(run: RunInfo, summary: pd.DataFrame, verdict: dict, problems: 
 
     out += ["## Data problems", ""]
     out += [f"- {p}" for p in problems] if problems else ["None: every expected raw file was present."]
-    out += ["", "## The 2016 finding", "", FINDING_2016, "",
-            "## Regenerate", "", f"`python -m analysis {run.dir}` rewrites tidy.csv.gz, summary.csv, "
+    if spec.name == "pie-vs-red":
+        out += ["", "## The 2016 finding", "", FINDING_2016]
+    where = f"results/{d.get('experiment', spec.name)}/{run.dir.name}"
+    out += ["", "## Regenerate", "", f"`python -m analysis {where}` rewrites tidy.csv.gz, summary.csv, "
             "verdict.json, figures/ and this report from run.json and raw/ (raw/ is only read).", ""]
     return "\n".join(out)

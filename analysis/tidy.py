@@ -49,7 +49,7 @@ def assign_phase(t_s, phases: list[dict]) -> np.ndarray:
 
 def _long(trial: TrialInfo, node: str, source: str, t_s, wide: dict[str, np.ndarray]) -> pd.DataFrame:
     """Stack ``metric -> values`` (each aligned with t_s) into TIDY_COLUMNS rows; NaN values dropped."""
-    t = np.asarray(t_s, dtype=float)
+    t = np.round(np.asarray(t_s, dtype=float), 6)  # epoch differences: keep microseconds, drop float noise
     phase = assign_phase(t, trial.phases)
     parts = [
         pd.DataFrame({"metric": m, "t_s": t, "phase": phase, "value": np.asarray(v, dtype=float)})
