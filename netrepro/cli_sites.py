@@ -1,0 +1,68 @@
+"""Site functions the command line calls (``netrepro plan``, ``netrepro inventory``,
+``make rspec``). No credentials and no network are used by any of them.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from netrepro.sites.base import SiteError
+from netrepro.spec import REPO_ROOT, Spec
+
+#: The committed request RSpec of an experiment: rspecs/<name>.xml.
+RSPECS_DIR = REPO_ROOT / "rspecs"
+
+
+def committed_rspec_path(spec: Spec) -> Path:
+    """Where the committed request RSpec of ``spec`` lives (rspecs/<experiment>.xml)."""
+    return RSPECS_DIR / f"{spec.name}.xml"
+
+
+def plan_text(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> str:
+    """What ``netrepro plan <exp> --site <site>`` prints: exactly what ``reserve`` would
+    request (instageni: the RSpec; fabric: the fablib slice built offline; every site: the
+    nodes and addresses). Raises SiteError for an unknown site or a bad option."""
+    from netrepro.sites import get_site
+
+    with tempfile.TemporaryDirectory(prefix="netrepro-plan-") as tmp:
+        return get_site(site_name, spec, Path(tmp), dict(options or {})).plan()
+
+
+def inventory_from_manifest(spec: Spec, manifest_path: Path | str, user: str | None,
+                            site: str = "instageni", key_file: str | None = None) -> str:
+    """YAML inventory text from a manifest saved by hand (``netrepro inventory <exp> --site
+    instageni --manifest FILE --user NAME``).
+
+    Raises:
+        SiteError: the manifest is unreadable, or lacks a node, login or address of the spec
+            (one line naming the file, the field and what was expected).
+    """
+    from netrepro.inventory import build_inventory, dump_inventory
+    from netrepro.manifest import logins_from_manifest
+
+    logins = logins_from_manifest(spec, manifest_path, user, key_file)
+    return dump_inventory(build_inventory(spec, logins, site))
+
+
+def write_rspec(spec: Spec, path: Path | str | None = None) -> Path:
+    """Write the default request RSpec of ``spec`` (``make rspec``) to ``path`` (default
+    rspecs/<experiment>.xml) and return the path. Not bound to an aggregate."""
+    from netrepro.rspec import write_request
+
+    return write_request(spec, path or committed_rspec_path(spec))
+
+
+def rspec_drift(spec: Spec, path: Path | str | None = None) -> str | None:
+    """None when the committed RSpec equals a fresh one, else a one-line message."""
+    from netrepro.rspec import drift
+
+    return drift(spec, path or committed_rspec_path(spec))
+
+
+def check_rspec(spec: Spec, path: Path | str | None = None) -> None:
+    """Raise SiteError when the committed RSpec drifted from the spec (for `make check`)."""
+    msg = rspec_drift(spec, path)
+    if msg:
+        raise SiteError(msg)

@@ -1,0 +1,206 @@
+"""Generate a GENI v3 request RSpec from an experiment's topology (lxml).
+
+One ``<node>`` per spec node (a VM of type ``vm_type`` booting ``image``), one ``<interface>``
+per spec interface carrying the spec's address and the netmask of its network's subnet, and
+one ``<link>`` per spec network joining the interfaces on it (two or more interfaces make a
+LAN). Names are stable: interface ``<node>:<network>``, link ``<network>``, so a manifest can
+be matched back to the spec by ``client_id`` as well as by address.
+
+The element names and order follow the GENI v3 request schema (derived from ProtoGENI v2;
+tests validate the output against ``protogeni-rspec-2/request.xsd`` after swapping the
+namespace, see ../shared/fixtures/README.md). Emulab extensions used:
+``emulab:routable_control_ip`` (a public control address per VM, so SSH is on port 22 of the
+VM itself) and ``emulab:xen`` (cores / RAM of a Xen VM), both from
+``http://www.protogeni.net/resources/rspec/ext/emulab/1``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from netrepro.spec import Spec, SpecError
+
+GENI_V3_NS = "http://www.geni.net/resources/rspec/3"
+PG_V2_NS = "http://www.protogeni.net/resources/rspec/2"
+EMULAB_NS = "http://www.protogeni.net/resources/rspec/ext/emulab/1"
+XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
+SCHEMA_LOCATION = f"{GENI_V3_NS} {GENI_V3_NS}/request.xsd"
+
+#: Current Ubuntu LTS image served by every Emulab-software aggregate (CloudLab, Emulab,
+#: InstaGENI racks fetch it from emulab.net). ``emulab-ops//`` = the image's latest version.
+DEFAULT_IMAGE = "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU22-64-STD"
+#: Shared Xen VM, the sliver type InstaGENI racks and Emulab offer for VMs.
+DEFAULT_VM_TYPE = "emulab-xen"
+
+
+@dataclass(frozen=True)
+class RSpecOptions:
+    """What the request asks for beyond the topology.
+
+    Attributes:
+        image: disk image URN (``urn:publicid:IDN+<authority>+image+<project>//<NAME>``).
+        vm_type: sliver type name (``emulab-xen``, ``default-vm``, ``raw-pc``).
+        routable_control_ip: ask for a public control IP per VM (SSH on port 22) instead of
+            a shared host's high port.
+        component_manager_id: aggregate URN to bind every node to, or None (unbound; the
+            aggregate that receives the request takes it).
+        vm_cores: Xen VM vCPUs, or None for the aggregate's default.
+        vm_ram_mb: Xen VM memory in MiB, or None for the aggregate's default.
+    """
+
+    image: str = DEFAULT_IMAGE
+    vm_type: str = DEFAULT_VM_TYPE
+    routable_control_ip: bool = True
+    component_manager_id: str | None = None
+    vm_cores: int | None = None
+    vm_ram_mb: int | None = None
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any] | None) -> "RSpecOptions":
+        """Build from site options (``image``, ``vm_type``, ``routable_control_ip``,
+        ``vm_cores``, ``vm_ram_mb``; strings as given on a command line are accepted).
+
+        Raises:
+            SpecError: a value has the wrong form (message names the option).
+        """
+        o = dict(options or {})
+        kw: dict[str, Any] = {}
+        if o.get("image"):
+            image = str(o["image"])
+            if not image.startswith("urn:publicid:IDN+") or "+image+" not in image:
+                raise SpecError("site options", "image", f"expected an image URN like {DEFAULT_IMAGE}, got {image!r}")
+            kw["image"] = image
+        if o.get("vm_type"):
+            kw["vm_type"] = str(o["vm_type"])
+        if o.get("routable_control_ip") not in (None, ""):
+            kw["routable_control_ip"] = _as_bool(o["routable_control_ip"], "routable_control_ip")
+        if o.get("component_manager_id"):
+            kw["component_manager_id"] = str(o["component_manager_id"])
+        for key in ("vm_cores", "vm_ram_mb"):
+            if o.get(key) not in (None, ""):
+                try:
+                    val = int(o[key])
+                except (TypeError, ValueError):
+                    val = 0
+                if val <= 0:
+                    raise SpecError("site options", key, f"expected a positive integer, got {o[key]!r}")
+                kw[key] = val
+        return cls(**kw)
+
+
+def _as_bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    s = str(value).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off"):
+        return False
+    raise SpecError("site options", name, f"expected true or false, got {value!r}")
+
+
+def interface_id(node: str, network: str) -> str:
+    """The request's ``client_id`` of ``node``'s interface on ``network``."""
+    return f"{node}:{network}"
+
+
+def build_request(spec: Spec, opts: RSpecOptions | None = None):
+    """The request RSpec of ``spec``'s topology as an lxml ``_Element`` (root ``<rspec>``)."""
+    from lxml import etree
+
+    opts = opts or RSpecOptions()
+    g = "{%s}" % GENI_V3_NS
+    e = "{%s}" % EMULAB_NS
+    root = etree.Element(g + "rspec", nsmap={None: GENI_V3_NS, "emulab": EMULAB_NS, "xsi": XSI_NS})
+    root.set("type", "request")
+    root.set("{%s}schemaLocation" % XSI_NS, SCHEMA_LOCATION)
+    root.append(etree.Comment(f" Generated by netrepro from {spec.name} (experiment.yml); regenerate with `make rspec`. "))
+    for name, nd in spec.nodes.items():
+        node = etree.SubElement(root, g + "node", client_id=name, exclusive="false")
+        if opts.component_manager_id:
+            node.set("component_manager_id", opts.component_manager_id)
+        st = etree.SubElement(node, g + "sliver_type", name=opts.vm_type)
+        etree.SubElement(st, g + "disk_image", name=opts.image)
+        if opts.vm_cores or opts.vm_ram_mb:
+            xen = etree.SubElement(st, e + "xen")
+            if opts.vm_cores:
+                xen.set("cores", str(opts.vm_cores))
+            if opts.vm_ram_mb:
+                xen.set("ram", str(opts.vm_ram_mb))
+        for itf in nd["interfaces"]:
+            net = ipaddress.ip_network(spec.networks[itf["network"]]["subnet"])
+            ie = etree.SubElement(node, g + "interface", client_id=interface_id(name, itf["network"]))
+            etree.SubElement(ie, g + "ip", address=itf["address"], type="ipv4", netmask=str(net.netmask))
+        if opts.routable_control_ip:
+            etree.SubElement(node, e + "routable_control_ip")
+    for net_name in spec.networks:
+        link = etree.SubElement(root, g + "link", client_id=net_name)
+        if opts.component_manager_id:
+            etree.SubElement(link, g + "component_manager", name=opts.component_manager_id)
+        for name, nd in spec.nodes.items():
+            for itf in nd["interfaces"]:
+                if itf["network"] == net_name:
+                    etree.SubElement(link, g + "interface_ref", client_id=interface_id(name, net_name))
+    return root
+
+
+def request_xml(spec: Spec, opts: RSpecOptions | None = None) -> str:
+    """The request RSpec as pretty-printed UTF-8 XML text (with an XML declaration)."""
+    from lxml import etree
+
+    return etree.tostring(build_request(spec, opts), pretty_print=True, xml_declaration=True,
+                          encoding="UTF-8").decode("utf-8")
+
+
+def write_request(spec: Spec, path: Path | str, opts: RSpecOptions | None = None) -> Path:
+    """Write the request RSpec to ``path`` (parents created) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(request_xml(spec, opts))
+    return path
+
+
+def to_protogeni_v2(xml: str | bytes):
+    """Parse ``xml`` and return a copy with every GENI v3 element moved to the ProtoGENI v2
+    namespace, for validation against ``protogeni-rspec-2/request.xsd`` (see the fixtures'
+    README). Extension elements (emulab, jacks, ...) keep their namespace."""
+    from lxml import etree
+
+    data = xml.encode("utf-8") if isinstance(xml, str) else xml
+    root = etree.fromstring(data, etree.XMLParser(remove_blank_text=True))
+    for el in root.iter():
+        if isinstance(el.tag, str) and el.tag.startswith("{%s}" % GENI_V3_NS):
+            el.tag = "{%s}%s" % (PG_V2_NS, etree.QName(el).localname)
+    # Drop the v3 schemaLocation hint: it points at a schema that is not available offline.
+    root.attrib.pop("{%s}schemaLocation" % XSI_NS, None)
+    etree.cleanup_namespaces(root)
+    return root
+
+
+def validate_request(xml: str | bytes, xsd_path: Path | str) -> list[str]:
+    """Validate a GENI v3 request against the ProtoGENI v2 ``request.xsd`` at ``xsd_path``.
+
+    Returns the list of schema errors as ``line N: message`` strings (empty when valid).
+    """
+    from lxml import etree
+
+    schema = etree.XMLSchema(etree.parse(str(xsd_path)))
+    doc = to_protogeni_v2(xml)
+    ok = schema.validate(doc)
+    return [] if ok else [f"line {err.line}: {err.message}" for err in schema.error_log]
+
+
+def drift(spec: Spec, path: Path | str, opts: RSpecOptions | None = None) -> str | None:
+    """Compare the committed request at ``path`` with a fresh one from ``spec``.
+
+    Returns None when identical, else a one-line message saying how to regenerate it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return f"{path}: (file): missing; run `make rspec` to generate it from {spec.path}"
+    if path.read_text() != request_xml(spec, opts):
+        return f"{path}: (content): differs from the request generated from {spec.path}; run `make rspec` and commit it"
+    return None

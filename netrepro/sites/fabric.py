@@ -1,0 +1,302 @@
+"""The fabric site: a FABRIC slice built with fablib (fabrictestbed-extensions 2.x).
+
+The slice mirrors the topology: one VM per spec node at one FABRIC site, one ``NIC_Basic``
+per interface, one ``L2Bridge`` network per spec network, each interface in fablib's
+``config`` mode with the spec's address (fablib writes it on the VM after boot, so the
+provisioning roles find the interface by address as on every other site). Nodes are reached
+through the FABRIC bastion: ``proxy_jump = <bastion user>@<bastion host>:22``, with the
+bastion key in ``NodeLogin.extra['proxy_key_file']`` and the slice key as ``key_file``.
+Management addresses are often IPv6; NodeLogin.host holds them bare (no brackets).
+
+Configuration comes from fablib's ``fabric_rc`` (``$FABRIC_RC`` or
+~/work/fabric_config/fabric_rc; ``export NAME=value`` lines) and the environment:
+FABRIC_PROJECT_ID, FABRIC_TOKEN_LOCATION, FABRIC_BASTION_USERNAME, FABRIC_BASTION_KEY_LOCATION,
+FABRIC_BASTION_HOST (default bastion.fabric-testbed.net), FABRIC_SLICE_PRIVATE_KEY_FILE,
+FABRIC_SLICE_PUBLIC_KEY_FILE. fablib is imported only inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from netrepro.sites.base import NodeLogin, Site, SiteError
+from netrepro.spec import Spec
+
+DEFAULT_RC = "~/work/fabric_config/fabric_rc"
+DEFAULT_BASTION_HOST = "bastion.fabric-testbed.net"
+#: What each setting is for; checked by :func:`load_fabric_config` before any network use.
+REQUIRED = {
+    "FABRIC_PROJECT_ID": "your project's ID (FABRIC portal, Projects)",
+    "FABRIC_TOKEN_LOCATION": "the token JSON file (FABRIC portal, Experiments > Manage Tokens)",
+    "FABRIC_BASTION_USERNAME": "your bastion login (FABRIC portal, User Profile > My SSH Keys)",
+    "FABRIC_BASTION_KEY_LOCATION": "your bastion private key file (expires after six months)",
+    "FABRIC_SLICE_PRIVATE_KEY_FILE": "the slice SSH private key file",
+    "FABRIC_SLICE_PUBLIC_KEY_FILE": "the slice SSH public key file",
+}
+FILES = ("FABRIC_TOKEN_LOCATION", "FABRIC_BASTION_KEY_LOCATION", "FABRIC_SLICE_PRIVATE_KEY_FILE", "FABRIC_SLICE_PUBLIC_KEY_FILE")
+
+
+@dataclass(frozen=True)
+class FabricOptions:
+    """Slice shape. ``site``: FABRIC site name (``UTAH``, ``STAR``...; None = random site
+    with capacity at submit); ``cores`` (vCPUs), ``ram_gb``, ``disk_gb``, ``image``
+    (fablib image name); ``slice_name``."""
+
+    site: str | None = None
+    cores: int = 2
+    ram_gb: int = 8
+    disk_gb: int = 10
+    image: str = "default_ubuntu_22"
+    slice_name: str = "netrepro"
+
+    @classmethod
+    def from_options(cls, spec: Spec, options: dict[str, Any] | None) -> "FabricOptions":
+        """From site options ``fabric_site``, ``cores``, ``ram_gb``, ``disk_gb``, ``image``,
+        ``slice_name``. Raises SiteError naming a malformed option."""
+        o = dict(options or {})
+        kw: dict[str, Any] = {"slice_name": o.get("slice_name") or f"netrepro-{spec.name}"}
+        if o.get("fabric_site"):
+            kw["site"] = str(o["fabric_site"]).upper()
+        if o.get("image"):
+            kw["image"] = str(o["image"])
+        for key in ("cores", "ram_gb", "disk_gb"):
+            if o.get(key) not in (None, ""):
+                try:
+                    val = int(o[key])
+                except (TypeError, ValueError):
+                    val = 0
+                if val <= 0:
+                    raise SiteError(f"site option {key}={o[key]!r}: expected a positive integer")
+                kw[key] = val
+        return cls(**kw)
+
+
+def nic_name(network: str) -> str:
+    """The NIC component's name for a network (fablib interface ``<node>-<nic>-p1``)."""
+    return f"nic_{network}"
+
+
+def build_slice(fablib_manager, spec: Spec, opts: FabricOptions):
+    """Add the topology to a new fablib slice and return it (no submit, no network).
+
+    ``fablib_manager``: a FablibManager (``offline=True`` works: nothing is contacted).
+    Each interface gets mode ``config`` and the spec's address; each network is an
+    ``L2Bridge`` with the spec's subnet.
+    Raises SiteError when ``opts.site`` is None with an offline manager (fablib would query
+    the service for a random site).
+    """
+    if opts.site is None and getattr(fablib_manager, "offline", False):
+        raise SiteError("FABRIC_SITE: expected a site name to build the slice offline (e.g. UTAH)")
+    slc = fablib_manager.new_slice(name=opts.slice_name)
+    ifaces: dict[str, list] = {net: [] for net in spec.networks}
+    for node_name, nd in spec.nodes.items():
+        node = slc.add_node(name=node_name, site=opts.site, cores=opts.cores, ram=opts.ram_gb,
+                            disk=opts.disk_gb, image=opts.image)
+        for itf in nd["interfaces"]:
+            iface = node.add_component(model="NIC_Basic", name=nic_name(itf["network"])).get_interfaces()[0]
+            ifaces[itf["network"]].append((iface, itf["address"]))
+    for net, members in ifaces.items():
+        slc.add_l2network(name=net, interfaces=[i for i, _ in members], type="L2Bridge",
+                          subnet=ipaddress.IPv4Network(spec.networks[net]["subnet"]))
+        for iface, addr in members:
+            iface.set_mode("config")
+            iface.set_ip_addr(ipaddress.IPv4Address(addr))
+    return slc
+
+
+def describe_slice(slc) -> str:
+    """A text description of a (built or submitted) fablib slice: nodes with site, cores,
+    RAM, disk, image, and each NIC's interface, network and address; then the networks."""
+    lines = [f"slice {slc.get_name()}"]
+    for node in slc.get_nodes():
+        lines.append(f"  node {node.get_name()}: site {node.get_site()}, {node.get_requested_cores()} cores, "
+                     f"{node.get_requested_ram()} GB RAM, {node.get_requested_disk()} GB disk, image {node.get_image()}")
+        for comp in node.get_components():
+            for iface in comp.get_interfaces():
+                net = iface.get_network()
+                lines.append(f"    {comp.get_model()} {comp.get_name()}: {iface.get_name()} -> "
+                             f"{net.get_name() if net else '-'} {iface.get_ip_addr()} (mode {iface.get_mode()})")
+    for net in slc.get_networks():
+        members = ", ".join(sorted(i.get_name() for i in net.get_interfaces()))
+        lines.append(f"  network {net.get_name()}: {net.get_type()} {net.get_subnet()} [{members}]")
+    return "\n".join(lines)
+
+
+def offline_manager(project_id: str = "00000000-0000-0000-0000-000000000000",
+                    bastion_username: str = "planning_only", workdir: str | None = None):
+    """A FablibManager that contacts nothing (plans and tests). Logs go to ``workdir``."""
+    from fabrictestbed_extensions.fablib.fablib import FablibManager
+
+    workdir = workdir or tempfile.mkdtemp(prefix="netrepro-fablib-")
+    return FablibManager(offline=True, project_id=project_id, bastion_username=bastion_username,
+                         validate_config=False, log_file=os.path.join(workdir, "fablib.log"),
+                         data_dir=workdir, fabric_rc=os.path.join(workdir, "fabric_rc"))
+
+
+def read_rc(path: Path | str) -> dict[str, str]:
+    """``NAME=value`` pairs from a fabric_rc file (``export`` optional, quotes removed,
+    ``#`` comments and blank lines skipped). Raises SiteError naming a malformed line."""
+    out: dict[str, str] = {}
+    path = Path(path).expanduser()
+    for n, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export "):].strip()
+        name, eq, value = line.partition("=")
+        if not eq or not name.strip().isidentifier():
+            raise SiteError(f"{path}: line {n}: expected `export NAME=value`, got {raw.strip()!r}")
+        try:
+            parts = shlex.split(value)
+        except ValueError:
+            parts = [value]
+        out[name.strip()] = os.path.expandvars(parts[0] if parts else "")
+    return out
+
+
+def load_fabric_config(env: dict[str, str] | None = None, rc_path: str | None = None) -> dict[str, str]:
+    """The FABRIC settings: the fabric_rc file's values overridden by the environment.
+
+    Raises:
+        SiteError: one line naming every missing setting or file and where to set it.
+    """
+    env = dict(os.environ if env is None else env)
+    rc = Path(rc_path or env.get("FABRIC_RC") or DEFAULT_RC).expanduser()
+    conf = read_rc(rc) if rc.is_file() else {}
+    conf.update({k: v for k, v in env.items() if k.startswith("FABRIC_") and v})
+    conf.setdefault("FABRIC_BASTION_HOST", DEFAULT_BASTION_HOST)
+    missing = []
+    for key, what in REQUIRED.items():
+        if not conf.get(key):
+            missing.append(f"{key} ({what})")
+        elif key in FILES and not Path(conf[key]).expanduser().is_file():
+            missing.append(f"{key}={conf[key]} (file not found)")
+    if missing:
+        raise SiteError(f"site fabric: missing {'; '.join(missing)}: set them in {rc} (fablib's fabric_rc, "
+                        "see README, section fabric) or in the environment")
+    conf["FABRIC_RC"] = str(rc)
+    return conf
+
+
+def login_for(node_name: str, host: str, user: str, conf: dict[str, str], extra: dict[str, Any] | None = None) -> NodeLogin:
+    """NodeLogin reaching a FABRIC VM at management address ``host`` through the bastion."""
+    ip = host.strip("[]")
+    return NodeLogin(name=node_name, host=ip, port=22, user=user,
+                     key_file=str(Path(conf["FABRIC_SLICE_PRIVATE_KEY_FILE"]).expanduser()),
+                     proxy_jump=f"{conf['FABRIC_BASTION_USERNAME']}@{conf['FABRIC_BASTION_HOST']}:22",
+                     extra={"proxy_key_file": str(Path(conf["FABRIC_BASTION_KEY_LOCATION"]).expanduser()),
+                            "management_ip_version": ipaddress.ip_address(ip).version, **(extra or {})})
+
+
+class FabricSite(Site):
+    """Seven VMs at one FABRIC site (option ``fabric_site``), reached through the bastion."""
+
+    name = "fabric"
+
+    def _opts(self) -> FabricOptions:
+        return FabricOptions.from_options(self.spec, self.options)
+
+    def plan(self) -> str:
+        opts = self._opts()
+        site_note = opts.site or "a random site with capacity (chosen at submit; planned here as UTAH)"
+        plan_opts = opts if opts.site else FabricOptions(**{**opts.__dict__, "site": "UTAH"})
+        lines = [f"# site fabric: FABRIC site {site_note}",
+                 "# nodes reached through the bastion (ProxyJump) with the slice key; addresses set by fablib (mode config)"]
+        try:
+            with tempfile.TemporaryDirectory(prefix="netrepro-fablib-") as tmp:
+                slc = build_slice(offline_manager(workdir=tmp), self.spec, plan_opts)
+                return "\n".join(lines) + "\n" + describe_slice(slc) + "\n"
+        except ImportError:
+            lines.append("# (fabrictestbed-extensions not installed: description from the spec)")
+            for node, nd in self.spec.nodes.items():
+                lines.append(f"  node {node}: site {plan_opts.site}, {opts.cores} cores, {opts.ram_gb} GB RAM, "
+                             f"{opts.disk_gb} GB disk, image {opts.image}")
+                for itf in nd["interfaces"]:
+                    lines.append(f"    NIC_Basic {node}-{nic_name(itf['network'])} -> {itf['network']} {itf['address']}")
+            for net, nd in self.spec.networks.items():
+                lines.append(f"  network {net}: L2Bridge {nd['subnet']}")
+            return "\n".join(lines) + "\n"
+
+    def _manager(self, conf: dict[str, str]):
+        from fabrictestbed_extensions.fablib.fablib import FablibManager
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        return FablibManager(fabric_rc=conf["FABRIC_RC"], log_file=str(self.state_dir / "fablib.log"),
+                             project_id=conf["FABRIC_PROJECT_ID"], token_location=conf["FABRIC_TOKEN_LOCATION"],
+                             bastion_username=conf["FABRIC_BASTION_USERNAME"],
+                             bastion_key_location=conf["FABRIC_BASTION_KEY_LOCATION"])
+
+    def reserve(self) -> None:
+        """Build and submit the slice (no wait). Idempotent: an existing slice is kept.
+        Raises SiteError at once when fabric_rc settings or key files are missing."""
+        conf = load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
+        opts = self._opts()
+        if self.load_state().get("slice_id"):
+            print(f"fabric: slice {opts.slice_name} already reserved", file=sys.stderr)
+            return
+        fm = self._manager(conf)
+        site = opts.site or fm.get_random_site()
+        slc = build_slice(fm, self.spec, FabricOptions(**{**opts.__dict__, "site": site}))
+        slice_id = slc.submit(wait=False)
+        self.save_state({"slice_name": opts.slice_name, "slice_id": slice_id, "fabric_site": site})
+
+    def wait_ready(self, timeout_s: float = 1800) -> None:
+        """fablib's wait (StableOK), SSH through the bastion and post-boot address
+        configuration; then save the logins (management IP, user, MACs)."""
+        conf = load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
+        state = self.load_state()
+        if not state.get("slice_id"):
+            raise SiteError(f"site fabric: nothing reserved for {self.spec.name} (state {self.state_file}); run `make up` first")
+        fm = self._manager(conf)
+        slc = fm.get_slice(name=state["slice_name"])
+        slc.wait(timeout=int(timeout_s), progress=True)
+        slc.wait_ssh(timeout=int(timeout_s), progress=True)
+        slc.post_boot_config()
+        logins = {}
+        for node in slc.get_nodes():
+            macs = {}
+            for iface in node.get_interfaces():
+                net = iface.get_network()
+                if net is not None:
+                    macs[net.get_name()] = iface.get_mac()
+            logins[node.get_name()] = login_for(node.get_name(), str(node.get_management_ip()), node.get_username(),
+                                                conf, {"site": node.get_site(), "macs": macs})
+        self.save_logins(logins, expires=str(slc.get_lease_end()))
+
+    def renew(self, hours: float) -> None:
+        """Set the lease end to now + ``hours`` (idempotent)."""
+        conf = load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
+        state = self.load_state()
+        if not state.get("slice_id"):
+            raise SiteError(f"site fabric: nothing reserved for {self.spec.name}; run `make up` first")
+        end = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=float(hours))
+        self._manager(conf).get_slice(name=state["slice_name"]).renew(end_date=end.strftime("%Y-%m-%d %H:%M:%S %z"))
+        state["expires"] = end.isoformat()
+        self.save_state(state)
+
+    def release(self) -> None:
+        """Delete the slice. Idempotent: nothing reserved, or slice already gone, succeeds."""
+        state = self.load_state()
+        if not state.get("slice_id"):
+            print(f"fabric: nothing reserved for {self.spec.name}", file=sys.stderr)
+            return
+        conf = load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
+        fm = self._manager(conf)
+        try:
+            slc = fm.get_slice(name=state["slice_name"])
+        except Exception as exc:  # fablib raises a bare Exception when the slice is unknown
+            if "not found" not in str(exc).lower():
+                raise
+            slc = None
+        if slc is not None:
+            slc.delete()
+        self.state_file.unlink(missing_ok=True)

@@ -1,0 +1,266 @@
+"""The static site: machines the user already has, listed in a small YAML file.
+
+This is the worked example of docs/adding-a-site.md. Nothing is reserved: ``reserve()``
+reads the file (``options['static_file']``, ``STATIC_FILE=`` in make), checks that every
+node accepts SSH and carries the topology's addresses, and saves the logins. ``release()``
+only forgets them (the machines are the user's).
+
+File format (validated by :data:`STATIC_SCHEMA`; errors name file, field and expectation)::
+
+    # nodes.yml: one entry per node of the experiment's topology
+    nodes:
+      router:
+        host: 192.0.2.10          # SSH host: DNS name, IPv4 or IPv6 (required)
+        port: 22                  # SSH port (default 22)
+        user: ubuntu              # login user; sudo is used when not root (default root)
+        key: ~/.ssh/id_ed25519    # private key (default: SSH agent / ~/.ssh/config)
+        proxy_jump: me@jump.example.org:22   # optional jump host (user@host:port)
+        addresses:                # network -> data-plane IPv4 address, as in the topology
+          clients_lan: 10.10.1.254
+          servers_lan: 10.10.2.254
+      client1: {host: 192.0.2.11, user: ubuntu, addresses: {clients_lan: 10.10.1.1}}
+      ...
+
+The data-plane addresses must already be configured on the machines, each with the prefix
+length of its network's subnet (``ip -j addr`` over SSH is compared with the topology).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from netrepro.sites.base import NodeLogin, Site, SiteError
+from netrepro.spec import Spec
+
+STATIC_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["nodes"],
+    "additionalProperties": False,
+    "properties": {
+        "nodes": {
+            "type": "object",
+            "minProperties": 1,
+            "additionalProperties": {
+                "type": "object",
+                "required": ["host", "addresses"],
+                "additionalProperties": False,
+                "properties": {
+                    "host": {"type": "string", "minLength": 1},
+                    "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                    "user": {"type": "string", "minLength": 1},
+                    "key": {"type": "string", "minLength": 1},
+                    "proxy_jump": {"type": "string", "pattern": r"^[^@\s]+@[^\s]+:[0-9]+$"},
+                    "addresses": {
+                        "type": "object",
+                        "minProperties": 1,
+                        "additionalProperties": {"type": "string", "format": "ipv4"},
+                    },
+                },
+            },
+        },
+    },
+}
+
+#: Run a command (argv list) with a timeout in seconds; returns (exit code, stdout, stderr).
+Runner = Callable[[list[str], float], tuple[int, str, str]]
+
+
+def _run(argv: list[str], timeout_s: float) -> tuple[int, str, str]:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return 124, "", f"timed out after {timeout_s:.0f} s"
+    return p.returncode, p.stdout, p.stderr
+
+
+def _where(parts) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
+    """Read and validate the static nodes file; return node name -> NodeLogin.
+
+    Checks, in order: YAML syntax; the schema (types, required fields, IPv4 addresses);
+    every spec node listed and no unknown node; each node's addresses equal to the
+    topology's (same networks, same addresses). ``extra['addresses']`` keeps them.
+
+    Raises:
+        SiteError: one line ``<file>: <field>: <problem; expected ...>``.
+    """
+    import jsonschema
+
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise SiteError(f"{path}: (file): no such file; expected the static nodes YAML (STATIC_FILE=..., see docs/adding-a-site.md)")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise SiteError(f"{path}: {'line ' + str(mark.line + 1) if mark else '(file)'}: not valid YAML; expected a mapping with 'nodes'") from None
+    validator = jsonschema.Draft202012Validator(STATIC_SCHEMA, format_checker=jsonschema.FormatChecker())
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        err = jsonschema.exceptions.best_match(errors)
+        if err.validator == "required":
+            problem = f"missing required field ({err.message})"
+        elif err.validator == "additionalProperties":
+            allowed = ", ".join(sorted(err.schema.get("properties", {}))) or "node names"
+            problem = f"unknown field ({err.message}); expected one of: {allowed}"
+        elif err.validator == "format":
+            problem = f"expected an IPv4 address, got {err.instance!r}"
+        elif err.validator == "pattern":
+            problem = f"expected user@host:port, got {err.instance!r}"
+        else:
+            problem = f"expected {err.validator} {err.validator_value!r}, got {err.instance!r}"
+        raise SiteError(f"{path}: {_where(err.absolute_path)}: {problem}")
+    nodes = data["nodes"]
+    missing = [n for n in spec.nodes if n not in nodes]
+    if missing:
+        raise SiteError(f"{path}: nodes: missing {', '.join(missing)}; expected every node of {spec.name}: {', '.join(spec.nodes)}")
+    unknown = [n for n in nodes if n not in spec.nodes]
+    if unknown:
+        raise SiteError(f"{path}: nodes.{unknown[0]}: not a node of {spec.name}; expected one of: {', '.join(spec.nodes)}")
+    out = {}
+    for name, nd in spec.nodes.items():
+        entry = nodes[name]
+        want = {i["network"]: i["address"] for i in nd["interfaces"]}
+        if entry["addresses"] != want:
+            raise SiteError(f"{path}: nodes.{name}.addresses: {entry['addresses']}; expected the topology's {want}")
+        out[name] = NodeLogin(name=name, host=entry["host"], port=entry.get("port", 22), user=entry.get("user", "root"),
+                              key_file=str(Path(entry["key"]).expanduser()) if entry.get("key") else None,
+                              proxy_jump=entry.get("proxy_jump"), extra={"addresses": want})
+    return out
+
+
+def parse_ip_addr_json(text: str) -> list[tuple[str, str, int]]:
+    """(interface name, IPv4 address, prefix length) triples from ``ip -j addr`` output.
+
+    Raises SiteError when ``text`` is not that JSON (a list of links with ``addr_info``).
+    """
+    try:
+        links = json.loads(text)
+        out = []
+        for link in links:
+            for a in link.get("addr_info", []):
+                if a.get("family") == "inet":
+                    out.append((link["ifname"], a["local"], int(a["prefixlen"])))
+        return out
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise SiteError("ip -j addr: unexpected output; expected iproute2's JSON list of links with addr_info") from None
+
+
+def match_addresses(spec: Spec, node: str, found: list[tuple[str, str, int]]) -> dict[str, str]:
+    """Check that ``node`` carries each of its topology addresses with its subnet's prefix
+    length; return network -> interface name (found from the address, never assumed).
+
+    Raises SiteError naming the node, the network and what was found instead.
+    """
+    out = {}
+    for itf in spec.nodes[node]["interfaces"]:
+        net, addr, plen = itf["network"], itf["address"], spec.prefixlen(itf["network"])
+        hits = [(ifn, p) for ifn, a, p in found if a == addr]
+        if not hits:
+            have = ", ".join(f"{a}/{p} on {ifn}" for ifn, a, p in found if not ipaddress.ip_address(a).is_loopback) or "none"
+            raise SiteError(f"node {node}: {net}: address {addr}/{plen} not configured; expected it on one interface, found {have}")
+        ifn, p = hits[0]
+        if p != plen:
+            raise SiteError(f"node {node}: {net}: {addr} has prefix /{p} on {ifn}; expected /{plen} ({spec.networks[net]['subnet']})")
+        others = [i for i, a, _ in found if a == addr and i != ifn]
+        if others:
+            raise SiteError(f"node {node}: {net}: {addr} is on several interfaces ({ifn}, {', '.join(others)}); expected one")
+        out[net] = ifn
+    return out
+
+
+def ssh_argv(login: NodeLogin, command: str, connect_timeout_s: int = 10) -> list[str]:
+    """OpenSSH argv running ``command`` on ``login``'s node, non-interactively."""
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout_s}",
+            "-o", "StrictHostKeyChecking=accept-new", "-p", str(login.port)]
+    if login.key_file:
+        argv += ["-i", login.key_file, "-o", "IdentitiesOnly=yes"]
+    if login.proxy_jump:
+        argv += ["-J", login.proxy_jump]
+    return argv + [f"{login.user}@{login.host}", command]
+
+
+class StaticSite(Site):
+    """Existing machines from a YAML file (option ``static_file``). See the module docstring."""
+
+    name = "static"
+
+    def _file(self) -> Path:
+        f = self.options.get("static_file")
+        if not f:
+            raise SiteError("site static: no nodes file; expected STATIC_FILE=<nodes.yml> (format in docs/adding-a-site.md)")
+        return Path(f)
+
+    def _runner(self) -> Runner:
+        return self.options.get("runner") or _run
+
+    def plan(self) -> str:
+        lines = [f"# site static: existing machines from {self.options.get('static_file') or 'STATIC_FILE (not set)'}",
+                 "# each must accept SSH and carry these addresses (checked by reserve):"]
+        for node, nd in self.spec.nodes.items():
+            addrs = ", ".join(f"{i['network']}={i['address']}/{self.spec.prefixlen(i['network'])}" for i in nd["interfaces"])
+            lines.append(f"  {node:8s} {addrs}")
+        return "\n".join(lines) + "\n"
+
+    def unreachable(self, login: NodeLogin, timeout_s: float = 20) -> str | None:
+        """None when ``ssh -o BatchMode=yes ... true`` succeeds on the node, else why not."""
+        rc, _, err = self._runner()(ssh_argv(login, "true"), timeout_s)
+        if rc == 0:
+            return None
+        return (f"node {login.name}: ssh {login.user}@{login.host} -p {login.port} failed "
+                f"({(err.strip().splitlines() or ['exit ' + str(rc)])[-1]})")
+
+    def check_node(self, login: NodeLogin, timeout_s: float = 20) -> dict[str, str]:
+        """Read ``ip -j addr`` on the node over SSH and match the topology.
+        Returns network -> interface name. Raises SiteError naming the node and the cause."""
+        run = self._runner()
+        rc, out, err = run(ssh_argv(login, "ip -j addr"), timeout_s)
+        if rc != 0:
+            raise SiteError(f"node {login.name}: `ip -j addr` failed ({err.strip() or rc}); expected iproute2 on the node")
+        return match_addresses(self.spec, login.name, parse_ip_addr_json(out))
+
+    def reserve(self) -> None:
+        """Validate the file, check that every node answers SSH (all reported at once), then
+        that each carries its addresses; save the logins (with the interface names found)."""
+        logins = load_static_file(self.spec, self._file())
+        down = [why for why in (self.unreachable(lg) for lg in logins.values()) if why]
+        if down:
+            raise SiteError("; ".join(down) + "; expected SSH logins without a password (BatchMode=yes)")
+        for name, lg in logins.items():
+            lg.extra["interfaces"] = self.check_node(lg)
+        self.save_logins(logins, static_file=str(self._file()))
+
+    def wait_ready(self, timeout_s: float = 1800, interval_s: float = 5) -> None:
+        """Wait until every saved node answers SSH (``true``), up to ``timeout_s`` seconds."""
+        logins = self.logins()
+        deadline = time.monotonic() + timeout_s
+        pending = dict(logins)
+        while pending:
+            for name, lg in list(pending.items()):
+                if self.unreachable(lg) is None:
+                    del pending[name]
+            if not pending:
+                break
+            if time.monotonic() + interval_s > deadline:
+                raise SiteError(f"site static: no SSH after {timeout_s:.0f} s to {', '.join(pending)}")
+            print(f"static: waiting for {', '.join(pending)}", file=sys.stderr)
+            time.sleep(interval_s)
+
+    def release(self) -> None:
+        """Forget the logins (the machines stay as they are). Idempotent."""
+        self.state_file.unlink(missing_ok=True)

@@ -1,0 +1,113 @@
+"""Request RSpec generation: content from the spec, schema validity, committed file drift."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from netrepro import cli_sites, rspec
+from netrepro.spec import Spec, SpecError, load_spec
+
+FIXTURES = Path("/work/shared/fixtures/rspec")
+XSD = FIXTURES / "schemas" / "protogeni-rspec-2" / "request.xsd"
+G = "{%s}" % rspec.GENI_V3_NS
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec("pie-vs-red")
+
+
+def test_request_has_seven_vms_two_lans_and_the_spec_addresses(spec):
+    root = etree.fromstring(rspec.request_xml(spec).encode())
+    nodes = root.findall(G + "node")
+    assert [n.get("client_id") for n in nodes] == list(spec.nodes) and len(nodes) == 7
+    for n in nodes:
+        st = n.find(G + "sliver_type")
+        assert st.get("name") == "emulab-xen"
+        assert st.find(G + "disk_image").get("name") == rspec.DEFAULT_IMAGE
+        assert n.find("{%s}routable_control_ip" % rspec.EMULAB_NS) is not None
+        got = {i.get("client_id"): (i.find(G + "ip").get("address"), i.find(G + "ip").get("netmask"))
+               for i in n.findall(G + "interface")}
+        want = {f"{n.get('client_id')}:{i['network']}": (i["address"], "255.255.255.0")
+                for i in spec.nodes[n.get("client_id")]["interfaces"]}
+        assert got == want
+    links = {l.get("client_id"): sorted(r.get("client_id") for r in l.findall(G + "interface_ref"))
+             for l in root.findall(G + "link")}
+    assert links == {
+        "clients_lan": sorted(["router:clients_lan", "client1:clients_lan", "client2:clients_lan", "client3:clients_lan"]),
+        "servers_lan": sorted(["router:servers_lan", "server1:servers_lan", "server2:servers_lan", "server3:servers_lan"]),
+    }
+
+
+def test_netmask_follows_the_subnet(spec):
+    data = copy.deepcopy(spec.data)
+    data["topology"]["networks"]["clients_lan"]["subnet"] = "10.10.0.0/16"
+    root = etree.fromstring(rspec.request_xml(Spec.from_data(data)).encode())
+    ip = root.find(f"{G}node[@client_id='client1']/{G}interface/{G}ip")
+    assert ip.get("netmask") == "255.255.0.0"
+
+
+def test_options_change_image_type_binding_and_control_ip(spec):
+    opts = rspec.RSpecOptions.from_options({
+        "image": "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU24-64-STD", "vm_type": "default-vm",
+        "routable_control_ip": "false", "component_manager_id": "urn:publicid:IDN+instageni.rutgers.edu+authority+cm",
+        "vm_cores": "2", "vm_ram_mb": 4096})
+    root = etree.fromstring(rspec.request_xml(spec, opts).encode())
+    n = root.find(G + "node")
+    assert n.get("component_manager_id") == "urn:publicid:IDN+instageni.rutgers.edu+authority+cm"
+    assert n.find(G + "sliver_type").get("name") == "default-vm"
+    assert n.find(f"{G}sliver_type/{G}disk_image").get("name").endswith("UBUNTU24-64-STD")
+    xen = n.find(f"{G}sliver_type/{{{rspec.EMULAB_NS}}}xen")
+    assert (xen.get("cores"), xen.get("ram")) == ("2", "4096")
+    assert n.find("{%s}routable_control_ip" % rspec.EMULAB_NS) is None
+    assert root.find(f"{G}link/{G}component_manager").get("name") == opts.component_manager_id
+
+
+@pytest.mark.parametrize("opts", [
+    {}, {"routable_control_ip": False},
+    {"component_manager_id": "urn:publicid:IDN+emulab.net+authority+cm", "vm_cores": 2, "vm_ram_mb": 2048},
+])
+def test_generated_requests_validate_against_the_protogeni_v2_schema(spec, opts):
+    xml = rspec.request_xml(spec, rspec.RSpecOptions.from_options(opts))
+    assert rspec.validate_request(xml, XSD) == []
+
+
+def test_the_schema_check_can_fail(spec):
+    root = rspec.build_request(spec)
+    del root.find(G + "node").attrib["client_id"]   # required by the schema
+    errors = rspec.validate_request(etree.tostring(root), XSD)
+    assert errors and "client_id" in " ".join(errors)
+
+
+@pytest.mark.parametrize("path", sorted((FIXTURES / "request").iterdir()), ids=lambda p: p.name)
+def test_fixture_requests_validate_with_the_same_namespace_swap(path):
+    assert rspec.validate_request(path.read_bytes(), XSD) == []
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"image": "UBUNTU22-64-STD"}, "image"), ({"routable_control_ip": "maybe"}, "routable_control_ip"),
+    ({"vm_cores": "0"}, "vm_cores"), ({"vm_ram_mb": "lots"}, "vm_ram_mb"),
+])
+def test_bad_options_give_one_line_errors(bad, field):
+    with pytest.raises(SpecError) as exc:
+        rspec.RSpecOptions.from_options(bad)
+    assert exc.value.field == field and "\n" not in str(exc.value) and "expected" in str(exc.value)
+
+
+def test_committed_rspec_does_not_drift_from_the_spec(spec):
+    path = cli_sites.committed_rspec_path(spec)
+    assert path == Path(__file__).resolve().parent.parent / "rspecs" / "pie-vs-red.xml"
+    assert cli_sites.rspec_drift(spec) is None, "rspecs/pie-vs-red.xml is stale: run `make rspec`"
+
+
+def test_drift_is_detected(spec, tmp_path):
+    path = cli_sites.write_rspec(spec, tmp_path / "r.xml")
+    assert cli_sites.rspec_drift(spec, path) is None
+    path.write_text(path.read_text().replace("10.10.2.3", "10.10.2.9"))
+    msg = cli_sites.rspec_drift(spec, path)
+    assert msg and "make rspec" in msg and str(path) in msg
+    assert "missing" in cli_sites.rspec_drift(spec, tmp_path / "none.xml")

@@ -1,0 +1,144 @@
+"""The static site: nodes-file validation, and address matching on real `ip -j addr` output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from netrepro.sites import get_site
+from netrepro.sites.base import SiteError
+from netrepro.sites.static import load_static_file, match_addresses, parse_ip_addr_json, ssh_argv
+from netrepro.spec import load_spec
+
+# Recorded on the development machine (iproute2 6.1) from a namespace made for the purpose:
+#   ip netns add nrtest1; three veths moved in; nrm0 192.168.100.5/24, nrv0 10.10.1.254/24,
+#   nrv2 10.10.2.254/24; `ip -n nrtest1 -j addr`; namespace and veths deleted afterwards.
+IP_J_ADDR_ROUTER = r'''[{"ifindex": 1, "ifname": "lo", "flags": ["LOOPBACK", "UP", "LOWER_UP"], "mtu": 65536, "qdisc": "noqueue", "operstate": "UNKNOWN", "group": "default", "txqlen": 1000, "link_type": "loopback", "address": "00:00:00:00:00:00", "broadcast": "00:00:00:00:00:00", "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8, "scope": "host", "label": "lo", "valid_life_time": 4294967295, "preferred_life_time": 4294967295}, {"family": "inet6", "local": "::1", "prefixlen": 128, "scope": "host", "valid_life_time": 4294967295, "preferred_life_time": 4294967295}]}, {"ifindex": 8, "link_index": 7, "ifname": "nrv0", "flags": ["NO-CARRIER", "BROADCAST", "MULTICAST", "UP"], "mtu": 1500, "qdisc": "noqueue", "operstate": "LOWERLAYERDOWN", "group": "default", "txqlen": 1000, "link_type": "ether", "address": "8e:8d:be:85:35:f1", "broadcast": "ff:ff:ff:ff:ff:ff", "link_netnsid": 0, "addr_info": [{"family": "inet", "local": "10.10.1.254", "prefixlen": 24, "scope": "global", "label": "nrv0", "valid_life_time": 4294967295, "preferred_life_time": 4294967295}]}, {"ifindex": 10, "link_index": 9, "ifname": "nrv2", "flags": ["NO-CARRIER", "BROADCAST", "MULTICAST", "UP"], "mtu": 1500, "qdisc": "noqueue", "operstate": "LOWERLAYERDOWN", "group": "default", "txqlen": 1000, "link_type": "ether", "address": "ba:f9:30:d2:6e:e6", "broadcast": "ff:ff:ff:ff:ff:ff", "link_netnsid": 0, "addr_info": [{"family": "inet", "local": "10.10.2.254", "prefixlen": 24, "scope": "global", "label": "nrv2", "valid_life_time": 4294967295, "preferred_life_time": 4294967295}]}, {"ifindex": 12, "link_index": 11, "ifname": "nrm0", "flags": ["NO-CARRIER", "BROADCAST", "MULTICAST", "UP"], "mtu": 1500, "qdisc": "noqueue", "operstate": "LOWERLAYERDOWN", "group": "default", "txqlen": 1000, "link_type": "ether", "address": "1e:25:38:78:57:80", "broadcast": "ff:ff:ff:ff:ff:ff", "link_netnsid": 0, "addr_info": [{"family": "inet", "local": "192.168.100.5", "prefixlen": 24, "scope": "global", "label": "nrm0", "valid_life_time": 4294967295, "preferred_life_time": 4294967295}]}]'''
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec("pie-vs-red")
+
+
+def nodes_data(spec):
+    return {"nodes": {n: {"host": f"192.0.2.{10 + i}", "user": "ubuntu", "key": "~/.ssh/id_ed25519",
+                          "addresses": {x["network"]: x["address"] for x in nd["interfaces"]}}
+                      for i, (n, nd) in enumerate(spec.nodes.items())}}
+
+
+def write(tmp_path, data):
+    p = tmp_path / "nodes.yml"
+    p.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return p
+
+
+def test_valid_file_gives_logins(spec, tmp_path):
+    data = nodes_data(spec)
+    data["nodes"]["router"].update(port=2222, proxy_jump="me@jump.example.org:22")
+    del data["nodes"]["client1"]["user"]
+    logins = load_static_file(spec, write(tmp_path, data))
+    assert list(logins) == list(spec.nodes)
+    r = logins["router"]
+    assert (r.host, r.port, r.user, r.proxy_jump) == ("192.0.2.10", 2222, "ubuntu", "me@jump.example.org:22")
+    assert r.key_file.endswith("/.ssh/id_ed25519") and not r.key_file.startswith("~")
+    assert (logins["client1"].user, logins["client1"].port) == ("root", 22)
+
+
+@pytest.mark.parametrize("mutate, pattern", [
+    (lambda d: d["nodes"]["router"].pop("host"), r"nodes.router: missing required field \('host' is a required property\)"),
+    (lambda d: d["nodes"]["router"].update(port="ssh"), r"nodes.router.port: expected type 'integer', got 'ssh'"),
+    (lambda d: d["nodes"]["router"].update(port=70000), r"nodes.router.port: expected maximum 65535"),
+    (lambda d: d["nodes"]["client1"]["addresses"].update(clients_lan="10.10.1.300"), r"nodes.client1.addresses.clients_lan: expected an IPv4 address, got '10.10.1.300'"),
+    (lambda d: d["nodes"]["client1"].update(hostname="x"), r"nodes.client1: unknown field .*expected one of: addresses, host, key, port, proxy_jump, user"),
+    (lambda d: d["nodes"]["client1"].update(proxy_jump="jump.example.org"), r"nodes.client1.proxy_jump: expected user@host:port"),
+    (lambda d: d["nodes"].pop("server3"), r"nodes: missing server3; expected every node of pie-vs-red"),
+    (lambda d: d["nodes"].update(extra={"host": "h", "addresses": {"a": "10.0.0.1"}}), r"nodes.extra: not a node of pie-vs-red"),
+    (lambda d: d["nodes"]["server2"]["addresses"].update(servers_lan="10.10.2.9"), r"nodes.server2.addresses: .*expected the topology's \{'servers_lan': '10.10.2.2'\}"),
+    (lambda d: d.update(hosts=[]), r"\(top level\): unknown field"),
+])
+def test_bad_files_give_one_line_errors(spec, tmp_path, mutate, pattern):
+    data = nodes_data(spec)
+    mutate(data)
+    p = write(tmp_path, data)
+    with pytest.raises(SiteError, match=pattern) as exc:
+        load_static_file(spec, p)
+    assert str(exc.value).startswith(str(p) + ": ") and "\n" not in str(exc.value)
+
+
+def test_missing_and_unparsable_files(spec, tmp_path):
+    with pytest.raises(SiteError, match=r"no such file; expected the static nodes YAML"):
+        load_static_file(spec, tmp_path / "none.yml")
+    with pytest.raises(SiteError, match=r"nodes.yml: line 3: not valid YAML"):
+        load_static_file(spec, write(tmp_path, "nodes:\n  router: [\n"))
+
+
+def test_recorded_ip_addr_is_parsed():
+    found = parse_ip_addr_json(IP_J_ADDR_ROUTER)
+    assert ("nrv0", "10.10.1.254", 24) in found and ("nrv2", "10.10.2.254", 24) in found
+    assert ("lo", "127.0.0.1", 8) in found and ("nrm0", "192.168.100.5", 24) in found
+    assert all(":" not in a for _, a, _ in found)   # IPv6 (::1, fe80::) left out
+    with pytest.raises(SiteError, match="ip -j addr: unexpected output"):
+        parse_ip_addr_json("Object \"addr\" is unknown")
+
+
+def test_addresses_matched_to_interfaces_found_by_address(spec):
+    found = parse_ip_addr_json(IP_J_ADDR_ROUTER)
+    assert match_addresses(spec, "router", found) == {"clients_lan": "nrv0", "servers_lan": "nrv2"}
+
+
+def test_address_mismatches_are_reported(spec):
+    found = parse_ip_addr_json(IP_J_ADDR_ROUTER)
+    with pytest.raises(SiteError, match=r"node client1: clients_lan: address 10.10.1.1/24 not configured; .*found .*10.10.1.254/24 on nrv0"):
+        match_addresses(spec, "client1", found)
+    links = json.loads(IP_J_ADDR_ROUTER)
+    for link in links:
+        for a in link.get("addr_info", []):
+            if a.get("local") == "10.10.2.254":
+                a["prefixlen"] = 16
+    with pytest.raises(SiteError, match=r"node router: servers_lan: 10.10.2.254 has prefix /16 on nrv2; expected /24"):
+        match_addresses(spec, "router", parse_ip_addr_json(json.dumps(links)))
+
+
+def test_reserve_checks_ssh_and_addresses_then_saves_logins(spec, tmp_path):
+    calls = []
+    other = json.dumps([{"ifname": "eth1", "addr_info": [
+        {"family": "inet", "local": a, "prefixlen": 24} for a in ["10.10.1.1", "10.10.1.2", "10.10.1.3", "10.10.2.1", "10.10.2.2", "10.10.2.3"]]}])
+
+    def runner(argv, timeout):
+        calls.append(argv)
+        assert argv[:3] == ["ssh", "-o", "BatchMode=yes"] and timeout > 0
+        if argv[-1] == "true":
+            return 0, "", ""
+        return 0, IP_J_ADDR_ROUTER if argv[-2].startswith("ubuntu@192.0.2.10") else other, ""
+
+    site = get_site("static", spec, tmp_path / "run", {"static_file": str(write(tmp_path, nodes_data(spec))), "runner": runner})
+    site.reserve()
+    logins = site.logins()
+    assert logins["router"].extra["interfaces"] == {"clients_lan": "nrv0", "servers_lan": "nrv2"}
+    assert logins["client2"].extra["interfaces"] == {"clients_lan": "eth1"}
+    assert len(calls) == 14
+    site.release()
+    site.release()
+    assert not site.state_file.exists()
+
+
+def test_unreachable_node_fails_naming_it(spec, tmp_path):
+    def runner(argv, timeout):
+        return (255, "", "ssh: connect to host 192.0.2.12 port 22: Connection refused") if "192.0.2.12" in argv[-2] else (0, IP_J_ADDR_ROUTER, "")
+
+    site = get_site("static", spec, tmp_path / "run", {"static_file": str(write(tmp_path, nodes_data(spec))), "runner": runner})
+    with pytest.raises(SiteError, match=r"node client2: ssh ubuntu@192.0.2.12 -p 22 failed \(ssh: connect to host .* refused\)"):
+        site.reserve()
+    assert not site.state_file.exists()
+
+
+def test_ssh_argv_and_missing_option(spec, tmp_path):
+    from netrepro.sites.base import NodeLogin
+    argv = ssh_argv(NodeLogin("r", "2001:db8::5", 2222, "ubuntu", "/k", "me@jump:22"), "ip -j addr")
+    assert argv[-2:] == ["ubuntu@2001:db8::5", "ip -j addr"] and ["-p", "2222"] == argv[argv.index("-p"):argv.index("-p") + 2]
+    assert ["-J", "me@jump:22"] == argv[argv.index("-J"):argv.index("-J") + 2]
+    with pytest.raises(SiteError, match="STATIC_FILE="):
+        get_site("static", spec, tmp_path, {}).reserve()
