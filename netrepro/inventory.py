@@ -17,6 +17,7 @@ node from those addresses during provisioning, never assumed.
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 from pathlib import Path
 from typing import Any
@@ -41,15 +42,21 @@ def ssh_common_args(login: NodeLogin, known_hosts: str | None = None, control_di
         # The jump connection needs the same identity and known_hosts; ProxyCommand keeps
         # them explicit (ProxyJump would read only ~/.ssh/config for the jump host).
         jump_user_host, _, jump_port = login.proxy_jump.rpartition(":")
-        inner = ["ssh", "-W", "%h:%p", "-p", jump_port or "22", "-o", "BatchMode=yes"]
-        if login.key_file:
-            inner += ["-i", login.key_file, "-o", "IdentitiesOnly=yes"]
+        # '[%h]:%p' as ssh's own ProxyJump does: a bare IPv6 address (FABRIC) needs brackets.
+        inner = ["ssh", "-W", "[%h]:%p", "-p", jump_port or "22", "-o", "BatchMode=yes"]
+        jump_key = login.extra.get("proxy_key_file") or login.key_file  # FABRIC: bastion key differs
+        if jump_key:
+            inner += ["-i", jump_key, "-o", "IdentitiesOnly=yes"]
         if known_hosts:
             inner += ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=accept-new"]
+        if control_dir:
+            # One multiplexed connection to the jump host serves every node: handshakes are
+            # costly on a slow jump host (the micro-VM under TCG), and many at once time out.
+            inner += ["-o", "ControlMaster=auto", "-o", "ControlPersist=1800s", "-o", f"ControlPath={control_dir}/jump-" + hashlib.sha1(login.proxy_jump.encode()).hexdigest()[:12]]
         inner.append(jump_user_host)
         opts += ["-o", "ProxyCommand=" + " ".join(shlex.quote(x) for x in inner)]
     if control_dir:
-        opts += ["-o", "ControlMaster=auto", "-o", "ControlPersist=600s", "-o", f"ControlPath={control_dir}/%C"]
+        opts += ["-o", "ControlMaster=auto", "-o", "ControlPersist=1800s", "-o", f"ControlPath={control_dir}/%C"]
     return " ".join(shlex.quote(o) if " " in o else o for o in opts)
 
 

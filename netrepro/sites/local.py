@@ -1,0 +1,334 @@
+"""The ``local`` site: the experiment's nodes as network namespaces on this machine.
+
+Two modes, chosen by probing the host kernel in a throwaway namespace:
+
+- ``host``: the host kernel can add netem, htb, pie and red qdiscs; the namespaces are built
+  on the host and the controller reaches each node's sshd over the management bridge.
+- ``vm``: it cannot (as on these CI machines); the same namespaces are built inside a
+  micro-VM (virtme-ng + Debian's stock kernel, see :mod:`netrepro.sites.microvm`) and the
+  controller reaches them through the VM's sshd as a jump host.
+
+No account is needed. Everything the site makes is listed in its state and removed by
+``release`` (``netrepro down``); running it twice is harmless.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from netrepro.sites import microvm, netns
+from netrepro.sites.base import NodeLogin, Site, SiteError
+
+#: qdiscs the probe must be able to add (the experiment's needs).
+PROBE_QDISCS = {"netem": ["netem", "delay", "1ms"], "htb": ["htb"], "pie": ["pie"], "red":
+                ["red", "limit", "200000", "min", "50000", "max", "150000", "avpkt", "1500", "burst", "56",
+                 "probability", "0.1", "bandwidth", "10mbit"]}
+DEFAULT_MGMT_SUBNET = "172.30.0.0/24"
+
+
+def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, **kw)
+
+
+def probe_host_qdiscs() -> dict[str, bool]:
+    """Can this kernel add each of PROBE_QDISCS? Tried on a veth link in a throwaway namespace.
+
+    Returns qdisc kind -> bool. Needs root (``ip netns add``); returns all False without it.
+    """
+    ns = f"nrprobe-{os.getpid()}"
+    if _run(["ip", "netns", "add", ns]).returncode != 0:
+        return {k: False for k in PROBE_QDISCS}
+    try:
+        _run(["ip", "-n", ns, "link", "add", "nrprobe0", "type", "veth", "peer", "name", "nrprobe1"])
+        _run(["ip", "-n", ns, "link", "set", "nrprobe0", "up"])
+        found = {}
+        for kind, args in PROBE_QDISCS.items():
+            r = _run(["tc", "-n", ns, "qdisc", "replace", "dev", "nrprobe0", "root"] + args)
+            found[kind] = r.returncode == 0
+        return found
+    finally:
+        _run(["ip", "netns", "del", ns])
+
+
+class LocalSite(Site):
+    """Network namespaces on this machine, on the host or in a micro-VM.
+
+    Options: ``mode`` (auto|host|vm, default auto), ``mgmt_subnet`` (default 172.30.0.0/24),
+    ``vm_cpus`` (2), ``vm_memory`` ("2G"), ``boot_timeout_s`` (600).
+    """
+
+    name = "local"
+
+    # --- paths -----------------------------------------------------------------------
+    @property
+    def config_dir(self) -> Path:
+        return self.state_dir / "nodes"
+
+    def _layout(self, mode: str) -> netns.Layout:
+        runtime = "/run/netrepro" if mode == "vm" else str(self.state_dir / "run")
+        return netns.Layout(
+            mgmt_subnet=self.options.get("mgmt_subnet") or DEFAULT_MGMT_SUBNET,
+            config_dir=str(self.config_dir),
+            runtime_dir=runtime,
+            authorized_keys=str(self.state_dir / "ssh" / "authorized_keys"),
+        )
+
+    @property
+    def client_key(self) -> Path:
+        return self.state_dir / "ssh" / "id_ed25519"
+
+    # --- plan --------------------------------------------------------------------------
+    def choose_mode(self, log=print) -> str:
+        """``host`` or ``vm``: the option if given, else probe the host kernel."""
+        mode = self.options.get("mode") or "auto"
+        if mode in ("host", "vm"):
+            log(f"[local] mode {mode}: chosen by option")
+            return mode
+        if mode != "auto":
+            raise SiteError(f"LOCAL_MODE={mode}: expected auto, host or vm")
+        found = probe_host_qdiscs()
+        missing = [k for k, ok in found.items() if not ok]
+        if not missing:
+            log("[local] mode host: the host kernel can add " + ", ".join(found) + " qdiscs")
+            return "host"
+        log(f"[local] mode vm: the host kernel cannot add {', '.join(missing)} qdiscs "
+            f"(probed in a throwaway namespace); running the site in a micro-VM")
+        return "vm"
+
+    def plan(self) -> str:
+        layout = self._layout("host")
+        mgmt = netns.mgmt_addresses(self.spec, layout)
+        lines = [f"local site for {self.spec.name}: one network namespace per node",
+                 f"management network {layout.mgmt_subnet} on bridge {layout.mgmt_bridge}"]
+        for net, nd in self.spec.networks.items():
+            lines.append(f"LAN {net} {nd['subnet']} on bridge {netns.lan_bridge(net)}")
+        for node, nd in self.spec.nodes.items():
+            itfs = ", ".join(f"eth{i} {x['address']} ({x['network']})" for i, x in enumerate(nd["interfaces"], 1))
+            lines.append(f"  {node:8} {nd['role']:6} eth0 {mgmt[node]} (mgmt), {itfs}")
+        return "\n".join(lines)
+
+    # --- reserve -------------------------------------------------------------------------
+    def _prepare_files(self, layout: netns.Layout, extra_keys: list[str]) -> None:
+        ssh_dir = self.state_dir / "ssh"
+        ssh_dir.mkdir(parents=True, exist_ok=True)
+        if not self.client_key.exists():
+            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"netrepro-{self.spec.name}",
+                  "-f", str(self.client_key)]).check_returncode()
+        pub = self.client_key.with_suffix(".pub").read_text()
+        (ssh_dir / "authorized_keys").write_text(pub + "".join(k.rstrip() + "\n" for k in extra_keys))
+        mgmt = netns.mgmt_addresses(self.spec, layout)
+        for node in self.spec.nodes:
+            d = self.config_dir / node
+            d.mkdir(parents=True, exist_ok=True)
+            key = d / "ssh_host_ed25519_key"
+            if not key.exists():
+                _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", node, "-f", str(key)]).check_returncode()
+            (d / "sshd_config").write_text(netns.sshd_config(node, mgmt[node], layout))
+        (self.state_dir / "build.sh").write_text(netns.render_script(
+            netns.build_commands(self.spec, layout), strict=True, title=f"build the local site of {self.spec.name}"))
+        (self.state_dir / "teardown.sh").write_text(netns.render_script(
+            netns.teardown_commands(self.spec, layout), strict=False, title=f"tear down the local site of {self.spec.name}"))
+
+    def reserve(self, log=print) -> None:
+        """Build the site (idempotent: does nothing when this site is already up).
+
+        Any failure or interruption (Ctrl-C) on the way removes what was made so far.
+        Raises SiteError naming what is missing (root, tools, the micro-VM kernel).
+        """
+        if self.load_state().get("logins"):
+            log(f"[local] already up in {self.load_state()['mode']} mode (state {self.state_file})")
+            return
+        try:
+            self._reserve(log)
+        except BaseException:
+            self.release(log)
+            raise
+
+    def _reserve(self, log) -> None:
+        if os.geteuid() != 0:
+            raise SiteError("site local: needs root (network namespaces, bridges, sshd); run as root, e.g. `sudo make reproduce-pie-vs-red`")
+        for tool in ("ip", "tc", "ssh", "ssh-keygen", "/usr/sbin/sshd"):
+            if not shutil.which(tool):
+                raise SiteError(f"site local: {tool} not found; run `make setup` (installs iproute2, openssh-server, ...)")
+        mode = self.choose_mode(log)
+        layout = self._layout(mode)
+        if mode == "host":
+            have_ns = set(_run(["ip", "netns", "list"]).stdout.split())
+            have_links = {ln.split(":")[1].strip().split("@")[0] for ln in _run(["ip", "-o", "link"]).stdout.splitlines() if ":" in ln}
+            clash = netns.existing_conflicts(self.spec, layout, have_ns, have_links)
+            if clash:
+                raise SiteError(f"site local: {', '.join(clash)} already exist on this host and were not made by "
+                                f"netrepro; remove them or use LOCAL_MODE=vm")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._prepare_files(layout, self.options.get("authorized_keys", []))
+        self.save_state({"site": "local", "experiment": self.spec.name, "mode": mode, "id": uuid.uuid4().hex[:8],
+                         "created_at": time.time(), "runtime_dir": layout.runtime_dir,
+                         "mgmt_subnet": layout.mgmt_subnet})
+        if mode == "host":
+            r = _run(["sh", str(self.state_dir / "build.sh")])
+            if r.returncode != 0:
+                raise SiteError(f"site local: build failed: {r.stderr.strip()[-500:]}")
+            jump = None
+        else:
+            jump = self._start_vm(layout, log)
+        mgmt = netns.mgmt_addresses(self.spec, layout)
+        logins = {n: NodeLogin(name=n, host=mgmt[n], port=22, user="root", key_file=str(self.client_key),
+                               proxy_jump=jump, extra={"node_dir": f"{layout.runtime_dir}/{n}"})
+                  for n in self.spec.nodes}
+        self.save_logins(logins)
+
+    def _start_vm(self, layout: netns.Layout, log) -> str:
+        kernel = microvm.cached_kernel()
+        if not kernel:
+            raise SiteError("site local: no micro-VM kernel in the cache; run `make setup` (downloads Debian's stock kernel)")
+        use_kvm, why = microvm.kvm_usable()
+        log(f"[local] micro-VM kernel {kernel.release}; {why}")
+        port = microvm.free_port()
+        jump_cfg = self.state_dir / "jump_sshd_config"
+        jump_cfg.write_text("\n".join([
+            "# sshd of the micro-VM's root namespace: the jump host to the nodes", "Port 22",
+            f"ListenAddress {microvm.SLIRP_GUEST}", f"HostKey {self.config_dir}/jump_host_ed25519_key",
+            f"AuthorizedKeysFile {layout.authorized_keys}", "PermitRootLogin prohibit-password",
+            "PasswordAuthentication no", "UsePAM yes", "StrictModes no", "UseDNS no",
+            f"PidFile {layout.runtime_dir}/jump-sshd.pid", ""]))
+        hk = self.config_dir / "jump_host_ed25519_key"
+        if not hk.exists():
+            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hk)]).check_returncode()
+        for f in ("vm-ready", "vm-guest.log"):
+            (self.state_dir / f).unlink(missing_ok=True)
+        main = self.state_dir / "vm-main.sh"
+        main.write_text(microvm.guest_main_script(
+            state_dir=self.state_dir, runtime_dir=layout.runtime_dir, build_script=self.state_dir / "build.sh",
+            teardown_script=self.state_dir / "teardown.sh", jump_sshd_config=jump_cfg,
+            stop_file=f"{layout.runtime_dir}/stop"))
+        argv = microvm.vng_command(kernel, ssh_port=port, rwdir=self.state_dir, guest_cmd=f"sh {main}",
+                                   cpus=int(self.options.get("vm_cpus", 2)), memory=str(self.options.get("vm_memory", "2G")),
+                                   use_kvm=use_kvm)
+        env = dict(os.environ)
+        env["PATH"] = f"{Path(os.sys.executable).parent}:{env.get('PATH', '')}"
+        log_path = self.state_dir / "vm-console.log"
+        # QEMU writes the guest's console to /proc/self/fd/1; a pipe keeps it appendable.
+        shell = " ".join(subprocess.list2cmdline([a]) for a in argv) + f" < /dev/null 2>&1 | cat >> {log_path}"
+        t0 = time.time()
+        proc = subprocess.Popen(["sh", "-c", shell], start_new_session=True, env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        st = self.load_state()
+        st.update({"vm_pgid": proc.pid, "ssh_port": port, "kernel": kernel.release, "kvm": use_kvm, "vm_why": why})
+        self.save_state(st)
+        log(f"[local] booting the micro-VM (pgid {proc.pid}, SSH jump host 127.0.0.1:{port})")
+        timeout = float(self.options.get("boot_timeout_s", 600))
+        ready = self.state_dir / "vm-ready"
+        while time.time() - t0 < timeout:
+            if ready.exists() and ready.read_text().strip():
+                break
+            if proc.poll() is not None:
+                raise SiteError(f"site local: the micro-VM exited during boot; see {log_path} and {self.state_dir / 'vm-guest.log'}")
+            time.sleep(0.5)
+        else:
+            raise SiteError(f"site local: the micro-VM was not ready after {timeout:.0f} s; see {self.state_dir / 'vm-guest.log'}")
+        if ready.read_text().strip() != "ready":
+            raise SiteError(f"site local: building the site inside the micro-VM failed; see {self.state_dir / 'vm-guest.log'}")
+        st = self.load_state()
+        st["vm_boot_s"] = round(time.time() - t0, 1)
+        self.save_state(st)
+        log(f"[local] micro-VM up and site built in {st['vm_boot_s']} s")
+        return f"root@127.0.0.1:{port}"
+
+    # --- wait / release / status ---------------------------------------------------------
+    def ssh_argv(self, login: NodeLogin, command: str) -> list[str]:
+        """ssh(1) argv running ``command`` on a node (through the jump host if any)."""
+        from netrepro.inventory import ssh_common_args
+        import shlex
+        known = str(self.state_dir / "ssh" / "known_hosts")
+        return (["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", str(self.client_key),
+                 "-o", "IdentitiesOnly=yes", "-p", str(login.port)]
+                + shlex.split(ssh_common_args(login, known)) + [f"{login.user}@{login.host}", command])
+
+    def wait_ready(self, timeout_s: float = 300, log=print) -> None:
+        """Wait until every node's sshd answers (``true`` over SSH)."""
+        logins = self.logins()
+        t0 = time.time()
+        pending = set(logins)
+        while pending and time.time() - t0 < timeout_s:
+            for n in sorted(pending):
+                if _run(self.ssh_argv(logins[n], "true"), timeout=60).returncode == 0:
+                    pending.discard(n)
+            if pending:
+                time.sleep(1)
+        if pending:
+            raise SiteError(f"site local: no SSH answer from {', '.join(sorted(pending))} after {timeout_s:.0f} s")
+        log(f"[local] all {len(logins)} nodes answer SSH ({time.time() - t0:.1f} s)")
+
+    def release(self, log=print) -> None:
+        """Remove everything the site made; harmless when nothing is up."""
+        st = self.load_state()
+        mode = st.get("mode")
+        if not mode:
+            log(f"[local] nothing to tear down for {self.spec.name}")
+            return
+        if mode == "host":
+            _run(["sh", str(self.state_dir / "teardown.sh")])
+        else:
+            self._stop_vm(st, log)
+        for f in ("state.json", "vm-ready"):
+            (self.state_dir / f).unlink(missing_ok=True)
+        shutil.rmtree(self.state_dir / "run", ignore_errors=True)
+        log(f"[local] torn down ({mode} mode)")
+
+    def _stop_vm(self, st: dict[str, Any], log) -> None:
+        pgid = st.get("vm_pgid")
+        if not pgid or not _pg_alive(pgid):
+            return
+        logins = self.saved_logins()
+        if logins:
+            jump = NodeLogin(name="jump", host="127.0.0.1", port=int(st["ssh_port"]), key_file=str(self.client_key))
+            argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", str(self.client_key),
+                    "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                    "-o", "LogLevel=ERROR", "-p", str(jump.port), f"root@{jump.host}", f"touch {st['runtime_dir']}/stop"]
+            try:
+                _run(argv, timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+            t0 = time.time()
+            while _pg_alive(pgid) and time.time() - t0 < 60:
+                time.sleep(0.5)
+        if _pg_alive(pgid):
+            log("[local] micro-VM did not stop by itself; killing it")
+            _killpg(pgid)
+
+    def status(self) -> dict[str, Any]:
+        st = self.load_state()
+        out = {"site": "local", "reserved": bool(st.get("mode"))}
+        out.update({k: st[k] for k in ("mode", "kernel", "kvm", "ssh_port", "vm_boot_s") if k in st})
+        if st.get("vm_pgid"):
+            out["vm_running"] = _pg_alive(st["vm_pgid"])
+        return out
+
+    def inventory_vars(self) -> dict[str, Any]:
+        st = self.load_state()
+        return {"netrepro_local_mode": st.get("mode", ""), "packages_install": False,
+                "kernel_capability_upgrade": False}
+
+
+def _pg_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _killpg(pgid: int) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        time.sleep(2)
