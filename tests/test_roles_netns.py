@@ -1,0 +1,280 @@
+"""Functional test of the provisioning roles against network namespaces on this machine.
+
+Runs only as root on Linux with ip, sshd, vsftpd, curl and ethtool. This machine's kernel
+has HTB, veth, bridge and netns but no netem/pie/red (docs: /work/shared/notes), so the
+test covers what works here, for real: packages (check mode of the local site),
+kernel_capability (htb probe), interfaces, offloads, tcp_settings, bottleneck (HTB),
+ftp_source (two vsftpd instances on one machine), set-variant (rate limit), and set-aqm
+with FIFO leaves (bfifo/pfifo, built into every kernel) standing in for PIE/RED.
+
+Layout (names carry the test's pid; everything is removed at the end, even on failure):
+
+    ns <C> (controller: ansible-playbook and curl run here)
+      br0 10.10.2.254/24 --veth-- server1 "data7" 10.10.2.1/24, server2 "data7" 10.10.2.2/24
+      m1 10.199.1.1/30 --veth-- server1 "mgmt0" 10.199.1.2/30 (sshd)
+      m2 10.199.2.1/30 --veth-- server2 "mgmt0" 10.199.2.2/30 (sshd)
+
+server1 also plays the router (bottleneck on servers_lan). Run:
+    sudo .venv/bin/python -m pytest tests/test_roles_netns.py -v
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from netrepro import tc
+from netrepro.rolevars import role_vars
+from netrepro.spec import load_spec
+
+REPO = Path(__file__).resolve().parent.parent
+VENV_BIN = REPO / ".venv" / "bin"
+NEEDED = ["ip", "tc", "ethtool", "curl", "/usr/sbin/sshd", "/usr/sbin/vsftpd", "ssh-keygen"]
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or any(shutil.which(c) is None for c in NEEDED),
+    reason="needs root and " + ", ".join(NEEDED))
+
+SERVERS = {"server1": 1, "server2": 2}
+
+
+def sh(*argv: str, check: bool = True, ns: str | None = None, **kw) -> subprocess.CompletedProcess:
+    """Run argv (in namespace ns) and return the completed process; raise on failure."""
+    full = (["ip", "netns", "exec", ns] if ns else []) + list(argv)
+    res = subprocess.run(full, capture_output=True, text=True, **kw)
+    if check and res.returncode != 0:
+        raise AssertionError(f"{' '.join(full)} failed ({res.returncode}): {res.stdout}{res.stderr}")
+    return res
+
+
+class Lab:
+    """The namespaces, links and sshd processes of one test run, and their removal."""
+
+    def __init__(self, tmp: Path):
+        tag = str(os.getpid())
+        self.tmp = tmp
+        self.ctl = f"nrtp-c-{tag}"
+        self.ns = {name: f"nrtp-{name}-{tag}" for name in SERVERS}
+        self.made_ns: list[str] = []
+        self.sshd_pidfiles: list[Path] = []
+        self.made_run_sshd = False
+        self.key = tmp / "id_ed25519"
+
+    def up(self) -> None:
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key))
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.tmp / "hostkey"))
+        (self.tmp / "authorized_keys").write_text(Path(str(self.key) + ".pub").read_text())
+        if not Path("/run/sshd").exists():
+            Path("/run/sshd").mkdir(mode=0o755)
+            self.made_run_sshd = True
+        for ns in [self.ctl, *self.ns.values()]:
+            sh("ip", "netns", "add", ns)
+            self.made_ns.append(ns)
+            sh("ip", "link", "set", "lo", "up", ns=ns)
+        sh("ip", "link", "add", "br0", "type", "bridge", ns=self.ctl)
+        sh("ip", "addr", "add", "10.10.2.254/24", "dev", "br0", ns=self.ctl)
+        sh("ip", "link", "set", "br0", "up", ns=self.ctl)
+        for name, i in SERVERS.items():
+            ns = self.ns[name]
+            sh("ip", "link", "add", f"d{i}", "type", "veth", "peer", "name", "data7", "netns", ns, ns=self.ctl)
+            sh("ip", "link", "set", f"d{i}", "master", "br0", "up", ns=self.ctl)
+            sh("ip", "link", "add", f"m{i}", "type", "veth", "peer", "name", "mgmt0", "netns", ns, ns=self.ctl)
+            sh("ip", "addr", "add", f"10.199.{i}.1/30", "dev", f"m{i}", ns=self.ctl)
+            sh("ip", "link", "set", f"m{i}", "up", ns=self.ctl)
+            sh("ip", "addr", "add", f"10.10.2.{i}/24", "dev", "data7", ns=ns)
+            sh("ip", "addr", "add", f"10.199.{i}.2/30", "dev", "mgmt0", ns=ns)
+            sh("ip", "link", "set", "data7", "up", ns=ns)
+            sh("ip", "link", "set", "mgmt0", "up", ns=ns)
+            pidfile = self.tmp / f"sshd-{name}.pid"
+            cfg = self.tmp / f"sshd-{name}.conf"
+            cfg.write_text(
+                f"ListenAddress 10.199.{i}.2\nPort 22\nHostKey {self.tmp}/hostkey\n"
+                f"PidFile {pidfile}\nAuthorizedKeysFile {self.tmp}/authorized_keys\n"
+                "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+                "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                "Subsystem sftp /usr/lib/openssh/sftp-server\n")
+            self.sshd_pidfiles.append(pidfile)
+            sh("/usr/sbin/sshd", "-f", str(cfg), "-E", str(self.tmp / f"sshd-{name}.log"), ns=ns)
+            (self.tmp / name).mkdir()
+
+    def down(self) -> None:
+        """Remove exactly what up() made; never fails."""
+        for name in SERVERS:  # vsftpd instances the roles started, known by their config
+            conf = self.tmp / name / "ftp" / "vsftpd.conf"
+            res = subprocess.run(["pgrep", "-f", "-x", f"/usr/sbin/vsftpd {re.escape(str(conf))}"],
+                                 capture_output=True, text=True)
+            for pid in res.stdout.split():
+                os.kill(int(pid), signal.SIGKILL)
+        for pidfile in self.sshd_pidfiles:
+            try:
+                os.kill(int(pidfile.read_text().split()[0]), signal.SIGTERM)
+            except (OSError, ValueError, IndexError):
+                pass
+        for ns in reversed(self.made_ns):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if self.made_run_sshd:
+            shutil.rmtree("/run/sshd", ignore_errors=True)
+
+    def inventory(self) -> Path:
+        common = (f"-i {self.key} -o IdentitiesOnly=yes -o StrictHostKeyChecking=no "
+                  "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR")
+        hosts = {name: {"ansible_host": f"10.199.{i}.2", "ansible_port": 22, "ansible_user": "root",
+                        "ansible_ssh_common_args": common,
+                        "netrepro_addresses": {"servers_lan": f"10.10.2.{i}"},
+                        "netrepro_prefixlen": {"servers_lan": 24},
+                        "netrepro_node_dir": str(self.tmp / name)}
+                 for name, i in SERVERS.items()}
+        inv = {"all": {"vars": {"netrepro_site": "local", "ansible_python_interpreter": "/usr/bin/python3"},
+                       "children": {"servers": {"hosts": hosts}, "routers": {"hosts": {"server1": {}}}}}}
+        path = self.tmp / "inventory.yml"
+        path.write_text(yaml.safe_dump(inv))
+        return path
+
+    def playbook(self, name: str, netrepro: dict, **extra) -> tuple[str, dict[str, dict[str, int]]]:
+        """Run playbooks/<name> from the controller namespace; return output and recap."""
+        vars_file = self.tmp / "vars.json"
+        vars_file.write_text(json.dumps({"netrepro": netrepro, **extra}))
+        env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+               "ANSIBLE_SSH_CONTROL_PATH_DIR": str(self.tmp / "cp"), "ANSIBLE_FORCE_COLOR": "0",
+               "ANSIBLE_NOCOLOR": "1", "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+        res = sh(str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory()),
+                 str(REPO / "playbooks" / name), "-e", f"@{vars_file}",
+                 ns=self.ctl, check=False, cwd=REPO, env=env, timeout=600)
+        out = res.stdout + res.stderr
+        recap = {m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+                 for m in re.finditer(r"^(\S+)\s+:\s+(ok=.*)$", out, re.M)}
+        assert res.returncode == 0, out
+        return out, recap
+
+
+def lab_vars(variant: str | None = None) -> dict:
+    """role_vars of pie-vs-red, reduced to what runs on two server namespaces here.
+
+    server1 stands in for the router (bottleneck on servers_lan); no netem (the kernel
+    lacks it); htb is probed; AQMs are FIFOs this kernel has.
+    """
+    rv = role_vars(load_spec("pie-vs-red"), variant)
+    rv["nodes"] = list(SERVERS)
+    rv["bottleneck"].update(node="server1", network="servers_lan")
+    rv["probes"] = {"server1": {"htb": rv["probes"]["router"]["htb"]}, "server2": {}}
+    rv["netem"] = {n: [] for n in SERVERS}
+    rv["aqm"] = {name: {"qdisc": name, "argv": tc.Generic(name, params).argv(tc.DEV)}
+                 for name, params in (("bfifo", {"limit_bytes": 200000}), ("pfifo", {"limit_packets": 134}))}
+    rv["ftp_source"]["files"] = rv["ftp_source"]["files"][:3]
+    return rv
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("netns-lab")
+    os.chmod(tmp, 0o755)
+    lab = Lab(tmp)
+    try:
+        lab.up()
+        for i in SERVERS.values():  # wait for both sshd to listen
+            for _ in range(50):
+                if sh("ss", "-Hltn", f"src 10.199.{i}.2", ns=lab.ns[f"server{i}"]).stdout.strip():
+                    break
+                time.sleep(0.1)
+        yield lab
+    finally:
+        lab.down()
+
+
+@pytest.fixture(scope="module")
+def provisioned(lab):
+    first, recap1 = lab.playbook("provision.yml", lab_vars())
+    second, recap2 = lab.playbook("provision.yml", lab_vars())
+    return {"first": (first, recap1), "second": (second, recap2)}
+
+
+def test_provision_changes_then_is_idempotent(provisioned):
+    _, recap1 = provisioned["first"]
+    out2, recap2 = provisioned["second"]
+    for name in SERVERS:
+        assert recap1[name]["failed"] == 0 and recap1[name]["changed"] > 0
+        assert recap2[name]["changed"] == 0, out2
+
+
+def test_interfaces_and_kernel_facts_reported(provisioned):
+    out, _ = provisioned["first"]
+    assert "kernel " in out and "htb ok" in out
+
+
+def test_sysctls_set_in_the_namespaces(lab, provisioned):
+    for name in SERVERS:
+        assert sh("sysctl", "-n", "net.ipv4.tcp_congestion_control", ns=lab.ns[name]).stdout.strip() == "reno"
+        assert sh("sysctl", "-n", "net.ipv4.tcp_sack", ns=lab.ns[name]).stdout.strip() == "1"
+
+
+def test_offloads_off_on_data_interface_only(lab, provisioned):
+    for name in SERVERS:
+        k = sh("ethtool", "-k", "data7", ns=lab.ns[name]).stdout
+        for feat in ("tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload"):
+            assert re.search(rf"^{feat}: off", k, re.M), k
+        assert re.search(r"^tcp-segmentation-offload: on", sh("ethtool", "-k", "mgmt0", ns=lab.ns[name]).stdout, re.M)
+
+
+def test_htb_on_bottleneck(lab, provisioned):
+    q = json.loads(sh("tc", "-j", "qdisc", "show", "dev", "data7", ns=lab.ns["server1"]).stdout)
+    root = [x for x in q if x.get("root")][0]
+    assert (root["kind"], root["handle"], root["options"]["default"]) == ("htb", "1:", "0x10")
+    cls = sh("tc", "class", "show", "dev", "data7", ns=lab.ns["server1"]).stdout
+    assert "class htb 1:10" in cls and "rate 10Mbit ceil 10Mbit" in cls
+    q2 = json.loads(sh("tc", "-j", "qdisc", "show", "dev", "data7", ns=lab.ns["server2"]).stdout)
+    assert not any(x["kind"] == "htb" for x in q2)
+
+
+def test_two_ftp_sources_serve_files(lab, provisioned):
+    for name, i in SERVERS.items():
+        res = sh("curl", "-sS", "--max-time", "20", "-r", "0-99999", "-o", "/dev/null",
+                 "-w", "%{size_download}", f"ftp://10.10.2.{i}/file01", ns=lab.ctl)
+        assert res.stdout == "100000"
+        listing = sh("curl", "-sS", "--max-time", "20", "-l", f"ftp://10.10.2.{i}/", ns=lab.ctl).stdout.split()
+        assert listing == ["file01", "file02", "file03"]
+        conf = lab.tmp / name / "ftp" / "vsftpd.conf"
+        assert f"listen_address=10.10.2.{i}\n" in conf.read_text()
+        assert (lab.tmp / name / "ftp" / "root" / "file01").stat().st_size == 4294967296
+        assert (lab.tmp / name / "ftp" / "root" / "file01").stat().st_blocks == 0  # sparse
+
+
+def test_set_variant_limits_rate_and_restarts(lab, provisioned):
+    pid_before = (lab.tmp / "server1" / "ftp" / "vsftpd.pid").read_text().strip()
+    out, recap = lab.playbook("set-variant.yml", lab_vars("limited"), variant="limited")
+    assert recap["server1"]["changed"] > 0
+    assert "anon_max_rate=25000\n" in (lab.tmp / "server1" / "ftp" / "vsftpd.conf").read_text()
+    assert (lab.tmp / "server1" / "ftp" / "vsftpd.pid").read_text().strip() != pid_before
+    t0 = time.monotonic()
+    res = sh("curl", "-sS", "--max-time", "30", "-r", "0-74999", "-o", "/dev/null",
+             "-w", "%{size_download}", "ftp://10.10.2.1/file02", ns=lab.ctl)
+    elapsed = time.monotonic() - t0
+    assert res.stdout == "75000" and elapsed > 2.0, elapsed  # 75 kB at 25 kB/s: about 3 s
+    _, recap2 = lab.playbook("set-variant.yml", lab_vars("limited"), variant="limited")
+    assert all(r["changed"] == 0 for r in recap2.values())
+    lab.playbook("set-variant.yml", lab_vars("unlimited"))
+    assert "anon_max_rate=0\n" in (lab.tmp / "server1" / "ftp" / "vsftpd.conf").read_text()
+
+
+def test_set_aqm_leaf_replaced_and_idempotent(lab, provisioned):
+    def leaf():
+        q = json.loads(sh("tc", "-j", "qdisc", "show", "dev", "data7", ns=lab.ns["server1"]).stdout)
+        return [(x["kind"], x["handle"], x["options"]) for x in q if x.get("parent") == "1:10"]
+
+    _, recap = lab.playbook("set-aqm.yml", lab_vars(), aqm_name="bfifo")
+    assert recap["server1"]["changed"] > 0 and leaf() == [("bfifo", "10:", {"limit": 200000})]
+    _, recap = lab.playbook("set-aqm.yml", lab_vars(), aqm_name="bfifo")
+    assert recap["server1"]["changed"] == 0
+    _, recap = lab.playbook("set-aqm.yml", lab_vars(), aqm_name="pfifo")  # another kind
+    assert recap["server1"]["changed"] > 0 and leaf() == [("pfifo", "10:", {"limit": 134})]
+    # Re-running provision keeps the HTB root and its leaf.
+    _, recap = lab.playbook("provision.yml", lab_vars())
+    assert recap["server1"]["changed"] == 0 and leaf() == [("pfifo", "10:", {"limit": 134})]
