@@ -1,0 +1,9 @@
+"""netrepro: reproduce network experiments on research testbeds with one command.
+
+Packages: ``netrepro.spec`` (experiment files), ``netrepro.sites`` (where nodes come from),
+``netrepro.inventory``, ``netrepro.rolevars``/``netrepro.tc`` (what Ansible applies),
+``netrepro.controller`` (the steps), ``netrepro.cli`` (the command line); the analysis is
+the top-level ``analysis`` package.
+"""
+
+__version__ = "0.1.0"

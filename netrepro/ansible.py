@@ -1,0 +1,78 @@
+"""Run the project's playbooks with ansible-runner.
+
+Every playbook gets the repository's ansible.cfg (roles path, pipelining, SSH control
+sockets under /tmp) and one extra-vars dict. Output streams to the terminal as
+ansible-playbook prints it; artifacts (events, stdout) go to ``artifact_dir``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from netrepro.spec import REPO_ROOT
+
+PLAYBOOKS = REPO_ROOT / "playbooks"
+
+
+class PlaybookError(RuntimeError):
+    """A playbook failed; the message names it, the failed hosts and where the log is."""
+
+
+@dataclass
+class PlaybookResult:
+    """Outcome of one playbook run: ``stats`` is ansible's per-host recap
+    (``{"ok": {host: n}, "changed": {...}, "failures": {...}, ...}``), ``seconds`` wall time."""
+
+    playbook: str
+    rc: int
+    stats: dict[str, Any]
+    seconds: float
+
+    @property
+    def changed(self) -> int:
+        """Total number of changed tasks over all hosts."""
+        return sum((self.stats.get("changed") or {}).values())
+
+
+def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact_dir: Path,
+                 limit: str | None = None, quiet: bool = False, verbosity: int = 0) -> PlaybookResult:
+    """Run ``playbooks/<name>.yml`` against ``inventory`` with ``extravars``.
+
+    Raises:
+        PlaybookError: the playbook failed or a host was unreachable.
+    """
+    import ansible_runner  # imported here: it is slow to import and only needed for runs
+
+    playbook = PLAYBOOKS / f"{name}.yml"
+    artifact_dir.mkdir(parents=True, exist_ok=True)
+    env = {
+        "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(REPO_ROOT / "roles"),
+        # Slow nodes (the micro-VM under TCG) need more than the default 10 s to connect.
+        "ANSIBLE_TIMEOUT": os.environ.get("ANSIBLE_TIMEOUT", "60"),
+        "ANSIBLE_FORCE_COLOR": "0",
+    }
+    t0 = time.time()
+    r = ansible_runner.run(
+        private_data_dir=str(artifact_dir),
+        playbook=str(playbook),
+        inventory=str(inventory),
+        extravars=extravars,
+        envvars=env,
+        limit=limit,
+        quiet=quiet,
+        verbosity=verbosity,
+        suppress_env_files=True,
+        json_mode=False,
+    )
+    res = PlaybookResult(name, r.rc, r.stats or {}, time.time() - t0)
+    if r.rc != 0 or r.status != "successful":
+        failed = sorted(set((res.stats.get("failures") or {})) | set((res.stats.get("dark") or {})))
+        raise PlaybookError(f"playbook {name}.yml {r.status} (rc {r.rc})"
+                            + (f" on {', '.join(failed)}" if failed else "")
+                            + f"; log: {artifact_dir}/artifacts/{r.config.ident}/stdout")
+    return res

@@ -1,0 +1,230 @@
+"""Command line: ``netrepro <command> <experiment> [--site SITE] ...``.
+
+Every Makefile target calls one of these commands, so everything is usable without make.
+Errors in the user's input or environment print one line (``netrepro: ...``) and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from netrepro.spec import REPO_ROOT, SpecError, load_spec
+
+#: Environment variables the Makefile passes through as site options.
+OPTION_ENV = {
+    "LOCAL_MODE": "mode", "AGGREGATE": "aggregate", "IMAGE": "image", "VM_TYPE": "vm_type",
+    "FABRIC_SITE": "fabric_site", "CORES": "cores", "RAM_GB": "ram_gb", "DISK_GB": "disk_gb",
+    "STATIC_FILE": "static_file", "SLICE_NAME": "slice_name", "GENI_USER": "user",
+}
+
+
+def _options(args) -> dict:
+    opts = {v: os.environ[k] for k, v in OPTION_ENV.items() if os.environ.get(k)}
+    for kv in getattr(args, "option", None) or []:
+        if "=" not in kv:
+            raise SpecError("command line", "--option", f"expected KEY=VALUE, got {kv!r}")
+        k, v = kv.split("=", 1)
+        opts[k] = v
+    return opts
+
+
+def _time_scale(value: str) -> float:
+    try:
+        k = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"TIME_SCALE: expected a number > 0, got {value!r}") from None
+    if not k > 0:
+        raise argparse.ArgumentTypeError(f"TIME_SCALE: expected a number > 0, got {value!r}")
+    return k
+
+
+def cmd_validate(args) -> int:
+    spec = load_spec(args.experiment)
+    print(f"{spec.path}: valid ({len(spec.nodes)} nodes, {len(spec['trials'])} trials, {len(spec['phases'])} phases)")
+    return 0
+
+
+def cmd_setup(args) -> int:
+    from netrepro.setup import setup
+    return setup(site=args.site, check_only=args.check)
+
+
+def cmd_plan(args) -> int:
+    spec = load_spec(args.experiment)
+    if args.site == "local":
+        from netrepro.controller import open_site
+        print(open_site(spec, "local", _options(args)).plan())
+        return 0
+    from netrepro.cli_sites import plan_text
+    print(plan_text(spec, args.site, _options(args)))
+    return 0
+
+
+def cmd_rspec(args) -> int:
+    from netrepro.cli_sites import write_rspec
+    spec = load_spec(args.experiment)
+    print(f"wrote {write_rspec(spec)}")
+    return 0
+
+
+def cmd_inventory(args) -> int:
+    from netrepro.cli_sites import inventory_from_manifest
+    spec = load_spec(args.experiment)
+    sys.stdout.write(inventory_from_manifest(spec, Path(args.manifest), args.user, site=args.site, key_file=args.key))
+    return 0
+
+
+def cmd_up(args) -> int:
+    from netrepro import controller
+    controller.up(load_spec(args.experiment), args.site, _options(args))
+    return 0
+
+
+def cmd_provision(args) -> int:
+    from netrepro import controller
+    controller.provision(load_spec(args.experiment), args.site, _options(args))
+    return 0
+
+
+def cmd_run(args) -> int:
+    from netrepro import controller
+    run_dir = controller.run(load_spec(args.experiment), args.site, args.time_scale, _options(args),
+                             trial_ids=args.trial or None)
+    print(f"[run] raw data and run.json in {run_dir}")
+    return 0
+
+
+def _print_verdict(verdict: dict, run_dir: Path) -> None:
+    for c in verdict["claims"]:
+        print(f"  [{'HOLDS' if c['holds'] else 'FAILS'}] {c['id']}: {c['evidence']}")
+    print(f"[analyze] reproduced: {'yes' if verdict['reproduced'] else 'no'}; report {run_dir / 'report.md'}")
+
+
+def cmd_analyze(args) -> int:
+    from netrepro import controller
+    target = Path(args.run) if args.run else controller.RESULTS_ROOT / load_spec(args.experiment).name / "latest"
+    run_dir = target.resolve()
+    if not (run_dir / "run.json").is_file():
+        raise SpecError(run_dir / "run.json", "(file)", "no run.json: expected a run folder made by `netrepro run`")
+    _print_verdict(controller.analyze(run_dir), run_dir)
+    return 0
+
+
+def cmd_down(args) -> int:
+    from netrepro import controller
+    controller.down(load_spec(args.experiment), args.site, _options(args))
+    return 0
+
+
+def cmd_status(args) -> int:
+    from netrepro.controller import open_site
+    print(json.dumps(open_site(load_spec(args.experiment), args.site, _options(args)).status(), indent=1, default=str))
+    return 0
+
+
+def cmd_renew(args) -> int:
+    from netrepro.controller import open_site
+    open_site(load_spec(args.experiment), args.site, _options(args)).renew(args.hours)
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    """up -> provision -> run -> analyze -> down; the site is released even on failure/Ctrl-C."""
+    from netrepro import controller
+    spec = load_spec(args.experiment)
+    opts = _options(args)
+    t0 = time.time()
+    timings = {}
+    try:
+        t = time.time()
+        controller.up(spec, args.site, opts)
+        timings["up_s"] = round(time.time() - t, 1)
+        t = time.time()
+        controller.provision(spec, args.site, opts)
+        timings["provision_s"] = round(time.time() - t, 1)
+        t = time.time()
+        run_dir = controller.run(spec, args.site, args.time_scale, opts)
+        timings["trials_s"] = round(time.time() - t, 1)
+        t = time.time()
+        verdict = controller.analyze(run_dir)
+        timings["analyze_s"] = round(time.time() - t, 1)
+    finally:
+        if not args.keep:
+            t = time.time()
+            controller.down(spec, args.site, opts)
+            timings["down_s"] = round(time.time() - t, 1)
+    timings["total_s"] = round(time.time() - t0, 1)
+    (run_dir / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
+    _print_verdict(verdict, run_dir)
+    print(f"[reproduce] wall time {timings['total_s']:.0f} s: " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items() if k != "total_s"))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="netrepro", description="Reproduce network experiments on testbeds.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name, func, help_, site=True, exp=True):
+        sp = sub.add_parser(name, help=help_, description=help_)
+        if exp:
+            sp.add_argument("experiment", help="experiment name under experiments/ (e.g. pie-vs-red) or a path")
+        if site:
+            sp.add_argument("--site", default=os.environ.get("SITE", "local"), help="site name (default: local)")
+            sp.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="site option (repeatable)")
+        sp.set_defaults(func=func)
+        return sp
+
+    add("validate", cmd_validate, "check an experiment file against the schema", site=False)
+    sp = add("setup", cmd_setup, "install what a site needs (Debian packages, the micro-VM kernel)", exp=False)
+    sp.add_argument("--check", action="store_true", help="only report what is missing")
+    add("plan", cmd_plan, "print what would be requested from the site, without contacting it")
+    add("rspec", cmd_rspec, "regenerate rspecs/<experiment>.xml", site=False)
+    sp = add("inventory", cmd_inventory, "write an inventory (stdout) from a manifest saved by hand")
+    sp.add_argument("--manifest", required=True, help="manifest XML file")
+    sp.add_argument("--user", required=True, help="your login name among the manifest's logins")
+    sp.add_argument("--key", help="SSH private key for the nodes")
+    add("up", cmd_up, "reserve the site and wait until every node answers SSH")
+    add("provision", cmd_provision, "provision the nodes with Ansible")
+    sp = add("run", cmd_run, "run the trials and fetch the raw data into a new results folder")
+    sp.add_argument("--time-scale", type=_time_scale, default=_time_scale(os.environ.get("TIME_SCALE", "1")))
+    sp.add_argument("--trial", action="append", help="run only this trial (aqm-variant); repeatable")
+    sp = add("analyze", cmd_analyze, "analyze a run folder (default: results/<experiment>/latest)", site=False)
+    sp.add_argument("--run", default=os.environ.get("RUN") or None, help="run folder")
+    add("down", cmd_down, "release the site (idempotent)")
+    add("status", cmd_status, "show the site's reservation")
+    sp = add("renew", cmd_renew, "extend the reservation")
+    sp.add_argument("--hours", type=float, default=float(os.environ.get("HOURS", "6")))
+    sp = add("reproduce", cmd_reproduce, "up, provision, run, analyze, down")
+    sp.add_argument("--time-scale", type=_time_scale, default=_time_scale(os.environ.get("TIME_SCALE", "1")))
+    sp.add_argument("--keep", action="store_true", help="leave the site up at the end")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    # SIGTERM behaves as Ctrl-C, so that `finally` blocks release what was made.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        args = build_parser().parse_args(argv)
+    except argparse.ArgumentTypeError as exc:
+        print(f"netrepro: {exc}", file=sys.stderr)
+        return 2
+    from netrepro.sites.base import SiteError
+    from netrepro.ansible import PlaybookError
+    try:
+        return args.func(args)
+    except (SpecError, SiteError, PlaybookError, ValueError, RuntimeError) as exc:
+        print(f"netrepro: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("netrepro: interrupted; what this step made was removed", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
