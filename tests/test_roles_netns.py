@@ -4,6 +4,7 @@ Runs only as root on Linux with ip, sshd, vsftpd, curl and ethtool. This machine
 has HTB, veth, bridge and netns but no netem/pie/red (docs: /work/shared/notes), so the
 test covers what works here, for real: packages (check mode of the local site),
 kernel_capability (htb probe), interfaces, offloads, tcp_settings, bottleneck (HTB),
+netem's mechanism (with a root tbf standing in for netem),
 ftp_source (two vsftpd instances on one machine), set-variant (rate limit), and set-aqm
 with FIFO leaves (bfifo/pfifo, built into every kernel) standing in for PIE/RED.
 
@@ -139,8 +140,11 @@ class Lab:
         path.write_text(yaml.safe_dump(inv))
         return path
 
-    def playbook(self, name: str, netrepro: dict, **extra) -> tuple[str, dict[str, dict[str, int]]]:
-        """Run playbooks/<name> from the controller namespace; return output and recap."""
+    def playbook(self, name: str, netrepro: dict, expect_ok: bool = True,
+                 **extra) -> tuple[str, dict[str, dict[str, int]]]:
+        """Run playbooks/<name> from the controller namespace; return output and recap.
+
+        Asserts that ansible-playbook succeeded (or failed, with ``expect_ok=False``)."""
         vars_file = self.tmp / "vars.json"
         vars_file.write_text(json.dumps({"netrepro": netrepro, **extra}))
         env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
@@ -152,24 +156,30 @@ class Lab:
         out = res.stdout + res.stderr
         recap = {m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
                  for m in re.finditer(r"^(\S+)\s+:\s+(ok=.*)$", out, re.M)}
-        assert res.returncode == 0, out
+        assert (res.returncode == 0) == expect_ok, out
         return out, recap
+
+
+TBF = tc.Generic("tbf", {"rate_mbit": 100, "burst": "32k", "latency_ms": 100}, parent=None, handle=None)
 
 
 def lab_vars(variant: str | None = None) -> dict:
     """role_vars of pie-vs-red, reduced to what runs on two server namespaces here.
 
     server1 stands in for the router (bottleneck on servers_lan); no netem (the kernel
-    lacks it); htb is probed; AQMs are FIFOs this kernel has.
+    lacks it: server2 gets a root tbf through the netem role instead); htb is probed;
+    AQMs are FIFOs this kernel has.
     """
     rv = role_vars(load_spec("pie-vs-red"), variant)
     rv["nodes"] = list(SERVERS)
     rv["bottleneck"].update(node="server1", network="servers_lan")
     rv["probes"] = {"server1": {"htb": rv["probes"]["router"]["htb"]}, "server2": {}}
-    rv["netem"] = {n: [] for n in SERVERS}
+    # netem's stand-in: the netem role applies any root qdisc argv; tbf is built in here.
+    rv["netem"] = {"server1": [], "server2": [{"network": "servers_lan", "argv": TBF.argv(tc.DEV)}]}
     rv["aqm"] = {name: {"qdisc": name, "argv": tc.Generic(name, params).argv(tc.DEV)}
                  for name, params in (("bfifo", {"limit_bytes": 200000}), ("pfifo", {"limit_packets": 134}))}
     rv["ftp_source"]["files"] = rv["ftp_source"]["files"][:3]
+    rv["ftp_source"]["nodes"] = list(SERVERS)
     return rv
 
 
@@ -234,6 +244,11 @@ def test_htb_on_bottleneck(lab, provisioned):
     assert not any(x["kind"] == "htb" for x in q2)
 
 
+def test_netem_role_root_qdisc(lab, provisioned):
+    q = json.loads(sh("tc", "-j", "qdisc", "show", "dev", "data7", ns=lab.ns["server2"]).stdout)
+    assert [(x["kind"], x["options"]["rate"]) for x in q if x.get("root")] == [("tbf", 12500000)]
+
+
 def test_two_ftp_sources_serve_files(lab, provisioned):
     for name, i in SERVERS.items():
         res = sh("curl", "-sS", "--max-time", "20", "-r", "0-99999", "-o", "/dev/null",
@@ -278,3 +293,12 @@ def test_set_aqm_leaf_replaced_and_idempotent(lab, provisioned):
     # Re-running provision keeps the HTB root and its leaf.
     _, recap = lab.playbook("provision.yml", lab_vars())
     assert recap["server1"]["changed"] == 0 and leaf() == [("pfifo", "10:", {"limit": 134})]
+
+
+def test_missing_qdisc_fails_clearly(lab, provisioned):
+    rv = lab_vars()
+    rv["probes"]["server2"] = {"bogus": ["qdisc", "add", "dev", tc.DEV, "root", "nosuchqdisc"]}
+    out, recap = lab.playbook("provision.yml", rv, expect_ok=False)
+    assert recap["server2"]["failed"] == 1 and recap["server1"]["failed"] == 0
+    assert "server2 (kernel " in out and "cannot create: bogus (" in out and "qdisc kind is unknown" in out
+    assert "bogus MISSING" in out
