@@ -8,6 +8,7 @@ ansible-playbook prints it; artifacts (events, stdout) go to ``artifact_dir``.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,11 @@ class PlaybookResult:
         return sum((self.stats.get("changed") or {}).values())
 
 
+def fact_cache_dir(artifact_dir: Path) -> Path:
+    """Where the fact cache of a site lives (beside its artifacts); cleared by ``up``."""
+    return artifact_dir.parent / "facts"
+
+
 def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact_dir: Path,
                  limit: str | None = None, quiet: bool = False, verbosity: int = 0) -> PlaybookResult:
     """Run ``playbooks/<name>.yml`` against ``inventory`` with ``extravars``.
@@ -48,6 +54,10 @@ def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact
     import ansible_runner  # imported here: it is slow to import and only needed for runs
 
     playbook = PLAYBOOKS / f"{name}.yml"
+    # ansible-playbook lives beside this interpreter (the project's virtual environment).
+    bindir = str(Path(sys.executable).parent)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
     artifact_dir.mkdir(parents=True, exist_ok=True)
     env = {
         "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
@@ -55,6 +65,11 @@ def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact
         # Slow nodes (the micro-VM under TCG) need more than the default 10 s to connect.
         "ANSIBLE_TIMEOUT": os.environ.get("ANSIBLE_TIMEOUT", "60"),
         "ANSIBLE_FORCE_COLOR": "0",
+        # Facts set with cacheable=true (interfaces_by_network, kernel versions) outlive one
+        # playbook run, so the trial playbooks need not find the interfaces again.
+        "ANSIBLE_CACHE_PLUGIN": "jsonfile",
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(fact_cache_dir(artifact_dir)),
+        "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "0",
     }
     t0 = time.time()
     r = ansible_runner.run(

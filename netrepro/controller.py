@@ -31,7 +31,7 @@ RESULTS_ROOT = Path(os.environ.get("NETREPRO_RESULTS", REPO_ROOT / "results"))
 INVENTORY_DIR = REPO_ROOT / "inventory"
 #: Seconds between choosing the common start time and the start: every node must have its
 #: collectors and flow clients waiting by then. The local micro-VM (QEMU TCG) is slow.
-DEFAULT_LEAD_S = {"vm": 45.0, "host": 15.0}
+DEFAULT_LEAD_S = {"vm": 30.0, "host": 10.0}
 
 
 def log(msg: str) -> None:
@@ -70,6 +70,8 @@ def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> Sit
     """Reserve the site, wait until every node answers, write the inventory."""
     site = open_site(spec, site_name, options)
     t0 = time.time()
+    # Facts cached from an earlier reservation (interface names) may not hold any more.
+    shutil_rm(ansible.fact_cache_dir(_vars_file_dir(site)))
     site.reserve()
     site.wait_ready()
     path = write_site_inventory(spec, site)
@@ -277,8 +279,8 @@ def run(spec: Spec, site_name: str, time_scale: float = 1.0, options: dict[str, 
                 "id": tv["id"], "aqm": tv["aqm"], "variant": tv["variant"], "start_epoch_s": start,
                 "phases": spec.scaled(time_scale)["phases"], "duration_s": tv["duration_s"],
                 "base_rtt_s": tv["base_rtt_s"], "wall_s": round(wall, 1), "bottleneck_interface": bdev,
-                "qdisc_before": (before.get("interfaces", {}).get(bdev) or {}).get("qdisc"),
-                "qdisc_after": (after.get("interfaces", {}).get(bdev) or {}).get("qdisc"),
+                "qdisc_before": [q for q in before.get("qdiscs") or [] if q.get("dev") == bdev],
+                "qdisc_after": [q for q in after.get("qdiscs") or [] if q.get("dev") == bdev],
                 "phase_start_skew_ms": phase_start_skew(spec, time_scale, tdir, start) if start else {},
             })
             log(f"[run] trial {tv['id']} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
@@ -321,11 +323,11 @@ def _trial_start(tdir: Path, spec: Spec, tv: dict) -> float | None:
 
 
 def _bottleneck_dev(meta: dict, address: str) -> str | None:
-    for dev, info in (meta.get("interfaces") or {}).items():
-        for a in info.get("addr") or []:
-            for ai in a.get("addr_info", []):
-                if ai.get("local") == address:
-                    return dev
+    """The interface holding ``address`` in a node's ``ip -j addr`` dump (meta "addresses")."""
+    for link in meta.get("addresses") or []:
+        for ai in link.get("addr_info", []):
+            if ai.get("local") == address:
+                return link.get("ifname")
     return None
 
 
@@ -337,7 +339,7 @@ def _nodes_meta(raw: Path, spec: Spec) -> dict:
             continue
         m = _node_meta(metas[0])
         out[node] = {k: m.get(k) for k in ("kernel", "iproute2", "vsftpd", "openssh", "curl", "sysctls")}
-        out[node]["offloads"] = {d: i.get("offloads") for d, i in (m.get("interfaces") or {}).items()}
+        out[node]["offloads"] = m.get("offloads")
     return out
 
 

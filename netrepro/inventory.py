@@ -85,6 +85,10 @@ def build_inventory(spec: Spec, logins: dict[str, NodeLogin], site: str,
                 "netrepro_addresses": {i["network"]: i["address"] for i in nd["interfaces"]},
                 "netrepro_prefixlen": {i["network"]: spec.prefixlen(i["network"]) for i in nd["interfaces"]},
             }
+            if lg.extra.get("node_dir"):
+                # Node-private folder (configs, FTP root, pid files, data); required when
+                # several nodes share one filesystem (the local site's namespaces).
+                hv["netrepro_node_dir"] = lg.extra["node_dir"]
             if lg.key_file:
                 hv["ansible_ssh_private_key_file"] = lg.key_file
             args = ssh_common_args(lg, known_hosts, control_dir)

@@ -16,7 +16,9 @@ run() {
   exec ping -n -D -O -W 2 -i "$interval" -c "$count" -w "$deadline" "$target" > "$out" 2> "$out.err"
 }
 if [ "$mode" = --background ]; then
-  (run) < /dev/null > /dev/null 2>&1 &
+  # Ansible runs scripts on a pty: ignore the SIGHUP its closing sends (as nohup(1) does);
+  # the ignored disposition is inherited by ping/curl/tc.
+  (trap '' HUP; run) < /dev/null > /dev/null 2>&1 &
   echo "$!" > "$out.pid"
 else
   run

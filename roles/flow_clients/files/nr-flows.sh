@@ -31,7 +31,9 @@ run() {
   rm -rf "$tmp"
 }
 if [ "$mode" = --background ]; then
-  (run) < /dev/null > /dev/null 2> "$out.err" &
+  # Ansible runs scripts on a pty: ignore the SIGHUP its closing sends (as nohup(1) does);
+  # the ignored disposition is inherited by ping/curl/tc.
+  (trap '' HUP; run) < /dev/null > /dev/null 2> "$out.err" &
   echo "$!" > "$out.pid"
 else
   run
