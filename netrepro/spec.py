@@ -208,6 +208,7 @@ class Spec:
                     self._fail(f"links.delays[{i}].network", f"node {n} has no interface on {dl['network']!r}")
         for i, h in enumerate(d.get("hosts", [])):
             check_sel(f"hosts[{i}].nodes", h["nodes"])
+        check_sel("sources.nodes", d.get("sources", {}).get("nodes", []))
         b = d["bottleneck"]
         if b["node"] not in self.nodes:
             self._fail("bottleneck.node", f"unknown node {b['node']!r}")

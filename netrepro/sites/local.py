@@ -277,9 +277,11 @@ class LocalSite(Site):
             _run(["sh", str(self.state_dir / "teardown.sh")])
         else:
             self._stop_vm(st, log)
-        for f in ("state.json", "vm-ready"):
+        # Keys are per run: the next `up` makes new ones (and a new known_hosts).
+        for f in ("state.json", "vm-ready", "build.sh", "teardown.sh", "vm-main.sh", "jump_sshd_config"):
             (self.state_dir / f).unlink(missing_ok=True)
-        shutil.rmtree(self.state_dir / "run", ignore_errors=True)
+        for d in ("run", "ssh", "nodes"):
+            shutil.rmtree(self.state_dir / d, ignore_errors=True)
         log(f"[local] torn down ({mode} mode)")
 
     def _stop_vm(self, st: dict[str, Any], log) -> None:

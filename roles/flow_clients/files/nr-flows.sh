@@ -1,38 +1,32 @@
 #!/bin/sh
-# Flow client: at START+OFFSET (epoch seconds) open COUNT parallel FTP downloads from SERVER
-# (anonymous, files FILE01.. from the list), each stopped after DURATION s. Writes one CSV
-# row per flow with its actual start and end time, curl's exit code and bytes received.
+# Flow client: at START+OFFSET (epoch seconds) open COUNT parallel anonymous FTP downloads
+# from SERVER, each stopped after DURATION s, and write one CSV row per flow:
+#   flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes
+# One curl process opens every flow at once (--parallel --parallel-immediate): starting 20
+# processes one by one takes seconds on a slow node, which would skew the phase starts.
+# A flow's start is curl's start plus its own time_connect; its end, curl's start plus its
+# time_total (both per transfer, curl(1) --write-out).
 # Usage: nr-flows.sh OUT_CSV SERVER START OFFSET_S DURATION_S COUNT FILES [--background]
-#   FILES: comma-separated file names on the server (flow i downloads file i mod len).
+#   FILES: comma-separated file names on the server; flow i downloads file (i mod len).
 set -eu
 out=$1 server=$2 start=$3 offset=$4 duration=$5 count=$6 files=$7 mode=${8:-}
 mkdir -p "$(dirname "$out")"
 run() {
+  args=$(echo "$files" | awk -F, -v n="$count" -v s="$server" '{
+    for (i = 1; i <= n; i++) printf " -o /dev/null ftp://%s/%s", s, $((i - 1) % NF + 1) }')
   at=$(awk -v s="$start" -v o="$offset" 'BEGIN { printf "%.6f", s + o }')
   sleep "$(awk -v a="$at" -v n="$(date +%s.%N)" 'BEGIN { w = a - n; printf "%.3f", (w > 0 ? w : 0) }')"
-  tmp=$out.parts
-  mkdir -p "$tmp"
-  n=$(echo "$files" | awk -F, '{ print NF }')
-  i=1
-  while [ "$i" -le "$count" ]; do
-    f=$(echo "$files" | awk -F, -v k="$(( (i - 1) % n + 1 ))" '{ print $k }')
-    (
-      s=$(date +%s.%N)
-      set +e
-      got=$(curl -s -o /dev/null --max-time "$duration" -w '%{size_download}' "ftp://$server/$f")
-      rc=$?
-      e=$(date +%s.%N)
-      echo "$i,$server,$f,$s,$e,$rc,${got:-0}" > "$tmp/$i"
-    ) &
-    i=$((i + 1))
-  done
-  wait
-  { echo "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes"; cat "$tmp"/* | sort -t, -k1,1n; } > "$out"
-  rm -rf "$tmp"
+  t0=$(date +%s.%N)
+  # shellcheck disable=SC2086  # $args is a list of -o/URL words
+  curl -s --no-progress-meter -Z --parallel-immediate --parallel-max "$count" --max-time "$duration" \
+    -w '%{time_connect} %{time_total} %{exitcode} %{size_download} %{url}\n' $args > "$out.raw" || true
+  awk -v t0="$t0" 'BEGIN { OFS = ","; print "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes" }
+    NF >= 5 { n = split($5, u, "/"); host = u[3]; file = u[n]
+              printf "%d,%s,%s,%.6f,%.6f,%s,%s\n", NR, host, file, t0 + $1, t0 + $2, $3, $4 }' "$out.raw" > "$out"
 }
 if [ "$mode" = --background ]; then
   # Ansible runs scripts on a pty: ignore the SIGHUP its closing sends (as nohup(1) does);
-  # the ignored disposition is inherited by ping/curl/tc.
+  # the ignored disposition is inherited by curl.
   (trap '' HUP; run) < /dev/null > /dev/null 2> "$out.err" &
   echo "$!" > "$out.pid"
 else

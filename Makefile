@@ -1,0 +1,102 @@
+# netrepro: reproduce network experiments on testbeds with one command.
+#
+#   make reproduce-pie-vs-red [SITE=local] [TIME_SCALE=1]   the main job
+#   make test                                                 unit + integration tests
+#
+# Every target calls the `netrepro` command line (python -m netrepro), so everything is also
+# usable without make. Site options are passed through the environment: LOCAL_MODE,
+# AGGREGATE, IMAGE, VM_TYPE, FABRIC_SITE, CORES, RAM_GB, DISK_GB, STATIC_FILE, SLICE_NAME.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+SITE ?= local
+EXPERIMENT ?= pie-vs-red
+TIME_SCALE ?= 1
+HOURS ?= 6
+RUN ?=
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+NETREPRO := $(PY) -m netrepro
+STAMP := $(VENV)/.installed
+
+export SITE TIME_SCALE HOURS RUN
+
+.PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status \
+        renew plan rspec validate test test-unit test-integration lint bench clean
+
+help: ## Show the targets
+	@echo "netrepro: reproduce network experiments on testbeds"
+	@echo
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  %-22s %s\n", $$1, $$2}'
+	@echo
+	@echo "Variables: SITE=$(SITE) EXPERIMENT=$(EXPERIMENT) TIME_SCALE=$(TIME_SCALE) RUN=<results folder>"
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	$(VENV)/bin/pip install -q --no-deps -e .
+	touch $@
+
+venv: $(STAMP) ## Create the virtual environment with the pinned Python packages
+
+setup: $(STAMP) ## Install everything SITE needs (Debian packages, micro-VM kernel); idempotent
+	$(NETREPRO) setup --site $(SITE)
+
+reproduce-pie-vs-red: ## The main job: reproduce PIE vs RED (Fig. 8) on SITE, then tear down
+	$(MAKE) reproduce EXPERIMENT=pie-vs-red
+
+reproduce: setup ## up + provision + run + analyze + down for EXPERIMENT
+	$(NETREPRO) reproduce $(EXPERIMENT) --site $(SITE) --time-scale $(TIME_SCALE)
+
+up: setup ## Reserve/build the site and wait until every node answers
+	$(NETREPRO) up $(EXPERIMENT) --site $(SITE)
+
+provision: $(STAMP) ## Provision the nodes with Ansible
+	$(NETREPRO) provision $(EXPERIMENT) --site $(SITE)
+
+run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/
+	$(NETREPRO) run $(EXPERIMENT) --site $(SITE) --time-scale $(TIME_SCALE)
+
+analyze: $(STAMP) ## Analyze RUN=<folder> (default: results/<experiment>/latest)
+	$(NETREPRO) analyze $(EXPERIMENT) $(if $(RUN),--run $(RUN))
+
+down: $(STAMP) ## Release the site (idempotent)
+	$(NETREPRO) down $(EXPERIMENT) --site $(SITE)
+
+status: $(STAMP) ## Show the site's reservation
+	$(NETREPRO) status $(EXPERIMENT) --site $(SITE)
+
+renew: $(STAMP) ## Extend the reservation by HOURS
+	$(NETREPRO) renew $(EXPERIMENT) --site $(SITE) --hours $(HOURS)
+
+plan: $(STAMP) ## Print what SITE would be asked for (RSpec, fablib slice, nodes); no account needed
+	$(NETREPRO) plan $(EXPERIMENT) --site $(SITE)
+
+rspec: $(STAMP) ## Regenerate rspecs/<experiment>.xml from the experiment's topology
+	$(NETREPRO) rspec $(EXPERIMENT)
+
+validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
+	$(NETREPRO) validate $(EXPERIMENT)
+
+test: setup ## All tests: unit tests, then a time-scaled reproduction on the local site
+	$(PY) -m pytest -q tests
+
+test-unit: $(STAMP) ## Unit tests only (no micro-VM)
+	$(PY) -m pytest -q -m "not integration" tests
+
+test-integration: setup ## The end-to-end test only
+	$(PY) -m pytest -q -m integration tests
+
+lint: $(STAMP) ## ansible-lint (production profile) on roles and playbooks
+	$(VENV)/bin/ansible-lint --profile production roles playbooks
+
+bench: $(STAMP) ## Print the figures of the latest run (wall time, overhead, skew, samples)
+	$(PY) -m netrepro.bench $(EXPERIMENT) $(if $(RUN),--run $(RUN))
+
+clean: ## Tear down the local site and remove generated files (keeps results/)
+	-$(NETREPRO) down $(EXPERIMENT) --site local
+	rm -rf .state inventory/*.yml .pytest_cache
+	find . -name __pycache__ -prune -exec rm -rf {} +
