@@ -1,0 +1,238 @@
+"""Tests of the pure parts of netrepro/controller.py: trial variables, run folders, the
+``latest`` link, phase start skew, checksums and the bottleneck interface lookup. Nothing
+here touches a site, the real results/ folder or .state/."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from netrepro import controller
+from netrepro.spec import Spec, load_spec
+
+DATA = Path(__file__).resolve().parent / "data" / "specs"
+HEADER = "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes"
+
+
+@pytest.fixture(scope="module")
+def spec() -> Spec:
+    return load_spec("pie-vs-red")
+
+
+@pytest.fixture(autouse=True)
+def no_real_results(tmp_path, monkeypatch):
+    """Every test writes run folders under tmp_path, never into the repository's results/."""
+    monkeypatch.setattr(controller, "RESULTS_ROOT", tmp_path / "results")
+
+
+# --- trial_vars --------------------------------------------------------------------------------
+def test_trial_vars(spec, tmp_path):
+    tv = controller.trial_vars(spec, {"aqm": "red", "variant": "limited"}, 0.1, tmp_path / "fetch", 7.5)
+    assert (tv["id"], tv["aqm"], tv["variant"]) == ("red-limited", "red", "limited")
+    assert tv["lead_s"] == 7.5 and tv["fetch_dir"] == str(tmp_path / "fetch")
+    assert tv["duration_s"] == 25.0 and tv["base_rtt_s"] == 3.0
+    # each client pings the server of its flow group, on the servers' LAN
+    assert tv["ping"] == {"client1": {"target": "10.10.2.1", "interval_s": 0.1},
+                          "client2": {"target": "10.10.2.2", "interval_s": 0.1},
+                          "client3": {"target": "10.10.2.3", "interval_s": 0.1}}
+    assert tv["qdisc_stats"] == {"router": {"network": "clients_lan", "interval_s": 0.1}}
+    assert tv["flows"] == {
+        "client1": [{"server_address": "10.10.2.1", "flows": 10, "start_s": 0.0, "duration_s": 25.0}],
+        "client2": [{"server_address": "10.10.2.2", "flows": 20, "start_s": 5.0, "duration_s": 15.0}],
+        "client3": [{"server_address": "10.10.2.3", "flows": 20, "start_s": 10.0, "duration_s": 5.0}]}
+    assert tv["files"] == [f"file{i:02d}" for i in range(1, 21)]
+
+
+def test_trial_vars_unscaled_and_rounded(spec, tmp_path):
+    tv = controller.trial_vars(spec, spec["trials"][0], 1.0, tmp_path, 30.0)
+    assert tv["id"] == "pie-unlimited"
+    assert tv["duration_s"] == 250 and tv["base_rtt_s"] == 30
+    assert tv["flows"]["client2"][0]["start_s"] == 50 and tv["flows"]["client2"][0]["duration_s"] == 150
+    tv = controller.trial_vars(spec, spec["trials"][0], 1 / 3, tmp_path, 30.0)
+    assert tv["duration_s"] == 83.333
+    assert tv["flows"]["client3"][0] == {"server_address": "10.10.2.3", "flows": 20,
+                                         "start_s": 33.333, "duration_s": 16.667}
+
+
+def test_trial_vars_rejects_bad_scale(spec, tmp_path):
+    with pytest.raises(ValueError, match="TIME_SCALE"):
+        controller.trial_vars(spec, spec["trials"][0], 0, tmp_path, 1.0)
+
+
+def test_trial_vars_qdisc_network_defaults_to_bottleneck(spec, tmp_path):
+    data = copy.deepcopy(spec.data)
+    del data["collectors"][1]["network"]
+    data["bottleneck"]["network"] = "servers_lan"
+    s = Spec.from_data(data)
+    tv = controller.trial_vars(s, s["trials"][0], 1, tmp_path, 1)
+    assert tv["qdisc_stats"] == {"router": {"network": "servers_lan", "interval_s": 0.1}}
+
+
+# --- run folders ---------------------------------------------------------------------------------
+class _FrozenDatetime(datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
+
+
+def test_new_run_dir_never_reuses(spec, tmp_path, monkeypatch):
+    monkeypatch.setattr(controller, "datetime", _FrozenDatetime)
+    a = controller.new_run_dir(spec, "local")
+    b = controller.new_run_dir(spec, "local")
+    c = controller.new_run_dir(spec, "static")
+    base = tmp_path / "results" / "pie-vs-red"
+    assert a == base / "20240506T070809Z-local"
+    assert b == base / "20240506T070809Z-local-1"
+    assert c == base / "20240506T070809Z-static"
+    assert a.is_dir() and b.is_dir() and c.is_dir()
+
+
+def test_new_run_dir_skips_existing_folders(spec, tmp_path, monkeypatch):
+    monkeypatch.setattr(controller, "datetime", _FrozenDatetime)
+    base = tmp_path / "results" / "pie-vs-red"
+    (base / "20240506T070809Z-local").mkdir(parents=True)
+    (base / "20240506T070809Z-local" / "run.json").write_text("{}")
+    (base / "20240506T070809Z-local-1").mkdir()
+    d = controller.new_run_dir(spec, "local")
+    assert d == base / "20240506T070809Z-local-2"
+    assert (base / "20240506T070809Z-local" / "run.json").read_text() == "{}"  # untouched
+    for i in range(3, 100):
+        (base / f"20240506T070809Z-local-{i}").mkdir()
+    with pytest.raises(RuntimeError, match="cannot create a new run folder"):
+        controller.new_run_dir(spec, "local")
+
+
+def test_new_run_dir_real_clock(spec, tmp_path):
+    dirs = [controller.new_run_dir(spec, "local") for _ in range(3)]  # same second, most likely
+    assert len(set(dirs)) == 3 and all(d.is_dir() and not any(d.iterdir()) for d in dirs)
+    assert all(d.parent == tmp_path / "results" / "pie-vs-red" for d in dirs)
+
+
+def test_point_latest(tmp_path):
+    base = tmp_path / "results" / "exp"
+    one, two = base / "20240101T000000Z-local", base / "20240101T000001Z-local"
+    one.mkdir(parents=True)
+    two.mkdir()
+    (one / "run.json").write_text("1")
+    (two / "run.json").write_text("2")
+    controller.point_latest(one)
+    latest = base / "latest"
+    assert latest.is_symlink() and os.readlink(latest) == one.name  # relative: the tree can move
+    assert (latest / "run.json").read_text() == "1"
+    controller.point_latest(two)
+    assert os.readlink(latest) == two.name and (latest / "run.json").read_text() == "2"
+    assert sorted(p.name for p in base.iterdir()) == sorted([one.name, two.name, "latest"])  # no temp link left
+
+
+# --- phase start skew ---------------------------------------------------------------------------
+def _flows_csv(path: Path, rows: list[tuple]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [HEADER] + [",".join(str(x) for x in (i, "10.10.2.1", "file01", s, e, 0, 1000))
+                        for i, (s, e) in enumerate(rows)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_phase_start_skew(spec, tmp_path):
+    t0 = 1_700_000_000.0
+    trial = tmp_path / "trial"
+    # client1: 0 -> 250 s; two flows start 10 and 30 ms late
+    _flows_csv(trial / "client1" / "flows.csv", [(t0 + 0.010, t0 + 250.5), (t0 + 0.030, t0 + 250.2)])
+    # client2: 50 -> 200 s; starts on time and 5 ms early; ends 100 and 40 ms late
+    _flows_csv(trial / "client2" / "flows.csv", [(t0 + 50.0, t0 + 200.1), (t0 + 49.995, t0 + 200.04)])
+    # client3: 100 -> 150 s; starts 200 ms late, ends on time; one row without an end is ignored
+    _flows_csv(trial / "client3" / "flows.csv", [(t0 + 100.2, t0 + 150.0), (t0 + 100.9, "")])
+    got = controller.phase_start_skew(spec, 1.0, trial, t0)
+    assert got == {
+        "p1": {"events": 2, "skew_ms": 20.0, "max_lag_ms": 30.0},
+        "p2": {"events": 2, "skew_ms": 5.0, "max_lag_ms": 0.0},
+        "p3": {"events": 1, "skew_ms": 0.0, "max_lag_ms": 200.0},
+        "p4": {"events": 1, "skew_ms": 0.0, "max_lag_ms": 0.0},     # client3's end opens p4
+        "p5": {"events": 2, "skew_ms": 60.0, "max_lag_ms": 100.0},  # client2's ends open p5
+    }
+
+
+def test_phase_start_skew_scaled_and_missing_client(spec, tmp_path):
+    t0 = 1000.0
+    trial = tmp_path / "trial"
+    # TIME_SCALE 0.1: client1 0 -> 25 s, client2 5 -> 20 s; no file from client3
+    _flows_csv(trial / "client1" / "flows.csv", [(t0 + 0.004, t0 + 25.0)])
+    _flows_csv(trial / "client2" / "flows.csv", [(t0 + 5.050, t0 + 20.010), (t0 + 5.010, t0 + 20.030)])
+    got = controller.phase_start_skew(spec, 0.1, trial, t0)
+    assert got == {"p1": {"events": 1, "skew_ms": 0.0, "max_lag_ms": 4.0},
+                   "p2": {"events": 2, "skew_ms": 40.0, "max_lag_ms": 50.0},
+                   "p5": {"events": 2, "skew_ms": 20.0, "max_lag_ms": 30.0}}
+    assert controller.phase_start_skew(spec, 0.1, tmp_path / "nothing", t0) == {}
+
+
+@pytest.mark.xfail(strict=True, reason="bug: controller.phase_start_skew reads <client>/flows.csv for every "
+                                       "flow group; a client's second group writes flows-1.csv (roles/flow_clients)")
+def test_phase_start_skew_two_groups_on_one_client(tmp_path):
+    data = yaml.safe_load((DATA / "good-minimal.yml").read_text())
+    data["flows"] = [{"client": "c", "server": "s", "flows": 2, "start_s": 0, "duration_s": 10},
+                     {"client": "c", "server": "s", "flows": 3, "start_s": 5, "duration_s": 5}]
+    data["phases"] = [{"name": "one", "start_s": 0, "end_s": 5, "flows": 2},
+                      {"name": "two", "start_s": 5, "end_s": 10, "flows": 5}]
+    data["claims"][0]["check"]["phases"] = ["one", "two"]
+    s = Spec.from_data(data)
+    t0 = 1000.0
+    _flows_csv(tmp_path / "c" / "flows.csv", [(t0 + 0.010, t0 + 10.0)])
+    _flows_csv(tmp_path / "c" / "flows-1.csv", [(t0 + 5.050, t0 + 10.0)])
+    assert controller.phase_start_skew(s, 1.0, tmp_path, t0) == {
+        "one": {"events": 1, "skew_ms": 0.0, "max_lag_ms": 10.0},
+        "two": {"events": 1, "skew_ms": 0.0, "max_lag_ms": 50.0}}
+
+
+def test_trial_start_from_first_group(spec, tmp_path):
+    _flows_csv(tmp_path / "client1" / "flows.csv", [(1000.0123, 1250.0), (1000.0049, 1250.0)])
+    _flows_csv(tmp_path / "client2" / "flows.csv", [(999.0, 1200.0)])  # starts at 50 s: not used
+    assert controller._trial_start(tmp_path, spec, {}) == 1000.005
+    assert controller._trial_start(tmp_path / "none", spec, {}) is None
+
+
+# --- checksums and bottleneck interface -------------------------------------------------------------
+def test_sha256_tree(tmp_path):
+    root = tmp_path / "raw"
+    (root / "pie-limited" / "router").mkdir(parents=True)
+    (root / "empty").mkdir()
+    (root / "a.txt").write_bytes(b"abc")
+    (root / "pie-limited" / "router" / "qdisc.jsonl").write_bytes(b"")
+    got = controller.sha256_tree(root)
+    assert got == {
+        "a.txt": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+        "pie-limited/router/qdisc.jsonl": hashlib.sha256(b"").hexdigest(),
+    }
+    assert list(got) == sorted(got)
+    (root / "a.txt").write_bytes(b"abd")
+    assert controller.sha256_tree(root)["a.txt"] != got["a.txt"]
+
+
+IP_J_ADDR = [
+    {"ifindex": 1, "ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8}]},
+    {"ifindex": 2, "ifname": "eth0", "addr_info": [{"family": "inet", "local": "172.30.0.11", "prefixlen": 24}]},
+    {"ifindex": 3, "ifname": "eth1", "addr_info": [
+        {"family": "inet", "local": "10.10.2.254", "prefixlen": 24},
+        {"family": "inet6", "local": "fe80::1", "prefixlen": 64}]},
+    {"ifindex": 4, "ifname": "ens7", "addr_info": [{"family": "inet", "local": "10.10.1.254", "prefixlen": 24}]},
+    {"ifindex": 5, "ifname": "eth3"},
+]
+
+
+def test_bottleneck_dev():
+    meta = {"addresses": IP_J_ADDR}
+    assert controller._bottleneck_dev(meta, "10.10.1.254") == "ens7"
+    assert controller._bottleneck_dev(meta, "10.10.2.254") == "eth1"
+    assert controller._bottleneck_dev(meta, "10.10.1.25") is None  # no prefix match
+    assert controller._bottleneck_dev({}, "10.10.1.254") is None
+    assert controller._bottleneck_dev({"addresses": None}, "10.10.1.254") is None
+
+
+def test_paths_follow_spec_and_site(spec):
+    assert controller.state_dir(spec, "local").name == "pie-vs-red-local"
+    assert controller.inventory_path(spec, "fabric").name == "pie-vs-red-fabric.yml"
+    assert controller.inventory_path(spec, "fabric").parent == controller.INVENTORY_DIR
