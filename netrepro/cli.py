@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import os
 import signal
 import sys
@@ -39,7 +41,7 @@ def _time_scale(value: str) -> float:
         k = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"TIME_SCALE: expected a number > 0, got {value!r}") from None
-    if not k > 0:
+    if not (k > 0 and math.isfinite(k)):
         raise argparse.ArgumentTypeError(f"TIME_SCALE: expected a number > 0, got {value!r}")
     return k
 
@@ -166,9 +168,18 @@ def cmd_reproduce(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``netrepro: ...``, exit 2) instead of usage + error."""
+
+    def error(self, message):
+        # Our own type errors already name the variable (TIME_SCALE: ...): drop argparse's prefix.
+        m = re.match(r"argument [^:]+: ([A-Z_]+: .*)", message)
+        self.exit(2, f"netrepro: {m.group(1) if m else message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="netrepro", description="Reproduce network experiments on testbeds.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(prog="netrepro", description="Reproduce network experiments on testbeds.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def add(name, func, help_, site=True, exp=True):
         sp = sub.add_parser(name, help=help_, description=help_)
@@ -192,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("up", cmd_up, "reserve the site and wait until every node answers SSH")
     add("provision", cmd_provision, "provision the nodes with Ansible")
     sp = add("run", cmd_run, "run the trials and fetch the raw data into a new results folder")
-    sp.add_argument("--time-scale", type=_time_scale, default=_time_scale(os.environ.get("TIME_SCALE", "1")))
+    sp.add_argument("--time-scale", type=_time_scale, default=os.environ.get("TIME_SCALE", "1"),
+                    help="multiply every duration of the schedule (default: $TIME_SCALE or 1)")
     sp.add_argument("--trial", action="append", help="run only this trial (aqm-variant); repeatable")
     sp = add("analyze", cmd_analyze, "analyze a run folder (default: results/<experiment>/latest)", site=False)
     sp.add_argument("--run", default=os.environ.get("RUN") or None, help="run folder")
@@ -201,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("renew", cmd_renew, "extend the reservation")
     sp.add_argument("--hours", type=float, default=float(os.environ.get("HOURS", "6")))
     sp = add("reproduce", cmd_reproduce, "up, provision, run, analyze, down")
-    sp.add_argument("--time-scale", type=_time_scale, default=_time_scale(os.environ.get("TIME_SCALE", "1")))
+    sp.add_argument("--time-scale", type=_time_scale, default=os.environ.get("TIME_SCALE", "1"),
+                    help="multiply every duration of the schedule (default: $TIME_SCALE or 1)")
     sp.add_argument("--keep", action="store_true", help="leave the site up at the end")
     return p
 

@@ -191,8 +191,7 @@ def phase_start_skew(spec: Spec, time_scale: float, trial_dir: Path, start_epoch
 
     sched = spec.scaled(time_scale)
     events: dict[float, list[float]] = {}
-    for fg in sched["flows"]:
-        path = trial_dir / fg["client"] / "flows.csv"
+    for fg, path in zip(sched["flows"], flows_files(spec, trial_dir)):
         if not path.is_file():
             continue
         with path.open() as fh:
@@ -211,6 +210,18 @@ def phase_start_skew(spec: Spec, time_scale: float, trial_dir: Path, start_epoch
         if ev:
             out[ph["name"]] = {"events": len(ev), "skew_ms": round((max(ev) - min(ev)) * 1000, 1),
                                "max_lag_ms": round(max(ev) * 1000, 1)}
+    return out
+
+
+def flows_files(spec: Spec, trial_dir: Path) -> list[Path]:
+    """The flows CSV of each flow group, in spec order: a client's first group writes
+    flows.csv, its k-th (k >= 1) flows-<k>.csv (roles/flow_clients)."""
+    seen: dict[str, int] = {}
+    out = []
+    for fg in spec["flows"]:
+        k = seen.get(fg["client"], 0)
+        seen[fg["client"]] = k + 1
+        out.append(trial_dir / fg["client"] / ("flows.csv" if k == 0 else f"flows-{k}.csv"))
     return out
 
 
@@ -312,8 +323,7 @@ def _trial_start(tdir: Path, spec: Spec, tv: dict) -> float | None:
     """The common start time chosen on the bottleneck node, read back from the qdisc sampler
     (it starts ``margin`` = 1 s before) or from the flow clients' files."""
     import csv
-    for fg in spec["flows"]:
-        p = tdir / fg["client"] / "flows.csv"
+    for fg, p in zip(spec["flows"], flows_files(spec, tdir)):
         if fg["start_s"] == 0 and p.is_file():
             with p.open() as fh:
                 starts = [float(r["start_epoch_s"]) for r in csv.DictReader(fh) if r.get("start_epoch_s")]

@@ -179,13 +179,23 @@ class Spec:
         d = self.data
         nets = self.networks
         known_sel = set(self.nodes) | set(self.groups) | {"all"}
+        subnets = {}
+        for net, nd in nets.items():
+            try:
+                subnets[net] = ipaddress.ip_network(nd["subnet"])
+            except ValueError as exc:
+                self._fail(f"topology.networks.{net}.subnet", f"expected an IPv4 network in CIDR form with no host bits ({exc})")
         for node, nd in self.nodes.items():
             for i, itf in enumerate(nd["interfaces"]):
                 f = f"topology.nodes.{node}.interfaces[{i}]"
                 if itf["network"] not in nets:
                     self._fail(f + ".network", f"unknown network {itf['network']!r}; expected one of: {', '.join(nets)}")
-                subnet = ipaddress.ip_network(nets[itf["network"]]["subnet"])
-                if ipaddress.ip_address(itf["address"]) not in subnet:
+                subnet = subnets[itf["network"]]
+                try:
+                    addr = ipaddress.ip_address(itf["address"])
+                except ValueError:
+                    self._fail(f + ".address", f"expected an IPv4 address, got {itf['address']!r}")
+                if addr not in subnet:
                     self._fail(f + ".address", f"{itf['address']} is outside {itf['network']} ({subnet})")
         seen: dict[str, str] = {}
         for node, nd in self.nodes.items():
@@ -221,11 +231,10 @@ class Spec:
                 self._fail(f"trials[{i}].aqm", f"unknown AQM {t['aqm']!r}; expected one of: {', '.join(d['aqms'])}")
             if t["variant"] not in d["variants"]:
                 self._fail(f"trials[{i}].variant", f"unknown variant {t['variant']!r}; expected one of: {', '.join(d['variants'])}")
-        red = [a for a in d["aqms"].values() if a["qdisc"] == "red"]
-        for a in red:
+        for name, a in d["aqms"].items():
             p = a["params"]
-            if not p["min_bytes"] < p["max_bytes"] < p["limit_bytes"]:
-                self._fail("aqms.red.params", "expected min_bytes < max_bytes < limit_bytes")
+            if a["qdisc"] == "red" and not p["min_bytes"] < p["max_bytes"] < p["limit_bytes"]:
+                self._fail(f"aqms.{name}.params", "expected min_bytes < max_bytes < limit_bytes")
         for i, fg in enumerate(d["flows"]):
             for key, role in (("client", "client"), ("server", "server")):
                 if fg[key] not in self.nodes:
@@ -244,6 +253,8 @@ class Spec:
         names = [p["name"] for p in d["phases"]]
         for i, c in enumerate(d["collectors"]):
             check_sel(f"collectors[{i}].nodes", c["nodes"])
+            if "network" in c and c["network"] not in nets:
+                self._fail(f"collectors[{i}].network", f"unknown network {c['network']!r}; expected one of: {', '.join(nets)}")
         for i, cl in enumerate(d["claims"]):
             ch = cl["check"]
             for aqm_key in ("aqm", "higher", "lower"):
@@ -252,9 +263,11 @@ class Spec:
             for v in ch.get("variants", []):
                 if v not in d["variants"]:
                     self._fail(f"claims[{i}].check.variants", f"unknown variant {v!r}")
-            for ph in ch.get("phases", []) + ([ch["peak_phase"]] if "peak_phase" in ch else []):
+            for ph in ch.get("phases", []):
                 if ph not in names:
                     self._fail(f"claims[{i}].check.phases", f"unknown phase {ph!r}; expected one of: {', '.join(names)}")
+            if "peak_phase" in ch and ch["peak_phase"] not in names:
+                self._fail(f"claims[{i}].check.peak_phase", f"unknown phase {ch['peak_phase']!r}; expected one of: {', '.join(names)}")
 
     # --- time scaling ------------------------------------------------------------------
     def scaled(self, time_scale: float) -> dict:

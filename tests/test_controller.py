@@ -170,8 +170,6 @@ def test_phase_start_skew_scaled_and_missing_client(spec, tmp_path):
     assert controller.phase_start_skew(spec, 0.1, tmp_path / "nothing", t0) == {}
 
 
-@pytest.mark.xfail(strict=True, reason="bug: controller.phase_start_skew reads <client>/flows.csv for every "
-                                       "flow group; a client's second group writes flows-1.csv (roles/flow_clients)")
 def test_phase_start_skew_two_groups_on_one_client(tmp_path):
     data = yaml.safe_load((DATA / "good-minimal.yml").read_text())
     data["flows"] = [{"client": "c", "server": "s", "flows": 2, "start_s": 0, "duration_s": 10},

@@ -258,10 +258,7 @@ def test_spec_error_is_value_error():
     assert str(e) == "f.yml: a.b: expected x"
 
 
-# --- known bugs (strict xfail: they flip to failures once fixed, then drop the marker) -------
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="bug: spec.py _cross_check line ~187-188: an address or subnet that passes the "
-                          "schema pattern but is not a valid IPv4 address/network raises a bare ValueError")
+# --- bugs found by these tests, fixed -------------------------------------------------
 @pytest.mark.parametrize("where,value,field", [
     ("address", "10.10.1.300", "topology.nodes.client1.interfaces[0].address"),
     ("subnet", "10.10.1.1/24", "topology.networks.clients_lan.subnet"),
@@ -279,8 +276,6 @@ def test_invalid_ip_is_spec_error(tmp_path, base_data, where, value, field):
     _assert_one_line(ei.value, path, field, [value])
 
 
-@pytest.mark.xfail(strict=True, reason="bug: spec.py line ~228 names the field 'aqms.red.params' "
-                                       "whatever the RED AQM is called")
 def test_red_error_names_the_aqm(tmp_path, base_data):
     data = copy.deepcopy(base_data)
     _rename_red(data)
@@ -290,8 +285,6 @@ def test_red_error_names_the_aqm(tmp_path, base_data):
     _assert_one_line(ei.value, path, "aqms.red_static.params", ["min_bytes < max_bytes"])
 
 
-@pytest.mark.xfail(strict=True, reason="bug: spec.py does not check collectors[i].network against "
-                                       "topology.networks (a typo reaches the trial playbook)")
 def test_collector_unknown_network(tmp_path, base_data):
     data = copy.deepcopy(base_data)
     data["collectors"][1]["network"] = "client_lan"
@@ -301,8 +294,6 @@ def test_collector_unknown_network(tmp_path, base_data):
     _assert_one_line(ei.value, path, "collectors[1].network", ["client_lan", "clients_lan"])
 
 
-@pytest.mark.xfail(strict=True, reason="bug: spec.py line ~257 reports an unknown peak_phase under "
-                                       "claims[i].check.phases instead of claims[i].check.peak_phase")
 def test_unknown_peak_phase_names_peak_phase(tmp_path, base_data):
     data = copy.deepcopy(base_data)
     data["claims"][1]["check"]["peak_phase"] = "p9"

@@ -1,0 +1,138 @@
+"""End to end: build the local site, run a time-scaled reproduction with real traffic, check
+the results folder and its values, and that teardown left nothing behind.
+
+Runs `netrepro reproduce pie-vs-red --site local --time-scale $NETREPRO_IT_SCALE` (default
+0.2: 10 s phases) as a user would, with its results in a temporary folder. On machines whose
+kernel lacks netem/pie/red (these CI machines) the site runs in the QEMU micro-VM: this test
+takes 20-30 minutes there. Needs root.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCALE = os.environ.get("NETREPRO_IT_SCALE", "0.2")
+HEADER = "aqm,variant,phase,flows,start_s,end_s,samples,delay_median_ms,delay_mean_ms,delay_p95_ms,utilization"
+
+pytestmark = pytest.mark.integration
+
+
+def _links_and_netns() -> tuple[set[str], set[str]]:
+    ns = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+    links = {ln.split(":")[1].strip().split("@")[0]
+             for ln in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.splitlines()}
+    return ns, links
+
+
+@pytest.fixture(scope="module")
+def reproduction(tmp_path_factory):
+    """Run the whole job once; yield (run_dir, console output, state folder)."""
+    if os.geteuid() != 0:
+        pytest.fail("the integration test needs root (network namespaces); run `make test` as root")
+    results = tmp_path_factory.mktemp("results")
+    state = tmp_path_factory.mktemp("state")
+    env = dict(os.environ, NETREPRO_RESULTS=str(results), NETREPRO_STATE=str(state), SITE="local")
+    before = _links_and_netns()
+    proc = subprocess.run([sys.executable, "-m", "netrepro", "reproduce", "pie-vs-red", "--site", "local",
+                           "--time-scale", SCALE], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=3600)
+    out = proc.stdout + proc.stderr
+    (results / "console.log").write_text(out)
+    assert proc.returncode == 0, f"reproduce failed (rc {proc.returncode}):\n{out[-4000:]}"
+    latest = results / "pie-vs-red" / "latest"
+    assert latest.is_symlink()
+    yield latest.resolve(), out, state / "pie-vs-red-local", before
+
+
+def test_console_says_mode_and_verdict(reproduction):
+    _, out, _, _ = reproduction
+    assert "[local] mode " in out and (" vm:" in out or " host:" in out)
+    for claim in ("pie-near-target", "red-follows-load", "red-above-pie-under-load"):
+        assert claim in out
+    assert "[analyze] reproduced:" in out
+
+
+def test_results_folder_structure(reproduction):
+    run_dir, _, _, _ = reproduction
+    for f in ("run.json", "summary.csv", "verdict.json", "report.md", "tidy.csv.gz", "timings.json",
+              "figures/queueing-delay.png", "figures/queueing-delay.pdf", "figures/utilization.png",
+              "figures/backlog.png"):
+        assert (run_dir / f).is_file(), f
+        assert (run_dir / f).stat().st_size > 0, f
+    for trial in ("pie-unlimited", "red-unlimited", "pie-limited", "red-limited"):
+        for c in ("client1", "client2", "client3"):
+            for f in ("ping.txt", "base_rtt.txt", "flows.csv", "meta-before.json", "meta-after.json"):
+                assert (run_dir / "raw" / trial / c / f).is_file(), f"{trial}/{c}/{f}"
+        assert (run_dir / "raw" / trial / "router" / "qdisc.jsonl").is_file()
+
+
+def test_run_json_records_how_it_ran(reproduction):
+    run_dir, _, _, _ = reproduction
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["site"] == "local" and run["mode"] in ("vm", "host")
+    assert run["time_scale"] == float(SCALE)
+    assert [t["id"] for t in run["trials"]] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
+    assert len(run["toolkit_commit"]) >= 40
+    for node in ("router", "client1", "server1"):
+        meta = run["nodes"][node]
+        assert meta["kernel"] and "iproute2" in meta["iproute2"] and "OpenSSH" in meta["openssh"]
+    assert run["nodes"]["server1"]["sysctls"]["net.ipv4.tcp_congestion_control"] == "reno"
+    assert run["nodes"]["server1"]["sysctls"]["net.ipv4.tcp_sack"] == "1"
+    assert "vsftpd" in run["nodes"]["server1"]["vsftpd"]
+    for t in run["trials"]:
+        kinds = {q["kind"] for q in t["qdisc_before"]}
+        assert {"htb", t["aqm"]} <= kinds, (t["id"], kinds)
+        assert t["phase_start_skew_ms"], t["id"]
+    # every raw file is listed with its sha256
+    raw_files = {str(p.relative_to(run_dir / "raw")) for p in (run_dir / "raw").rglob("*") if p.is_file()}
+    assert raw_files == set(run["raw_sha256"])
+
+
+def test_summary_values_are_sane(reproduction):
+    run_dir, _, _, _ = reproduction
+    text = (run_dir / "summary.csv").read_text()
+    assert text.splitlines()[0] == HEADER
+    rows = list(csv.DictReader(text.splitlines()))
+    assert len(rows) == 20
+    for r in rows:
+        assert int(r["samples"]) > 0, f"no ping samples in {r['aqm']}/{r['variant']}/{r['phase']}"
+        assert 0.0 <= float(r["utilization"]) <= 1.0
+        # a 200 KB buffer drains in 160 ms at 10 Mbit/s; pings add their own scheduling noise
+        assert -20 < float(r["delay_median_ms"]) < 400
+    by = {(r["aqm"], r["variant"], r["phase"]): r for r in rows}
+    # unlimited sources load the link in the 50-flow phase
+    assert float(by[("pie", "unlimited", "p3")]["utilization"]) > 0.6
+    # PIE's median delay in the loaded phases is far below RED's rate-limited 50-flow median
+    red_peak = float(by[("red", "limited", "p3")]["delay_median_ms"])
+    pie_loaded = max(float(by[("pie", v, p)]["delay_median_ms"]) for v in ("unlimited", "limited") for p in ("p2", "p3", "p4"))
+    assert pie_loaded < red_peak, (pie_loaded, red_peak)
+
+
+def test_verdict_structure(reproduction):
+    run_dir, _, _, _ = reproduction
+    v = json.loads((run_dir / "verdict.json").read_text())
+    assert isinstance(v["reproduced"], bool)
+    assert [c["id"] for c in v["claims"]] == ["pie-near-target", "red-follows-load", "red-above-pie-under-load"]
+    for c in v["claims"]:
+        assert set(c) >= {"id", "text", "holds", "evidence"} and isinstance(c["holds"], bool) and c["evidence"]
+    assert v["reproduced"] == all(c["holds"] for c in v["claims"])
+
+
+def test_teardown_left_nothing(reproduction):
+    _, _, state, before = reproduction
+    assert not (state / "state.json").exists()
+    assert not (REPO / "inventory" / "pie-vs-red-local.yml").exists()
+    assert subprocess.run(["pgrep", "-f", "--", f"--rwdir {state}"], capture_output=True).returncode == 1, \
+        "the micro-VM is still running"
+    ns, links = _links_and_netns()
+    made_ns = ns - before[0]
+    made_links = links - before[1]
+    assert not made_ns and not made_links, (made_ns, made_links)
