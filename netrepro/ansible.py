@@ -65,10 +65,6 @@ def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact
         # Slow nodes (the micro-VM under TCG) need more than the default 10 s to connect.
         "ANSIBLE_TIMEOUT": os.environ.get("ANSIBLE_TIMEOUT", "60"),
         "ANSIBLE_FORCE_COLOR": "0",
-        # Facts set with cacheable=true (interfaces_by_network, kernel versions) outlive one
-        # playbook run, so the trial playbooks need not find the interfaces again.
-        "ANSIBLE_CACHE_PLUGIN": "jsonfile",
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(fact_cache_dir(artifact_dir)),
         "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "0",
     }
     t0 = time.time()
@@ -83,6 +79,11 @@ def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact
         verbosity=verbosity,
         suppress_env_files=True,
         json_mode=False,
+        # Facts set with cacheable=true (interfaces_by_network, kernel versions) outlive one
+        # playbook run, so the trial playbooks need not find the interfaces again. An
+        # absolute path: ansible-runner's default is a new cache per run.
+        fact_cache_type="jsonfile",
+        fact_cache=str(fact_cache_dir(artifact_dir)),
     )
     res = PlaybookResult(name, r.rc, r.stats or {}, time.time() - t0)
     if r.rc != 0 or r.status != "successful":

@@ -98,6 +98,7 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
     st = site.load_state()
     st.setdefault("timings_s", {})["provision"] = round(time.time() - t0, 1)
     st["provisioned"] = True
+    st["variant"] = variant
     site.save_state(st)
     log(f"[provision] done in {res.seconds:.0f} s ({res.changed} changes)")
     return res
@@ -272,12 +273,16 @@ def run(spec: Spec, site_name: str, time_scale: float = 1.0, options: dict[str, 
     try:
         for trial in wanted:
             tv = trial_vars(spec, trial, time_scale, run_dir / ".fetch" / f"{trial['aqm']}-{trial['variant']}", lead)
+            tv["variant_changed"] = site.load_state().get("variant") != trial["variant"]
             current = tv
             log(f"[run] trial {tv['id']}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
             t0 = time.time()
             ansible.run_playbook("trial", inv, {"netrepro": role_vars(spec, trial["variant"]), "aqm_name": trial["aqm"],
                                                 "trial": tv}, _vars_file_dir(site))
             wall = time.time() - t0
+            st = site.load_state()
+            st["variant"] = trial["variant"]
+            site.save_state(st)
             tdir = raw / tv["id"]
             for archive in sorted(Path(tv["fetch_dir"]).glob("*.tar.gz")):
                 _extract(archive, tdir / archive.name.removesuffix(".tar.gz"))
