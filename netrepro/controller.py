@@ -273,7 +273,11 @@ def run(spec: Spec, site_name: str, time_scale: float = 1.0, options: dict[str, 
     try:
         for trial in wanted:
             tv = trial_vars(spec, trial, time_scale, run_dir / ".fetch" / f"{trial['aqm']}-{trial['variant']}", lead)
-            tv["variant_changed"] = site.load_state().get("variant") != trial["variant"]
+            st = site.load_state()
+            tv["variant_changed"] = st.get("variant") != trial["variant"]
+            if tv["variant_changed"]:
+                st["variant"] = None  # unknown until the trial's set-variant step succeeds
+                site.save_state(st)
             current = tv
             log(f"[run] trial {tv['id']}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
             t0 = time.time()
