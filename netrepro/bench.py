@@ -46,7 +46,7 @@ def figures(run_dir: Path) -> dict:
     wall_trials = run.get("wall_s") or sum(t.get("wall_s", 0) for t in run["trials"])
     wall_total = timings.get("total_s", wall_trials)
     skews = {f"{tid}/{ph}": v["skew_ms"] for tid, phs in (run.get("phase_start_skew_ms") or {}).items() for ph, v in phs.items()}
-    lags = {f"{tid}/{ph}": v["max_lag_ms"] for tid, phs in (run.get("phase_start_skew_ms") or {}).items() for ph, v in phs.items()}
+    lags = {f"{tid}/{ph}": v["lag_ms"] for tid, phs in (run.get("phase_start_skew_ms") or {}).items() for ph, v in phs.items()}
     shares = ping_share(run_dir, run)
     site_t = run.get("timings_s") or {}
     return {
@@ -59,7 +59,7 @@ def figures(run_dir: Path) -> dict:
                         "provision": timings.get("provision_s", site_t.get("provision")),
                         "trials": wall_trials, "analysis": timings.get("analyze_s"), "down": timings.get("down_s")},
         "trial_wall_s": {t["id"]: t.get("wall_s") for t in run["trials"]},
-        "phase_start_skew_ms": skews, "max_phase_start_skew_ms": max(skews.values()) if skews else None,
+        "phase_start_skew_ms": skews, "max_phase_start_skew_ms": max(map(abs, skews.values())) if skews else None,
         "max_phase_start_lag_ms": max(lags.values()) if lags else None,
         "ping_share": shares, "min_ping_share": min(shares.values()) if shares else None,
     }
@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     print("where the time goes (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["breakdown_s"].items() if v is not None))
     print("trial wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["trial_wall_s"].items() if v is not None))
     if f["max_phase_start_skew_ms"] is not None:
-        print(f"phase-start skew across clients: max {f['max_phase_start_skew_ms']:.0f} ms (largest lag behind schedule {f['max_phase_start_lag_ms']:.0f} ms)")
+        print(f"phase-start skew across clients: max |skew| {f['max_phase_start_skew_ms']:.0f} ms "
+              f"(each phase's lag minus the first phase's; largest lag behind the schedule {f['max_phase_start_lag_ms']:.0f} ms)")
         print("  " + ", ".join(f"{k} {v:.0f}" for k, v in f["phase_start_skew_ms"].items()))
     if f["min_ping_share"] is not None:
         print(f"ping samples recorded: min {f['min_ping_share']:.1%} of expected; "

@@ -180,15 +180,18 @@ def _git_commit() -> str:
 
 
 def phase_start_skew(spec: Spec, time_scale: float, trial_dir: Path, start_epoch_s: float) -> dict[str, dict]:
-    """Per phase: how far apart (ms) the flow starts/ends that open the phase happened.
+    """Per phase: when the flow events that open it happened, against the schedule.
 
-    For each phase boundary, the events are the actual starts of flows scheduled to start
-    there and the actual ends of flows scheduled to end there (from each client's
-    flows.csv). ``skew_ms`` = max - min of (actual - scheduled) over those events across
-    all clients; ``max_lag_ms`` = the largest actual - scheduled. Phases with no event are
-    left out.
+    The events of a phase boundary are the actual starts of the flows scheduled to start
+    there and the actual ends of those scheduled to end there (each client's flows.csv).
+    For each phase with events: ``events``; ``lag_ms``, the median of (actual - scheduled);
+    ``spread_ms``, max - min of (actual - scheduled) over the events; and ``skew_ms``,
+    ``lag_ms`` minus the first phase's ``lag_ms``: how far this phase boundary moved relative
+    to the schedule as the first clients realized it. That is the phase-start skew across
+    clients (each phase is opened by a different client here).
     """
     import csv
+    import statistics
 
     sched = spec.scaled(time_scale)
     events: dict[float, list[float]] = {}
@@ -199,18 +202,24 @@ def phase_start_skew(spec: Spec, time_scale: float, trial_dir: Path, start_epoch
             for row in csv.DictReader(fh):
                 try:
                     s, e = float(row["start_epoch_s"]), float(row["end_epoch_s"])
-                except (KeyError, ValueError):
+                except (KeyError, TypeError, ValueError):
                     continue
                 t_start = start_epoch_s + fg["start_s"]
                 t_end = t_start + fg["duration_s"]
                 events.setdefault(round(fg["start_s"], 3), []).append(s - t_start)
                 events.setdefault(round(fg["start_s"] + fg["duration_s"], 3), []).append(e - t_end)
-    out = {}
+    out: dict[str, dict] = {}
+    first_lag = None
     for ph in sched["phases"]:
         ev = events.get(round(ph["start_s"], 3))
-        if ev:
-            out[ph["name"]] = {"events": len(ev), "skew_ms": round((max(ev) - min(ev)) * 1000, 1),
-                               "max_lag_ms": round(max(ev) * 1000, 1)}
+        if not ev:
+            continue
+        lag = statistics.median(ev) * 1000
+        if first_lag is None:
+            first_lag = lag
+        out[ph["name"]] = {"events": len(ev), "lag_ms": round(lag, 1),
+                           "spread_ms": round((max(ev) - min(ev)) * 1000, 1),
+                           "skew_ms": round(lag - first_lag, 1)}
     return out
 
 

@@ -149,11 +149,12 @@ def test_phase_start_skew(spec, tmp_path):
     _flows_csv(trial / "client3" / "flows.csv", [(t0 + 100.2, t0 + 150.0), (t0 + 100.9, "")])
     got = controller.phase_start_skew(spec, 1.0, trial, t0)
     assert got == {
-        "p1": {"events": 2, "skew_ms": 20.0, "max_lag_ms": 30.0},
-        "p2": {"events": 2, "skew_ms": 5.0, "max_lag_ms": 0.0},
-        "p3": {"events": 1, "skew_ms": 0.0, "max_lag_ms": 200.0},
-        "p4": {"events": 1, "skew_ms": 0.0, "max_lag_ms": 0.0},     # client3's end opens p4
-        "p5": {"events": 2, "skew_ms": 60.0, "max_lag_ms": 100.0},  # client2's ends open p5
+        # lag = median(actual - scheduled); skew = lag - p1's lag; spread = max - min
+        "p1": {"events": 2, "lag_ms": 20.0, "spread_ms": 20.0, "skew_ms": 0.0},
+        "p2": {"events": 2, "lag_ms": -2.5, "spread_ms": 5.0, "skew_ms": -22.5},
+        "p3": {"events": 1, "lag_ms": 200.0, "spread_ms": 0.0, "skew_ms": 180.0},
+        "p4": {"events": 1, "lag_ms": 0.0, "spread_ms": 0.0, "skew_ms": -20.0},   # client3's end opens p4
+        "p5": {"events": 2, "lag_ms": 70.0, "spread_ms": 60.0, "skew_ms": 50.0},  # client2's ends open p5
     }
 
 
@@ -164,9 +165,9 @@ def test_phase_start_skew_scaled_and_missing_client(spec, tmp_path):
     _flows_csv(trial / "client1" / "flows.csv", [(t0 + 0.004, t0 + 25.0)])
     _flows_csv(trial / "client2" / "flows.csv", [(t0 + 5.050, t0 + 20.010), (t0 + 5.010, t0 + 20.030)])
     got = controller.phase_start_skew(spec, 0.1, trial, t0)
-    assert got == {"p1": {"events": 1, "skew_ms": 0.0, "max_lag_ms": 4.0},
-                   "p2": {"events": 2, "skew_ms": 40.0, "max_lag_ms": 50.0},
-                   "p5": {"events": 2, "skew_ms": 20.0, "max_lag_ms": 30.0}}
+    assert got == {"p1": {"events": 1, "lag_ms": 4.0, "spread_ms": 0.0, "skew_ms": 0.0},
+                   "p2": {"events": 2, "lag_ms": 30.0, "spread_ms": 40.0, "skew_ms": 26.0},
+                   "p5": {"events": 2, "lag_ms": 20.0, "spread_ms": 20.0, "skew_ms": 16.0}}
     assert controller.phase_start_skew(spec, 0.1, tmp_path / "nothing", t0) == {}
 
 
@@ -182,8 +183,8 @@ def test_phase_start_skew_two_groups_on_one_client(tmp_path):
     _flows_csv(tmp_path / "c" / "flows.csv", [(t0 + 0.010, t0 + 10.0)])
     _flows_csv(tmp_path / "c" / "flows-1.csv", [(t0 + 5.050, t0 + 10.0)])
     assert controller.phase_start_skew(s, 1.0, tmp_path, t0) == {
-        "one": {"events": 1, "skew_ms": 0.0, "max_lag_ms": 10.0},
-        "two": {"events": 1, "skew_ms": 0.0, "max_lag_ms": 50.0}}
+        "one": {"events": 1, "lag_ms": 10.0, "spread_ms": 0.0, "skew_ms": 0.0},
+        "two": {"events": 1, "lag_ms": 50.0, "spread_ms": 0.0, "skew_ms": 40.0}}
 
 
 def test_trial_start_from_first_group(spec, tmp_path):

@@ -298,8 +298,16 @@ class LocalSite(Site):
                 _run(argv, timeout=30)
             except subprocess.TimeoutExpired:
                 pass
+            # The guest tears the site down, says so in its log, and exits; QEMU's power-off
+            # after that can take long under TCG, and nothing is left inside to lose.
+            guest_log = self.state_dir / "vm-guest.log"
             t0 = time.time()
-            while _pg_alive(pgid) and time.time() - t0 < 60:
+            while _pg_alive(pgid) and time.time() - t0 < 90:
+                if "torn down" in (guest_log.read_text() if guest_log.exists() else "").rsplit("stop requested", 1)[-1]:
+                    break
+                time.sleep(0.5)
+            t1 = time.time()
+            while _pg_alive(pgid) and time.time() - t1 < 10:
                 time.sleep(0.5)
         if _pg_alive(pgid):
             log("[local] micro-VM did not stop by itself; killing it")
