@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +32,22 @@ class PlaybookResult:
     rc: int
     stats: dict[str, Any]
     seconds: float
+    facts_set: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def changed(self) -> int:
         """Total number of changed tasks over all hosts."""
         return sum((self.stats.get("changed") or {}).values())
+
+
+def _facts_set(runner) -> dict[str, dict[str, Any]]:
+    """host -> facts set by set_fact tasks during the run (from the runner's events)."""
+    out: dict[str, dict[str, Any]] = {}
+    for ev in runner.events:
+        data = ev.get("event_data") or {}
+        if ev.get("event") == "runner_on_ok" and data.get("task_action") in ("ansible.builtin.set_fact", "set_fact"):
+            out.setdefault(data.get("host", ""), {}).update((data.get("res") or {}).get("ansible_facts") or {})
+    return out
 
 
 def fact_cache_dir(artifact_dir: Path) -> Path:
@@ -85,7 +96,7 @@ def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact
         fact_cache_type="jsonfile",
         fact_cache=str(fact_cache_dir(artifact_dir)),
     )
-    res = PlaybookResult(name, r.rc, r.stats or {}, time.time() - t0)
+    res = PlaybookResult(name, r.rc, r.stats or {}, time.time() - t0, _facts_set(r))
     if r.rc != 0 or r.status != "successful":
         failed = sorted(set((res.stats.get("failures") or {})) | set((res.stats.get("dark") or {})))
         raise PlaybookError(f"playbook {name}.yml {r.status} (rc {r.rc})"

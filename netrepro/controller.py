@@ -290,8 +290,8 @@ def run(spec: Spec, site_name: str, time_scale: float = 1.0, options: dict[str, 
             current = tv
             log(f"[run] trial {tv['id']}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
             t0 = time.time()
-            ansible.run_playbook("trial", inv, {"netrepro": role_vars(spec, trial["variant"]), "aqm_name": trial["aqm"],
-                                                "trial": tv}, _vars_file_dir(site))
+            res = ansible.run_playbook("trial", inv, {"netrepro": role_vars(spec, trial["variant"]), "aqm_name": trial["aqm"],
+                                                      "trial": tv}, _vars_file_dir(site))
             wall = time.time() - t0
             st = site.load_state()
             st["variant"] = trial["variant"]
@@ -302,7 +302,9 @@ def run(spec: Spec, site_name: str, time_scale: float = 1.0, options: dict[str, 
             bn = spec["bottleneck"]["node"]
             before = _node_meta(tdir / bn / "meta-before.json")
             after = _node_meta(tdir / bn / "meta-after.json")
-            start = _trial_start(tdir, spec, tv)
+            # The common start chosen on the bottleneck node (its set_fact), else inferred.
+            chosen = (res.facts_set.get(bn) or {}).get("trial_start_epoch_s")
+            start = float(chosen) if chosen else _trial_start(tdir, spec, tv)
             bdev = _bottleneck_dev(before, spec.address(bn, spec["bottleneck"]["network"]))
             meta["trials"].append({
                 "id": tv["id"], "aqm": tv["aqm"], "variant": tv["variant"], "start_epoch_s": start,
