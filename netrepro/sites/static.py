@@ -184,19 +184,33 @@ def match_addresses(spec: Spec, node: str, found: list[tuple[str, str, int]]) ->
     return out
 
 
-def ssh_argv(login: NodeLogin, command: str, connect_timeout_s: int = 10) -> list[str]:
-    """OpenSSH argv running ``command`` on ``login``'s node, non-interactively."""
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout_s}",
-            "-o", "StrictHostKeyChecking=accept-new", "-p", str(login.port)]
+def ssh_argv(login: NodeLogin, command: str, connect_timeout_s: int = 10,
+             known_hosts: str | None = None) -> list[str]:
+    """OpenSSH argv running ``command`` on ``login``'s node, non-interactively.
+
+    The jump host (if any) is reached with the same key, through the ProxyCommand that the
+    inventory uses too (ssh's own -J would not pass the key on). ``known_hosts``: a file
+    instead of the user's ~/.ssh/known_hosts.
+    """
+    import shlex
+
+    from netrepro.inventory import ssh_common_args
+
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout_s}", "-p", str(login.port)]
+    if not known_hosts:
+        argv += ["-o", "StrictHostKeyChecking=accept-new"]
     if login.key_file:
         argv += ["-i", login.key_file, "-o", "IdentitiesOnly=yes"]
-    if login.proxy_jump:
-        argv += ["-J", login.proxy_jump]
+    argv += shlex.split(ssh_common_args(login, known_hosts))
     return argv + [f"{login.user}@{login.host}", command]
 
 
 class StaticSite(Site):
-    """Existing machines from a YAML file (option ``static_file``). See the module docstring."""
+    """Existing machines from a YAML file (option ``static_file``). See the module docstring.
+
+    Options: ``static_file`` (required), ``known_hosts`` (a known_hosts file to use instead
+    of ~/.ssh/known_hosts).
+    """
 
     name = "static"
 
@@ -219,7 +233,7 @@ class StaticSite(Site):
 
     def unreachable(self, login: NodeLogin, timeout_s: float = 20) -> str | None:
         """None when ``ssh -o BatchMode=yes ... true`` succeeds on the node, else why not."""
-        rc, _, err = self._runner()(ssh_argv(login, "true"), timeout_s)
+        rc, _, err = self._runner()(ssh_argv(login, "true", known_hosts=self.options.get("known_hosts")), timeout_s)
         if rc == 0:
             return None
         return (f"node {login.name}: ssh {login.user}@{login.host} -p {login.port} failed "
@@ -229,7 +243,7 @@ class StaticSite(Site):
         """Read ``ip -j addr`` on the node over SSH and match the topology.
         Returns network -> interface name. Raises SiteError naming the node and the cause."""
         run = self._runner()
-        rc, out, err = run(ssh_argv(login, "ip -j addr"), timeout_s)
+        rc, out, err = run(ssh_argv(login, "ip -j addr", known_hosts=self.options.get("known_hosts")), timeout_s)
         if rc != 0:
             raise SiteError(f"node {login.name}: `ip -j addr` failed ({err.strip() or rc}); expected iproute2 on the node")
         return match_addresses(self.spec, login.name, parse_ip_addr_json(out))
