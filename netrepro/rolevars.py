@@ -130,6 +130,13 @@ def ftp_source_vars(spec: Spec, variant: str) -> dict[str, Any] | None:
     }
 
 
+def node_routes(spec: Spec) -> dict[str, list[dict[str, str]]]:
+    """Node -> list of static routes {to, via} (``topology.nodes.<node>.routes``; empty
+    list: none), for every node, in file order."""
+    return {node: [{"to": r["to"], "via": r["via"]} for r in nd.get("routes", [])]
+            for node, nd in spec.nodes.items()}
+
+
 def role_vars(spec: Spec, variant: str | None = None) -> dict[str, Any]:
     """Every variable the provisioning playbooks need, as one JSON-serialisable dict.
 
@@ -139,11 +146,13 @@ def role_vars(spec: Spec, variant: str | None = None) -> dict[str, Any]:
             the first trial (what ``provision.yml`` starts with).
     Returns:
         ``{"experiment", "variant", "nodes", "sysctls", "offloads", "offload_networks",
-        "netem", "probes", "bottleneck", "aqm", "ftp_source"}``; see docs in the keys'
-        builders: :func:`node_sysctls`, :func:`node_netem`, :func:`capability_probes`,
-        :func:`bottleneck_vars`, :func:`ftp_source_vars`. ``aqm`` is {AQM name: {qdisc,
-        argv}}; ``offloads`` is {feature: "on"|"off"} for ethtool -K; ``offload_networks``
-        node -> every network the node is on.
+        "netem", "probes", "bottleneck", "aqm", "ftp_source", "routes", "mtu_bytes"}``; see
+        docs in the keys' builders: :func:`node_sysctls`, :func:`node_netem`,
+        :func:`capability_probes`, :func:`bottleneck_vars`, :func:`ftp_source_vars`,
+        :func:`node_routes`. ``aqm`` is {AQM name: {qdisc, argv}}; ``offloads`` is
+        {feature: "on"|"off"} for ethtool -K; ``offload_networks`` node -> every network
+        the node is on; ``mtu_bytes`` is links.mtu_bytes, the MTU of every experiment
+        interface (roles/routes).
     Raises:
         KeyError: unknown variant (message lists the known ones).
     """
@@ -165,4 +174,6 @@ def role_vars(spec: Spec, variant: str | None = None) -> dict[str, Any]:
         "aqm": {name: {"qdisc": spec["aqms"][name]["qdisc"], "argv": q.argv(tc.DEV)}
                 for name, q in aqm_builders(spec).items()},
         "ftp_source": ftp_source_vars(spec, variant),
+        "routes": node_routes(spec),
+        "mtu_bytes": spec["links"]["mtu_bytes"],
     }
