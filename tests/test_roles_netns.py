@@ -3,7 +3,8 @@
 Runs only as root on Linux with ip, sshd, vsftpd, curl and ethtool. This machine's kernel
 has HTB, veth, bridge and netns but no netem/pie/red (docs: /work/shared/notes), so the
 test covers what works here, for real: packages (check mode of the local site),
-kernel_capability (htb probe), interfaces, offloads, tcp_settings, bottleneck (HTB),
+kernel_capability (htb probe), interfaces, routes (static routes and MTU), offloads,
+tcp_settings, bottleneck (HTB),
 netem's mechanism (with a root tbf standing in for netem),
 ftp_source (two vsftpd instances on one machine), set-variant (rate limit), and set-aqm
 with FIFO leaves (bfifo/pfifo, built into every kernel) standing in for PIE/RED.
@@ -302,3 +303,62 @@ def test_missing_qdisc_fails_clearly(lab, provisioned):
     assert recap["server2"]["failed"] == 1 and recap["server1"]["failed"] == 0
     assert "server2 (kernel " in out and "cannot create: bogus (" in out and "qdisc kind is unknown" in out
     assert "bogus MISSING" in out
+
+
+def task_results(out: str, task: str) -> dict[str, str]:
+    """Host -> its status line word (ok, changed, skipping, failed) for the task whose
+    ``TASK [...]`` header contains ``task``, in ansible-playbook's default output."""
+    m = re.search(r"^TASK \[[^\]]*" + re.escape(task) + r"[^\]]*\].*?(?=^TASK |^PLAY |\Z)", out, re.M | re.S)
+    assert m, f"no task {task!r} in the output:\n{out}"
+    return {h: st for st, h in re.findall(r"^(ok|changed|skipping|failed|fatal): \[([^\]]+)\]", m.group(0), re.M)}
+
+
+def routes_of(lab: Lab, name: str, dst: str) -> list[tuple[str, str]]:
+    return [(r["dst"], r.get("gateway", "")) for r in
+            json.loads(sh("ip", "-j", "route", "show", dst, ns=lab.ns[name]).stdout)]
+
+
+def mtu_of(lab: Lab, name: str, dev: str = "data7") -> int:
+    return json.loads(sh("ip", "-j", "link", "show", "dev", dev, ns=lab.ns[name]).stdout)[0]["mtu"]
+
+
+def test_routes_added_by_provision_then_unchanged(lab, provisioned):
+    first, _ = provisioned["first"]
+    second, _ = provisioned["second"]
+    task = "routes : Set the MTU"
+    assert task_results(first, task) == {name: "changed" for name in SERVERS}, first
+    assert task_results(second, task) == {name: "ok" for name in SERVERS}, second
+    for name in SERVERS:
+        assert routes_of(lab, name, "10.10.1.0/24") == [("10.10.1.0/24", "10.10.2.254")]
+        assert mtu_of(lab, name) == 1500  # the spec's MTU: already so, left alone
+
+
+def test_routes_role_sets_mtu_and_routes_idempotently(lab, provisioned):
+    book = lab.tmp / "routes-only.yml"
+    book.write_text(yaml.safe_dump([{
+        "name": "The routes role alone", "hosts": "server2", "gather_facts": False,
+        "roles": ["interfaces", {"role": "routes", "vars": {
+            "routes_static": "{{ test_routes }}", "routes_mtu_bytes": "{{ test_mtu }}"}}]}]))
+    routes = [{"to": "10.10.3.0/24", "via": "10.10.2.254"}, {"to": "10.10.4.7/32", "via": "10.10.2.1"}]
+    try:
+        out, recap = lab.playbook(str(book), lab_vars(), test_routes=routes, test_mtu=1400)
+        assert recap["server2"]["changed"] == 1, out
+        assert mtu_of(lab, "server2") == 1400 and mtu_of(lab, "server2", "mgmt0") == 1500
+        assert routes_of(lab, "server2", "10.10.3.0/24") == [("10.10.3.0/24", "10.10.2.254")]
+        assert routes_of(lab, "server2", "10.10.4.7/32") == [("10.10.4.7", "10.10.2.1")]
+        out, recap = lab.playbook(str(book), lab_vars(), test_routes=routes, test_mtu=1400)
+        assert recap["server2"]["changed"] == 0, out
+        # Another gateway for the same prefix: the route is replaced, not added.
+        routes[0]["via"] = "10.10.2.1"
+        out, recap = lab.playbook(str(book), lab_vars(), test_routes=routes, test_mtu=1400)
+        assert recap["server2"]["changed"] == 1, out
+        assert routes_of(lab, "server2", "10.10.3.0/24") == [("10.10.3.0/24", "10.10.2.1")]
+        # A gateway off every connected network fails, saying why.
+        out, recap = lab.playbook(str(book), lab_vars(), expect_ok=False,
+                                  test_routes=[{"to": "10.10.5.0/24", "via": "10.77.0.1"}], test_mtu=0)
+        assert recap["server2"]["failed"] == 1 and "10.10.5.0/24" not in sh(
+            "ip", "route", "show", ns=lab.ns["server2"]).stdout
+    finally:  # leave server2 as provisioned for the other tests
+        sh("ip", "link", "set", "dev", "data7", "mtu", "1500", ns=lab.ns["server2"], check=False)
+        for r in ("10.10.3.0/24", "10.10.4.7/32"):
+            sh("ip", "route", "del", r, ns=lab.ns["server2"], check=False)
