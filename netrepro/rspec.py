@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from netrepro.sites.base import positive_int_option
 from netrepro.spec import Spec, SpecError
 
 GENI_V3_NS = "http://www.geni.net/resources/rspec/3"
@@ -80,13 +81,8 @@ class RSpecOptions:
         if o.get("component_manager_id"):
             kw["component_manager_id"] = str(o["component_manager_id"])
         for key in ("vm_cores", "vm_ram_mb"):
-            if o.get(key) not in (None, ""):
-                try:
-                    val = int(o[key])
-                except (TypeError, ValueError):
-                    val = 0
-                if val <= 0:
-                    raise SpecError("site options", key, f"expected a positive integer, got {o[key]!r}")
+            val = positive_int_option(o, key, error=SpecError)
+            if val is not None:
                 kw[key] = val
         return cls(**kw)
 

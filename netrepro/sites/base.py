@@ -34,6 +34,26 @@ class SiteError(RuntimeError):
     """A site cannot do what was asked; the message says what is missing and where to set it."""
 
 
+def positive_int_option(options: dict[str, Any], key: str, error: type[Exception] | None = None) -> int | None:
+    """``options[key]`` as a positive integer, None when unset or empty.
+
+    Raises SiteError (one line, naming the option) for anything else, or
+    ``error("site options", key, problem)`` when ``error`` is given (e.g. SpecError).
+    """
+    raw = options.get(key)
+    if raw in (None, ""):
+        return None
+    try:
+        val = int(raw)
+    except (TypeError, ValueError):
+        val = 0
+    if val <= 0:
+        if error is not None:
+            raise error("site options", key, f"expected a positive integer, got {raw!r}")
+        raise SiteError(f"site option {key}={raw!r}: expected a positive integer")
+    return val
+
+
 @dataclass
 class NodeLogin:
     """How the controller reaches one node over SSH.

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import NodeLogin, Site, SiteError
+from netrepro.sites.base import positive_int_option, NodeLogin, Site, SiteError
 from netrepro.spec import Spec
 
 DEFAULT_RC = "~/work/fabric_config/fabric_rc"
@@ -68,13 +68,8 @@ class FabricOptions:
         if o.get("image"):
             kw["image"] = str(o["image"])
         for key in ("cores", "ram_gb", "disk_gb"):
-            if o.get(key) not in (None, ""):
-                try:
-                    val = int(o[key])
-                except (TypeError, ValueError):
-                    val = 0
-                if val <= 0:
-                    raise SiteError(f"site option {key}={o[key]!r}: expected a positive integer")
+            val = positive_int_option(o, key)
+            if val is not None:
                 kw[key] = val
         return cls(**kw)
 
