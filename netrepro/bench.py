@@ -7,7 +7,8 @@ Prints, from run.json, timings.json (written by ``netrepro reproduce``) and raw/
 - the sum of the trials' schedules (base RTT + phases) and the orchestration overhead
   ``(wall - sum of trial durations) / sum of trial durations``;
 - phase-start skew per trial and phase (ms) and its maximum;
-- the share of ping samples recorded: replies in ping.txt / (schedule / interval) per client.
+- the share of ping samples recorded: replies in ping.txt / (schedule / interval) per client;
+- how busy the bottleneck node's CPU was during each trial (from its /proc/stat snapshots).
 """
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ def figures(run_dir: Path) -> dict:
     skews = {f"{tid}/{ph}": v["skew_ms"] for tid, phs in (run.get("phase_start_skew_ms") or {}).items() for ph, v in phs.items()}
     lags = {f"{tid}/{ph}": v["lag_ms"] for tid, phs in (run.get("phase_start_skew_ms") or {}).items() for ph, v in phs.items()}
     shares = ping_share(run_dir, run)
+    from netrepro.controller import cpu_busy
+    bn = run["spec"]["bottleneck"]["node"]
+    busy = {}
+    for t in run["trials"]:
+        d = run_dir / "raw" / t["id"] / bn
+        try:
+            busy[t["id"]] = cpu_busy(json.loads((d / "meta-before.json").read_text()),
+                                     json.loads((d / "meta-after.json").read_text()))
+        except (OSError, ValueError):
+            busy[t["id"]] = None
     site_t = run.get("timings_s") or {}
     return {
         "run": str(run_dir), "site": run.get("site"), "mode": run.get("mode"), "time_scale": run.get("time_scale"),
@@ -61,6 +72,7 @@ def figures(run_dir: Path) -> dict:
         "trial_wall_s": {t["id"]: t.get("wall_s") for t in run["trials"]},
         "phase_start_skew_ms": skews, "max_phase_start_skew_ms": max(map(abs, skews.values())) if skews else None,
         "max_phase_start_lag_ms": max(lags.values()) if lags else None,
+        "bottleneck_cpu_busy": busy,
         "ping_share": shares, "min_ping_share": min(shares.values()) if shares else None,
     }
 
@@ -85,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"orchestration overhead (wall - schedule) / schedule: {f['overhead_total']:.2f} overall, {f['overhead_trials']:.2f} within the trials step")
     print("where the time goes (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["breakdown_s"].items() if v is not None))
     print("trial wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["trial_wall_s"].items() if v is not None))
+    if any(v is not None for v in f["bottleneck_cpu_busy"].values()):
+        print("bottleneck node CPU busy during each trial (all nodes' in the micro-VM): "
+              + ", ".join(f"{k} {v:.0%}" for k, v in f["bottleneck_cpu_busy"].items() if v is not None))
     if f["max_phase_start_skew_ms"] is not None:
         print(f"phase-start skew across clients: max |skew| {f['max_phase_start_skew_ms']:.0f} ms "
               f"(each phase's lag minus the first phase's; largest lag behind the schedule {f['max_phase_start_lag_ms']:.0f} ms)")

@@ -313,6 +313,8 @@ def run(spec: Spec, site_name: str, time_scale: float = 1.0, options: dict[str, 
                 "qdisc_before": [q for q in before.get("qdiscs") or [] if q.get("dev") == bdev],
                 "qdisc_after": [q for q in after.get("qdiscs") or [] if q.get("dev") == bdev],
                 "phase_start_skew_ms": phase_start_skew(spec, time_scale, tdir, start) if start else {},
+                # how busy the bottleneck node's CPU was (all nodes' in the local micro-VM)
+                "bottleneck_cpu_busy": cpu_busy(before, after),
             })
             log(f"[run] trial {tv['id']} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
             current = None
@@ -350,6 +352,20 @@ def _trial_start(tdir: Path, spec: Spec, tv: dict) -> float | None:
             if starts:
                 return round(min(starts), 3)
     return None
+
+
+def cpu_busy(before: dict, after: dict) -> float | None:
+    """Share of CPU time (0..1) not idle between two node snapshots (``cpu_ticks``: the
+    ``cpu`` line of /proc/stat, proc(5): user nice system idle iowait irq softirq steal ...)."""
+    try:
+        a = [int(x) for x in before["cpu_ticks"].split()]
+        b = [int(x) for x in after["cpu_ticks"].split()]
+    except (KeyError, ValueError, AttributeError):
+        return None
+    d = [y - x for x, y in zip(a, b)]
+    total = sum(d[:8])
+    idle = d[3] + (d[4] if len(d) > 4 else 0)
+    return round(1 - idle / total, 3) if total > 0 else None
 
 
 def _bottleneck_dev(meta: dict, address: str) -> str | None:

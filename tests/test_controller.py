@@ -235,3 +235,12 @@ def test_paths_follow_spec_and_site(spec):
     assert controller.state_dir(spec, "local").name == "pie-vs-red-local"
     assert controller.inventory_path(spec, "fabric").name == "pie-vs-red-fabric.yml"
     assert controller.inventory_path(spec, "fabric").parent == controller.INVENTORY_DIR
+
+
+def test_cpu_busy_from_proc_stat_snapshots():
+    # user nice system idle iowait irq softirq steal guest guest_nice (proc(5))
+    before = {"cpu_ticks": "100 0 100 800 0 0 0 0 0 0"}
+    after = {"cpu_ticks": "200 0 200 850 50 0 0 0 0 0"}
+    assert controller.cpu_busy(before, after) == round(200 / 300, 3)
+    assert controller.cpu_busy({}, after) is None
+    assert controller.cpu_busy(before, before) is None

@@ -8,6 +8,9 @@ if [ $# -ge 1 ]; then mkdir -p "$(dirname "$1")"; exec > "$1"; fi
 first() { IFS= read -r line || true; printf '%s' "$line" | tr -d '"\\'; }
 printf '{"clock_epoch_s":%s,' "$(date +%s.%N)"
 printf '"hostname":"%s","kernel":"%s",' "$(uname -n)" "$(uname -r)"
+# Cumulative CPU time (proc(5): user nice system idle iowait irq softirq steal, in ticks) and
+# the load average: two snapshots give how busy the node was during the trial.
+printf '"cpu_ticks":"%s","loadavg":"%s",' "$(awk '/^cpu / { $1 = ""; sub(/^ /, ""); print; exit }' /proc/stat)" "$(awk '{ print; exit }' /proc/loadavg)"
 printf '"iproute2":"%s",' "$(ip -V 2>&1 | first)"
 # vsftpd -v prints its version on file descriptor 0 (vsftpd.c), hence 0>&1.
 printf '"vsftpd":"%s",' "$( (command -v vsftpd >/dev/null && vsftpd -v 0>&1 2>&1) | first)"
