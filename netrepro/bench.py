@@ -46,8 +46,14 @@ def figures(run_dir: Path) -> dict:
     sched = sum(t["duration_s"] + t.get("base_rtt_s", 0) for t in run["trials"])
     wall_trials = run.get("wall_s") or sum(t.get("wall_s", 0) for t in run["trials"])
     wall_total = timings.get("total_s", wall_trials)
-    skews = {f"{tid}/{ph}": v["skew_ms"] for tid, phs in (run.get("phase_start_skew_ms") or {}).items() for ph, v in phs.items()}
-    lags = {f"{tid}/{ph}": v["lag_ms"] for tid, phs in (run.get("phase_start_skew_ms") or {}).items() for ph, v in phs.items()}
+    # recomputed from the raw flows.csv, so runs recorded by older versions are measured alike
+    from netrepro.controller import phase_start_skew
+    from netrepro.spec import Spec
+    spec = Spec.from_data(run["spec"])
+    per_trial = {t["id"]: phase_start_skew(spec, run["time_scale"], run_dir / "raw" / t["id"], t["start_epoch_s"])
+                 for t in run["trials"] if t.get("start_epoch_s")}
+    skews = {f"{tid}/{ph}": v["skew_ms"] for tid, phs in per_trial.items() for ph, v in phs.items()}
+    lags = {f"{tid}/{ph}": v["lag_ms"] for tid, phs in per_trial.items() for ph, v in phs.items()}
     shares = ping_share(run_dir, run)
     from netrepro.controller import cpu_busy
     bn = run["spec"]["bottleneck"]["node"]
