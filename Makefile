@@ -91,7 +91,7 @@ test-integration: setup ## The end-to-end test only
 	$(PY) -m pytest -q -m integration tests
 
 lint: $(STAMP) ## ansible-lint (production profile) on roles and playbooks
-	$(VENV)/bin/ansible-lint --profile production roles playbooks
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-lint --profile production roles playbooks
 
 bench: $(STAMP) ## Print the figures of the latest run (wall time, overhead, skew, samples)
 	$(PY) -m netrepro.bench $(EXPERIMENT) $(if $(RUN),--run $(RUN))
