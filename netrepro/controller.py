@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import tarfile
 import time
@@ -337,7 +338,7 @@ def run(spec: Spec, site_name: str, time_scale: float = 1.0, options: dict[str, 
 
 
 def shutil_rm(path: Path) -> None:
-    import shutil
+    """Remove a folder tree if it exists."""
     shutil.rmtree(path, ignore_errors=True)
 
 

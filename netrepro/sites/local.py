@@ -253,15 +253,26 @@ class LocalSite(Site):
 
     def wait_ready(self, timeout_s: float = 300, log=print) -> None:
         """Wait until every node's sshd answers (``true`` over SSH)."""
+        from concurrent.futures import ThreadPoolExecutor
+
         logins = self.logins()
         t0 = time.time()
         pending = set(logins)
-        while pending and time.time() - t0 < timeout_s:
-            for n in sorted(pending):
-                if _run(self.ssh_argv(logins[n], "true"), timeout=60).returncode == 0:
-                    pending.discard(n)
-            if pending:
-                time.sleep(1)
+
+        def answers(n: str) -> bool:
+            try:
+                return _run(self.ssh_argv(logins[n], "true"), timeout=60).returncode == 0
+            except subprocess.TimeoutExpired:
+                return False
+
+        with ThreadPoolExecutor(max_workers=len(logins)) as pool:
+            while pending and time.time() - t0 < timeout_s:
+                names = sorted(pending)
+                for n, ok in zip(names, pool.map(answers, names)):
+                    if ok:
+                        pending.discard(n)
+                if pending:
+                    time.sleep(1)
         if pending:
             raise SiteError(f"site local: no SSH answer from {', '.join(sorted(pending))} after {timeout_s:.0f} s")
         log(f"[local] all {len(logins)} nodes answer SSH ({time.time() - t0:.1f} s)")
