@@ -247,9 +247,13 @@ class LocalSite(Site):
         from netrepro.inventory import ssh_common_args
         import shlex
         known = str(self.state_dir / "ssh" / "known_hosts")
-        return (["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", str(self.client_key),
+        # Multiplexed through one jump connection (the micro-VM's handshakes are slow); the
+        # node masters are the ones Ansible reuses (same ControlPath as ansible.cfg's).
+        cp = Path("/tmp/netrepro-cp")
+        cp.mkdir(mode=0o700, exist_ok=True)
+        return (["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", "-i", str(self.client_key),
                  "-o", "IdentitiesOnly=yes", "-p", str(login.port)]
-                + shlex.split(ssh_common_args(login, known)) + [f"{login.user}@{login.host}", command])
+                + shlex.split(ssh_common_args(login, known, str(cp))) + [f"{login.user}@{login.host}", command])
 
     def wait_ready(self, timeout_s: float = 300, log=print) -> None:
         """Wait until every node's sshd answers (``true`` over SSH)."""
@@ -265,6 +269,10 @@ class LocalSite(Site):
             except subprocess.TimeoutExpired:
                 return False
 
+        # One node first, so that the others find the jump connection open.
+        first = sorted(pending)[0]
+        while time.time() - t0 < timeout_s and not answers(first):
+            time.sleep(1)
         with ThreadPoolExecutor(max_workers=len(logins)) as pool:
             while pending and time.time() - t0 < timeout_s:
                 names = sorted(pending)
