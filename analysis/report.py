@@ -76,13 +76,22 @@ def render_report(run: RunInfo, summary: pd.DataFrame, verdict: dict, problems: 
             f"one trial lasts {max((p['end_s'] for t in run.trials for p in t.phases), default=0):g} s)",
             f"- First trial start: {_utc(min(starts) if starts else None)}",
             f"- Toolkit commit: {d.get('toolkit_commit', 'not recorded')}"]
-    skip = {"experiment", "spec", "trials", "nodes", "site", "mode", "time_scale", "toolkit_commit", "phase_start_skew_ms"}
+    skip = {"experiment", "spec", "trials", "nodes", "site", "mode", "time_scale", "toolkit_commit",
+            "phase_start_skew_ms", "raw_sha256"}
     for k, v in d.items():
         if k not in skip:
             out.append(f"- {k}: {_value(v)}")
-    if "phase_start_skew_ms" in d:
-        out.append(f"- Phase start skew (ms, how far the actual flow starts were from the schedule): "
-                   f"{_value(d['phase_start_skew_ms'])}")
+    if isinstance(d.get("raw_sha256"), dict):
+        out.append(f"- Raw files: {len(d['raw_sha256'])}, each with its sha256 in run.json (`raw_sha256`)")
+    skew = d.get("phase_start_skew_ms")
+    if isinstance(skew, dict) and skew:
+        out += ["", "Phase-start skew (ms): for each phase, the median lag of the flow starts/ends that open it "
+                "behind the schedule, minus the first phase's (`skew_ms`); `lag_ms` is relative to the start "
+                "recorded for the trial.", ""]
+        rows = [{"trial": tid, **{ph: (v.get("skew_ms") if isinstance(v, dict) else v) for ph, v in phs.items()}}
+                for tid, phs in skew.items() if isinstance(phs, dict)]
+        if rows:
+            out.append(markdown_table(pd.DataFrame(rows)))
     out += ["", "Trials, in run order:", ""]
     out += [markdown_table(pd.DataFrame([{
         "trial": t.id, "aqm": t.aqm, "variant": t.variant, "start": _utc(t.start_epoch_s),
