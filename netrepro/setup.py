@@ -32,9 +32,7 @@ def apt_install(packages: list[str]) -> None:
     """apt-get update + install ``packages`` non-interactively. Raises RuntimeError on failure."""
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for argv in (["apt-get", "update", "-qq"],
-                 # with recommends: qemu-system-x86 recommends ipxe-qemu, whose option ROM
-                 # (efi-virtio.rom) QEMU loads for the virtio-net device of the micro-VM
-                 ["apt-get", "install", "-y", "-qq", *packages]):
+                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]):
         r = subprocess.run(argv, env=env, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(argv[:3])} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
