@@ -23,6 +23,7 @@ OPTION_ENV = {
     "LOCAL_MODE": "mode", "AGGREGATE": "aggregate", "IMAGE": "image", "VM_TYPE": "vm_type",
     "FABRIC_SITE": "fabric_site", "CORES": "cores", "RAM_GB": "ram_gb", "DISK_GB": "disk_gb",
     "STATIC_FILE": "static_file", "SLICE_NAME": "slice_name", "GENI_USER": "user",
+    "MANIFEST": "manifest", "SSH_KEY": "key_file",
 }
 
 

@@ -164,3 +164,18 @@ def test_bad_files_give_one_line_errors(tmp_path, content, pattern):
     with pytest.raises(SiteError, match=pattern) as exc:
         parse_manifest(p)
     assert str(p) in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_instageni_site_adopts_a_portal_manifest(spec, tmp_path):
+    """MANIFEST=... USER=...: reserved through a portal; no credentials needed, release forgets."""
+    from netrepro.sites import get_site
+    m = seven_node_manifest(MANIFESTS / "instageni-uky-mcv-2vm-CVwithSocket.xml", spec, tmp_path / "m.xml")
+    site = get_site("instageni", spec, tmp_path / "state", {"manifest": str(m), "user": "lei", "env": {}})
+    site.reserve()
+    site.wait_ready()
+    logins = site.logins()
+    assert set(logins) == set(spec.nodes) and {lg.user for lg in logins.values()} == {"lei"}
+    site.reserve()  # idempotent
+    site.release()
+    assert not site.state_file.exists()
+    site.release()  # nothing left: harmless

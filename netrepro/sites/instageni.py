@@ -359,9 +359,19 @@ class InstaGENISite(Site):
     def reserve(self) -> None:
         """Create the slice, Allocate + Provision + start the request on the aggregate.
 
+        With option ``manifest`` (MANIFEST=, a manifest saved from a web portal after
+        reserving there), nothing is requested: the manifest's logins for option ``user``
+        are adopted, and ``release`` later only forgets them (release the slice in the portal).
         Idempotent: with a slice already in the state it does nothing.
         Raises SiteError at once when credentials are missing (before any network use).
         """
+        if self.options.get("manifest"):
+            if not self.load_state().get("logins"):
+                self.adopt_manifest(self.options["manifest"], self.options.get("user"), self.options.get("key_file"))
+                state = self.load_state()
+                state["adopted"] = True
+                self.save_state(state)
+            return
         creds = load_credentials(self.options.get("env"))
         name, agg = resolve_aggregate(self.options.get("aggregate"))
         state = self.load_state()
@@ -394,7 +404,10 @@ class InstaGENISite(Site):
 
     def wait_ready(self, timeout_s: float = 1800, interval_s: float = 20) -> None:
         """Poll AM API v3 Status until every sliver is geni_ready, then read the manifest
-        (Describe), save it as ``state_dir/manifest.xml`` and the logins in the state."""
+        (Describe), save it as ``state_dir/manifest.xml`` and the logins in the state.
+        An adopted manifest (reserved through a portal) is taken as ready."""
+        if self.load_state().get("adopted"):
+            return
         state = self._need_state()
         creds = load_credentials(self.options.get("env"))
         client = self._client(creds)
@@ -437,6 +450,11 @@ class InstaGENISite(Site):
         """Delete the slivers (AM API v3 Delete) and forget the reservation. Idempotent:
         with nothing reserved, or slivers already gone (GENI code 12), it succeeds."""
         state = self.load_state()
+        if state.get("adopted"):
+            print(f"instageni: forgetting the nodes of {state.get('manifest')}; release the slice in the portal "
+                  "that reserved it", file=sys.stderr)
+            self.state_file.unlink(missing_ok=True)
+            return
         if not state.get("slice_urn"):
             print(f"instageni: nothing reserved for {self.spec.name}", file=sys.stderr)
             return
