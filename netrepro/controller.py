@@ -290,6 +290,10 @@ def run(spec: Spec, site_name: str, time_scale: float = 1.0, options: dict[str, 
                 site.save_state(st)
             current = tv
             log(f"[run] trial {tv['id']}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
+            load_before = os.getloadavg()
+            if mode == "vm" and load_before[0] > 0.5 * (os.cpu_count() or 1):
+                log(f"[run] warning: this machine's load is {load_before[0]:.1f} on {os.cpu_count()} CPUs before the "
+                    "trial; the micro-VM's emulated CPUs share them, and other work here inflates the measured delays")
             t0 = time.time()
             res = ansible.run_playbook("trial", inv, {"netrepro": role_vars(spec, trial["variant"]), "aqm_name": trial["aqm"],
                                                       "trial": tv}, _vars_file_dir(site))
@@ -316,6 +320,10 @@ def run(spec: Spec, site_name: str, time_scale: float = 1.0, options: dict[str, 
                 "phase_start_skew_ms": phase_start_skew(spec, time_scale, tdir, start) if start else {},
                 # how busy the bottleneck node's CPU was (all nodes' in the local micro-VM)
                 "bottleneck_cpu_busy": cpu_busy(before, after),
+                # the controller machine's 1/5/15-min load averages before and after the trial
+                # (in vm mode the nodes' CPUs are emulated on this machine's)
+                "controller_loadavg": {"before": [round(x, 2) for x in load_before],
+                                       "after": [round(x, 2) for x in os.getloadavg()]},
             })
             log(f"[run] trial {tv['id']} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
             current = None
