@@ -291,9 +291,6 @@ def run(spec: Spec, site_name: str, time_scale: float = 1.0, options: dict[str, 
             current = tv
             log(f"[run] trial {tv['id']}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
             load_before = os.getloadavg()
-            if mode == "vm" and load_before[0] > 0.5 * (os.cpu_count() or 1):
-                log(f"[run] warning: this machine's load is {load_before[0]:.1f} on {os.cpu_count()} CPUs before the "
-                    "trial; the micro-VM's emulated CPUs share them, and other work here inflates the measured delays")
             t0 = time.time()
             res = ansible.run_playbook("trial", inv, {"netrepro": role_vars(spec, trial["variant"]), "aqm_name": trial["aqm"],
                                                       "trial": tv}, _vars_file_dir(site))
