@@ -36,7 +36,6 @@ help: ## Show the targets
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	$(VENV)/bin/pip install -q --no-deps -e .
 	touch $@
