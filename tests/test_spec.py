@@ -219,28 +219,17 @@ def test_from_data_names_memory(base_data):
     _assert_one_line(ei.value, Path("<memory>"), "bottleneck.rate_mbit", ["expected", "-1"])
 
 
-def test_not_yaml(tmp_path):
+@pytest.mark.parametrize("text, field, words", [
+    ("name: pie-vs-red\ntopology: [unclosed\n", "line 3", ["not valid YAML"]),  # not YAML
+    ("- just\n- a list\n", "(top level)", ["expected type 'object'"]),            # not a mapping
+    ("", "(top level)", ["expected type 'object'", "None"]),                       # empty file
+])
+def test_file_that_is_not_a_yaml_mapping(tmp_path, text, field, words):
     p = tmp_path / "experiment.yml"
-    p.write_text("name: pie-vs-red\ntopology: [unclosed\n")
+    p.write_text(text)
     with pytest.raises(SpecError) as ei:
         load_spec(p)
-    _assert_one_line(ei.value, p, "line 3", ["not valid YAML"])
-
-
-def test_yaml_not_a_mapping(tmp_path):
-    p = tmp_path / "experiment.yml"
-    p.write_text("- just\n- a list\n")
-    with pytest.raises(SpecError) as ei:
-        load_spec(p)
-    _assert_one_line(ei.value, p, "(top level)", ["expected type 'object'"])
-
-
-def test_empty_file(tmp_path):
-    p = tmp_path / "experiment.yml"
-    p.write_text("")
-    with pytest.raises(SpecError) as ei:
-        load_spec(p)
-    _assert_one_line(ei.value, p, "(top level)", ["expected type 'object'", "None"])
+    _assert_one_line(ei.value, p, field, words)
 
 
 @pytest.mark.parametrize("given", ["nosuch-experiment", "missing.yml"])
