@@ -21,6 +21,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 NETREPRO := $(PY) -m netrepro
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
 export SITE TIME_SCALE HOURS RUN
 
@@ -34,10 +35,16 @@ help: ## Show the targets
 	@echo
 	@echo "Variables: SITE=$(SITE) EXPERIMENT=$(EXPERIMENT) TIME_SCALE=$(TIME_SCALE) RUN=<results folder>"
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+# The run-time packages only: the main job on the local site needs no compiler and no fablib.
+$(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	$(VENV)/bin/pip install -q -r requirements.txt
 	$(VENV)/bin/pip install -q --no-deps -e .
+	touch $@
+
+# The tests' and linter's packages (pytest, ansible-lint, fablib for the fabric site's tests).
+$(DEV_STAMP): $(STAMP) requirements-dev.txt requirements-fabric.txt
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $@
 
 venv: $(STAMP) ## Create the virtual environment with the pinned Python packages
@@ -81,16 +88,16 @@ rspec: $(STAMP) ## Regenerate rspecs/<experiment>.xml from the experiment's topo
 validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
 	$(NETREPRO) validate $(EXPERIMENT)
 
-test: setup ## All tests: unit tests, then a time-scaled reproduction on the local site
+test: setup $(DEV_STAMP) ## All tests: unit tests, then a time-scaled reproduction on the local site
 	$(PY) -m pytest -q tests
 
-test-unit: $(STAMP) ## Unit tests only (no micro-VM)
+test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM)
 	$(PY) -m pytest -q -m "not integration" tests
 
-test-integration: setup ## The end-to-end test only
+test-integration: setup $(DEV_STAMP) ## The end-to-end test only
 	$(PY) -m pytest -q -m integration tests
 
-lint: $(STAMP) ## ansible-lint (production profile) on roles and playbooks
+lint: $(DEV_STAMP) ## ansible-lint (production profile) on roles and playbooks
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-lint --profile production roles playbooks
 
 bench: $(STAMP) ## Print the figures of the latest run (wall time, overhead, skew, samples)
