@@ -92,7 +92,7 @@ test: setup $(DEV_STAMP) ## All tests: unit tests, then a time-scaled reproducti
 	$(PY) -m pytest -q tests
 
 test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM)
-	$(PY) -m pytest -q -m "not integration" tests
+	$(PY) -m pytest -q -m "not integration and not netns" tests
 
 test-integration: setup $(DEV_STAMP) ## The end-to-end test only
 	$(PY) -m pytest -q -m integration tests
