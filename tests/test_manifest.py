@@ -14,7 +14,7 @@ from netrepro.manifest import parse_manifest
 from netrepro.sites.base import SiteError
 from netrepro.spec import load_spec
 
-MANIFESTS = Path("/work/shared/fixtures/rspec/manifest")
+MANIFESTS = Path(__file__).resolve().parent / "data" / "rspec" / "manifest"  # see its ../SOURCE.md
 ALL = sorted(MANIFESTS.glob("*.xml"))
 
 # What each recorded manifest holds (read by hand from the files).

@@ -1,7 +1,7 @@
 """Functional test of the provisioning roles against network namespaces on this machine.
 
 Runs only as root on Linux with ip, sshd, vsftpd, curl and ethtool. This machine's kernel
-has HTB, veth, bridge and netns but no netem/pie/red (docs: /work/shared/notes), so the
+has HTB, veth, bridge and netns but no netem/pie/red (see README, local site), so the
 test covers what works here, for real: packages (check mode of the local site),
 kernel_capability (htb probe), interfaces, routes (static routes and MTU), offloads,
 tcp_settings, bottleneck (HTB),

@@ -11,7 +11,7 @@ from lxml import etree
 from netrepro import cli_sites, rspec
 from netrepro.spec import Spec, SpecError, load_spec
 
-FIXTURES = Path("/work/shared/fixtures/rspec")
+FIXTURES = Path(__file__).resolve().parent / "data" / "rspec"  # copies of public RSpecs, see SOURCE.md
 XSD = FIXTURES / "schemas" / "protogeni-rspec-2" / "request.xsd"
 G = "{%s}" % rspec.GENI_V3_NS
 

@@ -18,7 +18,8 @@ from netrepro.sites.instageni import (GeniError, default_slice_name, load_aggreg
                                       poll_until, resolve_aggregate, summarize_status)
 from netrepro.spec import load_spec
 
-MANIFEST = Path("/work/shared/fixtures/rspec/manifest/cloudlab-utah-2node-CS244-oncache.xml")
+RSPEC_DATA = Path(__file__).resolve().parent / "data" / "rspec"  # copies of public RSpecs, see SOURCE.md
+MANIFEST = RSPEC_DATA / "manifest" / "cloudlab-utah-2node-CS244-oncache.xml"
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def test_instageni_plan_is_a_valid_request_bound_to_the_aggregate(spec):
     root = etree.fromstring(text.encode())
     assert {n.get("component_manager_id") for n in root.iter("{%s}node" % rspec.GENI_V3_NS)} == {"urn:publicid:IDN+utah.cloudlab.us+authority+cm"}
     assert "UBUNTU24-64-STD" in text and "https://www.utah.cloudlab.us:12369/protogeni/xmlrpc/am/3.0" in text
-    assert rspec.validate_request(text, "/work/shared/fixtures/rspec/schemas/protogeni-rspec-2/request.xsd") == []
+    assert rspec.validate_request(text, str(RSPEC_DATA / "schemas" / "protogeni-rspec-2" / "request.xsd")) == []
 
 
 def test_aggregates_config(tmp_path):
