@@ -319,6 +319,7 @@ def _addrs(ns: str) -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.netns
 def test_build_and_teardown_for_real(real_site):
     spec, layout, mgmt = real_site["spec"], real_site["layout"], real_site["mgmt"]
     r_, c_, s_ = f"{TAG}r", f"{TAG}c", f"{TAG}s"
@@ -386,6 +387,7 @@ def test_build_and_teardown_for_real(real_site):
                 if any(a.get("local") == layout.mgmt_gateway() for a in lk.get("addr_info", []))]
 
 
+@pytest.mark.netns
 def test_strict_build_stops_on_conflict(real_site):
     """build.sh is strict: when a name it needs exists already, it stops at once and exits non-zero."""
     layout = real_site["layout"]

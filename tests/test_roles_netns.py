@@ -42,9 +42,18 @@ REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
 NEEDED = ["ip", "tc", "ethtool", "curl", "/usr/sbin/sshd", "/usr/sbin/vsftpd", "ssh-keygen"]
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or any(shutil.which(c) is None for c in NEEDED),
-    reason="needs root and " + ", ".join(NEEDED))
+# Real namespaces, sshd and vsftpd on this machine: `make test` runs these (after `make setup`
+# installed what NEEDED lists); `make test-unit` does not.
+pytestmark = pytest.mark.netns
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _root_and_tools():
+    """Fail (never skip) when the machine cannot run these tests: they need root and NEEDED."""
+    missing = [c for c in NEEDED if shutil.which(c) is None]
+    if os.geteuid() != 0 or missing:
+        pytest.fail("the role tests on real namespaces need root and " + ", ".join(missing or NEEDED)
+                    + "; run `make setup` then `make test` as root")
 
 SERVERS = {"server1": 1, "server2": 2}
 
