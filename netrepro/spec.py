@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
+
+from netrepro import tc
+from netrepro.yamlfile import load_yaml_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"
@@ -56,26 +58,94 @@ def resolve_path(name_or_path: str | Path) -> Path:
 def load_spec(name_or_path: str | Path) -> "Spec":
     """Read, validate and return the experiment spec.
 
+    The file is read strictly (:func:`netrepro.yamlfile.load_yaml_file`: a key given twice in
+    a mapping, such as a node defined twice, is refused with its line), then checked by
+    :meth:`Spec.from_data`.
+
     Args:
         name_or_path: an experiment name under experiments/, a folder, or a YAML file.
     Raises:
-        SpecError: the file is missing, not YAML, or invalid (one-line message).
+        SpecError: the file is missing, not UTF-8 YAML, has a duplicate key, is not a
+            mapping, or is invalid (one-line message naming the file and the field or line).
     """
     path = resolve_path(name_or_path)
     if not path.is_file():
         known = sorted(d.name for d in EXPERIMENTS_DIR.iterdir() if (d / "experiment.yml").is_file())
         raise SpecError(path, "(file)", f"no such experiment file; known experiments: {', '.join(known)}")
+    return Spec.from_data(load_yaml_file(path, "experiment file"), path)
+
+
+#: The range of TIME_SCALE (the factor of every duration of the schedule): from a
+#: thousandth (the 250 s pie-vs-red trial in 0.25 s) to a hundredfold (about 7 hours).
+TIME_SCALE_MIN, TIME_SCALE_MAX = 0.001, 100.0
+
+
+def check_time_scale(value: Any) -> float:
+    """``value`` (a number or its text, e.g. ``$TIME_SCALE``) as a float within
+    [:data:`TIME_SCALE_MIN`, :data:`TIME_SCALE_MAX`].
+
+    Raises:
+        ValueError: not a number, not finite, or out of range; the message is one line
+            beginning ``TIME_SCALE:``.
+    """
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "(file)"
-        raise SpecError(path, where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    return Spec.from_data(data, path)
+        k = float(value)
+    except (TypeError, ValueError):
+        k = math.nan
+    if isinstance(value, bool) or not TIME_SCALE_MIN <= k <= TIME_SCALE_MAX:
+        raise ValueError(f"TIME_SCALE: expected a number from {TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g} "
+                         f"(the factor of every duration), got {value!r}")
+    return k
+
+
+def _yaml_number(x: float) -> str:
+    """A non-finite float as YAML writes it (``.inf``, ``-.inf``, ``.nan``)."""
+    return ".nan" if math.isnan(x) else (".inf" if x > 0 else "-.inf")
+
+
+def check_plain_data(data: Any, path: Path | str) -> None:
+    """What the JSON Schema cannot see: refuse a top level that is not a mapping, a key that
+    is not text (YAML reads ``on:``/``yes:`` as true, ``1:`` as a number) and a number that
+    is not finite (YAML's ``.inf``, ``.nan``, or ``1.0e+999``), naming the field.
+
+    Raises:
+        SpecError: one line, ``<path>: <field>: <problem>``.
+    """
+    if not isinstance(data, dict):
+        kinds = {list: "a list", str: "text", int: "a number", float: "a number", bool: "true/false"}
+        found = "an empty file" if data is None else kinds.get(type(data), type(data).__name__)
+        raise SpecError(path, "(top level)", f"expected a mapping of the experiment's fields (schema_version, name, "
+                                             f"topology, ...), found {found}")
+
+    def walk(x: Any, parts: list) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if not isinstance(k, str):
+                    raise SpecError(path, _field_path(parts), f"expected text keys, got the key {k!r} "
+                                                              f"(quote it: YAML reads yes/no/on/off and numbers as such)")
+                walk(v, parts + [k])
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, parts + [i])
+        elif isinstance(x, float) and not math.isfinite(x):
+            raise SpecError(path, _field_path(parts), f"expected a finite number, got {_yaml_number(x)}")
+
+    walk(data, [])
+
+
+def _range_text(schema: dict) -> str:
+    """``an integer >= 1 and <= 1000`` from a schema's type and bounds."""
+    bounds = [(k, op) for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"),
+                                    ("maximum", "<="), ("exclusiveMaximum", "<")) if k in schema]
+    kind = "an integer" if schema.get("type") == "integer" else "a number"
+    return f"{kind} " + " and ".join(f"{op} {schema[k]:g}" for k, op in bounds)
 
 
 def validate_schema(data: Any, path: Path | str) -> None:
-    """Validate ``data`` against the JSON Schema; raise SpecError for the most relevant error."""
+    """Validate ``data`` against the JSON Schema; raise SpecError for the most relevant error.
+
+    Range errors say the whole range and the field's unit (from the schema's description).
+    """
     schema = json.loads(SCHEMA_PATH.read_text())
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), e.path))
@@ -83,12 +153,23 @@ def validate_schema(data: Any, path: Path | str) -> None:
         return
     err = jsonschema.exceptions.best_match(errors)
     problem = err.message
+    desc = err.schema.get("description") if isinstance(err.schema, dict) else None
     if err.validator == "additionalProperties":
         problem = f"unknown field ({err.message}); expected one of: {', '.join(sorted(err.schema.get('properties', {})))}"
     elif err.validator == "required":
         problem = f"missing required field ({err.message})"
-    elif err.validator in ("type", "enum", "minimum", "maximum", "exclusiveMinimum", "pattern", "const"):
+    elif err.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        problem = f"expected {_range_text(err.schema)}, got {err.instance!r}"
+    elif err.validator in ("type", "enum", "pattern", "const"):
         problem = f"expected {err.validator} {err.validator_value!r}, got {err.instance!r}"
+        if err.validator == "type" and isinstance(err.instance, str):
+            try:
+                float(err.instance)
+                problem += " (YAML reads a number such as 1e12 as text: write 1.0e+12)"
+            except ValueError:
+                pass
+    if desc and err.validator not in ("additionalProperties", "required"):
+        problem += f" ({desc})"
     raise SpecError(path, _field_path(err.absolute_path), problem)
 
 
@@ -101,7 +182,9 @@ class Spec:
 
     @classmethod
     def from_data(cls, data: Any, path: Path | str = "<memory>") -> "Spec":
-        """Validate parsed YAML ``data`` (schema, then cross-checks) and wrap it."""
+        """Validate parsed YAML ``data`` (:func:`check_plain_data`, the schema, then the
+        cross-checks) and wrap it. Raises SpecError (one line)."""
+        check_plain_data(data, path)
         validate_schema(data, path)
         spec = cls(data, Path(path))
         spec._cross_check()
@@ -231,10 +314,19 @@ class Spec:
                 self._fail(f"trials[{i}].aqm", f"unknown AQM {t['aqm']!r}; expected one of: {', '.join(d['aqms'])}")
             if t["variant"] not in d["variants"]:
                 self._fail(f"trials[{i}].variant", f"unknown variant {t['variant']!r}; expected one of: {', '.join(d['variants'])}")
+            first = self.trial_ids.index(self.trial_ids[i])
+            if first != i:
+                self._fail(f"trials[{i}]", f"{self.trial_ids[i]} is already trials[{first}]; expected each AQM x variant once "
+                                           f"(a trial's results are kept under its name)")
         for name, a in d["aqms"].items():
             p = a["params"]
             if a["qdisc"] == "red" and not p["min_bytes"] < p["max_bytes"] < p["limit_bytes"]:
                 self._fail(f"aqms.{name}.params", "expected min_bytes < max_bytes < limit_bytes")
+            try:  # the exact tc words the node will run: every parameter is a valid tc word
+                tc.aqm_qdisc(a["qdisc"], p, self.pie_limit_packets()).qdisc_args()
+            except ValueError as exc:
+                param = getattr(exc, "param", None)
+                self._fail(f"aqms.{name}.params" + (f".{param}" if param else ""), getattr(exc, "problem", str(exc)))
         for i, fg in enumerate(d["flows"]):
             for key, role in (("client", "client"), ("server", "server")):
                 if fg[key] not in self.nodes:
@@ -251,6 +343,9 @@ class Spec:
             if active != ph["flows"]:
                 self._fail(f"phases[{i}].flows", f"expected {active} (the flow groups active in {ph['name']}), got {ph['flows']}")
         names = [p["name"] for p in d["phases"]]
+        for i, n in enumerate(names):
+            if names.index(n) != i:
+                self._fail(f"phases[{i}].name", f"{n!r} already names phases[{names.index(n)}]; expected unique phase names")
         for i, c in enumerate(d["collectors"]):
             check_sel(f"collectors[{i}].nodes", c["nodes"])
             if "network" in c and c["network"] not in nets:
@@ -268,6 +363,34 @@ class Spec:
                     self._fail(f"claims[{i}].check.phases", f"unknown phase {ph!r}; expected one of: {', '.join(names)}")
             if "peak_phase" in ch and ch["peak_phase"] not in names:
                 self._fail(f"claims[{i}].check.peak_phase", f"unknown phase {ch['peak_phase']!r}; expected one of: {', '.join(names)}")
+            if "peak_phase" in ch and ch["peak_phase"] not in ch["phases"]:
+                self._fail(f"claims[{i}].check.peak_phase", f"expected one of the claim's phases ({', '.join(ch['phases'])}), "
+                                                           f"got {ch['peak_phase']!r}")
+            if ch.get("higher") is not None and ch.get("higher") == ch.get("lower"):
+                self._fail(f"claims[{i}].check.lower", f"expected an AQM other than higher ({ch['higher']!r})")
+            self._check_claim_runs(i, ch)
+
+    def _check_claim_runs(self, i: int, ch: dict) -> None:
+        """A claim can only be judged on what the trials run: every AQM it names (``aqm``,
+        or ``higher`` and ``lower`` of a ``compare``; analysis/verdict.py) must be run by a
+        trial with every variant of ``variants``. Otherwise its rows are missing from
+        summary.csv and the claim would fail for want of data, whatever the results."""
+        pairs = [(t["aqm"], t["variant"]) for t in self.data["trials"]]
+        run_aqms = list(dict.fromkeys(a for a, _ in pairs))
+        run_variants = list(dict.fromkeys(v for _, v in pairs))
+        keys = [k for k in ("aqm", "higher", "lower") if k in ch]
+        for k in keys:
+            if ch[k] not in run_aqms:
+                self._fail(f"claims[{i}].check.{k}", f"no trial runs AQM {ch[k]!r}; expected one the trials run: {', '.join(run_aqms)}")
+        for v in ch["variants"]:
+            if v not in run_variants:
+                self._fail(f"claims[{i}].check.variants",
+                           f"no trial runs variant {v!r}; expected one the trials run: {', '.join(run_variants)}")
+        for k in keys:
+            for v in ch["variants"]:
+                if (ch[k], v) not in pairs:
+                    self._fail(f"claims[{i}].check.variants",
+                               f"no trial runs AQM {ch[k]!r} (check.{k}) with variant {v!r}; the trials are: {', '.join(self.trial_ids)}")
 
     # --- time scaling ------------------------------------------------------------------
     def scaled(self, time_scale: float) -> dict:
@@ -275,11 +398,10 @@ class Spec:
 
         Returns a dict: ``phases`` (list of {name, start_s, end_s, flows}), ``flows`` (list of
         flow groups with scaled start_s/duration_s), ``base_rtt_s``, ``duration_s``.
-        Raises ValueError for a non-positive scale.
+        Raises ValueError (``TIME_SCALE: ...``, one line) for a scale outside
+        [:data:`TIME_SCALE_MIN`, :data:`TIME_SCALE_MAX`] (:func:`check_time_scale`).
         """
-        if not time_scale > 0:
-            raise ValueError(f"TIME_SCALE: expected a number > 0, got {time_scale!r}")
-        k = float(time_scale)
+        k = check_time_scale(time_scale)
         return {
             "phases": [{**p, "start_s": p["start_s"] * k, "end_s": p["end_s"] * k} for p in self.data["phases"]],
             "flows": [{**f, "start_s": f["start_s"] * k, "duration_s": f["duration_s"] * k} for f in self.data["flows"]],

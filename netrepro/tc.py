@@ -20,6 +20,7 @@ before anything reaches the kernel): every command built here parses.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -260,17 +261,86 @@ class Red(Qdisc):
 _SUFFIXES = (("_ms", "ms"), ("_us", "us"), ("_mbit", "mbit"), ("_kbit", "kbit"),
              ("_bytes", ""), ("_packets", ""))
 
+#: A generic parameter name as the spec may write it: a tc keyword (lower case, digits,
+#: ``_`` and ``-`` as in cake's ``split-gso``), optionally followed by a unit suffix.
+PARAM_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+#: A string value of a generic parameter: one tc word, a number with tc's unit (``32k``,
+#: ``5ms``, ``1.5mbit``) or a keyword/mask (``0xff``); never spaces, quotes, ``;`` or ``$``.
+PARAM_WORD_RE = re.compile(r"^[A-Za-z0-9_.]{1,64}$")
+#: The largest number a generic parameter takes: tc's qdisc parameters are 32-bit.
+PARAM_MAX = 2**32 - 1
+
+#: tc keywords of the qdiscs built by :class:`Generic`, as iproute2 6.1 (Debian 12) parses
+#: them: ``"value"`` takes a value (``target 5ms``), ``"flag"`` is a bare word. Sources: the
+#: usage text of ``tc qdisc add ... <kind> help`` and tc-codel(8), tc-fq_codel(8), tc-fq(8),
+#: tc-cake(8), tc-pfifo(8), tc-bfifo(8), tc-tbf(8); tests/test_tc.py checks that tc 6.1
+#: parses every one. fq_codel's ``ce_threshold_selector VALUE/MASK`` is left out (its
+#: value is not one word).
+GENERIC_KEYWORDS: dict[str, dict[str, str]] = {
+    "codel": {"limit": "value", "target": "value", "interval": "value", "ce_threshold": "value",
+              "ecn": "flag", "noecn": "flag"},
+    "fq_codel": {"limit": "value", "flows": "value", "memory_limit": "value", "target": "value",
+                 "interval": "value", "quantum": "value", "ce_threshold": "value",
+                 "drop_batch": "value", "ecn": "flag", "noecn": "flag"},
+    "fq": {"limit": "value", "flow_limit": "value", "quantum": "value", "initial_quantum": "value",
+           "maxrate": "value", "buckets": "value", "refill_delay": "value",
+           "low_rate_threshold": "value", "orphan_mask": "value", "timer_slack": "value",
+           "ce_threshold": "value", "horizon": "value", "pacing": "flag", "nopacing": "flag",
+           "horizon_cap": "flag", "horizon_drop": "flag"},
+    "cake": {"bandwidth": "value", "rtt": "value", "memlimit": "value", "fwmark": "value",
+             "overhead": "value", "mpu": "value",
+             **{k: "flag" for k in (
+                 "unlimited", "autorate-ingress", "datacentre", "lan", "metro", "regional",
+                 "internet", "oceanic", "satellite", "interplanetary", "besteffort", "precedence",
+                 "diffserv8", "diffserv4", "diffserv3", "flowblind", "srchost", "dsthost", "hosts",
+                 "flows", "dual-srchost", "dual-dsthost", "triple-isolate", "nat", "nonat", "wash",
+                 "nowash", "split-gso", "no-split-gso", "ack-filter", "ack-filter-aggressive",
+                 "no-ack-filter", "ptm", "atm", "noatm", "conservative", "raw", "ingress", "egress",
+                 "ipoa-vcmux", "ipoa-llcsnap", "bridged-vcmux", "bridged-llcsnap", "bridged-ptm",
+                 "pppoa-vcmux", "pppoa-llc", "pppoe-vcmux", "pppoe-llcsnap", "pppoe-ptm",
+                 "via-ethernet", "ethernet", "ether-vlan", "docsis")}},
+    "pfifo": {"limit": "value"},
+    "bfifo": {"limit": "value"},
+    "tbf": {"limit": "value", "burst": "value", "buffer": "value", "maxburst": "value",
+            "mtu": "value", "minburst": "value", "mpu": "value", "rate": "value",
+            "peakrate": "value", "latency": "value", "overhead": "value", "linklayer": "value"},
+}
+
+#: The form tc gives a flag set to ``false`` (tc-codel(8), tc-fq_codel(8): ``noecn``;
+#: tc-fq(8): ``nopacing``; tc-cake(8): ``nonat``, ``nowash``, ``no-split-gso``,
+#: ``no-ack-filter``, ``noatm``). A flag not listed here has no negative form.
+FLAG_NEGATIONS = {"ecn": "noecn", "pacing": "nopacing", "nat": "nonat", "wash": "nowash",
+                  "split-gso": "no-split-gso", "ack-filter": "no-ack-filter", "atm": "noatm"}
+
+
+class TcParamError(ValueError):
+    """A qdisc parameter tc would not take. ``param`` is the spec's key (None: the whole set)."""
+
+    def __init__(self, param: str | None, problem: str):
+        self.param, self.problem = param, problem
+        super().__init__(f"{param}: {problem}" if param else problem)
+
 
 @dataclass(frozen=True)
 class Generic(Qdisc):
-    """Any other qdisc (codel, fq_codel, fq, pfifo, bfifo, cake): params become ``key value``.
+    """Any other qdisc (codel, fq_codel, fq, pfifo, bfifo, cake, tbf): params become ``key value``.
 
     A name ending in a unit loses it and the value gets tc's unit: ``target_ms: 5`` ->
     ``target 5ms``, ``interval_us`` -> ``us``, ``*_mbit``/``*_kbit`` -> ``mbit``/``kbit``,
     ``limit_packets: 1000`` / ``memory_limit_bytes`` -> plain numbers. ``true`` gives the
-    bare keyword (``ecn``), ``false`` the ``no`` form (``noecn``, tc-codel(8),
-    tc-fq_codel(8); ``nopacing`` in tc-fq(8)). Strings are passed as they are.
+    bare keyword (``ecn``), ``false`` the ``no`` form (:data:`FLAG_NEGATIONS`: ``noecn``,
+    tc-codel(8), tc-fq_codel(8); ``nopacing`` in tc-fq(8)). Strings are passed as they are.
     Parameters are emitted in the order given.
+
+    Every parameter is checked before anything is built, so nothing but tc words reaches a
+    node: the key must match :data:`PARAM_KEY_RE` and, for a kind of
+    :data:`GENERIC_KEYWORDS`, name one of its keywords (after the unit suffix is removed);
+    a number must be finite, 0 .. :data:`PARAM_MAX`; a string one word of
+    :data:`PARAM_WORD_RE` and not for a key with a unit suffix (write a number there);
+    a flag takes only true/false, a keyword with a value never a boolean.
+
+    Raises:
+        TcParamError: (from ``qdisc_args``/``argv``) naming the offending key.
     """
 
     kind: str
@@ -278,20 +348,46 @@ class Generic(Qdisc):
     parent: str | None = "1:10"
     handle: str | None = "10:"
 
+    def _word(self, key: Any, value: Any) -> list[str]:
+        """The tc words of one parameter (see the class docstring); TcParamError if invalid."""
+        if not isinstance(key, str) or not PARAM_KEY_RE.match(key):
+            raise TcParamError(str(key), "expected a tc keyword of lower-case letters, digits, '_' or '-'")
+        name, unit, suffix = key, "", ""
+        for sfx, tc_unit in _SUFFIXES:
+            if key.endswith(sfx):
+                name, unit, suffix = key[: -len(sfx)], tc_unit, sfx
+                break
+        known = GENERIC_KEYWORDS.get(self.kind)
+        if known is not None and name not in known:
+            raise TcParamError(key, f"{name!r} is not a parameter of tc-{self.kind}(8); expected one of: "
+                                    f"{', '.join(sorted(known))}")
+        how = known.get(name) if known else None
+        if isinstance(value, bool):
+            if how == "value" or suffix:
+                raise TcParamError(key, f"expected a number or a tc word for {name}, got {value!r}")
+            if value:
+                return [name]
+            if name in FLAG_NEGATIONS or known is None:
+                return [FLAG_NEGATIONS.get(name, "no" + name)]
+            raise TcParamError(key, f"tc has no negative form of {name}; leave it out instead of false")
+        if how == "flag":
+            raise TcParamError(key, f"expected true or false (tc's {name} is a bare keyword), got {value!r}")
+        if isinstance(value, (int, float)):
+            if not (math.isfinite(value) and 0 <= value <= PARAM_MAX):
+                raise TcParamError(key, f"expected a number from 0 to {PARAM_MAX}, got {value!r}")
+            return [name, num(value) + unit]
+        if isinstance(value, str):
+            if suffix:
+                raise TcParamError(key, f"expected a number (the unit is in the name, {suffix}), got {value!r}")
+            if not PARAM_WORD_RE.match(value):
+                raise TcParamError(key, f"expected one tc word of letters, digits, '_' or '.', got {value!r}")
+            return [name, value]
+        raise TcParamError(key, f"expected a number, a tc word or true/false, got {value!r}")
+
     def qdisc_args(self) -> list[str]:
         out = [self.kind]
         for key, value in self.params.items():
-            name, unit = key, ""
-            for suffix, tc_unit in _SUFFIXES:
-                if key.endswith(suffix):
-                    name, unit = key[: -len(suffix)], tc_unit
-                    break
-            if isinstance(value, bool):
-                out.append(name if value else "no" + name)
-            elif isinstance(value, (int, float)):
-                out += [name, num(value) + unit]
-            else:
-                out += [name, str(value)]
+            out += self._word(key, value)
         return out
 
 

@@ -173,7 +173,7 @@ BAD = [
     ("collector-unknown-group", lambda d: d["collectors"][0].__setitem__("nodes", ["clientz"]),
      "collectors[0].nodes", ["unknown node or group 'clientz'"]),
     ("mtu-too-small", lambda d: d["links"].__setitem__("mtu_bytes", 100),
-     "links.mtu_bytes", ["expected minimum 576", "100"]),
+     "links.mtu_bytes", ["expected an integer >= 576 and <= 9000", "got 100", "bytes"]),
     ("wrong-schema-version", lambda d: d.__setitem__("schema_version", 2),
      "schema_version", ["expected const 1", "2"]),
     ("bad-name", lambda d: d.__setitem__("name", "PIE vs RED"),
@@ -221,8 +221,9 @@ def test_from_data_names_memory(base_data):
 
 @pytest.mark.parametrize("text, field, words", [
     ("name: pie-vs-red\ntopology: [unclosed\n", "line 3", ["not valid YAML"]),  # not YAML
-    ("- just\n- a list\n", "(top level)", ["expected type 'object'"]),            # not a mapping
-    ("", "(top level)", ["expected type 'object'", "None"]),                       # empty file
+    ("- just\n- a list\n", "(top level)", ["expected a mapping", "found a list"]),  # not a mapping
+    ("", "(top level)", ["expected a mapping", "found an empty file"]),             # empty file
+    ("just text\n", "(top level)", ["expected a mapping", "found text"]),
 ])
 def test_file_that_is_not_a_yaml_mapping(tmp_path, text, field, words):
     p = tmp_path / "experiment.yml"
