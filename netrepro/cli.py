@@ -38,13 +38,12 @@ def _options(args) -> dict:
 
 
 def _time_scale(value: str) -> float:
+    """``--time-scale`` / ``$TIME_SCALE``: netrepro.spec.check_time_scale's range (0.001 .. 100)."""
+    from netrepro.spec import check_time_scale
     try:
-        k = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"TIME_SCALE: expected a number > 0, got {value!r}") from None
-    if not (k > 0 and math.isfinite(k)):
-        raise argparse.ArgumentTypeError(f"TIME_SCALE: expected a number > 0, got {value!r}")
-    return k
+        return check_time_scale(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cmd_validate(args) -> int:
