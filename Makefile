@@ -26,7 +26,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 export SITE TIME_SCALE HOURS RUN
 
 .PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status \
-        renew plan rspec validate test test-unit test-integration lint bench clean
+        renew plan rspec validate test test-unit test-integration fresh-root-check lint bench clean
 
 help: ## Show the targets
 	@echo "netrepro: reproduce network experiments on testbeds"
@@ -88,8 +88,12 @@ rspec: $(STAMP) ## Regenerate rspecs/<experiment>.xml from the experiment's topo
 validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
 	$(NETREPRO) validate $(EXPERIMENT)
 
-test: setup $(DEV_STAMP) ## All tests: unit tests, then a time-scaled reproduction on the local site
+test: setup $(DEV_STAMP) ## All tests: unit, namespace and end-to-end tests, then the fresh-root check
 	$(PY) -m pytest -q tests
+	tools/fresh-root-check
+
+fresh-root-check: ## In a fresh minimal Debian 12 root: make setup, then the local site up and down
+	tools/fresh-root-check
 
 test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM)
 	$(PY) -m pytest -q -m "not integration and not netns" tests
