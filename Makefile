@@ -107,7 +107,7 @@ lint: $(DEV_STAMP) ## ansible-lint (production profile) on roles and playbooks
 bench: $(STAMP) ## Print the figures of the latest run (wall time, overhead, skew, samples)
 	$(PY) -m netrepro.bench $(EXPERIMENT) $(if $(RUN),--run $(RUN))
 
-clean: ## Tear down the local site and remove generated files (keeps results/)
-	-$(NETREPRO) down $(EXPERIMENT) --site local
-	rm -rf .state inventory/*.yml .pytest_cache
+clean: ## Tear down local sites, remove generated files; keeps results/ and live testbed reservations
+	if [ -x $(PY) ]; then $(NETREPRO) clean; fi
+	rm -rf .pytest_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
