@@ -44,6 +44,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 # The tests' and linter's packages (pytest, ansible-lint, fablib for the fabric site's tests).
 $(DEV_STAMP): $(STAMP) requirements-dev.txt requirements-fabric.txt
+	$(NETREPRO) setup --dev
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $@
 

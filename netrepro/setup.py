@@ -17,6 +17,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 #: Executable -> Debian package, for both modes of the local site. Audited from
@@ -38,6 +39,9 @@ VM_EXECUTABLES = {
     "qemu-system-x86_64": "qemu-system-x86", "busybox": "busybox-static", "file": "file",
     "apt-get": "apt", "apt-cache": "apt", "dpkg": "dpkg",
 }
+#: What the tests' Python packages need to build (requirements-dev.txt: fablib pulls in
+#: recordclass, which PyPI has only as source for CPython 3.11): a C compiler and the headers.
+DEV_FILES = {"gcc": "gcc", f"/usr/include/python3.{sys.version_info.minor}/Python.h": f"python3.{sys.version_info.minor}-dev"}
 #: Kernel modules (qdiscs) the local site needs in host mode (netrepro.sites.local.PROBE_QDISCS).
 HOST_QDISC_MODULES = ("sch_netem", "sch_htb", "sch_pie", "sch_red")
 
@@ -113,12 +117,30 @@ def apt_install(packages: list[str]) -> None:
             raise RuntimeError(f"{' '.join(argv[:3])} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
 
 
-def setup(site: str = "local", check_only: bool = False, log=print) -> int:
+def setup_dev(check_only: bool = False, log=print) -> int:
+    """Install what building the tests' Python packages needs (DEV_FILES); exit code as setup."""
+    missing = {f: pkg for f, pkg in DEV_FILES.items() if not _which(f) and not os.path.exists(f)}
+    if not missing:
+        log("[setup] build tools for the tests' packages present")
+        return 0
+    pkgs = sorted(set(missing.values()))
+    if check_only or os.geteuid() != 0:
+        log(f"[setup] missing for the tests' packages: {', '.join(sorted(missing))}; install as root: apt-get install {' '.join(pkgs)}")
+        return 1
+    log(f"[setup] installing {' '.join(pkgs)} (to build the tests' Python packages)")
+    apt_install(pkgs)
+    return 0
+
+
+def setup(site: str = "local", check_only: bool = False, log=print, dev: bool = False) -> int:
     """Make this machine ready for ``site`` (or, with ``check_only``, say what it lacks).
 
+    ``dev``: only the build tools of the tests' packages (:func:`setup_dev`), nothing else.
     Returns a process exit code: 0 ready, 1 something is missing (check only, or not root).
     Raises RuntimeError when apt-get fails and MicroVMError when the kernel cannot be fetched.
     """
+    if dev:
+        return setup_dev(check_only, log)
     if site != "local":
         log(f"[setup] site {site}: nothing to install on this machine beyond the Python packages")
         return 0
