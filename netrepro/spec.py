@@ -138,20 +138,46 @@ def _range_text(schema: dict) -> str:
     bounds = [(k, op) for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"),
                                     ("maximum", "<="), ("exclusiveMaximum", "<")) if k in schema]
     kind = "an integer" if schema.get("type") == "integer" else "a number"
-    return f"{kind} " + " and ".join(f"{op} {schema[k]:g}" for k, op in bounds)
+    def fmt(x):
+        return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+    return f"{kind} " + " and ".join(f"{op} {fmt(schema[k])}" for k, op in bounds)
+
+
+def _show(x: Any) -> str:
+    """A value for an error message: huge or tiny floats as ``1e+12``, the rest as repr."""
+    if isinstance(x, float) and x != 0 and not 1e-4 <= abs(x) < 1e6:
+        return f"{x:.6g}"
+    return repr(x)
+
+
+def _pick_error(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """For a ``oneOf`` whose branches are told apart by a ``kind`` constant (the claims'
+    checks), the error of the branch the instance's kind chose; else ``err`` itself."""
+    if err.validator != "oneOf" or not isinstance(err.instance, dict) or not err.context:
+        return err
+    branches: dict[int, list] = {}
+    for e in err.context:
+        branches.setdefault(e.relative_schema_path[0], []).append(e)
+    chosen = [i for i, sub in enumerate(err.validator_value)
+              if sub.get("properties", {}).get("kind", {}).get("const") == err.instance.get("kind")]
+    if len(chosen) == 1 and branches.get(chosen[0]):
+        return _pick_error(jsonschema.exceptions.best_match(branches[chosen[0]]))
+    return err
 
 
 def validate_schema(data: Any, path: Path | str) -> None:
     """Validate ``data`` against the JSON Schema; raise SpecError for the most relevant error.
 
-    Range errors say the whole range and the field's unit (from the schema's description).
+    Range errors say the whole range and, like type and pattern errors, the field's meaning
+    and unit (its description in the schema). A claim's check is reported against the
+    schema of its ``kind``.
     """
     schema = json.loads(SCHEMA_PATH.read_text())
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), e.path))
     if not errors:
         return
-    err = jsonschema.exceptions.best_match(errors)
+    err = _pick_error(jsonschema.exceptions.best_match(errors))
     problem = err.message
     desc = err.schema.get("description") if isinstance(err.schema, dict) else None
     if err.validator == "additionalProperties":
@@ -159,17 +185,21 @@ def validate_schema(data: Any, path: Path | str) -> None:
     elif err.validator == "required":
         problem = f"missing required field ({err.message})"
     elif err.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        problem = f"expected {_range_text(err.schema)}, got {err.instance!r}"
+        problem = f"expected {_range_text(err.schema)}, got {_show(err.instance)}"
     elif err.validator in ("type", "enum", "pattern", "const"):
-        problem = f"expected {err.validator} {err.validator_value!r}, got {err.instance!r}"
+        problem = f"expected {err.validator} {err.validator_value!r}, got {_show(err.instance)}"
         if err.validator == "type" and isinstance(err.instance, str):
             try:
                 float(err.instance)
                 problem += " (YAML reads a number such as 1e12 as text: write 1.0e+12)"
             except ValueError:
                 pass
+    elif err.validator == "oneOf" and isinstance(err.instance, dict):
+        kinds = [sub.get("properties", {}).get("kind", {}).get("const") for sub in err.validator_value]
+        if all(kinds):
+            problem = f"expected kind one of {', '.join(kinds)}, got {err.instance.get('kind')!r}"
     if desc and err.validator not in ("additionalProperties", "required"):
-        problem += f" ({desc})"
+        problem += f"; {desc}"
     raise SpecError(path, _field_path(err.absolute_path), problem)
 
 
@@ -381,11 +411,11 @@ class Spec:
         keys = [k for k in ("aqm", "higher", "lower") if k in ch]
         for k in keys:
             if ch[k] not in run_aqms:
-                self._fail(f"claims[{i}].check.{k}", f"no trial runs AQM {ch[k]!r}; expected one the trials run: {', '.join(run_aqms)}")
+                self._fail(f"claims[{i}].check.{k}", f"no trial runs AQM {ch[k]!r}; expected one that a trial runs: {', '.join(run_aqms)}")
         for v in ch["variants"]:
             if v not in run_variants:
                 self._fail(f"claims[{i}].check.variants",
-                           f"no trial runs variant {v!r}; expected one the trials run: {', '.join(run_variants)}")
+                           f"no trial runs variant {v!r}; expected one that a trial runs: {', '.join(run_variants)}")
         for k in keys:
             for v in ch["variants"]:
                 if (ch[k], v) not in pairs:
