@@ -1,12 +1,17 @@
 """Analysis of a netrepro run directory (``results/<experiment>/<run-id>/``).
 
-Reads ``run.json`` and ``raw/`` (never modified) and writes, atomically, into the run directory:
-``tidy.csv.gz`` (every sample, long form), ``summary.csv`` (per aqm x variant x phase),
-``figures/`` (queueing-delay.png/.pdf, utilization.png, backlog.png), ``verdict.json`` (the
-spec's claims checked) and ``report.md``. Re-running replaces those outputs.
+Reads ``run.json`` and ``raw/`` (never modified), checks every raw file against run.json's
+``raw_sha256`` first (refusing a damaged run unless ``partial=True``), and writes, atomically
+and deterministically, one output set: ``tidy.csv.gz`` (every sample, long form),
+``summary.csv`` (per aqm x variant x phase), ``figures/`` (queueing-delay.png/.pdf,
+utilization.png, backlog.png), ``verdict.json`` (the spec's claims checked), ``report.md``
+and ``analysis.json`` (which toolkit made them, from which inputs). Results are written
+once: the first analysis goes into the run folder, re-analysing with the same toolkit
+version leaves those bytes as they are, and another version writes into
+``<run>/analysis-<version>/`` (:mod:`analysis.provenance`).
 
 Entry points: :func:`analyze_run` (returns the verdict), :func:`analyze` (returns everything)
-and ``python -m analysis <run_dir>``.
+and ``python -m analysis <run_dir> [--partial]``.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.io import atomic_path, write_text
-from analysis.run import AnalysisError, RunInfo, load_run
+from analysis.io import atomic_path, write_gzip, write_text
+from analysis.run import AnalysisError, RunInfo, open_run
 from netrepro.spec import Spec
 
 __all__ = ["analyze_run", "analyze", "AnalysisResult", "AnalysisError"]
@@ -27,7 +32,8 @@ __all__ = ["analyze_run", "analyze", "AnalysisResult", "AnalysisError"]
 @dataclass
 class AnalysisResult:
     """What :func:`analyze` produced: the run, its tables, the verdict, the data problems
-    found (one line each) and the written files (absolute paths)."""
+    found (one line each), the written files (absolute paths), the folder they are in and
+    the analysis.json record."""
 
     run: RunInfo
     tidy: pd.DataFrame
@@ -35,54 +41,72 @@ class AnalysisResult:
     verdict: dict
     problems: list[str] = field(default_factory=list)
     outputs: list[Path] = field(default_factory=list)
+    out_dir: Path | None = None
+    record: dict = field(default_factory=dict)
 
 
-def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True) -> AnalysisResult:
-    """Analyse a run directory and write every output into it.
+def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
+            partial: bool = False) -> AnalysisResult:
+    """Analyse a run directory and write one output set into it.
 
     Args:
         run_dir: the run directory (holds run.json and raw/).
         spec: the experiment spec; default ``Spec.from_data(run.json["spec"])``.
         figures: False skips drawing (faster; the report then has no figure).
+        partial: analyse a run whose raw files differ from run.json's record (or with a
+            trial lacking its start time): every claim reading such a trial is reported
+            "not evaluable" (verdict.json ``holds: null``), and the outputs go into
+            ``analysis-<version>-partial/``.
     Returns:
-        AnalysisResult.
+        AnalysisResult (``out_dir``: the run folder, or ``<run>/analysis-<version>...``).
     Raises:
-        AnalysisError: run.json missing or malformed (one-line message naming the file).
+        AnalysisError: run.json missing or malformed, raw files missing/altered/unlisted
+            without ``partial``, or a bad NETREPRO_TOOLKIT_VERSION (one-line message
+            naming the file and field). Nothing is written then.
         SpecError: the spec in run.json is invalid.
-    Missing raw files are not errors: they are listed in ``problems`` and in report.md.
     """
     from analysis.figures import make_figures
+    from analysis.integrity import sha256_file
+    from analysis.provenance import RECORD, libraries, output_dir, toolkit
     from analysis.report import render_report
     from analysis.summary import summarize
     from analysis.tidy import build_tidy
     from analysis.verdict import evaluate
 
-    run = load_run(run_dir, spec)
+    run = open_run(run_dir, spec, partial)
+    check = run.raw_check
+    intact = not check.damaged and all(t.start_epoch_s is not None for t in run.trials if t.ran)
+    record = {
+        "made_by": toolkit(), "libraries": libraries(),
+        "inputs": {"run_json_sha256": sha256_file(run.dir / "run.json"), "raw_tree_sha256": check.tree_sha256(),
+                   "raw_check": check.summary()},
+        "figures": bool(figures), "partial": not intact,
+        "incomplete_trials": {t.id: t.incomplete for t in run.trials if t.incomplete},
+    }
+    out = output_dir(run.dir, record, intact)
+
     tidy, problems = build_tidy(run)
     summary = summarize(tidy, run.trials)
-    verdict = evaluate(summary, run.spec["claims"])
-    outputs: list[Path] = []
-
-    target = run.dir / "tidy.csv.gz"
-    with atomic_path(target) as tmp:
-        tidy.to_csv(tmp, index=False, compression="gzip")
-    outputs.append(target)
-    with atomic_path(run.dir / "summary.csv") as tmp:
-        summary.to_csv(tmp, index=False)
-    outputs.append(run.dir / "summary.csv")
-    fig_paths = make_figures(tidy, run, run.dir / "figures") if figures else []
+    verdict = evaluate(summary, run.spec["claims"], run.incomplete_pairs())
+    outputs: list[Path] = [write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
+    with atomic_path(out / "summary.csv") as tmp:
+        summary.to_csv(tmp, index=False, lineterminator="\n")
+    outputs.append(out / "summary.csv")
+    fig_paths = make_figures(tidy, run, out / "figures") if figures else []
     outputs += fig_paths
-    outputs.append(write_text(run.dir / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
-    rel = [p.relative_to(run.dir).as_posix() for p in fig_paths]
-    outputs.append(write_text(run.dir / "report.md", render_report(run, summary, verdict, problems, rel)))
-    return AnalysisResult(run, tidy, summary, verdict, problems, outputs)
+    outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
+    rel = [p.relative_to(out).as_posix() for p in fig_paths]
+    outputs.append(write_text(out / "report.md", render_report(run, summary, verdict, problems, rel, record, out)))
+    record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
+    outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
+    return AnalysisResult(run, tidy, summary, verdict, problems, outputs, out, record)
 
 
-def analyze_run(run_dir: Path | str, spec: Spec | None = None) -> dict:
+def analyze_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False) -> dict:
     """Analyse ``run_dir`` (see :func:`analyze`) and return the verdict:
-    ``{"reproduced": bool, "claims": [{"id", "text", "holds", "evidence"}]}``.
+    ``{"reproduced": bool, "claims": [{"id", "text", "status", "holds", "evidence"[, "reason"]}]}``.
 
     Raises:
         AnalysisError, SpecError: as :func:`analyze`.
     """
-    return analyze(run_dir, spec).verdict
+    return analyze(run_dir, spec, partial=partial).verdict

@@ -1,8 +1,10 @@
-"""``python -m analysis <run_dir> [--no-figures]``: analyse a run directory.
+"""``python -m analysis <run_dir> [--partial] [--no-figures]``: analyse a run directory.
 
-Prints where the outputs went and one line per claim. Exit status: 0 when the analysis ran
-(whether or not the paper's claims were reproduced), 2 when the run directory is unusable
-(one-line error naming the file and what was expected on stderr).
+Checks every raw file against run.json's sha256 sums first. Prints where the outputs went
+and one line per claim (HOLDS, FAILS or NOT EVALUABLE). Exit status: 0 when the analysis
+ran (whether or not the paper's claims were reproduced), 2 when the run directory is unusable
+or its raw files differ from the record without ``--partial`` (one line on stderr naming the
+file and what was expected; nothing is written then).
 """
 
 from __future__ import annotations
@@ -13,22 +15,38 @@ import sys
 from analysis import AnalysisError, analyze
 from netrepro.spec import SpecError
 
+LABEL = {"holds": "HOLDS", "fails": "FAILS", "not evaluable": "NOT EVALUABLE"}
+
+
+def claim_line(c: dict) -> str:
+    """``HOLDS|FAILS|NOT EVALUABLE <id>: <evidence or reason>`` for one verdict.json claim."""
+    status = c.get("status") or ("holds" if c["holds"] else "fails")
+    return f"{LABEL.get(status, status.upper())} {c['id']}: {c.get('reason') or c['evidence']}"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        self.exit(2, f"analysis: error: {message}\n")
+
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m analysis", description="Analyse a netrepro run directory.")
+    ap = _Parser(prog="python -m analysis", description="Analyse a netrepro run directory.")
     ap.add_argument("run_dir", help="results/<experiment>/<run-id>/ (holds run.json and raw/)")
     ap.add_argument("--no-figures", action="store_true", help="skip drawing the figures")
+    ap.add_argument("--partial", action="store_true",
+                    help="analyse a run whose raw files differ from run.json's record; claims reading "
+                         "incomplete trials are reported NOT EVALUABLE")
     args = ap.parse_args(argv)
     try:
-        res = analyze(args.run_dir, figures=not args.no_figures)
+        res = analyze(args.run_dir, figures=not args.no_figures, partial=args.partial)
     except (AnalysisError, SpecError) as exc:
         print(f"analysis: error: {exc}", file=sys.stderr)
         return 2
     for p in res.problems:
         print(f"warning: {p}", file=sys.stderr)
-    print(f"wrote into {res.run.dir}: " + ", ".join(p.relative_to(res.run.dir).as_posix() for p in res.outputs))
+    print(f"wrote into {res.out_dir}: " + ", ".join(p.relative_to(res.out_dir).as_posix() for p in res.outputs))
     for c in res.verdict["claims"]:
-        print(f"{'HOLDS' if c['holds'] else 'FAILS'} {c['id']}: {c['evidence']}")
+        print(claim_line(c))
     print(f"verdict: {'reproduced' if res.verdict['reproduced'] else 'not reproduced'}")
     return 0
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
@@ -69,9 +70,17 @@ def _legend(fig: Figure, ax) -> None:
         fig.legend(handles, labels, loc="outside lower center", ncol=len(handles), fontsize=9, frameon=False)
 
 
+#: Metadata that would carry the wall-clock time, removed so that equal data give equal
+#: bytes (matplotlib Figure.savefig ``metadata``: PDF CreationDate/ModDate, SVG Date; PNG
+#: gets no time stamp from matplotlib).
+NO_TIME = {"pdf": {"CreationDate": None, "ModDate": None}, "svg": {"Date": None}, "png": {}}
+
+
 def _save(fig: Figure, target: Path) -> Path:
-    with atomic_path(target) as tmp:
-        fig.savefig(tmp, format=target.suffix.lstrip("."), dpi=150)
+    fmt = target.suffix.lstrip(".")
+    # SVG element ids are random unless salted (matplotlibrc svg.hashsalt)
+    with atomic_path(target) as tmp, rc_context({"svg.hashsalt": "netrepro"}):
+        fig.savefig(tmp, format=fmt, dpi=150, metadata=NO_TIME.get(fmt) or None)
     return target
 
 

@@ -7,7 +7,7 @@ and returns a pandas DataFrame with fixed columns, possibly empty. Lines that ar
 
 from __future__ import annotations
 
-import io
+import csv
 import json
 import math
 import re
@@ -75,22 +75,34 @@ FLOW_COLUMNS = ["flow", "server", "file", "start_epoch_s", "end_epoch_s", "exit_
 
 
 def parse_flows(text: str) -> pd.DataFrame:
-    """Parse a client's ``flows.csv`` (header ``flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes``).
+    """Parse a client's ``flows.csv`` (header ``flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes``,
+    possibly with more columns; roles/flow_clients writes one line per finished flow).
 
     Returns:
         DataFrame with exactly FLOW_COLUMNS; numeric columns coerced to float (unparseable
-        or missing values become NaN, missing columns are added as NaN). Empty text gives
-        an empty frame.
+        or missing values become NaN, missing columns are added as NaN). A row whose number
+        of fields differs from the header's is skipped, and so is a last line without its
+        newline (a file cut mid-line): a cut number would pass for a value. Empty text or
+        text that is not CSV gives an empty frame; never raises.
     """
-    if not text.strip():
-        return pd.DataFrame(columns=FLOW_COLUMNS)
-    df = pd.read_csv(io.StringIO(text), skipinitialspace=True, on_bad_lines="skip")
-    df.columns = [str(c).strip() for c in df.columns]
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines = lines[:-1]
+    try:
+        rows = list(csv.reader(line.replace("\0", "") for line in lines))
+    except csv.Error:
+        rows = []
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=float if c not in ("server", "file") else object) for c in FLOW_COLUMNS})
+    header = [h.strip() for h in rows[0]]
+    body = [[x.strip() for x in r] for r in rows[1:] if len(r) == len(header)]
+    df = pd.DataFrame(body, columns=header)
+    df = df.loc[:, ~df.columns.duplicated()]
     for col in FLOW_COLUMNS:
         if col not in df.columns:
             df[col] = np.nan
-    for col in ("start_epoch_s", "end_epoch_s", "exit_code", "bytes"):
-        df[col] = pd.to_numeric(df[col], errors="coerce")
+    for col in ("flow", "start_epoch_s", "end_epoch_s", "exit_code", "bytes"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     return df[FLOW_COLUMNS].reset_index(drop=True)
 
 

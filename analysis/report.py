@@ -46,28 +46,42 @@ def _value(v) -> str:
     return json.dumps(v) if isinstance(v, (dict, list)) else str(v)
 
 
+def _spec_file(v) -> str:
+    """run.json's spec_file without the controller's absolute path (from experiments/ on)."""
+    parts = str(v).replace("\\", "/").split("/")
+    return "/".join(parts[parts.index("experiments"):]) if "experiments" in parts else parts[-1]
+
+
+_STATUS = {"holds": "holds", "fails": "does not hold", "not evaluable": "not evaluable"}
+
+
 def render_report(run: RunInfo, summary: pd.DataFrame, verdict: dict, problems: list[str],
-                  figures: list[str]) -> str:
-    """Build report.md's text.
+                  figures: list[str], record: dict | None = None, out_dir=None) -> str:
+    """Build report.md's text: only from the run's data and the analysis's record (no
+    wall-clock time of the analysis, no absolute path), so equal inputs give equal text.
 
     Args:
         run: the run (run.json fields used when present: site, mode, time_scale, nodes,
-            toolkit_commit, phase_start_skew_ms; other scalar fields are listed as is).
+            toolkit_commit, phase_start_skew_ms, spec_file; other fields are listed as is).
         summary: summary.csv's table; verdict: verdict.json's dict.
         problems: data problems from :func:`analysis.tidy.build_tidy`.
-        figures: figure paths relative to the run directory.
+        figures: figure paths relative to the report's folder.
+        record: analysis.json's content (toolkit version, raw check), if any.
+        out_dir: the folder the report goes into (the run folder or an analysis-* folder in it).
     Returns:
         Markdown text.
     """
     spec, d = run.spec, run.data
     ref = spec.get("reference", {})
-    n_hold = sum(c["holds"] for c in verdict["claims"])
+    n_hold = sum(c["holds"] is True for c in verdict["claims"])
+    n_na = sum(c["holds"] is None for c in verdict["claims"])
     out = [f"# {spec.get('title', spec.name)}", ""]
     out += [f"- Paper: {ref.get('paper', '').strip()}, {ref.get('figure', '')}",
             f"- Earlier reproduction: {ref.get('reproduction', '').strip()}",
             f"- Run directory: `{run.dir.name}` (experiment `{d.get('experiment', spec.name)}`)", ""]
     out += [f"**Verdict: {'reproduced' if verdict['reproduced'] else 'not reproduced'}** "
-            f"({n_hold} of {len(verdict['claims'])} claims hold).", ""]
+            f"({n_hold} of {len(verdict['claims'])} claims hold"
+            + (f"; {n_na} not evaluable: their data are incomplete" if n_na else "") + ").", ""]
 
     out += ["## How this run was made", ""]
     starts = [t.start_epoch_s for t in run.trials if t.start_epoch_s is not None]
@@ -77,12 +91,20 @@ def render_report(run: RunInfo, summary: pd.DataFrame, verdict: dict, problems: 
             f"- First trial start: {_utc(min(starts) if starts else None)}",
             f"- Toolkit commit: {d.get('toolkit_commit', 'not recorded')}"]
     skip = {"experiment", "spec", "trials", "nodes", "site", "mode", "time_scale", "toolkit_commit",
-            "phase_start_skew_ms", "raw_sha256"}
+            "phase_start_skew_ms", "raw_sha256", "spec_file"}
+    if "spec_file" in d:
+        out.append(f"- Experiment file: {_spec_file(d['spec_file'])}")
     for k, v in d.items():
         if k not in skip:
             out.append(f"- {k}: {_value(v)}")
     if isinstance(d.get("raw_sha256"), dict):
         out.append(f"- Raw files: {len(d['raw_sha256'])}, each with its sha256 in run.json (`raw_sha256`)")
+    if run.raw_check is not None:
+        out.append(f"- Raw files checked before this analysis: {run.raw_check.summary()}")
+    if record:
+        mb = record.get("made_by", {})
+        out.append(f"- Analysed by toolkit version {mb.get('version')} ({mb.get('version_from')}); "
+                   "what made this analysis and from what: `analysis.json`")
     skew = d.get("phase_start_skew_ms")
     if isinstance(skew, dict) and skew:
         out += ["", "Phase-start skew (ms): for each phase, the median lag of the flow starts/ends that open it "
@@ -125,15 +147,27 @@ def render_report(run: RunInfo, summary: pd.DataFrame, verdict: dict, problems: 
 
     out += ["## The paper's claims", ""]
     for c in verdict["claims"]:
-        out += [f"### {c['id']}: {'holds' if c['holds'] else 'does not hold'}", "", f"> {c['text']}", "",
-                c["evidence"], ""]
+        status = c.get("status") or ("holds" if c["holds"] else "fails")
+        out += [f"### {c['id']}: {_STATUS.get(status, status)}", "", f"> {c['text']}", ""]
+        if c.get("reason"):
+            out += [f"Not evaluable: {c['reason']}. What is there: {c['evidence']}", ""]
+        else:
+            out += [c["evidence"], ""]
     out += ["Thresholds are those fixed in the experiment spec before any run (section `claims`).", ""]
 
     out += ["## Data problems", ""]
-    out += [f"- {p}" for p in problems] if problems else ["None: every expected raw file was present."]
+    incomplete = [t for t in run.trials if t.incomplete]
+    out += [f"- trial {t.id} incomplete: {', '.join(t.incomplete)}" for t in incomplete]
+    out += [f"- {p}" for p in problems]
+    if not problems and not incomplete:
+        out += ["None: every expected raw file was present."]
     if spec.name == "pie-vs-red":
         out += ["", "## The 2016 finding", "", FINDING_2016]
     where = f"results/{d.get('experiment', spec.name)}/{run.dir.name}"
-    out += ["", "## Regenerate", "", f"`python -m analysis {where}` rewrites tidy.csv.gz, summary.csv, "
-            "verdict.json, figures/ and this report from run.json and raw/ (raw/ is only read).", ""]
+    sub = "" if out_dir is None or out_dir == run.dir else f" (this one is in `{out_dir.name}/`)"
+    out += ["", "## Regenerate", "", f"`python -m analysis {where}{' --partial' if (record or {}).get('partial') else ''}` "
+            "checks raw/ against run.json and writes tidy.csv.gz, summary.csv, verdict.json, figures/, "
+            "this report and analysis.json from run.json and raw/ (both only read). The same toolkit "
+            "version writes the same bytes again; another version writes into a new "
+            f"`analysis-<version>/` folder of the run, keeping this one{sub}.", ""]
     return "\n".join(out)

@@ -136,6 +136,9 @@ def build_tidy(run: RunInfo) -> tuple[pd.DataFrame, list[str]]:
         if not trial.ran:
             problems.append(f"run.json: no record of trial {trial.id}; its summary rows are empty")
             continue
+        if trial.start_epoch_s is None:
+            problems.append(f"run.json: trial {trial.id} has no start time; its raw files are not read")
+            continue
         tdir = run.raw_dir / trial.id
         if not tdir.is_dir():
             problems.append(f"raw/{trial.id}/: missing")

@@ -12,7 +12,10 @@ Check kinds (experiment.yml, section "claims"); every threshold comes from the s
   and, if ``max_utilization_difference`` is given,
   |utilization(higher) - utilization(lower)| <= max_utilization_difference.
 
-A value that is missing (no row, or NaN) makes its claim fail, and the evidence says so.
+A value that is missing (no row, or NaN) in complete data makes its claim fail, and the
+evidence says so. A claim that reads a trial whose data are incomplete (a raw file missing,
+altered or unlisted, a trial not run or without a start time) is *not evaluable*: it neither
+holds nor fails (:func:`evaluate`).
 """
 
 from __future__ import annotations
@@ -102,20 +105,44 @@ def check_compare(summary: pd.DataFrame, c: dict) -> tuple[bool, str]:
 CHECKS = {"bound": check_bound, "rise_and_fall": check_rise_and_fall, "compare": check_compare}
 
 
-def evaluate(summary: pd.DataFrame, claims: list[dict]) -> dict:
+def claim_pairs(check: dict) -> list[tuple[str, str]]:
+    """The (aqm, variant) trials a check reads, from its own data: ``aqm`` (bound,
+    rise_and_fall) or ``higher`` and ``lower`` (compare), each with every one of ``variants``."""
+    aqms = [check["aqm"]] if "aqm" in check else [check["higher"], check["lower"]]
+    return [(a, v) for a in dict.fromkeys(aqms) for v in check["variants"]]
+
+
+def evaluate(summary: pd.DataFrame, claims: list[dict],
+             incomplete: dict[tuple[str, str], list[str]] | None = None) -> dict:
     """Evaluate ``claims`` (the spec's ``claims`` list) against ``summary`` (SUMMARY_COLUMNS).
 
+    Args:
+        summary: the per-phase table.
+        claims: the spec's claims.
+        incomplete: (aqm, variant) -> reasons that trial's data are incomplete
+            (``RunInfo.incomplete_pairs()``). A claim reading such a trial
+            (:func:`claim_pairs`) is not evaluable, whatever its numbers say.
     Returns:
-        ``{"reproduced": bool, "claims": [{"id", "text", "holds", "evidence"}, ...]}``;
-        reproduced is True only if every claim holds (and there is at least one).
+        ``{"reproduced": bool, "claims": [{"id", "text", "status", "holds", "evidence"[, "reason"]}, ...]}``:
+        status ``holds`` (holds true), ``fails`` (holds false) or ``not evaluable`` (holds
+        null, and ``reason`` names each incomplete trial and why; evidence shows the numbers
+        of what is there). reproduced is True only if every claim holds (and there is at
+        least one): never when a claim is not evaluable.
     Raises:
         ValueError: a claim has an unknown check kind.
     """
+    incomplete = incomplete or {}
     out = []
     for cl in claims:
         kind = cl["check"]["kind"]
         if kind not in CHECKS:
             raise ValueError(f"claim {cl['id']}: unknown check kind {kind!r}; expected one of {', '.join(CHECKS)}")
         holds, evidence = CHECKS[kind](summary, cl["check"])
-        out.append({"id": cl["id"], "text": cl["text"], "holds": bool(holds), "evidence": evidence})
-    return {"reproduced": bool(out) and all(c["holds"] for c in out), "claims": out}
+        gaps = [(a, v) for a, v in claim_pairs(cl["check"]) if incomplete.get((a, v))]
+        c = {"id": cl["id"], "text": cl["text"], "status": "holds" if holds else "fails",
+             "holds": bool(holds), "evidence": evidence}
+        if gaps:
+            c.update(status="not evaluable", holds=None, reason="data incomplete: " + "; ".join(
+                f"{a}/{v}: {', '.join(incomplete[(a, v)])}" for a, v in gaps))
+        out.append(c)
+    return {"reproduced": bool(out) and all(c["holds"] is True for c in out), "claims": out}

@@ -1,4 +1,4 @@
-"""``python -m netrepro.bench [experiment] [--run DIR]``: the figures of a finished run.
+"""``python -m netrepro.bench [experiment] [--run DIR] [--json] [--partial]``: the figures of a finished run.
 
 Prints, from run.json, timings.json (written by ``netrepro reproduce``) and raw/:
 
@@ -9,95 +9,190 @@ Prints, from run.json, timings.json (written by ``netrepro reproduce``) and raw/
 - phase-start skew per trial and phase (ms) and its maximum;
 - the share of ping samples recorded: replies in ping.txt / (schedule / interval) per client;
 - how busy the bottleneck node's CPU was during each trial (from its /proc/stat snapshots).
+
+Like the analysis, it first validates run.json and checks every raw file against its
+sha256 sums (analysis.run.open_run): a damaged run is refused (exit 2, one line naming each
+missing, altered or unlisted file) unless ``--partial`` (``make bench PARTIAL=1``), which
+computes the figures from what is there and lists the incomplete trials. Nothing is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import math
 import re
 import sys
 from pathlib import Path
 
-from netrepro.spec import REPO_ROOT
+from netrepro.spec import REPO_ROOT, SpecError
 
 REPLY = re.compile(r"^\[\d+\.\d+\] \d+ bytes from .*time=")
 
 
-def ping_share(run_dir: Path, run: dict) -> dict[str, float]:
-    """trial/client -> replies recorded / samples expected (duration / interval)."""
-    spec = run["spec"]
+def _num(x) -> float | None:
+    """A finite JSON number as float, else None (run.json and timings.json fields)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+def _dict(x) -> dict:
+    return x if isinstance(x, dict) else {}
+
+
+def _text(path: Path) -> str | None:
+    """A raw file's text (undecodable bytes replaced), None when it cannot be read."""
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _duration_s(record: dict, phases: list[dict]) -> float:
+    """A trial's schedule (s): run.json's ``duration_s``, else the end of its last phase."""
+    return _num(record.get("duration_s")) or max(p["end_s"] for p in phases)
+
+
+def ping_share(run) -> dict[str, float]:
+    """trial/client -> replies recorded / samples expected (duration / interval), for every
+    ping.txt of a trial that ran (``run``: analysis.run.RunInfo)."""
+    spec = run.spec
     interval = next((c["interval_s"] for c in spec["collectors"] if c["kind"] == "ping"), 0.1)
+    records = {t.get("id"): t for t in run.data["trials"]}
     out = {}
-    for t in run["trials"]:
-        expected = t["duration_s"] / interval
-        for p in sorted((run_dir / "raw" / t["id"]).glob("*/ping.txt")):
-            n = sum(1 for line in p.read_text().splitlines() if REPLY.match(line))
-            out[f"{t['id']}/{p.parent.name}"] = n / expected if expected else float("nan")
+    for t in run.trials:
+        if not t.ran:
+            continue
+        expected = _duration_s(records[t.id], t.phases) / interval
+        for p in sorted((run.raw_dir / t.id).glob("*/ping.txt")):
+            text = _text(p)
+            if text is None:
+                continue
+            n = sum(1 for line in text.splitlines() if REPLY.match(line))
+            out[f"{t.id}/{p.parent.name}"] = n / expected if expected else float("nan")
     return out
 
 
-def figures(run_dir: Path) -> dict:
-    """The figures above as a dict (also what ``--json`` prints)."""
-    run = json.loads((run_dir / "run.json").read_text())
-    timings = {}
-    if (run_dir / "timings.json").is_file():
-        timings = json.loads((run_dir / "timings.json").read_text())
-    sched = sum(t["duration_s"] + t.get("base_rtt_s", 0) for t in run["trials"])
-    wall_trials = run.get("wall_s") or sum(t.get("wall_s", 0) for t in run["trials"])
-    wall_total = timings.get("total_s", wall_trials)
-    # recomputed from the raw flows.csv, so runs recorded by older versions are measured alike
+def _timings(run_dir: Path, partial: bool) -> tuple[dict, list[str]]:
+    """timings.json (step -> seconds) if there is one; a junk one is refused unless partial."""
+    from analysis.run import PARTIAL_HINT, AnalysisError
+
+    path = run_dir / "timings.json"
+    if not path.exists():
+        return {}, []
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict) and all(_num(v) is not None for v in data.values()):
+        return data, []
+    if not partial:
+        raise AnalysisError(path, "expected a JSON object of step -> seconds (written by `netrepro reproduce`); "
+                                  + PARTIAL_HINT)
+    return {}, ["timings.json: not a JSON object of step -> seconds; ignored"]
+
+
+def _cpu_busy(trial_dir: Path) -> float | None:
+    from netrepro.controller import cpu_busy
+
+    try:
+        before = json.loads(_text(trial_dir / "meta-before.json") or "")
+        after = json.loads(_text(trial_dir / "meta-after.json") or "")
+        return cpu_busy(before, after) if isinstance(before, dict) and isinstance(after, dict) else None
+    except (ValueError, TypeError, IndexError, ZeroDivisionError):
+        return None
+
+
+def figures(run_dir: Path, partial: bool = False) -> dict:
+    """The figures above as a dict (also what ``--json`` prints).
+
+    Args:
+        run_dir: the run folder.
+        partial: accept raw files that differ from run.json's record (figures from what is there).
+    Raises:
+        analysis.AnalysisError: run.json missing or malformed, raw files damaged (unless
+            partial), timings.json junk (unless partial); one line naming the file and field.
+        SpecError: the spec in run.json does not validate.
+    """
+    from analysis.run import open_run
     from netrepro.controller import phase_start_skew
-    from netrepro.spec import Spec
-    spec = Spec.from_data(run["spec"])
-    per_trial = {t["id"]: phase_start_skew(spec, run["time_scale"], run_dir / "raw" / t["id"], t["start_epoch_s"])
-                 for t in run["trials"] if t.get("start_epoch_s")}
+
+    run = open_run(run_dir, partial=partial)
+    timings, notes = _timings(run.dir, partial)
+    data, spec = run.data, run.spec
+    ran = [t for t in run.trials if t.ran]
+    records = {t.get("id"): t for t in data["trials"]}
+    sched = sum(_duration_s(records[t.id], t.phases) + (_num(records[t.id].get("base_rtt_s")) or 0) for t in ran)
+    wall_trials = _num(data.get("wall_s")) or sum(_num(records[t.id].get("wall_s")) or 0 for t in ran)
+    wall_total = _num(timings.get("total_s")) or wall_trials
+    # recomputed from the raw flows.csv, so runs recorded by older versions are measured alike
+    per_trial = {}
+    for t in ran:
+        if t.start_epoch_s is None:
+            continue
+        try:
+            per_trial[t.id] = phase_start_skew(spec, run.time_scale, run.raw_dir / t.id, t.start_epoch_s)
+        except (OSError, ValueError, csv.Error):
+            notes.append(f"raw/{t.id}: flows files unreadable; no phase-start skew")
     skews = {f"{tid}/{ph}": v["skew_ms"] for tid, phs in per_trial.items() for ph, v in phs.items()}
     lags = {f"{tid}/{ph}": v["lag_ms"] for tid, phs in per_trial.items() for ph, v in phs.items()}
-    shares = ping_share(run_dir, run)
-    from netrepro.controller import cpu_busy
-    bn = run["spec"]["bottleneck"]["node"]
-    busy = {}
-    for t in run["trials"]:
-        d = run_dir / "raw" / t["id"] / bn
-        try:
-            busy[t["id"]] = cpu_busy(json.loads((d / "meta-before.json").read_text()),
-                                     json.loads((d / "meta-after.json").read_text()))
-        except (OSError, ValueError):
-            busy[t["id"]] = None
-    site_t = run.get("timings_s") or {}
+    shares = ping_share(run)
+    bn = spec["bottleneck"]["node"]
+    busy = {t.id: _cpu_busy(run.raw_dir / t.id / bn) for t in ran}
+    site_t = _dict(data.get("timings_s"))
     return {
-        "run": str(run_dir), "site": run.get("site"), "mode": run.get("mode"), "time_scale": run.get("time_scale"),
+        "run": str(run_dir), "site": data.get("site"), "mode": data.get("mode"), "time_scale": run.time_scale,
         "wall_total_s": wall_total, "wall_trials_s": wall_trials, "schedule_sum_s": sched,
         "overhead_total": (wall_total - sched) / sched if sched else None,
         "overhead_trials": (wall_trials - sched) / sched if sched else None,
-        "breakdown_s": {"micro-VM boot + site build": (run.get("site_status") or {}).get("vm_boot_s"),
-                        "up (incl. boot, SSH ready)": timings.get("up_s", site_t.get("up")),
-                        "provision": timings.get("provision_s", site_t.get("provision")),
-                        "trials": wall_trials, "analysis": timings.get("analyze_s"), "down": timings.get("down_s")},
-        "trial_wall_s": {t["id"]: t.get("wall_s") for t in run["trials"]},
+        "breakdown_s": {"micro-VM boot + site build": _num(_dict(data.get("site_status")).get("vm_boot_s")),
+                        "up (incl. boot, SSH ready)": _num(timings.get("up_s", site_t.get("up"))),
+                        "provision": _num(timings.get("provision_s", site_t.get("provision"))),
+                        "trials": wall_trials, "analysis": _num(timings.get("analyze_s")),
+                        "down": _num(timings.get("down_s"))},
+        "trial_wall_s": {t.id: _num(records[t.id].get("wall_s")) for t in ran},
         "phase_start_skew_ms": skews, "max_phase_start_skew_ms": max(map(abs, skews.values())) if skews else None,
         "max_phase_start_lag_ms": max(lags.values()) if lags else None,
         "bottleneck_cpu_busy": busy,
         "ping_share": shares, "min_ping_share": min(shares.values()) if shares else None,
+        "raw_check": run.raw_check.summary(),
+        "incomplete_trials": {t.id: t.incomplete for t in run.trials if t.incomplete},
+        "notes": notes,
     }
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        self.exit(2, f"netrepro.bench: {message}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="netrepro.bench", description=__doc__.splitlines()[0])
+    from analysis.run import AnalysisError
+
+    ap = _Parser(prog="netrepro.bench", description=__doc__.splitlines()[0])
     ap.add_argument("experiment", nargs="?", default="pie-vs-red")
     ap.add_argument("--run", help="run folder (default: results/<experiment>/latest)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--partial", action="store_true",
+                    help="measure a run whose raw files differ from run.json's record (default: refuse it)")
     a = ap.parse_args(argv)
     run_dir = Path(a.run) if a.run else REPO_ROOT / "results" / a.experiment / "latest"
-    if not (run_dir / "run.json").is_file():
-        print(f"netrepro.bench: {run_dir / 'run.json'}: no such file; expected a finished run folder", file=sys.stderr)
+    try:
+        f = figures(run_dir.resolve(), a.partial)
+    except (AnalysisError, SpecError) as exc:
+        print(f"netrepro.bench: {exc}", file=sys.stderr)
         return 2
-    f = figures(run_dir.resolve())
     if a.json:
         print(json.dumps(f, indent=1))
         return 0
     print(f"run {f['run']} (site {f['site']}, mode {f['mode']}, TIME_SCALE {f['time_scale']})")
+    print(f"raw files: {f['raw_check']}")
+    for tid, why in f["incomplete_trials"].items():
+        print(f"incomplete trial {tid}: {', '.join(why)}")
+    for n in f["notes"]:
+        print(f"note: {n}")
     print(f"wall time: {f['wall_total_s']:.0f} s in all; trials {f['wall_trials_s']:.0f} s for {f['schedule_sum_s']:.0f} s of schedule")
     if f["overhead_total"] is not None:
         print(f"orchestration overhead (wall - schedule) / schedule: {f['overhead_total']:.2f} overall, {f['overhead_trials']:.2f} within the trials step")

@@ -21,6 +21,7 @@ from analysis.run import AnalysisError, TrialInfo
 from analysis.summary import SUMMARY_COLUMNS, phase_utilization, summarize
 from analysis.tidy import TIDY_COLUMNS, assign_phase
 from analysis.verdict import evaluate
+from netrepro.controller import sha256_tree
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC_FILE = REPO / "experiments" / "pie-vs-red" / "experiment.yml"
@@ -233,7 +234,8 @@ def test_all_claims_needed_and_unknown_kind():
                   ("red", "limited", "p3"): 30.0, ("pie", "limited", "p3"): 20.0})
     v = evaluate(s, [BOUND, CMP])
     assert [c["holds"] for c in v["claims"]] == [True, False] and not v["reproduced"]
-    assert set(v["claims"][0]) == {"id", "text", "holds", "evidence"}
+    assert set(v["claims"][0]) == {"id", "text", "status", "holds", "evidence"}
+    assert [c["status"] for c in v["claims"]] == ["holds", "fails"]
     with pytest.raises(ValueError):
         evaluate(s, [{"id": "x", "text": "t", "check": {"kind": "nope"}}])
 
@@ -313,7 +315,8 @@ def make_synthetic_run(root: Path, time_scale: float = 0.1, seed: int = 1) -> Pa
         trials.append(trial)
     run = {"experiment": "pie-vs-red", "spec": spec, "time_scale": time_scale, "site": "local", "mode": "vm",
            "trials": trials, "toolkit_commit": "abc1234", "phase_start_skew_ms": {"pie-unlimited": {"client2": 12}},
-           "nodes": {"router": {"kernel": "6.1.0-test", "iproute2": "6.1.0", "sysctls": {"net.ipv4.ip_forward": 1}}}}
+           "nodes": {"router": {"kernel": "6.1.0-test", "iproute2": "6.1.0", "sysctls": {"net.ipv4.ip_forward": 1}}},
+           "raw_sha256": sha256_tree(run_dir / "raw")}  # as netrepro.controller.run records them
     (run_dir / "run.json").write_text(json.dumps(run))
     return run_dir
 
@@ -344,7 +347,8 @@ def test_end_to_end(tmp_path, capsys):
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert set(verdict) == {"reproduced", "claims"} and verdict["reproduced"] is True
     assert [c["id"] for c in verdict["claims"]] == ["pie-near-target", "red-follows-load", "red-above-pie-under-load"]
-    assert all(set(c) == {"id", "text", "holds", "evidence"} for c in verdict["claims"])
+    assert all(set(c) == {"id", "text", "status", "holds", "evidence"} for c in verdict["claims"])
+    assert all(c["status"] == "holds" and c["holds"] is True for c in verdict["claims"])
 
     with gzip.open(run_dir / "tidy.csv.gz", "rt") as fh:
         tidy = pd.read_csv(fh, keep_default_na=False, na_values=[""])
@@ -368,13 +372,18 @@ def test_end_to_end(tmp_path, capsys):
     assert analysis.analyze_run(run_dir) == verdict  # re-run replaces outputs with the same result
 
 
-def test_missing_files_do_not_crash(tmp_path):
+def test_missing_files_refused_then_partial(tmp_path):
     run_dir = make_synthetic_run(tmp_path)
     (run_dir / "raw" / "red-limited" / "client3" / "ping.txt").unlink()
     (run_dir / "raw" / "pie-limited" / "router" / "qdisc.jsonl").unlink()
     import shutil
     shutil.rmtree(run_dir / "raw" / "red-unlimited")
-    res = analysis.analyze(run_dir, figures=False)
+    with pytest.raises(AnalysisError, match=r"raw_sha256: 12 raw files differ from the record: .*"
+                                            r"raw/red-limited/client3/ping.txt \(missing\).*add --partial"):
+        analysis.analyze(run_dir, figures=False)
+    assert sorted(p.name for p in run_dir.iterdir()) == ["raw", "run.json"]  # nothing written
+    res = analysis.analyze(run_dir, figures=False, partial=True)
+    assert res.out_dir.parent == run_dir and res.out_dir.name.endswith("-partial")
     assert "raw/red-limited/client3/ping.txt: missing" in res.problems
     assert "raw/red-unlimited/: missing" in res.problems
     s = res.summary
@@ -384,9 +393,9 @@ def test_missing_files_do_not_crash(tmp_path):
     assert s[(s["aqm"] == "pie") & (s["variant"] == "limited")]["utilization"].isna().all()
     v = res.verdict
     assert v["reproduced"] is False
-    cmp = v["claims"][2]
-    assert cmp["holds"] is False and "missing" in cmp["evidence"]
-    assert "raw/red-unlimited/: missing" in (run_dir / "report.md").read_text()
+    assert [c["status"] for c in v["claims"]] == ["not evaluable"] * 3 and all(c["holds"] is None for c in v["claims"])
+    assert "pie/limited: raw/pie-limited/router/qdisc.jsonl (missing)" in v["claims"][0]["reason"]
+    assert "raw/red-unlimited/: missing" in (res.out_dir / "report.md").read_text()
 
 
 def test_trial_missing_from_run_json(tmp_path):
@@ -394,9 +403,12 @@ def test_trial_missing_from_run_json(tmp_path):
     data = json.loads((run_dir / "run.json").read_text())
     data["trials"] = data["trials"][:3]
     (run_dir / "run.json").write_text(json.dumps(data))
-    res = analysis.analyze(run_dir, figures=False)
+    res = analysis.analyze(run_dir, figures=False)  # a shorter record is intact: no --partial needed
     assert len(res.summary) == 20 and any("red-limited" in p for p in res.problems)
-    assert res.verdict["claims"][1]["holds"] is False
+    # red-follows-load and red-above-pie-under-load read red/limited, which did not run
+    assert [c["status"] for c in res.verdict["claims"]] == ["holds", "not evaluable", "not evaluable"]
+    assert "red/limited: not run" in res.verdict["claims"][1]["reason"]
+    assert res.out_dir == run_dir
 
 
 def test_bad_run_dir(tmp_path, capsys):
@@ -412,6 +424,10 @@ def test_bad_run_dir(tmp_path, capsys):
     assert main([str(tmp_path)]) == 2
     assert "run.json:spec" in capsys.readouterr().err
     spec = yaml.safe_load(SPEC_FILE.read_text())
-    (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "trials": [{"aqm": "pie", "variant": "limited"}]}))
-    with pytest.raises(AnalysisError, match=r"start_epoch_s"):
+    trial = {"id": "pie-limited", "aqm": "pie", "variant": "limited"}
+    (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "time_scale": 1, "trials": [trial], "raw_sha256": {}}))
+    with pytest.raises(AnalysisError, match=r"run.json: trials\[0\].start_epoch_s: missing; .*add --partial"):
+        analysis.analyze_run(tmp_path)
+    (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "trials": [trial]}))
+    with pytest.raises(AnalysisError, match=r"run.json: time_scale: missing"):
         analysis.analyze_run(tmp_path)

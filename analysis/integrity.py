@@ -1,0 +1,137 @@
+"""Check a run's raw files against the sha256 sums run.json records (``raw_sha256``).
+
+``netrepro run`` records, when a run ends, ``raw_sha256``: path relative to ``raw/`` ->
+sha256 hex digest of every file under ``raw/`` (netrepro.controller.sha256_tree). Before
+analysing, every recorded file is hashed again and every file under ``raw/`` is listed: a
+recorded file that is gone is *missing*, one whose bytes differ is *altered* (or
+*unreadable*), and a file that the record does not name is *unlisted*. Any of these is
+damage: the analysis refuses the run unless told to analyze what is there
+(:func:`analysis.run.open_run`). Nothing is written here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def sha256_file(path: Path) -> str:
+    """sha256 hex digest of a file's bytes (read in 1 MiB blocks). Raises OSError."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class RawCheck:
+    """The raw files against the record.
+
+    Attributes:
+        recorded: run.json's ``raw_sha256`` (path relative to raw/ -> sha256 hex).
+        actual: path relative to raw/ -> sha256 hex of every file now under raw/ (None for
+            an unreadable file).
+        missing, altered, unreadable, unlisted: paths relative to raw/, sorted.
+    """
+
+    recorded: dict[str, str]
+    actual: dict[str, str | None] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    altered: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    unlisted: list[str] = field(default_factory=list)
+
+    @property
+    def damaged(self) -> list[tuple[str, str]]:
+        """``[(path relative to raw/, "missing" | "altered" | "unreadable" | "unlisted")]``, by path."""
+        out = [(p, "missing") for p in self.missing] + [(p, "altered") for p in self.altered]
+        out += [(p, "unreadable") for p in self.unreadable] + [(p, "unlisted") for p in self.unlisted]
+        return sorted(out)
+
+    def describe(self) -> str:
+        """One line naming each damaged file, e.g. ``2 raw files differ from the record:
+        raw/a/client1/ping.txt (missing), raw/a/router/qdisc.jsonl (altered)``."""
+        d = self.damaged
+        return (f"{len(d)} raw file{'s' if len(d) != 1 else ''} differ{'s' if len(d) == 1 else ''} from the record: "
+                + ", ".join(f"raw/{p} ({kind})" for p, kind in d))
+
+    def by_trial(self) -> dict[str, list[str]]:
+        """Trial id (first path part) -> ``["raw/<path> (<kind>)", ...]`` of its damaged files."""
+        out: dict[str, list[str]] = {}
+        for p, kind in self.damaged:
+            out.setdefault(p.split("/", 1)[0], []).append(f"raw/{p} ({kind})")
+        return out
+
+    def summary(self) -> str:
+        """One line for report.md: all files match, or the damage."""
+        if not self.damaged:
+            n = len(self.recorded)
+            return f"all {n} raw file{'s' if n != 1 else ''} match the sha256 sums in run.json"
+        return self.describe()
+
+    def tree_sha256(self) -> str:
+        """sha256 of the raw tree as it is now (sorted ``path<TAB>sha256`` lines): names the
+        exact data an analysis read."""
+        text = "".join(f"{p}\t{d or 'unreadable'}\n" for p, d in sorted(self.actual.items()))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _check_record(record, run_json: Path) -> dict[str, str]:
+    from analysis.run import AnalysisError  # the one error type of the analysis
+
+    if record is None:
+        raise AnalysisError(run_json, "raw_sha256: missing; expected the sha256 of every raw file "
+                                      "(written by `netrepro run`), to check raw/ against")
+    if not isinstance(record, dict):
+        raise AnalysisError(run_json, f"raw_sha256: expected an object of path -> sha256, got {type(record).__name__}")
+    for k, v in record.items():
+        parts = PurePosixPath(k).parts
+        if (not k or k.startswith("/") or "\\" in k or any(p in ("", ".", "..") for p in k.split("/"))
+                or not parts):
+            raise AnalysisError(run_json, f"raw_sha256: key {k[:80]!r}: expected a path inside raw/")
+        if not isinstance(v, str) or not _HEX64.match(v):
+            raise AnalysisError(run_json, f"raw_sha256: {k[:80]}: expected a sha256 (64 hex digits), got {str(v)[:80]!r}")
+    return record
+
+
+def verify_raw(raw_dir: Path, record, run_json: Path) -> RawCheck:
+    """Hash every file under ``raw_dir`` and compare with ``record`` (run.json's raw_sha256).
+
+    Args:
+        raw_dir: the run's raw/ folder (may be absent: every recorded file is then missing).
+        record: run.json's ``raw_sha256`` value, as parsed.
+        run_json: run.json's path, for error messages.
+    Returns:
+        RawCheck (damage listed, never raised).
+    Raises:
+        AnalysisError: ``raw_sha256`` missing, not an object, a key that is not a path
+            inside raw/, or a value that is not a sha256.
+    """
+    record = _check_record(record, run_json)
+    check = RawCheck(recorded=record)
+    if raw_dir.is_dir():
+        for p in sorted(raw_dir.rglob("*")):
+            if not p.is_file():
+                continue
+            rel = p.relative_to(raw_dir).as_posix()
+            try:
+                check.actual[rel] = sha256_file(p)
+            except OSError:
+                check.actual[rel] = None
+    for rel, digest in sorted(record.items()):
+        if rel not in check.actual:
+            check.missing.append(rel)
+        elif check.actual[rel] is None:
+            check.unreadable.append(rel)
+        elif check.actual[rel] != digest:
+            check.altered.append(rel)
+    check.unlisted = sorted(rel for rel in check.actual if rel not in record)
+    return check
+
+
+__all__ = ["RawCheck", "verify_raw", "sha256_file"]
