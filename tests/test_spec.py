@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro.spec import EXPERIMENTS_DIR, Spec, SpecError, load_spec, resolve_path
+from netrepro.spec import EXPERIMENTS_DIR, SCHEMA_PATH, Spec, SpecError, check_time_scale, load_spec, resolve_path
 
 REAL = EXPERIMENTS_DIR / "pie-vs-red" / "experiment.yml"
 DATA = Path(__file__).resolve().parent / "data" / "specs"
@@ -79,10 +79,22 @@ def test_scaled(spec):
     assert spec.scaled(1)["duration_s"] == 250
 
 
-@pytest.mark.parametrize("bad", [0, -1, -0.5, float("nan")])
-def test_scaled_rejects_non_positive(spec, bad):
-    with pytest.raises(ValueError, match="TIME_SCALE"):
+@pytest.mark.parametrize("bad", [0, -1, -0.5, float("nan"), float("inf"), 1e-300, 1e300, 0.0009, 100.5])
+def test_scaled_rejects_out_of_range(spec, bad):
+    with pytest.raises(ValueError, match="TIME_SCALE: expected a number from 0.001 to 100"):
         spec.scaled(bad)
+
+
+@pytest.mark.parametrize("given,expected", [("0.001", 0.001), ("1", 1.0), (0.1, 0.1), ("100", 100.0), ("1e-1", 0.1)])
+def test_check_time_scale_accepts(given, expected):
+    assert check_time_scale(given) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "nan", "inf", "-1", "1e-300", "1e300", None, True, [1]])
+def test_check_time_scale_refuses(bad):
+    with pytest.raises(ValueError) as ei:
+        check_time_scale(bad)
+    assert str(ei.value).startswith("TIME_SCALE: expected a number from 0.001 to 100") and "\n" not in str(ei.value)
 
 
 def test_every_experiment_validates():
@@ -300,3 +312,102 @@ def test_claim_with_unknown_kind_is_one_line(tmp_path, base_data):
     with pytest.raises(SpecError) as ei:
         load_spec(path)
     _assert_one_line(ei.value, path, "claims[0].check", ["bounds"])
+
+
+# --- numbers, claims and generic AQMs (issue 6) ---------------------------------------------
+def _numeric_schemas(node, where="schema"):
+    """(where, subschema) of every subschema that admits numbers (not via $ref)."""
+    if isinstance(node, dict):
+        types = node.get("type", [])
+        types = [types] if isinstance(types, str) else types
+        if {"number", "integer"} & set(types):
+            yield where, node
+        for k, v in node.items():
+            yield from _numeric_schemas(v, f"{where}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _numeric_schemas(v, f"{where}[{i}]")
+
+
+def test_every_number_in_the_schema_has_a_range_and_a_unit():
+    import json
+    found = list(_numeric_schemas(json.loads(SCHEMA_PATH.read_text())))
+    assert len(found) > 20
+    for where, sch in found:
+        assert {"minimum", "exclusiveMinimum"} & set(sch), f"{where}: no lower bound"
+        assert {"maximum", "exclusiveMaximum"} & set(sch), f"{where}: no upper bound"
+        assert sch.get("description"), f"{where}: no description with the unit"
+
+
+def test_claim_statistics_are_summary_columns():
+    import json
+    from analysis.summary import SUMMARY_COLUMNS
+    enum = json.loads(SCHEMA_PATH.read_text())["$defs"]["statistic"]["enum"]
+    assert set(enum) <= set(SUMMARY_COLUMNS)
+    assert {c for c in SUMMARY_COLUMNS if c.startswith("delay_")} <= set(enum)
+
+
+def _add_codel(d, trial=False):
+    d["aqms"]["codel"] = {"qdisc": "codel", "params": {"target_ms": 5, "interval_ms": 100, "ecn": False}}
+    if trial:
+        d["trials"].append({"aqm": "codel", "variant": "unlimited"})
+
+
+BAD_NEW = [
+    ("nan-in-a-list", lambda d: d["flows"][1].__setitem__("start_s", float("nan")),
+     "flows[1].start_s", ["expected a finite number, got .nan"]),
+    ("inf-in-a-mapping", lambda d: d["aqms"]["red"]["params"].__setitem__("probability", float("inf")),
+     "aqms.red.params.probability", ["expected a finite number, got .inf"]),
+    ("integer-key", lambda d: d["variants"].__setitem__(1, {"description": "x"}),
+     "variants", ["expected text keys", "1"]),
+    ("jitter-too-large", lambda d: d["links"]["delays"][0].__setitem__("jitter_ms", 20000),
+     "links.delays[0].jitter_ms", ["<= 10000", "got 20000", "ms"]),
+    ("probability-zero", lambda d: d["aqms"]["red"]["params"].__setitem__("probability", 0),
+     "aqms.red.params.probability", ["expected a number > 0 and <= 1", "got 0"]),
+    ("pie-target-1e-300", lambda d: d["aqms"]["pie"]["params"].__setitem__("target_ms", 1e-300),
+     "aqms.pie.params.target_ms", [">= 0.001", "got 1e-300"]),
+    ("claim-lower-aqm-not-run", lambda d: (_add_codel(d), d["claims"][2]["check"].__setitem__("lower", "codel")),
+     "claims[2].check.lower", ["no trial runs AQM 'codel'", "pie, red"]),
+    ("claim-compares-an-aqm-with-itself", lambda d: d["claims"][2]["check"].__setitem__("lower", "red"),
+     "claims[2].check.lower", ["other than higher", "'red'"]),
+    ("claim-pair-not-run", lambda d: d["trials"].pop(2),  # pie-limited
+     "claims[0].check.variants", ["no trial runs AQM 'pie' (check.aqm) with variant 'limited'"]),
+    ("phase-name-twice", lambda d: d["phases"][4].__setitem__("name", "p1"),
+     "phases[4].name", ["'p1' already names phases[0]"]),
+    ("claim-kind-wrong-field", lambda d: d["claims"][0]["check"].__setitem__("max", "forty"),
+     "claims[0].check.max", ["expected type 'number'", "'forty'"]),
+    ("generic-unknown-keyword", lambda d: (_add_codel(d), d["aqms"]["codel"]["params"].__setitem__("burst", 5)),
+     "aqms.codel.params.burst", ["not a parameter of tc-codel(8)"]),
+]
+
+
+@pytest.mark.parametrize("case,mutate,field,words", BAD_NEW, ids=[b[0] for b in BAD_NEW])
+def test_bad_spec_numbers_claims_aqms(base_data, case, mutate, field, words):
+    data = copy.deepcopy(base_data)
+    mutate(data)
+    with pytest.raises(SpecError) as ei:
+        Spec.from_data(data, "x.yml")
+    _assert_one_line(ei.value, Path("x.yml"), field, words)
+
+
+def test_generic_aqm_in_a_trial_validates_and_renders(base_data):
+    data = copy.deepcopy(base_data)
+    _add_codel(data, trial=True)
+    data["aqms"]["fqc"] = {"qdisc": "fq_codel", "params": {"limit_packets": 10240, "quantum": 1514, "ecn": True}}
+    data["trials"].append({"aqm": "fqc", "variant": "limited"})
+    s = Spec.from_data(data)
+    assert s.trial_ids[-2:] == ["codel-unlimited", "fqc-limited"]
+    from netrepro.rolevars import role_vars
+    rv = role_vars(s)
+    assert rv["aqm"]["codel"]["argv"][-6:] == ["codel", "target", "5ms", "interval", "100ms", "noecn"]
+    assert rv["aqm"]["fqc"]["argv"][-6:] == ["fq_codel", "limit", "10240", "quantum", "1514", "ecn"]
+
+
+def test_duplicate_key_names_the_line(tmp_path):
+    text = REAL.read_text().replace("    client2:\n", "    client1:\n")
+    p = tmp_path / "experiment.yml"
+    p.write_text(text)
+    with pytest.raises(SpecError) as ei:
+        load_spec(p)
+    line = text[: text.index("    client1:\n", text.index("    client1:\n") + 1)].count("\n") + 1
+    _assert_one_line(ei.value, p, f"line {line}", ["duplicate key 'client1'", "first at line"])

@@ -1,4 +1,8 @@
-"""Unit tests of netrepro.tc: the exact tc argv lists, no host needed."""
+"""Unit tests of netrepro.tc: the exact tc argv lists, no host needed; one test asks the
+installed tc (iproute2, which make setup installs) to parse every generic keyword, for a
+device that does not exist, so nothing on the host changes."""
+
+import subprocess
 
 import pytest
 
@@ -104,3 +108,89 @@ def test_num_format():
 def test_builders_are_frozen():
     with pytest.raises(Exception):
         tc.Netem(100).delay_ms = 5
+
+
+# --- generic qdiscs: only tc words reach a node -----------------------------------------
+@pytest.mark.parametrize("kind,params,key,words", [
+    ("codel", {"target": "5ms; reboot"}, "target", ["one tc word", "'5ms; reboot'"]),
+    ("codel", {"target": "$(reboot)"}, "target", ["one tc word"]),
+    ("codel", {"limit": "-1"}, "limit", ["one tc word"]),
+    ("codel", {"limit": ""}, "limit", ["one tc word"]),
+    ("codel", {"tar get": 5}, "tar get", ["tc keyword"]),
+    ("codel", {"-o": 5}, "-o", ["tc keyword"]),
+    ("codel", {"Target": 5}, "Target", ["tc keyword"]),
+    ("codel", {"targett_ms": 5}, "targett_ms", ["'targett' is not a parameter of tc-codel(8)", "interval"]),
+    ("fq", {"ecn": True}, "ecn", ["not a parameter of tc-fq(8)", "pacing"]),
+    ("codel", {"target_ms": "5"}, "target_ms", ["expected a number (the unit is in the name, _ms)"]),
+    ("codel", {"limit": -5}, "limit", ["from 0 to 4294967295", "-5"]),
+    ("codel", {"limit": 2**32}, "limit", ["from 0 to 4294967295"]),
+    ("codel", {"target_ms": float("inf")}, "target_ms", ["from 0 to"]),
+    ("codel", {"target_ms": float("nan")}, "target_ms", ["from 0 to"]),
+    ("codel", {"ecn": 1}, "ecn", ["expected true or false"]),
+    ("codel", {"limit": True}, "limit", ["expected a number or a tc word"]),
+    ("cake", {"diffserv4": False}, "diffserv4", ["no negative form"]),
+    ("codel", {"target": None}, "target", ["expected a number, a tc word or true/false"]),
+    ("codel", {"target": [5]}, "target", ["expected a number, a tc word or true/false"]),
+])
+def test_generic_refuses_what_is_not_a_tc_word(kind, params, key, words):
+    with pytest.raises(tc.TcParamError) as ei:
+        tc.Generic(kind, params).argv(tc.DEV)
+    assert ei.value.param == key
+    for w in words:
+        assert w in str(ei.value), str(ei.value)
+
+
+def test_generic_accepts_tc_words_and_negations():
+    q = tc.Generic("cake", {"bandwidth_mbit": 10, "rtt_ms": 100, "diffserv4": True, "nat": False,
+                            "split-gso": False, "ack-filter": True, "memlimit": "32m", "fwmark": "0xff"})
+    assert q.qdisc_args() == ["cake", "bandwidth", "10mbit", "rtt", "100ms", "diffserv4", "nonat",
+                              "no-split-gso", "ack-filter", "memlimit", "32m", "fwmark", "0xff"]
+    assert tc.Generic("fq", {"pacing": False, "horizon_drop": True}).qdisc_args() == ["fq", "nopacing", "horizon_drop"]
+
+
+def test_generic_kind_without_keyword_table_checks_words_only():
+    assert tc.Generic("sfq", {"perturb": 10, "quantum_bytes": 1514}).qdisc_args() == [
+        "sfq", "perturb", "10", "quantum", "1514"]
+    with pytest.raises(tc.TcParamError, match="one tc word"):
+        tc.Generic("sfq", {"perturb": "10 ; x"}).qdisc_args()
+
+
+def _tc_parse(kind: str, words: list[str]) -> str:
+    """tc 6.1's answer to ``qdisc add`` on a device that does not exist: the options are
+    parsed first, so an unknown keyword says ``What is "x"?`` and nothing reaches the kernel."""
+    proc = subprocess.run(["tc", "qdisc", "add", "dev", "nrnodev0", "root", kind, *words],
+                          capture_output=True, text=True, timeout=10)
+    assert proc.returncode != 0
+    return proc.stdout + proc.stderr
+
+
+#: A valid value of each keyword that takes one (tc-<qdisc>(8)).
+SAMPLE = {"limit": "100", "target": "5ms", "interval": "100ms", "ce_threshold": "1ms", "flows": "1024",
+          "memory_limit": "1000000", "quantum": "1514", "drop_batch": "64", "flow_limit": "100",
+          "initial_quantum": "15140", "maxrate": "10mbit", "buckets": "1024", "refill_delay": "40ms",
+          "low_rate_threshold": "550kbit", "orphan_mask": "1023", "timer_slack": "10us", "horizon": "10s",
+          "bandwidth": "10mbit", "rtt": "100ms", "memlimit": "32m", "fwmark": "0xff", "overhead": "18",
+          "mpu": "64", "burst": "32k", "buffer": "32k", "maxburst": "32k", "mtu": "1514", "minburst": "1514",
+          "rate": "10mbit", "peakrate": "20mbit", "latency": "50ms", "linklayer": "ethernet"}
+
+
+#: How tc 6.1 refuses a keyword it does not know (q_*.c: ``What is "x"?``; tbf and fifo:
+#: ``unknown parameter "x"``/``What is``).
+UNKNOWN = ("What is", "unknown parameter")
+
+
+@pytest.mark.parametrize("kind", sorted(tc.GENERIC_KEYWORDS))
+def test_every_generic_keyword_parses_in_tc(kind):
+    """Each keyword of GENERIC_KEYWORDS is one tc 6.1 (Debian 12, installed by make setup)
+    knows; a made-up one is refused, so the check can fail."""
+    out = _tc_parse(kind, ["nrbogus", "1"])
+    assert '"nrbogus"' in out and any(u in out for u in UNKNOWN), out
+    for kw, how in tc.GENERIC_KEYWORDS[kind].items():
+        args = tc.Generic(kind, {kw: True if how == "flag" else SAMPLE[kw]}).qdisc_args()[1:]
+        out = _tc_parse(kind, args)
+        assert not any(u in out for u in UNKNOWN), f"{kind} {args}: {out}"
+
+
+def test_flag_negations_are_keywords():
+    flags = {kw for kws in tc.GENERIC_KEYWORDS.values() for kw, how in kws.items() if how == "flag"}
+    assert set(tc.FLAG_NEGATIONS) <= flags and set(tc.FLAG_NEGATIONS.values()) <= flags
