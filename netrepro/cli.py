@@ -103,18 +103,22 @@ def cmd_run(args) -> int:
 
 
 def _print_verdict(verdict: dict, run_dir: Path) -> None:
+    from analysis.__main__ import LABEL
     for c in verdict["claims"]:
-        print(f"  [{'HOLDS' if c['holds'] else 'FAILS'}] {c['id']}: {c['evidence']}")
+        status = c.get("status") or ("holds" if c["holds"] else "fails")
+        print(f"  [{LABEL.get(status, status.upper())}] {c['id']}: {c.get('reason') or c['evidence']}")
     print(f"[analyze] reproduced: {'yes' if verdict['reproduced'] else 'no'}; report {run_dir / 'report.md'}")
 
 
 def cmd_analyze(args) -> int:
+    """Check the run's raw files against run.json, analyze, print the verdict (analysis.analyze)."""
+    from analysis import analyze
     from netrepro import controller
     target = Path(args.run) if args.run else controller.RESULTS_ROOT / load_spec(args.experiment).name / "latest"
-    run_dir = target.resolve()
-    if not (run_dir / "run.json").is_file():
-        raise SpecError(run_dir / "run.json", "(file)", "no run.json: expected a run folder made by `netrepro run`")
-    _print_verdict(controller.analyze(run_dir), run_dir)
+    res = analyze(target.resolve(), partial=args.partial)
+    for p in res.problems:
+        print(f"[analyze] data problem: {p}")
+    _print_verdict(res.verdict, res.out_dir)
     return 0
 
 
@@ -208,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--trial", action="append", help="run only this trial (aqm-variant); repeatable")
     sp = add("analyze", cmd_analyze, "analyze a run folder (default: results/<experiment>/latest)", site=False)
     sp.add_argument("--run", default=os.environ.get("RUN") or None, help="run folder")
+    sp.add_argument("--partial", action="store_true",
+                    help="analyze a run whose raw files differ from run.json's sha256 record; claims reading "
+                         "incomplete trials are reported NOT EVALUABLE (default: refuse such a run)")
     add("down", cmd_down, "release the site (idempotent)")
     add("status", cmd_status, "show the site's reservation")
     sp = add("renew", cmd_renew, "extend the reservation")

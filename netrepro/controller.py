@@ -404,10 +404,14 @@ def _stop_trial(spec: Spec, inv: Path, site: Site, tv: dict) -> None:
         log(f"[run] could not stop trial {tv['id']} on the nodes: {exc}")
 
 
-def analyze(run_dir: Path) -> dict:
-    """Run the analysis package on ``run_dir``; returns the verdict dict."""
+def analyze(run_dir: Path, partial: bool = False) -> dict:
+    """Run the analysis package on ``run_dir`` (its raw files are checked against run.json's
+    sha256 sums first; see analysis.analyze); returns the verdict dict.
+
+    Raises analysis.AnalysisError (a ValueError, one line) for a damaged run unless ``partial``.
+    """
     from analysis import analyze_run
-    return analyze_run(run_dir)
+    return analyze_run(run_dir, partial=partial)
 
 
 def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> None:
