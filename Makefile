@@ -68,8 +68,8 @@ provision: $(STAMP) ## Provision the nodes with Ansible
 run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/
 	$(NETREPRO) run $(EXPERIMENT) --site $(SITE) --time-scale $(TIME_SCALE)
 
-analyze: $(STAMP) ## Analyze RUN=<folder> (default: results/<experiment>/latest)
-	$(NETREPRO) analyze $(EXPERIMENT) $(if $(RUN),--run $(RUN))
+analyze: $(STAMP) ## Analyze RUN=<folder> (default: results/<experiment>/latest); PARTIAL=1 accepts damaged raw files
+	$(NETREPRO) analyze $(EXPERIMENT) $(if $(RUN),--run $(RUN)) $(if $(filter 1,$(PARTIAL)),--partial)
 
 down: $(STAMP) ## Release the site (idempotent)
 	$(NETREPRO) down $(EXPERIMENT) --site $(SITE)
@@ -105,8 +105,8 @@ test-integration: setup $(DEV_STAMP) ## The end-to-end test only
 lint: $(DEV_STAMP) ## ansible-lint (production profile) on roles and playbooks
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-lint --profile production roles playbooks
 
-bench: $(STAMP) ## Print the figures of the latest run (wall time, overhead, skew, samples)
-	$(PY) -m netrepro.bench $(EXPERIMENT) $(if $(RUN),--run $(RUN))
+bench: $(STAMP) ## Print the figures of the latest run (wall time, overhead, skew, samples); PARTIAL=1 as analyze
+	$(PY) -m netrepro.bench $(EXPERIMENT) $(if $(RUN),--run $(RUN)) $(if $(filter 1,$(PARTIAL)),--partial)
 
 clean: ## Tear down local sites, remove generated files; keeps results/ and live testbed reservations
 	if [ -x $(PY) ]; then $(NETREPRO) clean; fi
