@@ -110,10 +110,11 @@ def capability_probes(spec: Spec) -> dict[str, dict[str, list[str]]]:
 def ftp_source_vars(spec: Spec, variant: str) -> dict[str, Any] | None:
     """FTP sources: {nodes, listen_address: {node: ip}, files: [names], file_size_bytes,
     max_rate_by_variant: {variant: bytes/s}, max_rate_bytes_per_s} or None when the spec's
-    sources are not FTP. File names are ``file01`` .. ``fileNN`` (zero-padded to the width
-    of the count); ``max_rate_bytes_per_s`` is ``variant``'s (0 = unlimited)."""
-    src = spec["sources"]
-    if src["kind"] != "ftp":
+    sources are not FTP or the spec has none (``sources`` is optional in the schema). File
+    names are ``file01`` .. ``fileNN`` (zero-padded to the width of the count);
+    ``max_rate_bytes_per_s`` is ``variant``'s (0 = unlimited)."""
+    src = spec.get("sources")
+    if not src or src["kind"] != "ftp":
         return None
     nodes = spec.select(src["nodes"])
     n = src.get("files", 20)

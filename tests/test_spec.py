@@ -122,6 +122,14 @@ def test_minimal_spec_views():
     assert s.scaled(2)["phases"] == [{"name": "all", "start_s": 0, "end_s": 20, "flows": 2}]
 
 
+def test_minimal_spec_role_vars():
+    """A spec without the optional ``sources`` has no FTP sources (it used to be a KeyError)."""
+    from netrepro.rolevars import role_vars
+    rv = role_vars(load_spec(DATA / "good-minimal.yml"))
+    assert rv["ftp_source"] is None
+    assert rv["aqm"]["fifo"]["argv"][-3:] == ["pfifo", "limit", "100"]
+
+
 # --- bad files -------------------------------------------------------------------------------
 def _node_itf(d, node, i=0):
     return d["topology"]["nodes"][node]["interfaces"][i]
