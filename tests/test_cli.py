@@ -99,20 +99,21 @@ def test_run_rejects_bad_time_scale(nr, value):
     assert rc == 2 and out == ""
     last = err.strip().splitlines()[-1]
     # argparse reports it (after its usage line): the message names TIME_SCALE and the value
-    assert "TIME_SCALE: expected a number > 0" in last and repr(value) in last, err
+    assert "TIME_SCALE: expected a number from 0.001 to 100" in last and repr(value) in last, err
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "abc"])
 def test_run_rejects_bad_time_scale_as_separate_arg(nr, value):
     rc, out, err = nr("run", "pie-vs-red", "--time-scale", value)
     assert rc == 2
-    assert "TIME_SCALE: expected a number > 0" in err.strip().splitlines()[-1], err
+    assert "TIME_SCALE: expected a number from 0.001 to 100" in err.strip().splitlines()[-1], err
 
 
 def test_bad_time_scale_environment_is_one_line(nr):
     rc, out, err = nr("run", "pie-vs-red", extra_env={"TIME_SCALE": "abc"})
     assert rc == 2
-    assert _one_error_line(err) == "netrepro: TIME_SCALE: expected a number > 0, got 'abc'"
+    assert _one_error_line(err) == ("netrepro: TIME_SCALE: expected a number from 0.001 to 100 "
+                                    "(the factor of every duration), got 'abc'")
 
 
 def test_bad_time_scale_environment_does_not_break_other_commands(nr):
