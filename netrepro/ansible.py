@@ -2,12 +2,27 @@
 
 Every playbook gets the repository's ansible.cfg (roles path, pipelining, SSH control
 sockets under /tmp) and one extra-vars dict. Output streams to the terminal as
-ansible-playbook prints it; artifacts (events, stdout) go to ``artifact_dir``.
+ansible-playbook prints it, and is kept as one log file per playbook run in
+``artifact_dir/logs/``; nothing else of ansible-runner's stays on disk.
+
+Two of ansible-runner's (2.4.3) defaults are unsafe here and are overridden:
+
+- It seeds the playbook's environment with the controller's whole environment
+  (``ansible_runner/config/_base.py``, ``prepare_env``: ``os.environ.copy()``) and writes it
+  to ``artifacts/<ident>/command`` (``ansible_runner/runner.py``, ``Runner.run``), secrets
+  such as ``NETREPRO_GENI_KEY_PASSPHRASE`` included. ansible-playbook gets only
+  :data:`PASSTHROUGH_ENV`, our own settings and runner's own callback settings.
+- It sets ``ANSIBLE_HOST_KEY_CHECKING=False`` when unset (same ``prepare_env``), which makes
+  Ansible's ssh connection plugin put ``-o StrictHostKeyChecking=no`` before the inventory's
+  ``ansible_ssh_common_args`` (``ansible/plugins/connection/ssh.py``, ``_build_command``);
+  ssh(1) takes the first value of an option, so the inventory's checking was void. Here it
+  is set to True: host keys are checked as the inventory says (netrepro/inventory.py).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -18,6 +33,18 @@ from netrepro.spec import REPO_ROOT
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
 
+#: Variables of the controller's environment that ansible-playbook gets, and no others: the
+#: home folder (~/.ssh/config, ~/.ansible), the user, the locale, the time zone, the temporary
+#: folder and the SSH agent's socket (testbed keys held by an agent).
+PASSTHROUGH_ENV = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SSH_AUTH_SOCK")
+
+#: Variables ansible-runner 2.4.3 sets itself and needs (``prepare_env`` in
+#: ansible_runner/config/_base.py): its event callback, the fact cache, retry files and host key
+#: checking (set by us before runner sees it).
+RUNNER_ENV = ("ANSIBLE_CALLBACK_PLUGINS", "ANSIBLE_STDOUT_CALLBACK", "ANSIBLE_RETRY_FILES_ENABLED",
+              "ANSIBLE_HOST_KEY_CHECKING", "AWX_ISOLATED_DATA_DIR", "ANSIBLE_CACHE_PLUGIN",
+              "ANSIBLE_CACHE_PLUGIN_CONNECTION")
+
 
 class PlaybookError(RuntimeError):
     """A playbook failed; the message names it, the failed hosts and where the log is."""
@@ -26,13 +53,15 @@ class PlaybookError(RuntimeError):
 @dataclass
 class PlaybookResult:
     """Outcome of one playbook run: ``stats`` is ansible's per-host recap
-    (``{"ok": {host: n}, "changed": {...}, "failures": {...}, ...}``), ``seconds`` wall time."""
+    (``{"ok": {host: n}, "changed": {...}, "failures": {...}, ...}``), ``seconds`` wall time,
+    ``log`` the file holding the run's output."""
 
     playbook: str
     rc: int
     stats: dict[str, Any]
     seconds: float
     facts_set: dict[str, dict[str, Any]] = field(default_factory=dict)
+    log: Path | None = None
 
     @property
     def changed(self) -> int:
@@ -40,14 +69,24 @@ class PlaybookResult:
         return sum((self.stats.get("changed") or {}).values())
 
 
-def _facts_set(runner) -> dict[str, dict[str, Any]]:
+def _facts_set(events: list[dict]) -> dict[str, dict[str, Any]]:
     """host -> facts set by set_fact tasks during the run (from the runner's events)."""
     out: dict[str, dict[str, Any]] = {}
-    for ev in runner.events:
+    for ev in events:
         data = ev.get("event_data") or {}
         if ev.get("event") == "runner_on_ok" and data.get("task_action") in ("ansible.builtin.set_fact", "set_fact"):
             out.setdefault(data.get("host", ""), {}).update((data.get("res") or {}).get("ansible_facts") or {})
     return out
+
+
+def _stats(events: list[dict]) -> dict[str, Any]:
+    """Ansible's recap (the ``playbook_on_stats`` event), as ansible-runner's ``Runner.stats``."""
+    for ev in events:
+        if ev.get("event") == "playbook_on_stats":
+            d = ev.get("event_data") or {}
+            return {k: d.get(k, {}) for k in ("skipped", "ok", "dark", "failures", "ignored", "rescued",
+                                              "processed", "changed")}
+    return {}
 
 
 def fact_cache_dir(artifact_dir: Path) -> Path:
@@ -55,31 +94,80 @@ def fact_cache_dir(artifact_dir: Path) -> Path:
     return artifact_dir.parent / "facts"
 
 
-def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact_dir: Path,
-                 limit: str | None = None, quiet: bool = False, verbosity: int = 0) -> PlaybookResult:
-    """Run ``playbooks/<name>.yml`` against ``inventory`` with ``extravars``.
-
-    Raises:
-        PlaybookError: the playbook failed or a host was unreachable.
-    """
-    import ansible_runner  # imported here: it is slow to import and only needed for runs
-
-    playbook = PLAYBOOKS / f"{name}.yml"
-    # ansible-playbook lives beside this interpreter (the project's virtual environment).
-    bindir = str(Path(sys.executable).parent)
-    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
-    artifact_dir.mkdir(parents=True, exist_ok=True)
-    env = {
+def playbook_env(bindir: str | None = None) -> dict[str, str]:
+    """The whole environment ansible-playbook runs with, but ansible-runner's own
+    :data:`RUNNER_ENV`: :data:`PASSTHROUGH_ENV` from ours, PATH with ``bindir`` (default: this
+    interpreter's folder, where ansible-playbook is) first, and netrepro's Ansible settings."""
+    bindir = bindir or str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
+    env.update({
+        "PATH": path if bindir in path.split(os.pathsep) else bindir + os.pathsep + path,
         "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
         "ANSIBLE_ROLES_PATH": str(REPO_ROOT / "roles"),
         # Slow nodes (the micro-VM under TCG) need more than the default 10 s to connect.
         "ANSIBLE_TIMEOUT": os.environ.get("ANSIBLE_TIMEOUT", "60"),
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "0",
-    }
+        # ansible-runner sets False when unset (see the module docstring).
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+    })
+    return env
+
+
+def _keep_log(artifact_dir: Path, ident_dir: Path, name: str, started: float) -> Path:
+    """Move the run's output to ``artifact_dir/logs/<time>-<name>.log`` (mode 0600) and delete
+    every other file ansible-runner wrote (``command``, ``env/``, ``job_events/``, ``rc``, ...)."""
+    logs = artifact_dir / "logs"
+    logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    log = logs / f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}-{name}.log"
+    n = 1
+    while log.exists():
+        n += 1
+        log = logs / f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}-{name}-{n}.log"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        for part in ("stdout", "stderr"):
+            f = ident_dir / part
+            if f.is_file():
+                out.write(f.read_text(encoding="utf-8", errors="replace"))
+    shutil.rmtree(ident_dir, ignore_errors=True)
+    # What earlier versions left: finished runs' artifacts (their `command` holds the whole
+    # environment) and env/ files. A run still going has no `status` file yet.
+    arts = artifact_dir / "artifacts"
+    for d in (arts.iterdir() if arts.is_dir() else []):
+        if d.is_dir() and (d / "status").exists():
+            shutil.rmtree(d, ignore_errors=True)
+    if arts.is_dir() and not any(arts.iterdir()):
+        arts.rmdir()
+    shutil.rmtree(artifact_dir / "env", ignore_errors=True)
+    return log
+
+
+def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact_dir: Path,
+                 limit: str | None = None, quiet: bool = False, verbosity: int = 0) -> PlaybookResult:
+    """Run ``playbooks/<name>.yml`` against ``inventory`` with ``extravars``.
+
+    ``artifact_dir`` is ansible-runner's private data folder; afterwards it holds only
+    ``logs/<time>-<name>.log`` (the run's output) besides earlier logs. The environment of
+    ansible-playbook is :func:`playbook_env` (see the module docstring).
+
+    Raises:
+        PlaybookError: the playbook failed or a host was unreachable; names the log file.
+    """
+    from ansible_runner.interface import init_runner  # slow to import; only needed for runs
+
+    playbook = PLAYBOOKS / f"{name}.yml"
+    artifact_dir.mkdir(parents=True, exist_ok=True)
+    env = playbook_env()
+    events: list[dict] = []
+
+    def keep_event(ev: dict) -> bool:
+        events.append(ev)
+        return False  # kept in memory only: no job_events/ files
+
     t0 = time.time()
-    r = ansible_runner.run(
+    r = init_runner(
         private_data_dir=str(artifact_dir),
         playbook=str(playbook),
         inventory=str(inventory),
@@ -90,16 +178,23 @@ def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact
         verbosity=verbosity,
         suppress_env_files=True,
         json_mode=False,
+        event_handler=keep_event,
         # Facts set with cacheable=true (interfaces_by_network, kernel versions) outlive one
         # playbook run, so the trial playbooks need not find the interfaces again. An
         # absolute path: ansible-runner's default is a new cache per run.
         fact_cache_type="jsonfile",
         fact_cache=str(fact_cache_dir(artifact_dir)),
     )
-    res = PlaybookResult(name, r.rc, r.stats or {}, time.time() - t0, _facts_set(r))
+    # Runner copied our whole environment into its config; it is written to disk by run().
+    keep = set(env) | set(RUNNER_ENV)
+    r.config.env = {k: v for k, v in r.config.env.items() if k in keep}
+    try:
+        r.run()
+    finally:
+        log = _keep_log(artifact_dir, Path(r.config.artifact_dir), name, t0)
+    res = PlaybookResult(name, r.rc, _stats(events), time.time() - t0, _facts_set(events), log)
     if r.rc != 0 or r.status != "successful":
         failed = sorted(set((res.stats.get("failures") or {})) | set((res.stats.get("dark") or {})))
         raise PlaybookError(f"playbook {name}.yml {r.status} (rc {r.rc})"
-                            + (f" on {', '.join(failed)}" if failed else "")
-                            + f"; log: {artifact_dir}/artifacts/{r.config.ident}/stdout")
+                            + (f" on {', '.join(failed)}" if failed else "") + f"; log: {log}")
     return res

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro import ansible
-from netrepro.inventory import build_inventory, write_inventory
+from netrepro.inventory import build_inventory, write_inventory, write_known_hosts
 from netrepro.rolevars import role_vars
 from netrepro.sites import Site, get_site
 from netrepro.spec import REPO_ROOT, Spec
@@ -58,10 +58,16 @@ def control_dir() -> str:
 
 
 def write_site_inventory(spec: Spec, site: Site) -> Path:
-    """Write inventory/<experiment>-<site>.yml from the site's logins; return its path."""
+    """Write inventory/<experiment>-<site>.yml from the site's logins; return its path.
+
+    Host keys are checked against the reservation's known_hosts (state_dir/ssh/known_hosts):
+    the keys the logins pin (the local site's), else accept-new (testbed nodes).
+    """
     known = site.state_dir / "ssh" / "known_hosts"
     known.parent.mkdir(parents=True, exist_ok=True)
-    inv = build_inventory(spec, site.logins(), site.name, site.inventory_vars(),
+    logins = site.logins()
+    write_known_hosts(logins, known)
+    inv = build_inventory(spec, logins, site.name, site.inventory_vars(),
                           known_hosts=str(known), control_dir=control_dir())
     return write_inventory(inv, inventory_path(spec, site.name))
 

@@ -13,11 +13,22 @@ Shape (ansible-inventory's YAML format)::
 Every host carries its data-plane addresses (``netrepro_addresses``: network -> IPv4, and
 ``netrepro_prefixlen``: network -> prefix length); the interface names are found on the
 node from those addresses during provisioning, never assumed.
+
+Host keys are checked on every connection (``ansible_host_key_checking: true``), against a
+known_hosts file of the reservation: a node whose login carries its public host key
+(``login.extra["host_key"]``; the jump host's in ``extra["jump_host_key"]``), as the local
+site's nodes do, is checked against exactly that key (``StrictHostKeyChecking=yes``, the
+file written by :func:`write_known_hosts`); any other node's key is accepted on first
+contact and checked from then on (``accept-new``, ssh_config(5)).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import os
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -28,27 +39,45 @@ from netrepro.sites.base import NodeLogin
 from netrepro.spec import Spec
 
 
+def _host_key_options(known_hosts: str, pinned: bool) -> list[str]:
+    """ssh options checking host keys against ``known_hosts``: only the pinned keys when
+    ``pinned`` (the system-wide file too is ignored), else accept-new."""
+    if pinned:
+        return ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
+                "-o", "StrictHostKeyChecking=yes"]
+    return ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=accept-new"]
+
+
+def _split_jump(proxy_jump: str) -> tuple[str, str, int]:
+    """``user@host:port`` (port optional, default 22) -> (user@host, host, port)."""
+    user_host, sep, port = proxy_jump.rpartition(":")
+    if not sep or not port.isdigit():
+        user_host, port = proxy_jump, "22"
+    return user_host, user_host.rpartition("@")[2], int(port)
+
+
 def ssh_common_args(login: NodeLogin, known_hosts: str | None = None, control_dir: str | None = None) -> str:
     """OpenSSH options for one node as a string for ``ansible_ssh_common_args``.
 
     ProxyJump (ssh(1) ``-J``) reaches nodes behind a bastion or inside the local micro-VM.
-    ``known_hosts``: a per-run known_hosts file (host keys are new for every run); when None,
-    host key checking is left to the user's SSH configuration.
+    ``known_hosts``: the reservation's known_hosts file; the node's (and the jump host's) key is
+    checked against it, strictly when the login pins it (see the module docstring), else
+    accept-new. When None, host key checking is left to the user's SSH configuration.
     """
     opts = []
     if known_hosts:
-        opts += ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=accept-new"]
+        opts += _host_key_options(known_hosts, bool(login.extra.get("host_key")))
     if login.proxy_jump:
         # The jump connection needs the same identity and known_hosts; ProxyCommand keeps
         # them explicit (ProxyJump would read only ~/.ssh/config for the jump host).
-        jump_user_host, _, jump_port = login.proxy_jump.rpartition(":")
+        jump_user_host, _, jump_port = _split_jump(login.proxy_jump)
         # '[%h]:%p' as ssh's own ProxyJump does: a bare IPv6 address (FABRIC) needs brackets.
-        inner = ["ssh", "-W", "[%h]:%p", "-p", jump_port or "22", "-o", "BatchMode=yes"]
+        inner = ["ssh", "-W", "[%h]:%p", "-p", str(jump_port), "-o", "BatchMode=yes"]
         jump_key = login.extra.get("proxy_key_file") or login.key_file  # FABRIC: bastion key differs
         if jump_key:
             inner += ["-i", jump_key, "-o", "IdentitiesOnly=yes"]
         if known_hosts:
-            inner += ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=accept-new"]
+            inner += _host_key_options(known_hosts, bool(login.extra.get("jump_host_key")))
         if control_dir:
             # One multiplexed connection to the jump host serves every node: handshakes are
             # costly on a slow jump host (the micro-VM under TCG), and many at once time out.
@@ -58,6 +87,62 @@ def ssh_common_args(login: NodeLogin, known_hosts: str | None = None, control_di
     if control_dir:
         opts += ["-o", "ControlMaster=auto", "-o", "ControlPersist=1800s", "-o", f"ControlPath={control_dir}/%C"]
     return " ".join(shlex.quote(o) if " " in o else o for o in opts)
+
+
+_KEY_TYPE = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-[a-z0-9@.-]+)$")
+
+
+def _public_key(text: str, what: str) -> str:
+    """``type base64`` of one OpenSSH public key (a ``.pub`` file's text, comment dropped).
+
+    Raises:
+        ValueError: ``text`` is not one such key (names ``what``).
+    """
+    parts = text.split()
+    try:
+        ok = len(parts) >= 2 and "\n" not in text.strip() and bool(_KEY_TYPE.match(parts[0])) \
+            and bool(base64.b64decode(parts[1], validate=True))
+    except (binascii.Error, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{what}: expected one OpenSSH public key (type and base64), got {text[:60]!r}")
+    return f"{parts[0]} {parts[1]}"
+
+
+def _known_host(host: str, port: int) -> str:
+    """The host field of a known_hosts line (sshd(8), SSH_KNOWN_HOSTS FILE FORMAT)."""
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def known_hosts_lines(logins: dict[str, NodeLogin]) -> list[str]:
+    """known_hosts lines for the host keys the logins pin (``extra["host_key"]`` for the
+    node at ``host``:``port``, ``extra["jump_host_key"]`` for its ``proxy_jump`` host), sorted,
+    each once. Raises ValueError when a pinned key is not an OpenSSH public key."""
+    lines = set()
+    for name, lg in logins.items():
+        if lg.extra.get("host_key"):
+            lines.add(f"{_known_host(lg.host, lg.port)} {_public_key(lg.extra['host_key'], f'{name} host_key')}")
+        if lg.proxy_jump and lg.extra.get("jump_host_key"):
+            _, host, port = _split_jump(lg.proxy_jump)
+            lines.add(f"{_known_host(host, port)} {_public_key(lg.extra['jump_host_key'], f'{name} jump_host_key')}")
+    return sorted(lines)
+
+
+def write_known_hosts(logins: dict[str, NodeLogin], path: Path) -> bool:
+    """Write the keys the logins pin (:func:`known_hosts_lines`) to ``path`` (mode 0600,
+    replacing it) and return True; when they pin none, leave ``path`` as it is (testbed nodes:
+    ssh adds their keys on first contact) and return False."""
+    lines = known_hosts_lines(logins)
+    if not lines:
+        return False
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(line + "\n" for line in lines))
+    tmp.replace(path)
+    return True
 
 
 def build_inventory(spec: Spec, logins: dict[str, NodeLogin], site: str,
@@ -99,7 +184,10 @@ def build_inventory(spec: Spec, logins: dict[str, NodeLogin], site: str,
             hosts[node] = hv
         children[group] = {"hosts": hosts}
     all_vars = {"netrepro_experiment": spec.name, "netrepro_site": site,
-                "ansible_python_interpreter": "/usr/bin/python3"}
+                "ansible_python_interpreter": "/usr/bin/python3",
+                # Outranks ANSIBLE_HOST_KEY_CHECKING and ansible.cfg: checking stays on even
+                # when the inventory is used by hand or under ansible-runner's default (False).
+                "ansible_host_key_checking": True}
     all_vars.update(extra_vars or {})
     return {"all": {"vars": all_vars, "children": children}}
 

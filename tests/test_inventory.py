@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro.inventory import build_inventory, dump_inventory, ssh_common_args, write_inventory
+from netrepro.inventory import (build_inventory, dump_inventory, known_hosts_lines, ssh_common_args, write_inventory,
+                                write_known_hosts)
 from netrepro.sites.base import NodeLogin
 from netrepro.spec import Spec, load_spec
 
@@ -88,12 +89,85 @@ def test_ssh_args_jump_shares_one_control_connection():
     assert a["ControlPath"] == "/cp/%C"  # the node connection itself has its own per-host socket
 
 
+ED_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHhRN2R9yJ3l0jB3o6Fwq5v0m7b1KQ0Zg8gqQm1n2o3p"
+
+
+def test_ssh_args_pinned_keys_are_checked_strictly():
+    """A login pinning its host key (the local site) is checked against exactly that key: strict,
+    the system-wide known_hosts ignored; the jump host likewise when its key is pinned."""
+    lg = NodeLogin("client1", "172.30.0.12", key_file="/s/id", proxy_jump="root@127.0.0.1:2222",
+                   extra={"host_key": ED_KEY + " client1", "jump_host_key": ED_KEY})
+    argv = shlex.split(ssh_common_args(lg, known_hosts="/s/kh"))
+    o = _opts(ssh_common_args(lg, known_hosts="/s/kh"))
+    assert o["StrictHostKeyChecking"] == "yes" and o["UserKnownHostsFile"] == "/s/kh"
+    assert o["GlobalKnownHostsFile"] == "/dev/null"
+    assert "StrictHostKeyChecking=no" not in argv and "StrictHostKeyChecking=accept-new" not in argv
+    inner = shlex.split(o["ProxyCommand"])
+    assert "StrictHostKeyChecking=yes" in inner and "GlobalKnownHostsFile=/dev/null" in inner
+    assert "StrictHostKeyChecking=accept-new" not in inner
+
+
+def test_ssh_args_node_pinned_but_jump_not():
+    lg = NodeLogin("n", "10.0.0.5", proxy_jump="me@bastion.example.net", extra={"host_key": ED_KEY})
+    o = _opts(ssh_common_args(lg, known_hosts="/s/kh"))
+    assert o["StrictHostKeyChecking"] == "yes"
+    inner = shlex.split(o["ProxyCommand"])
+    assert "StrictHostKeyChecking=accept-new" in inner and "GlobalKnownHostsFile=/dev/null" not in inner
+    assert inner[inner.index("-p") + 1] == "22" and inner[-1] == "me@bastion.example.net"
+
+
+def test_known_hosts_lines_of_pinned_logins():
+    logins = {"a": NodeLogin("a", "172.30.0.11", proxy_jump="root@127.0.0.1:2222",
+                             extra={"host_key": ED_KEY + " a\n", "jump_host_key": ED_KEY + " jump"}),
+              "b": NodeLogin("b", "172.30.0.12", proxy_jump="root@127.0.0.1:2222",
+                             extra={"host_key": ED_KEY, "jump_host_key": ED_KEY}),
+              "c": NodeLogin("c", "2001:db8::3", port=2200, extra={"host_key": ED_KEY}),
+              "d": NodeLogin("d", "pc1.example.net", port=25610)}  # testbed node: not pinned
+    assert known_hosts_lines(logins) == [f"172.30.0.11 {ED_KEY}", f"172.30.0.12 {ED_KEY}",
+                                         f"[127.0.0.1]:2222 {ED_KEY}", f"[2001:db8::3]:2200 {ED_KEY}"]
+
+
+@pytest.mark.parametrize("bad", ["ssh-ed25519", "ssh-ed25519 not*base64", "-oProxyCommand=x AAAA",
+                                 ED_KEY + "\n172.30.0.99 " + ED_KEY], ids=["no-key", "junk", "option", "two-lines"])
+def test_known_hosts_refuses_what_is_not_one_key(bad):
+    with pytest.raises(ValueError, match="client1 host_key: expected one OpenSSH public key"):
+        known_hosts_lines({"client1": NodeLogin("client1", "10.0.0.1", extra={"host_key": bad})})
+
+
+def test_write_known_hosts(tmp_path):
+    path = tmp_path / "ssh" / "known_hosts"
+    assert write_known_hosts({"d": NodeLogin("d", "pc1.example.net")}, path) is False
+    assert not path.exists()  # nothing pinned: ssh's accept-new fills the file
+    path.parent.mkdir()
+    path.write_text("pc1.example.net " + ED_KEY + "\n")
+    assert write_known_hosts({"d": NodeLogin("d", "pc1.example.net")}, path) is False
+    assert path.read_text() == "pc1.example.net " + ED_KEY + "\n"  # left as it was
+    assert write_known_hosts({"a": NodeLogin("a", "172.30.0.11", extra={"host_key": ED_KEY})}, path) is True
+    assert path.read_text() == f"172.30.0.11 {ED_KEY}\n"  # exactly the pinned keys
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_ssh_accepts_the_known_hosts_file(tmp_path):
+    """ssh-keygen -F finds each pinned host in the written file, by the name ssh looks up."""
+    key = tmp_path / "hk"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    pub = key.with_suffix(".pub").read_text()
+    path = tmp_path / "known_hosts"
+    write_known_hosts({"a": NodeLogin("a", "172.30.0.11", proxy_jump="root@127.0.0.1:2222",
+                                      extra={"host_key": pub, "jump_host_key": pub})}, path)
+    for name in ("172.30.0.11", "[127.0.0.1]:2222"):
+        r = subprocess.run(["ssh-keygen", "-F", name, "-f", str(path)], capture_output=True, text=True)
+        assert r.returncode == 0 and pub.split()[1] in r.stdout, (name, r.stdout, r.stderr)
+    assert subprocess.run(["ssh-keygen", "-F", "172.30.0.12", "-f", str(path)], capture_output=True).returncode != 0
+
+
 # --- build_inventory ---------------------------------------------------------------------------
 def test_groups_hosts_and_vars(spec):
     inv = build_inventory(spec, logins_for(spec), "local", extra_vars={"netrepro_site_kind": "vm"})
     allv = inv["all"]["vars"]
     assert allv == {"netrepro_experiment": "pie-vs-red", "netrepro_site": "local",
-                    "ansible_python_interpreter": "/usr/bin/python3", "netrepro_site_kind": "vm"}
+                    "ansible_python_interpreter": "/usr/bin/python3", "ansible_host_key_checking": True,
+                    "netrepro_site_kind": "vm"}
     ch = inv["all"]["children"]
     assert {g: list(v["hosts"]) for g, v in ch.items()} == {
         "clients": ["client1", "client2", "client3"], "servers": ["server1", "server2", "server3"],

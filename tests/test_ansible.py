@@ -1,0 +1,192 @@
+"""Tests of netrepro/ansible.py: playbooks run with a minimal environment, leave only their log,
+and check host keys (no ``StrictHostKeyChecking=no`` ahead of the inventory's options).
+
+Real ansible-playbook runs (through ansible-runner) against ``localhost`` with the local
+connection, or against a closed port; no VM, namespace or daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from netrepro import ansible
+from netrepro.ansible import PlaybookError, run_playbook
+from netrepro.inventory import build_inventory, write_inventory, write_known_hosts
+from netrepro.sites.base import NodeLogin
+from netrepro.spec import load_spec
+
+SECRET = "fake-passphrase-7f3a9c1e"
+TINY = [{"name": "tiny", "hosts": "all", "gather_facts": False, "tasks": [
+    {"name": "what the playbook sees", "ansible.builtin.set_fact": {
+        "seen_secret": "{{ lookup('env', 'NETREPRO_GENI_KEY_PASSPHRASE') }}",
+        "seen_other": "{{ lookup('env', 'SOME_TOKEN') }}",
+        "seen_host_key_checking": "{{ lookup('env', 'ANSIBLE_HOST_KEY_CHECKING') }}"}},
+    {"name": "say hello", "ansible.builtin.debug": {"msg": "hello from the tiny playbook"}},
+]}]
+
+
+def _local_inventory(path: Path) -> Path:
+    path.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))
+    return path
+
+
+def _files_holding(root: Path, needle: str) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+@pytest.fixture
+def playbooks(tmp_path, monkeypatch):
+    """A playbooks folder with tiny.yml (and fails.yml), the secret in our environment."""
+    d = tmp_path / "playbooks"
+    d.mkdir()
+    (d / "tiny.yml").write_text(yaml.safe_dump(TINY, sort_keys=False))
+    (d / "ping.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"ansible.builtin.ping": {}}]}]))
+    (d / "fails.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "stop here", "ansible.builtin.fail": {"msg": "failed on purpose"}}]}]))
+    monkeypatch.setattr(ansible, "PLAYBOOKS", d)
+    monkeypatch.setenv("NETREPRO_GENI_KEY_PASSPHRASE", SECRET)
+    monkeypatch.setenv("SOME_TOKEN", SECRET + "-token")
+    monkeypatch.setenv("ANSIBLE_HOST_KEY_CHECKING", "False")  # ours must win over the user's
+    return d
+
+
+def test_no_secret_reaches_the_disk_and_only_the_log_stays(tmp_path, playbooks):
+    private = tmp_path / "state" / "ansible"
+    res = run_playbook("tiny", _local_inventory(tmp_path / "inv.yml"), {"x": 1}, private, quiet=True)
+    # the playbook ran, and saw neither secret; host key checking was on
+    assert res.rc == 0 and res.stats["ok"] == {"localhost": 2}
+    assert res.facts_set == {"localhost": {"seen_secret": "", "seen_other": "", "seen_host_key_checking": "True"}}
+    # nothing of the run holds a secret: not the log, nor runner's command/env files (gone)
+    assert _files_holding(tmp_path / "state", SECRET) == []
+    left = sorted(p.relative_to(private).as_posix() for p in private.rglob("*") if p.is_file())
+    assert left == [res.log.relative_to(private).as_posix()]
+    assert res.log.parent == private / "logs" and res.log.name.endswith("-tiny.log")
+    assert "hello from the tiny playbook" in res.log.read_text()
+    assert res.log.stat().st_mode & 0o777 == 0o600
+    assert not (private / "artifacts").exists() and not (private / "env").exists()
+
+
+def test_runner_left_to_itself_writes_the_secret(tmp_path, playbooks):
+    """The control for the test above: ansible-runner's defaults put the whole environment
+    into artifacts/<ident>/command (so the check above can fail)."""
+    import ansible_runner
+
+    private = tmp_path / "plain"
+    private.mkdir()
+    r = ansible_runner.run(private_data_dir=str(private), playbook=str(playbooks / "tiny.yml"),
+                           inventory=str(_local_inventory(tmp_path / "inv.yml")), quiet=True,
+                           envvars={"ANSIBLE_CONFIG": str(ansible.REPO_ROOT / "ansible.cfg"),
+                                    "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert r.rc == 0
+    assert "command" in [p.name for p in _files_holding(private, SECRET)]
+
+
+def test_failed_playbook_names_its_log(tmp_path, playbooks):
+    private = tmp_path / "state" / "ansible"
+    private.mkdir(parents=True)
+    (private / "env").mkdir()  # left by an earlier version: removed too
+    (private / "env" / "envvars").write_text(SECRET)
+    with pytest.raises(PlaybookError) as ei:
+        run_playbook("fails", _local_inventory(tmp_path / "inv.yml"), {}, private, quiet=True)
+    msg = str(ei.value)
+    assert msg.startswith("playbook fails.yml failed (rc 2) on localhost; log: ")
+    log = Path(msg.rsplit("log: ", 1)[1])
+    assert log.is_file() and "failed on purpose" in log.read_text()
+    assert [p for p in private.rglob("*") if p.is_file()] == [log]
+
+
+def test_logs_of_runs_in_the_same_second_are_all_kept(tmp_path, playbooks):
+    private = tmp_path / "a"
+    inv = _local_inventory(tmp_path / "inv.yml")
+    logs = {run_playbook("tiny", inv, {}, private, quiet=True).log for _ in range(2)}
+    assert len(logs) == 2 and all(p.is_file() for p in logs)
+
+
+def test_environment_is_explicit(monkeypatch):
+    monkeypatch.setenv("NETREPRO_GENI_KEY_PASSPHRASE", SECRET)
+    monkeypatch.setenv("HOME", "/home/someone")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    env = ansible.playbook_env("/venv/bin")
+    assert SECRET not in env.values()
+    assert set(env) <= set(ansible.PASSTHROUGH_ENV) | {
+        "PATH", "ANSIBLE_CONFIG", "ANSIBLE_ROLES_PATH", "ANSIBLE_TIMEOUT", "ANSIBLE_FORCE_COLOR",
+        "ANSIBLE_CACHE_PLUGIN_TIMEOUT", "ANSIBLE_HOST_KEY_CHECKING"}
+    assert env["HOME"] == "/home/someone" and env["PATH"] == "/venv/bin:/usr/bin:/bin"
+    assert env["ANSIBLE_HOST_KEY_CHECKING"] == "True"
+    assert ansible.playbook_env("/usr/bin")["PATH"] == "/usr/bin:/bin"
+
+
+# --- host key checking in the ssh argv Ansible runs ---------------------------------------------
+def _closed_port() -> socket.socket:
+    """A socket bound to a free port of 127.0.0.1 that does not listen (connections refused)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s
+
+
+def _ssh_execs(log: Path) -> list[list[str]]:
+    """argv of every ``SSH: EXEC ssh ...`` line Ansible logged at -vvv."""
+    out = []
+    for line in log.read_text().splitlines():
+        if "SSH: EXEC " in line:
+            out.append(shlex.split(line.split("SSH: EXEC ", 1)[1]))
+    return out
+
+
+def _options(argv: list[str]) -> list[tuple[str, str]]:
+    """(option, value) of each ``-o K=V`` in an ssh argv, in order."""
+    return [tuple(v.split("=", 1)) for o, v in zip(argv, argv[1:]) if o == "-o" and "=" in v]
+
+
+def _first(argv: list[str], key: str) -> str | None:
+    return next((v for k, v in _options(argv) if k.lower() == key.lower()), None)
+
+
+@pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "accept-new"])
+def test_ansible_ssh_argv_checks_host_keys(tmp_path, playbooks, pinned):
+    """The ssh command Ansible runs takes our StrictHostKeyChecking first (ssh keeps an option's
+    first value), for the node and for the jump host in its ProxyCommand."""
+    spec = load_spec("pie-vs-red")
+    closed, jump_closed = _closed_port(), _closed_port()
+    try:
+        port, jport = closed.getsockname()[1], jump_closed.getsockname()[1]
+        key = tmp_path / "id"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        pub = key.with_suffix(".pub").read_text()
+        extra = {"host_key": pub, "jump_host_key": pub} if pinned else {}
+        logins = {n: NodeLogin(n, "127.0.0.1", port=port, key_file=str(key), proxy_jump=f"root@127.0.0.1:{jport}",
+                               extra=dict(extra)) for n in spec.nodes}
+        known = tmp_path / "known_hosts"
+        assert write_known_hosts(logins, known) is pinned
+        inv = write_inventory(build_inventory(spec, logins, "test", known_hosts=str(known)), tmp_path / "inv.yml")
+        with pytest.raises(PlaybookError) as ei:
+            run_playbook("ping", inv, {}, tmp_path / "a", limit="router", quiet=True, verbosity=3)
+    finally:
+        closed.close()
+        jump_closed.close()
+    assert " on router; log: " in str(ei.value)
+    execs = _ssh_execs(Path(str(ei.value).rsplit("log: ", 1)[1]))
+    assert execs, "no SSH: EXEC line in the log"
+    want = "yes" if pinned else "accept-new"
+    for argv in execs:
+        assert "StrictHostKeyChecking=no" not in argv
+        assert _first(argv, "StrictHostKeyChecking") == want
+        assert _first(argv, "UserKnownHostsFile") == str(known)
+        inner = shlex.split(_first(argv, "ProxyCommand"))
+        assert _first(inner, "StrictHostKeyChecking") == want and _first(inner, "UserKnownHostsFile") == str(known)
+        if pinned:
+            assert _first(argv, "GlobalKnownHostsFile") == "/dev/null"
+    if pinned:
+        key_text = " ".join(pub.split()[:2])
+        assert sorted(known.read_text().splitlines()) == sorted([f"[127.0.0.1]:{jport} {key_text}",
+                                                                 f"[127.0.0.1]:{port} {key_text}"])
