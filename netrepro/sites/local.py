@@ -21,7 +21,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from netrepro.sites import microvm, netns
 from netrepro.sites.base import NodeLogin, Site, SiteError
@@ -83,6 +83,11 @@ class LocalSite(Site):
     @property
     def client_key(self) -> Path:
         return self.state_dir / "ssh" / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        """The run's pinned host keys (nodes and jump host), written by ``reserve``."""
+        return self.state_dir / "ssh" / "known_hosts"
 
     # --- plan --------------------------------------------------------------------------
     def choose_mode(self, log=print) -> str:
@@ -178,10 +183,15 @@ class LocalSite(Site):
             jump = None
         else:
             jump = self._start_vm(layout, log)
+        from netrepro.inventory import write_known_hosts
         mgmt = netns.mgmt_addresses(self.spec, layout)
+        # The host keys made for this run are pinned: known_hosts holds exactly them.
+        jump_key = {"jump_host_key": (self.config_dir / "jump_host_ed25519_key.pub").read_text()} if jump else {}
         logins = {n: NodeLogin(name=n, host=mgmt[n], port=22, user="root", key_file=str(self.client_key),
-                               proxy_jump=jump, extra={"node_dir": f"{layout.runtime_dir}/{n}"})
+                               proxy_jump=jump, extra={"node_dir": f"{layout.runtime_dir}/{n}", **jump_key,
+                                                       "host_key": (self.config_dir / n / "ssh_host_ed25519_key.pub").read_text()})
                   for n in self.spec.nodes}
+        write_known_hosts(logins, self.known_hosts)
         self.save_logins(logins)
 
     def _start_vm(self, layout: netns.Layout, log) -> str:
@@ -192,12 +202,7 @@ class LocalSite(Site):
         log(f"[local] micro-VM kernel {kernel.release}; {why}")
         port = microvm.free_port()
         jump_cfg = self.state_dir / "jump_sshd_config"
-        jump_cfg.write_text("\n".join([
-            "# sshd of the micro-VM's root namespace: the jump host to the nodes", "Port 22",
-            f"ListenAddress {microvm.SLIRP_GUEST}", f"HostKey {self.config_dir}/jump_host_ed25519_key",
-            f"AuthorizedKeysFile {layout.authorized_keys}", "PermitRootLogin prohibit-password",
-            "PasswordAuthentication no", "UsePAM yes", "StrictModes no", "UseDNS no",
-            f"PidFile {layout.runtime_dir}/jump-sshd.pid", ""]))
+        jump_cfg.write_text(jump_sshd_config(layout))
         hk = self.config_dir / "jump_host_ed25519_key"
         if not hk.exists():
             _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hk)]).check_returncode()
@@ -220,6 +225,10 @@ class LocalSite(Site):
         proc = subprocess.Popen(["sh", "-c", shell], start_new_session=True, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         st = self.load_state()
+        # Who the process group's leader is: `down` kills the group only if it still is that.
+        ident = started_identity(proc.pid)
+        if ident:
+            st.update({"vm_starttime": ident.starttime, "vm_cmdline": ident.cmdline})
         st.update({"vm_pgid": proc.pid, "ssh_port": port, "kernel": kernel.release, "kvm": use_kvm, "vm_why": why})
         self.save_state(st)
         log(f"[local] booting the micro-VM (pgid {proc.pid}, SSH jump host 127.0.0.1:{port})")
@@ -304,14 +313,22 @@ class LocalSite(Site):
         log(f"[local] torn down ({mode} mode)")
 
     def _stop_vm(self, st: dict[str, Any], log) -> None:
+        from netrepro.inventory import write_known_hosts
         pgid = st.get("vm_pgid")
         if not pgid or not _pg_alive(pgid):
             return
+        if not vm_group_is_ours(pgid, st.get("vm_starttime"), st.get("vm_cmdline")):
+            log(f"[local] process group {pgid} is not the micro-VM that `up` started (its start time or command "
+                f"line differ, or were not recorded); leaving it alone")
+            return
         logins = self.saved_logins()
         if logins:
+            # The jump host's key is pinned in every node's login (written again: the file may be gone).
+            write_known_hosts(logins, self.known_hosts)
             jump = NodeLogin(name="jump", host="127.0.0.1", port=int(st["ssh_port"]), key_file=str(self.client_key))
             argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", str(self.client_key),
-                    "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                    "-o", "IdentitiesOnly=yes", "-o", f"UserKnownHostsFile={self.known_hosts}",
+                    "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes",
                     "-o", "LogLevel=ERROR", "-p", str(jump.port), f"root@{jump.host}", f"touch {st['runtime_dir']}/stop"]
             try:
                 _run(argv, timeout=30)
@@ -330,20 +347,33 @@ class LocalSite(Site):
                 time.sleep(0.5)
         if _pg_alive(pgid):
             log("[local] micro-VM did not stop by itself; killing it")
-            _killpg(pgid)
+            if not _killpg(pgid, st.get("vm_starttime"), st.get("vm_cmdline")):
+                log(f"[local] process group {pgid} is no longer the micro-VM; not killed")
 
     def status(self) -> dict[str, Any]:
         st = self.load_state()
         out = {"site": "local", "reserved": bool(st.get("mode"))}
         out.update({k: st[k] for k in ("mode", "kernel", "kvm", "ssh_port", "vm_boot_s") if k in st})
         if st.get("vm_pgid"):
-            out["vm_running"] = _pg_alive(st["vm_pgid"])
+            out["vm_running"] = _pg_alive(st["vm_pgid"]) and vm_group_is_ours(
+                st["vm_pgid"], st.get("vm_starttime"), st.get("vm_cmdline"))
         return out
 
     def inventory_vars(self) -> dict[str, Any]:
         st = self.load_state()
         return {"netrepro_local_mode": st.get("mode", ""), "packages_install": False,
                 "kernel_capability_upgrade": False}
+
+
+def jump_sshd_config(layout: netns.Layout) -> str:
+    """sshd_config(5) text of the micro-VM's jump sshd (its root namespace, on QEMU's user
+    network address): keys only, as the nodes' sshd (netns.sshd_config)."""
+    return "\n".join([
+        "# sshd of the micro-VM's root namespace: the jump host to the nodes", "Port 22",
+        f"ListenAddress {microvm.SLIRP_GUEST}", f"HostKey {layout.config_dir}/jump_host_ed25519_key",
+        f"AuthorizedKeysFile {layout.authorized_keys}", "PermitRootLogin prohibit-password",
+        "AuthenticationMethods publickey", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+        "UsePAM yes", "StrictModes no", "UseDNS no", f"PidFile {layout.runtime_dir}/jump-sshd.pid", ""])
 
 
 def _pg_alive(pgid: int) -> bool:
@@ -354,10 +384,73 @@ def _pg_alive(pgid: int) -> bool:
         return False
 
 
-def _killpg(pgid: int) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        time.sleep(2)
+class ProcIdentity(NamedTuple):
+    """Who a process is, beyond its pid (which the kernel reuses once it is free)."""
+
+    starttime: int      #: field 22 of /proc/<pid>/stat: start, in clock ticks after boot (proc(5))
+    cmdline: list[str]  #: /proc/<pid>/cmdline split at NULs; [] for a zombie
+    state: str          #: field 3 of /proc/<pid>/stat (R, S, Z, ...)
+    pgrp: int           #: field 5: process group
+    session: int        #: field 6: session
+
+
+def proc_identity(pid: int) -> ProcIdentity | None:
+    """The :class:`ProcIdentity` of process ``pid`` read from /proc, None when there is none."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # Field 2 (the name) is in parentheses and may hold spaces and ')': count after the last ')'.
+    f = stat[stat.rindex(b")") + 2:].split()  # f[0] is field 3
+    return ProcIdentity(int(f[19]), [a.decode(errors="replace") for a in cmd.split(b"\0")[:-1]],
+                        f[0].decode(), int(f[2]), int(f[3]))
+
+
+def started_identity(pid: int, timeout_s: float = 5.0) -> ProcIdentity | None:
+    """:func:`proc_identity` of a process just started by ``subprocess.Popen``, once its command
+    line is readable: Popen returns while the kernel is still in exec(), when
+    /proc/<pid>/cmdline reads empty. None when the process is gone (or a zombie) by then."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ident = proc_identity(pid)
+        if ident is None or ident.cmdline or ident.state == "Z" or time.monotonic() > deadline:
+            return ident if ident is not None and ident.cmdline else None
+        time.sleep(0.01)
+
+
+def vm_group_is_ours(pgid: int, starttime: int | None, cmdline: list[str] | None) -> bool:
+    """Is process group ``pgid`` still the one whose leader (pid ``pgid``, started in its own
+    session) had ``starttime`` and ``cmdline``? False when those were not recorded.
+
+    A live leader must match both (a zombie's command line is empty: its start time alone). A
+    group whose leader has exited is the same group while it has members: Linux, as POSIX
+    requires, does not reuse a pid while a process group of that id exists; its members
+    must then be in the leader's session and have started after it.
+    """
+    if not starttime or not cmdline:
+        return False
+    lead = proc_identity(pgid)
+    if lead is not None:
+        return lead.starttime == starttime and (lead.cmdline == list(cmdline) or (lead.state == "Z" and not lead.cmdline))
+    members = [p for p in (proc_identity(int(d.name)) for d in Path("/proc").iterdir() if d.name.isdigit())
+               if p is not None and p.pgrp == pgid]
+    return bool(members) and all(p.session == pgid and p.starttime >= starttime for p in members)
+
+
+def _killpg(pgid: int, starttime: int | None, cmdline: list[str] | None) -> bool:
+    """SIGTERM to process group ``pgid``, then SIGKILL if it still lives 2 s later, only if it
+    still is the one :func:`vm_group_is_ours` describes (checked before the first signal; the
+    id cannot be reused while the group lives). Returns whether it was signalled."""
+    if not vm_group_is_ours(pgid, starttime, cmdline):
+        return False
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + 2
+        while _pg_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _pg_alive(pgid):
+            os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True

@@ -101,6 +101,7 @@ def sshd_config(node: str, mgmt_addr: str, layout: Layout) -> str:
         f"HostKey {cfg}/ssh_host_ed25519_key",
         f"AuthorizedKeysFile {layout.authorized_keys}",
         "PermitRootLogin prohibit-password",
+        "AuthenticationMethods publickey",
         "PasswordAuthentication no",
         "KbdInteractiveAuthentication no",
         "UsePAM yes",
