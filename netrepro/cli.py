@@ -18,23 +18,15 @@ from pathlib import Path
 
 from netrepro.spec import REPO_ROOT, SpecError, load_spec
 
-#: Environment variables the Makefile passes through as site options.
-OPTION_ENV = {
-    "LOCAL_MODE": "mode", "AGGREGATE": "aggregate", "IMAGE": "image", "VM_TYPE": "vm_type",
-    "FABRIC_SITE": "fabric_site", "CORES": "cores", "RAM_GB": "ram_gb", "DISK_GB": "disk_gb",
-    "STATIC_FILE": "static_file", "SLICE_NAME": "slice_name", "GENI_USER": "user",
-    "MANIFEST": "manifest", "SSH_KEY": "key_file",
-}
+#: Environment variables the Makefile passes through as site options (defined with the sites).
+from netrepro.sites import OPTION_ENV
 
 
 def _options(args) -> dict:
-    opts = {v: os.environ[k] for k, v in OPTION_ENV.items() if os.environ.get(k)}
-    for kv in getattr(args, "option", None) or []:
-        if "=" not in kv:
-            raise SpecError("command line", "--option", f"expected KEY=VALUE, got {kv!r}")
-        k, v = kv.split("=", 1)
-        opts[k] = v
-    return opts
+    """The site options of ``args`` (environment, then ``--option``); each site checks them
+    against its declared options when it is made (unknown keys and bad values: one line)."""
+    from netrepro.sites import site_options
+    return site_options(getattr(args, "option", None), os.environ)
 
 
 def _time_scale(value: str) -> float:
@@ -84,7 +76,9 @@ def cmd_inventory(args) -> int:
 
 def cmd_up(args) -> int:
     from netrepro import controller
-    controller.up(load_spec(args.experiment), args.site, _options(args))
+    spec, opts = load_spec(args.experiment), _options(args)
+    controller.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
+    controller.up(spec, args.site, opts)
     return 0
 
 
@@ -145,6 +139,7 @@ def cmd_reproduce(args) -> int:
     from netrepro import controller
     spec = load_spec(args.experiment)
     opts = _options(args)
+    controller.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
     t0 = time.time()
     timings = {}
     try:

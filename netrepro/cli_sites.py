@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro.sites.base import SiteError
-from netrepro.spec import REPO_ROOT, Spec
+from netrepro.spec import REPO_ROOT, Spec, SpecError
 
 #: The committed request RSpec of an experiment: rspecs/<name>.xml.
 RSPECS_DIR = REPO_ROOT / "rspecs"
@@ -36,21 +36,48 @@ def inventory_from_manifest(spec: Spec, manifest_path: Path | str, user: str | N
     instageni --manifest FILE --user NAME``).
 
     Raises:
-        SiteError: the manifest is unreadable, or lacks a node, login or address of the spec
-            (one line naming the file, the field and what was expected).
+        SiteError: ``user`` or ``key_file`` unfit for ssh; the manifest is unreadable, or
+            lacks a node, login or address of the spec (one line naming the file, the field
+            and what was expected).
     """
     from netrepro.inventory import build_inventory, dump_inventory
     from netrepro.manifest import logins_from_manifest
+    from netrepro.sites.base import existing_file, login_user_problem
 
+    for opt, value, check in (("--user", user, login_user_problem), ("--key", key_file, existing_file)):
+        problem = check(value) if value is not None else None
+        if problem:
+            raise SiteError(f"{opt} {value!r}: {problem}")
     logins = logins_from_manifest(spec, manifest_path, user, key_file)
     return dump_inventory(build_inventory(spec, logins, site))
 
 
+def check_name_matches_folder(spec: Spec) -> None:
+    """Refuse an experiment whose ``name:`` differs from its folder (``experiments/<name>/
+    experiment.yml``; for another file name, its stem): files named after the experiment
+    (rspecs/<name>.xml, results/<name>/, state) would belong to another experiment.
+
+    Raises:
+        SpecError: ``<file>: name: ...`` (one line) naming both names.
+    """
+    path = Path(spec.path)
+    folder = path.parent.name if path.name == "experiment.yml" else path.stem
+    if spec.name != folder:
+        raise SpecError(path, "name", f"{spec.name!r} differs from the experiment's folder {folder!r}; expected "
+                        f"name: {folder} (or rename the folder), so that rspecs/{spec.name}.xml of another "
+                        "experiment is not overwritten")
+
+
 def write_rspec(spec: Spec, path: Path | str | None = None) -> Path:
     """Write the default request RSpec of ``spec`` (``make rspec``) to ``path`` (default
-    rspecs/<experiment>.xml) and return the path. Not bound to an aggregate."""
+    rspecs/<experiment>.xml) and return the path. Not bound to an aggregate.
+
+    Raises:
+        SpecError: the experiment's ``name:`` differs from its folder (nothing written).
+    """
     from netrepro.rspec import write_request
 
+    check_name_matches_folder(spec)
     return write_request(spec, path or committed_rspec_path(spec))
 
 

@@ -13,6 +13,9 @@ parser tolerates (see ../shared/fixtures/README.md):
 - interfaces whose ``client_id`` does not name a network (``interface-0``): the spec's nodes
   are matched by ``client_id`` and their interfaces by address, never by interface name.
 
+A login's ``username`` and ``hostname`` reach ssh's command line, so they are checked like a
+static site's (a login name; a host name or IP address; neither may start with ``-``).
+
 Errors raise :class:`netrepro.sites.base.SiteError` with a one-line message naming the file,
 the field and what was expected.
 """
@@ -22,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netrepro.sites.base import NodeLogin, SiteError
+from netrepro.sites.base import NodeLogin, SiteError, login_user_problem, ssh_host_problem
 from netrepro.spec import Spec
 
 #: Namespaces a manifest's core elements may be in.
@@ -111,6 +114,10 @@ def parse_manifest(path: Path | str) -> dict[str, ManifestNode]:
                     port_n = 0
                 if not 0 < port_n < 65536:
                     raise SiteError(f"{path}: node {cid}/services/login/@port: expected a TCP port number, got {port!r}")
+                for attr, value, check in (("username", user, login_user_problem), ("hostname", host, ssh_host_problem)):
+                    problem = check(value)
+                    if problem:   # it would reach ssh's command line: never an option, never junk
+                        raise SiteError(f"{path}: node {cid}/services/login/@{attr}: {value!r}: {problem}")
                 logins.append((user, host, port_n))
         hosts = _children(ne, "host")
         itfs = []

@@ -156,6 +156,14 @@ def test_node_without_login_says_the_sliver_may_not_be_ready(spec, tmp_path):
     (b'<rspec xmlns="http://www.geni.net/resources/rspec/3"/>', r"no <node> elements"),
     (b'<rspec><node client_id="a"><services><login username="u" hostname="h" port="ssh"/></services></node></rspec>',
      r"node a/services/login/@port: expected a TCP port number, got 'ssh'"),
+    # login fields reach ssh's command line: never an option, never junk
+    (b'<rspec><node client_id="a"><services><login username="-oProxyCommand=x" hostname="h"/></services></node></rspec>',
+     r"node a/services/login/@username: '-oProxyCommand=x': expected a login name"),
+    (b'<rspec><node client_id="a"><services><login username="u" hostname="-oProxyCommand=x"/></services></node></rspec>',
+     r"node a/services/login/@hostname: '-oProxyCommand=x': expected a host name"),
+    (b'<rspec><node client_id="a"><services><login username="u" hostname="h&#10;x"/></services></node></rspec>',
+     r"node a/services/login/@hostname: 'h\\nx': expected a host name"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00", r"not well-formed XML"),
 ])
 def test_bad_files_give_one_line_errors(tmp_path, content, pattern):
     p = tmp_path / "bad.xml"
@@ -179,3 +187,11 @@ def test_instageni_site_adopts_a_portal_manifest(spec, tmp_path):
     site.release()
     assert not site.state_file.exists()
     site.release()  # nothing left: harmless
+
+
+def test_inventory_refuses_user_and_key_unfit_for_ssh(spec, tmp_path):
+    m = seven_node_manifest(ALL[0], spec, tmp_path / "m.xml")
+    with pytest.raises(SiteError, match=r"--user '-oProxyCommand=x': expected a login name"):
+        cli_sites.inventory_from_manifest(spec, m, "-oProxyCommand=x")
+    with pytest.raises(SiteError, match=r"--key '/nonexistent/k': no such file"):
+        cli_sites.inventory_from_manifest(spec, m, "ingino", key_file="/nonexistent/k")

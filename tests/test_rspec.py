@@ -111,3 +111,17 @@ def test_drift_is_detected(spec, tmp_path):
     msg = cli_sites.rspec_drift(spec, path)
     assert msg and "make rspec" in msg and str(path) in msg
     assert "missing" in cli_sites.rspec_drift(spec, tmp_path / "none.xml")
+
+
+def test_rspec_refuses_a_name_that_differs_from_the_folder(spec, tmp_path):
+    """`netrepro rspec X` with X's name: pie-vs-red would overwrite rspecs/pie-vs-red.xml."""
+    folder = tmp_path / "copy-of-pie"
+    folder.mkdir()
+    (folder / "experiment.yml").write_text(spec.path.read_text())
+    other = load_spec(folder)
+    assert other.name == "pie-vs-red"
+    with pytest.raises(SpecError, match=r"copy-of-pie/experiment.yml: name: 'pie-vs-red' differs from the experiment's "
+                                        r"folder 'copy-of-pie'; expected name: copy-of-pie") as exc:
+        cli_sites.write_rspec(other, tmp_path / "r.xml")
+    assert exc.value.field == "name" and not (tmp_path / "r.xml").exists()
+    cli_sites.check_name_matches_folder(spec)   # the committed experiment is consistent

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import json
+import subprocess
 
 import pytest
 import yaml
@@ -80,10 +82,13 @@ def test_offline_build_needs_a_site(spec, tmp_path):
 
 
 def make_rc(tmp_path, **skip):
-    files = {}
-    for key in ("token.json", "bastion_key", "slice_key", "slice_key.pub"):
-        (tmp_path / key).write_text("x")
-        files[key] = tmp_path / key
+    """A complete fabric_rc whose files hold what fablib expects: a token JSON (fake tokens),
+    two private keys and a public key made by ssh-keygen."""
+    files = {k: tmp_path / k for k in ("token.json", "bastion_key", "slice_key", "slice_key.pub")}
+    files["token.json"].write_text(json.dumps({"id_token": "eyJ.fake", "refresh_token": "NB2.fake", "created_at": "2026-11-22"}))
+    for key in ("bastion_key", "slice_key"):
+        if not files[key].exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", key, "-f", str(files[key])], check=True)
     lines = {
         "FABRIC_PROJECT_ID": "p-123", "FABRIC_TOKEN_LOCATION": files["token.json"],
         "FABRIC_BASTION_USERNAME": "alice_0001", "FABRIC_BASTION_KEY_LOCATION": files["bastion_key"],
@@ -113,6 +118,43 @@ def test_missing_config_fails_at_once_naming_it(spec, tmp_path):
     assert str(rc) in msg and "\n" not in msg and not site.state_file.exists()
     with pytest.raises(SiteError, match=r"FABRIC_PROJECT_ID.*\.nope/fabric_rc"):
         load_fabric_config(env={}, rc_path=str(tmp_path / ".nope" / "fabric_rc"))
+
+
+@pytest.mark.parametrize("target, content, pattern", [
+    ("token.json", b"[]", r"token.json: \(top level\): no id_token or refresh_token; expected the FABRIC token JSON"),
+    ("token.json", b"{not json", r"token.json: line 1: not valid JSON; expected the FABRIC token JSON"),
+    ("token.json", b"\x89PNG\r\n\x1a\n\x00\x00", r"token.json: \(file\): binary data at byte 0"),
+    ("bastion_key", b"-----BEGIN OPENSSH PRIVATE KEY-----\n!!!\n-----END OPENSSH PRIVATE KEY-----\n",
+     r"bastion_key: \(content\): expected an SSH private key \(FABRIC_BASTION_KEY_LOCATION\)"),
+    ("slice_key", b"\x00\x01\x02", r"slice_key: \(file\): binary data \(a NUL byte\)"),
+    ("slice_key.pub", b"ssh-ed25519 AAAAC3NzaC1yc2EAAAADAQABAAABAQ me", r"slice_key.pub: \(content\): expected an SSH public key"),
+    ("fabric_rc", b"export FABRIC_PROJECT_ID=\xff\xfe\n", r"fabric_rc: \(file\): binary data at byte 25; expected fablib's fabric_rc"),
+])
+def test_junk_in_complete_config_fails_naming_the_file(spec, tmp_path, target, content, pattern):
+    rc = make_rc(tmp_path)
+    (tmp_path / target).write_bytes(content)
+    site = get_site("fabric", spec, tmp_path / "run", {"fabric_rc": str(rc), "env": {}, "fabric_site": "UTAH"})
+    with pytest.raises(SiteError, match=pattern) as exc:
+        site.preflight()
+    assert "\n" not in str(exc.value)
+    with pytest.raises(SiteError, match=pattern):
+        site.reserve()
+    assert not (tmp_path / "run").exists()
+
+
+def test_bastion_login_fit_for_ssh(tmp_path):
+    rc = make_rc(tmp_path)
+    with pytest.raises(SiteError, match=r"fabric_rc: FABRIC_BASTION_USERNAME='-oProxyCommand=x': expected a login name"):
+        load_fabric_config(env={"FABRIC_BASTION_USERNAME": "-oProxyCommand=x"}, rc_path=str(rc))
+
+
+def test_options_are_declared_and_checked(spec, tmp_path):
+    with pytest.raises(SiteError, match=r"site fabric: unknown option 'aggregate'; expected one of the site's options: fabric_site: "):
+        get_site("fabric", spec, tmp_path, {"aggregate": "emulab"})
+    with pytest.raises(SiteError, match=r"site fabric: option ram_gb='lots': expected a positive integer"):
+        get_site("fabric", spec, tmp_path, {"ram_gb": "lots"})
+    with pytest.raises(SiteError, match=r"option fabric_site='UTAH; rm': expected a FABRIC site name"):
+        get_site("fabric", spec, tmp_path, {"fabric_site": "UTAH; rm"})
 
 
 def test_bad_rc_line(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 import yaml
@@ -23,6 +24,16 @@ def spec():
     return load_spec("pie-vs-red")
 
 
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    """A home folder with ~/.ssh/id_ed25519 (a real key made by ssh-keygen) for the nodes files."""
+    h = tmp_path / "home"
+    (h / ".ssh").mkdir(parents=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", str(h / ".ssh" / "id_ed25519")], check=True)
+    monkeypatch.setenv("HOME", str(h))
+    return h
+
+
 def nodes_data(spec):
     return {"nodes": {n: {"host": f"192.0.2.{10 + i}", "user": "ubuntu", "key": "~/.ssh/id_ed25519",
                           "addresses": {x["network"]: x["address"] for x in nd["interfaces"]}}
@@ -35,16 +46,19 @@ def write(tmp_path, data):
     return p
 
 
-def test_valid_file_gives_logins(spec, tmp_path):
+def test_valid_file_gives_logins(spec, tmp_path, home):
     data = nodes_data(spec)
     data["nodes"]["router"].update(port=2222, proxy_jump="me@jump.example.org:22")
+    data["nodes"]["server1"].update(host="2001:db8::5", proxy_jump="me@2001:db8::1:2222")
+    data["nodes"]["server2"].update(host="node-2.example.org.")
     del data["nodes"]["client1"]["user"]
     logins = load_static_file(spec, write(tmp_path, data))
     assert list(logins) == list(spec.nodes)
     r = logins["router"]
     assert (r.host, r.port, r.user, r.proxy_jump) == ("192.0.2.10", 2222, "ubuntu", "me@jump.example.org:22")
-    assert r.key_file.endswith("/.ssh/id_ed25519") and not r.key_file.startswith("~")
+    assert r.key_file == str(home / ".ssh" / "id_ed25519")
     assert (logins["client1"].user, logins["client1"].port) == ("root", 22)
+    assert (logins["server1"].host, logins["server1"].proxy_jump) == ("2001:db8::5", "me@2001:db8::1:2222")
 
 
 @pytest.mark.parametrize("mutate, pattern", [
@@ -58,6 +72,17 @@ def test_valid_file_gives_logins(spec, tmp_path):
     (lambda d: d["nodes"].update(extra={"host": "h", "addresses": {"a": "10.0.0.1"}}), r"nodes.extra: not a node of pie-vs-red"),
     (lambda d: d["nodes"]["server2"]["addresses"].update(servers_lan="10.10.2.9"), r"nodes.server2.addresses: .*expected the topology's \{'servers_lan': '10.10.2.2'\}"),
     (lambda d: d.update(hosts=[]), r"\(top level\): unknown field"),
+    # fields that reach ssh's command line: never an option, never whitespace or control characters
+    (lambda d: d["nodes"]["router"].update(user="-oProxyCommand=touch${IFS}x"), r"nodes.router.user: '-oProxyCommand=.*': expected a login name"),
+    (lambda d: d["nodes"]["router"].update(user="ubuntu root"), r"nodes.router.user: 'ubuntu root': expected a login name"),
+    (lambda d: d["nodes"]["router"].update(host="-oProxyCommand=x"), r"nodes.router.host: '-oProxyCommand=x': expected a host name"),
+    (lambda d: d["nodes"]["router"].update(host="192.0.2.1\nProxyCommand x"), r"nodes.router.host: '192.0.2.1\\nProxyCommand x': expected a host name"),
+    (lambda d: d["nodes"]["router"].update(proxy_jump="-oProxyCommand=touch${IFS}x@h:22"), r"nodes.router.proxy_jump: .*expected user@host:port, a login name"),
+    (lambda d: d["nodes"]["router"].update(proxy_jump="me@-oProxyCommand=x:22"), r"nodes.router.proxy_jump: .*expected user@host:port, a host name"),
+    (lambda d: d["nodes"]["router"].update(proxy_jump="me@jump:99999"), r"nodes.router.proxy_jump: 'me@jump:99999': expected user@host:port$"),
+    (lambda d: d["nodes"]["router"].update(key="-i/etc/passwd"), r"nodes.router.key: '-i/etc/passwd': expected a file path"),
+    (lambda d: d["nodes"]["router"].update(key="~/.ssh/nope"), r"nodes.router.key: no such file '.*/home/.ssh/nope'; expected the node's SSH private key"),
+    (lambda d: d["nodes"]["router"].update(key="~/.ssh/id_ed25519.pub"), r"nodes.router.key: .*id_ed25519.pub: \(content\): expected an SSH private key"),
 ])
 def test_bad_files_give_one_line_errors(spec, tmp_path, mutate, pattern):
     data = nodes_data(spec)
@@ -73,6 +98,11 @@ def test_missing_and_unparsable_files(spec, tmp_path):
         load_static_file(spec, tmp_path / "none.yml")
     with pytest.raises(SiteError, match=r"nodes.yml: line 3: not valid YAML"):
         load_static_file(spec, write(tmp_path, "nodes:\n  router: [\n"))
+    with pytest.raises(SiteError, match=r"nodes.yml: line 3: not valid YAML: duplicate key 'router'"):
+        load_static_file(spec, write(tmp_path, "nodes:\n  router: {host: a}\n  router: {host: b}\n"))
+    (tmp_path / "nodes.yml").write_bytes(b"nodes:\x00\xff\xfe")
+    with pytest.raises(SiteError, match=r"nodes.yml: \(file\): expected a UTF-8 text static nodes YAML, found binary"):
+        load_static_file(spec, tmp_path / "nodes.yml")
 
 
 def test_recorded_ip_addr_is_parsed():
@@ -112,6 +142,7 @@ def test_reserve_checks_ssh_and_addresses_then_saves_logins(spec, tmp_path):
         assert argv[:3] == ["ssh", "-o", "BatchMode=yes"] and timeout > 0
         if argv[-1] == "true":
             return 0, "", ""
+        assert argv[-3] == "--"   # the destination is never read as an option
         return 0, IP_J_ADDR_ROUTER if argv[-2].startswith("ubuntu@192.0.2.10") else other, ""
 
     site = get_site("static", spec, tmp_path / "run", {"static_file": str(write(tmp_path, nodes_data(spec))), "runner": runner})
@@ -138,9 +169,35 @@ def test_unreachable_node_fails_naming_it(spec, tmp_path):
 def test_ssh_argv_and_missing_option(spec, tmp_path):
     from netrepro.sites.base import NodeLogin
     argv = ssh_argv(NodeLogin("r", "2001:db8::5", 2222, "ubuntu", "/k", "me@jump:22"), "ip -j addr")
-    assert argv[-2:] == ["ubuntu@2001:db8::5", "ip -j addr"] and ["-p", "2222"] == argv[argv.index("-p"):argv.index("-p") + 2]
+    assert argv[-3:] == ["--", "ubuntu@2001:db8::5", "ip -j addr"] and ["-p", "2222"] == argv[argv.index("-p"):argv.index("-p") + 2]
     # the jump host is reached through a ProxyCommand that carries the key (ssh -J would not)
     proxy = next(a for a in argv if a.startswith("ProxyCommand="))
     assert "-W '[%h]:%p'" in proxy and "-p 22" in proxy and "-i /k" in proxy and proxy.endswith("me@jump")
     with pytest.raises(SiteError, match="STATIC_FILE="):
         get_site("static", spec, tmp_path, {}).reserve()
+
+
+def test_options_are_declared_and_checked(spec, tmp_path):
+    with pytest.raises(SiteError, match=r"site static: unknown option 'user'; expected one of the site's options: "
+                                         r"static_file: .*; known_hosts: "):
+        get_site("static", spec, tmp_path, {"user": "me"})
+    with pytest.raises(SiteError, match=r"option known_hosts='-oX': expected a file path"):
+        get_site("static", spec, tmp_path, {"known_hosts": "-oX"})
+    with pytest.raises(SiteError, match=r"unknown option 'runner'"):   # a hook is never text from a command line
+        get_site("static", spec, tmp_path, {"runner": "sh"})
+    assert not tmp_path.joinpath("state.json").exists()
+
+
+def test_preflight_checks_the_file_without_contacting_nodes(spec, tmp_path):
+    data = nodes_data(spec)
+    data["nodes"]["client3"]["key"] = "~/.ssh/missing"
+
+    def runner(argv, timeout):
+        raise AssertionError("preflight ran " + " ".join(argv))
+
+    site = get_site("static", spec, tmp_path / "run", {"static_file": str(write(tmp_path, data)), "runner": runner})
+    with pytest.raises(SiteError, match=r"nodes.client3.key: no such file"):
+        site.preflight()
+    with pytest.raises(SiteError, match=r"nodes.client3.key: no such file"):
+        site.reserve()
+    assert not (tmp_path / "run").exists()

@@ -4,6 +4,7 @@ aggregates, waiting, state), lazy imports of optional dependencies."""
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,10 @@ from lxml import etree
 from netrepro import cli_sites, rspec
 from netrepro.sites import SITES, get_site
 from netrepro.sites.base import SiteError
-from netrepro.sites.instageni import (GeniError, default_slice_name, load_aggregates, load_credentials,
-                                      poll_until, resolve_aggregate, summarize_status)
-from netrepro.spec import load_spec
+from netrepro.sites.instageni import (GeniClient, GeniError, TLSPolicy, default_slice_name, load_aggregates,
+                                      load_client_cert, load_credentials, poll_until, resolve_aggregate,
+                                      summarize_status, tls_context)
+from netrepro.spec import SpecError, load_spec
 
 RSPEC_DATA = Path(__file__).resolve().parent / "data" / "rspec"  # copies of public RSpecs, see SOURCE.md
 MANIFEST = RSPEC_DATA / "manifest" / "cloudlab-utah-2node-CS244-oncache.xml"
@@ -29,7 +31,7 @@ def spec():
 
 @pytest.mark.parametrize("site", ["instageni", "fabric", "static"])
 def test_plan_for_every_site_names_every_node_and_address(spec, site):
-    text = cli_sites.plan_text(spec, site, {"fabric_site": "UTAH"})
+    text = cli_sites.plan_text(spec, site, {"fabric_site": "UTAH"} if site == "fabric" else {})
     for node, nd in spec.nodes.items():
         assert node in text
         for itf in nd["interfaces"]:
@@ -68,9 +70,63 @@ def test_reserve_without_credentials_fails_at_once(spec, tmp_path):
     assert "\n" not in msg and not site.state_file.exists()
 
 
+def ssh_keypair(directory: Path, name: str = "id") -> Path:
+    """A real ed25519 key pair (ssh-keygen, no passphrase) at directory/name{,.pub}."""
+    key = directory / name
+    if not key.exists():
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", str(key)], check=True)
+    return key
+
+
+def make_cert(cn: str, issuer=None, ip: str | None = None, ca: bool = False):
+    """(certificate, key) made with cryptography: self-signed, or signed by ``issuer`` =
+    (certificate, key); ``ip`` as a subjectAltName; ``ca`` marks a CA. Valid for one day."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    now = dt.datetime.now(dt.timezone.utc)
+    b = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer[0].subject if issuer else name)
+         .public_key(key.public_key()).serial_number(x509.random_serial_number())
+         .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if ca:
+        b = b.add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                                          data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                          crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        b = b.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+    if ip:
+        b = b.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), critical=False)
+    if issuer:
+        b = b.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer[1].public_key()), critical=False)
+    return b.sign(issuer[1] if issuer else key, hashes.SHA256()), key
+
+
+def pem(cert=None, key=None, passphrase: bytes | None = None) -> bytes:
+    from cryptography.hazmat.primitives import serialization as ser
+
+    out = cert.public_bytes(ser.Encoding.PEM) if cert is not None else b""
+    if key is not None:
+        enc = ser.BestAvailableEncryption(passphrase) if passphrase else ser.NoEncryption()
+        out += key.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.PKCS8, enc)
+    return out
+
+
+def portal_pem(path: Path, passphrase: bytes | None = b"portal secret") -> Path:
+    """A portal-style PEM: the user's certificate followed by its (encrypted) private key."""
+    path.write_bytes(pem(*make_cert("alice"), passphrase=passphrase))
+    return path
+
+
 def geni_env(tmp_path, **over):
     (tmp_path / "cloudlab.pem").write_text("cert")
-    (tmp_path / "id.pub").write_text("ssh-ed25519 AAAA me@here")
+    ssh_keypair(tmp_path, "id")
     ctx = {"framework": "emulab-ch2", "cert-path": str(tmp_path / "cloudlab.pem"), "key-path": str(tmp_path / "cloudlab.pem"),
            "user-name": "alice", "user-urn": "urn:publicid:IDN+emulab.net+user+alice",
            "user-pubkeypath": str(tmp_path / "id.pub"), "project": "netrepro"}
@@ -185,10 +241,188 @@ def test_instageni_lifecycle_with_a_fake_aggregate(spec, tmp_path, monkeypatch):
 
 def test_bad_slice_name_and_hours(spec, tmp_path):
     base = {"env": geni_env(tmp_path), "client": FakeGeni("", [])}
-    with pytest.raises(SiteError, match=r"SLICE_NAME=Bad_Name: expected 1-19 characters"):
+    with pytest.raises(SiteError, match=r"option slice_name='Bad_Name': expected 1-19 characters"):
         get_site("instageni", spec, tmp_path / "a", {**base, "slice_name": "Bad_Name"}).reserve()
-    with pytest.raises(SiteError, match=r"HOURS=-1: expected a positive number"):
+    with pytest.raises(SiteError, match=r"option hours='-1': expected a positive number"):
         get_site("instageni", spec, tmp_path / "b", {**base, "hours": "-1"}).reserve()
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("opts, pattern", [
+    ({"agregate": "apt"}, r"site instageni: unknown option 'agregate'; expected one of the site's options: aggregate: .*; image: "),
+    ({"aggregate": "nowhere"}, r"option aggregate='nowhere': expected an aggregate of aggregates.yml .*: emulab, powder"),
+    ({"image": "UBUNTU22"}, r"option image='UBUNTU22': expected an image URN"),
+    ({"routable_control_ip": "maybe"}, r"option routable_control_ip='maybe': expected true or false"),
+    ({"vm_cores": "0"}, r"option vm_cores='0': expected a positive integer"),
+    ({"user": "-oProxyCommand=x"}, r"option user='-oProxyCommand=x': expected a login name"),
+    ({"key_file": "/nonexistent/key"}, r"option key_file='/nonexistent/key': no such file"),
+    ({"client": "fake"}, r"unknown option 'client'"),
+])
+def test_instageni_options_are_checked_when_the_site_is_made(spec, tmp_path, opts, pattern):
+    with pytest.raises(SiteError, match=pattern) as exc:
+        get_site("instageni", spec, tmp_path / "run", opts)
+    assert "\n" not in str(exc.value) and not (tmp_path / "run").exists()
+
+
+def test_option_origin_is_named(spec, tmp_path):
+    from netrepro.sites import site_options
+
+    opts = site_options(["vm_ram_mb=lots"], {"AGGREGATE": "apt", "FABRIC_SITE": "UTAH"})
+    assert dict(opts) == {"aggregate": "apt", "fabric_site": "UTAH", "vm_ram_mb": "lots"}
+    with pytest.raises(SiteError, match=r"unknown option 'fabric_site' \(from FABRIC_SITE\)"):
+        get_site("instageni", spec, tmp_path, opts)
+    del opts["fabric_site"]
+    with pytest.raises(SiteError, match=r"option vm_ram_mb='lots' \(from --option\): expected a positive integer"):
+        get_site("instageni", spec, tmp_path, opts)
+
+
+# --- TLS to the aggregates and the portal certificate ------------------------------------------
+def test_tls_is_verified_by_default(tmp_path):
+    warned = []
+    ctx = tls_context(TLSPolicy("aggregate x"), warned.append)
+    assert (ctx.verify_mode, ctx.check_hostname, warned) == (ssl.CERT_REQUIRED, True, [])
+    ca, ca_key = make_cert("Test CA", ca=True)
+    (tmp_path / "ca.pem").write_bytes(pem(ca))
+    ctx = tls_context(TLSPolicy("aggregate x", ca_bundle=str(tmp_path / "ca.pem"), source="f: ca_bundle"), warned.append)
+    assert (ctx.verify_mode, ctx.check_hostname, warned) == (ssl.CERT_REQUIRED, True, [])
+    assert [c["subject"] for c in ctx.get_ca_certs()] == [((("commonName", "Test CA"),),)]
+
+
+def test_tls_off_only_when_asked_and_warns():
+    warned = []
+    ctx = tls_context(TLSPolicy("aggregate ig-x", verify=False, source="mine.yml: aggregates.ig-x.verify_tls"), warned.append)
+    assert (ctx.verify_mode, ctx.check_hostname) == (ssl.CERT_NONE, False)
+    assert len(warned) == 1 and "aggregate ig-x" in warned[0] and "NOT verified" in warned[0]
+    assert "mine.yml: aggregates.ig-x.verify_tls" in warned[0]
+
+
+@pytest.mark.parametrize("content, pattern", [
+    (None, r"ca.pem: \(file\): no such file; expected a PEM bundle of the CA certificates to trust \(conf.yml: ca_bundle; "),
+    (b"\x00\x01junk", r"ca.pem: \(file\): binary data \(a NUL byte\)"),
+    (b"not a certificate", r"ca.pem: \(content\): no certificate"),
+    (b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", r"ca.pem: \(content\): not a usable CA bundle"),
+])
+def test_bad_ca_bundle_is_named(tmp_path, content, pattern):
+    if content is not None:
+        (tmp_path / "ca.pem").write_bytes(content)
+    with pytest.raises(SiteError, match=pattern) as exc:
+        tls_context(TLSPolicy("aggregate x", ca_bundle=str(tmp_path / "ca.pem"), source="conf.yml: ca_bundle"))
+    assert "\n" not in str(exc.value)
+
+
+def test_aggregates_tls_settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    conf = load_aggregates()
+    committed = conf["aggregates"]["emulab"]["tls"]
+    assert committed.verify and committed.ca_bundle == str(tmp_path / ".bssw/geni/emulab-ca.pem")
+    assert all(a["tls"].verify for a in conf["aggregates"].values())   # never off in the committed file
+    assert conf["slice_authority_tls"].ca_bundle == committed.ca_bundle
+    extra = tmp_path / "conf" / "aggs.yml"
+    extra.parent.mkdir()
+    extra.write_text("ca_bundle: null\n"
+                     "aggregates:\n"
+                     "  mine: {urn: 'urn:publicid:IDN+lab.example+authority+cm', url: 'https://lab.example:12369/am/3.0',"
+                     " ca_bundle: lab-ca.pem}\n"
+                     "  old: {urn: 'urn:publicid:IDN+old.example+authority+cm', url: 'https://old.example:12369/am/3.0',"
+                     " verify_tls: false}\n")
+    conf = load_aggregates(extra)
+    assert conf["aggregates"]["emulab"]["tls"].ca_bundle is None            # the system trust store
+    mine, old = conf["aggregates"]["mine"]["tls"], conf["aggregates"]["old"]["tls"]
+    assert (mine.verify, mine.ca_bundle) == (True, str(extra.parent / "lab-ca.pem"))
+    assert (old.verify, old.source) == (False, f"{extra}: aggregates.old.verify_tls")
+
+
+@pytest.mark.parametrize("text, pattern", [
+    ("aggregates:\n  mine: {urn: 'urn:publicid:IDN+l+authority+cm', url: 'https://l/am', verify_tsl: false}\n",
+     r"aggs.yml: aggregates.mine.verify_tsl: unknown field; expected one of: urn, url, kind, ca_bundle, verify_tls"),
+    ("aggregates:\n  mine: {urn: 'urn:publicid:IDN+l+authority+cm', url: 'https://l/am', verify_tls: 'no'}\n",
+     r"aggs.yml: aggregates.mine.verify_tls: expected true or false, got 'no'"),
+    ("verify_tls: false\n", r"aggs.yml: verify_tls: unknown field; .*verify_tls is set per aggregate"),
+    ("ca_bundle: [a, b]\n", r"aggs.yml: ca_bundle: expected a path to a PEM CA bundle, or null"),
+    ("aggregates: [\n", r"aggs.yml: line 2: not valid YAML"),
+    ("aggregates:\n  a: {urn: 'urn:publicid:IDN+l+authority+cm', url: 'https://l/am'}\n"
+     "  a: {urn: 'urn:publicid:IDN+m+authority+cm', url: 'https://m/am'}\n", r"aggs.yml: line 3: not valid YAML: duplicate key 'a'"),
+])
+def test_bad_aggregates_files(tmp_path, text, pattern):
+    (tmp_path / "aggs.yml").write_text(text)
+    with pytest.raises((SiteError, SpecError), match=pattern):
+        load_aggregates(tmp_path / "aggs.yml")
+
+
+def test_portal_certificate_and_passphrase(tmp_path):
+    from netrepro.sites.instageni import GeniCredentials
+
+    def creds(path, pw=None):
+        return GeniCredentials(str(path), str(path), "alice", "urn:x", "p", "id.pub", None, pw)
+
+    pem_file = portal_pem(tmp_path / "cloudlab.pem", b"portal secret")
+    c = creds(pem_file, "portal secret")
+    load_client_cert(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), c)
+    assert "portal secret" not in repr(c)
+    asked = []
+    c = creds(pem_file)
+    load_client_cert(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), c, ask=lambda prompt: asked.append(prompt) or "portal secret")
+    assert asked == [f"Passphrase for {pem_file}: "] and c.passphrase == "portal secret"
+    for pw, pattern in ((None, r"cloudlab.pem: \(key\): protected by a passphrase; expected it in NETREPRO_GENI_KEY_PASSPHRASE"),
+                        ("wrong", r"cloudlab.pem: \(key\): the passphrase does not decrypt it")):
+        with pytest.raises(SiteError, match=pattern) as exc:
+            load_client_cert(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), creds(pem_file, pw))
+        assert "wrong" not in str(exc.value) and "portal secret" not in str(exc.value)
+    other_key = make_cert("bob")[1]
+    mismatched = tmp_path / "mismatch.pem"
+    mismatched.write_bytes(pem(make_cert("alice")[0]) + pem(key=other_key))
+    with pytest.raises(SiteError, match=r"mismatch.pem: \(content\): certificate and key do not load together"):
+        load_client_cert(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), creds(mismatched))
+    (tmp_path / "junk.pem").write_bytes(b"[]")
+    with pytest.raises(SiteError, match=r"junk.pem: \(content\): no certificate; expected the PEM from the portal"):
+        load_client_cert(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), creds(tmp_path / "junk.pem"))
+
+
+@pytest.fixture
+def tls_aggregate(tmp_path):
+    """An XML-RPC server over TLS on 127.0.0.1 (loopback only) whose certificate is signed by
+    a test CA; answers GetVersion like an aggregate. Yields (url, path of the CA's PEM)."""
+    import threading
+    from xmlrpc.server import SimpleXMLRPCRequestHandler, SimpleXMLRPCServer
+
+    class Handler(SimpleXMLRPCRequestHandler):
+        rpc_paths = ("/am/3.0",)
+
+    ca = make_cert("Test aggregate CA", ca=True)
+    cert, key = make_cert("127.0.0.1", issuer=ca, ip="127.0.0.1")
+    (tmp_path / "server.pem").write_bytes(pem(cert, key))
+    (tmp_path / "ca.pem").write_bytes(pem(ca[0]))
+    server = SimpleXMLRPCServer(("127.0.0.1", 0), Handler, logRequests=False, allow_none=True)
+    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sctx.load_cert_chain(tmp_path / "server.pem")
+    server.socket = sctx.wrap_socket(server.socket, server_side=True)
+    server.register_function(lambda *a: {"code": {"geni_code": 0}, "value": {"geni_api": 3}}, "GetVersion")
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield f"https://127.0.0.1:{server.server_address[1]}/am/3.0", tmp_path / "ca.pem"
+    server.shutdown()
+    server.server_close()
+
+
+def test_tls_handshake_with_a_real_server(tmp_path, tls_aggregate):
+    from netrepro.sites.instageni import GeniCredentials
+
+    url, ca = tls_aggregate
+    creds = GeniCredentials(str(portal_pem(tmp_path / "cloudlab.pem")), str(tmp_path / "cloudlab.pem"), "alice",
+                            "urn:x", "p", "id.pub", None, "portal secret")
+    sa = TLSPolicy("the slice authority", ca_bundle=str(ca))
+    trusted = GeniClient(creds, TLSPolicy("aggregate t", ca_bundle=str(ca), source="t.yml: aggregates.t.ca_bundle"), sa)
+    assert trusted._call(url, "GetVersion") == {"geni_api": 3}
+    untrusted = GeniClient(creds, TLSPolicy("aggregate t", source="t.yml: ca_bundle"), sa)
+    with pytest.raises(SiteError, match=r"/am/3.0: TLS: certificate not trusted \(.*\); expected one signed by a CA in "
+                                         r"the system trust store \(t.yml: ca_bundle\)"):
+        untrusted._call(url, "GetVersion")
+    warned = []
+    unverified = GeniClient(creds, TLSPolicy("aggregate t", verify=False, source="t.yml: aggregates.t.verify_tls"), sa,
+                            warn=warned.append)
+    assert unverified._call(url, "GetVersion") == {"geni_api": 3} and len(warned) == 1
+    with pytest.raises(SiteError, match=r"/nope: GetVersion: ProtocolError: .*404 Not Found"):
+        trusted._call(url.replace("/am/3.0", "/nope"), "GetVersion")
 
 
 def test_site_modules_do_not_import_optional_dependencies():

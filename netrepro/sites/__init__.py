@@ -9,11 +9,21 @@ and add one line here (docs/adding-a-site.md walks through it).
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import NodeLogin, Site, SiteError
-from netrepro.spec import Spec
+from netrepro.sites.base import NodeLogin, Site, SiteError, SiteOptions
+from netrepro.spec import Spec, SpecError
+
+#: Environment variables (make variables) passed as site options: variable -> option key.
+#: A variable that is set must name an option of the chosen site (else it is refused).
+OPTION_ENV: dict[str, str] = {
+    "LOCAL_MODE": "mode", "AGGREGATE": "aggregate", "IMAGE": "image", "VM_TYPE": "vm_type",
+    "FABRIC_SITE": "fabric_site", "CORES": "cores", "RAM_GB": "ram_gb", "DISK_GB": "disk_gb",
+    "STATIC_FILE": "static_file", "SLICE_NAME": "slice_name", "GENI_USER": "user",
+    "MANIFEST": "manifest", "SSH_KEY": "key_file",
+}
 
 SITES: dict[str, str] = {
     "local": "netrepro.sites.local:LocalSite",
@@ -22,7 +32,8 @@ SITES: dict[str, str] = {
     "static": "netrepro.sites.static:StaticSite",
 }
 
-__all__ = ["SITES", "NodeLogin", "Site", "SiteError", "get_site", "site_class"]
+__all__ = ["OPTION_ENV", "SITES", "NodeLogin", "Site", "SiteError", "SiteOptions", "get_site", "site_class",
+           "site_options"]
 
 
 def site_class(name: str) -> type[Site]:
@@ -36,3 +47,26 @@ def site_class(name: str) -> type[Site]:
 def get_site(name: str, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None) -> Site:
     """Instantiate site ``name`` for ``spec`` with its state in ``state_dir``."""
     return site_class(name)(spec, state_dir, options)
+
+
+def site_options(pairs: list[str] | None, environ: dict[str, str] | None = None) -> SiteOptions:
+    """Site options from the environment (:data:`OPTION_ENV`, set and non-empty) and then
+    ``--option KEY=VALUE`` ``pairs`` (which win), remembering where each came from.
+
+    Keys and values are checked when the site is made (:func:`netrepro.sites.base.check_options`).
+    Raises:
+        SpecError: a pair without ``=`` (one line naming ``--option``).
+    """
+    environ = os.environ if environ is None else environ
+    opts = SiteOptions()
+    for var, key in OPTION_ENV.items():
+        if environ.get(var):
+            opts[key] = environ[var]
+            opts.origins[key] = var
+    for kv in pairs or []:
+        if "=" not in kv:
+            raise SpecError("command line", "--option", f"expected KEY=VALUE, got {kv!r}")
+        k, v = kv.split("=", 1)
+        opts[k] = v
+        opts.origins[k] = "--option"
+    return opts

@@ -20,12 +20,15 @@ created) lives in ``state_dir/state.json`` so that a later ``down``, ``status`` 
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import math
 import os
+import re
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, ClassVar
 
 from netrepro.spec import Spec
 
@@ -52,6 +55,248 @@ def positive_int_option(options: dict[str, Any], key: str, error: type[Exception
             raise error("site options", key, f"expected a positive integer, got {raw!r}")
         raise SiteError(f"site option {key}={raw!r}: expected a positive integer")
     return val
+
+
+# --- site options -------------------------------------------------------------------------
+#: A value check: ``check(value, spec)`` returns None when ``value`` is acceptable, else what
+#: was expected (``"expected ..."``). ``spec`` is the experiment (some checks depend on it).
+Check = Callable[[Any, Spec], "str | None"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option a site understands: ``help`` (a short description, listed when an unknown
+    option is given) and ``check`` (see :data:`Check`; None accepts any non-empty text)."""
+
+    help: str
+    check: Check | None = None
+
+
+class SiteOptions(dict):
+    """Site options (key -> value) that remember where each came from, for error messages.
+
+    ``origins`` maps a key to ``--option`` or to the environment variable that set it
+    (``AGGREGATE``); options made in code have no origin.
+    """
+
+    def __init__(self, *args, origins: dict[str, str] | None = None, **kw):
+        super().__init__(*args, **kw)
+        self.origins: dict[str, str] = dict(origins or {})
+
+
+def _origin(options: Any, key: str) -> str:
+    src = getattr(options, "origins", {}).get(key)
+    return f" (from {src})" if src else ""
+
+
+def one_of(*choices: str) -> Check:
+    """A check accepting exactly one of ``choices``."""
+    return lambda v, spec: None if str(v) in choices else f"expected one of: {', '.join(choices)}"
+
+
+def matches(pattern: str, expected: str) -> Check:
+    """A check accepting text that fully matches the regular expression ``pattern``."""
+    rx = re.compile(pattern)
+    return lambda v, spec: None if isinstance(v, (str, int)) and rx.fullmatch(str(v)) else f"expected {expected}"
+
+
+def positive_int(value: Any, spec: Spec | None = None) -> str | None:
+    """Check: a whole number > 0 (``4`` or ``"4"``)."""
+    if isinstance(value, bool):
+        return "expected a positive integer"
+    try:
+        ok = int(str(value).strip()) > 0
+    except ValueError:
+        ok = False
+    return None if ok else "expected a positive integer"
+
+
+def positive_number(value: Any, spec: Spec | None = None) -> str | None:
+    """Check: a finite number > 0 (``2.5`` or ``"2.5"``)."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = math.nan
+    return None if math.isfinite(x) and x > 0 else "expected a positive number"
+
+
+def boolean(value: Any, spec: Spec | None = None) -> str | None:
+    """Check: true/false, yes/no, on/off or 1/0."""
+    ok = isinstance(value, bool) or str(value).strip().lower() in ("1", "0", "true", "false", "yes", "no", "on", "off")
+    return None if ok else "expected true or false"
+
+
+def mgmt_subnet(first_host: int = 11) -> Check:
+    """A check for a management network: an IPv4 network in CIDR notation (no host bits set)
+    with room for host ``first_host`` + one address per node of the spec, below broadcast."""
+
+    def check(value: Any, spec: Spec) -> str | None:
+        try:
+            net = ipaddress.IPv4Network(str(value))
+        except ValueError:
+            return "expected an IPv4 network in CIDR notation such as 172.30.0.0/24"
+        need = first_host + len(spec.nodes) + 1
+        if net.num_addresses < need:
+            return f"expected a network with at least {need} addresses (hosts .{first_host} and up for {len(spec.nodes)} nodes)"
+        return None
+
+    return check
+
+
+#: A login name: POSIX portable user name characters, not starting with '-' (useradd(8)).
+LOGIN_USER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+#: A DNS host name (RFC 1123 labels: letters, digits, '-' inside, '.' between).
+HOSTNAME_RE = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+
+
+def login_user_problem(value: Any, spec: Spec | None = None) -> str | None:
+    """Check for a login user passed to ssh: letters, digits, '.', '_', '-', not starting with '-'
+    (ssh would read ``-oProxyCommand=...`` as an option)."""
+    if isinstance(value, str) and LOGIN_USER_RE.fullmatch(value):
+        return None
+    return "expected a login name (letters, digits, '.', '_', '-'; not starting with '-')"
+
+
+def ssh_host_problem(value: Any, spec: Spec | None = None) -> str | None:
+    """Check for an SSH host: a DNS name (RFC 1123), an IPv4 or a bare IPv6 address; never
+    starting with '-', no whitespace or control characters."""
+    if not isinstance(value, str):
+        return "expected a host name, IPv4 or IPv6 address"
+    if HOSTNAME_RE.fullmatch(value):
+        return None
+    try:
+        ipaddress.ip_address(value)
+        return None
+    except ValueError:
+        return "expected a host name, IPv4 or IPv6 address (no brackets, no leading '-', no spaces)"
+
+
+def safe_path_problem(value: Any, spec: Spec | None = None) -> str | None:
+    """Check for a file path given to ssh or written into its options: not empty, not starting
+    with '-', no whitespace or control characters."""
+    if not isinstance(value, str) or not value or value.startswith("-") or re.search(r"[\s\x00-\x1f\x7f]", value):
+        return "expected a file path without spaces or control characters, not starting with '-'"
+    return None
+
+
+def existing_file(value: Any, spec: Spec | None = None) -> str | None:
+    """Check: :func:`safe_path_problem`, and the file (``~`` expanded) exists."""
+    problem = safe_path_problem(value, spec)
+    if problem:
+        return problem
+    p = Path(value).expanduser()
+    return None if p.is_file() else f"no such file {str(p)!r}; expected an existing file"
+
+
+def read_small_text(path: Path | str, what: str, limit: int = 1 << 20) -> str:
+    """The text of a small credential or configuration file (``~`` expanded).
+
+    Raises:
+        SiteError: missing, unreadable, larger than ``limit`` bytes, not UTF-8, or holding NUL
+            bytes (binary junk); one line naming the file and ``what`` was expected.
+    """
+    p = Path(path).expanduser()
+    try:
+        with p.open("rb") as f:
+            raw = f.read(limit + 1)
+    except FileNotFoundError:
+        raise SiteError(f"{p}: (file): no such file; expected {what}") from None
+    except OSError as exc:
+        raise SiteError(f"{p}: (file): cannot read it ({exc.strerror or exc}); expected {what}") from None
+    if len(raw) > limit:
+        raise SiteError(f"{p}: (file): larger than {limit} bytes; expected {what}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SiteError(f"{p}: (file): binary data at byte {exc.start}; expected {what}") from None
+    if "\x00" in text:
+        raise SiteError(f"{p}: (file): binary data (a NUL byte); expected {what}")
+    return text
+
+
+#: PEM/OpenSSH armour of a private key: RSA, EC, DSA, PKCS#8 (ENCRYPTED too) or OPENSSH
+#: (RFC 7468 section 2; openssh PROTOCOL.key).
+PRIVATE_KEY_RE = re.compile(r"-----BEGIN ((?:RSA |EC |DSA |ENCRYPTED |OPENSSH )?PRIVATE KEY)-----\r?\n"
+                            r"(?:[A-Za-z0-9-]+: .*\r?\n)*\s*([A-Za-z0-9+/=\s]+?)-----END \1-----")
+
+
+def private_key_problem(path: Path | str, what: str = "an SSH private key") -> str | None:
+    """None when ``path`` holds a PEM or OpenSSH private key (armour and base64 body), else
+    the one-line problem (naming the file). Does not decrypt it."""
+    import base64
+    import binascii
+
+    try:
+        text = read_small_text(path, what)
+    except SiteError as exc:
+        return str(exc)
+    m = PRIVATE_KEY_RE.search(text)
+    if m:
+        try:
+            base64.b64decode("".join(m.group(2).split()), validate=True)
+            return None
+        except (binascii.Error, ValueError):
+            pass
+    return f"{Path(path).expanduser()}: (content): expected {what} (-----BEGIN ... PRIVATE KEY----- with a base64 body)"
+
+
+def public_key_problem(path: Path | str, what: str = "an SSH public key") -> str | None:
+    """None when ``path`` holds one OpenSSH public key line ``<type> <base64> [comment]`` whose
+    blob names the same type (sshd(8) AUTHORIZED_KEYS FILE FORMAT; RFC 4253 section 6.6),
+    else the one-line problem naming the file."""
+    import base64
+    import binascii
+    import struct
+
+    try:
+        text = read_small_text(path, what, limit=64 << 10)
+    except SiteError as exc:
+        return str(exc)
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    p = Path(path).expanduser()
+    if len(lines) != 1:
+        return f"{p}: (content): {len(lines)} key lines; expected {what} (one line: type, base64 key, comment)"
+    parts = lines[0].split()
+    try:
+        blob = base64.b64decode(parts[1], validate=True) if len(parts) >= 2 else b""
+        (n,) = struct.unpack(">I", blob[:4])
+        ok = blob[4:4 + n].decode("ascii") == parts[0]
+    except (binascii.Error, ValueError, struct.error, UnicodeDecodeError):
+        ok = False
+    return None if ok else f"{p}: (content): expected {what} (one line such as ssh-ed25519 AAAA... me@host)"
+
+
+def check_options(site_cls: type["Site"], options: dict[str, Any] | None, spec: Spec) -> dict[str, Any]:
+    """Validate ``options`` against ``site_cls.OPTIONS``; return them as a plain dict.
+
+    Every key must be a declared option (or one of ``site_cls.HOOKS``, given by code as a
+    non-text object: a runner, a client, an environment dict); every value must pass its
+    option's check. Nothing is created or contacted here.
+
+    Raises:
+        SiteError: one line naming the option (and the variable or ``--option`` it came from)
+            and what was expected; for an unknown key, listing the site's known options.
+    """
+    options = options if options is not None else {}
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in site_cls.HOOKS and not isinstance(value, str):
+            out[key] = value
+            continue
+        opt = site_cls.OPTIONS.get(key)
+        if opt is None:
+            known = "; ".join(f"{k}: {o.help}" for k, o in site_cls.OPTIONS.items()) or "none"
+            raise SiteError(f"site {site_cls.name}: unknown option {key!r}{_origin(options, key)}; "
+                            f"expected one of the site's options: {known}")
+        if value is None or value == "":
+            continue
+        problem = opt.check(value, spec) if opt.check else (
+            None if isinstance(value, (str, int, float)) and not re.search(r"[\x00-\x1f\x7f]", str(value))
+            else "expected text without control characters")
+        if problem:
+            raise SiteError(f"site {site_cls.name}: option {key}={value!r}{_origin(options, key)}: {problem}")
+        out[key] = value
+    return out
 
 
 @dataclass
@@ -84,15 +329,21 @@ class Site(ABC):
     Args:
         spec: the validated experiment.
         state_dir: this reservation's folder (created if missing); ``state.json`` inside.
-        options: site options from the command line / environment (``AGGREGATE``, ...).
+        options: site options from the command line / environment (``AGGREGATE``, ...),
+            checked against ``OPTIONS`` at once (:func:`check_options`; SiteError).
     """
 
     name: str = ""
+    #: The options a user may give (``--option key=value`` or the variables of
+    #: ``netrepro.sites.OPTION_ENV``): key -> :class:`Option`. Others are refused.
+    OPTIONS: ClassVar[dict[str, Option]] = {}
+    #: Keys code may pass with a non-text object (tests' fakes, an environment dict).
+    HOOKS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None):
         self.spec = spec
         self.state_dir = Path(state_dir)
-        self.options = dict(options or {})
+        self.options = check_options(type(self), options, spec)
 
     # --- state ---------------------------------------------------------------------
     @property
@@ -103,7 +354,14 @@ class Site(ABC):
         """The saved state, or {} when nothing is reserved."""
         if not self.state_file.is_file():
             return {}
-        return json.loads(self.state_file.read_text())
+        try:
+            state = json.loads(self.state_file.read_bytes())
+        except (ValueError, OSError) as exc:
+            raise SiteError(f"{self.state_file}: (file): unreadable run state ({exc}); expected the JSON netrepro "
+                            "wrote; release the site by hand if it holds resources, then delete the file") from None
+        if not isinstance(state, dict):
+            raise SiteError(f"{self.state_file}: (top level): expected a JSON object (the run state netrepro wrote)")
+        return state
 
     def save_state(self, state: dict[str, Any]) -> None:
         """Write state atomically (write to a temp file, then rename)."""
@@ -126,6 +384,15 @@ class Site(ABC):
     @abstractmethod
     def plan(self) -> str:
         """Human-readable description of exactly what ``reserve`` would request. No I/O."""
+
+    def preflight(self) -> None:
+        """Check offline everything ``reserve`` will need (files, credentials, configuration),
+        creating, writing and contacting nothing; ``reserve`` calls it first. A caller may
+        call it earlier, before it writes anything itself. Default: nothing to check.
+
+        Raises:
+            SiteError / SpecError: one line naming the file, field or option.
+        """
 
     @abstractmethod
     def reserve(self) -> None:

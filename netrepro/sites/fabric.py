@@ -13,12 +13,16 @@ Configuration comes from fablib's ``fabric_rc`` (``$FABRIC_RC`` or
 FABRIC_PROJECT_ID, FABRIC_TOKEN_LOCATION, FABRIC_BASTION_USERNAME, FABRIC_BASTION_KEY_LOCATION,
 FABRIC_BASTION_HOST (default bastion.fabric-testbed.net), FABRIC_SLICE_PRIVATE_KEY_FILE,
 FABRIC_SLICE_PUBLIC_KEY_FILE. fablib is imported only inside the functions that need it.
+:func:`load_fabric_config` checks, before fablib is used, that every setting is present and
+every file it names holds what it should (the token JSON, PEM/OpenSSH keys, an OpenSSH
+public key line), so junk fails at once with one line naming the file.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import json
 import os
 import shlex
 import sys
@@ -27,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import positive_int_option, NodeLogin, Site, SiteError
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, login_user_problem, matches, positive_int,
+                                 positive_int_option, private_key_problem, public_key_problem, read_small_text,
+                                 ssh_host_problem)
 from netrepro.spec import Spec
 
 DEFAULT_RC = "~/work/fabric_config/fabric_rc"
@@ -141,7 +147,8 @@ def read_rc(path: Path | str) -> dict[str, str]:
     ``#`` comments and blank lines skipped). Raises SiteError naming a malformed line."""
     out: dict[str, str] = {}
     path = Path(path).expanduser()
-    for n, raw in enumerate(path.read_text().splitlines(), 1):
+    text = read_small_text(path, "fablib's fabric_rc (export NAME=value lines)")
+    for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -149,7 +156,7 @@ def read_rc(path: Path | str) -> dict[str, str]:
             line = line[len("export "):].strip()
         name, eq, value = line.partition("=")
         if not eq or not name.strip().isidentifier():
-            raise SiteError(f"{path}: line {n}: expected `export NAME=value`, got {raw.strip()!r}")
+            raise SiteError(f"{path}: line {n}: expected `export NAME=value`, got {raw.strip()[:80]!r}")
         try:
             parts = shlex.split(value)
         except ValueError:
@@ -178,8 +185,39 @@ def load_fabric_config(env: dict[str, str] | None = None, rc_path: str | None = 
     if missing:
         raise SiteError(f"site fabric: missing {'; '.join(missing)}: set them in {rc} (fablib's fabric_rc, "
                         "see README, section fabric) or in the environment")
+    check_fabric_files(conf, rc)
     conf["FABRIC_RC"] = str(rc)
     return conf
+
+
+def check_fabric_files(conf: dict[str, str], rc: Path) -> None:
+    """Check what the settings name: the token file is fablib's token JSON (an object with
+    ``id_token`` or ``refresh_token``), the two private keys are PEM/OpenSSH private keys,
+    the public key is one OpenSSH public key line, the bastion login and host are fit for ssh.
+
+    Raises:
+        SiteError: one line naming the file (or the setting and ``rc``) and what was expected.
+    """
+    token = conf["FABRIC_TOKEN_LOCATION"]
+    what = "the FABRIC token JSON (portal: Experiments > Manage Tokens), FABRIC_TOKEN_LOCATION"
+    text = read_small_text(token, what)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SiteError(f"{Path(token).expanduser()}: line {exc.lineno}: not valid JSON; expected {what}") from None
+    if not isinstance(data, dict) or not ({"id_token", "refresh_token"} & set(data)):
+        raise SiteError(f"{Path(token).expanduser()}: (top level): no id_token or refresh_token; expected {what}")
+    for key in ("FABRIC_BASTION_KEY_LOCATION", "FABRIC_SLICE_PRIVATE_KEY_FILE"):
+        problem = private_key_problem(conf[key], f"an SSH private key ({key})")
+        if problem:
+            raise SiteError(problem)
+    problem = public_key_problem(conf["FABRIC_SLICE_PUBLIC_KEY_FILE"], "an SSH public key (FABRIC_SLICE_PUBLIC_KEY_FILE)")
+    if problem:
+        raise SiteError(problem)
+    for key, check in (("FABRIC_BASTION_USERNAME", login_user_problem), ("FABRIC_BASTION_HOST", ssh_host_problem)):
+        problem = check(conf[key])
+        if problem:
+            raise SiteError(f"{rc}: {key}={conf[key]!r}: {problem}")
 
 
 def login_for(node_name: str, host: str, user: str, conf: dict[str, str], extra: dict[str, Any] | None = None) -> NodeLogin:
@@ -196,6 +234,24 @@ class FabricSite(Site):
     """Seven VMs at one FABRIC site (option ``fabric_site``), reached through the bastion."""
 
     name = "fabric"
+    OPTIONS = {
+        "fabric_site": Option("FABRIC site name such as UTAH, FABRIC_SITE",
+                              matches(r"[A-Za-z][A-Za-z0-9-]{1,15}", "a FABRIC site name such as UTAH")),
+        "cores": Option("vCPUs per VM, CORES, default 2", positive_int),
+        "ram_gb": Option("GB of memory per VM, RAM_GB, default 8", positive_int),
+        "disk_gb": Option("GB of disk per VM, DISK_GB, default 10", positive_int),
+        "image": Option("fablib image name, IMAGE, default default_ubuntu_22",
+                        matches(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", "a fablib image name such as default_ubuntu_22")),
+        "slice_name": Option("slice name, SLICE_NAME, default netrepro-<experiment>",
+                             matches(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", "letters, digits, '_', '.', '-' (at most 64)")),
+        "fabric_rc": Option("fablib's fabric_rc file, default ~/work/fabric_config/fabric_rc"),
+    }
+    HOOKS = ("env",)
+
+    def preflight(self) -> None:
+        """Check offline, before anything is requested or written: the fabric_rc settings and
+        the files they name (:func:`load_fabric_config`). Raises SiteError (one line)."""
+        load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
 
     def _opts(self) -> FabricOptions:
         return FabricOptions.from_options(self.spec, self.options)

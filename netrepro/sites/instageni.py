@@ -13,7 +13,11 @@ What happens, and where each part lives:
   :func:`summarize_status` reads AM API v3 ``Status`` results;
 - logins: ``netrepro/manifest.py`` turns the manifest into NodeLogins.
 
-Aggregates are configuration: ``netrepro/aggregates.yml`` (and ``$NETREPRO_AGGREGATES``).
+Aggregates are configuration: ``netrepro/aggregates.yml`` (and ``$NETREPRO_AGGREGATES``),
+including how their TLS certificates are verified (:class:`TLSPolicy`, :func:`tls_context`):
+against a CA bundle the configuration names, or the system trust store; never silently off.
+Everything that can be checked offline (configuration, credential files, the key's
+passphrase, the CA bundle) is checked by :meth:`InstaGENISite.preflight` before any request.
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ import re
 import ssl
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-
-from netrepro.sites.base import NodeLogin, Site, SiteError
+from netrepro.sites.base import (PRIVATE_KEY_RE, NodeLogin, Option, Site, SiteError, boolean, existing_file,
+                                 login_user_problem, matches, positive_int, positive_number, private_key_problem,
+                                 public_key_problem, read_small_text)
+from netrepro.spec import SpecError
 
 AGGREGATES_FILE = Path(__file__).resolve().parent.parent / "aggregates.yml"
 #: geni-lib's default context file (written by its ``build-context`` / ``context-from-bundle``).
@@ -58,40 +63,115 @@ SLICE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,18}$")
 
 
 # --- configuration ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class TLSPolicy:
+    """How the TLS certificate of one service (an aggregate, the slice authority) is checked.
+
+    Attributes:
+        name: the service's name in messages (``aggregate emulab``).
+        verify: False only when the configuration says ``verify_tls: false`` for it.
+        ca_bundle: PEM file of the CA(s) to trust (``~`` expanded), or None for the system
+            trust store (``ssl.create_default_context()``).
+        source: where ``ca_bundle`` / ``verify_tls`` was set (``<file>: aggregates.emulab``).
+    """
+
+    name: str
+    verify: bool = True
+    ca_bundle: str | None = None
+    source: str = ""
+
+
+#: Keys of the aggregates file, at the top level and per aggregate.
+TOP_KEYS = ("default", "ca_bundle", "slice_authority", "aggregates")
+AGGREGATE_KEYS = ("urn", "url", "kind", "ca_bundle", "verify_tls")
+
+
+def _tls_fields(f: Path, where: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """``ca_bundle`` (path, relative to the file's folder, or null) and ``verify_tls`` (bool)
+    of one entry, checked. Returns only the keys present."""
+    out: dict[str, Any] = {}
+    if "ca_bundle" in entry:
+        cab = entry["ca_bundle"]
+        if cab is not None and (not isinstance(cab, str) or not cab.strip()):
+            raise SiteError(f"{f}: {where}ca_bundle: expected a path to a PEM CA bundle, or null for the system "
+                            f"trust store, got {cab!r}")
+        out["ca_bundle"] = None if cab is None else str(f.parent / Path(cab).expanduser())
+        out["source"] = f"{f}: {where}ca_bundle"
+    if "verify_tls" in entry:
+        if not isinstance(entry["verify_tls"], bool):
+            raise SiteError(f"{f}: {where}verify_tls: expected true or false, got {entry['verify_tls']!r}")
+        out["verify"] = entry["verify_tls"]
+        out["source"] = f"{f}: {where}verify_tls"
+    return out
+
+
 def load_aggregates(extra: Path | str | None = None) -> dict[str, Any]:
-    """The aggregates configuration: ``{'default': name, 'aggregates': {name: {urn, url, kind}}}``.
+    """The aggregates configuration::
+
+        {'default': name, 'aggregates': {name: {urn, url, kind, tls: TLSPolicy}},
+         'slice_authority_tls': TLSPolicy}
 
     Reads ``netrepro/aggregates.yml``, then ``extra`` (or ``$NETREPRO_AGGREGATES``) whose
-    entries override or add to it.
-    Raises SiteError (file, field, expected) for a malformed entry.
+    entries override or add to it (strict YAML: duplicate keys refused). TLS: an aggregate's
+    own ``ca_bundle``, else the top-level ``ca_bundle`` (the last file's that sets one), else
+    the system trust store; ``verify_tls: false`` only where an aggregate says so.
+
+    Raises:
+        SiteError / SpecError: one line naming the file, the field and what was expected.
     """
+    from netrepro.yamlfile import load_yaml_file
+
     files = [AGGREGATES_FILE]
     extra = extra or os.environ.get("NETREPRO_AGGREGATES")
     if extra:
         files.append(Path(extra).expanduser())
     conf: dict[str, Any] = {"default": None, "aggregates": {}}
+    default_tls: dict[str, Any] = {}
+    sa_tls: dict[str, Any] = {}
+    own_tls: dict[str, dict[str, Any]] = {}
     for f in files:
         if not f.is_file():
             raise SiteError(f"{f}: (file): no such aggregates file; expected YAML with an 'aggregates' mapping")
-        data = yaml.safe_load(f.read_text()) or {}
+        data = load_yaml_file(f, "aggregates YAML") or {}
         if not isinstance(data, dict) or not isinstance(data.get("aggregates", {}), dict):
             raise SiteError(f"{f}: aggregates: expected a mapping name -> {{urn, url}}")
+        unknown = [k for k in data if k not in TOP_KEYS]
+        if unknown:
+            raise SiteError(f"{f}: {unknown[0]}: unknown field; expected one of: {', '.join(TOP_KEYS)} "
+                            "(verify_tls is set per aggregate)")
+        if "ca_bundle" in data:
+            default_tls = _tls_fields(f, "", data)
+        if data.get("slice_authority") is not None:
+            if not isinstance(data["slice_authority"], dict):
+                raise SiteError(f"{f}: slice_authority: expected a mapping (url, authority, ca_bundle, verify_tls)")
+            sa_tls = _tls_fields(f, "slice_authority.", data["slice_authority"]) or sa_tls
         for name, agg in data.get("aggregates", {}).items():
             if not isinstance(agg, dict):
                 raise SiteError(f"{f}: aggregates.{name}: expected a mapping with urn and url")
+            unknown = [k for k in agg if k not in AGGREGATE_KEYS]
+            if unknown:
+                raise SiteError(f"{f}: aggregates.{name}.{unknown[0]}: unknown field; expected one of: {', '.join(AGGREGATE_KEYS)}")
             urn, url = agg.get("urn", ""), agg.get("url", "")
             if not re.match(r"^urn:publicid:IDN\+[^+]+\+authority\+(cm|am)$", str(urn)):
                 raise SiteError(f"{f}: aggregates.{name}.urn: expected urn:publicid:IDN+<domain>+authority+cm, got {urn!r}")
-            if not str(url).startswith("https://"):
+            if not re.match(r"^https://[A-Za-z0-9.-]+(:[0-9]+)?/\S*$", str(url)):
                 raise SiteError(f"{f}: aggregates.{name}.url: expected an https:// AM API v3 URL, got {url!r}")
             conf["aggregates"][name] = {"urn": urn, "url": url, "kind": agg.get("kind", "")}
+            own_tls[name] = _tls_fields(f, f"aggregates.{name}.", agg)
         if data.get("default"):
             conf["default"] = data["default"]
+    for name, agg in conf["aggregates"].items():
+        merged = {"ca_bundle": default_tls.get("ca_bundle"), "source": default_tls.get("source", "")}
+        merged.update(own_tls.get(name, {}))
+        agg["tls"] = TLSPolicy(name=f"aggregate {name}", **merged)
+    merged = {"ca_bundle": default_tls.get("ca_bundle"), "source": default_tls.get("source", "")}
+    merged.update(sa_tls)
+    conf["slice_authority_tls"] = TLSPolicy(name="the slice authority", **merged)
     return conf
 
 
-def resolve_aggregate(name: str | None, conf: dict[str, Any] | None = None) -> tuple[str, dict[str, str]]:
-    """(name, {urn, url, kind}) of aggregate ``name`` (None: the configured default).
+def resolve_aggregate(name: str | None, conf: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """(name, {urn, url, kind, tls}) of aggregate ``name`` (None: the configured default).
 
     Raises SiteError listing the known names when ``name`` is unknown.
     """
@@ -103,9 +183,47 @@ def resolve_aggregate(name: str | None, conf: dict[str, Any] | None = None) -> t
     return name, conf["aggregates"][name]
 
 
+def _warn(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def tls_context(policy: TLSPolicy, warn: Callable[[str], None] = _warn) -> ssl.SSLContext:
+    """A client TLS context for one service, following ``policy``. No network.
+
+    Verified (the default): ``ssl.create_default_context`` (``CERT_REQUIRED``, host name
+    checked) trusting ``policy.ca_bundle``, or the system trust store when None. Not verified
+    only when ``policy.verify`` is False (``verify_tls: false`` in the configuration), which
+    calls ``warn`` with one line naming the service and the setting.
+
+    Raises:
+        SiteError: the CA bundle is missing, unreadable or holds no certificate (one line
+            naming the file and the setting that names it).
+    """
+    if not policy.verify:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        warn(f"netrepro: warning: the TLS certificate of {policy.name} is NOT verified ({policy.source}: false); "
+             "anyone on the path could impersonate it and see your credentials")
+        return ctx
+    if policy.ca_bundle is None:
+        return ssl.create_default_context()
+    what = (f"a PEM bundle of the CA certificates to trust ({policy.source}; for Emulab-software aggregates "
+            "the Emulab CA, see netrepro/aggregates.yml), or ca_bundle: null for the system trust store")
+    text = read_small_text(policy.ca_bundle, what, limit=8 << 20)
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise SiteError(f"{policy.ca_bundle}: (content): no certificate; expected {what}")
+    try:
+        return ssl.create_default_context(cafile=policy.ca_bundle)
+    except ssl.SSLError as exc:
+        raise SiteError(f"{policy.ca_bundle}: (content): not a usable CA bundle ({exc.reason or exc.strerror}); "
+                        f"expected {what}") from None
+
+
 @dataclass
 class GeniCredentials:
-    """A portal account: certificate/key (PEM paths), user name and URN, project, SSH keys."""
+    """A portal account: certificate/key (PEM paths), user name and URN, project, SSH keys.
+    ``passphrase`` (of the key) is kept in memory only and never shown (``repr`` omits it)."""
 
     cert: str
     key: str
@@ -114,7 +232,77 @@ class GeniCredentials:
     project: str
     pubkey: str
     ssh_key: str | None
-    passphrase: str | None = None
+    passphrase: str | None = field(default=None, repr=False)
+
+
+#: The context file's keys that hold text (geni-lib ``build-context`` output).
+CONTEXT_TEXT_KEYS = ("cert-path", "key-path", "user-name", "user-urn", "user-pubkeypath", "project")
+
+
+def read_context(path: Path) -> dict[str, Any]:
+    """The geni-lib context JSON at ``path`` as a dict ({} when the file does not exist).
+
+    Raises:
+        SiteError: binary junk, not JSON, not a JSON object, or a known key that is not text
+            (one line naming the file and the field).
+    """
+    if not path.is_file():
+        return {}
+    what = "a geni-lib context file (a JSON object with cert-path, user-name, project, ...)"
+    text = read_small_text(path, what)
+    try:
+        ctx = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SiteError(f"{path}: line {exc.lineno}: not valid JSON; expected {what}") from None
+    if not isinstance(ctx, dict):
+        raise SiteError(f"{path}: (top level): a JSON {type(ctx).__name__}; expected {what}")
+    for key in CONTEXT_TEXT_KEYS:
+        if key in ctx and not (isinstance(ctx[key], str) and ctx[key].strip()):
+            raise SiteError(f"{path}: {key}: expected text, got {ctx[key]!r}")
+    return ctx
+
+
+#: What the certificate file must be, for messages.
+PORTAL_PEM = "the PEM from the portal's Download Credentials (NETREPRO_GENI_CERT / cert-path)"
+
+
+def load_client_cert(ctx: ssl.SSLContext, creds: GeniCredentials,
+                     ask: Callable[[str], str] | None = None) -> None:
+    """Load the portal certificate and its key into ``ctx``, checking them offline.
+
+    The key's passphrase is ``creds.passphrase``, else asked with ``ask(prompt)`` (getpass on
+    a terminal) and kept in ``creds`` for the next context; OpenSSL is never left to prompt
+    by itself. The passphrase is never written or printed.
+
+    Raises:
+        SiteError: the certificate or key file is junk, the key is encrypted and no passphrase
+            is available, the passphrase is wrong, or key and certificate do not match (one
+            line naming the file).
+    """
+    what = PORTAL_PEM
+    cert_text = read_small_text(creds.cert, what)
+    if "-----BEGIN CERTIFICATE-----" not in cert_text:
+        raise SiteError(f"{creds.cert}: (content): no certificate; expected {what}")
+    key_what = "the private key of that certificate (in the same PEM, or NETREPRO_GENI_KEY / key-path)"
+    key_text = cert_text if creds.key == creds.cert else read_small_text(creds.key, key_what)
+    m = PRIVATE_KEY_RE.search(key_text)
+    if not m:
+        raise SiteError(f"{creds.key}: (content): no private key; expected {key_what}")
+    encrypted = "ENCRYPTED" in m.group(0)
+    if encrypted and creds.passphrase is None and ask is not None:
+        creds.passphrase = ask(f"Passphrase for {creds.key}: ")
+    if encrypted and not creds.passphrase:
+        raise SiteError(f"{creds.key}: (key): protected by a passphrase; expected it in NETREPRO_GENI_KEY_PASSPHRASE "
+                        "(or run on a terminal to type it)")
+    pw = creds.passphrase or ""
+    try:
+        ctx.load_cert_chain(creds.cert, creds.key, password=lambda: pw)
+    except ssl.SSLError as exc:
+        if encrypted and exc.reason != "KEY_VALUES_MISMATCH":
+            raise SiteError(f"{creds.key}: (key): the passphrase does not decrypt it; expected the passphrase you "
+                            "chose on the portal (NETREPRO_GENI_KEY_PASSPHRASE or typed)") from None
+        raise SiteError(f"{creds.cert}: (content): certificate and key do not load together ({exc.reason or 'damaged'}); "
+                        f"expected {what}") from None
 
 
 def load_credentials(env: dict[str, str] | None = None) -> GeniCredentials:
@@ -125,16 +313,13 @@ def load_credentials(env: dict[str, str] | None = None) -> GeniCredentials:
     ``project``), each then overridden by its environment variable. No network.
 
     Raises:
-        SiteError: one line naming every missing piece and where to set it.
+        SiteError: one line naming every missing piece and where to set it; or naming a
+            context or public key file whose content is junk. (The certificate and key are
+            checked by :func:`load_client_cert`.)
     """
     env = dict(os.environ if env is None else env)
     ctx_path = Path(env.get("NETREPRO_GENI_CONTEXT") or DEFAULT_CONTEXT).expanduser()
-    ctx: dict[str, Any] = {}
-    if ctx_path.is_file():
-        try:
-            ctx = json.loads(ctx_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise SiteError(f"{ctx_path}: line {exc.lineno}: not valid JSON; expected a geni-lib context file") from None
+    ctx = read_context(ctx_path)
     cert = env.get("NETREPRO_GENI_CERT") or ctx.get("cert-path")
     key = env.get("NETREPRO_GENI_KEY") or ctx.get("key-path") or cert
     user = env.get("NETREPRO_GENI_USER") or ctx.get("user-name")
@@ -157,7 +342,14 @@ def load_credentials(env: dict[str, str] | None = None) -> GeniCredentials:
     if missing:
         raise SiteError("site instageni: no GENI credentials: missing " + "; ".join(missing)
                         + ". Download them from your CloudLab/Emulab portal (Download Credentials) and see README, section instageni")
+    problem = public_key_problem(pubkey, "the SSH public key to install on the nodes (NETREPRO_GENI_PUBKEY)")
+    if problem:
+        raise SiteError(problem)
     ssh_key = env.get("NETREPRO_GENI_SSH_KEY")
+    if ssh_key:
+        problem = private_key_problem(ssh_key, "the SSH private key for the nodes (NETREPRO_GENI_SSH_KEY)")
+        if problem:
+            raise SiteError(problem)
     if not ssh_key and str(pubkey).endswith(".pub"):
         ssh_key = str(pubkey)[:-4]
     return GeniCredentials(
@@ -240,35 +432,46 @@ def _cred_list(*creds: str) -> list[dict[str, str]]:
 class GeniClient:
     """XML-RPC over HTTPS with the user's certificate; one method per remote call.
 
-    Not exercised offline (the services are unreachable here); every method is a single
-    call whose arguments follow AM API v3 and the Federation API v2 (geni-lib minigcf).
+    The TLS contexts (server verification per :func:`tls_context`, the client certificate per
+    :func:`load_client_cert`) are made when the client is made, before any call, so every
+    offline problem surfaces first. ``am_tls`` applies to aggregate URLs, ``sa_tls`` to the
+    member and slice authorities. The calls themselves are not exercised offline (the
+    services are unreachable here); their arguments follow AM API v3 and the Federation API
+    v2 (geni-lib minigcf).
     """
 
-    def __init__(self, creds: GeniCredentials, ma_url: str = DEFAULT_MA, sa_url: str = DEFAULT_SA):
+    def __init__(self, creds: GeniCredentials, am_tls: TLSPolicy, sa_tls: TLSPolicy,
+                 ma_url: str = DEFAULT_MA, sa_url: str = DEFAULT_SA,
+                 ask: Callable[[str], str] | None = None, warn: Callable[[str], None] = _warn):
         self.creds, self.ma_url, self.sa_url = creds, ma_url, sa_url
         self._ucred: str | None = None
+        self._tls = {"am": am_tls, "sa": sa_tls}
+        self._ctx = {}
+        for kind, policy in self._tls.items():
+            ctx = tls_context(policy, warn)
+            load_client_cert(ctx, creds, ask)
+            self._ctx[kind] = ctx
+
+    def _kind(self, url: str) -> str:
+        return "sa" if url in (self.ma_url, self.sa_url) else "am"
 
     def _proxy(self, url: str):
-        import getpass
         import xmlrpc.client
 
-        ctx = ssl.create_default_context()
-        # Emulab-family servers present certificates from their own CA, not a public one.
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        pw = self.creds.passphrase
-        if pw is None and sys.stdin.isatty():
-            pw = getpass.getpass(f"Passphrase for {self.creds.key}: ")
-            self.creds.passphrase = pw
-        try:
-            ctx.load_cert_chain(self.creds.cert, self.creds.key, password=pw or None)
-        except ssl.SSLError as exc:
-            raise SiteError(f"{self.creds.key}: cannot load certificate/key ({exc.reason}); "
-                            "expected the portal PEM and its passphrase in NETREPRO_GENI_KEY_PASSPHRASE") from None
-        return xmlrpc.client.ServerProxy(url, context=ctx, allow_none=True)
+        return xmlrpc.client.ServerProxy(url, context=self._ctx[self._kind(url)], allow_none=True)
 
     def _call(self, url: str, method: str, *args):
-        res = getattr(self._proxy(url), method)(*args)
+        import xmlrpc.client
+
+        policy = self._tls[self._kind(url)]
+        try:
+            res = getattr(self._proxy(url), method)(*args)
+        except ssl.SSLCertVerificationError as exc:
+            trust = policy.ca_bundle or "the system trust store"
+            raise SiteError(f"{url}: TLS: certificate not trusted ({exc.verify_message}); expected one signed by a CA "
+                            f"in {trust} ({policy.source or 'no ca_bundle configured'})") from None
+        except (OSError, xmlrpc.client.Error) as exc:
+            raise SiteError(f"{url}: {method}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
         code = res.get("code")
         code = code.get("geni_code", 0) if isinstance(code, dict) else code
         if code:
@@ -302,6 +505,21 @@ class GeniClient:
 
 
 # --- the site ----------------------------------------------------------------------------
+def _aggregate_problem(value: Any) -> str | None:
+    """Option check: ``value`` names a configured aggregate (reads the configuration)."""
+    names = load_aggregates()["aggregates"]
+    if str(value) in names:
+        return None
+    return f"expected an aggregate of {AGGREGATES_FILE.name} / $NETREPRO_AGGREGATES: {', '.join(names)}"
+
+
+def _terminal_ask() -> Callable[[str], str] | None:
+    """getpass (prompt on the terminal, nothing echoed) when stdin is a terminal, else None."""
+    import getpass
+
+    return getpass.getpass if sys.stdin.isatty() else None
+
+
 def default_slice_name(spec_name: str, user: str) -> str:
     """A short slice name (Emulab: at most 19 characters, [a-z0-9-]) from spec and user."""
     base = re.sub(r"[^a-z0-9]", "", spec_name.lower())[:10] or "exp"
@@ -318,6 +536,24 @@ class InstaGENISite(Site):
     """
 
     name = "instageni"
+    OPTIONS = {
+        "aggregate": Option("aggregate name in netrepro/aggregates.yml or $NETREPRO_AGGREGATES, AGGREGATE",
+                            lambda v, spec: _aggregate_problem(v)),
+        "image": Option("disk image URN, IMAGE", matches(r"urn:publicid:IDN\+[^+\s]+\+image\+\S+",
+                                                        "an image URN such as urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU22-64-STD")),
+        "vm_type": Option("sliver type such as emulab-xen, VM_TYPE",
+                          matches(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", "a sliver type name such as emulab-xen")),
+        "routable_control_ip": Option("true or false: a public control address per VM, default true", boolean),
+        "vm_cores": Option("vCPUs per Xen VM", positive_int),
+        "vm_ram_mb": Option("MiB of memory per Xen VM", positive_int),
+        "slice_name": Option("slice name, SLICE_NAME",
+                             matches(SLICE_NAME_RE.pattern.strip("^$"), "1-19 characters [a-z0-9-] starting with a letter")),
+        "hours": Option("initial lease in hours, default 6", positive_number),
+        "user": Option("your login user on the nodes, GENI_USER", login_user_problem),
+        "manifest": Option("a manifest saved from a portal, MANIFEST"),
+        "key_file": Option("SSH private key for the nodes, SSH_KEY", existing_file),
+    }
+    HOOKS = ("client", "env")
 
     def _rspec_opts(self, agg_urn: str | None):
         from netrepro.rspec import RSpecOptions
@@ -344,8 +580,38 @@ class InstaGENISite(Site):
         decl, _, body = self.request_xml().partition("\n")
         return decl + "\n" + "\n".join(lines) + "\n" + body
 
-    def _client(self, creds: GeniCredentials):
-        return self.options.get("client") or GeniClient(creds)
+    def _client(self, creds: GeniCredentials, aggregate: str, ask: Callable[[str], str] | None = None,
+                warn: Callable[[str], None] = _warn):
+        """The ``client`` hook, else a :class:`GeniClient` with the TLS settings of
+        ``aggregate`` and of the slice authority (contexts made now: no network)."""
+        if self.options.get("client"):
+            return self.options["client"]
+        conf = load_aggregates()
+        if aggregate not in conf["aggregates"]:
+            raise SiteError(f"aggregate {aggregate!r} (of the reservation in {self.state_file}) is not configured any more; "
+                            f"expected it in {AGGREGATES_FILE} or $NETREPRO_AGGREGATES")
+        return GeniClient(creds, conf["aggregates"][aggregate]["tls"], conf["slice_authority_tls"],
+                          ask=_terminal_ask() if ask is None else ask, warn=warn)
+
+    def preflight(self) -> None:
+        """Check offline, before anything is requested or written, what ``reserve`` needs:
+        the manifest to adopt (option ``manifest``), or the aggregates configuration, the
+        credentials (files, certificate, key and its passphrase) and the TLS trust settings.
+        Never asks for the passphrase (``reserve`` does, on a terminal) and prints nothing.
+
+        Raises:
+            SiteError / SpecError: one line naming the file, field or option.
+        """
+        if self.options.get("manifest"):
+            from netrepro.manifest import logins_from_manifest
+
+            logins_from_manifest(self.spec, self.options["manifest"], self.options.get("user"), self.options.get("key_file"))
+            return
+        name, _ = resolve_aggregate(self.options.get("aggregate"))
+        creds = load_credentials(self.options.get("env"))
+        if creds.passphrase is None and _terminal_ask() is not None:
+            return   # the key may be encrypted: reserve asks, then checks the same way
+        self._client(creds, name, ask=None, warn=lambda _: None)
 
     def _hours(self) -> float:
         try:
@@ -365,6 +631,7 @@ class InstaGENISite(Site):
         Idempotent: with a slice already in the state it does nothing.
         Raises SiteError at once when credentials are missing (before any network use).
         """
+        self.preflight()
         if self.options.get("manifest"):
             if not self.load_state().get("logins"):
                 self.adopt_manifest(self.options["manifest"], self.options.get("user"), self.options.get("key_file"))
@@ -383,7 +650,7 @@ class InstaGENISite(Site):
             raise SiteError(f"SLICE_NAME={slice_name}: expected 1-19 characters [a-z0-9-] starting with a letter")
         slice_urn = f"urn:publicid:IDN+emulab.net:{creds.project}+slice+{slice_name}"
         expires = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(hours=self._hours())
-        client = self._client(creds)
+        client = self._client(creds, name)
         rspec = self.request_xml()
         try:
             client.create_slice(slice_name, f"urn:publicid:IDN+emulab.net+project+{creds.project}", expires)
@@ -410,7 +677,7 @@ class InstaGENISite(Site):
             return
         state = self._need_state()
         creds = load_credentials(self.options.get("env"))
-        client = self._client(creds)
+        client = self._client(creds, state["aggregate"])
 
         def status():
             return summarize_status(client.am(state["aggregate_url"], "Status", state["slice_urn"], {}))
@@ -439,7 +706,7 @@ class InstaGENISite(Site):
         """Extend slice and slivers to now + ``hours`` (idempotent: same target, same result)."""
         state = self._need_state()
         creds = load_credentials(self.options.get("env"))
-        client = self._client(creds)
+        client = self._client(creds, state["aggregate"])
         expires = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(hours=float(hours))
         client.renew_slice(state["slice_urn"], expires)
         client.am(state["aggregate_url"], "Renew", state["slice_urn"], expires.strftime(DATE_FMT), {})
@@ -459,7 +726,7 @@ class InstaGENISite(Site):
             print(f"instageni: nothing reserved for {self.spec.name}", file=sys.stderr)
             return
         creds = load_credentials(self.options.get("env"))
-        client = self._client(creds)
+        client = self._client(creds, state["aggregate"])
         try:
             client.am(state["aggregate_url"], "Delete", state["slice_urn"], {})
         except GeniError as exc:

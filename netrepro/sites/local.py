@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from netrepro.sites import microvm, netns
-from netrepro.sites.base import NodeLogin, Site, SiteError
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, matches, mgmt_subnet, one_of, positive_int,
+                                 positive_number)
 
 #: qdiscs the probe must be able to add (the experiment's needs).
 PROBE_QDISCS = {"netem": ["netem", "delay", "1ms"], "htb": ["htb"], "pie": ["pie"], "red":
@@ -65,6 +66,14 @@ class LocalSite(Site):
     """
 
     name = "local"
+    OPTIONS = {
+        "mode": Option("auto, host or vm, default auto", one_of("auto", "host", "vm")),
+        "mgmt_subnet": Option(f"management network, IPv4 CIDR, default {DEFAULT_MGMT_SUBNET}", mgmt_subnet()),
+        "vm_cpus": Option("micro-VM vCPUs, default 2", positive_int),
+        "vm_memory": Option("micro-VM memory, default 2G", matches(r"[1-9][0-9]*[MGmg]?", "a size such as 2G or 2048M")),
+        "boot_timeout_s": Option("seconds to wait for the micro-VM, default 600", positive_number),
+    }
+    HOOKS = ("authorized_keys",)
 
     # --- paths -----------------------------------------------------------------------
     @property

@@ -23,6 +23,12 @@ File format (validated by :data:`STATIC_SCHEMA`; errors name file, field and exp
 
 The data-plane addresses must already be configured on the machines, each with the prefix
 length of its network's subnet (``ip -j addr`` over SSH is compared with the topology).
+
+Every field that reaches an ssh command line is checked strictly before anything runs:
+``host`` a DNS name or an IP address, ``user`` a login name, ``proxy_jump`` the same two
+plus a port, ``key`` an existing private key file; none may start with ``-`` (ssh would take
+``-oProxyCommand=...`` as an option) or hold spaces or control characters. The argv built
+here also ends its options with ``--`` before the destination.
 """
 
 from __future__ import annotations
@@ -35,10 +41,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-
-from netrepro.sites.base import NodeLogin, Site, SiteError
-from netrepro.spec import Spec
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, login_user_problem, private_key_problem,
+                                 safe_path_problem, ssh_host_problem)
+from netrepro.spec import Spec, SpecError
+from netrepro.yamlfile import load_yaml_file
 
 STATIC_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -105,10 +111,9 @@ def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
     if not path.is_file():
         raise SiteError(f"{path}: (file): no such file; expected the static nodes YAML (STATIC_FILE=..., see docs/adding-a-site.md)")
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise SiteError(f"{path}: {'line ' + str(mark.line + 1) if mark else '(file)'}: not valid YAML; expected a mapping with 'nodes'") from None
+        data = load_yaml_file(path, "static nodes YAML")
+    except SpecError as exc:
+        raise SiteError(f"{exc}; expected a mapping with 'nodes' (docs/adding-a-site.md)") from None
     validator = jsonschema.Draft202012Validator(STATIC_SCHEMA, format_checker=jsonschema.FormatChecker())
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
@@ -135,6 +140,7 @@ def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
     out = {}
     for name, nd in spec.nodes.items():
         entry = nodes[name]
+        check_login_fields(path, f"nodes.{name}", entry)
         want = {i["network"]: i["address"] for i in nd["interfaces"]}
         if entry["addresses"] != want:
             raise SiteError(f"{path}: nodes.{name}.addresses: {entry['addresses']}; expected the topology's {want}")
@@ -142,6 +148,43 @@ def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
                               key_file=str(Path(entry["key"]).expanduser()) if entry.get("key") else None,
                               proxy_jump=entry.get("proxy_jump"), extra={"addresses": want})
     return out
+
+
+def proxy_jump_problem(value: str) -> str | None:
+    """None when ``value`` is ``user@host:port`` with a valid login name, SSH host and TCP
+    port (1-65535), else what was expected."""
+    user, at, rest = value.partition("@")
+    host, colon, port = rest.rpartition(":")
+    if not (at and colon and port.isdigit() and 0 < int(port) < 65536):
+        return "expected user@host:port"
+    for problem in (login_user_problem(user), ssh_host_problem(host)):
+        if problem:
+            return f"expected user@host:port, {problem[len('expected '):]}"
+    return None
+
+
+def check_login_fields(path: Path | str, where: str, entry: dict[str, Any]) -> None:
+    """Check the fields of one node entry that reach ssh (``host``, ``user``, ``proxy_jump``,
+    ``key``): see the module docstring. The key file must exist and hold a private key.
+
+    Raises:
+        SiteError: ``<file>: nodes.<node>.<field>: <value>: expected ...`` (one line; the
+            value is shown with its control characters escaped).
+    """
+    checks = {"host": ssh_host_problem, "user": login_user_problem, "proxy_jump": proxy_jump_problem,
+              "key": safe_path_problem}
+    for field_name, check in checks.items():
+        if field_name in entry:
+            problem = check(entry[field_name])
+            if problem:
+                raise SiteError(f"{path}: {where}.{field_name}: {entry[field_name]!r}: {problem}")
+    if entry.get("key"):
+        key = Path(entry["key"]).expanduser()
+        if not key.is_file():
+            raise SiteError(f"{path}: {where}.key: no such file {str(key)!r}; expected the node's SSH private key")
+        problem = private_key_problem(key, "an SSH private key")
+        if problem:
+            raise SiteError(f"{path}: {where}.key: {problem}")
 
 
 def parse_ip_addr_json(text: str) -> list[tuple[str, str, int]]:
@@ -190,7 +233,7 @@ def ssh_argv(login: NodeLogin, command: str, connect_timeout_s: int = 10,
 
     The jump host (if any) is reached with the same key, through the ProxyCommand that the
     inventory uses too (ssh's own -J would not pass the key on). ``known_hosts``: a file
-    instead of the user's ~/.ssh/known_hosts.
+    instead of the user's ~/.ssh/known_hosts. The destination follows ``--``.
     """
     import shlex
 
@@ -202,17 +245,23 @@ def ssh_argv(login: NodeLogin, command: str, connect_timeout_s: int = 10,
     if login.key_file:
         argv += ["-i", login.key_file, "-o", "IdentitiesOnly=yes"]
     argv += shlex.split(ssh_common_args(login, known_hosts))
-    return argv + [f"{login.user}@{login.host}", command]
+    # '--' ends ssh's options: the destination is never read as one (ssh(1), getopt(3)).
+    return argv + ["--", f"{login.user}@{login.host}", command]
 
 
 class StaticSite(Site):
     """Existing machines from a YAML file (option ``static_file``). See the module docstring.
 
     Options: ``static_file`` (required), ``known_hosts`` (a known_hosts file to use instead
-    of ~/.ssh/known_hosts).
+    of ~/.ssh/known_hosts). Hook: ``runner`` (a :data:`Runner`, tests).
     """
 
     name = "static"
+    OPTIONS = {
+        "static_file": Option("the nodes YAML file, STATIC_FILE"),
+        "known_hosts": Option("a known_hosts file to use instead of ~/.ssh/known_hosts", safe_path_problem),
+    }
+    HOOKS = ("runner",)
 
     def _file(self) -> Path:
         f = self.options.get("static_file")
@@ -247,6 +296,10 @@ class StaticSite(Site):
         if rc != 0:
             raise SiteError(f"node {login.name}: `ip -j addr` failed ({err.strip() or rc}); expected iproute2 on the node")
         return match_addresses(self.spec, login.name, parse_ip_addr_json(out))
+
+    def preflight(self) -> None:
+        """Validate the nodes file (:func:`load_static_file`) without contacting any node."""
+        load_static_file(self.spec, self._file())
 
     def reserve(self) -> None:
         """Validate the file, check that every node answers SSH (all reported at once), then
