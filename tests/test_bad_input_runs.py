@@ -1,0 +1,144 @@
+"""Bad-input table: `netrepro analyze`, `python -m analysis` and `python -m netrepro.bench` on
+damaged or malformed run folders (issue 6, section 2).
+
+Every row starts from a copy of the real recorded run tests/data/pie-vs-red-local-0.1 (never
+modified), damages it as a user's disk, an editor or a fault would, and must get one line on
+stderr naming the file and the field (and, for damaged raw files, each such file), exit 2,
+and no file changed (tests/badinput.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from badinput import Row, run_row
+
+DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
+RAW = "raw/pie-limited/client1"
+JUNK = bytes(range(256)) * 8  # binary junk: every byte value, NULs included
+
+
+def _copy(tmp: Path) -> Path:
+    run = tmp / "run"
+    shutil.copytree(DATA, run, ignore=shutil.ignore_patterns("expected", "README.md"))
+    return run
+
+
+def _edit_run_json(change):
+    """A setup that copies the run and rewrites its run.json with ``change(data)``."""
+    def setup(tmp: Path):
+        run = _copy(tmp)
+        data = json.loads((run / "run.json").read_text())
+        change(data)
+        (run / "run.json").write_text(json.dumps(data, indent=1))
+    return setup
+
+
+def _write(rel: str, content: bytes | None = None, cut: float | None = None, append: bytes | None = None):
+    """A setup that copies the run, then deletes (content None), replaces, cuts (keep the
+    first ``cut`` share of the bytes) or appends to ``rel``."""
+    def setup(tmp: Path):
+        run = _copy(tmp)
+        p = run / rel
+        if cut is not None:
+            b = p.read_bytes()
+            p.write_bytes(b[: int(len(b) * cut)])
+        elif append is not None:
+            p.write_bytes(p.read_bytes() + append)
+        elif content is None:
+            p.unlink()
+        else:
+            p.write_bytes(content)
+    return setup
+
+
+def _no_run_json(tmp: Path):
+    (_copy(tmp) / "run.json").unlink()
+
+
+def _del(key):
+    return lambda d: d.pop(key)
+
+
+def _no_start(d):
+    del d["trials"][1]["start_epoch_s"]
+
+
+def _bad_id(d):
+    d["trials"][0]["id"] = "../../etc"
+
+
+def _escaping_key(d):
+    d["raw_sha256"]["../../run.json"] = "0" * 64
+
+
+def _two_damaged(tmp: Path):
+    run = _copy(tmp)
+    (run / RAW / "ping.txt").unlink()
+    p = run / "raw/red-limited/router/qdisc.jsonl"
+    p.write_bytes(p.read_bytes()[:-100])
+
+
+ANALYZE = ["analyze", "pie-vs-red", "--run", "{tmp}/run"]
+PARTIAL = "to analyze what is there, add --partial"
+
+# (id, setup, expected strings): each damage is tried on analyze, python -m analysis and bench.
+DAMAGE = [
+    ("raw-file-deleted", _write(f"{RAW}/ping.txt"),
+     ["run.json: raw_sha256: 1 raw file differs from the record", f"{RAW}/ping.txt (missing)", PARTIAL]),
+    ("raw-file-truncated-mid-line", _write("raw/red-limited/client2/flows.csv", cut=0.5),
+     ["raw_sha256", "raw/red-limited/client2/flows.csv (altered)", PARTIAL]),
+    ("ping-replaced-by-binary-junk", _write(f"{RAW}/ping.txt", JUNK),
+     ["raw_sha256", f"{RAW}/ping.txt (altered)", PARTIAL]),
+    ("qdisc-jsonl-junk-line", _write("raw/pie-unlimited/router/qdisc.jsonl", append=b"{\"t\": 17953\x00junk\n"),
+     ["raw_sha256", "raw/pie-unlimited/router/qdisc.jsonl (altered)"]),
+    ("two-files-damaged-both-named", _two_damaged,
+     ["2 raw files differ", f"{RAW}/ping.txt (missing)", "raw/red-limited/router/qdisc.jsonl (altered)"]),
+    ("raw-file-not-in-record", _write(f"{RAW}/ping.txt.orig", b"64 bytes from x: icmp_seq=1 time=1 ms\n"),
+     ["raw_sha256", f"{RAW}/ping.txt.orig (unlisted)"]),
+    ("run-json-not-json", _write("run.json", b"experiment: pie-vs-red\ntrials: []\n"), ["run.json", "expected JSON"]),
+    ("run-json-truncated", _write("run.json", cut=0.6), ["run.json", "expected JSON"]),
+    ("run-json-binary-junk", _write("run.json", JUNK), ["run.json", "expected JSON"]),
+    ("trial-without-start_epoch_s", _edit_run_json(_no_start),
+     ["run.json", "trials[1].start_epoch_s: missing", "Unix seconds", PARTIAL]),
+    ("run-folder-without-run.json", _no_run_json, ["run.json: missing", "netrepro run"]),
+]
+# run.json problems read by the analysis only (bench shares the same reader: a few suffice)
+RECORD = [
+    ("run-json-without-raw_sha256", _edit_run_json(_del("raw_sha256")), ["run.json", "raw_sha256: missing"]),
+    ("run-json-without-time_scale", _edit_run_json(_del("time_scale")), ["run.json", "time_scale: missing"]),
+    ("run-json-without-trials", _edit_run_json(_del("trials")), ["run.json", "trials: missing"]),
+    ("run-json-not-an-object", _write("run.json", b"[1, 2]\n"), ["run.json", "expected a JSON object"]),
+    ("trial-id-is-a-path", _edit_run_json(_bad_id), ["run.json", "trials[0].id", "plain name"]),
+    ("raw_sha256-key-outside-raw", _edit_run_json(_escaping_key),
+     ["run.json", "raw_sha256", "expected a path inside raw/"]),
+]
+
+ROWS = [Row(f"analyze-{i}", ANALYZE, e, s) for i, s, e in DAMAGE + RECORD]
+ROWS += [Row(f"python-m-analysis-{i}", ["{tmp}/run"], e, s, module="analysis") for i, s, e in DAMAGE[:1] + DAMAGE[6:8] + DAMAGE[9:]]
+ROWS += [Row(f"bench-{i}", ["pie-vs-red", "--run", "{tmp}/run"], e, s, module="netrepro.bench")
+         for i, s, e in DAMAGE + RECORD[:2]]
+ROWS += [
+    Row("analyze-run-folder-missing", ["analyze", "pie-vs-red", "--run", "{tmp}/nope"],
+        ["{tmp}/nope", "expected a run directory"]),
+    Row("analyze-bad-toolkit-version", ANALYZE, ["NETREPRO_TOOLKIT_VERSION", "expected a version name"],
+        lambda tmp: _copy(tmp) and None, env={"NETREPRO_TOOLKIT_VERSION": "v1; rm -rf /"}),
+    Row("bench-timings-json-junk", ["pie-vs-red", "--run", "{tmp}/run"], ["timings.json", "step -> seconds", PARTIAL],
+        _write("timings.json", JUNK), module="netrepro.bench"),
+    Row("bench-unknown-option", ["pie-vs-red", "--run", "{tmp}/run", "--partail"], ["--partail"],
+        lambda tmp: _copy(tmp) and None, module="netrepro.bench"),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_bad_input(row, tmp_path):
+    run_row(row, tmp_path)
+
+
+def test_table_size():
+    # the count the issue's closing note gives
+    assert len(ROWS) >= 12 and len({r.id for r in ROWS}) == len(ROWS)
