@@ -1,10 +1,13 @@
 """Load and validate an experiment specification (experiments/<name>/experiment.yml).
 
-The file is validated in two steps: first against the JSON Schema in
-``netrepro/schemas/experiment.schema.json`` (shapes, types, units), then by cross-checks
-that a schema cannot express (references between sections, the phase schedule matching the
-flow groups, addresses inside their subnets). Any failure raises :class:`SpecError` whose
-message is one line naming the file, the field and what was expected.
+The file is read strictly (:mod:`netrepro.yamlfile`: UTF-8 text, valid YAML, no key given
+twice in a mapping) and validated in three steps: :func:`check_plain_data` (a mapping, text
+keys, finite numbers), the JSON Schema in ``netrepro/schemas/experiment.schema.json``
+(shapes, types, and a range with its unit for every number), then cross-checks that a
+schema cannot express (references between sections, the phase schedule matching the flow
+groups, addresses inside their subnets, claims only about AQM x variant pairs that a trial
+runs, AQM parameters that are tc words). Any failure raises :class:`SpecError` whose
+message is one line naming the file, the field (or line) and what was expected.
 """
 
 from __future__ import annotations

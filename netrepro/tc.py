@@ -9,9 +9,10 @@ from the node's data-plane address (roles/interfaces). The provisioning extra va
 commands built with :data:`DEV` in the device slot; the roles put the real name there.
 
 Syntax follows the man pages of iproute2 6.1 (Debian 12): tc-netem(8), tc-htb(8),
-tc-pie(8), tc-red(8), tc-codel(8), tc-fq_codel(8), tc-fq(8). Values (10 Mbit/s, 100 ms,
-PIE's 20 ms / 30 ms / alpha / beta) come from the experiment file, which cites the paper
-(Pan et al., HPSR 2013) for each; nothing here is specific to one experiment.
+tc-pie(8), tc-red(8), tc-codel(8), tc-fq_codel(8), tc-fq(8), tc-cake(8), tc-pfifo(8),
+tc-bfifo(8), tc-tbf(8). Values (10 Mbit/s, 100 ms, PIE's 20 ms / 30 ms / alpha / beta)
+come from the experiment file, which cites the paper (Pan et al., HPSR 2013) for each;
+nothing here is specific to one experiment.
 
 Checked against tc 6.1's parser (a keyword it does not know fails with ``What is "x"?``
 before anything reaches the kernel): every command built here parses.
