@@ -75,17 +75,23 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
 
     run = open_run(run_dir, spec, partial)
     check = run.raw_check
+    marker = run.dir / "INCOMPLETE"  # written by netrepro run when it was interrupted or failed
+    marker_text = marker.read_bytes().decode("utf-8", "replace") if marker.is_file() else None
     intact = not check.damaged and all(t.start_epoch_s is not None for t in run.trials if t.ran)
     record = {
         "made_by": toolkit(), "libraries": libraries(),
         "inputs": {"run_json_sha256": sha256_file(run.dir / "run.json"), "raw_tree_sha256": check.tree_sha256(),
-                   "raw_check": check.summary()},
+                   "raw_check": check.summary(),
+                   "incomplete_marker_sha256": sha256_file(marker) if marker_text is not None else None},
         "figures": bool(figures), "partial": not intact,
         "incomplete_trials": {t.id: t.incomplete for t in run.trials if t.incomplete},
     }
     out = output_dir(run.dir, record, intact)
 
     tidy, problems = build_tidy(run)
+    if marker_text is not None:
+        why = " ".join(marker_text.split())[:200]
+        problems.insert(0, f"the run is marked INCOMPLETE: {why}" if why else "the run is marked INCOMPLETE")
     summary = summarize(tidy, run.trials)
     verdict = evaluate(summary, run.spec["claims"], run.incomplete_pairs())
     outputs: list[Path] = [write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]

@@ -403,7 +403,10 @@ def test_trial_missing_from_run_json(tmp_path):
     data = json.loads((run_dir / "run.json").read_text())
     data["trials"] = data["trials"][:3]
     (run_dir / "run.json").write_text(json.dumps(data))
+    (run_dir / "INCOMPLETE").write_text("interrupted or failed: KeyboardInterrupt: \n")  # as netrepro run marks it
     res = analysis.analyze(run_dir, figures=False)  # a shorter record is intact: no --partial needed
+    assert res.problems[0] == "the run is marked INCOMPLETE: interrupted or failed: KeyboardInterrupt:"
+    assert "- the run is marked INCOMPLETE" in (run_dir / "report.md").read_text()
     assert len(res.summary) == 20 and any("red-limited" in p for p in res.problems)
     # red-follows-load and red-above-pie-under-load read red/limited, which did not run
     assert [c["status"] for c in res.verdict["claims"]] == ["holds", "not evaluable", "not evaluable"]
