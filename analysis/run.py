@@ -121,9 +121,9 @@ def read_run_json(run_dir: Path | str) -> tuple[Path, dict]:
     run_dir = Path(run_dir)
     path = run_dir / "run.json"
     if not run_dir.is_dir():
-        raise AnalysisError(run_dir, "expected a run directory (results/<experiment>/<run-id>/)")
+        raise AnalysisError(path, "no run.json: the run folder does not exist; expected results/<experiment>/<run-id>/")
     if not path.is_file():
-        raise AnalysisError(path, "missing; expected the run record written by `netrepro run`")
+        raise AnalysisError(path, "no run.json: expected the run record written by `netrepro run`")
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except OSError as exc:

@@ -416,10 +416,10 @@ def test_trial_missing_from_run_json(tmp_path):
 
 def test_bad_run_dir(tmp_path, capsys):
     assert main([str(tmp_path / "nope")]) == 2
-    assert "expected a run directory" in capsys.readouterr().err
+    assert f"{tmp_path / 'nope' / 'run.json'}: no run.json: the run folder does not exist" in capsys.readouterr().err
     assert main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "run.json" in err and "missing" in err and err.count("\n") == 1
+    assert f"{tmp_path / 'run.json'}: no run.json" in err and err.count("\n") == 1
     (tmp_path / "run.json").write_text("{not json")
     assert main([str(tmp_path)]) == 2
     assert "expected JSON" in capsys.readouterr().err

@@ -105,7 +105,7 @@ DAMAGE = [
     ("run-json-binary-junk", _write("run.json", JUNK), ["run.json", "expected JSON"]),
     ("trial-without-start_epoch_s", _edit_run_json(_no_start),
      ["run.json", "trials[1].start_epoch_s: missing", "Unix seconds", PARTIAL]),
-    ("run-folder-without-run.json", _no_run_json, ["run.json: missing", "netrepro run"]),
+    ("run-folder-without-run.json", _no_run_json, ["{tmp}/run/run.json: no run.json", "netrepro run"]),
 ]
 # run.json problems read by the analysis only (bench shares the same reader: a few suffice)
 RECORD = [
@@ -124,7 +124,7 @@ ROWS += [Row(f"bench-{i}", ["pie-vs-red", "--run", "{tmp}/run"], e, s, module="n
          for i, s, e in DAMAGE + RECORD[:2]]
 ROWS += [
     Row("analyze-run-folder-missing", ["analyze", "pie-vs-red", "--run", "{tmp}/nope"],
-        ["{tmp}/nope", "expected a run directory"]),
+        ["{tmp}/nope/run.json: no run.json", "the run folder does not exist"]),
     Row("analyze-bad-toolkit-version", ANALYZE, ["NETREPRO_TOOLKIT_VERSION", "expected a version name"],
         lambda tmp: _copy(tmp) and None, env={"NETREPRO_TOOLKIT_VERSION": "v1; rm -rf /"}),
     Row("bench-timings-json-junk", ["pie-vs-red", "--run", "{tmp}/run"], ["timings.json", "step -> seconds", PARTIAL],
