@@ -27,7 +27,7 @@ def plan_text(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
     from netrepro.sites import get_site
 
     with tempfile.TemporaryDirectory(prefix="netrepro-plan-") as tmp:
-        return get_site(site_name, spec, Path(tmp), dict(options or {})).plan()
+        return get_site(site_name, spec, Path(tmp), options).plan()
 
 
 def inventory_from_manifest(spec: Spec, manifest_path: Path | str, user: str | None,

@@ -112,8 +112,9 @@ def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
         raise SiteError(f"{path}: (file): no such file; expected the static nodes YAML (STATIC_FILE=..., see docs/adding-a-site.md)")
     try:
         data = load_yaml_file(path, "static nodes YAML")
-    except SpecError as exc:
-        raise SiteError(f"{exc}; expected a mapping with 'nodes' (docs/adding-a-site.md)") from None
+    except SpecError as exc:   # missing, binary junk, not YAML, a node defined twice
+        hint = "" if "expected" in exc.problem else "; expected a mapping with 'nodes' (docs/adding-a-site.md)"
+        raise SiteError(f"{exc}{hint}") from None
     validator = jsonschema.Draft202012Validator(STATIC_SCHEMA, format_checker=jsonschema.FormatChecker())
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
