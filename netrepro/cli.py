@@ -97,7 +97,7 @@ def cmd_run(args) -> int:
 
 
 def _print_verdict(verdict: dict, run_dir: Path) -> None:
-    from analysis.__main__ import LABEL
+    from analysis.verdict import LABEL
     for c in verdict["claims"]:
         status = c.get("status") or ("holds" if c["holds"] else "fails")
         print(f"  [{LABEL.get(status, status.upper())}] {c['id']}: {c.get('reason') or c['evidence']}")
