@@ -13,9 +13,8 @@ import argparse
 import sys
 
 from analysis import AnalysisError, analyze
+from analysis.verdict import LABEL
 from netrepro.spec import SpecError
-
-LABEL = {"holds": "HOLDS", "fails": "FAILS", "not evaluable": "NOT EVALUABLE"}
 
 
 def claim_line(c: dict) -> str:

@@ -104,6 +104,9 @@ def check_compare(summary: pd.DataFrame, c: dict) -> tuple[bool, str]:
 
 CHECKS = {"bound": check_bound, "rise_and_fall": check_rise_and_fall, "compare": check_compare}
 
+#: How a claim's status is shown on the console.
+LABEL = {"holds": "HOLDS", "fails": "FAILS", "not evaluable": "NOT EVALUABLE"}
+
 
 def claim_pairs(check: dict) -> list[tuple[str, str]]:
     """The (aqm, variant) trials a check reads, from its own data: ``aqm`` (bound,
