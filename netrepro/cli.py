@@ -46,7 +46,7 @@ def cmd_validate(args) -> int:
 
 def cmd_setup(args) -> int:
     from netrepro.setup import setup
-    return setup(site=args.site, check_only=args.check)
+    return setup(site=args.site, check_only=args.check, dev=args.dev)
 
 
 def cmd_plan(args) -> int:
@@ -134,6 +134,16 @@ def cmd_renew(args) -> int:
     return 0
 
 
+def cmd_clean(args) -> int:
+    """Tear down local sites and remove generated state, keeping any live testbed reservation."""
+    from netrepro import controller
+    from netrepro.clean import clean
+    kept = clean(controller.STATE_ROOT, controller.INVENTORY_DIR)
+    if kept:
+        print(f"[clean] {len(kept)} state folder(s) kept: they hold reservations (see above)")
+    return 0
+
+
 def cmd_reproduce(args) -> int:
     """up -> provision -> run -> analyze -> down; the site is released even on failure/Ctrl-C."""
     from netrepro import controller
@@ -192,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("validate", cmd_validate, "check an experiment file against the schema", site=False)
     sp = add("setup", cmd_setup, "install what a site needs (Debian packages, the micro-VM kernel)", exp=False)
-    sp.add_argument("--check", action="store_true", help="only report what is missing")
+    sp.add_argument("--check", action="store_true", help="only report what is missing; change nothing")
+    sp.add_argument("--dev", action="store_true", help="the build tools of the tests' Python packages instead")
     add("plan", cmd_plan, "print what would be requested from the site, without contacting it")
     add("rspec", cmd_rspec, "regenerate rspecs/<experiment>.xml", site=False)
     sp = add("inventory", cmd_inventory, "write an inventory (stdout) from a manifest saved by hand")
@@ -212,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "incomplete trials are reported NOT EVALUABLE (default: refuse such a run)")
     add("down", cmd_down, "release the site (idempotent)")
     add("status", cmd_status, "show the site's reservation")
+    add("clean", cmd_clean, "tear down local sites, remove generated state; keeps live testbed reservations",
+        site=False, exp=False)
     sp = add("renew", cmd_renew, "extend the reservation")
     sp.add_argument("--hours", type=float, default=float(os.environ.get("HOURS", "6")))
     sp = add("reproduce", cmd_reproduce, "up, provision, run, analyze, down")
