@@ -16,6 +16,7 @@ EXPERIMENT ?= pie-vs-red
 TIME_SCALE ?= 1
 HOURS ?= 6
 RUN ?=
+RESUME ?=
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -26,7 +27,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 export SITE TIME_SCALE HOURS RUN
 
 .PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status \
-        renew plan rspec validate test test-unit test-integration fresh-root-check lint bench clean
+        renew plan rspec validate test test-unit test-integration faults fresh-root-check lint bench clean
 
 help: ## Show the targets
 	@echo "netrepro: reproduce network experiments on testbeds"
@@ -56,8 +57,8 @@ setup: $(STAMP) ## Install everything SITE needs (Debian packages, micro-VM kern
 reproduce-pie-vs-red: ## The main job: reproduce PIE vs RED (Fig. 8) on SITE, then tear down
 	$(MAKE) reproduce EXPERIMENT=pie-vs-red
 
-reproduce: setup ## up + provision + run + analyze + down for EXPERIMENT
-	$(NETREPRO) reproduce $(EXPERIMENT) --site $(SITE) --time-scale $(TIME_SCALE)
+reproduce: setup ## up + provision + run + analyze + down for EXPERIMENT (RESUME=<run folder>: finish that run)
+	$(NETREPRO) reproduce $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE))
 
 up: setup ## Reserve/build the site and wait until every node answers
 	$(NETREPRO) up $(EXPERIMENT) --site $(SITE)
@@ -65,8 +66,8 @@ up: setup ## Reserve/build the site and wait until every node answers
 provision: $(STAMP) ## Provision the nodes with Ansible
 	$(NETREPRO) provision $(EXPERIMENT) --site $(SITE)
 
-run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/
-	$(NETREPRO) run $(EXPERIMENT) --site $(SITE) --time-scale $(TIME_SCALE)
+run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/; RESUME=<run folder> continues that run
+	$(NETREPRO) run $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE))
 
 analyze: $(STAMP) ## Analyze RUN=<folder> (default: results/<experiment>/latest); PARTIAL=1 accepts damaged raw files
 	$(NETREPRO) analyze $(EXPERIMENT) $(if $(RUN),--run $(RUN)) $(if $(filter 1,$(PARTIAL)),--partial)
@@ -89,7 +90,7 @@ rspec: $(STAMP) ## Regenerate rspecs/<experiment>.xml from the experiment's topo
 validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
 	$(NETREPRO) validate $(EXPERIMENT)
 
-test: setup $(DEV_STAMP) ## All tests: unit, namespace and end-to-end tests, then the fresh-root check
+test: setup $(DEV_STAMP) ## All tests: unit, namespace, end-to-end and fault (tests/test_faults.py) tests, then the fresh-root check
 	$(PY) -m pytest -q tests
 	tools/fresh-root-check
 
@@ -101,6 +102,9 @@ test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM)
 
 test-integration: setup $(DEV_STAMP) ## The end-to-end test only
 	$(PY) -m pytest -q -m integration tests
+
+faults: setup $(DEV_STAMP) ## Inject each fault for real on the local site; check nothing is lost (root)
+	$(PY) -m pytest -q tests/test_faults.py
 
 lint: $(DEV_STAMP) ## ansible-lint (production profile) on roles and playbooks
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-lint --profile production roles playbooks

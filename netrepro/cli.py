@@ -88,10 +88,18 @@ def cmd_provision(args) -> int:
     return 0
 
 
+def _run_time_scale(args) -> float | None:
+    """The time scale to run at: a resumed run keeps its own unless --time-scale is given
+    (and then it must match; $TIME_SCALE alone does not count)."""
+    if args.resume and not getattr(args, "time_scale_given", False):
+        return None
+    return args.time_scale
+
+
 def cmd_run(args) -> int:
     from netrepro import controller
-    run_dir = controller.run(load_spec(args.experiment), args.site, args.time_scale, _options(args),
-                             trial_ids=args.trial or None)
+    run_dir = controller.run(load_spec(args.experiment), args.site, _run_time_scale(args), _options(args),
+                             trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None)
     print(f"[run] raw data and run.json in {run_dir}")
     return 0
 
@@ -150,6 +158,9 @@ def cmd_reproduce(args) -> int:
     spec = load_spec(args.experiment)
     opts = _options(args)
     controller.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
+    resume = Path(args.resume) if args.resume else None
+    if resume:  # refused before anything is built (reads only)
+        controller.load_resume(spec, args.site, resume, _run_time_scale(args), None)
     t0 = time.time()
     timings = {}
     try:
@@ -160,11 +171,17 @@ def cmd_reproduce(args) -> int:
         controller.provision(spec, args.site, opts)
         timings["provision_s"] = round(time.time() - t, 1)
         t = time.time()
-        run_dir = controller.run(spec, args.site, args.time_scale, opts)
+        run_dir = controller.run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce")
         timings["trials_s"] = round(time.time() - t, 1)
         t = time.time()
         verdict = controller.analyze(run_dir)
         timings["analyze_s"] = round(time.time() - t, 1)
+    except controller.StepIncomplete as exc:
+        if args.keep:
+            raise
+        # The site is released below: say so instead of "the site is still up".
+        hint = "the site was released" + (f"; {exc.hint}" if exc.run_dir else "")
+        raise controller.StepIncomplete(exc.account, hint=hint, exit_code=exc.exit_code, run_dir=exc.run_dir) from None
     finally:
         if not args.keep:
             t = time.time()
@@ -175,6 +192,14 @@ def cmd_reproduce(args) -> int:
     _print_verdict(verdict, run_dir)
     print(f"[reproduce] wall time {timings['total_s']:.0f} s: " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items() if k != "total_s"))
     return 0
+
+
+class _Given(argparse.Action):
+    """Store the option's value and note that it was given (``<dest>_given``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -213,9 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("up", cmd_up, "reserve the site and wait until every node answers SSH")
     add("provision", cmd_provision, "provision the nodes with Ansible")
     sp = add("run", cmd_run, "run the trials and fetch the raw data into a new results folder")
-    sp.add_argument("--time-scale", type=_time_scale, default=os.environ.get("TIME_SCALE", "1"),
-                    help="multiply every duration of the schedule (default: $TIME_SCALE or 1)")
+    sp.add_argument("--time-scale", type=_time_scale, default=os.environ.get("TIME_SCALE", "1"), action=_Given,
+                    help="multiply every duration of the schedule (default: $TIME_SCALE or 1; "
+                         "with --resume: the run's own)")
     sp.add_argument("--trial", action="append", help="run only this trial (aqm-variant); repeatable")
+    sp.add_argument("--resume", metavar="RUN", help="continue the interrupted run in folder RUN from its first "
+                                                    "incomplete trial, keeping the completed ones")
     sp = add("analyze", cmd_analyze, "analyze a run folder (default: results/<experiment>/latest)", site=False)
     sp.add_argument("--run", default=os.environ.get("RUN") or None, help="run folder")
     sp.add_argument("--partial", action="store_true",
@@ -228,15 +256,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("renew", cmd_renew, "extend the reservation")
     sp.add_argument("--hours", type=float, default=float(os.environ.get("HOURS", "6")))
     sp = add("reproduce", cmd_reproduce, "up, provision, run, analyze, down")
-    sp.add_argument("--time-scale", type=_time_scale, default=os.environ.get("TIME_SCALE", "1"),
-                    help="multiply every duration of the schedule (default: $TIME_SCALE or 1)")
+    sp.add_argument("--time-scale", type=_time_scale, default=os.environ.get("TIME_SCALE", "1"), action=_Given,
+                    help="multiply every duration of the schedule (default: $TIME_SCALE or 1; "
+                         "with --resume: the run's own)")
+    sp.add_argument("--resume", metavar="RUN", help="run the interrupted run in folder RUN to its end "
+                                                    "(its completed trials are kept) instead of a new run")
     sp.add_argument("--keep", action="store_true", help="leave the site up at the end")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     # SIGTERM behaves as Ctrl-C, so that `finally` blocks release what was made.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # (The exception says which signal: the account of an interrupted run names it.)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt("SIGTERM")))
     try:
         args = build_parser().parse_args(argv)
     except argparse.ArgumentTypeError as exc:
@@ -248,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (SpecError, SiteError, PlaybookError, ValueError, RuntimeError) as exc:
         print(f"netrepro: {exc}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_code", 2)  # a step stopped by a signal: 128 + its number
     except KeyboardInterrupt:
         print("netrepro: interrupted; what this step made was removed", file=sys.stderr)
         return 130

@@ -9,14 +9,22 @@ the newest).
 
 from __future__ import annotations
 
+import csv
+import errno
+import fcntl
 import hashlib
 import json
 import os
 import platform
+import re
+import shlex
 import shutil
+import signal
 import subprocess
 import tarfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,7 +33,7 @@ from netrepro import ansible
 from netrepro.inventory import build_inventory, write_inventory, write_known_hosts
 from netrepro.rolevars import role_vars
 from netrepro.sites import Site, get_site
-from netrepro.spec import REPO_ROOT, Spec
+from netrepro.spec import REPO_ROOT, Spec, SpecError
 
 STATE_ROOT = Path(os.environ.get("NETREPRO_STATE", REPO_ROOT / ".state"))
 RESULTS_ROOT = Path(os.environ.get("NETREPRO_RESULTS", REPO_ROOT / "results"))
@@ -78,7 +86,8 @@ def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> Sit
     site = open_site(spec, site_name, options)
     t0 = time.time()
     # Facts cached from an earlier reservation (interface names) may not hold any more.
-    shutil_rm(ansible.fact_cache_dir(_vars_file_dir(site)))
+    # (Nothing is created here: a site that fails to reserve leaves no folder behind.)
+    shutil_rm(ansible.fact_cache_dir(site.state_dir / "ansible"))
     site.reserve()
     site.wait_ready()
     path = write_site_inventory(spec, site)
@@ -96,12 +105,33 @@ def _vars_file_dir(site: Site) -> Path:
 
 
 def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> ansible.PlaybookResult:
-    """Run playbooks/provision.yml on the site's nodes."""
+    """Run playbooks/provision.yml on the site's nodes.
+
+    The site counts as provisioned only once the playbook has succeeded (``run`` refuses
+    until then).
+
+    Raises:
+        StepIncomplete: the playbook failed (the first failed task, node and message) or
+            was interrupted (SIGINT/SIGTERM; exit code 128 + signal); the site stays up.
+    """
     site = open_site(spec, site_name, options)
     inv = write_site_inventory(spec, site)
     variant = spec["trials"][0]["variant"]
+    st = site.load_state()
+    st["provisioned"] = False
+    site.save_state(st)
+    again = f"run `netrepro provision {_spec_arg(spec)}{_site_arg(site_name)}` again, or `netrepro down {_spec_arg(spec)}{_site_arg(site_name)}`"
     t0 = time.time()
-    res = ansible.run_playbook("provision", inv, {"netrepro": role_vars(spec, variant)}, _vars_file_dir(site))
+    try:
+        res = _playbook("provision", inv, {"netrepro": role_vars(spec, variant)}, site)
+    except ansible.PlaybookError as exc:
+        raise StepIncomplete(f"provisioning failed ({playbook_failure(exc)})",
+                             hint=f"the site is still up: {again}") from None
+    except KeyboardInterrupt as exc:
+        sig = signal_of(exc)
+        raise StepIncomplete(f"provisioning interrupted by {sig} after {time.time() - t0:.0f} s",
+                             hint=f"the nodes are partly provisioned and the site is still up: {again}",
+                             exit_code=SIGNAL_EXIT[sig]) from None
     st = site.load_state()
     st.setdefault("timings_s", {})["provision"] = round(time.time() - t0, 1)
     st["provisioned"] = True
@@ -258,94 +288,722 @@ def _node_meta(path: Path) -> dict:
         return {}
 
 
-def run(spec: Spec, site_name: str, time_scale: float = 1.0, options: dict[str, Any] | None = None,
-        trial_ids: list[str] | None = None, lead_s: float | None = None) -> Path:
+# --- faults, interruptions and resuming -------------------------------------------------
+#: A node's clock that moved by more than this, plus half the round trips of the two readings,
+#: against the controller's clock between the readings before and after a trial was stepped.
+CLOCK_STEP_TOLERANCE_S = 0.5
+#: Bytes held free in a run folder while the run writes it (the file ``.reserve``, released
+#: when the run stops), so that a full disk still leaves room to record what was kept and why.
+RESERVE_BYTES = 1 << 20
+#: Exit status after a signal: 128 + its number (the shell's convention).
+SIGNAL_EXIT = {"SIGINT": 128 + signal.SIGINT, "SIGTERM": 128 + signal.SIGTERM}
+#: The marker file of a run folder that does not hold every trial (yet).
+INCOMPLETE = "INCOMPLETE"
+
+
+class StepIncomplete(RuntimeError):
+    """A step (``provision``, ``run``) stopped part-way. ``str()`` is the one-line account for
+    the console: what stopped, where and why, what was kept, and what to do next.
+
+    Attributes: ``account`` (the line without ``hint``), ``hint`` (what to do next),
+    ``exit_code`` (2 after a fault; 128 + the signal's number after SIGINT/SIGTERM) and
+    ``run_dir`` (the partial run folder, or None).
+    """
+
+    def __init__(self, account: str, hint: str = "", exit_code: int = 2, run_dir: Path | None = None):
+        self.account, self.hint, self.exit_code, self.run_dir = account, hint, exit_code, run_dir
+        super().__init__(account + (f"; {hint}" if hint else ""))
+
+
+class _TrialFailed(Exception):
+    """One trial failed: ``reason`` (one line); ``stop``: processes may be left on the nodes;
+    ``details``: what to record with the attempt (``kept_in``: where its data was kept for a
+    look; ``clocks``: the node clocks read before and after)."""
+
+    def __init__(self, reason: str, stop: bool = False, details: dict | None = None):
+        super().__init__(reason)
+        self.reason, self.stop, self.details = reason, stop, details or {}
+
+
+def signal_of(exc: KeyboardInterrupt) -> str:
+    """The signal behind a KeyboardInterrupt: ``netrepro.cli.main`` raises it with the text
+    "SIGTERM" on SIGTERM; Python's own (Ctrl-C, SIGINT) has no text."""
+    return str(exc) if str(exc) in SIGNAL_EXIT else "SIGINT"
+
+
+def _spec_arg(spec: Spec) -> str:
+    """How to name ``spec`` on the command line: its name, or its path when not under experiments/."""
+    from netrepro.spec import resolve_path
+    return spec.name if resolve_path(spec.name).resolve() == Path(spec.path).resolve() else shlex.quote(str(spec.path))
+
+
+def _site_arg(site_name: str) -> str:
+    return "" if site_name == "local" else f" --site {site_name}"
+
+
+def _playbook(name: str, inv: Path, extravars: dict, site: Site, quiet: bool = False) -> ansible.PlaybookResult:
+    """:func:`netrepro.ansible.run_playbook` in a worker thread, so that SIGINT and SIGTERM
+    stay the controller's.
+
+    ansible-runner 2.4 replaces the SIGINT and SIGTERM handlers when it runs in the main
+    thread (``ansible_runner.utils.signal_handler``, called by ``interface.init_runner``) and
+    never restores them, so a signal that came between two playbooks was lost. Here the main
+    thread only waits; on KeyboardInterrupt it ends the playbook (:func:`_end_playbooks`) and
+    re-raises.
+
+    Raises: what run_playbook raises (PlaybookError), KeyboardInterrupt.
+    """
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = ansible.run_playbook(name, inv, extravars, _vars_file_dir(site), quiet=quiet)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name=f"playbook-{name}", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:
+        _end_playbooks()
+        worker.join(30)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _end_playbooks(grace_s: float = 5.0) -> list[int]:
+    """End every ansible-playbook this process started, with its workers and ssh clients:
+    SIGTERM to its process group (pexpect gives it a session of its own), SIGKILL to what is
+    left after ``grace_s``. Returns the process ids found."""
+    me, own_group = os.getpid(), os.getpgid(0)
+    found: list[tuple[int, int]] = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == me and b"ansible-playbook" in (d / "cmdline").read_bytes():
+                found.append((int(d.name), os.getpgid(int(d.name))))
+        except (OSError, ValueError, IndexError):
+            continue
+
+    def send(sig: int) -> bool:
+        alive = False
+        for pid, group in found:
+            try:
+                if group != own_group:
+                    os.killpg(group, sig)
+                else:
+                    os.kill(pid, sig)
+                alive = True
+            except ProcessLookupError:
+                pass
+        return alive
+
+    if send(signal.SIGTERM):
+        t0 = time.time()
+        while time.time() - t0 < grace_s and any(_group_alive(g) for _, g in found if g != own_group):
+            time.sleep(0.2)
+        send(signal.SIGKILL)
+    return [pid for pid, _ in found]
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+_FATAL = re.compile(r"^fatal: \[([^\]]+)\]: (FAILED|UNREACHABLE)! => (.*)$")
+
+
+def playbook_failure(exc: Exception) -> str:
+    """A one-line reason for a failed playbook: the first failed or unreachable task, its node
+    and its message, read from the log the PlaybookError names ("...; log: FILE"); the
+    error's own text when the log says no more.
+
+    Ansible's default callback prints ``fatal: [node]: FAILED! => {json result}`` (or
+    ``UNREACHABLE!``) under ``TASK [role : name]``; a failure followed by ``...ignoring``
+    does not count.
+    """
+    text = str(exc)
+    m = re.search(r"; log: (.+)$", text)
+    try:
+        lines = Path(m.group(1).strip()).read_text(errors="replace").splitlines() if m else []
+    except OSError:
+        lines = []
+    task = ""
+    for i, line in enumerate(lines):
+        if line.startswith("TASK [") and "]" in line:
+            task = line[6:line.rindex("]")].split(" : ")[-1]
+            continue
+        f = _FATAL.match(line.strip())
+        if not f or (i + 1 < len(lines) and lines[i + 1].strip() == "...ignoring"):
+            continue
+        host, kind, rest = f.groups()
+        result: Any = None
+        for j in range(i + 1, min(i + 200, len(lines)) + 1):
+            try:
+                result = json.loads(rest)
+                break
+            except ValueError:
+                if j < len(lines):
+                    rest += "\n" + lines[j]
+        msg = str(result.get("msg") or "") if isinstance(result, dict) else rest[:200]
+        if isinstance(result, dict):
+            tail = [ln for ln in str(result.get("stderr") or result.get("stdout") or "").splitlines() if ln.strip()]
+            if tail and tail[-1].strip() not in msg:
+                msg = f"{msg}: {tail[-1].strip()}" if msg else tail[-1].strip()
+        msg = " ".join(msg.split())
+        msg = msg if len(msg) <= 300 else msg[:297] + "..."
+        return f"{task or 'a task'} {'unreachable' if kind == 'UNREACHABLE' else 'failed'} on {host}: {msg}"
+    return text
+
+
+def _inventory_hosts(inv: Path) -> dict[str, dict]:
+    """Host -> its variables (``all.vars`` under the host's own) from an inventory file."""
+    import yaml
+    data = yaml.safe_load(inv.read_text()) or {}
+    top = data.get("all") or {}
+    out: dict[str, dict] = {}
+
+    def walk(group: dict) -> None:
+        for host, hv in (group.get("hosts") or {}).items():
+            out[host] = {**(top.get("vars") or {}), **(hv or {})}
+        for child in (group.get("children") or {}).values():
+            walk(child or {})
+
+    walk(top)
+    return out
+
+
+def node_ssh_argv(host: str, hv: dict, command: str, connect_timeout_s: int = 30) -> list[str]:
+    """ssh(1) argv running ``command`` on an inventory host as Ansible reaches it: its address,
+    port, user, key and ``ansible_ssh_common_args`` (jump host, known_hosts, control socket),
+    with ansible.cfg's ControlPersist (the first value of an option wins)."""
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout_s}", "-o", "ControlPersist=120s",
+            "-p", str(hv.get("ansible_port", 22))]
+    if hv.get("ansible_ssh_private_key_file"):
+        argv += ["-i", str(hv["ansible_ssh_private_key_file"]), "-o", "IdentitiesOnly=yes"]
+    argv += shlex.split(str(hv.get("ansible_ssh_common_args") or ""))
+    return argv + ["--", f"{hv.get('ansible_user', 'root')}@{hv.get('ansible_host', host)}", command]
+
+
+def node_clocks(inv: Path, samples: int = 3, timeout_s: float = 60) -> dict[str, dict]:
+    """Each node's clock against the controller's, read over SSH (``date +%s.%N``).
+
+    For each of ``samples`` readings the controller notes its clock before (t0) and after (t1);
+    the node's reading minus (t0 + t1) / 2 is the offset, within ± (t1 - t0) / 2. The reading
+    with the shortest round trip is kept (as NTP keeps its best sample).
+    Returns node -> ``{"offset_s", "rtt_s"}``, or ``{"error": why}`` when no reading came.
+    """
+    hosts = _inventory_hosts(inv)
+
+    def one(host: str) -> dict:
+        best, err = None, "no reading"
+        argv = node_ssh_argv(host, hosts[host], "date +%s.%N")
+        for _ in range(samples):
+            t0 = time.time()
+            try:
+                p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                err = f"no answer in {timeout_s:.0f} s"
+                continue
+            t1 = time.time()
+            try:
+                node = float(p.stdout.split()[-1])
+            except (IndexError, ValueError):
+                err = (p.stderr.strip().splitlines() or [f"ssh exit {p.returncode}"])[-1]
+                continue
+            if best is None or t1 - t0 < best[0]:
+                best = (t1 - t0, node - (t0 + t1) / 2)
+        return {"offset_s": round(best[1], 4), "rtt_s": round(best[0], 4)} if best else {"error": err}
+
+    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
+        return dict(zip(hosts, pool.map(one, hosts)))
+
+
+def clock_problems(before: dict[str, dict], after: dict[str, dict],
+                   tolerance_s: float = CLOCK_STEP_TOLERANCE_S) -> tuple[dict[str, float], list[str]]:
+    """The step of each node's clock during a trial (offset after - offset before, s) and what
+    is wrong: clocks that could not be read, clocks stepped by more than ``tolerance_s`` plus
+    half the two readings' round trips. Nodes stepped alike are named together."""
+    steps: dict[str, float] = {}
+    problems: list[str] = []
+    unread = [f"{n} ({(before.get(n) or {}).get('error') or (after.get(n) or {}).get('error')})"
+              for n in sorted(set(before) | set(after))
+              if "offset_s" not in (before.get(n) or {}) or "offset_s" not in (after.get(n) or {})]
+    if unread:
+        problems.append("could not read the clock of " + ", ".join(unread))
+    stepped: dict[str, list[str]] = {}
+    for n in before:
+        b, a = before.get(n) or {}, after.get(n) or {}
+        if "offset_s" not in b or "offset_s" not in a:
+            continue
+        steps[n] = round(a["offset_s"] - b["offset_s"], 3)
+        if abs(steps[n]) > tolerance_s + (b["rtt_s"] + a["rtt_s"]) / 2:
+            stepped.setdefault(f"{steps[n]:+.1f}", []).append(n)
+    for step, nodes in stepped.items():
+        where = f"all {len(nodes)} nodes" if len(nodes) == len(before) and len(nodes) > 1 else ", ".join(nodes)
+        problems.append(f"clock stepped by {step} s during the trial on {where} (against the controller's clock)")
+    return steps, problems
+
+
+def _last_ping_time(path: Path) -> tuple[float | None, bool]:
+    """(time of the last timestamped line of an iputils ``ping -D`` output, whether its closing
+    statistics are there: ping prints them when it ends by itself)."""
+    last, summary = None, False
+    with path.open(errors="replace") as fh:
+        for line in fh:
+            if line.startswith("["):
+                try:
+                    last = float(line[1:line.index("]")])
+                except ValueError:
+                    pass
+            elif "packets transmitted" in line:
+                summary = True
+    return last, summary
+
+
+def _last_sample_time(path: Path) -> float | None:
+    """The ``t`` of the last whole JSON line of a queue sampler's output (nr-qdisc-stats.sh)."""
+    last = None
+    with path.open(errors="replace") as fh:
+        for line in fh:
+            try:
+                last = float(json.loads(line)["t"])
+            except (ValueError, KeyError, TypeError):
+                continue
+    return last
+
+
+def check_trial_data(tv: dict, tdir: Path, start: float | None) -> list[str]:
+    """What says a trial's fetched data does not cover its schedule (empty: it does).
+
+    ``tv``: the trial's variables (:func:`trial_vars`); ``tdir``: its data, one folder per
+    node; ``start``: the common start (epoch s). A flow client exited early when its flows
+    file is missing, holds fewer flows than it opened, or a flow ended more than the
+    tolerance before its scheduled end (the files are too large to finish: every flow is
+    stopped by curl's --max-time). A collector (ping, queue sampler) ended early when its
+    last sample is more than the tolerance (+ one interval) before the schedule's end, or
+    ping's closing statistics are missing (it was killed). Tolerance: 1 s + 1 % of the schedule.
+    """
+    problems: list[str] = []
+    tol = 1.0 + 0.01 * float(tv["duration_s"])
+    if start is None:
+        return ["no common start time: no flow of the first phase recorded"]
+    end = start + float(tv["duration_s"])
+    for client, groups in tv["flows"].items():
+        for k, g in enumerate(groups):
+            f = tdir / client / ("flows.csv" if k == 0 else f"flows-{k}.csv")
+            if not f.is_file():
+                problems.append(f"flow client on {client} exited early: no {f.name} (it was stopped before its flows ended)")
+                continue
+            with f.open(errors="replace") as fh:
+                rows = list(csv.DictReader(fh))
+            due = start + float(g["start_s"]) + float(g["duration_s"])
+            early = []
+            for r in rows:
+                try:
+                    if float(r["end_epoch_s"]) < due - tol:
+                        early.append((due - float(r["end_epoch_s"]), r.get("exit_code")))
+                except (KeyError, TypeError, ValueError):
+                    early.append((float("nan"), r.get("exit_code")))
+            if len(rows) < int(g["flows"]):
+                problems.append(f"flow client on {client} exited early: {len(rows)} of {g['flows']} flows recorded in {f.name}")
+            elif early:
+                codes = ", ".join(sorted({str(c) for _, c in early}))
+                problems.append(f"flow client on {client} exited early: {len(early)} of {len(rows)} flows ended up to "
+                                f"{max(e for e, _ in early):.1f} s before their scheduled end (curl exit {codes})")
+    for node, p in tv["ping"].items():
+        f = tdir / node / "ping.txt"
+        last, summary = _last_ping_time(f) if f.is_file() else (None, False)
+        if last is None or last < end - tol - float(p["interval_s"]):
+            ago = f"{end - last:.1f} s before the schedule's end" if last is not None else "without a sample"
+            problems.append(f"ping collector on {node} ended early: last sample {ago}")
+        elif not summary:
+            problems.append(f"ping collector on {node} was killed (no closing statistics in ping.txt)")
+    for node in tv["qdisc_stats"]:
+        f = tdir / node / "qdisc.jsonl"
+        last = _last_sample_time(f) if f.is_file() else None
+        if last is None or last < end - tol:
+            ago = f"{end - last:.1f} s before the schedule's end" if last is not None else "without a sample"
+            problems.append(f"queue sampler on {node} ended early: last sample {ago}")
+    return problems
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically (a temporary file, then rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def _lock_run(run_dir: Path, what: str) -> int:
+    """Hold an exclusive lock on the run folder for this process (flock on the folder itself:
+    nothing is written); SpecError when another process holds it. Returns the descriptor."""
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise SpecError(run_dir, what, "another netrepro process is running this run; wait until it ends") from None
+    return fd
+
+
+def _reserve_space(run_dir: Path) -> Path:
+    """Hold :data:`RESERVE_BYTES` in ``run_dir/.reserve`` (really allocated, not sparse).
+    Raises OSError (ENOSPC) when the disk has less."""
+    path = run_dir / ".reserve"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            os.write(fd, b"\0" * RESERVE_BYTES)
+            os.fsync(fd)
+    except OSError:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return path
+
+
+def _spec_as_recorded(spec: Spec) -> Any:
+    return json.loads(json.dumps(spec.data, default=str))
+
+
+def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | None,
+                trial_ids: list[str] | None) -> dict:
+    """Check that ``run_dir`` is a run of ``spec`` on ``site_name`` that can be resumed, and
+    return its run.json. Reads only; nothing is written.
+
+    Refused (SpecError, one line): no such folder; no run.json, or not a JSON object; another
+    experiment, site or experiment file content than the run's; ``--trial`` (a run's trials
+    are fixed when it starts) or a ``--time-scale`` other than the run's; a run that is
+    complete; a completed trial's raw file missing, altered (sha256 in run.json) or added to.
+    """
+    if trial_ids:
+        raise SpecError("command line", "--trial", "not with --resume: a resumed run runs the trials it started with")
+    if not run_dir.is_dir():
+        raise SpecError(run_dir, "--resume", "no such run folder; expected a folder made by `netrepro run`")
+    rj = run_dir / "run.json"
+    if not rj.is_file():
+        raise SpecError(rj, "(file)", "missing; expected the run.json of a run made by `netrepro run`")
+    try:
+        meta = json.loads(rj.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SpecError(rj, "(file)", f"not JSON ({str(exc).splitlines()[0][:80]}); expected the run's record") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("trials"), list):
+        raise SpecError(rj, "trials", "missing; expected the run's record with its list of completed trials")
+    if meta.get("experiment") != spec.name:
+        raise SpecError(rj, "experiment", f"{meta.get('experiment')!r}: a run of another experiment; expected {spec.name!r}")
+    if meta.get("site") != site_name:
+        raise SpecError("command line", "--site", f"{site_name!r}: the run was made on {meta.get('site')!r}; "
+                                                  f"resume it on the same site (--site {meta.get('site')})")
+    if meta.get("spec") != _spec_as_recorded(spec):
+        raise SpecError(spec.path, "(file)", f"differs from the experiment as run (run.json 'spec' of {run_dir}); "
+                                             "expected it unchanged to resume the run")
+    if time_scale is not None and float(time_scale) != float(meta.get("time_scale", 1)):
+        raise SpecError("command line", "--time-scale", f"{time_scale}: the run was made at TIME_SCALE "
+                                                        f"{meta.get('time_scale')}; leave it out to resume")
+    done = {t.get("id") for t in meta["trials"] if isinstance(t, dict)}
+    order = [t["id"] for t in meta.get("trial_status") or []] or \
+        [f"{t['aqm']}-{t['variant']}" for t in spec["trials"]]
+    if all(t in done for t in order) and not (run_dir / INCOMPLETE).exists():
+        raise SpecError(run_dir, "--resume", f"the run is complete ({len(order)} trials, no {INCOMPLETE} marker); nothing to resume")
+    recorded = meta.get("raw_sha256") or {}
+    raw = run_dir / "raw"
+    bad = []
+    for tid in sorted(done):
+        want = {k: v for k, v in recorded.items() if k.split("/", 1)[0] == tid}
+        have = sha256_tree(raw / tid) if (raw / tid).is_dir() else {}
+        have = {f"{tid}/{k}": v for k, v in have.items()}
+        bad += [f"raw/{k} ({'missing' if k not in have else 'altered'})" for k in sorted(want) if have.get(k) != want[k]]
+        bad += [f"raw/{k} (not in run.json)" for k in sorted(set(have) - set(want))]
+        if not want:
+            bad.append(f"raw/{tid} (no checksums in run.json)")
+    if bad:
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise SpecError(rj, "raw_sha256", f"the completed trials' data changed since they were recorded: "
+                                          f"{', '.join(bad[:5])}{more}; expected them as recorded")
+    return meta
+
+
+def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
+        trial_ids: list[str] | None = None, lead_s: float | None = None, resume: Path | None = None,
+        command: str = "run") -> Path:
     """Run the spec's trials (or ``trial_ids``) on a provisioned site; return the run folder.
 
-    The run folder holds raw/<trial>/<node>/ as fetched and run.json; it is new for every
-    call. An interrupted run stops its trial's processes on the nodes and is marked
-    INCOMPLETE.
+    A new run gets a new folder (:func:`new_run_dir`). ``resume``: the folder of an earlier
+    run that stopped, continued from its first trial not complete, with the trials, time
+    scale and lead it started with (:func:`load_resume` says what is refused).
+
+    The run folder holds
+    - ``raw/<trial>/<node>/``: a trial's data as fetched, moved there whole and once, when the
+      trial has completed and its data covers the schedule (:func:`check_trial_data`) and no
+      node clock was stepped (:func:`clock_problems`); never written again;
+    - ``run.json``: rewritten after each trial: the completed trials (``trials``) and the
+      sha256 of each of their raw files (``raw_sha256``), every trial's status (complete,
+      failed with the reason, running, pending) and attempts (``trial_status``), each resume
+      (``resumes``), and how the run was made;
+    - ``INCOMPLETE`` until every trial is complete: the trial and reason where the run stopped
+      and how to resume it;
+    - ``failed/<trial>-<n>/``: the data of an attempt that ran to its end but failed its checks.
+
+    ``command``: the netrepro command the resume hint names (``run`` or ``reproduce``).
+
+    Raises:
+        SpecError: bad ``trial_ids`` or ``resume`` (nothing is written).
+        RuntimeError: the site is not provisioned.
+        StepIncomplete: a trial failed or the run was interrupted (SIGINT/SIGTERM): the run
+            is marked INCOMPLETE; the completed trials are kept.
     """
+    known_ids = [f"{t['aqm']}-{t['variant']}" for t in spec["trials"]]
+    for tid in trial_ids or []:
+        if tid not in known_ids:
+            raise SpecError("command line", "--trial", f"{tid!r}: not a trial of {spec.name}; expected one of: {', '.join(known_ids)}")
+    prior = load_resume(spec, site_name, Path(resume), time_scale, trial_ids) if resume is not None else None
+    if prior is None and time_scale is None:
+        time_scale = 1.0
     site = open_site(spec, site_name, options)
     if not site.load_state().get("provisioned"):
         raise RuntimeError(f"site {site_name}: not provisioned; run `make provision SITE={site_name}` first")
     inv = write_site_inventory(spec, site)
     status = site.status()
     mode = status.get("mode", "remote")
-    lead = lead_s if lead_s is not None else float(os.environ.get("NETREPRO_LEAD_S", DEFAULT_LEAD_S.get(mode, 20.0)))
-    run_dir = new_run_dir(spec, site_name)
+    session = {"at": datetime.now(timezone.utc).isoformat(), "toolkit_commit": _git_commit(), "mode": mode,
+               "site_status": status, "controller": {"python": platform.python_version(), "host": platform.node()}}
+    if prior is not None:
+        run_dir = Path(resume).resolve()
+        lock = _lock_run(run_dir, "--resume")
+        meta = prior
+        time_scale = float(meta.get("time_scale", 1))
+        lead = float(meta.get("lead_s") or DEFAULT_LEAD_S.get(mode, 20.0))
+        done = {t["id"] for t in meta["trials"]}
+        order = [t["id"] for t in meta.get("trial_status") or []] or known_ids
+        meta["trial_status"] = [next((s for s in meta.get("trial_status") or [] if s.get("id") == tid),
+                                     {"id": tid, "status": "complete" if tid in done else "pending", "attempts": []})
+                                for tid in order]
+        for ts in meta["trial_status"]:
+            if ts["status"] == "running":  # the process running it ended without a word (SIGKILL, power)
+                ts.update(status="failed", reason="the run's process ended without recording why (killed?)")
+                for a in ts.get("attempts") or []:
+                    if a.get("status") == "running":
+                        a.update(status="failed", reason=ts["reason"])
+        pending = [ts["id"] for ts in meta["trial_status"] if ts["status"] != "complete"]
+        meta.setdefault("resumes", []).append({**session, "from_trial": pending[0] if pending else None})
+        log(f"[run] resuming {run_dir} at trial {pending[0] if pending else '(none left)'}: "
+            f"{len(order) - len(pending)} of {len(order)} trials kept")
+    else:
+        lead = lead_s if lead_s is not None else float(os.environ.get("NETREPRO_LEAD_S", DEFAULT_LEAD_S.get(mode, 20.0)))
+        run_dir = new_run_dir(spec, site_name)
+        lock = _lock_run(run_dir, "run folder")
+        order = [tid for tid in known_ids if not trial_ids or tid in trial_ids]
+        meta = {
+            "experiment": spec.name, "spec": _spec_as_recorded(spec), "spec_file": str(spec.path), "site": site_name,
+            "mode": mode, "site_status": status, "time_scale": time_scale, "lead_s": lead,
+            "toolkit_commit": session["toolkit_commit"], "controller": session["controller"],
+            "started_at": session["at"], "trials": [], "nodes": {}, "raw_sha256": {}, "wall_s": 0.0,
+            "packet": {"mtu_bytes": spec["links"]["mtu_bytes"], "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
+            "trial_status": [{"id": tid, "status": "pending", "attempts": []} for tid in order],
+        }
+        pending = list(order)
+        log(f"[run] {spec.name} on {site_name} ({mode}), TIME_SCALE={time_scale}; results in {_shown(run_dir)}")
     raw = run_dir / "raw"
-    log(f"[run] {spec.name} on {site_name} ({mode}), TIME_SCALE={time_scale}; results in {run_dir.relative_to(REPO_ROOT) if run_dir.is_relative_to(REPO_ROOT) else run_dir}")
-    meta: dict[str, Any] = {
-        "experiment": spec.name, "spec": spec.data, "spec_file": str(spec.path), "site": site_name,
-        "mode": mode, "site_status": status, "time_scale": time_scale, "lead_s": lead,
-        "toolkit_commit": _git_commit(), "controller": {"python": platform.python_version(), "host": platform.node()},
-        "started_at": datetime.now(timezone.utc).isoformat(), "trials": [], "nodes": {},
-        "packet": {"mtu_bytes": spec["links"]["mtu_bytes"], "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
-    }
-    wanted = [t for t in spec["trials"] if not trial_ids or f"{t['aqm']}-{t['variant']}" in trial_ids]
-    t_run = time.time()
-    current = None
+    rj = run_dir / "run.json"
+    resume_hint = f"resume with: netrepro {command} {_spec_arg(spec)}{_site_arg(site_name)} --resume {run_dir}"
     try:
-        for trial in wanted:
-            tv = trial_vars(spec, trial, time_scale, run_dir / ".fetch" / f"{trial['aqm']}-{trial['variant']}", lead)
-            st = site.load_state()
-            tv["variant_changed"] = st.get("variant") != trial["variant"]
-            if tv["variant_changed"]:
-                st["variant"] = None  # unknown until the trial's set-variant step succeeds
-                site.save_state(st)
-            current = tv
-            log(f"[run] trial {tv['id']}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
-            load_before = os.getloadavg()
-            t0 = time.time()
-            res = ansible.run_playbook("trial", inv, {"netrepro": role_vars(spec, trial["variant"]), "aqm_name": trial["aqm"],
-                                                      "trial": tv}, _vars_file_dir(site))
-            wall = time.time() - t0
-            st = site.load_state()
-            st["variant"] = trial["variant"]
-            site.save_state(st)
-            tdir = raw / tv["id"]
-            for archive in sorted(Path(tv["fetch_dir"]).glob("*.tar.gz")):
-                _extract(archive, tdir / archive.name.removesuffix(".tar.gz"))
-            bn = spec["bottleneck"]["node"]
-            before = _node_meta(tdir / bn / "meta-before.json")
-            after = _node_meta(tdir / bn / "meta-after.json")
-            # The common start chosen on the bottleneck node (its set_fact), else inferred.
-            chosen = (res.facts_set.get(bn) or {}).get("trial_start_epoch_s")
-            start = float(chosen) if chosen else _trial_start(tdir, spec, tv)
-            bdev = _bottleneck_dev(before, spec.address(bn, spec["bottleneck"]["network"]))
-            meta["trials"].append({
-                "id": tv["id"], "aqm": tv["aqm"], "variant": tv["variant"], "start_epoch_s": start,
-                "phases": spec.scaled(time_scale)["phases"], "duration_s": tv["duration_s"],
-                "base_rtt_s": tv["base_rtt_s"], "wall_s": round(wall, 1), "bottleneck_interface": bdev,
-                "qdisc_before": [q for q in before.get("qdiscs") or [] if q.get("dev") == bdev],
-                "qdisc_after": [q for q in after.get("qdiscs") or [] if q.get("dev") == bdev],
-                "phase_start_skew_ms": phase_start_skew(spec, time_scale, tdir, start) if start else {},
-                # how busy the bottleneck node's CPU was (all nodes' in the local micro-VM)
-                "bottleneck_cpu_busy": cpu_busy(before, after),
-                # the controller machine's 1/5/15-min load averages before and after the trial
-                # (in vm mode the nodes' CPUs are emulated on this machine's)
-                "controller_loadavg": {"before": [round(x, 2) for x in load_before],
-                                       "after": [round(x, 2) for x in os.getloadavg()]},
-            })
-            log(f"[run] trial {tv['id']} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
-            current = None
-    except BaseException as exc:
-        (run_dir / "INCOMPLETE").write_text(f"interrupted or failed: {type(exc).__name__}: {exc}\n")
-        if current is not None:
-            _stop_trial(spec, inv, site, current)
-        raise
+        _reserve_space(run_dir)
+    except OSError as exc:
+        os.close(lock)
+        if prior is None:
+            shutil_rm(run_dir)
+        raise RuntimeError(f"{run_dir}: cannot hold {RESERVE_BYTES >> 10} KiB free for the run's records "
+                           f"({exc.strerror}); free some space first") from None
+    t_run = time.time()
+    failure: tuple[str, str, int] | None = None  # (trial, reason, exit code)
+    try:
+        (run_dir / INCOMPLETE).write_text(
+            f"run in progress since {session['at']} (netrepro process {os.getpid()} on {platform.node()}); "
+            f"if that process is gone, it was stopped without a word: {resume_hint}\n")
+        _write_json(rj, meta)
+        by_id = {f"{t['aqm']}-{t['variant']}": t for t in spec["trials"]}
+        for tid in pending:
+            trial = by_id[tid]
+            ts = next(s for s in meta["trial_status"] if s["id"] == tid)
+            attempt = {"started_at": datetime.now(timezone.utc).isoformat(), "status": "running"}
+            ts.setdefault("attempts", []).append(attempt)
+            ts.update(status="running", reason=None)
+            _write_json(rj, meta)
+            staging = run_dir / ".fetch" / tid
+            shutil_rm(staging)
+            tv = trial_vars(spec, trial, time_scale, staging / "archives", lead)
+            outcome: tuple[str, str] | None = None  # (status, reason)
+            try:
+                record = _run_trial(spec, site, inv, tv, time_scale, run_dir, len(ts["attempts"]))
+            except _TrialFailed as exc:
+                outcome = ("failed", exc.reason)
+                attempt.update(exc.details)
+                if exc.stop:
+                    _stop_trial(spec, inv, site, tv)
+                failure = (tid, exc.reason, 2)
+            except KeyboardInterrupt as exc:
+                sig = signal_of(exc)
+                outcome = ("failed", f"interrupted by {sig}")
+                _stop_trial(spec, inv, site, tv)
+                failure = (tid, outcome[1], SIGNAL_EXIT[sig])
+            except OSError as exc:  # the controller's disk (extracting, moving the data)
+                why = exc.strerror or str(exc)
+                outcome = ("failed", f"{why} ({exc.filename})" if exc.filename else why)
+                failure = (tid, outcome[1], 2)
+            except BaseException as exc:
+                outcome = ("failed", f"{type(exc).__name__}: {exc}")
+                failure = (tid, outcome[1], 2)
+                raise
+            else:
+                meta["trials"].append(record)
+                meta["raw_sha256"] = {**(meta.get("raw_sha256") or {}),
+                                      **{f"{tid}/{k}": v for k, v in sha256_tree(raw / tid).items()}}
+                outcome = ("complete", None)
+            finally:
+                shutil_rm(staging)
+                attempt.update(status=outcome[0] if outcome else "failed", reason=outcome[1] if outcome else "stopped",
+                               ended_at=datetime.now(timezone.utc).isoformat())
+                ts.update(status=attempt["status"], reason=attempt["reason"])
+                if failure is None:
+                    _write_json(rj, meta)
+            if failure is not None:
+                break
+    except KeyboardInterrupt as exc:  # between two trials, or a second one while stopping a trial
+        sig = signal_of(exc)
+        first = next((s["id"] for s in meta["trial_status"] if s["status"] != "complete"), "(none)")
+        failure = failure or (first, f"interrupted by {sig}", SIGNAL_EXIT[sig])
     finally:
         shutil_rm(run_dir / ".fetch")
+        (run_dir / ".reserve").unlink(missing_ok=True)
         meta["finished_at"] = datetime.now(timezone.utc).isoformat()
-        meta["wall_s"] = round(time.time() - t_run, 1)
+        meta["wall_s"] = round(float(meta.get("wall_s") or 0) + time.time() - t_run, 1)
         meta["nodes"] = _nodes_meta(raw, spec)
-        meta["phase_start_skew_ms"] = {t["id"]: t["phase_start_skew_ms"] for t in meta["trials"]}
+        meta["phase_start_skew_ms"] = {t["id"]: t.get("phase_start_skew_ms", {}) for t in meta["trials"]}
         meta["timings_s"] = {**site.load_state().get("timings_s", {}), "trials": meta["wall_s"]}
-        meta["raw_sha256"] = sha256_tree(raw) if raw.exists() else {}
-        (run_dir / "run.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
+        kept = [s["id"] for s in meta["trial_status"] if s["status"] == "complete"]
+        complete = len(kept) == len(meta["trial_status"])
+        unrecorded = None
+        try:
+            if not complete:
+                where = failure or next(((s["id"], s.get("reason") or "not run yet", 2)
+                                         for s in meta["trial_status"] if s["status"] != "complete"))
+                (run_dir / INCOMPLETE).write_text(
+                    f"run INCOMPLETE at trial {where[0]}: {where[1]}\n"
+                    f"kept: {', '.join(kept) or 'no trial'} ({len(kept)} of {len(meta['trial_status'])} trials; "
+                    f"raw files and their sha256 in run.json)\n{resume_hint}\n")
+            _write_json(rj, meta)
+            if complete:
+                (run_dir / INCOMPLETE).unlink(missing_ok=True)
+        except OSError as exc:
+            unrecorded = f"could not record it in {run_dir} ({exc.strerror})"
+        os.close(lock)
+    if failure is not None:
+        tid, reason, code = failure
+        account = (f"run INCOMPLETE at trial {tid} ({reason}); {len(kept)} of {len(meta['trial_status'])} "
+                   f"trials kept in {run_dir}" + (f"; {unrecorded}" if unrecorded else ""))
+        raise StepIncomplete(account, hint=resume_hint, exit_code=code, run_dir=run_dir)
+    if unrecorded:
+        raise RuntimeError(f"run {run_dir}: every trial completed, but {unrecorded}")
     point_latest(run_dir)
     return run_dir
+
+
+def _shown(path: Path) -> Path:
+    return path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+
+
+def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, run_dir: Path, attempt: int) -> dict:
+    """Run one trial (playbooks/trial.yml) and move its checked data to raw/<trial>/.
+
+    Returns its record for run.json. Raises _TrialFailed (the playbook failed: processes may
+    be left; the data does not cover the schedule; a node clock was stepped), or what the
+    playbook step raises (KeyboardInterrupt, OSError).
+    """
+    tid = tv["id"]
+    st = site.load_state()
+    tv["variant_changed"] = st.get("variant") != tv["variant"]
+    if tv["variant_changed"]:
+        st["variant"] = None  # unknown until the trial's set-variant step succeeds
+        site.save_state(st)
+    log(f"[run] trial {tid}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
+    clocks_before = node_clocks(inv)
+    load_before = os.getloadavg()
+    t0 = time.time()
+    try:
+        res = _playbook("trial", inv, {"netrepro": role_vars(spec, tv["variant"]), "aqm_name": tv["aqm"], "trial": tv}, site)
+    except ansible.PlaybookError as exc:
+        reason = playbook_failure(exc)
+        try:
+            if shutil.disk_usage(run_dir).free < 64 << 10:
+                reason += " (the results folder's disk is full)"
+        except OSError:
+            pass
+        raise _TrialFailed(reason, stop=True) from None
+    wall = time.time() - t0
+    clocks_after = node_clocks(inv)
+    st = site.load_state()
+    st["variant"] = tv["variant"]
+    site.save_state(st)
+    fetched = Path(tv["fetch_dir"])
+    tdir = fetched.parent / "nodes"
+    for archive in sorted(fetched.glob("*.tar.gz")):
+        _extract(archive, tdir / archive.name.removesuffix(".tar.gz"))
+    bn = spec["bottleneck"]["node"]
+    before = _node_meta(tdir / bn / "meta-before.json")
+    after = _node_meta(tdir / bn / "meta-after.json")
+    # The common start chosen on the bottleneck node (its set_fact), else inferred.
+    chosen = (res.facts_set.get(bn) or {}).get("trial_start_epoch_s")
+    start = float(chosen) if chosen else _trial_start(tdir, spec, tv)
+    steps, problems = clock_problems(clocks_before, clocks_after)
+    problems = check_trial_data(tv, tdir, start) + problems
+    if problems:
+        failed = run_dir / "failed" / f"{tid}-{attempt}"
+        failed.parent.mkdir(exist_ok=True)
+        os.rename(tdir, failed)
+        raise _TrialFailed("; ".join(problems), details={
+            "kept_in": str(failed.relative_to(run_dir)),
+            "clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps}})
+    dest = run_dir / "raw" / tid
+    dest.parent.mkdir(exist_ok=True)
+    if dest.exists():  # moved there by a run stopped before it could record the trial
+        (run_dir / "failed").mkdir(exist_ok=True)
+        os.rename(dest, run_dir / "failed" / f"{tid}-{attempt}-unrecorded")
+    os.rename(tdir, dest)
+    bdev = _bottleneck_dev(before, spec.address(bn, spec["bottleneck"]["network"]))
+    record = {
+        "id": tid, "aqm": tv["aqm"], "variant": tv["variant"], "status": "complete", "start_epoch_s": start,
+        "phases": spec.scaled(time_scale)["phases"], "duration_s": tv["duration_s"],
+        "base_rtt_s": tv["base_rtt_s"], "wall_s": round(wall, 1), "bottleneck_interface": bdev,
+        "qdisc_before": [q for q in before.get("qdiscs") or [] if q.get("dev") == bdev],
+        "qdisc_after": [q for q in after.get("qdiscs") or [] if q.get("dev") == bdev],
+        "phase_start_skew_ms": phase_start_skew(spec, time_scale, dest, start) if start else {},
+        # how busy the bottleneck node's CPU was (all nodes' in the local micro-VM)
+        "bottleneck_cpu_busy": cpu_busy(before, after),
+        # the controller machine's 1/5/15-min load averages before and after the trial
+        # (in vm mode the nodes' CPUs are emulated on this machine's)
+        "controller_loadavg": {"before": [round(x, 2) for x in load_before],
+                               "after": [round(x, 2) for x in os.getloadavg()]},
+        # every node's clock against the controller's, before and after (clock_problems)
+        "clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps},
+    }
+    log(f"[run] trial {tid} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
+    return record
 
 
 def shutil_rm(path: Path) -> None:
@@ -402,12 +1060,13 @@ def _nodes_meta(raw: Path, spec: Spec) -> dict:
 
 
 def _stop_trial(spec: Spec, inv: Path, site: Site, tv: dict) -> None:
-    """Stop a trial's collectors and flows on every node after an interruption."""
+    """Stop a trial's collectors and flows on every node after a failure or an interruption
+    (best effort: says so on the console when it could not)."""
     try:
-        ansible.run_playbook("stop-trial", inv, {"trial": tv}, _vars_file_dir(site), quiet=True)
+        _playbook("stop-trial", inv, {"trial": tv}, site, quiet=True)
         log(f"[run] stopped trial {tv['id']}'s processes on the nodes")
     except Exception as exc:  # noqa: BLE001 - best effort while already failing
-        log(f"[run] could not stop trial {tv['id']} on the nodes: {exc}")
+        log(f"[run] could not stop trial {tv['id']} on the nodes: {playbook_failure(exc)}")
 
 
 def analyze(run_dir: Path, partial: bool = False) -> dict:
@@ -421,7 +1080,54 @@ def analyze(run_dir: Path, partial: bool = False) -> dict:
 
 
 def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> None:
-    """Release the site and remove its inventory. Harmless when nothing is up."""
+    """Release the site, close the SSH connections kept open to its nodes and their jump
+    host (ControlMaster sockets under /tmp/netrepro-cp) and remove its inventory. Harmless
+    when nothing is up."""
     site = open_site(spec, site_name, options)
+    sockets = ssh_control_paths(site)
+    close_ssh_masters(sockets)
     site.release()
+    close_ssh_masters(sockets)  # any the release itself opened, and stale sockets
     inventory_path(spec, site_name).unlink(missing_ok=True)
+
+
+def ssh_control_paths(site: Site) -> list[str]:
+    """The control sockets (ssh_config(5) ControlPath, expanded) of the connections to the
+    site's nodes (``%C``, expanded by ``ssh -G``) and of their jump host's, as the inventory's
+    ``ansible_ssh_common_args`` name them (netrepro.inventory.ssh_common_args); jump hosts last."""
+    from netrepro.inventory import ssh_common_args
+    nodes, jumps = [], []
+    for lg in site.saved_logins().values():
+        args = ssh_common_args(lg, None, control_dir())
+        for path in re.findall(r"ControlPath=([^\s'\"]+)", args):
+            if "%" in path:
+                try:
+                    g = subprocess.run(["ssh", "-G", "-p", str(lg.port), *shlex.split(args), "--", f"{lg.user}@{lg.host}"],
+                                       capture_output=True, text=True, timeout=10)
+                except (OSError, subprocess.TimeoutExpired):
+                    continue
+                path = next((ln.split(None, 1)[1] for ln in g.stdout.splitlines() if ln.startswith("controlpath ")), "")
+            target = jumps if "/jump-" in path else nodes
+            if path and path not in nodes + jumps:
+                target.append(path)
+    return nodes + jumps
+
+
+def close_ssh_masters(paths: list[str]) -> list[str]:
+    """Ask the SSH master behind each control socket to exit (``ssh -O exit``); remove a
+    socket nobody answers on (its master is gone). Returns the sockets that were there."""
+    there = [p for p in paths if os.path.exists(p)]
+    for path in there:
+        try:
+            subprocess.run(["ssh", "-o", f"ControlPath={path}", "-O", "exit", "--", "netrepro-master"],
+                           capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        t0 = time.time()
+        while os.path.exists(path) and time.time() - t0 < 5:
+            time.sleep(0.1)
+        try:
+            os.unlink(path)  # a stale socket (the master died without removing it)
+        except FileNotFoundError:
+            pass
+    return there

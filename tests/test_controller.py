@@ -244,3 +244,272 @@ def test_cpu_busy_from_proc_stat_snapshots():
     assert controller.cpu_busy(before, after) == round(200 / 300, 3)
     assert controller.cpu_busy({}, after) is None
     assert controller.cpu_busy(before, before) is None
+
+
+# --- faults: the checks of a trial's data, the node clocks, failure reasons -----------------------
+RECORDED = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
+
+
+@pytest.fixture
+def recorded_trial(spec, tmp_path):
+    """A copy of the recorded pie-limited trial (TIME_SCALE 0.1), its variables and start."""
+    import json
+    import shutil
+    tdir = tmp_path / "pie-limited"
+    shutil.copytree(RECORDED / "raw" / "pie-limited", tdir)
+    run = json.loads((RECORDED / "run.json").read_text())
+    start = next(t["start_epoch_s"] for t in run["trials"] if t["id"] == "pie-limited")
+    tv = controller.trial_vars(spec, {"aqm": "pie", "variant": "limited"}, 0.1, tmp_path / "fetch", 30)
+    return tv, tdir, start
+
+
+def test_check_trial_data_whole_recorded_trial(recorded_trial):
+    tv, tdir, start = recorded_trial
+    assert controller.check_trial_data(tv, tdir, start) == []
+
+
+def _keep_lines(path: Path, pred) -> None:
+    path.write_text("".join(ln for ln in path.read_text().splitlines(keepends=True) if pred(ln)))
+
+
+@pytest.mark.parametrize("damage, expected", [
+    # a flow client killed mid-trial: curl prints no row for an unfinished transfer
+    (lambda d: _keep_lines(d / "client2" / "flows.csv", lambda ln: ln.startswith("flow,")),
+     "flow client on client2 exited early: 0 of 20 flows recorded in flows.csv"),
+    (lambda d: (d / "client3" / "flows.csv").unlink(),
+     "flow client on client3 exited early: no flows.csv"),
+    (lambda d: _shift_flow_ends(d / "client1" / "flows.csv", -6.0),
+     "flow client on client1 exited early: 10 of 10 flows ended up to 6.0 s before their scheduled end (curl exit 28)"),
+    # a ping collector killed mid-trial: its output stops, without the closing statistics
+    (lambda d: _cut_ping(d / "client2" / "ping.txt", 100),
+     "ping collector on client2 ended early: last sample"),
+    (lambda d: _keep_lines(d / "client1" / "ping.txt", lambda ln: ln.startswith("[")),
+     "ping collector on client1 was killed (no closing statistics in ping.txt)"),
+    (lambda d: (d / "client1" / "ping.txt").unlink(),
+     "ping collector on client1 ended early: last sample without a sample"),
+    # the queue sampler killed mid-trial
+    (lambda d: _cut_lines(d / "router" / "qdisc.jsonl", 50),
+     "queue sampler on router ended early: last sample"),
+])
+def test_check_trial_data_finds_what_ended_early(recorded_trial, damage, expected):
+    tv, tdir, start = recorded_trial
+    damage(tdir)
+    problems = controller.check_trial_data(tv, tdir, start)
+    assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+def _shift_flow_ends(path: Path, by_s: float) -> None:
+    lines = path.read_text().splitlines()
+    out = [lines[0]]
+    for ln in lines[1:]:
+        f = ln.split(",")
+        f[4] = f"{float(f[4]) + by_s:.6f}"
+        out.append(",".join(f))
+    path.write_text("\n".join(out) + "\n")
+
+
+def _cut_lines(path: Path, n: int) -> None:
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:n]))
+
+
+def _cut_ping(path: Path, n: int) -> None:
+    _cut_lines(path, n)
+
+
+def test_check_trial_data_without_start(recorded_trial):
+    tv, tdir, _ = recorded_trial
+    assert controller.check_trial_data(tv, tdir, None) == ["no common start time: no flow of the first phase recorded"]
+
+
+NODES7 = ["router", "client1", "client2", "client3", "server1", "server2", "server3"]
+
+
+def _clocks(offset: float, rtt: float = 0.2, nodes=NODES7) -> dict:
+    return {n: {"offset_s": offset, "rtt_s": rtt} for n in nodes}
+
+
+def test_clock_problems_steady_clocks():
+    steps, problems = controller.clock_problems(_clocks(0.31), _clocks(0.35))
+    assert problems == [] and steps == {n: 0.04 for n in NODES7}
+
+
+def test_clock_problems_step_on_every_node():
+    steps, problems = controller.clock_problems(_clocks(0.3), _clocks(2.31))
+    assert steps["router"] == 2.01
+    assert problems == ["clock stepped by +2.0 s during the trial on all 7 nodes (against the controller's clock)"]
+
+
+def test_clock_problems_one_node_back_and_unread():
+    after = _clocks(0.0)
+    after["client2"] = {"offset_s": -1.5, "rtt_s": 0.3}
+    after["server3"] = {"error": "no answer in 60 s"}
+    steps, problems = controller.clock_problems(_clocks(0.0), after)
+    assert problems == ["could not read the clock of server3 (no answer in 60 s)",
+                        "clock stepped by -1.5 s during the trial on client2 (against the controller's clock)"]
+    assert "server3" not in steps
+
+
+def test_clock_problems_tolerance_grows_with_round_trips():
+    # 0.9 s apart, but each reading took 1 s: within 0.5 + (1 + 1) / 2
+    assert controller.clock_problems(_clocks(0.0, 1.0), _clocks(0.9, 1.0))[1] == []
+    assert controller.clock_problems(_clocks(0.0, 0.1), _clocks(0.9, 0.1))[1] != []
+
+
+LOG = """\
+PLAY [Start the collectors and the flows] **************************************
+
+TASK [collectors : Start the ping collector] ***********************************
+fatal: [client3]: FAILED! => {"changed": false, "msg": "this one was ignored"}
+...ignoring
+
+TASK [collectors : Wait for the trial's processes on this node to end] *********
+ok: [router]
+fatal: [client1]: UNREACHABLE! => {"changed": false, "msg": "Failed to connect to the host via ssh: Shared connection to 172.30.0.11 closed.", "unreachable": true}
+fatal: [client2]: FAILED! => {"changed": true, "msg": "non-zero return code", "rc": 1, "stderr": "x\\nno space left\\n", "stdout": ""}
+"""
+
+
+def test_playbook_failure_reads_the_log(tmp_path):
+    from netrepro.ansible import PlaybookError
+    log = tmp_path / "trial.log"
+    log.write_text(LOG)
+    err = PlaybookError(f"playbook trial.yml failed (rc 4) on client1, client2; log: {log}")
+    assert controller.playbook_failure(err) == (
+        "Wait for the trial's processes on this node to end unreachable on client1: "
+        "Failed to connect to the host via ssh: Shared connection to 172.30.0.11 closed.")
+    log.write_text(LOG.replace("fatal: [client1]", "ok: [client1]"))
+    assert controller.playbook_failure(err) == ("Wait for the trial's processes on this node to end failed on "
+                                                "client2: non-zero return code: no space left")
+    log.unlink()
+    assert controller.playbook_failure(err) == str(err)
+
+
+def test_signal_of():
+    assert controller.signal_of(KeyboardInterrupt()) == "SIGINT"
+    assert controller.signal_of(KeyboardInterrupt("SIGTERM")) == "SIGTERM"
+    assert controller.SIGNAL_EXIT == {"SIGINT": 130, "SIGTERM": 143}
+
+
+def test_end_playbooks_ends_its_own_children_only(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    script = tmp_path / "ansible-playbook"
+    script.write_text("#!/bin/sh\nsleep 300 &\nwait\n")
+    script.chmod(0o755)
+    mine = subprocess.Popen([str(script)], start_new_session=True)  # as pexpect starts it
+    # not ours: a grandchild named alike
+    other = subprocess.Popen([sys.executable, "-c", "import os, subprocess; subprocess.run([os.environ['S']])"],
+                             env={**os.environ, "S": str(script)}, start_new_session=True)
+    time.sleep(0.5)
+    try:
+        found = controller._end_playbooks(grace_s=2)
+        assert found == [mine.pid]
+        assert mine.wait(timeout=10) != 0
+        assert not controller._group_alive(mine.pid)  # its `sleep` too: the whole group
+        assert other.poll() is None and controller._group_alive(other.pid)
+    finally:
+        for p in (mine, other):
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # with the script and its sleep
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+def test_close_ssh_masters_removes_stale_sockets(tmp_path):
+    import socket
+    path = tmp_path / "cp" / "stale"
+    path.parent.mkdir()
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(path))
+    s.close()  # the master died without removing its socket
+    assert path.exists()
+    assert controller.close_ssh_masters([str(path), str(tmp_path / "cp" / "none")]) == [str(path)]
+    assert not path.exists()
+
+
+def test_ssh_control_paths_expands_percent_c(spec, tmp_path, monkeypatch):
+    from netrepro.sites.base import NodeLogin
+    from netrepro.sites.static import StaticSite
+    site = StaticSite(spec, tmp_path / "state", {"static_file": "x"})
+    logins = {n: NodeLogin(name=n, host=f"10.0.0.{i}", port=22, user="root", proxy_jump="me@jump.example.org:2222")
+              for i, n in enumerate(spec.nodes, 1)}
+    site.save_logins(logins)
+    paths = controller.ssh_control_paths(site)
+    assert len(paths) == len(spec.nodes) + 1
+    assert all(p.startswith("/tmp/netrepro-cp/") and "%" not in p for p in paths)
+    assert paths[-1].startswith("/tmp/netrepro-cp/jump-") and len(set(paths)) == len(paths)
+
+
+# --- resume: refused before anything is touched ---------------------------------------------------
+from tests.badinput import Row, run_row  # noqa: E402
+
+
+def _run_folder(tmp: Path, **change) -> None:
+    """A run folder {tmp}/run that stopped after its first trial (as `netrepro run` leaves it)."""
+    import json
+    spec = load_spec("pie-vs-red")
+    d = tmp / "run"
+    f = d / "raw" / "pie-unlimited" / "client1" / "ping.txt"
+    f.parent.mkdir(parents=True)
+    f.write_text("[1.0] 64 bytes\n")
+    meta = {"experiment": "pie-vs-red", "spec": controller._spec_as_recorded(spec), "site": "local",
+            "time_scale": 0.1, "lead_s": 30, "trials": [{"id": "pie-unlimited", "status": "complete"}],
+            "raw_sha256": {"pie-unlimited/client1/ping.txt": hashlib.sha256(f.read_bytes()).hexdigest()},
+            "trial_status": [{"id": "pie-unlimited", "status": "complete", "attempts": []},
+                             {"id": "red-unlimited", "status": "failed", "reason": "x", "attempts": []}]}
+    meta.update(change)
+    (d / "run.json").write_text(json.dumps(meta))
+    (d / "INCOMPLETE").write_text("run INCOMPLETE at trial red-unlimited: x\n")
+
+
+def _complete_run(tmp: Path) -> None:
+    _run_folder(tmp, trial_status=[{"id": "pie-unlimited", "status": "complete", "attempts": []}])
+    (tmp / "run" / "INCOMPLETE").unlink()
+
+
+def _changed_spec(tmp: Path) -> None:
+    spec = controller._spec_as_recorded(load_spec("pie-vs-red"))
+    spec["base_rtt"]["duration_s"] += 1
+    _run_folder(tmp, spec=spec)
+
+
+def _do(*_) -> None:
+    """Run several setup steps in one lambda (a row's setup returns extra environment or None)."""
+
+
+RESUME = ["run", "pie-vs-red", "--resume", "{tmp}/run"]
+RESUME_ROWS = [
+    Row("resume-no-folder", RESUME, ["{tmp}/run", "--resume", "no such run folder"]),
+    Row("resume-no-run-json", RESUME, ["{tmp}/run/run.json", "missing"], setup=lambda t: (t / "run").mkdir()),
+    Row("resume-run-json-junk", RESUME, ["{tmp}/run/run.json", "not JSON"],
+        setup=lambda t: _do((t / "run").mkdir(), (t / "run" / "run.json").write_bytes(b"\x00\xff{"))),
+    Row("resume-run-json-list", RESUME, ["{tmp}/run/run.json", "trials", "missing"],
+        setup=lambda t: _do((t / "run").mkdir(), (t / "run" / "run.json").write_text("[]"))),
+    Row("resume-other-experiment", RESUME, ["run.json", "experiment", "'other'", "expected 'pie-vs-red'"],
+        setup=lambda t: _run_folder(t, experiment="other")),
+    Row("resume-other-site", RESUME + ["--site", "fabric"], ["--site", "'fabric'", "made on 'local'"],
+        setup=_run_folder),
+    Row("resume-spec-changed", RESUME, ["experiment.yml", "differs from the experiment as run"], setup=_changed_spec),
+    Row("resume-other-time-scale", RESUME + ["--time-scale", "0.5"], ["--time-scale", "TIME_SCALE 0.1"],
+        setup=_run_folder),
+    Row("resume-with-trial", RESUME + ["--trial", "pie-limited"], ["--trial", "not with --resume"], setup=_run_folder),
+    Row("resume-complete-run", RESUME, ["{tmp}/run", "the run is complete", "nothing to resume"], setup=_complete_run),
+    Row("resume-raw-altered", RESUME, ["raw_sha256", "raw/pie-unlimited/client1/ping.txt (altered)"],
+        setup=lambda t: _do(_run_folder(t), (t / "run/raw/pie-unlimited/client1/ping.txt").write_text("[2.0]\n"))),
+    Row("resume-raw-missing", RESUME, ["raw_sha256", "raw/pie-unlimited/client1/ping.txt (missing)"],
+        setup=lambda t: _do(_run_folder(t), (t / "run/raw/pie-unlimited/client1/ping.txt").unlink())),
+    Row("resume-raw-added", RESUME, ["raw_sha256", "raw/pie-unlimited/client1/x.txt (not in run.json)"],
+        setup=lambda t: _do(_run_folder(t), (t / "run/raw/pie-unlimited/client1/x.txt").write_text("x"))),
+    Row("reproduce-resume-no-folder", ["reproduce", "pie-vs-red", "--resume", "{tmp}/nope"],
+        ["{tmp}/nope", "--resume", "no such run folder"]),
+    Row("run-unknown-trial", ["run", "pie-vs-red", "--trial", "pie-bogus"],
+        ["--trial", "'pie-bogus'", "expected one of: pie-unlimited, red-unlimited"]),
+]
+
+
+@pytest.mark.parametrize("row", RESUME_ROWS, ids=lambda r: r.id)
+def test_bad_input(row, tmp_path):
+    run_row(row, tmp_path)
