@@ -16,7 +16,6 @@ Keys and certificates are made per row (ssh-keygen; ``cryptography``) in the row
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -134,6 +133,12 @@ def bad_manifest(tmp: Path):
     (tmp / "m.xml").write_bytes(MANIFEST.read_bytes().replace(b'username="ingino"', b'username="-oProxyCommand=touch"'))
 
 
+def junk_state(tmp: Path, folder: str) -> None:
+    """{tmp}/state/<folder>/state.json (NETREPRO_STATE is {tmp}/state) holding binary junk."""
+    (tmp / "state" / folder).mkdir(parents=True)
+    (tmp / "state" / folder / "state.json").write_bytes(JUNK)
+
+
 ROWS = [
     # --- `netrepro rspec X` whose name: differs from its folder ----------------------------
     Row("rspec-name-differs-from-folder", ["rspec", "{tmp}/x"], ["{tmp}/x/experiment.yml", "name", "'pie-vs-red'", "'x'"],
@@ -204,6 +209,9 @@ ROWS = [
     Row("geni-manifest-login-is-an-ssh-option",
         ["inventory", "pie-vs-red", "--site", "instageni", "--manifest", "{tmp}/m.xml", "--user", "ingino"],
         ["{tmp}/m.xml", "@username", "-oProxyCommand", "login name"], setup=bad_manifest),
+    # --- the run state of a reservation, damaged ------------------------------------------------
+    Row("state-file-junk", ["status", "pie-vs-red", "--site", "static"], ["{tmp}/state/pie-vs-red-static/state.json", "JSON"],
+        setup=lambda tmp: junk_state(tmp, "pie-vs-red-static")),
     # --- FABRIC: a complete FABRIC_RC whose files are junk -------------------------------------
     Row("fabric-token-binary-junk", FABRIC_UP, ["{tmp}/token.json", "binary"], setup=fabric("token.json", JUNK)),
     Row("fabric-token-not-a-token", FABRIC_UP, ["{tmp}/token.json", "id_token"], setup=fabric("token.json", b"[]")),

@@ -36,7 +36,6 @@ from typing import Any, Callable
 from netrepro.sites.base import (PRIVATE_KEY_RE, NodeLogin, Option, Site, SiteError, boolean, existing_file,
                                  login_user_problem, matches, positive_int, positive_number, private_key_problem,
                                  public_key_problem, read_small_text)
-from netrepro.spec import SpecError
 
 AGGREGATES_FILE = Path(__file__).resolve().parent.parent / "aggregates.yml"
 #: geni-lib's default context file (written by its ``build-context`` / ``context-from-bundle``).
