@@ -82,7 +82,10 @@ def ssh_common_args(login: NodeLogin, known_hosts: str | None = None, control_di
             # One multiplexed connection to the jump host serves every node: handshakes are
             # costly on a slow jump host (the micro-VM under TCG), and many at once time out.
             inner += ["-o", "ControlMaster=auto", "-o", "ControlPersist=1800s", "-o", f"ControlPath={control_dir}/jump-" + hashlib.sha1(login.proxy_jump.encode()).hexdigest()[:12]]
-        inner.append(jump_user_host)
+        # '--': the destination can never be read as an option. ssh expands %-tokens in a
+        # ProxyCommand (ssh_config(5), TOKENS): every word but the -W target has '%' doubled.
+        inner += ["--", jump_user_host]
+        inner = [x if i == 2 else x.replace("%", "%%") for i, x in enumerate(inner)]
         opts += ["-o", "ProxyCommand=" + " ".join(shlex.quote(x) for x in inner)]
     if control_dir:
         opts += ["-o", "ControlMaster=auto", "-o", "ControlPersist=1800s", "-o", f"ControlPath={control_dir}/%C"]

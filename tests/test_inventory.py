@@ -280,3 +280,14 @@ def test_ansible_inventory_accepts_it(tmp_path, spec):
     assert hv["server1"]["ansible_host"] == "2001:db8::1" and hv["server1"]["ansible_become"] is True
     assert shlex.split(hv["router"]["ansible_ssh_common_args"]) == shlex.split(
         ssh_common_args(logins["router"], "/s/kh", "/cp"))
+
+
+def test_proxy_command_ends_options_and_escapes_percent():
+    """The jump destination follows '--' (never read as an option), and '%' in paths is doubled:
+    ssh expands %-tokens in a ProxyCommand (ssh_config(5), TOKENS), so /k/50%d would break."""
+    lg = NodeLogin("n", "10.0.0.1", key_file="/k/50%d/id", proxy_jump="u@j:22")
+    inner = shlex.split(_opts(ssh_common_args(lg, known_hosts="/s/%kh", control_dir="/cp"))["ProxyCommand"])
+    assert inner[-2:] == ["--", "u@j"]
+    assert inner[2] == "[%h]:%p"
+    assert inner[inner.index("-i") + 1] == "/k/50%%d/id"
+    assert "UserKnownHostsFile=/s/%%kh" in inner
