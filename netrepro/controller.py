@@ -200,9 +200,24 @@ def point_latest(run_dir: Path) -> None:
 
 
 def _extract(archive: Path, dest: Path) -> None:
+    """Unpack a node's archive of raw files into ``dest``, then delete the archive.
+
+    Only regular files and folders inside ``dest`` are accepted (tarfile's "data" filter,
+    PEP 706, where this Python has it: Debian 12's 3.11.2 does not, it came in 3.11.4).
+    Raises ValueError naming the archive for any other member.
+    """
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(archive) as tf:
-        tf.extractall(dest, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tf.extractall(dest, filter="data")
+        else:
+            root = dest.resolve()
+            for m in tf.getmembers():
+                target = (dest / m.name).resolve()
+                if not (m.isfile() or m.isdir()) or m.name.startswith("/") or not target.is_relative_to(root):
+                    raise ValueError(f"{archive}: {m.name}: expected a regular file or folder inside the archive")
+                m.mode &= 0o755
+            tf.extractall(dest)  # noqa: S202 - every member checked above
     archive.unlink()
 
 
