@@ -90,9 +90,8 @@ rspec: $(STAMP) ## Regenerate rspecs/<experiment>.xml from the experiment's topo
 validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
 	$(NETREPRO) validate $(EXPERIMENT)
 
-test: setup $(DEV_STAMP) ## All tests: unit, namespace, end-to-end and fault (tests/test_faults.py) tests, then the fresh-root check
+test: setup $(DEV_STAMP) ## All tests: unit, namespace, fault (tests/test_faults.py) tests, and the main job in a fresh Debian 12 root
 	$(PY) -m pytest -q tests
-	tools/fresh-root-check
 
 fresh-root-check: ## In a fresh minimal Debian 12 root: make setup, then the local site up and down
 	tools/fresh-root-check
