@@ -121,7 +121,7 @@ def test_missing_config_fails_at_once_naming_it(spec, tmp_path):
 
 
 @pytest.mark.parametrize("target, content, pattern", [
-    ("token.json", b"[]", r"token.json: \(top level\): no id_token or refresh_token; expected the FABRIC token JSON"),
+    ("token.json", b"[]", r"token.json: \(top level\): a JSON list; expected the FABRIC token JSON, an object with id_token"),
     ("token.json", b"{not json", r"token.json: line 1: not valid JSON; expected the FABRIC token JSON"),
     ("token.json", b"\x89PNG\r\n\x1a\n\x00\x00", r"token.json: \(file\): binary data at byte 0"),
     ("bastion_key", b"-----BEGIN OPENSSH PRIVATE KEY-----\n!!!\n-----END OPENSSH PRIVATE KEY-----\n",

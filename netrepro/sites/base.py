@@ -214,6 +214,24 @@ def read_small_text(path: Path | str, what: str, limit: int = 1 << 20) -> str:
     return text
 
 
+def read_json_object(path: Path | str, what: str) -> dict:
+    """The JSON object in a small credential or configuration file (:func:`read_small_text`).
+
+    Raises:
+        SiteError: as read_small_text, or not JSON, or JSON but not an object; one line
+            naming the file (and line) and ``what`` was expected.
+    """
+    p = Path(path).expanduser()
+    text = read_small_text(p, what)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SiteError(f"{p}: line {exc.lineno}: not valid JSON; expected {what}") from None
+    if not isinstance(data, dict):
+        raise SiteError(f"{p}: (top level): a JSON {type(data).__name__}; expected {what}")
+    return data
+
+
 #: PEM/OpenSSH armour of a private key: RSA, EC, DSA, PKCS#8 (ENCRYPTED too) or OPENSSH
 #: (RFC 7468 section 2; openssh PROTOCOL.key).
 PRIVATE_KEY_RE = re.compile(r"-----BEGIN ((?:RSA |EC |DSA |ENCRYPTED |OPENSSH )?PRIVATE KEY)-----\r?\n"

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, login_user_problem, matches, positive_int,
-                                 positive_int_option, private_key_problem, public_key_problem, read_small_text,
+                                 positive_int_option, private_key_problem, public_key_problem, read_json_object, read_small_text,
                                  ssh_host_problem)
 from netrepro.spec import Spec
 
@@ -199,13 +199,9 @@ def check_fabric_files(conf: dict[str, str], rc: Path) -> None:
         SiteError: one line naming the file (or the setting and ``rc``) and what was expected.
     """
     token = conf["FABRIC_TOKEN_LOCATION"]
-    what = "the FABRIC token JSON (portal: Experiments > Manage Tokens), FABRIC_TOKEN_LOCATION"
-    text = read_small_text(token, what)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SiteError(f"{Path(token).expanduser()}: line {exc.lineno}: not valid JSON; expected {what}") from None
-    if not isinstance(data, dict) or not ({"id_token", "refresh_token"} & set(data)):
+    what = "the FABRIC token JSON, an object with id_token or refresh_token (portal: Experiments > Manage Tokens), FABRIC_TOKEN_LOCATION"
+    data = read_json_object(token, what)
+    if not ({"id_token", "refresh_token"} & set(data)):
         raise SiteError(f"{Path(token).expanduser()}: (top level): no id_token or refresh_token; expected {what}")
     for key in ("FABRIC_BASTION_KEY_LOCATION", "FABRIC_SLICE_PRIVATE_KEY_FILE"):
         problem = private_key_problem(conf[key], f"an SSH private key ({key})")

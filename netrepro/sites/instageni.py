@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from netrepro.sites.base import (PRIVATE_KEY_RE, NodeLogin, Option, Site, SiteError, boolean, existing_file,
                                  login_user_problem, matches, positive_int, positive_number, private_key_problem,
-                                 public_key_problem, read_small_text)
+                                 public_key_problem, read_json_object, read_small_text)
 
 AGGREGATES_FILE = Path(__file__).resolve().parent.parent / "aggregates.yml"
 #: geni-lib's default context file (written by its ``build-context`` / ``context-from-bundle``).
@@ -248,13 +248,7 @@ def read_context(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     what = "a geni-lib context file (a JSON object with cert-path, user-name, project, ...)"
-    text = read_small_text(path, what)
-    try:
-        ctx = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SiteError(f"{path}: line {exc.lineno}: not valid JSON; expected {what}") from None
-    if not isinstance(ctx, dict):
-        raise SiteError(f"{path}: (top level): a JSON {type(ctx).__name__}; expected {what}")
+    ctx = read_json_object(path, what)
     for key in CONTEXT_TEXT_KEYS:
         if key in ctx and not (isinstance(ctx[key], str) and ctx[key].strip()):
             raise SiteError(f"{path}: {key}: expected text, got {ctx[key]!r}")
