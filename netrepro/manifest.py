@@ -2,7 +2,7 @@
 
 Source: the manifest an aggregate returns (AM API v3 ``Describe``/``Provision``) or the one a
 user saves from a web portal (CloudLab "Manifest" tab, Jacks). Real manifests have quirks this
-parser tolerates (see ../shared/fixtures/README.md):
+parser tolerates (see tests/data/rspec/SOURCE.md):
 
 - the root may say ``type="request"`` although it is a manifest: the attribute is ignored;
 - one ``<login>`` per slice member: the one whose ``username`` is the configured user is

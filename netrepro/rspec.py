@@ -8,7 +8,7 @@ be matched back to the spec by ``client_id`` as well as by address.
 
 The element names and order follow the GENI v3 request schema (derived from ProtoGENI v2;
 tests validate the output against ``protogeni-rspec-2/request.xsd`` after swapping the
-namespace, see ../shared/fixtures/README.md). Emulab extensions used:
+namespace, see tests/data/rspec/SOURCE.md). Emulab extensions used:
 ``emulab:routable_control_ip`` (a public control address per VM, so SSH is on port 22 of the
 VM itself) and ``emulab:xen`` (cores / RAM of a Xen VM), both from
 ``http://www.protogeni.net/resources/rspec/ext/emulab/1``.
