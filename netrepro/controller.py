@@ -440,7 +440,7 @@ _FATAL = re.compile(r"^fatal: \[([^\]]+)\]: (FAILED|UNREACHABLE)! => (.*)$")
 
 def playbook_failure(exc: Exception) -> str:
     """A one-line reason for a failed playbook: the first failed or unreachable task, its node
-    and its message, read from the log the PlaybookError names ("...; log: FILE"); the
+    and its message ("task 'T' failed on NODE: MSG", "NODE unreachable in task 'T': MSG"), read from the log the PlaybookError names ("...; log: FILE"); the
     error's own text when the log says no more.
 
     Ansible's default callback prints ``fatal: [node]: FAILED! => {json result}`` (or
@@ -475,9 +475,10 @@ def playbook_failure(exc: Exception) -> str:
             tail = [ln for ln in str(result.get("stderr") or result.get("stdout") or "").splitlines() if ln.strip()]
             if tail and tail[-1].strip() not in msg:
                 msg = f"{msg}: {tail[-1].strip()}" if msg else tail[-1].strip()
-        msg = " ".join(msg.split())
+        msg = " ".join(msg.split()).removeprefix("Task failed: ")  # (ansible-core 2.19's prefix)
         msg = msg if len(msg) <= 300 else msg[:297] + "..."
-        return f"{task or 'a task'} {'unreachable' if kind == 'UNREACHABLE' else 'failed'} on {host}: {msg}"
+        task = f"task '{task}'" if task else "a task"
+        return f"{host} unreachable in {task}: {msg}" if kind == "UNREACHABLE" else f"{task} failed on {host}: {msg}"
     return text
 
 
@@ -556,17 +557,19 @@ def clock_problems(before: dict[str, dict], after: dict[str, dict],
               if "offset_s" not in (before.get(n) or {}) or "offset_s" not in (after.get(n) or {})]
     if unread:
         problems.append("could not read the clock of " + ", ".join(unread))
-    stepped: dict[str, list[str]] = {}
+    stepped: list[str] = []
     for n in before:
         b, a = before.get(n) or {}, after.get(n) or {}
         if "offset_s" not in b or "offset_s" not in a:
             continue
         steps[n] = round(a["offset_s"] - b["offset_s"], 3)
         if abs(steps[n]) > tolerance_s + (b["rtt_s"] + a["rtt_s"]) / 2:
-            stepped.setdefault(f"{steps[n]:+.1f}", []).append(n)
-    for step, nodes in stepped.items():
-        where = f"all {len(nodes)} nodes" if len(nodes) == len(before) and len(nodes) > 1 else ", ".join(nodes)
-        problems.append(f"clock stepped by {step} s during the trial on {where} (against the controller's clock)")
+            stepped.append(n)
+    if stepped:
+        lo, hi = (f"{x:+.1f}" for x in (min(steps[n] for n in stepped), max(steps[n] for n in stepped)))
+        where = f"all {len(stepped)} nodes" if len(stepped) == len(before) > 1 else ", ".join(stepped)
+        problems.append(f"clock stepped by {lo if lo == hi else lo + ' to ' + hi} s during the trial on {where} "
+                        "(against the controller's clock)")
     return steps, problems
 
 
@@ -978,7 +981,10 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     fetched = Path(tv["fetch_dir"])
     tdir = fetched.parent / "nodes"
     for archive in sorted(fetched.glob("*.tar.gz")):
-        _extract(archive, tdir / archive.name.removesuffix(".tar.gz"))
+        try:
+            _extract(archive, tdir / archive.name.removesuffix(".tar.gz"))
+        except (tarfile.TarError, EOFError, ValueError) as exc:
+            raise _TrialFailed(f"the archive fetched from {archive.name.removesuffix('.tar.gz')} is unreadable ({exc})") from None
     bn = spec["bottleneck"]["node"]
     before = _node_meta(tdir / bn / "meta-before.json")
     after = _node_meta(tdir / bn / "meta-after.json")

@@ -339,6 +339,13 @@ def test_clock_problems_step_on_every_node():
     assert problems == ["clock stepped by +2.0 s during the trial on all 7 nodes (against the controller's clock)"]
 
 
+def test_clock_problems_steps_measured_apart():
+    after = _clocks(2.0)
+    after["client2"] = {"offset_s": 1.93, "rtt_s": 0.2}
+    assert controller.clock_problems(_clocks(0.0), after)[1] == [
+        "clock stepped by +1.9 to +2.0 s during the trial on all 7 nodes (against the controller's clock)"]
+
+
 def test_clock_problems_one_node_back_and_unread():
     after = _clocks(0.0)
     after["client2"] = {"offset_s": -1.5, "rtt_s": 0.3}
@@ -364,7 +371,7 @@ fatal: [client3]: FAILED! => {"changed": false, "msg": "this one was ignored"}
 
 TASK [collectors : Wait for the trial's processes on this node to end] *********
 ok: [router]
-fatal: [client1]: UNREACHABLE! => {"changed": false, "msg": "Failed to connect to the host via ssh: Shared connection to 172.30.0.11 closed.", "unreachable": true}
+fatal: [client1]: UNREACHABLE! => {"changed": false, "msg": "Task failed: Failed to connect to the host via ssh: Shared connection to 172.30.0.11 closed.", "unreachable": true}
 fatal: [client2]: FAILED! => {"changed": true, "msg": "non-zero return code", "rc": 1, "stderr": "x\\nno space left\\n", "stdout": ""}
 """
 
@@ -375,10 +382,10 @@ def test_playbook_failure_reads_the_log(tmp_path):
     log.write_text(LOG)
     err = PlaybookError(f"playbook trial.yml failed (rc 4) on client1, client2; log: {log}")
     assert controller.playbook_failure(err) == (
-        "Wait for the trial's processes on this node to end unreachable on client1: "
+        "client1 unreachable in task 'Wait for the trial's processes on this node to end': "
         "Failed to connect to the host via ssh: Shared connection to 172.30.0.11 closed.")
     log.write_text(LOG.replace("fatal: [client1]", "ok: [client1]"))
-    assert controller.playbook_failure(err) == ("Wait for the trial's processes on this node to end failed on "
+    assert controller.playbook_failure(err) == ("task 'Wait for the trial's processes on this node to end' failed on "
                                                 "client2: non-zero return code: no space left")
     log.unlink()
     assert controller.playbook_failure(err) == str(err)

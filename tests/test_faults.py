@@ -1,0 +1,501 @@
+"""Faults lose nothing, and an interrupted run resumes (issue 6, section 5).
+
+Each fault is injected for real, as a user or the machine would cause it, into `netrepro`
+commands run as a user runs them (subprocesses, own NETREPRO_STATE and NETREPRO_RESULTS), and
+each test shows: the completed trials kept with their checksums, the partial run marked
+INCOMPLETE with the trial and the reason, the trial's processes stopped on the nodes, and one
+line on the console (stderr) accounting for the fault.
+
+One local site serves the trial faults (module fixture: `up` and `provision` once; in the
+QEMU micro-VM on machines whose kernel lacks the qdiscs), at TIME_SCALE
+$NETREPRO_FAULTS_SCALE (default 0.05: a 12.5 s schedule). The faults follow one run of two
+trials through its resumes:
+
+1. `run` of pie-unlimited and red-unlimited; red-unlimited's flow client on client1 is
+   killed: pie-unlimited is kept, the run is INCOMPLETE at red-unlimited;
+2-6. each `run --resume` of it meets the next fault in red-unlimited: a collector killed
+   (ping and the queue sampler), the SSH jump connection cut, a node's clock stepped by 2 s,
+   SIGINT, the results disk full while fetching (the results folder is a small tmpfs);
+7. the last `run --resume` completes it: INCOMPLETE is gone, pie-unlimited's raw files and
+   checksums are those of step 1, every attempt and resume is recorded.
+
+Then, on the same site, provisioning is interrupted by SIGTERM and a node's sshd is killed
+during provisioning; the last test tears the site down and checks that nothing is left on the
+host: namespaces, links and bridges, qdiscs, processes, SSH control sockets (the micro-VM,
+with everything inside it, is gone). A static site whose nodes do not answer fails to reserve
+with one line and leaves nothing (this one needs no VM and is not marked integration).
+
+Run with `make faults` (as root). Wall time on a 2-core machine under QEMU TCG: see README.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from netrepro.spec import load_spec
+
+REPO = Path(__file__).resolve().parent.parent
+SCALE = os.environ.get("NETREPRO_FAULTS_SCALE", "0.05")
+TRIALS = ["pie-unlimited", "red-unlimited"]
+CP = Path("/tmp/netrepro-cp")
+#: Process names (comm, 15 characters) of a trial's processes on a node (roles/collectors,
+#: roles/flow_clients): none may be left once a trial has stopped.
+TRIAL_COMMS = ("curl", "ping", "tc", "sleep", "nr-flows.sh", "nr-ping.sh", "nr-qdisc-stats.", "nr-wait.sh")
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+class Console:
+    """A netrepro command running in the background; its stdout lines are read as they come."""
+
+    def __init__(self, args: list[str], env: dict):
+        self.proc = subprocess.Popen([sys.executable, "-m", "netrepro", *args], cwd=REPO, env=env, text=True,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.out: list[str] = []
+        self.err = ""
+        self._cond = threading.Condition()
+        self._threads = [threading.Thread(target=self._read_out, daemon=True),
+                         threading.Thread(target=self._read_err, daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def _read_out(self) -> None:
+        for line in self.proc.stdout:
+            with self._cond:
+                self.out.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def _read_err(self) -> None:
+        self.err = self.proc.stderr.read()
+
+    def wait_for(self, pattern: str, timeout_s: float) -> bool:
+        """Wait until a stdout line matches ``pattern``; False if the command ended first."""
+        rx = re.compile(pattern)
+        deadline = time.time() + timeout_s
+        with self._cond:
+            while time.time() < deadline:
+                if any(rx.search(ln) for ln in self.out):
+                    return True
+                if self.proc.poll() is not None and not self._threads[0].is_alive():
+                    return False
+                self._cond.wait(1)
+        return False
+
+    def finish(self, timeout_s: float = 1200) -> tuple[int, str, str]:
+        rc = self.proc.wait(timeout=timeout_s)
+        for t in self._threads:
+            t.join(30)
+        return rc, "".join(self.out), self.err
+
+
+def sha256_tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def host_snapshot() -> dict:
+    """What the local site could leave on the host: namespaces, links (bridges, veths),
+    qdiscs, SSH control sockets."""
+    def out(*argv):
+        return subprocess.run(argv, capture_output=True, text=True).stdout
+    return {"netns": set(out("ip", "netns", "list").split()),
+            "links": {ln.split(":")[1].strip().split("@")[0] for ln in out("ip", "-o", "link").splitlines()},
+            "qdiscs": set(out("tc", "qdisc", "show").splitlines()),
+            "sockets": {p.name for p in CP.iterdir()} if CP.is_dir() else set()}
+
+
+def playbooks_of(state: Path) -> list[str]:
+    """ansible-playbook processes of this module's site (their environment names its state folder)."""
+    found = []
+    for p in processes_mentioning("ansible-playbook"):
+        try:
+            if str(state).encode() in Path(f"/proc/{p.split(':')[0]}/environ").read_bytes():
+                found.append(p)
+        except OSError:
+            continue
+    return found
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Processes on the host whose command line contains ``text`` (not this test's own)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmd:
+                found.append(f"{d.name}: {cmd[:200]}")
+    return found
+
+
+class LocalSite:
+    """The module's local site: its folders, environment and a shell in the micro-VM."""
+
+    def __init__(self, tmp: Path):
+        self.state = tmp / "state"
+        self.results = tmp / "results"
+        self.state.mkdir()
+        self.results.mkdir()
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("NETREPRO_", "TIME_SCALE", "RESUME"))}
+        self.env.update(NETREPRO_STATE=str(self.state), NETREPRO_RESULTS=str(self.results), SITE="local")
+        self.site_state = self.state / "pie-vs-red-local"
+        self.run_dir: Path | None = None
+        self.kept: dict[str, str] = {}  # pie-unlimited's raw files as first recorded
+
+    def nr(self, *args: str, timeout_s: float = 1800) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "netrepro", *args], cwd=REPO, env=self.env, text=True,
+                              capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+
+    def st(self) -> dict:
+        return json.loads((self.site_state / "state.json").read_text())
+
+    def vm(self, script: str, timeout_s: float = 600) -> str:
+        """Run ``script`` (sh) in the micro-VM's root namespace, through its SSH jump host."""
+        st = self.st()
+        argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", "-o", "LogLevel=ERROR",
+                "-i", str(self.site_state / "ssh" / "id_ed25519"), "-o", "IdentitiesOnly=yes",
+                "-o", f"UserKnownHostsFile={self.site_state / 'ssh' / 'known_hosts'}",
+                "-o", "StrictHostKeyChecking=accept-new", "-p", str(st["ssh_port"]), "root@127.0.0.1", script]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        assert p.returncode == 0, f"in the VM: {script}\n{p.stdout}\n{p.stderr}"
+        return p.stdout
+
+    # Shell functions for the VM, with as few processes as possible (each costs ~0.1 s under
+    # QEMU TCG): alive PID (not a zombie); pids_of NODE "NAMES": the processes of a node's
+    # namespace whose name (comm) is one of NAMES; pids_cmd NODE TEXT: those whose command
+    # line contains TEXT; kill_of NODE "NAMES" | kill_cmd NODE TEXT: SIGKILL them, or fail.
+    PIDS = (
+        'alive() { read -r s < /proc/$1/stat 2>/dev/null || return 1; s=${s##*) }; [ "${s%% *}" != Z ]; }; '
+        'pids_of() { for q in $(ip netns pids "$1" 2>/dev/null); do read -r c < /proc/$q/comm 2>/dev/null || continue; '
+        'for n in $2; do [ "$c" = "$n" ] && alive $q && echo $q; done; done; }; '
+        'pids_cmd() { f=""; for q in $(ip netns pids "$1" 2>/dev/null); do f="$f /proc/$q/cmdline"; done; '
+        '[ -z "$f" ] || for c in $(grep -laF -- "$2" $f 2>/dev/null); do q=${c#/proc/}; q=${q%/cmdline}; '
+        'alive $q && echo $q; done; }; '
+        'killed() { [ -n "$1" ] || { echo "none found: $2"; exit 1; }; kill -9 $1; echo "killed $2:" $1; }; '
+        'kill_of() { killed "$(pids_of "$1" "$2")" "$2 on $1"; }; '
+        'kill_cmd() { killed "$(pids_cmd "$1" "$2")" "$2 on $1"; }; ')
+
+    def after_flows(self, action: str = "", after_s: float = 2.0, node: str = "client1") -> None:
+        """Wait in the VM until the flow client (curl) of ``node`` runs, then ``after_s``
+        seconds, then run the shell ``action`` there (in the same session: no delay). (The
+        flows' curl has ftp:// URLs; the snapshot before a trial runs `curl --version`.)"""
+        out = self.vm(self.PIDS + f'i=0; until [ -n "$(pids_cmd {node} ftp://)" ]; do i=$((i+1)); '
+                      f'[ $i -gt 1200 ] && exit 1; sleep 0.25; done; echo "flows on {node} at $(date +%s.%N)"; '
+                      f'sleep {after_s}; {action}')
+        print("[fault] " + " / ".join(out.strip().splitlines()))
+
+    def trial_processes(self) -> str:
+        """The trial processes still running in any node's namespace (none once a trial stopped)."""
+        return self.vm(self.PIDS + f'for n in $(ip netns list | cut -d" " -f1); do '
+                       f'for p in $(pids_of "$n" "{" ".join(TRIAL_COMMS)}") $(pids_cmd "$n" /nr-); do '
+                       f'echo "$n $p $(cat /proc/$p/comm)"; done; done').strip()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The local site, up and provisioned; its results folder a 64 MiB tmpfs (fault 6)."""
+    if os.geteuid() != 0:
+        pytest.fail("the fault tests need root (network namespaces, tmpfs); run `make faults` as root")
+    s = LocalSite(tmp_path_factory.mktemp("faults"))
+    s.before = host_snapshot()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "netrepro-faults", str(s.results)], check=True)
+    try:
+        up = s.nr("up", "pie-vs-red")
+        assert up.returncode == 0, up.stdout[-3000:] + up.stderr
+        prov = s.nr("provision", "pie-vs-red")
+        assert prov.returncode == 0, prov.stdout[-3000:] + prov.stderr
+        yield s
+    finally:
+        s.nr("down", "pie-vs-red")  # (checked by test_teardown_leaves_nothing)
+        subprocess.run(["umount", str(s.results)])
+
+
+ACCOUNT = re.compile(r"^netrepro: run INCOMPLETE at trial (?P<trial>\S+) \((?P<reason>.+)\); (?P<kept>\d+) of "
+                     r"(?P<total>\d+) trials kept in (?P<dir>\S+); resume with: netrepro run pie-vs-red "
+                     r"--resume (?P<again>\S+)$")
+
+
+def run_with_fault(site: LocalSite, inject, *, new: bool = False) -> tuple[int, str, str]:
+    """`netrepro run` (new: of TRIALS; else --resume of the module's run) with ``inject(console)``
+    called once red-unlimited has started (its flows are injected by site.after_flows)."""
+    args = ["--trial", TRIALS[0], "--trial", TRIALS[1], "--time-scale", SCALE] if new else ["--resume", str(site.run_dir)]
+    c = Console(["run", "pie-vs-red", *args], site.env)
+    try:
+        assert c.wait_for(rf"^\[run\] trial {TRIALS[1]}:", 1200), "".join(c.out)[-3000:] + c.err
+        inject(c)
+        return c.finish()
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+
+
+def check_incomplete(site: LocalSite, rc: int, out: str, err: str, *, exit_code: int, reason: str,
+                     attempts: int) -> dict:
+    """The account, the INCOMPLETE marker, run.json, the kept trial and the nodes after a fault;
+    returns run.json."""
+    assert rc == exit_code, f"exit {rc}\n{out[-3000:]}\n{err}"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"expected one line on stderr:\n{err}"
+    m = ACCOUNT.match(lines[0])
+    assert m, lines[0]
+    assert (m["trial"], m["kept"], m["total"]) == (TRIALS[1], "1", "2"), lines[0]
+    assert re.search(reason, m["reason"]), (reason, lines[0])
+    print(f"[fault] console: {lines[0]}")
+    run_dir = Path(m["dir"])
+    assert m["again"] == str(run_dir)
+    if site.run_dir is None:
+        site.run_dir = run_dir
+    assert run_dir == site.run_dir
+    marker = (run_dir / "INCOMPLETE").read_text()
+    assert f"run INCOMPLETE at trial {TRIALS[1]}: {m['reason']}" in marker and "resume with:" in marker
+    run = json.loads((run_dir / "run.json").read_text())
+    status = {t["id"]: t for t in run["trial_status"]}
+    assert status[TRIALS[0]]["status"] == "complete"
+    assert status[TRIALS[1]]["status"] == "failed" and status[TRIALS[1]]["reason"] == m["reason"]
+    assert len(status[TRIALS[1]]["attempts"]) == attempts
+    assert [t["id"] for t in run["trials"]] == [TRIALS[0]]
+    # the completed trial: its files, their checksums in run.json, unchanged since first recorded
+    files = {f"{TRIALS[0]}/{k}": v for k, v in sha256_tree(run_dir / "raw" / TRIALS[0]).items()}
+    assert files == run["raw_sha256"]
+    if not site.kept:
+        site.kept = files
+    assert files == site.kept
+    assert not (run_dir / "raw" / TRIALS[1]).exists() and not (run_dir / ".fetch").exists()
+    assert not (run_dir / ".reserve").exists()
+    assert not (run_dir.parent / "latest").exists()  # only a complete run is the latest
+    assert site.trial_processes() == "", "trial processes left on the nodes"
+    assert playbooks_of(site.state) == [], "a playbook is still running"
+    return run
+
+
+# --- 8. a site that fails to reserve (no VM) ---------------------------------------------------------
+def test_static_site_that_does_not_answer(tmp_path):
+    """Every node of a static site at a closed port of 127.0.0.1: `reproduce` says so in one
+    line, exits 2 and leaves nothing (no state, inventory, results, control sockets)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the socket is: nothing listens there
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    spec = load_spec("pie-vs-red")
+    nodes = {n: {"host": "127.0.0.1", "port": port, "user": "root", "key": str(key),
+                 "addresses": {i["network"]: i["address"] for i in nd["interfaces"]}} for n, nd in spec.nodes.items()}
+    static = tmp_path / "nodes.yml"
+    static.write_text(yaml.safe_dump({"nodes": nodes}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NETREPRO_", "TIME_SCALE", "STATIC_FILE"))}
+    env.update(NETREPRO_STATE=str(tmp_path / "state"), NETREPRO_RESULTS=str(tmp_path / "results"))
+    inventory = REPO / "inventory" / "pie-vs-red-static.yml"
+    had_inventory = inventory.exists()
+    sockets = host_snapshot()["sockets"]
+    p = subprocess.run([sys.executable, "-m", "netrepro", "reproduce", "pie-vs-red", "--site", "static",
+                        "--option", f"static_file={static}"], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=300, stdin=subprocess.DEVNULL)
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert len(err) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert f"port {port}" in err[0] and "Connection refused" in err[0], err[0]
+    assert all(f"node {n}" in err[0] for n in spec.nodes), err[0]
+    left = [str(q) for d in ("state", "results") if (tmp_path / d).exists() for q in (tmp_path / d).rglob("*")]
+    assert left == [], left
+    assert inventory.exists() == had_inventory
+    assert host_snapshot()["sockets"] <= sockets
+    assert processes_mentioning(str(static)) == []
+
+
+# --- 1-7: faults during trials, one run resumed after each ---------------------------------------------
+@pytest.mark.integration
+def test_flow_client_killed(site):
+    rc, out, err = run_with_fault(site, lambda c: site.after_flows("kill_of client1 curl"), new=True)
+    run = check_incomplete(site, rc, out, err, exit_code=2, attempts=1,
+                           reason=r"^flow client on client1 exited early: 0 of 10 flows recorded in flows\.csv$")
+    attempt = run["trial_status"][1]["attempts"][0]
+    assert (site.run_dir / attempt["kept_in"] / "client1" / "flows.csv").is_file()  # kept for a look
+    assert "resumes" not in run
+
+
+@pytest.mark.integration
+def test_collector_killed(site):
+    def inject(c):  # the queue sampler is a bash running nr-qdisc-stats.sh: found by its command line
+        site.after_flows("kill_of client2 ping; kill_cmd router nr-qdisc-stats.sh")
+    rc, out, err = run_with_fault(site, inject)
+    run = check_incomplete(site, rc, out, err, exit_code=2, attempts=2,
+                           reason=r"^ping collector on client2 (ended early: last sample [\d.]+ s before the "
+                                  r"schedule's end|was killed).*; queue sampler on router ended early")
+    assert [r["from_trial"] for r in run["resumes"]] == [TRIALS[1]]
+
+
+@pytest.mark.integration
+def test_jump_connection_cut(site):
+    def inject(c):
+        site.after_flows()
+        st = site.st()
+        jump = "root@127.0.0.1:" + str(st["ssh_port"])
+        path = str(CP / ("jump-" + hashlib.sha1(jump.encode()).hexdigest()[:12]))
+        check = subprocess.run(["ssh", "-o", f"ControlPath={path}", "-O", "check", "x"], capture_output=True, text=True)
+        m = re.search(r"Master running \(pid=(\d+)\)", check.stderr)
+        assert m, f"no SSH master for the jump host ({path}): {check.stderr}"
+        os.kill(int(m.group(1)), signal.SIGKILL)
+        print(f"[fault] killed the SSH master to the jump host (pid {m.group(1)})")
+    rc, out, err = run_with_fault(site, inject)
+    check_incomplete(site, rc, out, err, exit_code=2, attempts=3, reason=r"^(client|router|server)\d? unreachable in task '.+': ")
+
+
+@pytest.mark.integration
+def test_clock_stepped(site):
+    def inject(c):  # all nodes share the VM's clock: stepped from one node
+        site.after_flows('ip netns exec router date -s "+2 seconds"')  # one process: 2 s exactly
+    rc, out, err = run_with_fault(site, inject)
+    run = check_incomplete(site, rc, out, err, exit_code=2, attempts=4,
+                           reason=r"^clock stepped by \+[12]\.\d( to \+[12]\.\d)? s during the trial on all 7 nodes")
+    attempt = run["trial_status"][1]["attempts"][-1]
+    steps = attempt["clocks"]["step_s"]
+    assert set(steps) == set(load_spec("pie-vs-red").nodes) and all(1.5 < s < 2.5 for s in steps.values()), steps
+
+
+@pytest.mark.integration
+def test_sigint_mid_trial(site):
+    rc, out, err = run_with_fault(site, lambda c: (site.after_flows(), c.proc.send_signal(signal.SIGINT)))
+    check_incomplete(site, rc, out, err, exit_code=130, attempts=5, reason=r"^interrupted by SIGINT$")
+    assert "stopped trial red-unlimited's processes on the nodes" in out
+
+
+@pytest.mark.integration
+def test_disk_full_while_fetching(site):
+    filler = site.results / "filler"
+
+    def inject(c):
+        site.after_flows()
+        with filler.open("wb") as fh:  # fill the results folder's tmpfs to the last byte
+            block = b"\0" * (1 << 20)
+            try:
+                while True:
+                    fh.write(block)
+                    fh.flush()
+            except OSError:
+                pass
+        try:
+            while True:
+                with filler.open("ab") as fh:
+                    fh.write(b"\0" * 4096)
+        except OSError:
+            pass
+    try:
+        rc, out, err = run_with_fault(site, inject)
+        run = check_incomplete(site, rc, out, err, exit_code=2, attempts=6,
+                               reason=r"(No space left on device|disk is full)")
+        assert len(run["resumes"]) == 5
+    finally:
+        filler.unlink(missing_ok=True)
+
+
+@pytest.mark.integration
+def test_resume_completes_the_run(site):
+    p = site.nr("run", "pie-vs-red", "--resume", str(site.run_dir))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr
+    assert p.stderr == ""
+    run_dir = site.run_dir
+    assert not (run_dir / "INCOMPLETE").exists()
+    run = json.loads((run_dir / "run.json").read_text())
+    assert [t["id"] for t in run["trials"]] == TRIALS
+    assert [t["status"] for t in run["trial_status"]] == ["complete", "complete"]
+    attempts = run["trial_status"][1]["attempts"]
+    assert [a["status"] for a in attempts] == ["failed"] * 6 + ["complete"]
+    assert len(run["resumes"]) == 6 and run["time_scale"] == float(SCALE)
+    files = {f"{t}/{k}": v for t in TRIALS for k, v in sha256_tree(run_dir / "raw" / t).items()}
+    assert files == run["raw_sha256"]
+    assert {k: v for k, v in files.items() if k.startswith(TRIALS[0] + "/")} == site.kept  # never rewritten
+    assert {"ping.txt", "flows.csv", "meta-before.json"} <= {p.name for p in (run_dir / "raw" / TRIALS[1] / "client1").iterdir()}
+    assert (run_dir.parent / "latest").resolve() == run_dir.resolve()
+    # the attempts whose data failed its checks kept it under failed/
+    for a in attempts:
+        if a.get("kept_in"):
+            assert (run_dir / a["kept_in"]).is_dir()
+    again = site.nr("run", "pie-vs-red", "--resume", str(run_dir))
+    assert again.returncode == 2 and "nothing to resume" in again.stderr and len(again.stderr.splitlines()) == 1
+
+
+# --- faults during provisioning --------------------------------------------------------------------------
+@pytest.mark.integration
+def test_sigterm_mid_provisioning(site):
+    c = Console(["provision", "pie-vs-red"], site.env)
+    try:
+        assert c.wait_for(r"^TASK \[", 600), "".join(c.out) + c.err
+        time.sleep(5)
+        c.proc.send_signal(signal.SIGTERM)
+        rc, out, err = c.finish(300)
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+    assert rc == 143, out[-3000:] + err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("netrepro: provisioning interrupted by SIGTERM after "), err
+    print(f"[fault] console: {lines[0]}")
+    assert "the site is still up: run `netrepro provision pie-vs-red` again, or `netrepro down pie-vs-red`" in lines[0]
+    time.sleep(2)
+    assert playbooks_of(site.state) == [], "a playbook is still running"
+    assert site.st()["provisioned"] is False
+    refused = site.nr("run", "pie-vs-red")
+    assert refused.returncode == 2 and "not provisioned" in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
+@pytest.mark.integration
+def test_sshd_killed_during_provisioning(site):
+    c = Console(["provision", "pie-vs-red"], site.env)
+    try:
+        assert c.wait_for(r"^TASK \[", 600), "".join(c.out) + c.err
+        site.vm(site.PIDS + "kill_of client2 sshd")  # the listener and the session of Ansible's connection
+        rc, out, err = c.finish(1200)
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+    assert rc == 2, out[-3000:] + err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    print(f"[fault] console: {lines[0]}")
+    assert re.match(r"^netrepro: provisioning failed \(client2 unreachable in task '.+': .+\); the site is still up: ",
+                    lines[0]), lines[0]
+    assert site.st()["provisioned"] is False
+
+
+@pytest.mark.integration
+def test_teardown_leaves_nothing(site):
+    sockets = [p for p in subprocess.run(
+        [sys.executable, "-c", "import sys; from netrepro import controller; from netrepro.spec import load_spec; "
+         "print('\\n'.join(controller.ssh_control_paths(controller.open_site(load_spec('pie-vs-red'), 'local'))))"],
+        cwd=REPO, env=site.env, capture_output=True, text=True).stdout.split()]
+    assert sockets and any(os.path.exists(p) for p in sockets)  # open until down
+    vm_pgid = site.st()["vm_pgid"]
+    p = site.nr("down", "pie-vs-red")
+    assert p.returncode == 0 and p.stderr == "", p.stdout + p.stderr
+    assert not (site.site_state / "state.json").exists()
+    assert not (REPO / "inventory" / "pie-vs-red-local.yml").exists()
+    assert [s for s in sockets if os.path.exists(s)] == []
+    assert processes_mentioning(str(site.state)) == []
+    assert not any(f"ssh: {s} [mux]" in q for s in sockets for q in processes_mentioning("[mux]"))
+    try:
+        os.killpg(vm_pgid, 0)
+        pytest.fail("the micro-VM is still running")
+    except ProcessLookupError:
+        pass
+    guest = (site.site_state / "vm-guest.log").read_text()
+    assert "torn down" in guest.rsplit("stop requested", 1)[-1]
+    now = host_snapshot()
+    for what in ("netns", "links", "qdiscs", "sockets"):
+        assert now[what] <= site.before[what], (what, now[what] - site.before[what])
+    assert site.nr("down", "pie-vs-red").returncode == 0  # twice is harmless
