@@ -269,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM behaves as Ctrl-C, so that `finally` blocks release what was made.
     # (The exception says which signal: the account of an interrupted run names it.)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt("SIGTERM")))
+    # SIGINT always interrupts, even when netrepro was started with it ignored (a background
+    # job of a non-interactive shell, as CI and make may start it: Python then keeps SIG_IGN).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         args = build_parser().parse_args(argv)
     except argparse.ArgumentTypeError as exc:

@@ -197,3 +197,24 @@ def test_main_in_process(capsys, monkeypatch):
     assert cli.main(["validate", "/nonexistent/x.yml"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("netrepro: /nonexistent/x.yml: (file): ") and err.count("\n") == 1
+
+
+def test_sigint_interrupts_even_when_started_ignored():
+    """A background job of a non-interactive shell (CI, make) starts with SIGINT ignored, and
+    Python keeps SIG_IGN: netrepro installs its own handler, so SIGINT still stops a run."""
+    import signal as _signal
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "from netrepro import cli\n"
+        "def slow(args):\n"
+        "    print('ready', flush=True); time.sleep(60); return 0\n"
+        "cli.cmd_validate = slow\n"
+        "sys.exit(cli.main(['validate', 'pie-vs-red']))\n")
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    p.send_signal(_signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, (out, err)
+    assert err.strip() == "netrepro: interrupted; what this step made was removed"
