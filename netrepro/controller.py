@@ -4,7 +4,8 @@ Each step is usable on its own (``netrepro up|provision|run|analyze|down``) and 
 state of the previous ones on disk: the site's state in ``.state/<experiment>-<site>/``, the
 inventory in ``inventory/<experiment>-<site>.yml``, results in
 ``results/<experiment>/<run-id>/`` (written once, never overwritten; ``latest`` points at
-the newest).
+the newest complete run). A run that stops part-way is marked INCOMPLETE, keeps its completed
+trials, and is resumed in its folder (:func:`run`, :func:`load_resume`).
 """
 
 from __future__ import annotations

@@ -61,8 +61,11 @@ class Console:
     """A netrepro command running in the background; its stdout lines are read as they come."""
 
     def __init__(self, args: list[str], env: dict):
+        # As run from a terminal: a command started in the background by a non-interactive
+        # shell (CI, `make ... &`) inherits SIGINT ignored, and Python then keeps ignoring it.
         self.proc = subprocess.Popen([sys.executable, "-m", "netrepro", *args], cwd=REPO, env=env, text=True,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.out: list[str] = []
         self.err = ""
         self._cond = threading.Condition()
