@@ -34,6 +34,7 @@ from netrepro import ansible
 from netrepro.inventory import build_inventory, write_inventory, write_known_hosts
 from netrepro.rolevars import role_vars
 from netrepro.sites import Site, get_site
+from netrepro.sites.local import _pg_alive  # one process-group liveness check for both
 from netrepro.spec import REPO_ROOT, Spec, SpecError
 
 STATE_ROOT = Path(os.environ.get("NETREPRO_STATE", REPO_ROOT / ".state"))
@@ -422,18 +423,10 @@ def _end_playbooks(grace_s: float = 5.0) -> list[int]:
 
     if send(signal.SIGTERM):
         t0 = time.time()
-        while time.time() - t0 < grace_s and any(_group_alive(g) for _, g in found if g != own_group):
+        while time.time() - t0 < grace_s and any(_pg_alive(g) for _, g in found if g != own_group):
             time.sleep(0.2)
         send(signal.SIGKILL)
     return [pid for pid, _ in found]
-
-
-def _group_alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
 
 
 _FATAL = re.compile(r"^fatal: \[([^\]]+)\]: (FAILED|UNREACHABLE)! => (.*)$")

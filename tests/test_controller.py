@@ -414,8 +414,8 @@ def test_end_playbooks_ends_its_own_children_only(tmp_path):
         found = controller._end_playbooks(grace_s=2)
         assert found == [mine.pid]
         assert mine.wait(timeout=10) != 0
-        assert not controller._group_alive(mine.pid)  # its `sleep` too: the whole group
-        assert other.poll() is None and controller._group_alive(other.pid)
+        assert not controller._pg_alive(mine.pid)  # its `sleep` too: the whole group
+        assert other.poll() is None and controller._pg_alive(other.pid)
     finally:
         for p in (mine, other):
             try:
