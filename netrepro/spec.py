@@ -6,7 +6,8 @@ keys, finite numbers), the JSON Schema in ``netrepro/schemas/experiment.schema.j
 (shapes, types, and a range with its unit for every number), then cross-checks that a
 schema cannot express (references between sections, the phase schedule matching the flow
 groups, addresses inside their subnets, claims only about AQM x variant pairs that a trial
-runs, AQM parameters that are tc words). Any failure raises :class:`SpecError` whose
+runs, AQM parameters that are tc words, health thresholds only on what a collector
+measures). Any failure raises :class:`SpecError` whose
 message is one line naming the file, the field (or line) and what was expected.
 """
 
@@ -383,6 +384,11 @@ class Spec:
             check_sel(f"collectors[{i}].nodes", c["nodes"])
             if "network" in c and c["network"] not in nets:
                 self._fail(f"collectors[{i}].network", f"unknown network {c['network']!r}; expected one of: {', '.join(nets)}")
+        pingers = [n for c in d["collectors"] if c["kind"] == "ping" for n in self.select(c["nodes"])]
+        for key in ("ping_received_min_fraction", "queue_delay_excess_max_ms"):
+            if key in d.get("health", {}) and not pingers:  # both read the ping collectors' samples
+                self._fail(f"health.{key}", "no ping collector measures it; expected a collector of kind ping "
+                                            "(collectors), or leave this threshold out")
         for i, cl in enumerate(d["claims"]):
             ch = cl["check"]
             for aqm_key in ("aqm", "higher", "lower"):
