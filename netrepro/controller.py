@@ -956,6 +956,8 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     log(f"[run] trial {tid}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
     clocks_before = node_clocks(inv)
     load_before = os.getloadavg()
+    from analysis import health  # the trial's health checks, and this machine's /proc/stat
+    ticks_before = health.host_cpu_ticks()
     t0 = time.time()
     try:
         res = _playbook("trial", inv, {"netrepro": role_vars(spec, tv["variant"]), "aqm_name": tv["aqm"], "trial": tv}, site)
@@ -1014,9 +1016,17 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         # (in vm mode the nodes' CPUs are emulated on this machine's)
         "controller_loadavg": {"before": [round(x, 2) for x in load_before],
                                "after": [round(x, 2) for x in os.getloadavg()]},
+        # the controller machine's own CPU busy during the trial (its /proc/stat) and its cores
+        "controller_cpu_busy": cpu_busy({"cpu_ticks": ticks_before}, {"cpu_ticks": health.host_cpu_ticks()}),
+        "controller_cores": os.cpu_count(),
         # every node's clock against the controller's, before and after (clock_problems)
         "clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps},
     }
+    # the substrate's health, judged by the spec's thresholds (never raises: odd data fail a check)
+    record["health"] = health.trial_health(spec, record, dest, time_scale)
+    if not record["health"]["passed"]:
+        log(f"[run] trial {tid}: health checks failed: " + "; ".join(
+            health.describe(c) for c in record["health"]["checks"] if c["passed"] is False))
     log(f"[run] trial {tid} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
     return record
 
