@@ -4,7 +4,8 @@ Reads ``run.json`` and ``raw/`` (never modified), checks every raw file against 
 ``raw_sha256`` first (refusing a damaged run unless ``partial=True``), and writes, atomically
 and deterministically, one output set: ``tidy.csv.gz`` (every sample, long form),
 ``summary.csv`` (per aqm x variant x phase), ``figures/`` (queueing-delay.png/.pdf,
-utilization.png, backlog.png), ``verdict.json`` (the spec's claims checked), ``report.md``
+utilization.png, backlog.png), ``verdict.json`` (the spec's claims checked, and the health
+checks of the substrate that failed: :mod:`analysis.health`), ``report.md``
 and ``analysis.json`` (which toolkit made them, from which inputs). Results are written
 once: the first analysis goes into the run folder, re-analysing with the same toolkit
 version leaves those bytes as they are, and another version writes into
@@ -32,8 +33,8 @@ __all__ = ["analyze_run", "analyze", "AnalysisResult", "AnalysisError"]
 @dataclass
 class AnalysisResult:
     """What :func:`analyze` produced: the run, its tables, the verdict, the data problems
-    found (one line each), the written files (absolute paths), the folder they are in and
-    the analysis.json record."""
+    found (one line each), the written files (absolute paths), the folder they are in,
+    the analysis.json record and each trial's health (trial id -> :func:`analysis.health.trial_health`)."""
 
     run: RunInfo
     tidy: pd.DataFrame
@@ -43,6 +44,7 @@ class AnalysisResult:
     outputs: list[Path] = field(default_factory=list)
     out_dir: Path | None = None
     record: dict = field(default_factory=dict)
+    health: dict = field(default_factory=dict)
 
 
 def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
@@ -66,6 +68,7 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
         SpecError: the spec in run.json is invalid.
     """
     from analysis.figures import make_figures
+    from analysis.health import failures, trial_health
     from analysis.integrity import sha256_file
     from analysis.provenance import RECORD, libraries, output_dir, toolkit
     from analysis.report import render_report
@@ -93,7 +96,14 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
         why = " ".join(marker_text.split())[:200]
         problems.insert(0, f"the run is marked INCOMPLETE: {why}" if why else "the run is marked INCOMPLETE")
     summary = summarize(tidy, run.trials)
-    verdict = evaluate(summary, run.spec["claims"], run.incomplete_pairs())
+    records = {t.get("id"): t for t in run.data["trials"]}
+    health = {t.id: trial_health(run.spec, records[t.id], run.raw_dir / t.id, run.time_scale)
+              for t in run.trials if t.ran}
+    pair = {t.id: (t.aqm, t.variant) for t in run.trials}
+    unhealthy: dict = {}
+    for f in failures(health):
+        unhealthy.setdefault(pair[f["trial"]], []).append(f)
+    verdict = evaluate(summary, run.spec["claims"], run.incomplete_pairs(), unhealthy)
     outputs: list[Path] = [write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
     with atomic_path(out / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False, lineterminator="\n")
@@ -102,15 +112,17 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     outputs += fig_paths
     outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
     rel = [p.relative_to(out).as_posix() for p in fig_paths]
-    outputs.append(write_text(out / "report.md", render_report(run, summary, verdict, problems, rel, record, out)))
+    outputs.append(write_text(out / "report.md", render_report(run, summary, verdict, problems, rel, record, out, health)))
     record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
     outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
-    return AnalysisResult(run, tidy, summary, verdict, problems, outputs, out, record)
+    return AnalysisResult(run, tidy, summary, verdict, problems, outputs, out, record, health)
 
 
 def analyze_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False) -> dict:
     """Analyse ``run_dir`` (see :func:`analyze`) and return the verdict:
-    ``{"reproduced": bool, "claims": [{"id", "text", "status", "holds", "evidence"[, "reason"]}]}``.
+    ``{"reproduced": bool, "verdict": "reproduced"|"not reproduced"|"inconclusive",
+    "health_failures": [...], "claims": [{"id", "text", "status", "holds", "evidence"[, "reason"]}]}``
+    (:func:`analysis.verdict.evaluate`).
 
     Raises:
         AnalysisError, SpecError: as :func:`analyze`.

@@ -1,7 +1,8 @@
 """``python -m analysis <run_dir> [--partial] [--no-figures]``: analyse a run directory.
 
-Checks every raw file against run.json's sha256 sums first. Prints where the outputs went
-and one line per claim (HOLDS, FAILS or NOT EVALUABLE). Exit status: 0 when the analysis
+Checks every raw file against run.json's sha256 sums first. Prints where the outputs went,
+one line per claim (HOLDS, FAILS, NOT EVALUABLE or INCONCLUSIVE) and the verdict (with the
+failed health checks and their numbers when it is inconclusive). Exit status: 0 when the analysis
 ran (whether or not the paper's claims were reproduced), 2 when the run directory is unusable
 or its raw files differ from the record without ``--partial`` (one line on stderr naming the
 file and what was expected; nothing is written then).
@@ -13,12 +14,12 @@ import argparse
 import sys
 
 from analysis import AnalysisError, analyze
-from analysis.verdict import LABEL
+from analysis.verdict import LABEL, verdict_line
 from netrepro.spec import SpecError
 
 
 def claim_line(c: dict) -> str:
-    """``HOLDS|FAILS|NOT EVALUABLE <id>: <evidence or reason>`` for one verdict.json claim."""
+    """``HOLDS|FAILS|NOT EVALUABLE|INCONCLUSIVE <id>: <evidence or reason>`` for one verdict.json claim."""
     status = c.get("status") or ("holds" if c["holds"] else "fails")
     return f"{LABEL.get(status, status.upper())} {c['id']}: {c.get('reason') or c['evidence']}"
 
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote into {res.out_dir}: " + ", ".join(p.relative_to(res.out_dir).as_posix() for p in res.outputs))
     for c in res.verdict["claims"]:
         print(claim_line(c))
-    print(f"verdict: {'reproduced' if res.verdict['reproduced'] else 'not reproduced'}")
+    print(f"verdict: {verdict_line(res.verdict)}")
     return 0
 
 

@@ -52,11 +52,29 @@ def _spec_file(v) -> str:
     return "/".join(parts[parts.index("experiments"):]) if "experiments" in parts else parts[-1]
 
 
-_STATUS = {"holds": "holds", "fails": "does not hold", "not evaluable": "not evaluable"}
+_STATUS = {"holds": "holds", "fails": "does not hold", "not evaluable": "not evaluable",
+           "inconclusive": "inconclusive"}
+
+
+def health_table(health: dict[str, dict]) -> pd.DataFrame:
+    """Every check of every trial (trial id -> :func:`analysis.health.trial_health`) as one
+    table: trial, check, value, threshold, result (pass, FAIL, or "not judged" when the
+    experiment file sets no threshold), detail. Values in their units (% for fractions)."""
+    from analysis.health import format_value
+
+    rows = []
+    for tid, h in health.items():
+        for c in h.get("checks", []):
+            rows.append({"trial": tid, "check": c["id"], "value": format_value(c["value"], c["unit"]),
+                         "threshold": "" if c["threshold"] is None else format_value(c["threshold"], c["unit"]),
+                         "result": {True: "pass", False: "FAIL", None: "not judged"}[c["passed"]],
+                         "detail": c["detail"]})
+    return pd.DataFrame(rows, columns=["trial", "check", "value", "threshold", "result", "detail"])
 
 
 def render_report(run: RunInfo, summary: pd.DataFrame, verdict: dict, problems: list[str],
-                  figures: list[str], record: dict | None = None, out_dir=None) -> str:
+                  figures: list[str], record: dict | None = None, out_dir=None,
+                  health: dict[str, dict] | None = None) -> str:
     """Build report.md's text: only from the run's data and the analysis's record (no
     wall-clock time of the analysis, no absolute path), so equal inputs give equal text.
 
@@ -68,20 +86,30 @@ def render_report(run: RunInfo, summary: pd.DataFrame, verdict: dict, problems: 
         figures: figure paths relative to the report's folder.
         record: analysis.json's content (toolkit version, raw check), if any.
         out_dir: the folder the report goes into (the run folder or an analysis-* folder in it).
+        health: trial id -> its health checks (:func:`analysis.health.trial_health`), for
+            the section "Health of the substrate".
     Returns:
         Markdown text.
     """
     spec, d = run.spec, run.data
     ref = spec.get("reference", {})
     n_hold = sum(c["holds"] is True for c in verdict["claims"])
-    n_na = sum(c["holds"] is None for c in verdict["claims"])
+    n_na = sum(c.get("status") == "not evaluable" for c in verdict["claims"])
+    n_inc = sum(c.get("status") == "inconclusive" for c in verdict["claims"])
     out = [f"# {spec.get('title', spec.name)}", ""]
     out += [f"- Paper: {ref.get('paper', '').strip()}, {ref.get('figure', '')}",
             f"- Earlier reproduction: {ref.get('reproduction', '').strip()}",
             f"- Run directory: `{run.dir.name}` (experiment `{d.get('experiment', spec.name)}`)", ""]
-    out += [f"**Verdict: {'reproduced' if verdict['reproduced'] else 'not reproduced'}** "
+    from analysis.verdict import verdict_line
+
+    word = verdict.get("verdict") or ("reproduced" if verdict["reproduced"] else "not reproduced")
+    out += [f"**Verdict: {word}** "
             f"({n_hold} of {len(verdict['claims'])} claims hold"
-            + (f"; {n_na} not evaluable: their data are incomplete" if n_na else "") + ").", ""]
+            + (f"; {n_na} not evaluable: their data are incomplete" if n_na else "")
+            + (f"; {n_inc} inconclusive: a trial they read failed a health check of its substrate" if n_inc else "")
+            + ")."
+            + (f" Inconclusive because {verdict_line(verdict)[len(word) + 2:]}; see \"Health of the substrate\"."
+               if word == "inconclusive" and verdict.get("health_failures") else ""), ""]
 
     out += ["## How this run was made", ""]
     starts = [t.start_epoch_s for t in run.trials if t.start_epoch_s is not None]
@@ -150,10 +178,20 @@ def render_report(run: RunInfo, summary: pd.DataFrame, verdict: dict, problems: 
         status = c.get("status") or ("holds" if c["holds"] else "fails")
         out += [f"### {c['id']}: {_STATUS.get(status, status)}", "", f"> {c['text']}", ""]
         if c.get("reason"):
-            out += [f"Not evaluable: {c['reason']}. What is there: {c['evidence']}", ""]
+            what = "Inconclusive" if status == "inconclusive" else "Not evaluable"
+            out += [f"{what}: {c['reason']}. What is there: {c['evidence']}", ""]
         else:
             out += [c["evidence"], ""]
     out += ["Thresholds are those fixed in the experiment spec before any run (section `claims`).", ""]
+
+    if health:
+        out += ["## Health of the substrate", "",
+                "Each trial's own data checked against the thresholds of the experiment file (section "
+                "`health`; analysis/health.py says how each is measured): CPU busy of the nodes' machine, "
+                "ping samples received, flow-start lag and skew per phase, the collectors' sampling, "
+                "queueing delay beyond the buffer's drain time, and the controller machine's load. A trial "
+                "that fails one makes the claims reading it inconclusive.", "",
+                markdown_table(health_table(health)), ""]
 
     out += ["## Data problems", ""]
     incomplete = [t for t in run.trials if t.incomplete]

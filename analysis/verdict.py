@@ -15,7 +15,9 @@ Check kinds (experiment.yml, section "claims"); every threshold comes from the s
 A value that is missing (no row, or NaN) in complete data makes its claim fail, and the
 evidence says so. A claim that reads a trial whose data are incomplete (a raw file missing,
 altered or unlisted, a trial not run or without a start time) is *not evaluable*: it neither
-holds nor fails (:func:`evaluate`).
+holds nor fails (:func:`evaluate`). A claim that reads a trial which failed a health check of
+its substrate (:mod:`analysis.health`) is *inconclusive*: the machine, not the AQM, may have
+shaped its numbers; it neither holds nor fails, and the run's verdict is ``inconclusive``.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ def check_compare(summary: pd.DataFrame, c: dict) -> tuple[bool, str]:
 CHECKS = {"bound": check_bound, "rise_and_fall": check_rise_and_fall, "compare": check_compare}
 
 #: How a claim's status is shown on the console.
-LABEL = {"holds": "HOLDS", "fails": "FAILS", "not evaluable": "NOT EVALUABLE"}
+LABEL = {"holds": "HOLDS", "fails": "FAILS", "not evaluable": "NOT EVALUABLE", "inconclusive": "INCONCLUSIVE"}
 
 
 def claim_pairs(check: dict) -> list[tuple[str, str]]:
@@ -115,8 +117,18 @@ def claim_pairs(check: dict) -> list[tuple[str, str]]:
     return [(a, v) for a in dict.fromkeys(aqms) for v in check["variants"]]
 
 
+def _failed_check(f: dict) -> str:
+    """``red-limited: flow_start_lag 15700 ms (max 100 ms)`` for one entry of health_failures."""
+    from analysis.health import describe
+
+    c = {"id": f["check"], "value": f["value"], "threshold": f["threshold"], "unit": f["unit"], "passed": None}
+    text = f"{f['trial']}: {describe(c)}"
+    return text + (f" [{f['detail']}]" if f["value"] is None and f.get("detail") else "")
+
+
 def evaluate(summary: pd.DataFrame, claims: list[dict],
-             incomplete: dict[tuple[str, str], list[str]] | None = None) -> dict:
+             incomplete: dict[tuple[str, str], list[str]] | None = None,
+             unhealthy: dict[tuple[str, str], list[dict]] | None = None) -> dict:
     """Evaluate ``claims`` (the spec's ``claims`` list) against ``summary`` (SUMMARY_COLUMNS).
 
     Args:
@@ -125,27 +137,54 @@ def evaluate(summary: pd.DataFrame, claims: list[dict],
         incomplete: (aqm, variant) -> reasons that trial's data are incomplete
             (``RunInfo.incomplete_pairs()``). A claim reading such a trial
             (:func:`claim_pairs`) is not evaluable, whatever its numbers say.
+        unhealthy: (aqm, variant) -> the failed health checks of that trial, each
+            ``{"trial", "check", "value", "threshold", "unit", "detail"}``
+            (:func:`analysis.health.failures`). A claim reading such a trial (and no
+            incomplete one) is inconclusive, whatever its numbers say.
     Returns:
-        ``{"reproduced": bool, "claims": [{"id", "text", "status", "holds", "evidence"[, "reason"]}, ...]}``:
-        status ``holds`` (holds true), ``fails`` (holds false) or ``not evaluable`` (holds
-        null, and ``reason`` names each incomplete trial and why; evidence shows the numbers
-        of what is there). reproduced is True only if every claim holds (and there is at
-        least one): never when a claim is not evaluable.
+        ``{"reproduced": bool, "verdict": str, "health_failures": [...], "claims": [{"id",
+        "text", "status", "holds", "evidence"[, "reason"]}, ...]}``: status ``holds``
+        (holds true), ``fails`` (holds false), ``not evaluable`` or ``inconclusive`` (holds
+        null; ``reason`` names each incomplete or unhealthy trial and why, with the failed
+        checks' numbers; evidence shows the numbers of what is there). reproduced is True
+        only if every claim holds (and there is at least one). verdict: ``inconclusive``
+        when any trial failed a health check (``health_failures`` lists every failed check
+        of every trial), else ``reproduced`` or ``not reproduced``.
     Raises:
         ValueError: a claim has an unknown check kind.
     """
-    incomplete = incomplete or {}
+    incomplete, unhealthy = incomplete or {}, unhealthy or {}
     out = []
     for cl in claims:
         kind = cl["check"]["kind"]
         if kind not in CHECKS:
             raise ValueError(f"claim {cl['id']}: unknown check kind {kind!r}; expected one of {', '.join(CHECKS)}")
         holds, evidence = CHECKS[kind](summary, cl["check"])
-        gaps = [(a, v) for a, v in claim_pairs(cl["check"]) if incomplete.get((a, v))]
+        pairs = claim_pairs(cl["check"])
+        gaps = [(a, v) for a, v in pairs if incomplete.get((a, v))]
+        sick = [(a, v) for a, v in pairs if unhealthy.get((a, v))]
         c = {"id": cl["id"], "text": cl["text"], "status": "holds" if holds else "fails",
              "holds": bool(holds), "evidence": evidence}
         if gaps:
             c.update(status="not evaluable", holds=None, reason="data incomplete: " + "; ".join(
                 f"{a}/{v}: {', '.join(incomplete[(a, v)])}" for a, v in gaps))
+        elif sick:
+            c.update(status="inconclusive", holds=None, reason="the substrate failed health checks: " + "; ".join(
+                _failed_check(f) for a, v in sick for f in unhealthy[(a, v)])
+                + f"; the numbers alone: {'holds' if holds else 'fails'}")
         out.append(c)
-    return {"reproduced": bool(out) and all(c["holds"] is True for c in out), "claims": out}
+    reproduced = bool(out) and all(c["holds"] is True for c in out)
+    failed = [f for fs in unhealthy.values() for f in fs]
+    verdict = "inconclusive" if failed else ("reproduced" if reproduced else "not reproduced")
+    return {"reproduced": reproduced, "verdict": verdict, "health_failures": failed, "claims": out}
+
+
+def verdict_line(verdict: dict) -> str:
+    """The run's verdict in one line: ``reproduced``, ``not reproduced``, or ``inconclusive:
+    the substrate failed N health checks: <trial>: <check> <value> (<max|min> <threshold>); ...``."""
+    v = verdict.get("verdict") or ("reproduced" if verdict.get("reproduced") else "not reproduced")
+    failed = verdict.get("health_failures") or []
+    if v == "inconclusive" and failed:
+        v += f": the substrate failed {len(failed)} health check{'s' if len(failed) > 1 else ''}: " + \
+            "; ".join(_failed_check(f) for f in failed)
+    return v

@@ -105,10 +105,12 @@ def cmd_run(args) -> int:
 
 
 def _print_verdict(verdict: dict, run_dir: Path) -> None:
-    from analysis.verdict import LABEL
+    from analysis.verdict import LABEL, verdict_line
     for c in verdict["claims"]:
         status = c.get("status") or ("holds" if c["holds"] else "fails")
         print(f"  [{LABEL.get(status, status.upper())}] {c['id']}: {c.get('reason') or c['evidence']}")
+    if verdict.get("verdict") == "inconclusive":  # the failed health checks, with their numbers
+        print(f"[analyze] verdict {verdict_line(verdict)}")
     print(f"[analyze] reproduced: {'yes' if verdict['reproduced'] else 'no'}; report {run_dir / 'report.md'}")
 
 

@@ -291,7 +291,7 @@ def make_synthetic_run(root: Path, time_scale: float = 0.1, seed: int = 1) -> Pa
             lines.insert(5, f"[{start + 0.5:.6f}] no answer yet for icmp_seq=999\n")
             (d / "ping.txt").write_text("PING header\n" + "".join(lines) + "\n--- summary ---\n")
             s0 = fg["start_s"] * k
-            rows = [f"{n + 1},{fg['server']},f{n + 1:02d},{start + s0 + 0.05 * n:.3f},{start + s0 + fg['duration_s'] * k:.3f},0,1000\n"
+            rows = [f"{n + 1},{fg['server']},f{n + 1:02d},{start + s0 + 0.0005 * n:.4f},{start + s0 + fg['duration_s'] * k:.3f},0,1000\n"
                     for n in range(fg["flows"])]
             (d / "flows.csv").write_text("flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes\n" + "".join(rows))
         d = run_dir / "raw" / tid / "router"
@@ -308,8 +308,14 @@ def make_synthetic_run(root: Path, time_scale: float = 0.1, seed: int = 1) -> Pa
                 q.update({"prob": 0.01, "delay": int(delay * 1000)} if aqm == "pie" else {"early": 3, "marked": 0})
                 out.write(json.dumps({"t": start + x, "dev": "eth1", "tx_bytes": int(b), "tx_packets": int(b / 1500),
                                       "qdisc": [HTB, q]}) + "\n")
+        for node in spec["topology"]["nodes"]:  # /proc/stat snapshots (nr-meta.sh): 40 % busy
+            d = run_dir / "raw" / tid / node
+            d.mkdir(exist_ok=True)
+            for which, ticks in (("before", "1000 0 1000 8000 0 0 0 0 0 0"), ("after", "1300 0 1300 8900 0 0 0 0 0 0")):
+                (d / f"meta-{which}.json").write_text(json.dumps({"cpu_ticks": ticks}))
         trial = {"id": tid, "aqm": aqm, "variant": variant, "start_epoch_s": start, "phases": phases,
-                 "bottleneck_interface": "eth1"}
+                 "bottleneck_interface": "eth1", "controller_loadavg": {"before": [0.5, 0.4, 0.3], "after": [1.1, 0.8, 0.5]},
+                 "controller_cores": 2, "controller_cpu_busy": 0.45}
         if i == 0:
             trial["base_rtt_ms"] = {"client1": 100.5}  # others computed from base_rtt.txt
         trials.append(trial)
@@ -345,7 +351,8 @@ def test_end_to_end(tmp_path, capsys):
     assert lim[("pie", "p1")] == pytest.approx(0.194, abs=0.01) and lim[("pie", "p3")] == pytest.approx(0.97, abs=0.01)
 
     verdict = json.loads((run_dir / "verdict.json").read_text())
-    assert set(verdict) == {"reproduced", "claims"} and verdict["reproduced"] is True
+    assert set(verdict) == {"reproduced", "verdict", "health_failures", "claims"} and verdict["reproduced"] is True
+    assert verdict["verdict"] == "reproduced" and verdict["health_failures"] == []  # a healthy substrate
     assert [c["id"] for c in verdict["claims"]] == ["pie-near-target", "red-follows-load", "red-above-pie-under-load"]
     assert all(set(c) == {"id", "text", "status", "holds", "evidence"} for c in verdict["claims"])
     assert all(c["status"] == "holds" and c["holds"] is True for c in verdict["claims"])
@@ -362,11 +369,12 @@ def test_end_to_end(tmp_path, capsys):
     thr = tidy[(tidy["trial"] == "pie-unlimited") & (tidy["metric"] == "throughput_mbit")]["value"]
     assert thr.median() == pytest.approx(9.7, abs=0.1)
     lag = tidy[(tidy["trial"] == "red-limited") & (tidy["node"] == "client3") & (tidy["metric"] == "flow_start_lag_s")]
-    assert lag["value"].max() == pytest.approx(0.95, abs=1e-3)
+    assert lag["value"].max() == pytest.approx(0.0095, abs=1e-4)
 
     report = (run_dir / "report.md").read_text()
     for text in ["Fig. 8", "figures/queueing-delay.png", "| aqm | variant | phase |", "pie-near-target",
-                 "6.1.0-test", "abc1234", "2016", "Time scale: 0.1"]:
+                 "6.1.0-test", "abc1234", "2016", "Time scale: 0.1", "## Health of the substrate",
+                 "| pie-unlimited | nodes_cpu_busy | 40.0 % | 60.0 % | pass |"]:
         assert text in report, text
 
     assert analysis.analyze_run(run_dir) == verdict  # re-run replaces outputs with the same result
@@ -378,7 +386,7 @@ def test_missing_files_refused_then_partial(tmp_path):
     (run_dir / "raw" / "pie-limited" / "router" / "qdisc.jsonl").unlink()
     import shutil
     shutil.rmtree(run_dir / "raw" / "red-unlimited")
-    with pytest.raises(AnalysisError, match=r"raw_sha256: 12 raw files differ from the record: .*"
+    with pytest.raises(AnalysisError, match=r"raw_sha256: 26 raw files differ from the record: .*"
                                             r"raw/red-limited/client3/ping.txt \(missing\).*add --partial"):
         analysis.analyze(run_dir, figures=False)
     assert sorted(p.name for p in run_dir.iterdir()) == ["raw", "run.json"]  # nothing written
