@@ -6,9 +6,11 @@ Prints, from run.json, timings.json (written by ``netrepro reproduce``) and raw/
   provisioning, trials, analysis, teardown);
 - the sum of the trials' schedules (base RTT + phases) and the orchestration overhead
   ``(wall - sum of trial durations) / sum of trial durations``;
-- phase-start skew per trial and phase (ms) and its maximum;
-- the share of ping samples recorded: replies in ping.txt / (schedule / interval) per client;
-- how busy the bottleneck node's CPU was during each trial (from its /proc/stat snapshots).
+- the health checks of each trial's substrate (:func:`analysis.health.trial_health`, the
+  same the analysis judges the verdict by): CPU busy of the nodes' machine, ping samples
+  received, flow-start lag and skew per phase, the collectors' sampling, queueing delay
+  beyond the buffer's drain time, the controller machine's load and CPU busy; each against
+  the experiment file's ``health:`` thresholds.
 
 Like the analysis, it first validates run.json and checks every raw file against its
 sha256 sums (analysis.run.open_run): a damaged run is refused (exit 2, one line naming each
@@ -19,16 +21,12 @@ computes the figures from what is there and lists the incomplete trials. Nothing
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
-import re
 import sys
 from pathlib import Path
 
 from netrepro.spec import REPO_ROOT, SpecError
-
-REPLY = re.compile(r"^\[\d+\.\d+\] \d+ bytes from .*time=")
 
 
 def _num(x) -> float | None:
@@ -42,37 +40,9 @@ def _dict(x) -> dict:
     return x if isinstance(x, dict) else {}
 
 
-def _text(path: Path) -> str | None:
-    """A raw file's text (undecodable bytes replaced), None when it cannot be read."""
-    try:
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except OSError:
-        return None
-
-
 def _duration_s(record: dict, phases: list[dict]) -> float:
     """A trial's schedule (s): run.json's ``duration_s``, else the end of its last phase."""
     return _num(record.get("duration_s")) or max(p["end_s"] for p in phases)
-
-
-def ping_share(run) -> dict[str, float]:
-    """trial/client -> replies recorded / samples expected (duration / interval), for every
-    ping.txt of a trial that ran (``run``: analysis.run.RunInfo)."""
-    spec = run.spec
-    interval = next((c["interval_s"] for c in spec["collectors"] if c["kind"] == "ping"), 0.1)
-    records = {t.get("id"): t for t in run.data["trials"]}
-    out = {}
-    for t in run.trials:
-        if not t.ran:
-            continue
-        expected = _duration_s(records[t.id], t.phases) / interval
-        for p in sorted((run.raw_dir / t.id).glob("*/ping.txt")):
-            text = _text(p)
-            if text is None:
-                continue
-            n = sum(1 for line in text.splitlines() if REPLY.match(line))
-            out[f"{t.id}/{p.parent.name}"] = n / expected if expected else float("nan")
-    return out
 
 
 def _timings(run_dir: Path, partial: bool) -> tuple[dict, list[str]]:
@@ -94,17 +64,6 @@ def _timings(run_dir: Path, partial: bool) -> tuple[dict, list[str]]:
     return {}, ["timings.json: not a JSON object of step -> seconds; ignored"]
 
 
-def _cpu_busy(trial_dir: Path) -> float | None:
-    from netrepro.controller import cpu_busy
-
-    try:
-        before = json.loads(_text(trial_dir / "meta-before.json") or "")
-        after = json.loads(_text(trial_dir / "meta-after.json") or "")
-        return cpu_busy(before, after) if isinstance(before, dict) and isinstance(after, dict) else None
-    except (ValueError, TypeError, IndexError, ZeroDivisionError):
-        return None
-
-
 def figures(run_dir: Path, partial: bool = False) -> dict:
     """The figures above as a dict (also what ``--json`` prints).
 
@@ -116,8 +75,8 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
             partial), timings.json junk (unless partial); one line naming the file and field.
         SpecError: the spec in run.json does not validate.
     """
+    from analysis.health import trial_health
     from analysis.run import open_run
-    from netrepro.controller import phase_start_skew
 
     run = open_run(run_dir, partial=partial)
     timings, notes = _timings(run.dir, partial)
@@ -127,20 +86,8 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
     sched = sum(_duration_s(records[t.id], t.phases) + (_num(records[t.id].get("base_rtt_s")) or 0) for t in ran)
     wall_trials = _num(data.get("wall_s")) or sum(_num(records[t.id].get("wall_s")) or 0 for t in ran)
     wall_total = _num(timings.get("total_s")) or wall_trials
-    # recomputed from the raw flows.csv, so runs recorded by older versions are measured alike
-    per_trial = {}
-    for t in ran:
-        if t.start_epoch_s is None:
-            continue
-        try:
-            per_trial[t.id] = phase_start_skew(spec, run.time_scale, run.raw_dir / t.id, t.start_epoch_s)
-        except (OSError, ValueError, csv.Error):
-            notes.append(f"raw/{t.id}: flows files unreadable; no phase-start skew")
-    skews = {f"{tid}/{ph}": v["skew_ms"] for tid, phs in per_trial.items() for ph, v in phs.items()}
-    lags = {f"{tid}/{ph}": v["lag_ms"] for tid, phs in per_trial.items() for ph, v in phs.items()}
-    shares = ping_share(run)
-    bn = spec["bottleneck"]["node"]
-    busy = {t.id: _cpu_busy(run.raw_dir / t.id / bn) for t in ran}
+    # recomputed from raw/ and run.json, so runs recorded by older versions are measured alike
+    health = {t.id: trial_health(spec, records[t.id], run.raw_dir / t.id, run.time_scale) for t in ran}
     site_t = _dict(data.get("timings_s"))
     return {
         "run": str(run_dir), "site": data.get("site"), "mode": data.get("mode"), "time_scale": run.time_scale,
@@ -153,10 +100,7 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
                         "trials": wall_trials, "analysis": _num(timings.get("analyze_s")),
                         "down": _num(timings.get("down_s"))},
         "trial_wall_s": {t.id: _num(records[t.id].get("wall_s")) for t in ran},
-        "phase_start_skew_ms": skews, "max_phase_start_skew_ms": max(map(abs, skews.values())) if skews else None,
-        "max_phase_start_lag_ms": max(lags.values()) if lags else None,
-        "bottleneck_cpu_busy": busy,
-        "ping_share": shares, "min_ping_share": min(shares.values()) if shares else None,
+        "health": health, "health_passed": all(h["passed"] for h in health.values()),
         "raw_check": run.raw_check.summary(),
         "incomplete_trials": {t.id: t.incomplete for t in run.trials if t.incomplete},
         "notes": notes,
@@ -198,17 +142,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"orchestration overhead (wall - schedule) / schedule: {f['overhead_total']:.2f} overall, {f['overhead_trials']:.2f} within the trials step")
     print("where the time goes (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["breakdown_s"].items() if v is not None))
     print("trial wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["trial_wall_s"].items() if v is not None))
-    if any(v is not None for v in f["bottleneck_cpu_busy"].values()):
-        print("bottleneck node CPU busy during each trial (all nodes' in the micro-VM): "
-              + ", ".join(f"{k} {v:.0%}" for k, v in f["bottleneck_cpu_busy"].items() if v is not None))
-    if f["max_phase_start_skew_ms"] is not None:
-        print(f"phase-start skew across clients: max |skew| {f['max_phase_start_skew_ms']:.0f} ms "
-              f"(each phase's lag minus the first phase's; largest lag behind the schedule {f['max_phase_start_lag_ms']:.0f} ms)")
-        print("  " + ", ".join(f"{k} {v:.0f}" for k, v in f["phase_start_skew_ms"].items()))
-    if f["min_ping_share"] is not None:
-        print(f"ping samples recorded: min {f['min_ping_share']:.1%} of expected; "
-              + ", ".join(f"{k} {v:.1%}" for k, v in f["ping_share"].items()))
+    print_health(f["health"])
     return 0
+
+
+def print_health(health: dict[str, dict]) -> None:
+    """The health checks (trial id -> :func:`analysis.health.trial_health`), one line per
+    trial with every check against its threshold, then the detail of each failed check."""
+    from analysis.health import describe
+
+    if not health:
+        return
+    failed = sum(not h["passed"] for h in health.values())
+    judged = any(c["passed"] is not None for h in health.values() for c in h["checks"])
+    if not judged:
+        print("health of the substrate: measured, not judged (the experiment file as run has no `health:` thresholds)")
+    else:
+        print("health of the substrate (thresholds: the experiment file's `health:`): "
+              + (f"{failed} of {len(health)} trials FAILED a check" if failed else f"all {len(health)} trials pass"))
+    for tid, h in health.items():
+        word = ("pass" if h["passed"] else "FAILED") if judged else "measured"
+        print(f"  {tid} {word}: " + ", ".join(describe(c) for c in h["checks"]))
+        for c in h["checks"]:
+            if c["passed"] is False:
+                print(f"    {c['id']}: {c['detail']}")
 
 
 if __name__ == "__main__":

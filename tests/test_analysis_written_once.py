@@ -224,7 +224,9 @@ def test_partial_junk_raw_files_do_not_crash(tmp_path, version):
     p = _cli("pie-vs-red", "--run", str(run), "--json", "--partial", module="netrepro.bench")
     assert p.returncode == 0, p.stderr
     f = json.loads(p.stdout)
-    assert f["bottleneck_cpu_busy"]["red-limited"] is None and f["ping_share"]["pie-unlimited/client1"] == 0
+    checks = {tid: {c["id"]: c for c in h["checks"]} for tid, h in f["health"].items()}
+    assert checks["red-limited"]["nodes_cpu_busy"]["value"] is None  # meta-after.json is junk
+    assert checks["pie-unlimited"]["ping_received"]["value"] == 0  # ping.txt is junk
     assert sorted(f["incomplete_trials"]) == ["pie-limited", "pie-unlimited", "red-limited", "red-unlimited"]
     p = _cli("pie-vs-red", "--run", str(run), module="netrepro.bench")
     assert p.returncode == 2 and "5 raw files differ from the record" in p.stderr
@@ -234,7 +236,10 @@ def test_bench_on_an_intact_run(tmp_path):
     run = _copy(tmp_path)
     p = _cli("pie-vs-red", "--run", str(run), module="netrepro.bench")
     assert p.returncode == 0, p.stderr
-    assert "raw files: all 148 raw files match" in p.stdout and "ping samples recorded: min 100.0%" in p.stdout
+    assert "raw files: all 148 raw files match" in p.stdout
+    # the recorded run's spec has no health thresholds: measured, not judged
+    assert "health of the substrate: measured, not judged" in p.stdout
+    assert "pie-limited measured: nodes_cpu_busy not measured, ping_received 90.0 %, flow_start_lag 99 ms" in p.stdout
     assert sorted(p.relative_to(run).as_posix() for p in run.rglob("*") if p.is_file() and "raw" not in p.parts) == ["run.json"]
 
 
