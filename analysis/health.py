@@ -15,7 +15,7 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
   every node shares one machine (the same /proc/stat); on a testbed each node is its own,
   and the busiest one counts.
 - ``ping_received``: per pinging node, echo replies to the probes sent within the schedule
-  ``[start, start + duration]`` / the probes the schedule asks for (duration / interval,
+  ``[start - interval, start + duration]`` / the probes the schedule asks for (duration / interval,
   as roles/collectors/files/nr-ping.sh counts them); the smallest; ``fraction``;
   ``ping_received_min_fraction``. Probes dropped by the AQM count as missing here too.
 - ``flow_start_lag``: for each time of the schedule at which flow groups start (the phases
@@ -172,7 +172,8 @@ def _ping_counts(spec, start: float, duration: float, trial_dir: Path) -> dict[s
     out = {}
     for node, interval in _ping_nodes(spec).items():
         p = _probes(_text(trial_dir / node / "ping.txt"), interval)
-        inside = p[(p["sent_epoch_s"] >= start - interval / 2) & (p["sent_epoch_s"] <= start + duration)]
+        # the first probe may go up to one interval early (the node's clock against the start's)
+        inside = p[(p["sent_epoch_s"] >= start - interval) & (p["sent_epoch_s"] <= start + duration)]
         out[node] = (len(inside), int(inside["answered"].sum()), max(1, round(duration / interval)))
     return out
 
