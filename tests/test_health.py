@@ -1,0 +1,370 @@
+"""The health checks of a trial's substrate (analysis/health.py) and what they do to the verdict.
+
+On copies of the real recorded run tests/data/pie-vs-red-local-0.1 (never modified), judged by
+the thresholds of the committed experiments/pie-vs-red/experiment.yml. That run predates the
+snapshots of /proc/stat and the controller's CPU record, so each copy first gets them (45 %
+busy nodes, a quiet controller); then its raw files are altered the way a sick substrate
+would leave them (a flow started 2 s late, pings lost or never sent, a 900 ms RTT, a busy
+CPU, queue samples missing), with run.json's sha256 sums updated as a run would record them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+import analysis
+from analysis import health as health_mod
+from analysis.__main__ import main as analysis_main
+from analysis.health import host_cpu_ticks, trial_health
+from analysis.verdict import verdict_line
+from netrepro import bench
+from netrepro.controller import cpu_busy, sha256_tree
+from netrepro.spec import Spec, load_spec
+
+DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
+HEALTH = load_spec("pie-vs-red")["health"]
+#: /proc/stat cpu lines (user nice system idle iowait irq softirq steal guest guest_nice), 45 % busy between them
+TICKS_BEFORE, TICKS_AFTER = "1000 0 1000 8000 0 0 0 0 0 0", "1300 0 1150 8550 0 0 0 0 0 0"
+CONTROLLER = {"controller_loadavg": {"before": [0.8, 0.7, 0.6], "after": [1.2, 0.9, 0.7]},
+              "controller_cores": 2, "controller_cpu_busy": 0.55}
+
+
+def _edit_json(path: Path, **fields) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+
+
+def _rehash(run: Path) -> None:
+    """run.json's raw_sha256 as netrepro run would have recorded the altered files."""
+    data = json.loads((run / "run.json").read_text())
+    data["raw_sha256"] = sha256_tree(run / "raw")
+    (run / "run.json").write_text(json.dumps(data))
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    """A copy of the recorded run with the committed health thresholds, node snapshots of
+    /proc/stat and the controller's record, as today's `netrepro run` writes them."""
+    run = tmp_path / "run"
+    shutil.copytree(DATA, run, ignore=shutil.ignore_patterns("expected", "README.md"))
+    data = json.loads((run / "run.json").read_text())
+    data["spec"]["health"] = dict(HEALTH)
+    for t in data["trials"]:
+        t.update(CONTROLLER)
+        for node in (run / "raw" / t["id"]).iterdir():
+            _edit_json(node / "meta-before.json", cpu_ticks=TICKS_BEFORE)
+            _edit_json(node / "meta-after.json", cpu_ticks=TICKS_AFTER)
+    (run / "run.json").write_text(json.dumps(data))
+    _rehash(run)
+    return run
+
+
+def _health(run: Path, tid: str = "red-limited", **record_fields) -> dict:
+    data = json.loads((run / "run.json").read_text())
+    record = {**next(t for t in data["trials"] if t["id"] == tid), **record_fields}
+    return trial_health(Spec.from_data(data["spec"]), record, run / "raw" / tid, data["time_scale"])
+
+
+def _checks(h: dict) -> dict[str, dict]:
+    return {c["id"]: c for c in h["checks"]}
+
+
+def _failed(h: dict) -> list[str]:
+    return [c["id"] for c in h["checks"] if c["passed"] is False]
+
+
+def _start(run: Path, tid: str) -> float:
+    return next(t for t in json.loads((run / "run.json").read_text())["trials"] if t["id"] == tid)["start_epoch_s"]
+
+
+# --- a healthy trial ---------------------------------------------------------------------------
+def test_a_healthy_trial_passes_every_check(run):
+    h = _health(run)
+    assert h["passed"] is True and _failed(h) == []
+    c = _checks(h)
+    assert list(c) == ["nodes_cpu_busy", "ping_received", "flow_start_lag", "flow_start_skew", "sampling_ping",
+                       "sampling_qdisc_stats", "queue_delay_excess", "controller_load", "controller_cpu_busy"]
+    assert all(set(x) == {"id", "value", "threshold", "unit", "passed", "detail"} for x in h["checks"])
+    # the recorded trial's own numbers (TIME_SCALE 0.1: 25 s, 250 samples per collector)
+    assert c["nodes_cpu_busy"] == {**c["nodes_cpu_busy"], "value": 0.45, "threshold": 0.6, "unit": "fraction", "passed": True}
+    assert c["ping_received"]["value"] == 0.924 and "client3 (231 of 250)" in c["ping_received"]["detail"]
+    assert c["flow_start_lag"]["value"] == 0.5 and c["flow_start_lag"]["unit"] == "ms"
+    assert c["flow_start_lag"]["detail"] == "worst p1; p1 +0, p2 -234, p3 -183 ms"
+    assert c["flow_start_skew"]["value"] == 0.0
+    assert c["sampling_ping"]["value"] == 0.976 and c["sampling_qdisc_stats"]["value"] == 1.0
+    # RED's largest queueing delay, 132 ms, stays under the 160 ms the 200 KB buffer drains in
+    assert c["queue_delay_excess"]["value"] == -28.0 and "132.0 ms" in c["queue_delay_excess"]["detail"]
+    assert c["controller_load"]["value"] == 0.6 and c["controller_load"]["unit"] == "load per core"
+    assert c["controller_cpu_busy"]["value"] == 0.55
+
+
+def test_without_thresholds_everything_is_measured_not_judged(run):
+    data = json.loads((run / "run.json").read_text())
+    del data["spec"]["health"]
+    (run / "run.json").write_text(json.dumps(data))
+    h = _health(run, "red-unlimited")
+    assert h["passed"] is True
+    assert all(c["threshold"] is None and c["passed"] is None for c in h["checks"])
+    assert _checks(h)["queue_delay_excess"]["value"] == 153.0  # measured all the same
+
+
+# --- each check failing, with its numbers ---------------------------------------------------------
+def test_a_flow_started_2_s_late_fails_lag_and_skew(run):
+    path = run / "raw/red-limited/client2/flows.csv"  # the group opening p2 (5 s at TIME_SCALE 0.1)
+    rows = list(csv.reader(path.read_text().splitlines()))
+    starts = [float(r[3]) for r in rows[1:]]
+    rows[1][3] = f"{starts[0] + 2:.6f}"
+    path.write_text("\n".join(",".join(r) for r in rows) + "\n")
+    _rehash(run)
+    h = _health(run)
+    assert _failed(h) == ["flow_start_lag", "flow_start_skew"] and h["passed"] is False
+    c = _checks(h)
+    lag = (starts[0] + 2 - (_start(run, "red-limited") + 5.0)) * 1000
+    assert c["flow_start_lag"]["value"] == pytest.approx(lag, abs=0.05) and 1765 < lag < 1767
+    assert c["flow_start_lag"]["threshold"] == 100 and c["flow_start_lag"]["detail"].startswith("worst p2; ")
+    assert c["flow_start_skew"]["value"] == pytest.approx(2000.0, abs=0.05) and c["flow_start_skew"]["threshold"] == 20
+
+
+def test_pings_lost_fail_ping_received(run):
+    path = run / "raw/red-limited/client1/ping.txt"
+    lines, lost = path.read_text().splitlines(keepends=True), 0
+    for i, line in enumerate(lines):  # 60 replies in the middle of the trial become losses (ping -O)
+        m = re.match(r"^\[(\d+\.\d+)\] 64 bytes from .*icmp_seq=(\d+) ", line)
+        if m and 60 < int(m.group(2)) and lost < 60:
+            lines[i] = f"[{float(m.group(1)):.6f}] no answer yet for icmp_seq={m.group(2)}\n"
+            lost += 1
+    path.write_text("".join(lines))
+    _rehash(run)
+    h = _health(run)
+    assert _failed(h) == ["ping_received"]
+    c = _checks(h)["ping_received"]
+    assert c["value"] == round((233 - 60) / 250, 4) and c["threshold"] == 0.85  # 233 answered before
+    assert "lowest client1 (173 of 250)" in c["detail"]
+    assert _checks(h)["sampling_ping"]["value"] == 0.976  # the probes were still sent
+
+
+def test_pings_not_sent_fail_the_collectors_sampling(run):
+    path = run / "raw/red-limited/client2/ping.txt"
+    keep = [line for line in path.read_text().splitlines(keepends=True)
+            if not re.search(r"icmp_seq=(\d+)\b", line) or int(re.search(r"icmp_seq=(\d+)\b", line).group(1)) <= 150]
+    path.write_text("".join(keep))
+    _rehash(run)
+    c = _checks(_health(run))
+    assert c["sampling_ping"]["passed"] is False and c["sampling_ping"]["value"] == 0.6
+    assert "lowest client2 (150 of 250 samples in the schedule)" in c["sampling_ping"]["detail"]
+    assert c["ping_received"]["passed"] is False and c["ping_received"]["value"] < 0.6
+
+
+def test_queue_samples_missing_fail_the_collectors_sampling(run):
+    path = run / "raw/red-limited/router/qdisc.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[::2]))  # every other sample
+    _rehash(run)
+    h = _health(run)
+    assert _failed(h) == ["sampling_qdisc_stats"]
+    c = _checks(h)["sampling_qdisc_stats"]
+    assert c["value"] == 0.5 and c["threshold"] == 0.9 and "router (125 of 250 samples in the schedule)" in c["detail"]
+
+
+def test_a_900_ms_rtt_is_more_queueing_than_the_buffer_holds(run):
+    path = run / "raw/red-limited/client3/ping.txt"
+    text = path.read_text()
+    m = re.search(r"icmp_seq=100 ttl=63 time=\d+(\.\d+)? ms", text)
+    path.write_text(text.replace(m.group(0), "icmp_seq=100 ttl=63 time=900 ms"))
+    _rehash(run)
+    h = _health(run)
+    assert _failed(h) == ["queue_delay_excess"]
+    c = _checks(h)["queue_delay_excess"]
+    # client3's base RTT: the median of its base_rtt.txt, 102 ms; the buffer drains in 160 ms
+    assert c["value"] == 900 - 102 - 160 and c["threshold"] == 20 and c["unit"] == "ms"
+    assert c["detail"].startswith("largest queueing delay 798.0 ms (client3 at ")
+    assert c["detail"].endswith("the buffer (200000 B at 10 Mbit/s) drains in 160.0 ms")
+
+
+def test_a_busy_node_machine_fails(run):
+    _edit_json(run / "raw/red-limited/router/meta-after.json", cpu_ticks="1600 0 1300 8100 0 0 0 0 0 0")
+    _rehash(run)
+    h = _health(run)
+    assert _failed(h) == ["nodes_cpu_busy"]
+    c = _checks(h)["nodes_cpu_busy"]
+    assert c["value"] == 0.9 and c["threshold"] == 0.6 and c["detail"].startswith("busiest router 90.0% of 7")
+
+
+def test_a_loaded_controller_fails(run):
+    h = _health(run, controller_loadavg={"before": [0.5, 0.5, 0.5], "after": [4.0, 2.0, 1.0]}, controller_cpu_busy=0.97)
+    assert _failed(h) == ["controller_load", "controller_cpu_busy"]
+    c = _checks(h)
+    assert c["controller_load"]["value"] == 2.0 and c["controller_load"]["threshold"] == 1.5
+    assert c["controller_load"]["detail"] == "1-min load average 0.5 before, 4 after, on 2 cores"
+    assert c["controller_cpu_busy"]["value"] == 0.97 and c["controller_cpu_busy"]["threshold"] == 0.9
+
+
+# --- odd data: failed checks, never an exception -----------------------------------------------------
+def test_odd_data_fails_checks_and_never_raises(run, monkeypatch):
+    junk = bytes(range(256)) * 20
+    (run / "raw/red-limited/client1/flows.csv").write_bytes(junk)
+    (run / "raw/red-limited/client3/ping.txt").unlink()
+    (run / "raw/red-limited/router/meta-after.json").write_bytes(junk)
+    h = _health(run, controller_loadavg="junk", controller_cores=None, controller_cpu_busy=float("nan"))
+    c = _checks(h)
+    assert h["passed"] is False
+    assert c["nodes_cpu_busy"]["passed"] is True  # the other six nodes' snapshots still count
+    assert "no snapshots from router" in c["nodes_cpu_busy"]["detail"]
+    assert c["flow_start_lag"]["value"] is None and c["flow_start_lag"]["passed"] is False
+    assert c["flow_start_lag"]["detail"] == "not measured: client1/flows.csv has no flow start"
+    assert c["ping_received"]["detail"] == "not measured: client3/ping.txt missing"
+    assert c["controller_load"]["detail"] == "not measured: run.json has no controller_loadavg before and after the trial"
+    assert c["controller_cpu_busy"]["detail"] == "not measured: run.json has no controller_cpu_busy"
+
+    # no start time, no raw folder, not even a record
+    h = trial_health(load_spec("pie-vs-red"), None, run / "raw" / "no-such-trial", 0.1)
+    assert h["passed"] is False and all(c["passed"] is False and c["value"] is None for c in h["checks"])
+    assert _checks(h)["flow_start_lag"]["detail"] == "not measured: run.json has no start_epoch_s for the trial"
+
+    # a measurement that raises is a failed check naming the error; the others go on
+    def boom(*_, **__):
+        raise ZeroDivisionError("odd data")
+    monkeypatch.setattr(health_mod, "_controller_load", boom)
+    c = _checks(_health(run))
+    assert c["controller_load"]["passed"] is False and c["controller_load"]["detail"] == "not measured: ZeroDivisionError: odd data"
+    assert c["controller_cpu_busy"]["passed"] is True
+    monkeypatch.setattr(health_mod, "_trial_health", boom)
+    assert _health(run) == {"passed": False, "checks": [{"id": "health", "value": None, "threshold": None, "unit": "",
+                                                         "passed": False, "detail": "not measured: ZeroDivisionError: odd data"}]}
+
+
+def test_the_controller_reads_its_own_proc_stat(tmp_path):
+    ticks = host_cpu_ticks()
+    assert ticks is not None and len(ticks.split()) >= 8 and all(x.isdigit() for x in ticks.split())
+    busy = cpu_busy({"cpu_ticks": ticks}, {"cpu_ticks": " ".join(str(int(x) + 10) for x in ticks.split()[:8])})
+    assert busy == round(1 - 20 / 80, 3)  # idle and iowait are the 4th and 5th of 8 columns
+    stat = tmp_path / "stat"
+    stat.write_text("intr 1 2\ncpu  5 6 7 8 9 10 11 12 0 0\ncpu0 1 1 1 1 1 1 1 1 0 0\n")
+    assert host_cpu_ticks(stat) == "5 6 7 8 9 10 11 12 0 0"
+    assert host_cpu_ticks(tmp_path / "none") is None
+    assert cpu_busy({"cpu_ticks": None}, {"cpu_ticks": ticks}) is None  # as the record then says: not measured
+
+
+# --- the verdict, the report, bench -------------------------------------------------------------------
+def test_unhealthy_trials_make_the_verdict_inconclusive(run, capsys):
+    res = analysis.analyze(run, figures=False)
+    v = res.verdict
+    # the recorded unlimited trials, judged by today's thresholds: flows up to 4 s late and
+    # red-unlimited's delay 153 ms beyond what its buffer holds (a slow micro-VM at TIME_SCALE 0.1)
+    assert {h: res.health[h]["passed"] for h in res.health} == {
+        "pie-unlimited": False, "red-unlimited": False, "pie-limited": True, "red-limited": True}
+    assert v["verdict"] == "inconclusive" and v["reproduced"] is False
+    assert {"trial": "red-unlimited", "check": "queue_delay_excess", "value": 153.0, "threshold": 20, "unit": "ms",
+            "detail": "largest queueing delay 313.0 ms (client1 at 13.4 s); the buffer (200000 B at 10 Mbit/s) "
+                      "drains in 160.0 ms"} in v["health_failures"]
+    assert [(f["trial"], f["check"]) for f in v["health_failures"]] == [
+        ("pie-unlimited", "flow_start_lag"), ("pie-unlimited", "flow_start_skew"), ("pie-unlimited", "queue_delay_excess"),
+        ("red-unlimited", "flow_start_lag"), ("red-unlimited", "queue_delay_excess")]
+    status = {c["id"]: c for c in v["claims"]}
+    # pie-near-target's numbers fail (as recorded), but its unlimited trial was unhealthy: never "fails"
+    assert status["pie-near-target"]["status"] == "inconclusive" and status["pie-near-target"]["holds"] is None
+    assert status["pie-near-target"]["reason"].startswith(
+        "the substrate failed health checks: pie-unlimited: flow_start_lag 4059 ms (max 100 ms); ")
+    assert status["pie-near-target"]["reason"].endswith("; the numbers alone: fails")
+    assert status["red-above-pie-under-load"]["status"] == "inconclusive"
+    assert status["red-follows-load"]["status"] == "holds"  # reads red/limited only, a healthy trial
+    assert verdict_line(v).startswith("inconclusive: the substrate failed 5 health checks: "
+                                      "pie-unlimited: flow_start_lag 4059 ms (max 100 ms); ")
+    assert "red-unlimited: queue_delay_excess 153 ms (max 20 ms)" in verdict_line(v)
+    assert json.loads((run / "verdict.json").read_text()) == v
+
+    report = (run / "report.md").read_text()
+    assert "**Verdict: inconclusive** (1 of 3 claims hold; 2 inconclusive: a trial they read failed a health check" in report
+    assert "### pie-near-target: inconclusive" in report
+    assert "## Health of the substrate" in report
+    assert "| red-unlimited | queue_delay_excess | 153 ms | 20 ms | FAIL | largest queueing delay 313.0 ms" in report
+    assert "| red-limited | ping_received | 92.4 % | 85.0 % | pass | lowest client3 (231 of 250)" in report
+    section = report[report.index("## Health of the substrate"):report.index("## Data problems")]
+    assert section.count("| pie-limited | ") == 9 and section.count(" | FAIL | ") == 5  # every check of every trial
+
+    # the same inputs give the same bytes again
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    analysis.analyze(run, figures=False)
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+    capsys.readouterr()
+    assert analysis_main([str(run), "--no-figures"]) == 0
+    out = capsys.readouterr().out
+    assert "INCONCLUSIVE pie-near-target: the substrate failed health checks" in out
+    assert "verdict: inconclusive: the substrate failed 5 health checks" in out
+
+
+def test_a_sick_healthy_trial_turns_its_claims_inconclusive_too(run):
+    path = run / "raw/red-limited/client3/ping.txt"
+    text = path.read_text()
+    m = re.search(r"icmp_seq=100 ttl=63 time=\d+(\.\d+)? ms", text)
+    path.write_text(text.replace(m.group(0), "icmp_seq=100 ttl=63 time=900 ms"))
+    _rehash(run)
+    v = analysis.analyze(run, figures=False).verdict
+    assert [c["status"] for c in v["claims"]] == ["inconclusive"] * 3
+    assert "red-limited: queue_delay_excess 638 ms (max 20 ms)" in v["claims"][1]["reason"]
+    assert v["claims"][1]["reason"].endswith("the numbers alone: holds")
+    assert ("red-limited", "queue_delay_excess", 638.0) in [(f["trial"], f["check"], f["value"]) for f in v["health_failures"]]
+
+
+def test_bench_prints_the_health_checks(run, capsys):
+    assert bench.main(["pie-vs-red", "--run", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "health of the substrate (thresholds: the experiment file's `health:`): 2 of 4 trials FAILED a check" in out
+    assert ("  red-limited pass: nodes_cpu_busy 45.0 % (max 60.0 %), ping_received 92.4 % (min 85.0 %), "
+            "flow_start_lag 0.5 ms (max 100 ms), flow_start_skew 0.0 ms (max 20 ms)") in out
+    assert "red-unlimited FAILED: " in out and "queue_delay_excess 153 ms (max 20 ms): FAILED" in out
+    assert "    queue_delay_excess: largest queueing delay 313.0 ms (client1 at 13.4 s)" in out
+    f = bench.figures(run)
+    assert f["health_passed"] is False and f["health"]["red-limited"] == _health(run)
+
+
+# --- the controller records each trial's health in run.json ------------------------------------------
+def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, capsys):
+    """controller._run_trial on the recorded red-limited trial: the playbook (which needs the
+    nodes) is replaced by what its fetch step leaves, one archive of raw files per node."""
+    import tarfile
+    from types import SimpleNamespace
+
+    from netrepro import controller
+
+    spec = load_spec("pie-vs-red")
+    recorded = next(t for t in json.loads((DATA / "run.json").read_text())["trials"] if t["id"] == "red-limited")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    tv = controller.trial_vars(spec, {"aqm": "red", "variant": "limited"}, 0.1, tmp_path / "fetch" / "archives", 30)
+
+    def playbook(name, inv, extravars, site, quiet=False):
+        fetch = Path(tv["fetch_dir"])
+        fetch.mkdir(parents=True)
+        for node in (DATA / "raw" / "red-limited").iterdir():
+            with tarfile.open(fetch / f"{node.name}.tar.gz", "w:gz") as tf:
+                for f in sorted(node.iterdir()):
+                    tf.add(f, arcname=f.name)
+        return SimpleNamespace(facts_set={"router": {"trial_start_epoch_s": recorded["start_epoch_s"]}})
+
+    steady = {n: {"offset_s": 0.0, "rtt_s": 0.01} for n in spec.nodes}
+    monkeypatch.setattr(controller, "_playbook", playbook)
+    monkeypatch.setattr(controller, "node_clocks", lambda inv: steady)
+    state: dict = {}
+    site = SimpleNamespace(load_state=lambda: dict(state), save_state=state.update)
+    record = controller._run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 1)
+
+    busy = record["controller_cpu_busy"]  # None when no tick passed between the two readings
+    assert busy is None or 0 <= busy <= 1
+    assert record["controller_cores"] >= 1
+    h = record["health"]
+    assert set(h) == {"passed", "checks"} and json.loads(json.dumps(h)) == h  # as run.json holds it
+    c = _checks(h)
+    # the recorded trial has no /proc/stat snapshots: that check fails, the others are its own numbers
+    assert c["nodes_cpu_busy"]["passed"] is False and c["nodes_cpu_busy"]["value"] is None
+    assert c["ping_received"] == {"id": "ping_received", "value": 0.924, "threshold": 0.85, "unit": "fraction",
+                                  "passed": True, "detail": "lowest client3 (231 of 250); client1 93.2%, client2 93.2%, client3 92.4%"}
+    assert c["queue_delay_excess"]["value"] == -28.0
+    assert h["passed"] is False
+    assert "[run] trial red-limited: health checks failed: nodes_cpu_busy not measured (max 60.0 %): FAILED" in capsys.readouterr().out
