@@ -56,6 +56,13 @@ CODEL = "aqms:\n  codel:\n    qdisc: codel\n    params: {target_ms: 5, interval_
 CLAIM0_AQM = "      kind: bound                 # every selected row's statistic within [min, max]\n      aqm: pie\n"
 
 
+def health_as(value: str):
+    """The committed experiment with its whole ``health:`` section replaced by ``health: <value>``."""
+    start = TEXT.index("\nhealth:\n") + 1
+    end = TEXT.index("\n\n", start) + 1
+    return edited((TEXT[start:end], f"health: {value}\n"))
+
+
 def bad_param(params: str):
     """A codel AQM (not in any trial) whose params are ``params`` (YAML flow mapping)."""
     return edited(("aqms:\n", f"aqms:\n  codel:\n    qdisc: codel\n    params: {params}\n"))
@@ -138,6 +145,40 @@ ROWS = [
     Row("key-read-as-boolean", VALIDATE,
         [FILE, "variants", "expected text keys", "True", "quote it"],
         setup=edited(("variants:\n", "variants:\n  on: {description: \"YAML reads on as true\"}\n"))),
+    # --- health thresholds: bounded numbers with their unit, on what is measured -----------
+    Row("health-fraction-above-one", VALIDATE,
+        [FILE, "health.nodes_cpu_busy_max_fraction", "expected a number >= 0 and <= 1", "got 1.5", "a fraction"],
+        setup=edited(("  nodes_cpu_busy_max_fraction: 0.6\n", "  nodes_cpu_busy_max_fraction: 1.5\n"))),
+    Row("health-negative-lag", VALIDATE,
+        [FILE, "health.flow_start_lag_max_ms", "expected a number >= 0 and <= 60000", "got -100", "ms"],
+        setup=edited(("  flow_start_lag_max_ms: 100\n", "  flow_start_lag_max_ms: -100\n"))),
+    Row("health-skew-1e12-ms", VALIDATE,
+        [FILE, "health.flow_start_skew_max_ms", "expected a number >= 0 and <= 60000", "got 1e+12"],
+        setup=edited(("  flow_start_skew_max_ms: 20\n", "  flow_start_skew_max_ms: 1.0e+12\n"))),
+    Row("health-load-per-core-1e6", VALIDATE,
+        [FILE, "health.controller_load_per_core_max", "expected a number >= 0 and <= 1000", "per core"],
+        setup=edited(("  controller_load_per_core_max: 1.5\n", "  controller_load_per_core_max: 1.0e+6\n"))),
+    Row("health-threshold-nan", VALIDATE,
+        [FILE, "health.queue_delay_excess_max_ms", "expected a finite number, got .nan"],
+        setup=edited(("  queue_delay_excess_max_ms: 20\n", "  queue_delay_excess_max_ms: .nan\n"))),
+    Row("health-threshold-as-text", VALIDATE,
+        [FILE, "health.ping_received_min_fraction", "expected type 'number'", "'85%'"],
+        setup=edited(("  ping_received_min_fraction: 0.85\n", "  ping_received_min_fraction: 85%\n"))),
+    Row("health-threshold-without-unit", VALIDATE,
+        [FILE, "health", "unknown field", "'flow_start_lag_ms' was unexpected", "flow_start_lag_max_ms"],
+        setup=edited(("  flow_start_lag_max_ms: 100\n", "  flow_start_lag_ms: 100\n"))),
+    Row("health-threshold-twice", VALIDATE,
+        [FILE, f"line {_line('  flow_start_skew_max_ms: 20')}", "duplicate key 'flow_start_lag_max_ms'"],
+        setup=edited(("  flow_start_skew_max_ms: 20\n", "  flow_start_lag_max_ms: 50\n"))),
+    Row("health-not-a-mapping", VALIDATE,
+        [FILE, "health", "expected type 'object'"],
+        setup=health_as("0.6")),
+    Row("health-empty", VALIDATE,
+        [FILE, "health", "should be non-empty", "thresholds of the substrate's health checks"],
+        setup=health_as("{}")),
+    Row("health-ping-threshold-without-ping-collector", VALIDATE,
+        [FILE, "health.ping_received_min_fraction", "no ping collector measures it", "or leave this threshold out"],
+        setup=edited(("  - {kind: ping, nodes: [clients], target: flow_server, interval_s: 0.1}\n", ""))),
     # --- TIME_SCALE: refused before any site is touched ----------------------------------
     Row("time-scale-1e-300-option", ["run", "pie-vs-red", "--time-scale", "1e-300"],
         ["TIME_SCALE", "expected a number from 0.001 to 100", "'1e-300'"]),
