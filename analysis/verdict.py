@@ -118,7 +118,7 @@ def claim_pairs(check: dict) -> list[tuple[str, str]]:
 
 
 def _failed_check(f: dict) -> str:
-    """``red-limited: flow_start_lag 15700 ms (max 100 ms)`` for one entry of health_failures."""
+    """``<trial>: flow_start_lag 15700 ms (max 100 ms)`` for one entry of health_failures."""
     from analysis.health import describe
 
     c = {"id": f["check"], "value": f["value"], "threshold": f["threshold"], "unit": f["unit"], "passed": None}
