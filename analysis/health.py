@@ -48,6 +48,7 @@ field not recorded) or whose computation raises fails, with the reason in ``deta
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -114,8 +115,6 @@ def _pct(x: float) -> str:
 
 # --- the measurements: each returns (value, detail) or raises _NotMeasured -------------------
 def _nodes_cpu_busy(spec, record: dict, trial_dir: Path, **_) -> tuple[float, str]:
-    import json
-
     from netrepro.controller import cpu_busy
 
     busy, missing = {}, []
