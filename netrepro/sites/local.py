@@ -1,12 +1,16 @@
 """The ``local`` site: the experiment's nodes as network namespaces on this machine.
 
-Two modes, chosen by probing the host kernel in a throwaway namespace:
+Three modes (``LOCAL_MODE``; ``auto`` chooses, see :meth:`LocalSite.choose_mode`):
 
 - ``host``: the host kernel can add netem, htb, pie and red qdiscs; the namespaces are built
   on the host and the controller reaches each node's sshd over the management bridge.
-- ``vm``: it cannot (as on these CI machines); the same namespaces are built inside a
-  micro-VM (virtme-ng + Debian's stock kernel, see :mod:`netrepro.sites.microvm`) and the
-  controller reaches them through the VM's sshd as a jump host.
+- ``uml``: it cannot (as on these CI machines); the same namespaces are built inside a
+  User-Mode Linux machine (Debian's stock UML kernel as a process, see
+  :mod:`netrepro.sites.uml`), whose management bridge is joined to a tap on the host: the
+  controller reaches the nodes' sshd directly.
+- ``vm``: the same inside a QEMU micro-VM (virtme-ng + Debian's stock kernel, see
+  :mod:`netrepro.sites.microvm`), reached through the VM's sshd as a jump host. Slower than
+  ``uml`` on machines without KVM (docs/local-modes.md); the choice when UML is missing.
 
 No account is needed. Everything the site makes is listed in its state and removed by
 ``release`` (``netrepro down``); running it twice is harmless.
@@ -14,6 +18,7 @@ No account is needed. Everything the site makes is listed in its state and remov
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import signal
@@ -23,7 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from netrepro.sites import microvm, netns
+from netrepro.sites import microvm, netns, uml
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, matches, mgmt_subnet, one_of, positive_int,
                                  positive_number)
 
@@ -32,6 +37,9 @@ PROBE_QDISCS = {"netem": ["netem", "delay", "1ms"], "htb": ["htb"], "pie": ["pie
                 ["red", "limit", "200000", "min", "50000", "max", "150000", "avpkt", "1500", "burst", "56",
                  "probability", "0.1", "bandwidth", "10mbit"]}
 DEFAULT_MGMT_SUBNET = "172.30.0.0/24"
+#: Why ``auto`` prefers UML to QEMU TCG: measured here (docs/local-modes.md, `make bench`).
+UML_OVER_TCG = ("measured faster than QEMU software emulation on machines without KVM (boot ~2 s vs ~15 s, "
+                "forwarding ~900 vs ~200 Mbit/s; docs/local-modes.md)")
 
 
 def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
@@ -58,19 +66,38 @@ def probe_host_qdiscs() -> dict[str, bool]:
         _run(["ip", "netns", "del", ns])
 
 
+def host_routes_overlapping(subnet: str) -> list[str]:
+    """The host's IPv4 routes (``ip -4 route``, main table) whose prefix overlaps ``subnet``,
+    as ``<prefix> dev <device>``; the default route is left out. [] when there are none."""
+    net = ipaddress.ip_network(subnet)
+    out = []
+    for line in _run(["ip", "-4", "-o", "route", "show", "table", "main"]).stdout.splitlines():
+        words = line.split()
+        if not words or words[0] == "default":
+            continue
+        try:
+            pfx = ipaddress.ip_network(words[0], strict=False)
+        except ValueError:
+            continue
+        if pfx.overlaps(net):
+            dev = words[words.index("dev") + 1] if "dev" in words else "?"
+            out.append(f"route {pfx} dev {dev}")
+    return out
+
+
 class LocalSite(Site):
     """Network namespaces on this machine, on the host or in a micro-VM.
 
-    Options: ``mode`` (auto|host|vm, default auto), ``mgmt_subnet`` (default 172.30.0.0/24),
-    ``vm_cpus`` (2), ``vm_memory`` ("2G"), ``boot_timeout_s`` (600).
+    Options: ``mode`` (auto|host|uml|vm, default auto), ``mgmt_subnet`` (default 172.30.0.0/24),
+    ``vm_cpus`` (2, QEMU only), ``vm_memory`` ("2G"), ``boot_timeout_s`` (600).
     """
 
     name = "local"
     OPTIONS = {
-        "mode": Option("auto, host or vm, default auto", one_of("auto", "host", "vm")),
+        "mode": Option("auto, host, uml or vm, default auto", one_of("auto", "host", "uml", "vm")),
         "mgmt_subnet": Option(f"management network, IPv4 CIDR, default {DEFAULT_MGMT_SUBNET}", mgmt_subnet()),
         "vm_cpus": Option("micro-VM vCPUs, default 2", positive_int),
-        "vm_memory": Option("micro-VM memory, default 2G", matches(r"[1-9][0-9]*[MGmg]?", "a size such as 2G or 2048M")),
+        "vm_memory": Option("memory of the micro-VM or UML machine, default 2G", matches(r"[1-9][0-9]*[MGmg]?", "a size such as 2G or 2048M")),
         "boot_timeout_s": Option("seconds to wait for the micro-VM, default 600", positive_number),
     }
     HOOKS = ("authorized_keys",)
@@ -81,7 +108,7 @@ class LocalSite(Site):
         return self.state_dir / "nodes"
 
     def _layout(self, mode: str) -> netns.Layout:
-        runtime = "/run/netrepro" if mode == "vm" else str(self.state_dir / "run")
+        runtime = str(self.state_dir / "run") if mode == "host" else "/run/netrepro"
         return netns.Layout(
             mgmt_subnet=self.options.get("mgmt_subnet") or DEFAULT_MGMT_SUBNET,
             config_dir=str(self.config_dir),
@@ -100,20 +127,31 @@ class LocalSite(Site):
 
     # --- plan --------------------------------------------------------------------------
     def choose_mode(self, log=print) -> str:
-        """``host`` or ``vm``: the option if given, else probe the host kernel."""
+        """``host``, ``uml`` or ``vm``: the option if given, else by what this machine can do.
+
+        ``auto``: ``host`` when the host kernel can add the qdiscs (probed in a throwaway
+        namespace); otherwise ``uml`` when user-mode-linux is installed, because it was
+        measured faster than QEMU's software emulation (:data:`UML_OVER_TCG`); otherwise ``vm``.
+        Says why in one line.
+        """
         mode = self.options.get("mode") or "auto"
-        if mode in ("host", "vm"):
+        if mode in ("host", "uml", "vm"):
             log(f"[local] mode {mode}: chosen by option")
             return mode
         if mode != "auto":
-            raise SiteError(f"LOCAL_MODE={mode}: expected auto, host or vm")
+            raise SiteError(f"LOCAL_MODE={mode}: expected auto, host, uml or vm")
         found = probe_host_qdiscs()
         missing = [k for k, ok in found.items() if not ok]
         if not missing:
             log("[local] mode host: the host kernel can add " + ", ".join(found) + " qdiscs")
             return "host"
-        log(f"[local] mode vm: the host kernel cannot add {', '.join(missing)} qdiscs "
-            f"(probed in a throwaway namespace); running the site in a micro-VM")
+        ok, why = uml.available()
+        if ok:
+            log(f"[local] mode uml: the host kernel cannot add {', '.join(missing)} qdiscs (probed in a throwaway "
+                f"namespace); User-Mode Linux is installed and {UML_OVER_TCG}")
+            return "uml"
+        log(f"[local] mode vm: the host kernel cannot add {', '.join(missing)} qdiscs (probed in a throwaway "
+            f"namespace) and User-Mode Linux cannot run ({why}); running the site in a QEMU micro-VM")
         return "vm"
 
     def plan(self) -> str:
@@ -173,6 +211,14 @@ class LocalSite(Site):
                 raise SiteError(f"site local: {tool} not found; run `make setup` (installs iproute2, openssh-server, ...)")
         mode = self.choose_mode(log)
         layout = self._layout(mode)
+        if mode == "uml":
+            ok, why = uml.available()
+            if not ok:
+                raise SiteError(f"site local: mode uml: {why}; run `make setup` or use LOCAL_MODE=vm")
+            clash = host_routes_overlapping(layout.mgmt_subnet)
+            if clash:
+                raise SiteError(f"site local: the management subnet {layout.mgmt_subnet} overlaps this host's "
+                                f"{', '.join(clash)}; choose another with --option mgmt_subnet=<CIDR>")
         if mode == "host":
             have_ns = set(_run(["ip", "netns", "list"]).stdout.split())
             have_links = {ln.split(":")[1].strip().split("@")[0] for ln in _run(["ip", "-o", "link"]).stdout.splitlines() if ":" in ln}
@@ -190,6 +236,9 @@ class LocalSite(Site):
             if r.returncode != 0:
                 raise SiteError(f"site local: build failed: {r.stderr.strip()[-500:]}")
             jump = None
+        elif mode == "uml":
+            self._start_uml(layout, log)
+            jump = None
         else:
             jump = self._start_vm(layout, log)
         from netrepro.inventory import write_known_hosts
@@ -202,6 +251,87 @@ class LocalSite(Site):
                   for n in self.spec.nodes}
         write_known_hosts(logins, self.known_hosts)
         self.save_logins(logins)
+
+    def _start_uml(self, layout: netns.Layout, log) -> None:
+        """Make the host's tap, boot the UML machine on it and wait until it has built the
+        site (``vm-ready``). Raises SiteError naming the log to read."""
+        st = self.load_state()
+        tap = uml.tap_name(st["id"])
+        st["tap"] = tap
+        self.save_state(st)
+        host_addr = f"{layout.controller_address()}/{ipaddress.ip_network(layout.mgmt_subnet).prefixlen}"
+        for argv in (["ip", "tuntap", "add", "name", tap, "mode", "tap"], ["ip", "addr", "add", host_addr, "dev", tap],
+                     ["ip", "link", "set", tap, "up"],
+                     # Offloads off on the host's end: with them on, TCP from the host into the
+                     # guest's bridge lost segments and stalled in retransmission back-off
+                     # (a 100 KB Ansible module took minutes); with them off, 1.3 Gbit/s.
+                     ["ethtool", "-K", tap, "tx", "off", "sg", "off", "tso", "off", "gso", "off"]):
+            r = _run(argv)
+            if r.returncode != 0:
+                raise SiteError(f"site local: {' '.join(argv)} failed: {r.stderr.strip()}")
+        for f in ("vm-ready", "vm-guest.log"):
+            (self.state_dir / f).unlink(missing_ok=True)
+        init = self.state_dir / "vm-main.sh"
+        init.write_text(uml.guest_init_script(
+            state_dir=self.state_dir, runtime_dir=layout.runtime_dir, build_script=self.state_dir / "build.sh",
+            mgmt_bridge=layout.mgmt_bridge, modules=uml.modules_dir()))
+        init.chmod(0o755)
+        argv = uml.uml_command(binary_path=uml.binary(), memory=str(self.options.get("vm_memory", "2G")),
+                               guest_init=init, tap=tap)
+        self._boot(argv, kernel=f"uml {uml.modules_dir().name}", log=log, what="UML machine")
+
+    def _record_uml(self, shell_pid: int) -> None:
+        """Record the UML kernel process: it calls setsid(2), so its own session and process
+        group (its pid), where all its guest processes live, is not the shell's."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for d in Path("/proc").iterdir():
+                if not d.name.isdigit():
+                    continue
+                ident = proc_identity(int(d.name))
+                if ident and ident.cmdline[:1] == [uml.binary()] and _ppid(int(d.name)) == shell_pid:
+                    st = self.load_state()
+                    st.update({"uml_pgid": int(d.name), "uml_starttime": ident.starttime, "uml_cmdline": ident.cmdline})
+                    self.save_state(st)
+                    return
+            time.sleep(0.05)
+
+    def _boot(self, argv: list[str], *, kernel: str, log, what: str, env: dict | None = None,
+              extra_state: dict | None = None) -> None:
+        """Start ``argv`` in its own session with its console appended to vm-console.log, record
+        who it is in the state, and wait for the guest's ``vm-ready`` (boot_timeout_s)."""
+        log_path = self.state_dir / "vm-console.log"
+        # The console is written to fd 1: a pipe keeps it appendable (and UML cannot poll a file).
+        shell = " ".join(subprocess.list2cmdline([a]) for a in argv) + f" < /dev/null 2>&1 | cat >> {log_path}"
+        t0 = time.time()
+        proc = subprocess.Popen(["sh", "-c", shell], start_new_session=True, env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        st = self.load_state()
+        # Who the process group's leader is: `down` kills the group only if it still is that.
+        ident = started_identity(proc.pid)
+        if ident:
+            st.update({"vm_starttime": ident.starttime, "vm_cmdline": ident.cmdline})
+        st.update({"vm_pgid": proc.pid, "kernel": kernel, **(extra_state or {})})
+        self.save_state(st)
+        if st["mode"] == "uml":
+            self._record_uml(proc.pid)
+        log(f"[local] booting the {what} (pgid {proc.pid})")
+        timeout = float(self.options.get("boot_timeout_s", 600))
+        ready = self.state_dir / "vm-ready"
+        while time.time() - t0 < timeout:
+            if ready.exists() and ready.read_text().strip():
+                break
+            if proc.poll() is not None:
+                raise SiteError(f"site local: the {what} exited during boot; see {log_path} and {self.state_dir / 'vm-guest.log'}")
+            time.sleep(0.2)
+        else:
+            raise SiteError(f"site local: the {what} was not ready after {timeout:.0f} s; see {self.state_dir / 'vm-guest.log'}")
+        if ready.read_text().strip() != "ready":
+            raise SiteError(f"site local: building the site inside the {what} failed; see {self.state_dir / 'vm-guest.log'}")
+        st = self.load_state()
+        st["vm_boot_s"] = round(time.time() - t0, 1)
+        self.save_state(st)
+        log(f"[local] {what} up and site built in {st['vm_boot_s']} s")
 
     def _start_vm(self, layout: netns.Layout, log) -> str:
         kernel = microvm.cached_kernel()
@@ -227,36 +357,8 @@ class LocalSite(Site):
                                    use_kvm=use_kvm)
         env = dict(os.environ)
         env["PATH"] = f"{Path(os.sys.executable).parent}:{env.get('PATH', '')}"
-        log_path = self.state_dir / "vm-console.log"
-        # QEMU writes the guest's console to /proc/self/fd/1; a pipe keeps it appendable.
-        shell = " ".join(subprocess.list2cmdline([a]) for a in argv) + f" < /dev/null 2>&1 | cat >> {log_path}"
-        t0 = time.time()
-        proc = subprocess.Popen(["sh", "-c", shell], start_new_session=True, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        st = self.load_state()
-        # Who the process group's leader is: `down` kills the group only if it still is that.
-        ident = started_identity(proc.pid)
-        if ident:
-            st.update({"vm_starttime": ident.starttime, "vm_cmdline": ident.cmdline})
-        st.update({"vm_pgid": proc.pid, "ssh_port": port, "kernel": kernel.release, "kvm": use_kvm, "vm_why": why})
-        self.save_state(st)
-        log(f"[local] booting the micro-VM (pgid {proc.pid}, SSH jump host 127.0.0.1:{port})")
-        timeout = float(self.options.get("boot_timeout_s", 600))
-        ready = self.state_dir / "vm-ready"
-        while time.time() - t0 < timeout:
-            if ready.exists() and ready.read_text().strip():
-                break
-            if proc.poll() is not None:
-                raise SiteError(f"site local: the micro-VM exited during boot; see {log_path} and {self.state_dir / 'vm-guest.log'}")
-            time.sleep(0.5)
-        else:
-            raise SiteError(f"site local: the micro-VM was not ready after {timeout:.0f} s; see {self.state_dir / 'vm-guest.log'}")
-        if ready.read_text().strip() != "ready":
-            raise SiteError(f"site local: building the site inside the micro-VM failed; see {self.state_dir / 'vm-guest.log'}")
-        st = self.load_state()
-        st["vm_boot_s"] = round(time.time() - t0, 1)
-        self.save_state(st)
-        log(f"[local] micro-VM up and site built in {st['vm_boot_s']} s")
+        self._boot(argv, kernel=kernel.release, log=log, what="micro-VM", env=env,
+                   extra_state={"ssh_port": port, "kvm": use_kvm, "vm_why": why})
         return f"root@127.0.0.1:{port}"
 
     # --- wait / release / status ---------------------------------------------------------
@@ -312,6 +414,8 @@ class LocalSite(Site):
             return
         if mode == "host":
             _run(["sh", str(self.state_dir / "teardown.sh")])
+        elif mode == "uml":
+            self._stop_uml(st, log)
         else:
             self._stop_vm(st, log)
         # Keys are per run: the next `up` makes new ones (and a new known_hosts).
@@ -320,6 +424,15 @@ class LocalSite(Site):
         for d in ("run", "ssh", "nodes"):
             shutil.rmtree(self.state_dir / d, ignore_errors=True)
         log(f"[local] torn down ({mode} mode)")
+
+    def _stop_uml(self, st: dict[str, Any], log) -> None:
+        """Kill the UML machine (everything the site built is in its memory) and delete the tap."""
+        for key in ("uml", "vm"):  # the UML kernel's own group first, then the shell and its console pipe
+            pgid = st.get(f"{key}_pgid")
+            if pgid and _pg_alive(pgid) and not _killpg(pgid, st.get(f"{key}_starttime"), st.get(f"{key}_cmdline")):
+                log(f"[local] process group {pgid} is not the UML machine that `up` started; leaving it alone")
+        if st.get("tap"):
+            _run(["ip", "link", "del", st["tap"]])
 
     def _stop_vm(self, st: dict[str, Any], log) -> None:
         from netrepro.inventory import write_known_hosts
@@ -363,9 +476,10 @@ class LocalSite(Site):
         st = self.load_state()
         out = {"site": "local", "reserved": bool(st.get("mode"))}
         out.update({k: st[k] for k in ("mode", "kernel", "kvm", "ssh_port", "vm_boot_s") if k in st})
-        if st.get("vm_pgid"):
-            out["vm_running"] = _pg_alive(st["vm_pgid"]) and vm_group_is_ours(
-                st["vm_pgid"], st.get("vm_starttime"), st.get("vm_cmdline"))
+        key = "uml" if st.get("uml_pgid") else "vm"
+        if st.get(f"{key}_pgid"):
+            out["vm_running"] = _pg_alive(st[f"{key}_pgid"]) and vm_group_is_ours(
+                st[f"{key}_pgid"], st.get(f"{key}_starttime"), st.get(f"{key}_cmdline"))
         return out
 
     def inventory_vars(self) -> dict[str, Any]:
@@ -383,6 +497,15 @@ def jump_sshd_config(layout: netns.Layout) -> str:
         f"AuthorizedKeysFile {layout.authorized_keys}", "PermitRootLogin prohibit-password",
         "AuthenticationMethods publickey", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
         "UsePAM yes", "StrictModes no", "UseDNS no", f"PidFile {layout.runtime_dir}/jump-sshd.pid", ""])
+
+
+def _ppid(pid: int) -> int | None:
+    """Parent pid of ``pid`` (field 4 of /proc/<pid>/stat), None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(b")") + 2:].split()[1])
 
 
 def _pg_alive(pgid: int) -> bool:

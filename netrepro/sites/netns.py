@@ -62,6 +62,12 @@ class Layout:
         net = ipaddress.ip_network(self.mgmt_subnet)
         return str(net.network_address + 1)
 
+    def controller_address(self) -> str:
+        """Address of the controller's own end of the management network (host 2), used when
+        the site is built in a machine joined to the host by a tap (the ``uml`` mode)."""
+        net = ipaddress.ip_network(self.mgmt_subnet)
+        return str(net.network_address + 2)
+
     def mgmt_address(self, index: int) -> str:
         """Management address of the node at position ``index`` (0-based) of the spec."""
         net = ipaddress.ip_network(self.mgmt_subnet)
