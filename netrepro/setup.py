@@ -1,14 +1,16 @@
 """``netrepro setup``: install what a site needs on this machine (idempotent).
 
 For the local site, every executable the site's code, its generated scripts and the roles'
-node scripts run is listed in :data:`LOCAL_EXECUTABLES` (and :data:`VM_EXECUTABLES` for the
-micro-VM mode) with the Debian package that provides it. ``setup`` installs the packages of
-what is missing (apt-get, as root) and, when the micro-VM is needed, caches its kernel.
-``setup --check`` verifies each executable and the kernel cache, names what is missing, and
-changes nothing: it creates no namespace, file or process.
+node scripts run is listed in :data:`LOCAL_EXECUTABLES` (and :data:`UML_EXECUTABLES` for the
+User-Mode Linux mode, :data:`VM_EXECUTABLES` for the micro-VM mode) with the Debian package
+that provides it. ``setup`` installs the packages of what is missing (apt-get, as root) and,
+when the micro-VM is needed, caches its kernel. ``setup --check`` verifies each executable
+and the kernel cache, names what is missing, and changes nothing: it creates no namespace,
+file or process.
 
-Which mode is needed is decided without touching the system (:func:`host_has_qdiscs`): from
-the running kernel's module lists, or from ``LOCAL_MODE``.
+Which mode is needed (:func:`local_mode`) follows
+:meth:`netrepro.sites.local.LocalSite.choose_mode`, decided without touching the system:
+from ``LOCAL_MODE``, else from the running kernel's module lists (:func:`host_has_qdiscs`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: Executable -> Debian package, for both modes of the local site. Audited from
-#: netrepro/sites/{local,netns,microvm}.py, netrepro/controller.py, the generated build and
-#: teardown scripts and roles/*/files/*.sh (names as called there).
+#: Executable -> Debian package, for every mode of the local site. Audited from
+#: netrepro/sites/{local,netns,microvm,uml,capacity}.py, netrepro/controller.py, the generated
+#: build, teardown and capacity scripts and roles/*/files/*.sh (names as called there).
 LOCAL_EXECUTABLES = {
     "ip": "iproute2", "tc": "iproute2", "ss": "iproute2", "bridge": "iproute2",
     "ssh": "openssh-client", "ssh-keygen": "openssh-client",
@@ -31,7 +33,11 @@ LOCAL_EXECUTABLES = {
     "sysctl": "procps", "pkill": "procps", "pgrep": "procps",
     "modprobe": "kmod", "depmod": "kmod",
     "python3": "python3", "git": "git", "tar": "tar", "gzip": "gzip",
+    "iperf3": "iperf3",  # the substrate's forwarding test (netrepro.sites.capacity), every mode
 }
+#: Executable -> Debian package, only when the site runs in User-Mode Linux
+#: (netrepro.sites.uml): Debian's UML kernel, whose package also ships its module tree.
+UML_EXECUTABLES = {"linux.uml": "user-mode-linux"}
 #: Executable -> Debian package, only when the site runs in the micro-VM. virtme-ng builds
 #: its initramfs with busybox and calls file(1) on the kernel; the kernel package is fetched
 #: with apt-get download and unpacked with dpkg -x (netrepro.sites.microvm).
@@ -76,35 +82,54 @@ def host_has_qdiscs(release: str | None = None, modules_root: Path = Path("/lib/
     return all(m in names for m in HOST_QDISC_MODULES)
 
 
-def needs_vm(mode: str | None = None) -> tuple[bool, str]:
-    """Whether the local site will need the micro-VM here, and why.
+def local_mode(mode: str | None = None, *, tun: Path | None = None, release: str | None = None,
+               modules_root: Path = Path("/lib/modules")) -> tuple[str, str]:
+    """The mode the local site will run in here (``host``, ``uml`` or ``vm``), and why.
 
-    ``mode`` is LOCAL_MODE (auto|host|vm; default auto). In auto mode the micro-VM is needed
-    unless the running kernel's module lists show every qdisc (``up`` probes for real later).
+    ``mode`` is LOCAL_MODE (auto|host|uml|vm; default: the environment's, else auto). As
+    :meth:`netrepro.sites.local.LocalSite.choose_mode` decides once setup has run: ``auto`` is
+    ``host`` when the running kernel's module lists show every qdisc (``release`` and
+    ``modules_root`` as :func:`host_has_qdiscs`'s; ``up`` probes for real later); else ``uml`` (setup installs user-mode-linux), unless ``tun`` (default
+    :data:`netrepro.sites.uml.TUN_DEVICE`, for UML's tap) is missing, then ``vm``. Reads files only.
+
+    Raises SiteError, worded as the site's own option check, when ``mode`` is not one of the
+    local site's modes (``LocalSite.OPTIONS["mode"]``).
     """
+    from netrepro.sites import uml
+    from netrepro.sites.base import SiteError
+    from netrepro.sites.local import LocalSite
+
+    tun = tun or uml.TUN_DEVICE
     mode = mode or os.environ.get("LOCAL_MODE") or "auto"
-    if mode == "host":
-        return False, "LOCAL_MODE=host"
-    if mode == "vm":
-        return True, "LOCAL_MODE=vm"
-    has = host_has_qdiscs()
+    problem = LocalSite.OPTIONS["mode"].check(mode, None)
+    if problem:
+        raise SiteError(f"site local: option mode={mode!r} (from LOCAL_MODE): {problem}")
+    if mode != "auto":
+        return mode, f"LOCAL_MODE={mode}"
+    has = host_has_qdiscs(release, modules_root)
     if has:
-        return False, f"the running kernel lists {', '.join(HOST_QDISC_MODULES)}"
+        return "host", f"the running kernel lists {', '.join(HOST_QDISC_MODULES)}"
     why = "the running kernel ships no module lists" if has is None else "the running kernel lacks some of " + ", ".join(HOST_QDISC_MODULES)
-    return True, why + "; the site will run in the micro-VM"
+    if not tun.exists():
+        return "vm", why + f"; {tun} is missing (User-Mode Linux's tap), so the site will run in the QEMU micro-VM"
+    return "uml", why + "; the site will run in User-Mode Linux (faster than QEMU software emulation, see the README)"
 
 
-def missing_executables(vm: bool) -> dict[str, str]:
-    """Executable -> Debian package for each executable of the mode that is not found."""
+def mode_executables(mode: str) -> dict[str, str]:
+    """Executable -> Debian package of everything the local site runs in ``mode`` (host|uml|vm)."""
     want = dict(LOCAL_EXECUTABLES)
-    if vm:
-        want.update(VM_EXECUTABLES)
-    return {exe: pkg for exe, pkg in want.items() if not _which(exe)}
+    want.update({"uml": UML_EXECUTABLES, "vm": VM_EXECUTABLES}.get(mode, {}))
+    return want
 
 
-def missing_packages(needs_vm: bool) -> list[str]:
-    """Debian packages providing the executables of the mode that are missing (sorted)."""
-    return sorted(set(missing_executables(needs_vm).values()))
+def missing_executables(mode: str) -> dict[str, str]:
+    """Executable -> Debian package for each executable of ``mode`` (host|uml|vm) that is not found."""
+    return {exe: pkg for exe, pkg in mode_executables(mode).items() if not _which(exe)}
+
+
+def missing_packages(mode: str) -> list[str]:
+    """Debian packages providing the executables of ``mode`` that are missing (sorted)."""
+    return sorted(set(missing_executables(mode).values()))
 
 
 def apt_install(packages: list[str]) -> None:
@@ -137,7 +162,8 @@ def setup(site: str = "local", check_only: bool = False, log=print, dev: bool = 
 
     ``dev``: only the build tools of the tests' packages (:func:`setup_dev`), nothing else.
     Returns a process exit code: 0 ready, 1 something is missing (check only, or not root).
-    Raises RuntimeError when apt-get fails and MicroVMError when the kernel cannot be fetched.
+    Raises RuntimeError when apt-get fails, MicroVMError when the kernel cannot be fetched and
+    SiteError when LOCAL_MODE is not a mode of the local site.
     """
     if dev:
         return setup_dev(check_only, log)
@@ -146,9 +172,11 @@ def setup(site: str = "local", check_only: bool = False, log=print, dev: bool = 
         return 0
     from netrepro.sites import microvm
 
-    vm, why = needs_vm()
-    log(f"[setup] local site, {'micro-VM' if vm else 'host'} mode: {why}")
-    missing = missing_executables(vm)
+    mode, why = local_mode()
+    vm = mode == "vm"
+    label = {"host": "host", "uml": "User-Mode Linux (uml)", "vm": "micro-VM (vm)"}[mode]
+    log(f"[setup] local site, {label} mode: {why}")
+    missing = missing_executables(mode)
     if missing:
         pkgs = sorted(set(missing.values()))
         names = ", ".join(f"{exe} ({pkg})" for exe, pkg in sorted(missing.items()))
@@ -157,11 +185,11 @@ def setup(site: str = "local", check_only: bool = False, log=print, dev: bool = 
             return 1
         log(f"[setup] installing {' '.join(pkgs)} (for {names})")
         apt_install(pkgs)
-        still = missing_executables(vm)
+        still = missing_executables(mode)
         if still:
             raise RuntimeError(f"after apt-get install, still missing: {', '.join(sorted(still))}")
     else:
-        log(f"[setup] all {len(LOCAL_EXECUTABLES) + (len(VM_EXECUTABLES) if vm else 0)} executables present")
+        log(f"[setup] all {len(mode_executables(mode))} executables present")
     if vm:
         k = microvm.cached_kernel()
         if k:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 UML_BINARY = "linux.uml"
 MODULES_ROOT = Path("/usr/lib/uml/modules")
+#: The host's tun/tap device (tun(4)): the management network's tap is made through it.
+TUN_DEVICE = Path("/dev/net/tun")
 #: Modules loaded before the site is built (the qdiscs and links the experiments use).
 GUEST_MODULES = ["overlay", "veth", "bridge", "dummy", "sch_htb", "sch_netem", "sch_pie", "sch_red", "sch_tbf",
                  "sch_codel", "sch_fq_codel", "sch_fq", "sch_cake", "sch_ingress", "tcp_bbr"]
@@ -50,8 +52,8 @@ def available() -> tuple[bool, str]:
         return False, f"{UML_BINARY} not found (Debian package user-mode-linux)"
     if not modules_dir():
         return False, f"no module tree under {MODULES_ROOT} (Debian package user-mode-linux)"
-    if not Path("/dev/net/tun").exists():
-        return False, "/dev/net/tun is missing (the tap device of the management network)"
+    if not TUN_DEVICE.exists():
+        return False, f"{TUN_DEVICE} is missing (the tap device of the management network)"
     return True, f"{binary()} with modules {modules_dir().name}"
 
 
@@ -88,6 +90,8 @@ def guest_init_script(*, state_dir: Path, runtime_dir: str, build_script: Path, 
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev 2>/dev/null
 mount -t tmpfs -o mode=0755 run /run; mount -t tmpfs -o mode=1777 tmp /tmp
 mkdir -p /dev/pts /dev/shm; mount -t devpts devpts /dev/pts; mount -t tmpfs shm /dev/shm
+# What udev would add: bash's process substitution opens /dev/fd/N.
+ln -sf /proc/self/fd /dev/fd; ln -sf /proc/self/fd/0 /dev/stdin; ln -sf /proc/self/fd/1 /dev/stdout; ln -sf /proc/self/fd/2 /dev/stderr
 mount -t hostfs -o {sd} state {sd}
 exec >> {sd}/vm-guest.log 2>&1 < /dev/null
 set -u
