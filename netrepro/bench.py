@@ -6,6 +6,9 @@ Prints, from run.json, timings.json (written by ``netrepro reproduce``) and raw/
   provisioning, trials, analysis, teardown);
 - the sum of the trials' schedules (base RTT + phases) and the orchestration overhead
   ``(wall - sum of trial durations) / sum of trial durations``;
+- the substrate's forwarding capacity, measured when the local site was reserved
+  (:mod:`netrepro.sites.capacity`: one iperf3 flow through a router namespace, offloads off;
+  run.json's ``site_status.capacity``);
 - the health checks of each trial's substrate (:func:`analysis.health.trial_health`, the
   same the analysis judges the verdict by): CPU busy of the nodes' machine, ping samples
   received, flow-start lag and skew per phase, the collectors' sampling, queueing delay
@@ -26,6 +29,7 @@ import math
 import sys
 from pathlib import Path
 
+from netrepro.sites.capacity import describe as describe_capacity
 from netrepro.spec import REPO_ROOT, SpecError
 
 
@@ -100,6 +104,8 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
                         "trials": wall_trials, "analysis": _num(timings.get("analyze_s")),
                         "down": _num(timings.get("down_s"))},
         "trial_wall_s": {t.id: _num(records[t.id].get("wall_s")) for t in ran},
+        # the local site's forwarding test at reserve time (netrepro.sites.capacity), as run.json recorded it
+        "capacity": _dict(data.get("site_status")).get("capacity"),
         "health": health, "health_passed": all(h["passed"] for h in health.values()),
         "raw_check": run.raw_check.summary(),
         "incomplete_trials": {t.id: t.incomplete for t in run.trials if t.incomplete},
@@ -142,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"orchestration overhead (wall - schedule) / schedule: {f['overhead_total']:.2f} overall, {f['overhead_trials']:.2f} within the trials step")
     print("where the time goes (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["breakdown_s"].items() if v is not None))
     print("trial wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["trial_wall_s"].items() if v is not None))
+    print(f"substrate: {describe_capacity(f['capacity'] if isinstance(f['capacity'], dict) else None)}")
     print_health(f["health"])
     return 0
 

@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from netrepro.sites import microvm, netns, uml
+from netrepro.sites import capacity, microvm, netns, uml
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, matches, mgmt_subnet, one_of, positive_int,
                                  positive_number)
 
@@ -187,6 +187,17 @@ class LocalSite(Site):
             netns.build_commands(self.spec, layout), strict=True, title=f"build the local site of {self.spec.name}"))
         (self.state_dir / "teardown.sh").write_text(netns.render_script(
             netns.teardown_commands(self.spec, layout), strict=False, title=f"tear down the local site of {self.spec.name}"))
+        # The substrate's forwarding test, run where the site is built, before it is built.
+        (self.state_dir / capacity.RESULT_FILE).unlink(missing_ok=True)
+        (self.state_dir / capacity.SCRIPT_FILE).write_text(capacity.script(self.state_dir / capacity.RESULT_FILE))
+
+    def _record_capacity(self, result: dict, log) -> None:
+        """Keep the forwarding test's result (:mod:`netrepro.sites.capacity`) in the state, for
+        ``status()`` (run.json's site_status) and ``make bench``; a failed test is recorded, not raised."""
+        st = self.load_state()
+        st["capacity"] = result
+        self.save_state(st)
+        log(f"[local] substrate: {capacity.describe(result)}")
 
     def reserve(self, log=print) -> None:
         """Build the site (idempotent: does nothing when this site is already up).
@@ -232,6 +243,8 @@ class LocalSite(Site):
                          "created_at": time.time(), "runtime_dir": layout.runtime_dir,
                          "mgmt_subnet": layout.mgmt_subnet})
         if mode == "host":
+            self._record_capacity(capacity.run_here(self.state_dir / capacity.SCRIPT_FILE,
+                                                    self.state_dir / capacity.RESULT_FILE), log)
             r = _run(["sh", str(self.state_dir / "build.sh")])
             if r.returncode != 0:
                 raise SiteError(f"site local: build failed: {r.stderr.strip()[-500:]}")
@@ -241,6 +254,9 @@ class LocalSite(Site):
             jump = None
         else:
             jump = self._start_vm(layout, log)
+        if mode != "host":  # run by the guest before its build (uml.guest_init_script, microvm.guest_main_script)
+            self._record_capacity(capacity.read_result(self.state_dir / capacity.RESULT_FILE,
+                                                       log_hint=str(self.state_dir / "vm-guest.log")), log)
         from netrepro.inventory import write_known_hosts
         mgmt = netns.mgmt_addresses(self.spec, layout)
         # The host keys made for this run are pinned: known_hosts holds exactly them.
@@ -274,7 +290,8 @@ class LocalSite(Site):
         init = self.state_dir / "vm-main.sh"
         init.write_text(uml.guest_init_script(
             state_dir=self.state_dir, runtime_dir=layout.runtime_dir, build_script=self.state_dir / "build.sh",
-            mgmt_bridge=layout.mgmt_bridge, modules=uml.modules_dir()))
+            mgmt_bridge=layout.mgmt_bridge, modules=uml.modules_dir(),
+            capacity_script=self.state_dir / capacity.SCRIPT_FILE))
         init.chmod(0o755)
         argv = uml.uml_command(binary_path=uml.binary(), memory=str(self.options.get("vm_memory", "2G")),
                                guest_init=init, tap=tap)
@@ -351,7 +368,7 @@ class LocalSite(Site):
         main.write_text(microvm.guest_main_script(
             state_dir=self.state_dir, runtime_dir=layout.runtime_dir, build_script=self.state_dir / "build.sh",
             teardown_script=self.state_dir / "teardown.sh", jump_sshd_config=jump_cfg,
-            stop_file=f"{layout.runtime_dir}/stop"))
+            stop_file=f"{layout.runtime_dir}/stop", capacity_script=self.state_dir / capacity.SCRIPT_FILE))
         argv = microvm.vng_command(kernel, ssh_port=port, rwdir=self.state_dir, guest_cmd=f"sh {main}",
                                    cpus=int(self.options.get("vm_cpus", 2)), memory=str(self.options.get("vm_memory", "2G")),
                                    use_kvm=use_kvm)
@@ -419,7 +436,8 @@ class LocalSite(Site):
         else:
             self._stop_vm(st, log)
         # Keys are per run: the next `up` makes new ones (and a new known_hosts).
-        for f in ("state.json", "vm-ready", "build.sh", "teardown.sh", "vm-main.sh", "jump_sshd_config"):
+        for f in ("state.json", "vm-ready", "build.sh", "teardown.sh", "vm-main.sh", "jump_sshd_config",
+                  capacity.SCRIPT_FILE, capacity.RESULT_FILE):
             (self.state_dir / f).unlink(missing_ok=True)
         for d in ("run", "ssh", "nodes"):
             shutil.rmtree(self.state_dir / d, ignore_errors=True)
@@ -475,7 +493,7 @@ class LocalSite(Site):
     def status(self) -> dict[str, Any]:
         st = self.load_state()
         out = {"site": "local", "reserved": bool(st.get("mode"))}
-        out.update({k: st[k] for k in ("mode", "kernel", "kvm", "ssh_port", "vm_boot_s") if k in st})
+        out.update({k: st[k] for k in ("mode", "kernel", "kvm", "ssh_port", "vm_boot_s", "capacity") if k in st})
         key = "uml" if st.get("uml_pgid") else "vm"
         if st.get(f"{key}_pgid"):
             out["vm_running"] = _pg_alive(st[f"{key}_pgid"]) and vm_group_is_ours(

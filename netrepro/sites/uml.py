@@ -78,7 +78,8 @@ def guest_init_script(*, state_dir: Path, runtime_dir: str, build_script: Path, 
     management bridge, say ready, then idle until the site is killed.
 
     Writes ``<state_dir>/vm-guest.log`` and ``<state_dir>/vm-ready`` ("ready" or "failed").
-    ``capacity_script``, if given, runs after the build (the substrate's forwarding test).
+    ``capacity_script``, if given, runs before the build (the substrate's forwarding test,
+    :mod:`netrepro.sites.capacity`); its failure is logged and does not stop the build.
     """
     q = shlex.quote
     sd = q(str(state_dir))
