@@ -505,6 +505,84 @@ def node_ssh_argv(host: str, hv: dict, command: str, connect_timeout_s: int = 30
     return argv + ["--", f"{hv.get('ansible_user', 'root')}@{hv.get('ansible_host', host)}", command]
 
 
+#: The barrier's rules (netrepro.controller.release_trial): the start is at least LEAD_MIN_S
+#: ahead and at least LEAD_ROUNDS times the slowest node's measured round trip; every node
+#: must acknowledge its release GUARD_S before the start, else the trial is aborted.
+BARRIER_LEAD_MIN_S = 1.0
+BARRIER_LEAD_ROUNDS = 4.0
+BARRIER_GUARD_S = 0.2
+
+
+class BarrierLate(RuntimeError):
+    """A node acknowledged the release too late (or not at all): the trial cannot start on time."""
+
+
+def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | None = None,
+                  timeout_s: float = 30) -> dict[str, Any]:
+    """Release every armed collector and flow group of a trial at one common start time.
+
+    playbooks/trial.yml arms them: each waits, without CPU, on a FIFO ``*.go`` in the node's
+    trial folder (``<netrepro_node_dir>/trials/<trial_id>``); the playbook's success is every
+    node's acknowledgement that it is armed. Then, in parallel over the nodes' SSH control
+    connections:
+
+    1. each node's round trip and clock are read (``date``); the start is chosen on the
+       bottleneck node's clock (the controller's clock plus its offset), ``lead`` ahead:
+       max(:data:`BARRIER_LEAD_MIN_S`, :data:`BARRIER_LEAD_ROUNDS` x the slowest round trip),
+       so that a slow node lengthens the lead;
+    2. the start time is written into every FIFO; each node answers with its clock once done.
+
+    Returns ``{"start_epoch_s", "lead_s", "round_trip_s": {host: s}, "ack_margin_s": {host: s}}``
+    (margin: start minus the node's acknowledgement, on its clock). Raises BarrierLate naming
+    each node that answered less than :data:`BARRIER_GUARD_S` before the start, or not at all.
+    """
+    hv = _inventory_hosts(inv)
+
+    def ssh(host: str, command: str) -> tuple[float, float, str | None]:
+        t0 = time.time()
+        try:
+            p = subprocess.run(node_ssh_argv(host, hv[host], command), capture_output=True, text=True,
+                               timeout=timeout_s, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return t0, time.time(), None
+        return t0, time.time(), p.stdout if p.returncode == 0 and p.stdout.split() else None
+
+    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
+        probe = dict(zip(hosts, pool.map(lambda h: ssh(h, "date +%s.%N"), hosts)))
+        dead = [h for h, (_, _, out) in probe.items() if out is None]
+        if dead:
+            raise BarrierLate(f"no answer from {', '.join(dead)} before the release")
+        rounds = {h: round(t1 - t0, 3) for h, (t0, t1, _) in probe.items()}
+        ref = bottleneck if bottleneck in probe else hosts[0]
+        t0, t1, out = probe[ref]
+        offset = float(out.split()[-1]) - (t0 + t1) / 2
+        lead = max(BARRIER_LEAD_MIN_S, BARRIER_LEAD_ROUNDS * max(rounds.values()))
+        start = round(time.time() + offset + lead, 6)
+
+        def go(host: str) -> tuple[float, float, str | None]:
+            d = shlex.quote(f"{hv[host].get('netrepro_node_dir') or '/var/lib/netrepro'}/trials/{trial_id}")
+            # A FIFO whose reader is gone would block the write: each write waits 5 s at most.
+            return ssh(host, f'for f in {d}/*.go; do [ -p "$f" ] || continue; timeout 5 sh -c \'echo "$1" > "$2"\' '
+                             f'_ {start:.6f} "$f" || echo "unreleased:${{f##*/}}"; done; echo; date +%s.%N')
+
+        acks = dict(zip(hosts, pool.map(go, hosts), strict=True))
+    margins, late = {}, []
+    for h, (_, _, out) in acks.items():
+        if out is None:
+            late.append(f"{h} did not acknowledge")
+            continue
+        stuck = [w.removeprefix("unreleased:") for w in out.split() if w.startswith("unreleased:")]
+        if stuck:
+            late.append(f"{h} could not release {', '.join(stuck)} (its process is gone)")
+            continue
+        margins[h] = round(start - float(out.split()[-1]), 3)
+        if margins[h] < BARRIER_GUARD_S:
+            late.append(f"{h} acknowledged {margins[h]:+.3f} s before the start (needs {BARRIER_GUARD_S} s)")
+    if late:
+        raise BarrierLate(f"barrier of trial {trial_id}, lead {lead:.2f} s: " + "; ".join(late))
+    return {"start_epoch_s": start, "lead_s": round(lead, 3), "round_trip_s": rounds, "ack_margin_s": margins}
+
+
 def node_clocks(inv: Path, samples: int = 3, timeout_s: float = 60) -> dict[str, dict]:
     """Each node's clock against the controller's, read over SSH (``date +%s.%N``).
 
@@ -959,8 +1037,18 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     from analysis import health  # the trial's health checks, and this machine's /proc/stat
     ticks_before = health.host_cpu_ticks()
     t0 = time.time()
+    extra = {"netrepro": role_vars(spec, tv["variant"]), "aqm_name": tv["aqm"], "trial": tv}
+    armed = sorted(set(tv["ping"]) | set(tv["qdisc_stats"]) | set(tv["flows"]))
     try:
-        res = _playbook("trial", inv, {"netrepro": role_vars(spec, tv["variant"]), "aqm_name": tv["aqm"], "trial": tv}, site)
+        _playbook("trial", inv, extra, site)
+        try:
+            barrier = release_trial(inv, armed, tid, spec["bottleneck"]["node"])
+        except BarrierLate as exc:
+            raise _TrialFailed(str(exc), stop=True) from None
+        log(f"[run] trial {tid}: released at a lead of {barrier['lead_s']} s (slowest round trip "
+            f"{max(barrier['round_trip_s'].values()):.3f} s, least margin {min(barrier['ack_margin_s'].values()):.3f} s)")
+        extra["trial"] = {**tv, "start_epoch_s": barrier["start_epoch_s"]}
+        _playbook("trial-end", inv, extra, site)
     except ansible.PlaybookError as exc:
         reason = playbook_failure(exc)
         try:
@@ -984,9 +1072,8 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     bn = spec["bottleneck"]["node"]
     before = _node_meta(tdir / bn / "meta-before.json")
     after = _node_meta(tdir / bn / "meta-after.json")
-    # The common start chosen on the bottleneck node (its set_fact), else inferred.
-    chosen = (res.facts_set.get(bn) or {}).get("trial_start_epoch_s")
-    start = float(chosen) if chosen else _trial_start(tdir, spec, tv)
+    # The common start the barrier released the nodes with.
+    start = barrier["start_epoch_s"]
     steps, problems = clock_problems(clocks_before, clocks_after)
     problems = check_trial_data(tv, tdir, start) + problems
     if problems:
@@ -1007,6 +1094,8 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         "id": tid, "aqm": tv["aqm"], "variant": tv["variant"], "status": "complete", "start_epoch_s": start,
         "phases": spec.scaled(time_scale)["phases"], "duration_s": tv["duration_s"],
         "base_rtt_s": tv["base_rtt_s"], "wall_s": round(wall, 1), "bottleneck_interface": bdev,
+        # the barrier: lead chosen, each node's round trip and how early it acknowledged
+        "barrier": {k: barrier[k] for k in ("lead_s", "round_trip_s", "ack_margin_s")},
         "qdisc_before": [q for q in before.get("qdiscs") or [] if q.get("dev") == bdev],
         "qdisc_after": [q for q in after.get("qdiscs") or [] if q.get("dev") == bdev],
         "phase_start_skew_ms": phase_start_skew(spec, time_scale, dest, start) if start else {},
@@ -1034,19 +1123,6 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
 def shutil_rm(path: Path) -> None:
     """Remove a folder tree if it exists."""
     shutil.rmtree(path, ignore_errors=True)
-
-
-def _trial_start(tdir: Path, spec: Spec, tv: dict) -> float | None:
-    """The common start time chosen on the bottleneck node, read back from the qdisc sampler
-    (it starts ``margin`` = 1 s before) or from the flow clients' files."""
-    import csv
-    for fg, p in zip(spec["flows"], flows_files(spec, tdir)):
-        if fg["start_s"] == 0 and p.is_file():
-            with p.open() as fh:
-                starts = [float(r["start_epoch_s"]) for r in csv.DictReader(fh) if r.get("start_epoch_s")]
-            if starts:
-                return round(min(starts), 3)
-    return None
 
 
 def cpu_busy(before: dict, after: dict) -> float | None:

@@ -187,14 +187,6 @@ def test_phase_start_skew_two_groups_on_one_client(tmp_path):
         "two": {"events": 1, "lag_ms": 50.0, "spread_ms": 0.0, "skew_ms": 40.0}}
 
 
-def test_trial_start_from_first_group(spec, tmp_path):
-    _flows_csv(tmp_path / "client1" / "flows.csv", [(1000.0123, 1250.0), (1000.0049, 1250.0)])
-    _flows_csv(tmp_path / "client2" / "flows.csv", [(999.0, 1200.0)])  # starts at 50 s: not used
-    assert controller._trial_start(tmp_path, spec, {}) == 1000.005
-    assert controller._trial_start(tmp_path / "none", spec, {}) is None
-
-
-# --- checksums and bottleneck interface -------------------------------------------------------------
 def test_sha256_tree(tmp_path):
     root = tmp_path / "raw"
     (root / "pie-limited" / "router").mkdir(parents=True)

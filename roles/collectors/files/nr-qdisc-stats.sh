@@ -6,39 +6,57 @@
 # read with the `read` builtin and the pauses are `read -t` timeouts: nothing is forked per
 # sample. A fork costs ~0.1 s on slow nodes (a QEMU TCG micro-VM), as much as the interval.
 # Deadline-based pauses keep the sampling from drifting. bash >= 5 for $EPOCHREALTIME.
+# Armed (START and END given as "armed<+|-seconds>", e.g. armed-1 and armed+26): the
+# background process makes the FIFO OUT.go and blocks reading it until the controller writes
+# the trial's common start time there (netrepro.controller.release_trial); START and END are
+# that time plus their offsets.
 # Usage: nr-qdisc-stats.sh OUT DEV START END INTERVAL_S [--background]
 set -eu
 out=$1 dev=$2 start=$3 end=$4 interval=$5 mode=${6:-}
 mkdir -p "$(dirname "$out")"
+case $start in armed*) rm -f "$out.go"; mkfifo "$out.go" ;; esac
 stats=/sys/class/net/$dev/statistics
 
-usec() {  # epoch seconds with a fraction (or $EPOCHREALTIME) -> integer microseconds
+usec() {  # epoch seconds with a fraction (or $EPOCHREALTIME) -> integer microseconds in USEC
+  # (a global, not $(usec ...): a command substitution forks a subshell).
   local s=${1%.*} f=${1#*.}
   [ "$s" = "$1" ] && f=0
   f=${f}000000
-  echo $(( 10#$s * 1000000 + 10#${f:0:6} ))
+  USEC=$(( 10#$s * 1000000 + 10#${f:0:6} ))
 }
 
 run() {
-  local next end_us step t tx txp q wait_us never tcw
-  next=$(usec "$start") end_us=$(usec "$end") step=$(usec "$interval")
+  local next end_us step t tx txp q wait_us never tcw tmo o go
+  case $start in
+    armed*)
+      read -r go < "$out.go"
+      rm -f "$out.go"
+      start=$(awk -v g="$go" -v o="${start#armed}" 'BEGIN { printf "%.6f", g + o }')
+      end=$(awk -v g="$go" -v o="${end#armed}" 'BEGIN { printf "%.6f", g + o }') ;;
+  esac
+  usec "$start"; next=$USEC
+  usec "$end"; end_us=$USEC
+  usec "$interval"; step=$USEC
   exec {never}<> <(:)   # a pipe nobody writes to: `read -t` on it is a fork-free sleep
   coproc TC { exec tc -s -j -batch -; }
   : > "$out"
+  exec {o}>> "$out"
   # Stop at END even when late samples pushed the schedule back (a slow node).
-  while (( next <= end_us && $(usec "$EPOCHREALTIME") <= end_us )); do
-    wait_us=$(( next - $(usec "$EPOCHREALTIME") ))
+  while usec "$EPOCHREALTIME"; (( next <= end_us && USEC <= end_us )); do
+    wait_us=$(( next - USEC ))
     if (( wait_us > 0 )); then
-      read -r -t "$(printf '%d.%06d' $(( wait_us / 1000000 )) $(( wait_us % 1000000 )))" -u "$never" _ || true
+      printf -v tmo '%d.%06d' $(( wait_us / 1000000 )) $(( wait_us % 1000000 ))
+      read -r -t "$tmo" -u "$never" _ || true
     fi
     t=$EPOCHREALTIME
     read -r tx < "$stats/tx_bytes"
     read -r txp < "$stats/tx_packets"
     echo "qdisc show dev $dev" >&"${TC[1]}"
     read -r q <&"${TC[0]}"
-    printf '{"t":%s,"dev":"%s","tx_bytes":%s,"tx_packets":%s,"qdisc":%s}\n' "$t" "$dev" "$tx" "$txp" "$q" >> "$out"
+    printf '{"t":%s,"dev":"%s","tx_bytes":%s,"tx_packets":%s,"qdisc":%s}\n' "$t" "$dev" "$tx" "$txp" "$q" >&"$o"
     next=$(( next + step ))
   done
+  exec {o}>&-
   tcw=${TC[1]}
   exec {tcw}>&-       # EOF ends tc's batch
   wait "$TC_PID" 2>/dev/null || true

@@ -1,27 +1,58 @@
-#!/bin/sh
+#!/bin/bash
 # Flow client: at START+OFFSET (epoch seconds) open COUNT parallel anonymous FTP downloads
 # from SERVER, each stopped after DURATION s, and write one CSV row per flow:
 #   flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes,connect_s
 # One curl process opens every flow at once (--parallel --parallel-immediate): starting 20
 # processes one by one takes seconds on a slow node, which would skew the phase starts.
-# A flow starts when curl starts (start_epoch_s: what the orchestration controls) and ends at
-# that time plus its time_total; connect_s is its time_connect, i.e. how long the network
-# took to open its control connection (curl(1) --write-out, per transfer).
+# A flow starts when curl starts (start_epoch_s: what the orchestration controls, read from
+# bash's $EPOCHREALTIME just before curl is exec'd in place of the waiting shell: no fork
+# between the two) and ends at that time plus its time_total; connect_s is its time_connect,
+# i.e. how long the network took to open its control connection (curl(1) --write-out).
+#
+# START "armed": the waiting process makes the FIFO OUT.go and blocks reading it (no CPU)
+# until the controller writes the trial's common start time into every FIFO of the trial
+# (the barrier, netrepro.controller.release_trial). The wait until START+OFFSET is a
+# fork-free `read -t` on a pipe nobody writes to, so a slow node loses no time forking.
 # Usage: nr-flows.sh OUT_CSV SERVER START OFFSET_S DURATION_S COUNT FILES [--background]
 #   FILES: comma-separated file names on the server; flow i downloads file (i mod len).
 set -eu
 out=$1 server=$2 start=$3 offset=$4 duration=$5 count=$6 files=$7 mode=${8:-}
 mkdir -p "$(dirname "$out")"
+[ "$start" != armed ] || { rm -f "$out.go"; mkfifo "$out.go"; }
+IFS=, read -r -a names <<< "$files"
+args=()
+for ((i = 0; i < count; i++)); do args+=(-o /dev/null "ftp://$server/${names[i % ${#names[@]}]}"); done
+
+usec() {  # epoch seconds with a fraction -> integer microseconds in USEC (no subshell)
+  local s=${1%.*} f=${1#*.}
+  [ "$s" = "$1" ] && f=0
+  f=${f}000000
+  USEC=$(( 10#$s * 1000000 + 10#${f:0:6} ))
+}
+
+launch() {  # wait for the start, record it, become curl
+  local never tmo at wait_us
+  if [ "$start" = armed ]; then
+    read -r start < "$out.go"
+    rm -f "$out.go"
+  fi
+  usec "$start"; at=$USEC
+  usec "$offset"; at=$(( at + USEC ))
+  usec "$EPOCHREALTIME"; wait_us=$(( at - USEC ))
+  if (( wait_us > 0 )); then
+    exec {never}<> <(:)
+    printf -v tmo '%d.%06d' $(( wait_us / 1000000 )) $(( wait_us % 1000000 ))
+    read -r -t "$tmo" -u "$never" _ || true
+    exec {never}>&-
+  fi
+  printf '%s\n' "$EPOCHREALTIME" > "$out.t0"
+  exec curl -s --no-progress-meter -Z --parallel-immediate --parallel-max "$count" --max-time "$duration" \
+    -w '%{time_connect} %{time_total} %{exitcode} %{size_download} %{url}\n' "${args[@]}" > "$out.raw"
+}
+
 run() {
-  args=$(echo "$files" | awk -F, -v n="$count" -v s="$server" '{
-    for (i = 1; i <= n; i++) printf " -o /dev/null ftp://%s/%s", s, $((i - 1) % NF + 1) }')
-  at=$(awk -v s="$start" -v o="$offset" 'BEGIN { printf "%.6f", s + o }')
-  sleep "$(awk -v a="$at" -v n="$(date +%s.%N)" 'BEGIN { w = a - n; printf "%.3f", (w > 0 ? w : 0) }')"
-  t0=$(date +%s.%N)
-  # shellcheck disable=SC2086  # $args is a list of -o/URL words
-  curl -s --no-progress-meter -Z --parallel-immediate --parallel-max "$count" --max-time "$duration" \
-    -w '%{time_connect} %{time_total} %{exitcode} %{size_download} %{url}\n' $args > "$out.raw" || true
-  awk -v t0="$t0" 'BEGIN { print "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes,connect_s" }
+  ( launch ) || true
+  awk -v t0="$(cat "$out.t0")" 'BEGIN { print "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes,connect_s" }
     NF >= 5 { n = split($5, u, "/"); host = u[3]; file = u[n]
               printf "%d,%s,%s,%.6f,%.6f,%s,%s,%.6f\n", NR, host, file, t0, t0 + $2, $3, $4, $1 }' "$out.raw" > "$out"
 }
