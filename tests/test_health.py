@@ -340,16 +340,25 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     tv = controller.trial_vars(spec, {"aqm": "red", "variant": "limited"}, 0.1, tmp_path / "fetch" / "archives", 30)
 
     def playbook(name, inv, extravars, site, quiet=False):
+        if name == "trial":  # arms the nodes; trial-end waits and fetches
+            return SimpleNamespace(facts_set={})
+        assert extravars["trial"]["start_epoch_s"] == recorded["start_epoch_s"]
         fetch = Path(tv["fetch_dir"])
         fetch.mkdir(parents=True)
         for node in (DATA / "raw" / "red-limited").iterdir():
             with tarfile.open(fetch / f"{node.name}.tar.gz", "w:gz") as tf:
                 for f in sorted(node.iterdir()):
                     tf.add(f, arcname=f.name)
-        return SimpleNamespace(facts_set={"router": {"trial_start_epoch_s": recorded["start_epoch_s"]}})
+        return SimpleNamespace(facts_set={})
+
+    def release(inv, hosts, trial_id, bottleneck=None):
+        assert trial_id == "red-limited" and bottleneck == "router" and "router" in hosts
+        return {"start_epoch_s": recorded["start_epoch_s"], "lead_s": 1.0, "round_trip_s": {h: 0.1 for h in hosts},
+                "ack_margin_s": {h: 0.9 for h in hosts}}
 
     steady = {n: {"offset_s": 0.0, "rtt_s": 0.01} for n in spec.nodes}
     monkeypatch.setattr(controller, "_playbook", playbook)
+    monkeypatch.setattr(controller, "release_trial", release)
     monkeypatch.setattr(controller, "node_clocks", lambda inv: steady)
     state: dict = {}
     site = SimpleNamespace(load_state=lambda: dict(state), save_state=state.update)
