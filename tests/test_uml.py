@@ -50,7 +50,10 @@ def test_guest_init_mounts_overlays_and_keeps_the_root_read_only(tmp_path):
     lines = text.splitlines()
     sd = "'" + str(tmp_path / "state dir") + "'"
     # Only the state folder is written through to the host (hostfs, read-write, same path).
-    assert f"mount -t hostfs -o {sd} state {sd}" in lines
+    # at its own path, also when that lies under /tmp (as this test's), which the guest's tmpfs hides
+    assert f"mkdir -p {sd}; mount -t hostfs -o {sd} state {sd}" in lines
+    assert lines.index("mount -t tmpfs -o mode=0755 run /run; mount -t tmpfs -o mode=1777 tmp /tmp") < \
+        lines.index(f"mkdir -p {sd}; mount -t hostfs -o {sd} state {sd}")
     assert not any("remount" in ln or "rw" in ln.split() for ln in lines), "the host's root must stay read-only"
     # /etc and /var: overlays whose upper layer is in the guest's tmpfs /run.
     assert "mount -t tmpfs -o mode=0755 run /run; mount -t tmpfs -o mode=1777 tmp /tmp" in lines

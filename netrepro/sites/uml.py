@@ -93,7 +93,8 @@ mount -t tmpfs -o mode=0755 run /run; mount -t tmpfs -o mode=1777 tmp /tmp
 mkdir -p /dev/pts /dev/shm; mount -t devpts devpts /dev/pts; mount -t tmpfs shm /dev/shm
 # What udev would add: bash's process substitution opens /dev/fd/N.
 ln -sf /proc/self/fd /dev/fd; ln -sf /proc/self/fd/0 /dev/stdin; ln -sf /proc/self/fd/1 /dev/stdout; ln -sf /proc/self/fd/2 /dev/stderr
-mount -t hostfs -o {sd} state {sd}
+# The state folder may lie under /tmp or /run, now the guest's tmpfs: its mount point made there.
+mkdir -p {sd}; mount -t hostfs -o {sd} state {sd}
 exec >> {sd}/vm-guest.log 2>&1 < /dev/null
 set -u
 echo "guest: booted $(uname -r) at $(date +%s.%N)"
