@@ -89,8 +89,10 @@ def local_mode(mode: str | None = None, *, tun: Path | None = None, release: str
     ``mode`` is LOCAL_MODE (auto|host|uml|vm; default: the environment's, else auto). As
     :meth:`netrepro.sites.local.LocalSite.choose_mode` decides once setup has run: ``auto`` is
     ``host`` when the running kernel's module lists show every qdisc (``release`` and
-    ``modules_root`` as :func:`host_has_qdiscs`'s; ``up`` probes for real later); else ``uml`` (setup installs user-mode-linux), unless ``tun`` (default
-    :data:`netrepro.sites.uml.TUN_DEVICE`, for UML's tap) is missing, then ``vm``. Reads files only.
+    ``modules_root`` as :func:`host_has_qdiscs`'s; ``up`` probes for real later); else ``vm``
+    (the QEMU micro-VM: its two vCPUs kept the nodes' CPU below UML's single one, see
+    :data:`netrepro.sites.local.VM_OVER_UML`). ``tun`` is unused by ``auto`` and kept for
+    callers checking UML's tap (:data:`netrepro.sites.uml.TUN_DEVICE`). Reads files only.
 
     Raises SiteError, worded as the site's own option check, when ``mode`` is not one of the
     local site's modes (``LocalSite.OPTIONS["mode"]``).
@@ -110,9 +112,8 @@ def local_mode(mode: str | None = None, *, tun: Path | None = None, release: str
     if has:
         return "host", f"the running kernel lists {', '.join(HOST_QDISC_MODULES)}"
     why = "the running kernel ships no module lists" if has is None else "the running kernel lacks some of " + ", ".join(HOST_QDISC_MODULES)
-    if not tun.exists():
-        return "vm", why + f"; {tun} is missing (User-Mode Linux's tap), so the site will run in the QEMU micro-VM"
-    return "uml", why + "; the site will run in User-Mode Linux (faster than QEMU software emulation, see the README)"
+    from netrepro.sites.local import VM_OVER_UML
+    return "vm", why + f"; the site will run in the QEMU micro-VM ({VM_OVER_UML})"
 
 
 def mode_executables(mode: str) -> dict[str, str]:
