@@ -40,9 +40,13 @@ from netrepro.spec import REPO_ROOT, Spec, SpecError
 STATE_ROOT = Path(os.environ.get("NETREPRO_STATE", REPO_ROOT / ".state"))
 RESULTS_ROOT = Path(os.environ.get("NETREPRO_RESULTS", REPO_ROOT / "results"))
 INVENTORY_DIR = REPO_ROOT / "inventory"
-#: Seconds between choosing the common start time and the start: every node must have its
-#: collectors and flow clients waiting by then. The local micro-VM (QEMU TCG) is slow.
-DEFAULT_LEAD_S = {"vm": 30.0, "host": 10.0}
+#: The barrier's rules (netrepro.controller.release_trial): the start is at least the run's
+#: lead (default LEAD_MIN_S; NETREPRO_LEAD_S) ahead and at least LEAD_ROUNDS times the
+#: slowest node's measured round trip; every node must acknowledge its release GUARD_S before
+#: the start, else the trial is aborted.
+BARRIER_LEAD_MIN_S = 1.0
+BARRIER_LEAD_ROUNDS = 4.0
+BARRIER_GUARD_S = 0.2
 
 
 def log(msg: str) -> None:
@@ -505,20 +509,12 @@ def node_ssh_argv(host: str, hv: dict, command: str, connect_timeout_s: int = 30
     return argv + ["--", f"{hv.get('ansible_user', 'root')}@{hv.get('ansible_host', host)}", command]
 
 
-#: The barrier's rules (netrepro.controller.release_trial): the start is at least LEAD_MIN_S
-#: ahead and at least LEAD_ROUNDS times the slowest node's measured round trip; every node
-#: must acknowledge its release GUARD_S before the start, else the trial is aborted.
-BARRIER_LEAD_MIN_S = 1.0
-BARRIER_LEAD_ROUNDS = 4.0
-BARRIER_GUARD_S = 0.2
-
-
 class BarrierLate(RuntimeError):
     """A node acknowledged the release too late (or not at all): the trial cannot start on time."""
 
 
 def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | None = None,
-                  timeout_s: float = 30) -> dict[str, Any]:
+                  timeout_s: float = 30, lead_min_s: float = BARRIER_LEAD_MIN_S) -> dict[str, Any]:
     """Release every armed collector and flow group of a trial at one common start time.
 
     playbooks/trial.yml arms them: each waits, without CPU, on a FIFO ``*.go`` in the node's
@@ -526,10 +522,10 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
     node's acknowledgement that it is armed. Then, in parallel over the nodes' SSH control
     connections:
 
-    1. each node's round trip and clock are read (``date``); the start is chosen on the
-       bottleneck node's clock (the controller's clock plus its offset), ``lead`` ahead:
-       max(:data:`BARRIER_LEAD_MIN_S`, :data:`BARRIER_LEAD_ROUNDS` x the slowest round trip),
-       so that a slow node lengthens the lead;
+    1. each node's round trip and clock are read (:func:`node_clocks`, one sample); the start
+       is chosen on the bottleneck node's clock (the controller's clock plus its offset),
+       ``lead`` ahead: max(``lead_min_s``, :data:`BARRIER_LEAD_ROUNDS` x the slowest round
+       trip), so that a slow node lengthens the lead;
     2. the start time is written into every FIFO; each node answers with its clock once done.
 
     Returns ``{"start_epoch_s", "lead_s", "round_trip_s": {host: s}, "ack_margin_s": {host: s}}``
@@ -537,37 +533,31 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
     each node that answered less than :data:`BARRIER_GUARD_S` before the start, or not at all.
     """
     hv = _inventory_hosts(inv)
+    probe = node_clocks(inv, samples=1, timeout_s=timeout_s, only=hosts)
+    dead = [h for h, c in probe.items() if "offset_s" not in c]
+    if dead:
+        raise BarrierLate(f"no answer from {', '.join(dead)} before the release")
+    rounds = {h: round(c["rtt_s"], 3) for h, c in probe.items()}
+    offset = probe[bottleneck if bottleneck in probe else hosts[0]]["offset_s"]
+    lead = max(lead_min_s, BARRIER_LEAD_ROUNDS * max(rounds.values()))
+    start = round(time.time() + offset + lead, 6)
 
-    def ssh(host: str, command: str) -> tuple[float, float, str | None]:
-        t0 = time.time()
+    def go(host: str) -> str | None:
+        d = shlex.quote(f"{hv[host].get('netrepro_node_dir') or '/var/lib/netrepro'}/trials/{trial_id}")
+        # A FIFO whose reader is gone would block the write: each write waits 5 s at most.
+        cmd = (f'for f in {d}/*.go; do [ -p "$f" ] || continue; timeout 5 sh -c \'echo "$1" > "$2"\' '
+               f'_ {start:.6f} "$f" || echo "unreleased:${{f##*/}}"; done; echo; date +%s.%N')
         try:
-            p = subprocess.run(node_ssh_argv(host, hv[host], command), capture_output=True, text=True,
+            p = subprocess.run(node_ssh_argv(host, hv[host], cmd), capture_output=True, text=True,
                                timeout=timeout_s, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            return t0, time.time(), None
-        return t0, time.time(), p.stdout if p.returncode == 0 and p.stdout.split() else None
+            return None
+        return p.stdout if p.returncode == 0 and p.stdout.split() else None
 
     with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-        probe = dict(zip(hosts, pool.map(lambda h: ssh(h, "date +%s.%N"), hosts)))
-        dead = [h for h, (_, _, out) in probe.items() if out is None]
-        if dead:
-            raise BarrierLate(f"no answer from {', '.join(dead)} before the release")
-        rounds = {h: round(t1 - t0, 3) for h, (t0, t1, _) in probe.items()}
-        ref = bottleneck if bottleneck in probe else hosts[0]
-        t0, t1, out = probe[ref]
-        offset = float(out.split()[-1]) - (t0 + t1) / 2
-        lead = max(BARRIER_LEAD_MIN_S, BARRIER_LEAD_ROUNDS * max(rounds.values()))
-        start = round(time.time() + offset + lead, 6)
-
-        def go(host: str) -> tuple[float, float, str | None]:
-            d = shlex.quote(f"{hv[host].get('netrepro_node_dir') or '/var/lib/netrepro'}/trials/{trial_id}")
-            # A FIFO whose reader is gone would block the write: each write waits 5 s at most.
-            return ssh(host, f'for f in {d}/*.go; do [ -p "$f" ] || continue; timeout 5 sh -c \'echo "$1" > "$2"\' '
-                             f'_ {start:.6f} "$f" || echo "unreleased:${{f##*/}}"; done; echo; date +%s.%N')
-
         acks = dict(zip(hosts, pool.map(go, hosts), strict=True))
     margins, late = {}, []
-    for h, (_, _, out) in acks.items():
+    for h, out in acks.items():
         if out is None:
             late.append(f"{h} did not acknowledge")
             continue
@@ -583,15 +573,18 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
     return {"start_epoch_s": start, "lead_s": round(lead, 3), "round_trip_s": rounds, "ack_margin_s": margins}
 
 
-def node_clocks(inv: Path, samples: int = 3, timeout_s: float = 60) -> dict[str, dict]:
-    """Each node's clock against the controller's, read over SSH (``date +%s.%N``).
+def node_clocks(inv: Path, samples: int = 3, timeout_s: float = 60, only: list[str] | None = None) -> dict[str, dict]:
+    """Each node's clock against the controller's, read over SSH (``date +%s.%N``), in parallel.
 
     For each of ``samples`` readings the controller notes its clock before (t0) and after (t1);
     the node's reading minus (t0 + t1) / 2 is the offset, within ± (t1 - t0) / 2. The reading
     with the shortest round trip is kept (as NTP keeps its best sample).
+    ``only``: these inventory hosts (default every one).
     Returns node -> ``{"offset_s", "rtt_s"}``, or ``{"error": why}`` when no reading came.
     """
     hosts = _inventory_hosts(inv)
+    if only is not None:
+        hosts = {h: hosts[h] for h in only}
 
     def one(host: str) -> dict:
         best, err = None, "no reading"
@@ -878,7 +871,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         lock = _lock_run(run_dir, "--resume")
         meta = prior
         time_scale = float(meta.get("time_scale", 1))
-        lead = float(meta.get("lead_s") or DEFAULT_LEAD_S.get(mode, 20.0))
+        lead = float(meta.get("lead_s") or BARRIER_LEAD_MIN_S)
         done = {t["id"] for t in meta["trials"]}
         order = [t["id"] for t in meta.get("trial_status") or []] or known_ids
         meta["trial_status"] = [next((s for s in meta.get("trial_status") or [] if s.get("id") == tid),
@@ -895,7 +888,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         log(f"[run] resuming {run_dir} at trial {pending[0] if pending else '(none left)'}: "
             f"{len(order) - len(pending)} of {len(order)} trials kept")
     else:
-        lead = lead_s if lead_s is not None else float(os.environ.get("NETREPRO_LEAD_S", DEFAULT_LEAD_S.get(mode, 20.0)))
+        lead = lead_s if lead_s is not None else float(os.environ.get("NETREPRO_LEAD_S", BARRIER_LEAD_MIN_S))
         run_dir = new_run_dir(spec, site_name)
         lock = _lock_run(run_dir, "run folder")
         order = [tid for tid in known_ids if not trial_ids or tid in trial_ids]
@@ -1042,7 +1035,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     try:
         _playbook("trial", inv, extra, site)
         try:
-            barrier = release_trial(inv, armed, tid, spec["bottleneck"]["node"])
+            barrier = release_trial(inv, armed, tid, spec["bottleneck"]["node"], lead_min_s=tv["lead_s"])
         except BarrierLate as exc:
             raise _TrialFailed(str(exc), stop=True) from None
         log(f"[run] trial {tid}: released at a lead of {barrier['lead_s']} s (slowest round trip "
