@@ -299,13 +299,10 @@ class LocalSite(Site):
         group (its pid), where all its guest processes live, is not the shell's."""
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            for d in Path("/proc").iterdir():
-                if not d.name.isdigit():
-                    continue
-                ident = proc_identity(int(d.name))
-                if ident and ident.cmdline[:1] == [uml.binary()] and _ppid(int(d.name)) == shell_pid:
+            for pid, ident in processes().items():
+                if ident.cmdline[:1] == [uml.binary()] and ident.ppid == shell_pid:
                     st = self.load_state()
-                    st.update({"uml_pgid": int(d.name), "uml_starttime": ident.starttime, "uml_cmdline": ident.cmdline})
+                    st.update({"uml_pgid": pid, "uml_starttime": ident.starttime, "uml_cmdline": ident.cmdline})
                     self.save_state(st)
                     return
             time.sleep(0.05)
@@ -514,15 +511,6 @@ def jump_sshd_config(layout: netns.Layout) -> str:
         "UsePAM yes", "StrictModes no", "UseDNS no", f"PidFile {layout.runtime_dir}/jump-sshd.pid", ""])
 
 
-def _ppid(pid: int) -> int | None:
-    """Parent pid of ``pid`` (field 4 of /proc/<pid>/stat), None when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(b")") + 2:].split()[1])
-
-
 def _pg_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -539,6 +527,7 @@ class ProcIdentity(NamedTuple):
     state: str          #: field 3 of /proc/<pid>/stat (R, S, Z, ...)
     pgrp: int           #: field 5: process group
     session: int        #: field 6: session
+    ppid: int           #: field 4: parent
 
 
 def proc_identity(pid: int) -> ProcIdentity | None:
@@ -551,7 +540,13 @@ def proc_identity(pid: int) -> ProcIdentity | None:
     # Field 2 (the name) is in parentheses and may hold spaces and ')': count after the last ')'.
     f = stat[stat.rindex(b")") + 2:].split()  # f[0] is field 3
     return ProcIdentity(int(f[19]), [a.decode(errors="replace") for a in cmd.split(b"\0")[:-1]],
-                        f[0].decode(), int(f[2]), int(f[3]))
+                        f[0].decode(), int(f[2]), int(f[3]), int(f[1]))
+
+
+def processes() -> dict[int, ProcIdentity]:
+    """pid -> :class:`ProcIdentity` of every process /proc lists now (those gone meanwhile left out)."""
+    found = ((int(d.name), proc_identity(int(d.name))) for d in Path("/proc").iterdir() if d.name.isdigit())
+    return {pid: ident for pid, ident in found if ident is not None}
 
 
 def started_identity(pid: int, timeout_s: float = 5.0) -> ProcIdentity | None:
@@ -580,8 +575,7 @@ def vm_group_is_ours(pgid: int, starttime: int | None, cmdline: list[str] | None
     lead = proc_identity(pgid)
     if lead is not None:
         return lead.starttime == starttime and (lead.cmdline == list(cmdline) or (lead.state == "Z" and not lead.cmdline))
-    members = [p for p in (proc_identity(int(d.name)) for d in Path("/proc").iterdir() if d.name.isdigit())
-               if p is not None and p.pgrp == pgid]
+    members = [p for p in processes().values() if p.pgrp == pgid]
     return bool(members) and all(p.session == pgid and p.starttime >= starttime for p in members)
 
 
