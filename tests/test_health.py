@@ -171,12 +171,17 @@ def test_queue_samples_missing_fail_the_collectors_sampling(run):
     assert c["value"] == 0.5 and c["threshold"] == 0.9 and "router (125 of 250 samples in the schedule)" in c["detail"]
 
 
-def test_a_900_ms_rtt_is_more_queueing_than_the_buffer_holds(run):
+def _rtt_of_900_ms(run):
+    """One reply of red-limited's client3 pings (seq 100) gets a 900 ms RTT; the sums follow."""
     path = run / "raw/red-limited/client3/ping.txt"
     text = path.read_text()
     m = re.search(r"icmp_seq=100 ttl=63 time=\d+(\.\d+)? ms", text)
     path.write_text(text.replace(m.group(0), "icmp_seq=100 ttl=63 time=900 ms"))
     _rehash(run)
+
+
+def test_a_900_ms_rtt_is_more_queueing_than_the_buffer_holds(run):
+    _rtt_of_900_ms(run)
     h = _health(run)
     assert _failed(h) == ["queue_delay_excess"]
     c = _checks(h)["queue_delay_excess"]
@@ -300,11 +305,7 @@ def test_unhealthy_trials_make_the_verdict_inconclusive(run, capsys):
 
 
 def test_a_sick_healthy_trial_turns_its_claims_inconclusive_too(run):
-    path = run / "raw/red-limited/client3/ping.txt"
-    text = path.read_text()
-    m = re.search(r"icmp_seq=100 ttl=63 time=\d+(\.\d+)? ms", text)
-    path.write_text(text.replace(m.group(0), "icmp_seq=100 ttl=63 time=900 ms"))
-    _rehash(run)
+    _rtt_of_900_ms(run)
     v = analysis.analyze(run, figures=False).verdict
     assert [c["status"] for c in v["claims"]] == ["inconclusive"] * 3
     assert "red-limited: queue_delay_excess 638 ms (max 20 ms)" in v["claims"][1]["reason"]
