@@ -89,6 +89,25 @@ def _stats(events: list[dict]) -> dict[str, Any]:
     return {}
 
 
+def task_times(events: list[dict], started: float) -> list[tuple[str, float]]:
+    """Where a playbook run's wall time went: ``[(what, seconds), ...]`` in order, from the
+    runner's events' ``created`` times (UTC, ISO 8601). The first row, ``(startup)``, is from
+    ``started`` (epoch seconds) to the first task; each task runs until the next one starts
+    (over all hosts, as the linear strategy runs them); the last until the recap."""
+    from datetime import datetime, timezone
+
+    marks: list[tuple[str, float]] = [("(startup)", started)]
+    for ev in events:
+        kind, created = ev.get("event"), ev.get("created")
+        if kind not in ("playbook_on_task_start", "playbook_on_stats") or not created:
+            continue
+        t = datetime.fromisoformat(created)
+        t = (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
+        name = (ev.get("event_data") or {}).get("task", "") if kind == "playbook_on_task_start" else ""
+        marks.append((name, t))
+    return [(name, round(marks[i + 1][1] - t, 2)) for i, (name, t) in enumerate(marks[:-1])]
+
+
 def fact_cache_dir(artifact_dir: Path) -> Path:
     """Where the fact cache of a site lives (beside its artifacts); cleared by ``up``."""
     return artifact_dir.parent / "facts"
@@ -115,9 +134,11 @@ def playbook_env(bindir: str | None = None) -> dict[str, str]:
     return env
 
 
-def _keep_log(artifact_dir: Path, ident_dir: Path, name: str, started: float) -> Path:
-    """Move the run's output to ``artifact_dir/logs/<time>-<name>.log`` (mode 0600) and delete
-    every other file ansible-runner wrote (``command``, ``env/``, ``job_events/``, ``rc``, ...)."""
+def _keep_log(artifact_dir: Path, ident_dir: Path, name: str, started: float,
+              times: list[tuple[str, float]] = ()) -> Path:
+    """Move the run's output to ``artifact_dir/logs/<time>-<name>.log`` (mode 0600), followed by
+    ``times`` (:func:`task_times`), and delete every other file ansible-runner wrote
+    (``command``, ``env/``, ``job_events/``, ``rc``, ...)."""
     logs = artifact_dir / "logs"
     logs.mkdir(mode=0o700, parents=True, exist_ok=True)
     log = logs / f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}-{name}.log"
@@ -131,6 +152,9 @@ def _keep_log(artifact_dir: Path, ident_dir: Path, name: str, started: float) ->
             f = ident_dir / part
             if f.is_file():
                 out.write(f.read_text(encoding="utf-8", errors="replace"))
+        if times:
+            out.write("\nWALL TIME BY TASK (s)\n")
+            out.writelines(f"{secs:8.2f}  {what}\n" for what, secs in times)
     shutil.rmtree(ident_dir, ignore_errors=True)
     # What earlier versions left: finished runs' artifacts (their `command` holds the whole
     # environment) and env/ files. A run still going has no `status` file yet.
@@ -191,7 +215,7 @@ def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact
     try:
         r.run()
     finally:
-        log = _keep_log(artifact_dir, Path(r.config.artifact_dir), name, t0)
+        log = _keep_log(artifact_dir, Path(r.config.artifact_dir), name, t0, task_times(events, t0))
     res = PlaybookResult(name, r.rc, _stats(events), time.time() - t0, _facts_set(events), log)
     if r.rc != 0 or r.status != "successful":
         failed = sorted(set((res.stats.get("failures") or {})) | set((res.stats.get("dark") or {})))

@@ -436,6 +436,9 @@ def _end_playbooks(grace_s: float = 5.0) -> list[int]:
 _FATAL = re.compile(r"^fatal: \[([^\]]+)\]: (FAILED|UNREACHABLE)! => (.*)$")
 
 
+_SSH_CLOSED = re.compile(r"^Shared connection to \S+ closed\.$")
+
+
 def playbook_failure(exc: Exception) -> str:
     """A one-line reason for a failed playbook: the first failed or unreachable task, its node
     and its message ("task 'T' failed on NODE: MSG", "NODE unreachable in task 'T': MSG"), read from the log the PlaybookError names ("...; log: FILE"); the
@@ -470,7 +473,10 @@ def playbook_failure(exc: Exception) -> str:
                     rest += "\n" + lines[j]
         msg = str(result.get("msg") or "") if isinstance(result, dict) else rest[:200]
         if isinstance(result, dict):
-            tail = [ln for ln in str(result.get("stderr") or result.get("stdout") or "").splitlines() if ln.strip()]
+            # ssh's own "Shared connection to ... closed." (ansible.builtin.raw on a pty, whose
+            # stdout holds the command's stderr too) says nothing about the failure.
+            tail = [ln for ln in "\n".join(str(result.get(k) or "") for k in ("stdout", "stderr")).splitlines()
+                    if ln.strip() and not _SSH_CLOSED.match(ln.strip())]
             if tail and tail[-1].strip() not in msg:
                 msg = f"{msg}: {tail[-1].strip()}" if msg else tail[-1].strip()
         msg = " ".join(msg.split()).removeprefix("Task failed: ")  # (ansible-core 2.19's prefix)
@@ -571,6 +577,62 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
     if late:
         raise BarrierLate(f"barrier of trial {trial_id}, lead {lead:.2f} s: " + "; ".join(late))
     return {"start_epoch_s": start, "lead_s": round(lead, 3), "round_trip_s": rounds, "ack_margin_s": margins}
+
+
+class FetchFailed(RuntimeError):
+    """A node's archive could not be fetched; ``disk_full`` when the controller's disk was."""
+
+    def __init__(self, message: str, disk_full: bool = False):
+        super().__init__(message)
+        self.disk_full = disk_full
+
+
+def fetch_archives(inv: Path, hosts: list[str], trial_id: str, dest_dir: Path, timeout_s: float = 600) -> dict[str, int]:
+    """Fetch each node's packed trial (``<netrepro_node_dir>/trials/<trial_id>.tar.gz``, made
+    by the collectors role's pack step) to ``dest_dir/<node>.tar.gz``, in parallel over the
+    nodes' SSH control connections (one ``cat`` each: no Python on the node, where
+    ansible.builtin.fetch runs two modules per node).
+
+    Each file is written as ``<node>.tar.gz.part`` and renamed once whole. Returns node ->
+    bytes. Raises FetchFailed naming every node that failed (``disk_full`` set when the
+    controller's disk was full); its partial files are removed.
+    """
+    hv = _inventory_hosts(inv)
+    dest_dir.mkdir(parents=True, exist_ok=True)
+
+    def one(host: str) -> tuple[int | None, str, bool]:
+        src = f"{hv[host].get('netrepro_node_dir') or '/var/lib/netrepro'}/trials/{trial_id}.tar.gz"
+        part = dest_dir / f"{host}.tar.gz.part"
+        try:
+            with part.open("wb") as out:
+                p = subprocess.run(node_ssh_argv(host, hv[host], f"cat {shlex.quote(src)}"), stdout=out,
+                                   stderr=subprocess.PIPE, text=False, timeout=timeout_s, stdin=subprocess.DEVNULL)
+            if p.returncode != 0:
+                why = (p.stderr.decode(errors="replace").strip().splitlines() or [f"ssh exit {p.returncode}"])[-1]
+                part.unlink(missing_ok=True)
+                return None, why, False
+            size = part.stat().st_size
+            part.rename(dest_dir / f"{host}.tar.gz")
+            return size, "", False
+        except subprocess.TimeoutExpired:
+            part.unlink(missing_ok=True)
+            return None, f"no end in {timeout_s:.0f} s", False
+        except OSError as exc:
+            part.unlink(missing_ok=True)
+            return None, exc.strerror or str(exc), exc.errno == errno.ENOSPC
+
+    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
+        got = dict(zip(hosts, pool.map(one, hosts), strict=True))
+    bad = {h: r for h, r in got.items() if r[0] is None}
+    if bad:
+        full = any(r[2] for r in bad.values())
+        try:
+            full = full or shutil.disk_usage(dest_dir).free < 64 << 10
+        except OSError:
+            pass
+        raise FetchFailed("could not fetch the raw data of " + "; ".join(f"{h} ({r[1]})" for h, r in sorted(bad.items()))
+                          + (" (the results folder's disk is full)" if full else ""), disk_full=full)
+    return {h: r[0] for h, r in got.items()}
 
 
 def node_clocks(inv: Path, samples: int = 3, timeout_s: float = 60, only: list[str] | None = None) -> dict[str, dict]:
@@ -1042,6 +1104,10 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
             f"{max(barrier['round_trip_s'].values()):.3f} s, least margin {min(barrier['ack_margin_s'].values()):.3f} s)")
         extra["trial"] = {**tv, "start_epoch_s": barrier["start_epoch_s"]}
         _playbook("trial-end", inv, extra, site)
+        try:
+            fetch_archives(inv, sorted(set(armed) | set(spec.nodes)), tid, Path(tv["fetch_dir"]))
+        except FetchFailed as exc:
+            raise _TrialFailed(str(exc), stop=True) from None
     except ansible.PlaybookError as exc:
         reason = playbook_failure(exc)
         try:

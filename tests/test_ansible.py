@@ -12,6 +12,7 @@ import shlex
 import socket
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,27 @@ def test_ansible_ssh_argv_checks_host_keys(tmp_path, playbooks, pinned):
         key_text = " ".join(pub.split()[:2])
         assert sorted(known.read_text().splitlines()) == sorted([f"[127.0.0.1]:{jport} {key_text}",
                                                                  f"[127.0.0.1]:{port} {key_text}"])
+
+
+def test_the_log_ends_with_the_wall_time_of_each_task(tmp_path, playbooks):
+    (playbooks / "pause.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "quick", "ansible.builtin.debug": {"msg": "x"}},
+        {"name": "sleepy", "ansible.builtin.command": {"cmd": "sleep 1.5"}, "changed_when": False}]}]))
+    res = run_playbook("pause", _local_inventory(tmp_path / "inv.yml"), {}, tmp_path / "a", quiet=True)
+    table = res.log.read_text().split("WALL TIME BY TASK (s)\n", 1)[1].splitlines()
+    rows = [(line[10:], float(line[:8])) for line in table]
+    assert [what for what, _ in rows] == ["(startup)", "quick", "sleepy"]
+    assert 1.5 <= rows[2][1] < 10 and rows[1][1] < 1.5
+    assert sum(secs for _, secs in rows) <= res.seconds + 0.05
+
+
+def test_task_times_from_events():
+    t0 = 1_000_000.0
+    at = lambda s: datetime.fromtimestamp(t0 + s, timezone.utc).isoformat()  # noqa: E731
+    events = [{"event": "playbook_on_start", "created": at(0.1)},
+              {"event": "playbook_on_task_start", "created": at(2), "event_data": {"task": "a"}},
+              {"event": "runner_on_ok", "created": at(3)},
+              {"event": "playbook_on_task_start", "created": at(5.5), "event_data": {"task": "b"}},
+              {"event": "playbook_on_stats", "created": at(6)}]
+    assert ansible.task_times(events, t0) == [("(startup)", 2.0), ("a", 3.5), ("b", 0.5)]
+    assert ansible.task_times([], t0) == []

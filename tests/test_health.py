@@ -327,8 +327,9 @@ def test_bench_prints_the_health_checks(run, capsys):
 
 # --- the controller records each trial's health in run.json ------------------------------------------
 def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, capsys):
-    """controller._run_trial on the recorded red-limited trial: the playbook (which needs the
-    nodes) is replaced by what its fetch step leaves, one archive of raw files per node."""
+    """controller._run_trial on the recorded red-limited trial: the playbooks and the fetch
+    (which need the nodes) are replaced by what the fetch leaves, one archive of raw files per
+    node."""
     import tarfile
     from types import SimpleNamespace
 
@@ -341,16 +342,19 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     tv = controller.trial_vars(spec, {"aqm": "red", "variant": "limited"}, 0.1, tmp_path / "fetch" / "archives", 30)
 
     def playbook(name, inv, extravars, site, quiet=False):
-        if name == "trial":  # arms the nodes; trial-end waits and fetches
-            return SimpleNamespace(facts_set={})
-        assert extravars["trial"]["start_epoch_s"] == recorded["start_epoch_s"]
+        # trial arms the nodes; trial-end waits and packs
+        assert name == "trial" or extravars["trial"]["start_epoch_s"] == recorded["start_epoch_s"]
+        return SimpleNamespace(facts_set={})
+
+    def fetch_archives(inv, hosts, trial_id, dest):
+        assert trial_id == "red-limited" and set(hosts) == set(spec.nodes) and dest == Path(tv["fetch_dir"])
         fetch = Path(tv["fetch_dir"])
         fetch.mkdir(parents=True)
         for node in (DATA / "raw" / "red-limited").iterdir():
             with tarfile.open(fetch / f"{node.name}.tar.gz", "w:gz") as tf:
                 for f in sorted(node.iterdir()):
                     tf.add(f, arcname=f.name)
-        return SimpleNamespace(facts_set={})
+        return {}
 
     def release(inv, hosts, trial_id, bottleneck=None, lead_min_s=None):
         assert trial_id == "red-limited" and bottleneck == "router" and "router" in hosts
@@ -361,6 +365,7 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     steady = {n: {"offset_s": 0.0, "rtt_s": 0.01} for n in spec.nodes}
     monkeypatch.setattr(controller, "_playbook", playbook)
     monkeypatch.setattr(controller, "release_trial", release)
+    monkeypatch.setattr(controller, "fetch_archives", fetch_archives)
     monkeypatch.setattr(controller, "node_clocks", lambda inv: steady)
     state: dict = {}
     site = SimpleNamespace(load_state=lambda: dict(state), save_state=state.update)

@@ -371,3 +371,64 @@ def test_routes_role_sets_mtu_and_routes_idempotently(lab, provisioned):
         sh("ip", "link", "set", "dev", "data7", "mtu", "1500", ns=lab.ns["server2"], check=False)
         for r in ("10.10.3.0/24", "10.10.4.7/32"):
             sh("ip", "route", "del", r, ns=lab.ns["server2"], check=False)
+
+
+def scripts_dir(role: str) -> str:
+    """<role>-<first 12 hex of the sha1 of the role's nr-*.sh, in name order>: the folder name
+    roles/<role>/defaults/main.yml gives the installed scripts."""
+    import hashlib
+    text = b"".join(p.read_bytes() for p in sorted((REPO / "roles" / role / "files").glob("nr-*.sh")))
+    return f"{role}-{hashlib.sha1(text).hexdigest()[:12]}"
+
+
+def test_provision_installs_the_trial_scripts_by_version(lab, provisioned):
+    for name in SERVERS:  # (that the second run left them alone: test_provision_..._idempotent)
+        for role in ("collectors", "flow_clients"):
+            installed = lab.tmp / name / "bin" / scripts_dir(role)
+            want = sorted(p.name for p in (REPO / "roles" / role / "files").glob("nr-*.sh"))
+            assert sorted(p.name for p in installed.iterdir()) == want
+            for script in want:  # byte for byte, executable
+                path = installed / script
+                assert path.read_bytes() == (REPO / "roles" / role / "files" / script).read_bytes()
+                assert os.access(path, os.X_OK)
+
+
+def test_trial_steps_run_the_installed_scripts_and_the_controller_fetches(lab, provisioned):
+    trial = {"id": "t1", "ping": {}, "qdisc_stats": {}, "flows": {}}
+    book = lab.tmp / "pack-only.yml"
+    book.write_text(yaml.safe_dump([{
+        "name": "Clear, snapshot and pack", "hosts": "all", "gather_facts": False, "tasks": [
+            {"name": f"{step} {when}", "ansible.builtin.include_role": {"name": "collectors", "tasks_from": step},
+             "vars": {"collectors_trial_id": "t1", "collectors_snapshot": when,
+                      "collectors_snapshot_counters": when == "after"}}
+            for step, when in (("clear", ""), ("snapshot", "before"), ("snapshot", "after"), ("pack", ""))]}]))
+    out, recap = lab.playbook(str(book), lab_vars(), trial=trial)
+    assert all(recap[n]["failed"] == 0 for n in SERVERS), out
+    trial_dir = lab.tmp / "server1" / "trials" / "t1"
+    before = json.loads((trial_dir / "meta-before.json").read_text())
+    # net.core.default_qdisc exists in the initial network namespace only: left out, not fatal
+    assert sorted(before["sysctls"]) == ["net.ipv4.ip_forward", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_ecn",
+                                         "net.ipv4.tcp_rmem", "net.ipv4.tcp_sack", "net.ipv4.tcp_wmem"]
+    assert before["kernel"] == os.uname().release and before["curl"].startswith("curl ")
+    assert set(before["offloads"]) == {"data7", "mgmt0"} and "tcp-segmentation-offload: " in before["offloads"]["data7"]
+    meta = json.loads((trial_dir / "meta-after.json").read_text())
+    assert sorted(meta) == ["clock_epoch_s", "cpu_ticks", "loadavg", "qdiscs"]  # counters only
+    assert len(meta["cpu_ticks"].split()) >= 8 and any(q["kind"] == "htb" for q in meta["qdiscs"])
+    dest = lab.tmp / "fetched"
+    code = ("import sys, json; from pathlib import Path; from netrepro.controller import fetch_archives, FetchFailed\n"
+            "try:\n    print(json.dumps(fetch_archives(Path(sys.argv[1]), ['server1', 'server2'], 't1', Path(sys.argv[2]))))\n"
+            "except FetchFailed as e:\n    print('FAILED', e)\n")
+
+    def fetch() -> str:
+        return sh(str(VENV_BIN / "python"), "-c", code, str(lab.inventory()), str(dest), ns=lab.ctl, cwd=REPO).stdout
+
+    sizes = json.loads(fetch())
+    for name in SERVERS:
+        archive = lab.tmp / name / "trials" / "t1.tar.gz"
+        assert (dest / f"{name}.tar.gz").read_bytes() == archive.read_bytes() and sizes[name] == archive.stat().st_size
+    # A node without its archive: named, and nothing half-written is left.
+    (lab.tmp / "server2" / "trials" / "t1.tar.gz").unlink()
+    shutil.rmtree(dest)
+    out = fetch()
+    assert out.startswith("FAILED could not fetch the raw data of server2 (") and "server1" not in out, out
+    assert sorted(p.name for p in dest.iterdir()) == ["server1.tar.gz"]

@@ -1,33 +1,50 @@
 #!/bin/sh
 # Node metadata for run.json, as one JSON object: clock, kernel, tool versions, the sysctls
 # that matter (as Flent records them), every qdisc with its statistics, the addresses and the
-# offloads of every interface. Few processes: forks are slow on a QEMU TCG micro-VM.
-# Usage: nr-meta.sh [OUT]   (default: standard output)
+# offloads of every interface. With --counters, only what changes during a trial: the clock,
+# the CPU ticks, the load average and the qdiscs' statistics (the snapshot after a trial).
+# Few processes: a fork costs ~80 ms on a QEMU TCG micro-VM, and seven nodes snapshot at once
+# (about 12 + one per interface in full, 3 with --counters).
+# Usage: nr-meta.sh [OUT] [--counters]   (default OUT: standard output)
 set -u
-if [ $# -ge 1 ]; then mkdir -p "$(dirname "$1")"; exec > "$1"; fi
-first() { IFS= read -r line || true; printf '%s' "$line" | tr -d '"\\'; }
-printf '{"clock_epoch_s":%s,' "$(date +%s.%N)"
-printf '"hostname":"%s","kernel":"%s",' "$(uname -n)" "$(uname -r)"
+counters=""
+case ${2:-} in --counters) counters=1 ;; esac
+if [ $# -ge 1 ] && [ "$1" != --counters ]; then mkdir -p "${1%/*}"; exec > "$1"; fi
+case ${1:-} in --counters) counters=1 ;; esac
+date +'{"clock_epoch_s":%s.%N,'
 # Cumulative CPU time (proc(5): user nice system idle iowait irq softirq steal, in ticks) and
-# the load average: two snapshots give how busy the node was during the trial.
-printf '"cpu_ticks":"%s","loadavg":"%s",' "$(awk '/^cpu / { $1 = ""; sub(/^ /, ""); print; exit }' /proc/stat)" "$(awk '{ print; exit }' /proc/loadavg)"
-printf '"iproute2":"%s",' "$(ip -V 2>&1 | first)"
-# vsftpd -v prints its version on file descriptor 0 (vsftpd.c), hence 0>&1.
-printf '"vsftpd":"%s",' "$( (command -v vsftpd >/dev/null && vsftpd -v 0>&1 2>&1) | first)"
-printf '"openssh":"%s",' "$(ssh -V 2>&1 | first)"
-printf '"curl":"%s",' "$(curl --version 2>/dev/null | first)"
-# One awk reads every sysctl (the shell's read builtin gets one byte from /proc/sys files).
-printf '"sysctls":{'
-cd /proc/sys && awk 'BEGIN { ORS = "" } { gsub(/\t/, " "); k = FILENAME; gsub("/", ".", k); printf "%s\"%s\":\"%s\"", (n++ ? "," : ""), k, $0 }' \
-  net/ipv4/tcp_congestion_control net/ipv4/tcp_sack net/ipv4/tcp_rmem net/ipv4/tcp_wmem \
-  net/ipv4/tcp_ecn net/ipv4/ip_forward net/core/default_qdisc 2>/dev/null
-cd / || exit 1
-printf '},"qdiscs":%s,"addresses":%s,"offloads":{' "$(tc -s -j qdisc show)" "$(ip -j addr show)"
-sep=""
-for d in /sys/class/net/*; do
-  i=${d##*/}
-  case $i in lo|eth0) continue ;; esac   # eth0: the management interface
-  o=$(ethtool -k "$i" 2>/dev/null | grep -E '^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload):' | tr '\n' ';')
-  printf '%s"%s":"%s"' "$sep" "$i" "$o"; sep=","
+# the load average: two snapshots give how busy the node was during the trial. Without
+# --counters the same awk reads the kernel, the host name and the sysctls that matter (the
+# shell's read builtin gets /proc/sys files one byte at a time).
+cd /proc/sys || exit 1
+# The files to read, those that exist (net.core.default_qdisc is the initial network
+# namespace's only): a file awk cannot open would end it before its END.
+set -- /proc/stat /proc/loadavg
+[ -n "$counters" ] || for f in kernel/hostname kernel/osrelease net/ipv4/tcp_congestion_control net/ipv4/tcp_sack \
+    net/ipv4/tcp_rmem net/ipv4/tcp_wmem net/ipv4/tcp_ecn net/ipv4/ip_forward net/core/default_qdisc; do
+  [ -r "$f" ] && set -- "$@" "$f"
 done
-printf '}}\n'
+awk -v full="${counters:+0}" '
+  function esc(s) { gsub(/\\/, "", s); gsub(/"/, "", s); gsub(/\t/, " ", s); return s }
+  FILENAME == "/proc/stat" && /^cpu / { $1 = ""; sub(/^ /, ""); printf "\"cpu_ticks\":\"%s\",", $0; nextfile }
+  FILENAME == "/proc/loadavg" { printf "\"loadavg\":\"%s\",", $0; nextfile }
+  FILENAME == "kernel/hostname" { printf "\"hostname\":\"%s\",", esc($0); nextfile }
+  FILENAME == "kernel/osrelease" { printf "\"kernel\":\"%s\",\"sysctls\":{", esc($0); nextfile }
+  FILENAME ~ /^net\// { k = FILENAME; gsub("/", ".", k); printf "%s\"%s\":\"%s\"", (n++ ? "," : ""), k, esc($0); nextfile }
+  END { if (full != "0") printf "},"; print "" }' "$@"
+cd / || exit 1
+if [ -z "$counters" ]; then
+  # First line of each tool's version, one awk for all (vsftpd -v prints on file descriptor 0,
+  # vsftpd.c, hence 0>&1).
+  { echo "@iproute2"; ip -V; echo "@vsftpd"; command -v vsftpd >/dev/null && vsftpd -v 0>&1
+    echo "@openssh"; ssh -V; echo "@curl"; curl --version; } 2>&1 |
+    awk '/^@/ { k = substr($0, 2); next } k != "" { gsub(/["\\]/, ""); printf "\"%s\":\"%s\",", k, $0; k = "" }'
+  printf '"addresses":%s,"offloads":{' "$(ip -j addr show)"
+  # eth0: the management interface.
+  for d in /sys/class/net/*; do i=${d##*/}; case $i in lo|eth0) ;; *) echo "@$i"; ethtool -k "$i" 2>/dev/null ;; esac; done |
+    awk '/^@/ { if (i != "") printf "%s\"%s\":\"%s\"", (n++ ? "," : ""), i, o; i = substr($0, 2); o = ""; next }
+         /^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload):/ { o = o $0 ";" }
+         END { if (i != "") printf "%s\"%s\":\"%s\"", (n++ ? "," : ""), i, o }'
+  printf '},'
+fi
+printf '"qdiscs":%s}\n' "$(tc -s -j qdisc show)"

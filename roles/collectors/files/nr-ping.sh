@@ -26,9 +26,11 @@ run() {
   exec ping -n -D -O -W 2 -i "$interval" -c "$count" -w "$deadline" "$target" > "$out" 2> "$out.err"
 }
 if [ "$mode" = --background ]; then
-  # Ansible runs scripts on a pty: ignore the SIGHUP its closing sends (as nohup(1) does);
-  # the ignored disposition is inherited by ping/curl/tc.
-  (trap '' HUP; run) < /dev/null > /dev/null 2>&1 &
+  # Ansible runs commands on a pty: ignore the SIGHUP its closing sends (as nohup(1) does),
+  # before the fork, so that no SIGHUP comes between it and the child's start; the ignored
+  # disposition is inherited by ping.
+  trap '' HUP
+  (run) < /dev/null > /dev/null 2>&1 &
   echo "$!" > "$out.pid"
 else
   run

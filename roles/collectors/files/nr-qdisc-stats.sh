@@ -62,9 +62,11 @@ run() {
   wait "$TC_PID" 2>/dev/null || true
 }
 if [ "$mode" = --background ]; then
-  # Ansible runs scripts on a pty: ignore the SIGHUP its closing sends (as nohup(1) does);
-  # the ignored disposition is inherited by tc.
-  (trap '' HUP; run) < /dev/null > /dev/null 2> "$out.err" &
+  # Ansible runs commands on a pty: ignore the SIGHUP its closing sends (as nohup(1) does),
+  # before the fork, so that no SIGHUP comes between it and the child's start; the ignored
+  # disposition is inherited by tc.
+  trap '' HUP
+  (run) < /dev/null > /dev/null 2> "$out.err" &
   echo "$!" > "$out.pid"
 else
   run

@@ -57,9 +57,11 @@ run() {
               printf "%d,%s,%s,%.6f,%.6f,%s,%s,%.6f\n", NR, host, file, t0, t0 + $2, $3, $4, $1 }' "$out.raw" > "$out"
 }
 if [ "$mode" = --background ]; then
-  # Ansible runs scripts on a pty: ignore the SIGHUP its closing sends (as nohup(1) does);
-  # the ignored disposition is inherited by curl.
-  (trap '' HUP; run) < /dev/null > /dev/null 2> "$out.err" &
+  # Ansible runs commands on a pty: ignore the SIGHUP its closing sends (as nohup(1) does),
+  # before the fork, so that no SIGHUP comes between it and the child's start; the ignored
+  # disposition is inherited by curl.
+  trap '' HUP
+  (run) < /dev/null > /dev/null 2> "$out.err" &
   echo "$!" > "$out.pid"
 else
   run
