@@ -32,6 +32,10 @@ usec() {  # epoch seconds with a fraction -> integer microseconds in USEC (no su
 
 launch() {  # wait for the start, record it, become curl
   local never tmo at wait_us
+  # The pipe to wait on is made before the start is known: <(:) forks, and a fork between
+  # reading the clock and waiting made every flow group start one fork late (~0.1 s on a
+  # QEMU TCG micro-VM, more under load).
+  exec {never}<> <(:)
   if [ "$start" = armed ]; then
     read -r start < "$out.go"
     rm -f "$out.go"
@@ -40,11 +44,10 @@ launch() {  # wait for the start, record it, become curl
   usec "$offset"; at=$(( at + USEC ))
   usec "$EPOCHREALTIME"; wait_us=$(( at - USEC ))
   if (( wait_us > 0 )); then
-    exec {never}<> <(:)
     printf -v tmo '%d.%06d' $(( wait_us / 1000000 )) $(( wait_us % 1000000 ))
     read -r -t "$tmo" -u "$never" _ || true
-    exec {never}>&-
   fi
+  exec {never}>&-
   printf '%s\n' "$EPOCHREALTIME" > "$out.t0"
   exec curl -s --no-progress-meter -Z --parallel-immediate --parallel-max "$count" --max-time "$duration" \
     -w '%{time_connect} %{time_total} %{exitcode} %{size_download} %{url}\n' "${args[@]}" > "$out.raw"
