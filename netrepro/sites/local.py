@@ -39,8 +39,8 @@ PROBE_QDISCS = {"netem": ["netem", "delay", "1ms"], "htb": ["htb"], "pie": ["pie
 DEFAULT_MGMT_SUBNET = "172.30.0.0/24"
 #: Why ``auto`` prefers the QEMU micro-VM to UML: measured here, same session, pie-vs-red at
 #: TIME_SCALE=0.1 (`make reproduce-pie-vs-red TIME_SCALE=0.1 LOCAL_MODE=uml|vm`).
-VM_OVER_UML = ("measured on this kind of machine, UML's single CPU was 86-96 % busy during trials and failed the "
-               "health checks, QEMU's two vCPUs 61-62 %, although UML boots in 17 s instead of 50 s; "
+VM_OVER_UML = ("measured on this kind of machine, UML's single CPU was 79-92 % busy during trials and failed the "
+               "health checks, QEMU's two vCPUs 43-45 %, although UML builds the site in 23 s instead of 46 s; "
                "LOCAL_MODE=uml to choose it")
 
 
