@@ -595,7 +595,8 @@ def fetch_archives(inv: Path, hosts: list[str], trial_id: str, dest_dir: Path, t
     nodes' SSH control connections (one ``cat`` each: no Python on the node, where
     ansible.builtin.fetch runs two modules per node).
 
-    Each file is written as ``<node>.tar.gz.part`` and renamed once whole. Returns node ->
+    Each file is written as ``<node>.tar.gz.part`` and renamed once whole, its size checked
+    against the node's (``stat -c %s``). Returns node ->
     bytes. Raises FetchFailed naming every node that failed (``disk_full`` set when the
     controller's disk was full); its partial files are removed.
     """
@@ -606,14 +607,20 @@ def fetch_archives(inv: Path, hosts: list[str], trial_id: str, dest_dir: Path, t
         src = f"{hv[host].get('netrepro_node_dir') or '/var/lib/netrepro'}/trials/{trial_id}.tar.gz"
         part = dest_dir / f"{host}.tar.gz.part"
         try:
+            # The node says the archive's size first (on stderr): ssh does not fail when it
+            # cannot write what it receives (a full disk), so the size is checked here.
             with part.open("wb") as out:
-                p = subprocess.run(node_ssh_argv(host, hv[host], f"cat {shlex.quote(src)}"), stdout=out,
-                                   stderr=subprocess.PIPE, text=False, timeout=timeout_s, stdin=subprocess.DEVNULL)
-            if p.returncode != 0:
-                why = (p.stderr.decode(errors="replace").strip().splitlines() or [f"ssh exit {p.returncode}"])[-1]
-                part.unlink(missing_ok=True)
-                return None, why, False
+                p = subprocess.run(node_ssh_argv(host, hv[host], f"stat -c %s {shlex.quote(src)} >&2 && exec cat {shlex.quote(src)}"),
+                                   stdout=out, stderr=subprocess.PIPE, text=False, timeout=timeout_s, stdin=subprocess.DEVNULL)
+            err = p.stderr.decode(errors="replace").strip().splitlines()
             size = part.stat().st_size
+            want = next((int(ln) for ln in reversed(err) if ln.strip().isdigit()), None)
+            if p.returncode != 0 or size != want:
+                full = shutil.disk_usage(dest_dir).free < 64 << 10 or any("No space left" in ln for ln in err)
+                part.unlink(missing_ok=True)
+                if p.returncode != 0:
+                    return None, (err or [f"ssh exit {p.returncode}"])[-1], full
+                return None, f"got {size} of {want if want is not None else '?'} bytes", full
             part.rename(dest_dir / f"{host}.tar.gz")
             return size, "", False
         except subprocess.TimeoutExpired:
@@ -628,10 +635,6 @@ def fetch_archives(inv: Path, hosts: list[str], trial_id: str, dest_dir: Path, t
     bad = {h: r for h, r in got.items() if r[0] is None}
     if bad:
         full = any(r[2] for r in bad.values())
-        try:
-            full = full or shutil.disk_usage(dest_dir).free < 64 << 10
-        except OSError:
-            pass
         raise FetchFailed("could not fetch the raw data of " + "; ".join(f"{h} ({r[1]})" for h, r in sorted(bad.items()))
                           + (" (the results folder's disk is full)" if full else ""), disk_full=full)
     return {h: r[0] for h, r in got.items()}

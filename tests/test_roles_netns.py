@@ -432,3 +432,15 @@ def test_trial_steps_run_the_installed_scripts_and_the_controller_fetches(lab, p
     out = fetch()
     assert out.startswith("FAILED could not fetch the raw data of server2 (") and "server1" not in out, out
     assert sorted(p.name for p in dest.iterdir()) == ["server1.tar.gz"]
+    # The controller's disk full mid-archive (ssh itself exits 0): caught by the size check.
+    (lab.tmp / "server2" / "trials" / "t1.tar.gz").write_bytes(os.urandom(600_000))
+    shutil.rmtree(dest)
+    dest.mkdir()
+    sh("mount", "-t", "tmpfs", "-o", "size=256k", "nrtp-full", str(dest))
+    try:
+        out = fetch()
+        assert re.match(r"FAILED could not fetch the raw data of server2 \(.*\) \(the results folder's disk is full\)$",
+                        out.strip()), out
+        assert not any(p.name.endswith(".part") for p in dest.iterdir())
+    finally:
+        sh("umount", str(dest), check=False)
