@@ -517,6 +517,12 @@ def node_ssh_argv(host: str, hv: dict, command: str, connect_timeout_s: int = 30
     return argv + ["--", f"{hv.get('ansible_user', 'root')}@{hv.get('ansible_host', host)}", command]
 
 
+def node_trial_dir(hv: dict, trial_id: str) -> str:
+    """A trial's folder on a node, as the collectors role names it (its defaults:
+    ``<netrepro_node_dir>/trials/<trial_id>``; packed into that path plus ``.tar.gz``)."""
+    return f"{hv.get('netrepro_node_dir') or '/var/lib/netrepro'}/trials/{trial_id}"
+
+
 class BarrierLate(RuntimeError):
     """A node acknowledged the release too late (or not at all): the trial cannot start on time."""
 
@@ -551,7 +557,7 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
     start = round(time.time() + offset + lead, 6)
 
     def go(host: str) -> str | None:
-        d = shlex.quote(f"{hv[host].get('netrepro_node_dir') or '/var/lib/netrepro'}/trials/{trial_id}")
+        d = shlex.quote(node_trial_dir(hv[host], trial_id))
         # A FIFO whose reader is gone would block the write: each write waits 5 s at most.
         cmd = (f'for f in {d}/*.go; do [ -p "$f" ] || continue; timeout 5 sh -c \'echo "$1" > "$2"\' '
                f'_ {start:.6f} "$f" || echo "unreleased:${{f##*/}}"; done; echo; date +%s.%N')
@@ -582,11 +588,8 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
 
 
 class FetchFailed(RuntimeError):
-    """A node's archive could not be fetched; ``disk_full`` when the controller's disk was."""
-
-    def __init__(self, message: str, disk_full: bool = False):
-        super().__init__(message)
-        self.disk_full = disk_full
+    """A node's archive could not be fetched; the message names each node and says when the
+    controller's disk was full."""
 
 
 def fetch_archives(inv: Path, hosts: list[str], trial_id: str, dest_dir: Path, timeout_s: float = 600) -> dict[str, int]:
@@ -597,14 +600,14 @@ def fetch_archives(inv: Path, hosts: list[str], trial_id: str, dest_dir: Path, t
 
     Each file is written as ``<node>.tar.gz.part`` and renamed once whole, its size checked
     against the node's (``stat -c %s``). Returns node ->
-    bytes. Raises FetchFailed naming every node that failed (``disk_full`` set when the
-    controller's disk was full); its partial files are removed.
+    bytes. Raises FetchFailed naming every node that failed (and saying when the controller's
+    disk was full); its partial files are removed.
     """
     hv = _inventory_hosts(inv)
     dest_dir.mkdir(parents=True, exist_ok=True)
 
     def one(host: str) -> tuple[int | None, str, bool]:
-        src = f"{hv[host].get('netrepro_node_dir') or '/var/lib/netrepro'}/trials/{trial_id}.tar.gz"
+        src = node_trial_dir(hv[host], trial_id) + ".tar.gz"
         part = dest_dir / f"{host}.tar.gz.part"
         try:
             # The node says the archive's size first (on stderr): ssh does not fail when it
@@ -636,7 +639,7 @@ def fetch_archives(inv: Path, hosts: list[str], trial_id: str, dest_dir: Path, t
     if bad:
         full = any(r[2] for r in bad.values())
         raise FetchFailed("could not fetch the raw data of " + "; ".join(f"{h} ({r[1]})" for h, r in sorted(bad.items()))
-                          + (" (the results folder's disk is full)" if full else ""), disk_full=full)
+                          + (" (the results folder's disk is full)" if full else ""))
     return {h: r[0] for h, r in got.items()}
 
 
