@@ -102,6 +102,19 @@ def test_microvm_guest_runs_the_capacity_test_before_the_build(tmp_path):
     assert lines.index(run) + 1 == lines.index(f"if sh {tmp_path}/build.sh; then")
 
 
+def test_both_guests_give_ksoftirqd_the_realtime_class_before_the_build(tmp_path):
+    vm = microvm.guest_main_script(state_dir=tmp_path, runtime_dir="/run/netrepro", build_script=tmp_path / "build.sh",
+                                   teardown_script=tmp_path / "teardown.sh", jump_sshd_config=tmp_path / "j",
+                                   stop_file="/run/netrepro/stop")
+    for text in (vm, _init(tmp_path)):
+        lines = text.splitlines()
+        chrt = next(i for i, ln in enumerate(lines) if "chrt -f -p 50" in ln and "ksoftirqd" in ln)
+        modprobe = next(i for i, ln in enumerate(lines) if ln.startswith("for m in "))
+        build = next(i for i, ln in enumerate(lines) if ln.startswith("if sh ") and ln.endswith("build.sh; then")
+                     or ln.endswith("build.sh'; then"))
+        assert modprobe < chrt < build
+
+
 @pytest.mark.parametrize("site_id", ["0123abcd", "0123456789abcdef0123"])
 def test_tap_name_fits_ifnamsiz(site_id):
     name = uml.tap_name(site_id)

@@ -26,6 +26,8 @@ import shlex
 import shutil
 from pathlib import Path
 
+from netrepro.sites.microvm import SOFTIRQ_REALTIME
+
 UML_BINARY = "linux.uml"
 MODULES_ROOT = Path("/usr/lib/uml/modules")
 #: The host's tun/tap device (tun(4)): the management network's tap is made through it.
@@ -105,7 +107,7 @@ printf '#!/bin/sh\\nexec /sbin/modprobe -d /run/nr-modules "$@"\\n' > /run/nr-mo
 chmod 755 /run/nr-modprobe
 echo /run/nr-modprobe > /proc/sys/kernel/modprobe
 for m in {mods}; do /run/nr-modprobe "$m" || echo "guest: modprobe $m failed"; done
-for d in etc var; do
+{SOFTIRQ_REALTIME}for d in etc var; do
   mkdir -p /run/nr-overlay/$d/upper /run/nr-overlay/$d/work
   mount -t overlay -o lowerdir=/$d,upperdir=/run/nr-overlay/$d/upper,workdir=/run/nr-overlay/$d/work overlay /$d
 done
