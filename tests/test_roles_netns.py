@@ -444,3 +444,44 @@ def test_trial_steps_run_the_installed_scripts_and_the_controller_fetches(lab, p
         assert not any(p.name.endswith(".part") for p in dest.iterdir())
     finally:
         sh("umount", str(dest), check=False)
+
+
+def _probes_sent(text: str) -> list[tuple[int, float]]:
+    """(icmp_seq, sent epoch s) of each answered probe of ping -D output."""
+    return [(int(m[2]), float(m[1]) - float(m[3]) / 1000)
+            for m in re.finditer(r"^\[(\d+\.\d+)\] \d+ bytes from .* icmp_seq=(\d+) .*time=([\d.]+) ms$", text, re.M)]
+
+
+def test_armed_ping_runs_before_the_start_and_stops_at_the_schedule_end(lab, provisioned):
+    # Armed, ping starts at once (its own start-up no longer delays the first probe past the
+    # start) and is stopped with SIGINT at START + DURATION, printing its statistics.
+    script = str(REPO / "roles" / "collectors" / "files" / "nr-ping.sh")
+    out = lab.tmp / "server1" / "armed" / "ping.txt"
+    sh("sh", script, str(out), "10.10.2.2", "armed", "2", "0.1", "--background", ns=lab.ns["server1"])
+    go = Path(str(out) + ".go")
+    deadline = time.monotonic() + 10
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    start = time.time() + 1.0
+    go.write_text(f"{start:.6f}\n")
+    pid = int(Path(str(out) + ".pid").read_text())
+    deadline = time.monotonic() + 15
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    text = out.read_text()
+    sent = _probes_sent(text)
+    assert sent and sent[0][1] < start - 0.5, text  # already probing well before the start
+    assert start + 1.9 <= sent[-1][1] <= start + 2.0 + 0.5, (start, sent[-1])
+    assert re.search(r"^\d+ packets transmitted, \d+ received", text, re.M), text  # stopped by SIGINT
+
+
+def test_ping_stops_at_its_deadline_when_probes_are_lost(lab, provisioned):
+    # -c alone waits for COUNT replies: with none coming, ping must still end at the schedule's end.
+    script = str(REPO / "roles" / "collectors" / "files" / "nr-ping.sh")
+    out = lab.tmp / "server1" / "lost" / "ping.txt"
+    t0 = time.monotonic()
+    sh("sh", script, str(out), "10.10.2.99", "now", "2", "0.2", ns=lab.ns["server1"], check=False)
+    took = time.monotonic() - t0
+    assert 1.9 <= took <= 3.0, took
+    assert "no answer yet for icmp_seq=" in out.read_text()
