@@ -20,10 +20,11 @@ deadline=$(awk -v d="$duration" 'BEGIN { printf "%d", (d == int(d) ? d : int(d) 
 run() {
   if [ "$start" = armed ]; then
     # -w: a bound in case nothing stops it (a trial abandoned before its release is cleared
-    # by the next attempt's clear step, nr-clear.sh).
-    ping -n -D -O -W 2 -i "$interval" -w "$(awk -v d="$duration" 'BEGIN { printf "%d", d + 3600 }')" \
+    # by the next attempt's clear step, nr-clear.sh, which kills this shell's children).
+    ping -n -D -O -W 2 -i "$interval" -w "$(awk -v d="$duration" 'BEGIN { printf "%d", d + 600 }')" \
       "$target" > "$out" 2> "$out.err" &
     pid=$!
+    trap 'kill "$pid" 2>/dev/null; exit 143' TERM
     read -r start < "$out.go"
     rm -f "$out.go"
     sleep "$(awk -v e="$start" -v d="$duration" -v n="$(date +%s.%N)" 'BEGIN { w = e + d - n; printf "%.3f", (w > 0 ? w : 0) }')"
