@@ -385,8 +385,8 @@ class Spec:
             if "network" in c and c["network"] not in nets:
                 self._fail(f"collectors[{i}].network", f"unknown network {c['network']!r}; expected one of: {', '.join(nets)}")
         pingers = [n for c in d["collectors"] if c["kind"] == "ping" for n in self.select(c["nodes"])]
-        for key in ("ping_received_min_fraction", "queue_delay_excess_max_ms"):
-            if key in d.get("health", {}) and not pingers:  # both read the ping collectors' samples
+        for key in ("ping_received_min_fraction", "queue_delay_excess_max_ms", "queue_delay_excess_max_fraction"):
+            if key in d.get("health", {}) and not pingers:  # all read the ping collectors' samples
                 self._fail(f"health.{key}", "no ping collector measures it; expected a collector of kind ping "
                                             "(collectors), or leave this threshold out")
         for i, cl in enumerate(d["claims"]):

@@ -98,7 +98,8 @@ def test_a_healthy_trial_passes_every_check(run):
     assert c["flow_start_skew"]["value"] == 0.0
     assert c["sampling_ping"]["value"] == 0.976 and c["sampling_qdisc_stats"]["value"] == 1.0
     # RED's largest queueing delay, 132 ms, stays under the 160 ms the 200 KB buffer drains in
-    assert c["queue_delay_excess"]["value"] == -28.0 and "132.0 ms" in c["queue_delay_excess"]["detail"]
+    assert c["queue_delay_excess"]["value"] == 0.0 and c["queue_delay_excess"]["unit"] == "fraction"
+    assert c["queue_delay_excess"]["detail"].endswith("largest queueing delay 132.0 ms (client1 at 10.8 s)")
     assert c["controller_load"]["value"] == 0.6 and c["controller_load"]["unit"] == "load per core"
     assert c["controller_cpu_busy"]["value"] == 0.55
 
@@ -110,7 +111,8 @@ def test_without_thresholds_everything_is_measured_not_judged(run):
     h = _health(run, "red-unlimited")
     assert h["passed"] is True
     assert all(c["threshold"] is None and c["passed"] is None for c in h["checks"])
-    assert _checks(h)["queue_delay_excess"]["value"] == 153.0  # measured all the same
+    # measured all the same, with no tolerance: 6 of client1's 45 p3 samples beyond the 160 ms drain time
+    assert _checks(h)["queue_delay_excess"]["value"] == 0.1333
 
 
 # --- each check failing, with its numbers ---------------------------------------------------------
@@ -185,10 +187,12 @@ def test_a_900_ms_rtt_is_more_queueing_than_the_buffer_holds(run):
     h = _health(run)
     assert _failed(h) == ["queue_delay_excess"]
     c = _checks(h)["queue_delay_excess"]
-    # client3's base RTT: the median of its base_rtt.txt, 102 ms; the buffer drains in 160 ms
-    assert c["value"] == 900 - 102 - 160 and c["threshold"] == 20 and c["unit"] == "ms"
-    assert c["detail"].startswith("largest queueing delay 798.0 ms (client3 at ")
-    assert c["detail"].endswith("the buffer (200000 B at 10 Mbit/s) drains in 160.0 ms")
+    # one sample of 42 in client3's p3 (TIME_SCALE 0.1: 5 s phases) is 2.4 %, above the 1 % allowed
+    assert c["value"] == round(1 / 42, 4) and c["threshold"] == 0.01 and c["unit"] == "fraction"
+    assert c["detail"].startswith("worst client3 p3: 1 of 42 samples more than 20 ms above the buffer's drain time "
+                                  "(200000 B at 10 Mbit/s: 160.0 ms); ")
+    # client3's base RTT: the median of its base_rtt.txt, 102 ms
+    assert c["detail"].endswith("largest queueing delay 798.0 ms (client3 at 10.3 s)")
 
 
 def test_a_busy_node_machine_fails(run):
@@ -264,9 +268,10 @@ def test_unhealthy_trials_make_the_verdict_inconclusive(run, capsys):
     assert {h: res.health[h]["passed"] for h in res.health} == {
         "pie-unlimited": False, "red-unlimited": False, "pie-limited": True, "red-limited": True}
     assert v["verdict"] == "inconclusive" and v["reproduced"] is False
-    assert {"trial": "red-unlimited", "check": "queue_delay_excess", "value": 153.0, "threshold": 20, "unit": "ms",
-            "detail": "largest queueing delay 313.0 ms (client1 at 13.4 s); the buffer (200000 B at 10 Mbit/s) "
-                      "drains in 160.0 ms"} in v["health_failures"]
+    assert {"trial": "red-unlimited", "check": "queue_delay_excess", "value": 0.0889, "threshold": 0.01,
+            "unit": "fraction", "detail": "worst client1 p3: 4 of 45 samples more than 20 ms above the buffer's drain "
+            "time (200000 B at 10 Mbit/s: 160.0 ms); largest queueing delay 313.0 ms (client1 at 13.4 s)"
+            } in v["health_failures"]
     assert [(f["trial"], f["check"]) for f in v["health_failures"]] == [
         ("pie-unlimited", "flow_start_lag"), ("pie-unlimited", "flow_start_skew"), ("pie-unlimited", "queue_delay_excess"),
         ("red-unlimited", "flow_start_lag"), ("red-unlimited", "queue_delay_excess")]
@@ -280,14 +285,14 @@ def test_unhealthy_trials_make_the_verdict_inconclusive(run, capsys):
     assert status["red-follows-load"]["status"] == "holds"  # reads red/limited only, a healthy trial
     assert verdict_line(v).startswith("inconclusive: the substrate failed 5 health checks: "
                                       "pie-unlimited: flow_start_lag 4059 ms (max 100 ms); ")
-    assert "red-unlimited: queue_delay_excess 153 ms (max 20 ms)" in verdict_line(v)
+    assert "red-unlimited: queue_delay_excess 8.9 % (max 1.0 %)" in verdict_line(v)
     assert json.loads((run / "verdict.json").read_text()) == v
 
     report = (run / "report.md").read_text()
     assert "**Verdict: inconclusive** (1 of 3 claims hold; 2 inconclusive: a trial they read failed a health check" in report
     assert "### pie-near-target: inconclusive" in report
     assert "## Health of the substrate" in report
-    assert "| red-unlimited | queue_delay_excess | 153 ms | 20 ms | FAIL | largest queueing delay 313.0 ms" in report
+    assert "| red-unlimited | queue_delay_excess | 8.9 % | 1.0 % | FAIL | worst client1 p3: 4 of 45 samples" in report
     assert "| red-limited | ping_received | 92.4 % | 85.0 % | pass | lowest client3 (231 of 250)" in report
     section = report[report.index("## Health of the substrate"):report.index("## Data problems")]
     assert section.count("| pie-limited | ") == 9 and section.count(" | FAIL | ") == 5  # every check of every trial
@@ -308,9 +313,9 @@ def test_a_sick_healthy_trial_turns_its_claims_inconclusive_too(run):
     _rtt_of_900_ms(run)
     v = analysis.analyze(run, figures=False).verdict
     assert [c["status"] for c in v["claims"]] == ["inconclusive"] * 3
-    assert "red-limited: queue_delay_excess 638 ms (max 20 ms)" in v["claims"][1]["reason"]
+    assert "red-limited: queue_delay_excess 2.4 % (max 1.0 %)" in v["claims"][1]["reason"]
     assert v["claims"][1]["reason"].endswith("the numbers alone: holds")
-    assert ("red-limited", "queue_delay_excess", 638.0) in [(f["trial"], f["check"], f["value"]) for f in v["health_failures"]]
+    assert ("red-limited", "queue_delay_excess", 0.0238) in [(f["trial"], f["check"], f["value"]) for f in v["health_failures"]]
 
 
 def test_bench_prints_the_health_checks(run, capsys):
@@ -319,8 +324,8 @@ def test_bench_prints_the_health_checks(run, capsys):
     assert "health of the substrate (thresholds: the experiment file's `health:`): 2 of 4 trials FAILED a check" in out
     assert ("  red-limited pass: nodes_cpu_busy 45.0 % (max 60.0 %), ping_received 92.4 % (min 85.0 %), "
             "flow_start_lag 0.5 ms (max 100 ms), flow_start_skew 0.0 ms (max 20 ms)") in out
-    assert "red-unlimited FAILED: " in out and "queue_delay_excess 153 ms (max 20 ms): FAILED" in out
-    assert "    queue_delay_excess: largest queueing delay 313.0 ms (client1 at 13.4 s)" in out
+    assert "red-unlimited FAILED: " in out and "queue_delay_excess 8.9 % (max 1.0 %): FAILED" in out
+    assert "    queue_delay_excess: worst client1 p3: 4 of 45 samples more than 20 ms above" in out
     f = bench.figures(run)
     assert f["health_passed"] is False and f["health"]["red-limited"] == _health(run)
 
@@ -381,6 +386,6 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     assert c["nodes_cpu_busy"]["passed"] is False and c["nodes_cpu_busy"]["value"] is None
     assert c["ping_received"] == {"id": "ping_received", "value": 0.924, "threshold": 0.85, "unit": "fraction",
                                   "passed": True, "detail": "lowest client3 (231 of 250); client1 93.2%, client2 93.2%, client3 92.4%"}
-    assert c["queue_delay_excess"]["value"] == -28.0
+    assert c["queue_delay_excess"]["value"] == 0.0
     assert h["passed"] is False
     assert "[run] trial red-limited: health checks failed: nodes_cpu_busy not measured (max 60.0 %): FAILED" in capsys.readouterr().out
