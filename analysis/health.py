@@ -9,11 +9,14 @@ a result shaped by a saturated CPU or late flows says nothing about the paper.
 
 The checks, in this order (``id``: value, unit; threshold key; sources):
 
-- ``nodes_cpu_busy``: the largest share of CPU time not idle on any node's machine between
-  its ``meta-before.json`` and ``meta-after.json`` snapshots (``cpu_ticks``: the ``cpu`` line
-  of /proc/stat, proc(5)); ``fraction``; ``nodes_cpu_busy_max_fraction``. On the local site
-  every node shares one machine (the same /proc/stat); on a testbed each node is its own,
-  and the busiest one counts.
+- ``nodes_cpu_busy``: the largest share of CPU time not idle on any node's machine from the
+  trial's release to its ``meta-after.json`` snapshot (``cpu_ticks``: the ``cpu`` line of
+  /proc/stat, proc(5)); the release's reading is run.json's ``barrier.cpu_ticks`` (the nodes
+  the barrier released), else, for the other nodes and runs made before it was recorded,
+  ``meta-before.json``, which also counts the arming of the collectors and flows (at
+  TIME_SCALE 0.1 that step alone raised the share by ~15 points); ``fraction``;
+  ``nodes_cpu_busy_max_fraction``. On the local site every node shares one machine (the same
+  /proc/stat); on a testbed each node is its own, and the busiest one counts.
 - ``ping_received``: per pinging node, echo replies to the probes sent within the schedule
   ``[start - interval, start + duration]`` / the probes the schedule asks for (duration / interval,
   as roles/collectors/files/nr-ping.sh counts them); the smallest; ``fraction``;
@@ -122,10 +125,16 @@ def _pct(x: float) -> str:
 def _nodes_cpu_busy(spec, record: dict, trial_dir: Path, **_) -> tuple[float, str]:
     from netrepro.controller import cpu_busy
 
-    busy, missing = {}, []
+    barrier = record.get("barrier") if isinstance(record.get("barrier"), dict) else {}
+    released = barrier.get("cpu_ticks") if isinstance(barrier.get("cpu_ticks"), dict) else {}
+    busy, missing, from_release = {}, [], 0
     for node in spec.nodes:
         metas = []
         for which in ("before", "after"):
+            if which == "before" and isinstance(released.get(node), str):
+                metas.append({"cpu_ticks": released[node]})
+                from_release += 1
+                continue
             try:
                 m = json.loads((trial_dir / node / f"meta-{which}.json").read_bytes().decode("utf-8", "replace"))
             except (OSError, ValueError):
@@ -140,7 +149,9 @@ def _nodes_cpu_busy(spec, record: dict, trial_dir: Path, **_) -> tuple[float, st
         raise _NotMeasured("no node has two readable /proc/stat snapshots (cpu_ticks in meta-before.json "
                            "and meta-after.json)")
     top = max(busy, key=busy.get)  # the first in node order among equals
-    detail = f"busiest {top} {_pct(busy[top])} of {len(busy)} nodes' machines"
+    since = ("the release" if from_release >= len(spec.nodes) else "meta-before.json" if not from_release
+             else f"the release ({from_release} nodes) or meta-before.json")
+    detail = f"busiest {top} {_pct(busy[top])} of {len(busy)} nodes' machines, from {since} to meta-after.json"
     if missing:
         detail += f"; no snapshots from {', '.join(missing)}"
     return busy[top], detail

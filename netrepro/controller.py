@@ -542,9 +542,13 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
        trip), so that a slow node lengthens the lead;
     2. the start time is written into every FIFO; each node answers with its clock once done.
 
-    Returns ``{"start_epoch_s", "lead_s", "round_trip_s": {host: s}, "ack_margin_s": {host: s}}``
-    (margin: start minus the node's acknowledgement, on its clock). Raises BarrierLate naming
-    each node that answered less than :data:`BARRIER_GUARD_S` before the start, or not at all.
+    Returns ``{"start_epoch_s", "lead_s", "round_trip_s": {host: s}, "ack_margin_s": {host: s},
+    "cpu_ticks": {host: str}}`` (margin: start minus the node's acknowledgement, on its clock;
+    cpu_ticks: the ``cpu`` line of the node's /proc/stat when it acknowledged, as
+    roles/collectors/files/nr-meta.sh records it: the start of the window in which the health
+    checks measure how busy the nodes' machine was, :mod:`analysis.health`). Raises BarrierLate
+    naming each node that answered less than :data:`BARRIER_GUARD_S` before the start, or not
+    at all.
     """
     hv = _inventory_hosts(inv)
     probe = node_clocks(inv, samples=1, timeout_s=timeout_s, only=hosts)
@@ -560,7 +564,8 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
         d = shlex.quote(node_trial_dir(hv[host], trial_id))
         # A FIFO whose reader is gone would block the write: each write waits 5 s at most.
         cmd = (f'for f in {d}/*.go; do [ -p "$f" ] || continue; timeout 5 sh -c \'echo "$1" > "$2"\' '
-               f'_ {start:.6f} "$f" || echo "unreleased:${{f##*/}}"; done; echo; date +%s.%N')
+               f'_ {start:.6f} "$f" || echo "unreleased:${{f##*/}}"; done; echo; '
+               'read -r c < /proc/stat; echo "@$c"; date +%s.%N')
         try:
             p = subprocess.run(node_ssh_argv(host, hv[host], cmd), capture_output=True, text=True,
                                timeout=timeout_s, stdin=subprocess.DEVNULL)
@@ -570,7 +575,7 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
 
     with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
         acks = dict(zip(hosts, pool.map(go, hosts), strict=True))
-    margins, late = {}, []
+    margins, ticks, late = {}, {}, []
     for h, out in acks.items():
         if out is None:
             late.append(f"{h} did not acknowledge")
@@ -579,12 +584,15 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
         if stuck:
             late.append(f"{h} could not release {', '.join(stuck)} (its process is gone)")
             continue
+        ticks[h] = next((ln.split(None, 1)[1].strip() for ln in out.splitlines()
+                         if ln.startswith("@cpu ") and len(ln.split()) > 1), None)
         margins[h] = round(start - float(out.split()[-1]), 3)
         if margins[h] < BARRIER_GUARD_S:
             late.append(f"{h} acknowledged {margins[h]:+.3f} s before the start (needs {BARRIER_GUARD_S} s)")
     if late:
         raise BarrierLate(f"barrier of trial {trial_id}, lead {lead:.2f} s: " + "; ".join(late))
-    return {"start_epoch_s": start, "lead_s": round(lead, 3), "round_trip_s": rounds, "ack_margin_s": margins}
+    return {"start_epoch_s": start, "lead_s": round(lead, 3), "round_trip_s": rounds, "ack_margin_s": margins,
+            "cpu_ticks": ticks}
 
 
 class FetchFailed(RuntimeError):
@@ -1098,7 +1106,6 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     clocks_before = node_clocks(inv)
     load_before = os.getloadavg()
     from analysis import health  # the trial's health checks, and this machine's /proc/stat
-    ticks_before = health.host_cpu_ticks()
     t0 = time.time()
     extra = {"netrepro": role_vars(spec, tv["variant"]), "aqm_name": tv["aqm"], "trial": tv}
     armed = sorted(set(tv["ping"]) | set(tv["qdisc_stats"]) | set(tv["flows"]))
@@ -1108,6 +1115,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
             barrier = release_trial(inv, armed, tid, spec["bottleneck"]["node"], lead_min_s=tv["lead_s"])
         except BarrierLate as exc:
             raise _TrialFailed(str(exc), stop=True) from None
+        ticks_before = health.host_cpu_ticks()  # this machine's CPU from the release on
         log(f"[run] trial {tid}: released at a lead of {barrier['lead_s']} s (slowest round trip "
             f"{max(barrier['round_trip_s'].values()):.3f} s, least margin {min(barrier['ack_margin_s'].values()):.3f} s)")
         extra["trial"] = {**tv, "start_epoch_s": barrier["start_epoch_s"]}
@@ -1161,18 +1169,20 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         "id": tid, "aqm": tv["aqm"], "variant": tv["variant"], "status": "complete", "start_epoch_s": start,
         "phases": spec.scaled(time_scale)["phases"], "duration_s": tv["duration_s"],
         "base_rtt_s": tv["base_rtt_s"], "wall_s": round(wall, 1), "bottleneck_interface": bdev,
-        # the barrier: lead chosen, each node's round trip and how early it acknowledged
-        "barrier": {k: barrier[k] for k in ("lead_s", "round_trip_s", "ack_margin_s")},
+        # the barrier: lead chosen, each node's round trip, how early it acknowledged and its
+        # /proc/stat then (the nodes' CPU is measured from the release to meta-after.json)
+        "barrier": {k: barrier[k] for k in ("lead_s", "round_trip_s", "ack_margin_s", "cpu_ticks") if k in barrier},
         "qdisc_before": [q for q in before.get("qdiscs") or [] if q.get("dev") == bdev],
         "qdisc_after": [q for q in after.get("qdiscs") or [] if q.get("dev") == bdev],
         "phase_start_skew_ms": phase_start_skew(spec, time_scale, dest, start) if start else {},
-        # how busy the bottleneck node's CPU was (all nodes' in the local micro-VM)
-        "bottleneck_cpu_busy": cpu_busy(before, after),
+        # how busy the bottleneck node's CPU was from the release on (all nodes' in the local micro-VM)
+        "bottleneck_cpu_busy": cpu_busy({"cpu_ticks": (barrier.get("cpu_ticks") or {}).get(bn)}
+                                        if (barrier.get("cpu_ticks") or {}).get(bn) else before, after),
         # the controller machine's 1/5/15-min load averages before and after the trial
         # (in vm mode the nodes' CPUs are emulated on this machine's)
         "controller_loadavg": {"before": [round(x, 2) for x in load_before],
                                "after": [round(x, 2) for x in os.getloadavg()]},
-        # the controller machine's own CPU busy during the trial (its /proc/stat) and its cores
+        # the controller machine's own CPU busy from the release on (its /proc/stat) and its cores
         "controller_cpu_busy": cpu_busy({"cpu_ticks": ticks_before}, {"cpu_ticks": health.host_cpu_ticks()}),
         "controller_cores": os.cpu_count(),
         # every node's clock against the controller's, before and after (clock_problems)

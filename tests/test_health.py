@@ -204,6 +204,23 @@ def test_a_busy_node_machine_fails(run):
     assert c["value"] == 0.9 and c["threshold"] == 0.6 and c["detail"].startswith("busiest router 90.0% of 7")
 
 
+def test_the_nodes_cpu_is_measured_from_the_release_when_recorded(run):
+    # meta-before.json (45 % busy to meta-after) also counts the arming; the release's reading
+    # (run.json barrier.cpu_ticks) starts the window at the schedule instead: 20 % busy here
+    released = {n: "1240 0 1120 8240 0 0 0 0 0 0" for n in ("client1", "client2", "client3", "router")}
+    h = _health(run, barrier={"lead_s": 2.0, "cpu_ticks": released})
+    c = _checks(h)["nodes_cpu_busy"]
+    # the servers (not armed, so not released) still count from meta-before.json: 45 %
+    assert c["value"] == 0.45 and c["detail"].startswith("busiest server1 45.0% of 7 nodes' machines, from the "
+                                                         "release (4 nodes) or meta-before.json to meta-after.json")
+    every = {n: "1240 0 1120 8240 0 0 0 0 0 0" for n in ("client1", "client2", "client3", "router",
+                                                          "server1", "server2", "server3")}
+    c = _checks(_health(run, barrier={"cpu_ticks": every}))["nodes_cpu_busy"]
+    # (1300-1240 + 1150-1120) busy of (60 + 30 + 8550-8240) ticks
+    assert c["value"] == round(90 / 400, 3) and c["detail"].endswith("from the release to meta-after.json")
+    assert c["passed"] is True
+
+
 def test_a_loaded_controller_fails(run):
     h = _health(run, controller_loadavg={"before": [0.5, 0.5, 0.5], "after": [4.0, 2.0, 1.0]}, controller_cpu_busy=0.97)
     assert _failed(h) == ["controller_load", "controller_cpu_busy"]
