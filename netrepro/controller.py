@@ -1112,7 +1112,10 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     try:
         _playbook("trial", inv, extra, site)
         try:
-            barrier = release_trial(inv, armed, tid, spec["bottleneck"]["node"], lead_min_s=tv["lead_s"])
+            # Every node acknowledges the release, the armed ones after their FIFOs: each one's
+            # /proc/stat then starts the window of the nodes' CPU check (analysis.health).
+            barrier = release_trial(inv, sorted(set(armed) | set(spec.nodes)), tid, spec["bottleneck"]["node"],
+                                    lead_min_s=tv["lead_s"])
         except BarrierLate as exc:
             raise _TrialFailed(str(exc), stop=True) from None
         ticks_before = health.host_cpu_ticks()  # this machine's CPU from the release on
