@@ -11,10 +11,9 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
 
 - ``nodes_cpu_busy``: the largest share of CPU time not idle on any node's machine from the
   trial's release to its ``meta-after.json`` snapshot (``cpu_ticks``: the ``cpu`` line of
-  /proc/stat, proc(5)); the release's reading is run.json's ``barrier.cpu_ticks`` (the nodes
-  the barrier released), else, for the other nodes and runs made before it was recorded,
-  ``meta-before.json``, which also counts the arming of the collectors and flows (at
-  TIME_SCALE 0.1 that step alone raised the share by ~15 points); ``fraction``;
+  /proc/stat, proc(5)); the release's reading is run.json's ``barrier.cpu_ticks`` (every
+  node acknowledges the release), else, for runs recorded before it was, ``meta-before.json``,
+  which also counts the arming of the collectors and flows; ``fraction``;
   ``nodes_cpu_busy_max_fraction``. On the local site every node shares one machine (the same
   /proc/stat); on a testbed each node is its own, and the busiest one counts.
 - ``ping_received``: per pinging node, echo replies to the probes sent within the schedule

@@ -1168,6 +1168,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         os.rename(dest, run_dir / "failed" / f"{tid}-{attempt}-unrecorded")
     os.rename(tdir, dest)
     bdev = _bottleneck_dev(before, spec.address(bn, spec["bottleneck"]["network"]))
+    released = (barrier.get("cpu_ticks") or {}).get(bn)  # the bottleneck node's /proc/stat at the release
     record = {
         "id": tid, "aqm": tv["aqm"], "variant": tv["variant"], "status": "complete", "start_epoch_s": start,
         "phases": spec.scaled(time_scale)["phases"], "duration_s": tv["duration_s"],
@@ -1179,8 +1180,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         "qdisc_after": [q for q in after.get("qdiscs") or [] if q.get("dev") == bdev],
         "phase_start_skew_ms": phase_start_skew(spec, time_scale, dest, start) if start else {},
         # how busy the bottleneck node's CPU was from the release on (all nodes' in the local micro-VM)
-        "bottleneck_cpu_busy": cpu_busy({"cpu_ticks": (barrier.get("cpu_ticks") or {}).get(bn)}
-                                        if (barrier.get("cpu_ticks") or {}).get(bn) else before, after),
+        "bottleneck_cpu_busy": cpu_busy({"cpu_ticks": released} if released else before, after),
         # the controller machine's 1/5/15-min load averages before and after the trial
         # (in vm mode the nodes' CPUs are emulated on this machine's)
         "controller_loadavg": {"before": [round(x, 2) for x in load_before],
