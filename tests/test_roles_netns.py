@@ -397,11 +397,11 @@ def test_trial_steps_run_the_installed_scripts_and_the_controller_fetches(lab, p
     trial = {"id": "t1", "ping": {}, "qdisc_stats": {}, "flows": {}}
     book = lab.tmp / "pack-only.yml"
     book.write_text(yaml.safe_dump([{
-        "name": "Clear, snapshot and pack", "hosts": "all", "gather_facts": False, "tasks": [
-            {"name": f"{step} {when}", "ansible.builtin.include_role": {"name": "collectors", "tasks_from": step},
-             "vars": {"collectors_trial_id": "t1", "collectors_snapshot": when,
-                      "collectors_snapshot_counters": when == "after"}}
-            for step, when in (("clear", ""), ("snapshot", "before"), ("snapshot", "after"), ("pack", ""))]}]))
+        "name": "Prepare (clear, snapshot before) and finish (wait, snapshot after, pack)", "hosts": "all",
+        "gather_facts": False, "tasks": [
+            {"name": step, "ansible.builtin.include_role": {"name": "collectors", "tasks_from": step},
+             "vars": {"collectors_trial_id": "t1", "collectors_start_epoch_s": 0, "collectors_duration_s": 0}}
+            for step in ("prepare", "finish")]}]))
     out, recap = lab.playbook(str(book), lab_vars(), trial=trial)
     assert all(recap[n]["failed"] == 0 for n in SERVERS), out
     trial_dir = lab.tmp / "server1" / "trials" / "t1"
