@@ -341,7 +341,7 @@ class StepIncomplete(RuntimeError):
 class _TrialFailed(Exception):
     """One trial failed: ``reason`` (one line); ``stop``: processes may be left on the nodes;
     ``details``: what to record with the attempt (``kept_in``: where its data was kept for a
-    look; ``clocks``: the node clocks read before and after)."""
+    look; ``clocks``: the node clocks read at the release and after)."""
 
     def __init__(self, reason: str, stop: bool = False, details: dict | None = None):
         super().__init__(reason)
@@ -543,7 +543,9 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
     2. the start time is written into every FIFO; each node answers with its clock once done.
 
     Returns ``{"start_epoch_s", "lead_s", "round_trip_s": {host: s}, "ack_margin_s": {host: s},
-    "cpu_ticks": {host: str}}`` (margin: start minus the node's acknowledgement, on its clock;
+    "cpu_ticks": {host: str}, "clocks": {host: {"offset_s", "rtt_s"}}}`` (clocks: step 1's
+    readings, the start of the window in which a stepped clock is detected,
+    :func:`clock_problems`; margin: start minus the node's acknowledgement, on its clock;
     cpu_ticks: the ``cpu`` line of the node's /proc/stat when it acknowledged, as
     roles/collectors/files/nr-meta.sh records it: the start of the window in which the health
     checks measure how busy the nodes' machine was, :mod:`analysis.health`). Raises BarrierLate
@@ -592,7 +594,7 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
     if late:
         raise BarrierLate(f"barrier of trial {trial_id}, lead {lead:.2f} s: " + "; ".join(late))
     return {"start_epoch_s": start, "lead_s": round(lead, 3), "round_trip_s": rounds, "ack_margin_s": margins,
-            "cpu_ticks": ticks}
+            "cpu_ticks": ticks, "clocks": probe}
 
 
 class FetchFailed(RuntimeError):
@@ -1103,7 +1105,6 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         st["variant"] = None  # unknown until the trial's set-variant step succeeds
         site.save_state(st)
     log(f"[run] trial {tid}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
-    clocks_before = node_clocks(inv)
     load_before = os.getloadavg()
     from analysis import health  # the trial's health checks, and this machine's /proc/stat
     t0 = time.time()
@@ -1119,6 +1120,9 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         except BarrierLate as exc:
             raise _TrialFailed(str(exc), stop=True) from None
         ticks_before = health.host_cpu_ticks()  # this machine's CPU from the release on
+        # Every node's clock as the release read it: a clock stepped from then to the end of
+        # the trial is caught (clock_problems), without reading the clocks again before it.
+        clocks_before = barrier["clocks"]
         log(f"[run] trial {tid}: released at a lead of {barrier['lead_s']} s (slowest round trip "
             f"{max(barrier['round_trip_s'].values()):.3f} s, least margin {min(barrier['ack_margin_s'].values()):.3f} s)")
         extra["trial"] = {**tv, "start_epoch_s": barrier["start_epoch_s"]}
@@ -1136,7 +1140,8 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
             pass
         raise _TrialFailed(reason, stop=True) from None
     wall = time.time() - t0
-    clocks_after = node_clocks(inv)
+    # One reading per node: they are idle now, and a step is judged against half the round trips.
+    clocks_after = node_clocks(inv, samples=1)
     st = site.load_state()
     st["variant"] = tv["variant"]
     site.save_state(st)
@@ -1188,7 +1193,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         # the controller machine's own CPU busy from the release on (its /proc/stat) and its cores
         "controller_cpu_busy": cpu_busy({"cpu_ticks": ticks_before}, {"cpu_ticks": health.host_cpu_ticks()}),
         "controller_cores": os.cpu_count(),
-        # every node's clock against the controller's, before and after (clock_problems)
+        # every node's clock against the controller's, at the release and after (clock_problems)
         "clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps},
     }
     # the substrate's health, judged by the spec's thresholds (never raises: odd data fail a check)

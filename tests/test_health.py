@@ -382,13 +382,13 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
         assert trial_id == "red-limited" and bottleneck == "router" and "router" in hosts
         assert lead_min_s == tv["lead_s"] == 30  # the run's lead is the barrier's least
         return {"start_epoch_s": recorded["start_epoch_s"], "lead_s": 1.0, "round_trip_s": {h: 0.1 for h in hosts},
-                "ack_margin_s": {h: 0.9 for h in hosts}}
+                "ack_margin_s": {h: 0.9 for h in hosts}, "clocks": steady}
 
     steady = {n: {"offset_s": 0.0, "rtt_s": 0.01} for n in spec.nodes}
     monkeypatch.setattr(controller, "_playbook", playbook)
     monkeypatch.setattr(controller, "release_trial", release)
     monkeypatch.setattr(controller, "fetch_archives", fetch_archives)
-    monkeypatch.setattr(controller, "node_clocks", lambda inv: steady)
+    monkeypatch.setattr(controller, "node_clocks", lambda inv, samples=3: steady)
     state: dict = {}
     site = SimpleNamespace(load_state=lambda: dict(state), save_state=state.update)
     record = controller._run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 1)
