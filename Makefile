@@ -90,14 +90,15 @@ rspec: $(STAMP) ## Regenerate rspecs/<experiment>.xml from the experiment's topo
 validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
 	$(NETREPRO) validate $(EXPERIMENT)
 
-test: setup $(DEV_STAMP) ## All tests: unit, namespace, fault (tests/test_faults.py) tests, and the main job in a fresh Debian 12 root
-	$(PY) -m pytest -q tests
+test: setup $(DEV_STAMP) ## All tests: unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root
+	$(PY) -m pytest -q -n auto -m "not integration and not netns" tests
+	$(PY) -m pytest -q -m "integration or netns" tests
 
 fresh-root-check: ## In a fresh minimal Debian 12 root: make setup, then the local site up and down
 	tools/fresh-root-check
 
-test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM)
-	$(PY) -m pytest -q -m "not integration and not netns" tests
+test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM), one worker per core (pytest-xdist)
+	$(PY) -m pytest -q -n auto -m "not integration and not netns" tests
 
 test-integration: setup $(DEV_STAMP) ## The end-to-end test only
 	$(PY) -m pytest -q -m integration tests

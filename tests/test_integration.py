@@ -3,11 +3,11 @@ traffic; then the results folder and its values, and that teardown left nothing.
 
 The fixture runs `tools/fresh-root-check` with FRESH_ROOT_JOB=reproduce: in a minimal Debian 12
 root built by mmdebstrap (nothing installed by hand), `make setup` then
-`make reproduce-pie-vs-red TIME_SCALE=$NETREPRO_IT_SCALE` (default 0.2: 10 s phases) as a user
+`make reproduce-pie-vs-red TIME_SCALE=$NETREPRO_IT_SCALE` (default 0.1: 5 s phases) as a user
 would; the run folder and console log are copied out (FRESH_ROOT_OUT). A missing install step,
 or code that works only with this machine's tools (its Python is newer than Debian's 3.11.2),
 fails here. On machines whose kernel lacks netem/pie/red (these CI machines) the site runs in
-the QEMU micro-VM: this test takes 15-30 minutes there. Needs root and Debian's mirrors.
+the QEMU micro-VM: this test takes 6-8 minutes there. Needs root and Debian's mirrors.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SCALE = os.environ.get("NETREPRO_IT_SCALE", "0.2")
+SCALE = os.environ.get("NETREPRO_IT_SCALE", "0.1")
 HEADER = "aqm,variant,phase,flows,start_s,end_s,samples,delay_median_ms,delay_mean_ms,delay_p95_ms,utilization"
 
 pytestmark = pytest.mark.integration
