@@ -403,3 +403,108 @@ def aqm_qdisc(kind: str, params: Mapping[str, Any], limit_packets: int | None = 
     if kind == "red":
         return Red(params, parent=parent, handle=handle)
     return Generic(kind, params, parent=parent, handle=handle)
+
+
+# --- a stack of qdiscs on one interface (experiment files, schema_version 2) ------------------
+#: The kinds a stack layer may be. Classful kinds (netem, htb, tbf) may have a child layer;
+#: the others are leaves. netem and tbf take one child on their single class (``parent H:``,
+#: tc-netem(8), tc-tbf(8)); htb gets one class ``H:10`` at the layer's rate, the default
+#: class, whose leaf the next layer is (tc-htb(8)).
+STACK_KINDS = ("netem", "htb", "tbf", "pie", "red", "codel", "fq_codel", "fq", "cake", "pfifo", "bfifo")
+STACK_CLASSFUL = ("netem", "htb", "tbf")
+#: netem's parameters in a stack layer (tc-netem(8)): the ones the experiments use.
+NETEM_KEYS = ("delay_ms", "jitter_ms", "limit_packets")
+#: htb's parameters in a stack layer (its one class's rate; burst/cburst: :class:`HtbRoot`).
+HTB_KEYS = ("rate_mbit", "burst_bytes")
+HANDLE_RE = re.compile(r"^[1-9a-f][0-9a-f]{0,3}:$")
+
+
+class StackError(ValueError):
+    """A stack tc would not take. ``where`` is ``[i]`` or ``[i].param`` (the layer and key)."""
+
+    def __init__(self, where: str, problem: str):
+        self.where, self.problem = where, problem
+        super().__init__(f"{where}: {problem}")
+
+
+def stack_commands(layers: list[Mapping[str, Any]], dev: str = DEV) -> list[list[str]]:
+    """The ``tc`` commands (without ``tc``) that install a stack of qdiscs on ``dev``, root first.
+
+    ``layers``: ``[{"kind": "netem", "delay_ms": 20}, {"kind": "tbf", "rate_mbit": 1000,
+    "burst_bytes": 500000, "limit_bytes": 26214400}, {"kind": "pie", "target_ms": 22}]``:
+    each layer is the child of the one before it, as the lab manuals build them
+    (``tc qdisc add dev s1-eth1 root handle 1: netem delay 20ms`` then
+    ``tc qdisc add dev s1-eth1 parent 1: handle 2: tbf rate 10gbit ...``). A layer's handle
+    is its ``handle`` key or ``<i+1>:`` (1: for the root). Parameters: netem
+    :data:`NETEM_KEYS`, htb :data:`HTB_KEYS`, pie and red as :class:`Pie` and :class:`Red`,
+    the others as :class:`Generic` (``rate_mbit: 1000`` -> ``rate 1000mbit``,
+    ``limit_bytes`` -> ``limit N``).
+
+    The first command deletes what the device had (``qdisc del dev D root``, whose failure on
+    a device with no qdisc of its own the roles ignore), so every trial starts with a fresh
+    AQM state and no layer of an earlier stack is left. An empty stack only deletes.
+
+    Raises:
+        StackError: an unknown kind, a leaf with a layer under it, a bad handle or a
+            duplicate one, or a parameter tc would not take (naming the layer and key).
+    """
+    cmds = [["qdisc", "del", "dev", dev, "root"]]
+    parent: str | None = None
+    seen: set[str] = set()
+    for i, layer in enumerate(layers):
+        where = f"[{i}]"
+        kind = layer.get("kind")
+        if kind not in STACK_KINDS:
+            raise StackError(where + ".kind", f"expected one of {', '.join(STACK_KINDS)}, got {kind!r}")
+        if i and layers[i - 1]["kind"] not in STACK_CLASSFUL:
+            raise StackError(where, f"{layers[i - 1]['kind']} (layer {i - 1}) is classless: it must be the last layer")
+        handle = layer.get("handle", f"{i + 1:x}:")
+        if not isinstance(handle, str) or not HANDLE_RE.match(handle):
+            raise StackError(where + ".handle", f"expected a qdisc handle such as '2:' (hex major, then ':'), got {handle!r}")
+        if handle in seen:
+            raise StackError(where + ".handle", f"handle {handle} is already used by a layer above")
+        seen.add(handle)
+        params = {k: v for k, v in layer.items() if k not in ("kind", "handle")}
+        place = _place(dev, parent, handle)
+        try:
+            if kind == "netem":
+                unknown = sorted(set(params) - set(NETEM_KEYS))
+                if unknown or "delay_ms" not in params:
+                    raise TcParamError(unknown[0] if unknown else "delay_ms",
+                                       f"netem takes {', '.join(NETEM_KEYS)} (delay_ms required)")
+                q = Netem(**params)
+                cmds.append(["qdisc", "replace", *place, *q.qdisc_args()])
+                parent = handle
+            elif kind == "htb":
+                unknown = sorted(set(params) - set(HTB_KEYS))
+                if unknown or "rate_mbit" not in params:
+                    raise TcParamError(unknown[0] if unknown else "rate_mbit",
+                                       f"htb takes {', '.join(HTB_KEYS)} (rate_mbit required)")
+                h = HtbRoot(params["rate_mbit"], params.get("burst_bytes"), handle=handle, classid=handle + "10")
+                cmds.append(["qdisc", "replace", *place, "htb", "default", h.default_class])
+                cmds.append(h.class_argv(dev))
+                parent = h.classid
+            elif kind == "pie":
+                cmds.append(Pie(params, parent=parent, handle=handle).argv(dev))
+            elif kind == "red":
+                cmds.append(Red(params, parent=parent, handle=handle).argv(dev))
+            else:
+                cmds.append(Generic(kind, params, parent=parent, handle=handle).argv(dev))
+                parent = handle
+        except TcParamError as exc:
+            raise StackError(f"{where}.{exc.param}" if exc.param else where, exc.problem) from None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise StackError(where, f"{kind}: {exc}") from None
+    return cmds
+
+
+def stack_probe_argvs(layers: list[Mapping[str, Any]], dev: str) -> list[list[str]]:
+    """One capability probe per layer kind, in order: ``qdisc add dev D root <kind> ...`` with
+    the layer's own parameters (so a parameter the node's tc or kernel lacks fails too);
+    roles/kernel_capability runs each on a throwaway device. Raises StackError as
+    :func:`stack_commands`."""
+    out: list[list[str]] = []
+    for i, layer in enumerate(layers):
+        one = stack_commands([{k: v for k, v in layer.items() if k != "handle"}], dev)[1:]
+        out.append(["qdisc", "add", *one[0][2:4], "root", *one[0][one[0].index("handle") + 2:]])
+    return out

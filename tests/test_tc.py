@@ -194,3 +194,81 @@ def test_every_generic_keyword_parses_in_tc(kind):
 def test_flag_negations_are_keywords():
     flags = {kw for kws in tc.GENERIC_KEYWORDS.values() for kw, how in kws.items() if how == "flag"}
     assert set(tc.FLAG_NEGATIONS) <= flags and set(tc.FLAG_NEGATIONS.values()) <= flags
+
+
+# --- stacks of qdiscs (schema_version 2) -----------------------------------------------------------
+def test_stack_netem_root_tbf_child_as_lab_12():
+    # Lab 12 (TCP pacing), s1-eth1: `tc qdisc add dev s1-eth1 root handle 1: netem delay 20ms`,
+    # then `tc qdisc add dev s1-eth1 parent 1: handle 2: tbf rate 10gbit burst 5000000 limit 15000000`.
+    cmds = tc.stack_commands([{"kind": "netem", "delay_ms": 20},
+                              {"kind": "tbf", "rate_mbit": 10000, "burst_bytes": 5000000, "limit_bytes": 15000000}],
+                             "s1-eth1")
+    assert cmds == [["qdisc", "del", "dev", "s1-eth1", "root"],
+                    ["qdisc", "replace", "dev", "s1-eth1", "root", "handle", "1:", "netem", "delay", "20ms", "limit", "1000"],
+                    ["qdisc", "replace", "dev", "s1-eth1", "parent", "1:", "handle", "2:", "tbf", "rate", "10000mbit",
+                     "burst", "5000000", "limit", "15000000"]]
+
+
+def test_stack_tbf_root_pie_leaf_as_lab_19():
+    # Lab 19 (PIE), s2-eth2: `tbf rate 1gbit burst 500000 limit 26214400` at root handle 1:, then
+    # `tc qdisc add dev s2-eth2 parent 1: handle 2: pie limit 17476 target 22ms tupdate 5ms alpha 2 beta 25`.
+    cmds = tc.stack_commands([{"kind": "tbf", "rate_mbit": 1000, "burst_bytes": 500000, "limit_bytes": 26214400},
+                              {"kind": "pie", "limit_packets": 17476, "target_ms": 22, "tupdate_ms": 5,
+                               "alpha": 2, "beta": 25}], "s2-eth2")
+    assert cmds[2] == ["qdisc", "replace", "dev", "s2-eth2", "parent", "1:", "handle", "2:", "pie", "limit", "17476",
+                       "target", "22ms", "tupdate", "5ms", "alpha", "2", "beta", "25"]
+
+
+def test_stack_htb_child_is_the_leaf_of_its_class_and_handles_can_be_given():
+    # pie-vs-red's bottleneck as a stack: HTB 1: with class 1:10, the AQM as its leaf 10:.
+    cmds = tc.stack_commands([{"kind": "htb", "rate_mbit": 10}, {"kind": "fq_codel", "handle": "10:", "flows": 2}])
+    assert cmds[1] == ["qdisc", "replace", "dev", tc.DEV, "root", "handle", "1:", "htb", "default", "10"]
+    assert cmds[2] == tc.HtbRoot(10).class_argv(tc.DEV)
+    assert cmds[3] == ["qdisc", "replace", "dev", tc.DEV, "parent", "1:10", "handle", "10:", "fq_codel", "flows", "2"]
+
+
+def test_empty_stack_only_deletes():
+    assert tc.stack_commands([], "h1-eth0") == [["qdisc", "del", "dev", "h1-eth0", "root"]]
+
+
+@pytest.mark.parametrize("layers, where, words", [
+    ([{"kind": "sfb"}], "[0].kind", "expected one of netem, htb, tbf"),
+    ([{"kind": "pie"}, {"kind": "tbf", "rate_mbit": 1}], "[1]", "pie (layer 0) is classless"),
+    ([{"kind": "netem", "delay_ms": 1}, {"kind": "pie", "handle": "1:"}], "[1].handle", "already used"),
+    ([{"kind": "netem", "delay_ms": 1, "handle": "x:"}], "[0].handle", "expected a qdisc handle"),
+    ([{"kind": "netem", "delay_ms": 1, "loss": 3}], "[0].loss", "netem takes delay_ms"),
+    ([{"kind": "netem"}], "[0].delay_ms", "delay_ms required"),
+    ([{"kind": "htb", "ceil_mbit": 3}], "[0].ceil_mbit", "htb takes rate_mbit"),
+    ([{"kind": "tbf", "rate_mbit": "fast; reboot"}], "[0].rate_mbit", "expected a number"),
+    ([{"kind": "codel", "target_ms": 5, "quantum": 3}], "[0].quantum", "not a parameter of tc-codel(8)"),
+    ([{"kind": "pie", "gamma": 3}], "[0]", "pie: unknown parameter(s) gamma"),
+])
+def test_stack_errors_name_the_layer_and_key(layers, where, words):
+    with pytest.raises(tc.StackError) as err:
+        tc.stack_commands(layers, "eth1")
+    assert err.value.where == where and words in err.value.problem, str(err.value)
+
+
+def test_stack_probes_one_root_qdisc_per_layer_with_its_parameters():
+    probes = tc.stack_probe_argvs([{"kind": "netem", "delay_ms": 20}, {"kind": "htb", "rate_mbit": 10},
+                                   {"kind": "fq_codel", "flows": 2, "handle": "5:"}], "nrprobe0")
+    assert probes == [["qdisc", "add", "dev", "nrprobe0", "root", "netem", "delay", "20ms", "limit", "1000"],
+                      ["qdisc", "add", "dev", "nrprobe0", "root", "htb", "default", "10"],
+                      ["qdisc", "add", "dev", "nrprobe0", "root", "fq_codel", "flows", "2"]]
+
+
+@pytest.mark.parametrize("layers", [
+    [{"kind": "netem", "delay_ms": 20}, {"kind": "tbf", "rate_mbit": 10000, "burst_bytes": 5000000, "limit_bytes": 15000000}],
+    [{"kind": "tbf", "rate_mbit": 1000, "burst_bytes": 500000, "limit_bytes": 26214400},
+     {"kind": "codel", "limit_packets": 17476, "target_ms": 5, "interval_ms": 100}],
+    [{"kind": "tbf", "rate_mbit": 100, "burst_bytes": 50000, "limit_bytes": 26214400},
+     {"kind": "fq_codel", "limit_packets": 17476, "target_ms": 5, "interval_ms": 100, "flows": 2}],
+    [{"kind": "fq", "maxrate_mbit": 2500}],
+])
+def test_lab_stacks_parse_in_tc(layers):
+    """Each command of the labs' stacks is one tc 6.1 parses (only the device is missing)."""
+    for argv in tc.stack_commands(layers, "nrnodev0")[1:]:
+        proc = subprocess.run(["tc", *argv], capture_output=True, text=True, timeout=10)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and not any(u in out for u in UNKNOWN), (argv, out)
+        assert "nrnodev0" in out or "Cannot find device" in out, (argv, out)
