@@ -1,0 +1,375 @@
+"""The experiment model (schema_version 2): any topology, qdisc stacks, trials and traffic.
+
+An experiment file of schema_version 2 (``netrepro/schemas/experiment-v2.schema.json``,
+documented field by field in docs/experiment-format.md) is validated in the same three steps
+as version 1 (:mod:`netrepro.spec`: plain data, the JSON Schema, then cross-checks), and
+:func:`build` turns it into a :class:`Model`: every default filled in, every link resolved
+to its two ports, every trial complete (its qdisc stacks, sysctls and traffic after the
+trial's own settings replace the defaults). Playbooks, sites and the analysis read the
+model, never the file's shorthand.
+
+Terms: a *port* is ``NODE:INTERFACE`` (``s2:s2-eth2``). A *link* is a cable between two
+ports. A *switch* bridges all its interfaces (a Linux bridge: a namespace with a bridge on
+the local site, a VM with a bridge on a testbed); a *router* forwards IPv4; a *host* does
+neither. An *L2 domain* is a set of ports joined by links and switches (or one LAN of
+``topology.networks``): its addresses share one subnet.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from netrepro import tc
+
+SCHEMA_V2_PATH = Path(__file__).resolve().parent / "schemas" / "experiment-v2.schema.json"
+
+#: Node kinds, and the plural a selector uses for all nodes of a kind.
+KIND_GROUPS = {"host": "hosts", "router": "routers", "switch": "switches"}
+#: Defaults of a traffic item's optional fields (iperf3(1): -P 1, -O 0, -i 1).
+TRAFFIC_DEFAULTS = {"iperf3": {"start_s": 0, "parallel": 1, "omit_s": 0, "interval_s": 1},
+                    "ftp": {"start_s": 0, "max_rate_bytes_per_s": 0},
+                    "ping": {"start_s": 0}}
+#: iperf3's default port (iperf3(1) -p); item k of a trial's iperf3 traffic listens on BASE + k.
+IPERF3_BASE_PORT = 5201
+
+
+class ModelError(ValueError):
+    """An experiment file (schema_version 2) is invalid: one line naming file, field, problem."""
+
+    def __init__(self, path: Path | str, field: str, problem: str):
+        self.path, self.field, self.problem = str(path), field, problem
+        super().__init__(f"{path}: {field}: {problem}")
+
+
+@dataclass
+class Model:
+    """A validated experiment (schema_version 2) with everything resolved.
+
+    ``data`` is a plain dict (JSON-serializable, recorded in run.json):
+
+    - ``name``, ``title``, ``reference``;
+    - ``nodes``: name -> ``{"kind", "interfaces": {ifname: {"link": port | None,
+      "network": name | None, "address": "A.B.C.D/N" | None}}, "routes": [...]}``;
+    - ``networks``: LAN name -> ``{"subnet"}``; ``links``: ``[[port, port], ...]`` (each
+      cable once, in file order);
+    - ``mtu_bytes`` (default 1500), ``offloads`` (tso/gso/gro: false unless given);
+    - ``trials``: ``[{"id", "description", "labels", "qdiscs": {port: stack},
+      "sysctls": {node: {name: value}}, "traffic": [item with defaults filled],
+      "duration_s"}]``, in run order;
+    - ``phases``, ``base_rtt``, ``collectors``, ``health``, ``figures``, ``claims``,
+      ``rate_scale`` as in the file (empty when absent).
+    """
+
+    data: dict
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.data["name"]
+
+    @property
+    def nodes(self) -> dict[str, dict]:
+        return self.data["nodes"]
+
+    @property
+    def trials(self) -> list[dict]:
+        return self.data["trials"]
+
+    def trial(self, trial_id: str) -> dict:
+        """The trial named ``trial_id``. Raises KeyError."""
+        for t in self.trials:
+            if t["id"] == trial_id:
+                return t
+        raise KeyError(trial_id)
+
+    def select(self, selectors: list[str]) -> list[str]:
+        """Node names (file order) of selectors: names, kinds in the plural, or ``all``."""
+        out = []
+        for n, nd in self.nodes.items():
+            if "all" in selectors or n in selectors or KIND_GROUPS[nd["kind"]] in selectors:
+                out.append(n)
+        return out
+
+    def addresses(self, node: str) -> list[ipaddress.IPv4Interface]:
+        """The node's interface addresses, in file order."""
+        return [ipaddress.ip_interface(i["address"]) for i in self.nodes[node]["interfaces"].values() if i["address"]]
+
+    def address_toward(self, src: str, dst: str) -> str:
+        """The address of ``dst`` that ``src`` reaches it at: the first of dst's addresses in a
+        subnet ``src`` has an address in, else dst's first address. Raises ValueError when
+        ``dst`` has no address (a switch)."""
+        theirs = self.addresses(dst)
+        if not theirs:
+            raise ValueError(f"{dst} has no address")
+        mine = {a.network for a in self.addresses(src)}
+        return str(next((a.ip for a in theirs if a.network in mine), theirs[0].ip))
+
+
+def _fail(path, field, problem):
+    raise ModelError(path, field, problem)
+
+
+def _port(node: str, ifname: str) -> str:
+    return f"{node}:{ifname}"
+
+
+def validate_v2_schema(data: Any, path: Path | str) -> None:
+    """Check ``data`` against experiment-v2.schema.json; ModelError naming the first bad field."""
+    from netrepro.spec import _field_path, _pick_error  # one reporting style for both versions
+    schema = json.loads(SCHEMA_V2_PATH.read_text())
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = _pick_error(errors[0])
+        _fail(path, _field_path(err.absolute_path), err.message)
+
+
+def _resolve_links(nodes: dict, path) -> list[list[str]]:
+    """Pair every interface that names a ``link`` with the interface at its other end."""
+    links: list[list[str]] = []
+    taken: set[str] = set()
+    for n, nd in nodes.items():
+        for ifname, itf in nd["interfaces"].items():
+            here = _port(n, ifname)
+            if not itf.get("link") or here in taken:
+                continue
+            field = f"topology.nodes.{n}.interfaces.{ifname}.link"
+            peer_node, _, peer_if = itf["link"].partition(":")
+            if peer_node not in nodes:
+                _fail(path, field, f"unknown node {peer_node!r}; expected one of: {', '.join(nodes)}")
+            if peer_node == n:
+                _fail(path, field, "a link joins two different nodes")
+            cands = [i for i, pi in nodes[peer_node]["interfaces"].items()
+                     if (not peer_if or i == peer_if)
+                     and pi.get("link") in (n, here)]
+            if len(cands) != 1:
+                want = f"{peer_node}:{peer_if}" if peer_if else f"one interface of {peer_node}"
+                _fail(path, field, f"expected {want} with link: {n} (or {here}) for the other end of this cable; "
+                                   f"found {len(cands)}")
+            there = _port(peer_node, cands[0])
+            if there in taken:
+                _fail(path, field, f"{there} is already the other end of another link")
+            taken.update((here, there))
+            links.append([here, there])
+    return links
+
+
+def _l2_domains(nodes: dict, links: list[list[str]]) -> list[set[str]]:
+    """Sets of ports in one L2 domain (joined by links, switches and LANs)."""
+    parent: dict[str, str] = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def join(a, b):
+        parent[find(a)] = find(b)
+
+    for a, b in links:
+        join(a, b)
+    for n, nd in nodes.items():
+        ports = [_port(n, i) for i in nd["interfaces"]]
+        for p in ports:
+            find(p)
+        if nd["kind"] == "switch":
+            for p in ports[1:]:
+                join(ports[0], p)
+        for i, itf in nd["interfaces"].items():
+            if itf.get("network"):
+                join(_port(n, i), "lan:" + itf["network"])
+    groups: dict[str, set[str]] = {}
+    for p in list(parent):
+        if not p.startswith("lan:"):
+            groups.setdefault(find(p), set()).add(p)
+    return list(groups.values())
+
+
+def _check_stack(path, field: str, stack: list) -> None:
+    try:
+        tc.stack_commands(stack)
+    except tc.StackError as exc:
+        _fail(path, field + exc.where, exc.problem)
+
+
+def build(data: dict, path: Path | str = "<memory>") -> Model:
+    """Validate a schema_version 2 experiment (parsed YAML) and resolve it into a :class:`Model`.
+
+    Cross-checks beyond the schema, each failing with one line (ModelError) naming the field:
+    links pair up (each end names the other), switches have no address and hosts/routers an
+    address on each interface, addresses fall in their LAN's subnet, one subnet per L2 domain,
+    no address twice; every port of ``qdiscs``/trials/collectors exists and every stack is
+    one tc takes (:func:`netrepro.tc.stack_commands`); selectors name nodes or kinds; trial
+    and traffic ids are unique; traffic runs between nodes with addresses; every iperf3 item
+    names a congestion control the sysctls allow or the kernel default; phases are
+    contiguous within the longest trial; claims and figures name trials, subjects and phases
+    that exist.
+    """
+    from netrepro.spec import check_plain_data
+    check_plain_data(data, path)
+    validate_v2_schema(data, path)
+    topo = data["topology"]
+    networks = topo.get("networks", {})
+    nodes: dict[str, dict] = {}
+    for n, nd in topo["nodes"].items():
+        kind = nd.get("kind", "host")
+        itfs = {}
+        for ifname, itf in nd["interfaces"].items():
+            f = f"topology.nodes.{n}.interfaces.{ifname}"
+            addr = itf.get("address")
+            if kind == "switch" and addr:
+                _fail(path, f + ".address", "a switch bridges its interfaces and has no address; leave it out")
+            if kind != "switch" and not addr:
+                _fail(path, f + ".address", "expected an address A.B.C.D/N (hosts and routers have one per interface)")
+            if addr:
+                try:
+                    ipaddress.ip_interface(addr)
+                except ValueError as exc:
+                    _fail(path, f + ".address", f"expected an IPv4 address with its prefix length ({exc})")
+            net = itf.get("network")
+            if net is not None:
+                if net not in networks:
+                    _fail(path, f + ".network", f"unknown network {net!r}; expected one of: {', '.join(networks) or '(none)'}")
+                subnet = ipaddress.ip_network(networks[net]["subnet"], strict=False)
+                if addr and ipaddress.ip_interface(addr).ip not in subnet:
+                    _fail(path, f + ".address", f"{addr} is outside {net} ({subnet})")
+            itfs[ifname] = {"link": itf.get("link"), "network": net, "address": addr}
+        nodes[n] = {"kind": kind, "interfaces": itfs, "routes": nd.get("routes", [])}
+    links = _resolve_links(topo["nodes"], path)
+    for a, b in links:  # store both ends as full ports
+        nodes[a.split(":")[0]]["interfaces"][a.split(":")[1]]["link"] = b
+        nodes[b.split(":")[0]]["interfaces"][b.split(":")[1]]["link"] = a
+    seen: dict[str, str] = {}
+    for n, nd in nodes.items():
+        for ifname, itf in nd["interfaces"].items():
+            if itf["address"]:
+                ip = str(ipaddress.ip_interface(itf["address"]).ip)
+                if ip in seen:
+                    _fail(path, f"topology.nodes.{n}.interfaces.{ifname}.address", f"{ip} is also {seen[ip]}'s")
+                seen[ip] = _port(n, ifname)
+    for dom in _l2_domains(nodes, links):
+        nets = {str(ipaddress.ip_interface(nodes[p.split(":")[0]]["interfaces"][p.split(":")[1]]["address"]).network): p
+                for p in sorted(dom) if nodes[p.split(":")[0]]["interfaces"][p.split(":")[1]]["address"]}
+        if len(nets) > 1:
+            (n1, p1), (n2, p2) = list(nets.items())[:2]
+            _fail(path, f"topology.nodes.{p2.split(':')[0]}.interfaces.{p2.split(':')[1]}.address",
+                  f"{p1} and {p2} share an L2 domain (links and switches) but not a subnet ({n1}, {n2})")
+    ports = {_port(n, i) for n, nd in nodes.items() for i in nd["interfaces"]}
+    names = list(nodes)
+    known_sel = set(names) | set(KIND_GROUPS.values()) | {"all"}
+
+    def check_port(field, port):
+        if port not in ports:
+            _fail(path, field, f"unknown port {port!r}; expected NODE:INTERFACE, one of: {', '.join(sorted(ports))}")
+
+    def check_qdiscs(field, qd):
+        for port, stack in qd.items():
+            check_port(f"{field}.{port}", port)
+            _check_stack(path, f"{field}.{port}", stack)
+
+    base_qdiscs = data.get("qdiscs", {})
+    check_qdiscs("qdiscs", base_qdiscs)
+    base_sysctls: dict[str, dict] = {n: {} for n in names}
+    for i, s in enumerate(data.get("sysctls", [])):
+        for sel in s["nodes"]:
+            if sel not in known_sel:
+                _fail(path, f"sysctls[{i}].nodes", f"unknown node or kind {sel!r}; expected one of: {', '.join(sorted(known_sel))}")
+        for n in [x for x in names if "all" in s["nodes"] or x in s["nodes"] or KIND_GROUPS[nodes[x]["kind"]] in s["nodes"]]:
+            base_sysctls[n].update({k: str(v) for k, v in s["set"].items()})
+
+    def check_traffic(field, items) -> list[dict]:
+        out, ids, iperf_k = [], {}, 0
+        for j, it in enumerate(items):
+            f = f"{field}[{j}]"
+            if it["id"] in ids:
+                _fail(path, f + ".id", f"{it['id']!r} is already {field}[{ids[it['id']]}]; expected unique ids")
+            ids[it["id"]] = j
+            for end in ("from", "to"):
+                if it[end] not in nodes:
+                    _fail(path, f"{f}.{end}", f"unknown node {it[end]!r}; expected one of: {', '.join(names)}")
+                if nodes[it[end]]["kind"] == "switch":
+                    _fail(path, f"{f}.{end}", f"{it[end]} is a switch (no address); expected a host or router")
+            if it["from"] == it["to"]:
+                _fail(path, f + ".to", "expected another node than from")
+            full = {**TRAFFIC_DEFAULTS[it["kind"]], **it}
+            if it["kind"] == "iperf3":
+                full.setdefault("port", IPERF3_BASE_PORT + iperf_k)
+                iperf_k += 1
+                if full["omit_s"] >= full["duration_s"]:
+                    _fail(path, f + ".omit_s", f"expected less than duration_s ({full['duration_s']} s)")
+            out.append(full)
+        ports_used = [(x["to"], x["port"]) for x in out if x["kind"] == "iperf3"]
+        for j, pu in enumerate(ports_used):
+            if ports_used.index(pu) != j:
+                _fail(path, field, f"two iperf3 servers on {pu[0]} port {pu[1]}; give one a port")
+        return out
+
+    default_traffic = check_traffic("traffic", data["traffic"])
+    trials, tids = [], {}
+    for i, t in enumerate(data["trials"]):
+        f = f"trials[{i}]"
+        if t["id"] in tids:
+            _fail(path, f + ".id", f"{t['id']!r} is already trials[{tids[t['id']]}]; expected unique trial ids")
+        tids[t["id"]] = i
+        check_qdiscs(f + ".qdiscs", t.get("qdiscs", {}))
+        sysctls = {n: dict(v) for n, v in base_sysctls.items()}
+        for n, kv in t.get("sysctls", {}).items():
+            if n not in nodes:
+                _fail(path, f"{f}.sysctls.{n}", f"unknown node {n!r}; expected one of: {', '.join(names)}")
+            sysctls[n].update({k: str(v) for k, v in kv.items()})
+        traffic = check_traffic(f + ".traffic", t["traffic"]) if "traffic" in t else default_traffic
+        trials.append({"id": t["id"], "description": t.get("description", ""), "labels": t.get("labels", {}),
+                       "qdiscs": {**base_qdiscs, **t.get("qdiscs", {})}, "sysctls": sysctls, "traffic": traffic,
+                       "duration_s": max(x["start_s"] + x["duration_s"] for x in traffic)})
+    phases = data.get("phases", [])
+    longest = max(t["duration_s"] for t in trials)
+    prev = 0.0
+    for i, ph in enumerate(phases):
+        if ph["start_s"] != prev or ph["end_s"] <= ph["start_s"]:
+            _fail(path, f"phases[{i}]", f"expected contiguous phases starting at {prev} s with end_s > start_s")
+        prev = ph["end_s"]
+    if phases and prev > longest + 1e-9:
+        _fail(path, f"phases[{len(phases) - 1}].end_s", f"expected at most the longest trial's {longest} s")
+    for i, c in enumerate(data.get("collectors", [])):
+        check_port(f"collectors[{i}].at", c["at"])
+    m = Model({
+        "schema_version": 2, "name": data["name"], "title": data["title"], "reference": data.get("reference", {}),
+        "nodes": nodes, "networks": networks, "links": links,
+        "mtu_bytes": data.get("links", {}).get("mtu_bytes", 1500),
+        "offloads": {k: data.get("links", {}).get("offloads", {}).get(k, False) for k in ("tso", "gso", "gro")},
+        "trials": trials, "phases": phases, "base_rtt": data.get("base_rtt", {}),
+        "collectors": data.get("collectors", []), "health": data.get("health", {}),
+        "figures": data.get("figures", []), "claims": data["claims"], "rate_scale": data.get("rate_scale", {}),
+    }, Path(path))
+    _check_claims(m, path)
+    return m
+
+
+def _check_claims(m: Model, path) -> None:
+    """Every trial and phase a claim or figure names exists."""
+    tids = [t["id"] for t in m.trials]
+    phases = [p["name"] for p in m.data["phases"]]
+
+    def check_sel(field, sel):
+        for t in sel.get("trials", []):
+            if t not in tids:
+                _fail(path, field + ".trials", f"unknown trial {t!r}; expected one of: {', '.join(tids)}")
+        for p in sel.get("phases", []):
+            if p not in phases:
+                _fail(path, field + ".phases", f"unknown phase {p!r}; expected one of: {', '.join(phases) or '(no phases)'}")
+
+    for i, cl in enumerate(m.data["claims"]):
+        ch = cl["check"]
+        for key in ("select", "higher", "lower"):
+            if key in ch:
+                check_sel(f"claims[{i}].check.{key}", ch[key])
+        if ch["kind"] == "rise_and_fall":
+            order = ch["select"].get(ch["order"], [])
+            if ch["peak"] not in order:
+                _fail(path, f"claims[{i}].check.peak", f"expected one of the selection's {ch['order']} ({', '.join(order)})")

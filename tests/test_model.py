@@ -1,0 +1,90 @@
+"""The experiment model, schema_version 2 (netrepro/model.py): a lab-shaped file resolves into
+links, L2 domains, complete trials and traffic with defaults; each kind of mistake gets one
+line naming the field."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from netrepro import model
+from netrepro.yamlfile import load_yaml_file
+
+DATA = Path(__file__).resolve().parent / "data" / "experiments"
+
+
+@pytest.fixture(scope="module")
+def lab():
+    return load_yaml_file(DATA / "lab19-like.yml", "experiment file")
+
+
+def test_links_pair_both_ends_and_store_full_ports(lab):
+    m = model.build(lab, "lab19-like.yml")
+    assert m.data["links"] == [["h1:h1-eth0", "s1:s1-eth2"], ["h2:h2-eth0", "s1:s1-eth3"],
+                               ["h3:h3-eth0", "s2:s2-eth2"], ["s1:s1-eth1", "s2:s2-eth1"]]
+    assert m.nodes["s2"]["interfaces"]["s2-eth1"]["link"] == "s1:s1-eth1"
+    assert m.nodes["s1"]["kind"] == "switch" and m.nodes["h1"]["kind"] == "host"
+
+
+def test_trials_are_complete(lab):
+    m = model.build(lab, "lab19-like.yml")
+    drop, pie, bbr = m.trials
+    assert drop["qdiscs"]["s2:s2-eth2"] == [{"kind": "tbf", "rate_mbit": 1000, "burst_bytes": 500000, "limit_bytes": 26214400}]
+    assert drop["qdiscs"]["s1:s1-eth1"] == pie["qdiscs"]["s1:s1-eth1"] == [{"kind": "netem", "delay_ms": 20}]
+    assert [x["kind"] for x in pie["qdiscs"]["s2:s2-eth2"]] == ["tbf", "pie"]
+    assert drop["sysctls"]["h1"]["net.ipv4.tcp_rmem"] == "10240 87380 52428800" and drop["sysctls"]["h2"] == {}
+    assert bbr["sysctls"]["h1"]["net.ipv4.tcp_congestion_control"] == "bbr"
+    assert "net.ipv4.tcp_congestion_control" not in drop["sysctls"]["h1"]
+    # iperf3(1) defaults filled, ports one per iperf3 item from 5201
+    assert drop["traffic"][0] == {"kind": "iperf3", "id": "bulk", "from": "h1", "to": "h3", "duration_s": 90,
+                                  "start_s": 0, "parallel": 1, "omit_s": 0, "interval_s": 1, "port": 5201}
+    assert drop["duration_s"] == 90 and bbr["duration_s"] == 30 and len(bbr["traffic"]) == 1
+
+
+def test_selectors_and_addresses(lab):
+    m = model.build(lab, "lab19-like.yml")
+    assert m.select(["switches"]) == ["s1", "s2"] and m.select(["hosts"]) == ["h1", "h2", "h3"]
+    assert m.address_toward("h1", "h3") == "10.0.0.3"
+    with pytest.raises(ValueError, match="s1 has no address"):
+        m.address_toward("h1", "s1")
+
+
+def _broken(lab, edit):
+    d = copy.deepcopy(lab)
+    edit(d)
+    with pytest.raises(model.ModelError) as err:
+        model.build(d, "x.yml")
+    return str(err.value)
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    (lambda d: d["topology"]["nodes"]["s2"]["interfaces"].pop("s2-eth1"),
+     "topology.nodes.s1.interfaces.s1-eth1.link", "expected s2:s2-eth1 with link: s1"),
+    (lambda d: d["topology"]["nodes"]["h1"]["interfaces"]["h1-eth0"].update(link="h9"),
+     "topology.nodes.h1.interfaces.h1-eth0.link", "unknown node 'h9'"),
+    (lambda d: d["topology"]["nodes"]["s1"]["interfaces"]["s1-eth2"].update(address="10.0.0.9/24"),
+     "topology.nodes.s1.interfaces.s1-eth2.address", "a switch bridges its interfaces"),
+    (lambda d: d["topology"]["nodes"]["h2"]["interfaces"]["h2-eth0"].update(address="10.0.0.1/24"),
+     "topology.nodes.h2.interfaces.h2-eth0.address", "10.0.0.1 is also h1:h1-eth0's"),
+    (lambda d: d["topology"]["nodes"]["h3"]["interfaces"]["h3-eth0"].update(address="10.0.1.3/24"),
+     "address", "share an L2 domain (links and switches) but not a subnet"),
+    (lambda d: d["qdiscs"].update({"s2:s2-eth9": []}), "qdiscs.s2:s2-eth9", "unknown port 's2:s2-eth9'"),
+    (lambda d: d["trials"][1]["qdiscs"]["s2:s2-eth2"].insert(0, {"kind": "pie"}),
+     "trials[1].qdiscs.s2:s2-eth2[1]", "pie (layer 0) is classless"),
+    (lambda d: d["trials"].append({"id": "pie"}), "trials[3].id", "'pie' is already trials[1]"),
+    (lambda d: d["traffic"].append({"kind": "ping", "id": "x", "from": "h1", "to": "s1", "interval_s": 1, "duration_s": 1}),
+     "traffic[2].to", "s1 is a switch"),
+    (lambda d: d["traffic"].append({"kind": "iperf3", "id": "b2", "from": "h2", "to": "h3", "duration_s": 9, "port": 5201}),
+     "traffic", "two iperf3 servers on h3 port 5201"),
+    (lambda d: d["traffic"][0].update(omit_s=90), "traffic[0].omit_s", "expected less than duration_s"),
+    (lambda d: d["sysctls"][0].update(nodes=["hostz"]), "sysctls[0].nodes", "unknown node or kind 'hostz'"),
+    (lambda d: d["claims"][0]["check"]["lower"].update(trials=["codel"]), "claims[0].check.lower.trials", "unknown trial 'codel'"),
+    (lambda d: d["topology"]["nodes"]["h1"]["interfaces"].update({"h1-eth0-too-long-name": {"link": "s1"}}),
+     "topology.nodes.h1.interfaces", "h1-eth0-too-long-name"),
+])
+def test_each_mistake_gets_one_line_naming_the_field(lab, edit, field, words):
+    msg = _broken(lab, edit)
+    assert msg.startswith("x.yml: ") and "\n" not in msg
+    assert field in msg and words in msg, msg
