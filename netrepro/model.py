@@ -89,12 +89,10 @@ class Model:
         raise KeyError(trial_id)
 
     def select(self, selectors: list[str]) -> list[str]:
-        """Node names (file order) of selectors: names, kinds in the plural, or ``all``."""
-        out = []
-        for n, nd in self.nodes.items():
-            if "all" in selectors or n in selectors or KIND_GROUPS[nd["kind"]] in selectors:
-                out.append(n)
-        return out
+        """Node names (file order) of selectors: names, kinds in the plural, groups, or ``all``."""
+        return [n for n, nd in self.nodes.items()
+                if "all" in selectors or n in selectors or KIND_GROUPS[nd["kind"]] in selectors
+                or set(nd.get("groups", [])) & set(selectors)]
 
     def addresses(self, node: str) -> list[ipaddress.IPv4Interface]:
         """The node's interface addresses, in file order."""
@@ -240,7 +238,7 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
                 if addr and ipaddress.ip_interface(addr).ip not in subnet:
                     _fail(path, f + ".address", f"{addr} is outside {net} ({subnet})")
             itfs[ifname] = {"link": itf.get("link"), "network": net, "address": addr}
-        nodes[n] = {"kind": kind, "interfaces": itfs, "routes": nd.get("routes", [])}
+        nodes[n] = {"kind": kind, "groups": nd.get("groups", []), "interfaces": itfs, "routes": nd.get("routes", [])}
     links = _resolve_links(topo["nodes"], path)
     for a, b in links:  # store both ends as full ports
         nodes[a.split(":")[0]]["interfaces"][a.split(":")[1]]["link"] = b
@@ -262,7 +260,7 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
                   f"{p1} and {p2} share an L2 domain (links and switches) but not a subnet ({n1}, {n2})")
     ports = {_port(n, i) for n, nd in nodes.items() for i in nd["interfaces"]}
     names = list(nodes)
-    known_sel = set(names) | set(KIND_GROUPS.values()) | {"all"}
+    known_sel = set(names) | set(KIND_GROUPS.values()) | {"all"} | {g for nd in nodes.values() for g in nd["groups"]}
 
     def check_port(field, port):
         if port not in ports:
@@ -280,7 +278,7 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
         for sel in s["nodes"]:
             if sel not in known_sel:
                 _fail(path, f"sysctls[{i}].nodes", f"unknown node or kind {sel!r}; expected one of: {', '.join(sorted(known_sel))}")
-        for n in [x for x in names if "all" in s["nodes"] or x in s["nodes"] or KIND_GROUPS[nodes[x]["kind"]] in s["nodes"]]:
+        for n in Model({"nodes": nodes}, Path(path)).select(s["nodes"]):
             base_sysctls[n].update({k: str(v) for k, v in s["set"].items()})
 
     def check_traffic(field, items) -> list[dict]:
@@ -373,3 +371,72 @@ def _check_claims(m: Model, path) -> None:
             order = ch["select"].get(ch["order"], [])
             if ch["peak"] not in order:
                 _fail(path, f"claims[{i}].check.peak", f"expected one of the selection's {ch['order']} ({', '.join(order)})")
+
+
+def from_v1(spec) -> Model:
+    """The model of a schema_version 1 experiment (:class:`netrepro.spec.Spec`, pie-vs-red's
+    format: AQM x variant trials, one HTB bottleneck, FTP flow groups, ping collectors).
+
+    Each LAN interface is named after its network (``clients_lan``; a longer name is hashed
+    to 15 characters as the local site does); each trial ``<aqm>-<variant>`` gets the
+    bottleneck's stack (HTB at the variant's rate, the AQM as its leaf under the spec's
+    ``aqm_handle``, PIE's limit defaulting to buffer_bytes / mtu_bytes), the netem of
+    ``links.delays``, the sysctls of ``hosts`` (and ip_forward on forwarding nodes), one FTP
+    item per flow group at the variant's source rate and one ping item per pinging node
+    toward its first flow group's server; ``labels`` are ``{aqm, variant}``; a node's
+    ``groups`` is its v1 role in the plural. Claims, phases, base RTT and health are kept as
+    the file gives them (``claims`` in the version 1 shape, ``schema_version`` 1).
+    """
+    from netrepro.rolevars import node_sysctls
+    from netrepro.sites.netns import ifname
+    d = spec.data
+    nodes = {}
+    for n, nd in spec.nodes.items():
+        nodes[n] = {"kind": "router" if nd["role"] == "router" else "host", "groups": [nd["role"] + "s"],
+                    "interfaces": {ifname(i["network"]): {"link": None, "network": i["network"],
+                                                          "address": f"{i['address']}/{spec.prefixlen(i['network'])}"}
+                                   for i in nd["interfaces"]},
+                    "routes": nd.get("routes", [])}
+    b = d["bottleneck"]
+    bport = _port(b["node"], ifname(b["network"]))
+    netem: dict[str, list] = {}
+    for dl in d["links"].get("delays", []):
+        layer = {"kind": "netem", "delay_ms": dl["delay_ms"], "limit_packets": dl.get("limit_packets", 1000)}
+        if dl.get("jitter_ms"):
+            layer["jitter_ms"] = dl["jitter_ms"]
+        for n in spec.select(dl["nodes"]):
+            netem[_port(n, ifname(dl["network"]))] = [layer]
+    sysctls = node_sysctls(spec)
+    src = d.get("sources", {})
+    server_of = {}
+    for fg in d["flows"]:
+        server_of.setdefault(fg["client"], fg["server"])
+    pingers = [(n, c["interval_s"]) for c in d["collectors"] if c["kind"] == "ping" for n in spec.select(c["nodes"])]
+    trials = []
+    for t in d["trials"]:
+        aqm, var = d["aqms"][t["aqm"]], d["variants"][t["variant"]]
+        rate = var.get("bottleneck", {}).get("rate_mbit", b["rate_mbit"])
+        leaf = {"kind": aqm["qdisc"], "handle": b.get("aqm_handle", "10:"), **aqm["params"]}
+        if aqm["qdisc"] == "pie" and "limit_packets" not in leaf:
+            leaf["limit_packets"] = spec.pie_limit_packets()
+        max_rate = var.get("source", {}).get("max_rate_bytes_per_s", 0)
+        traffic = [{"kind": src.get("kind", "ftp"), "id": f"group{k + 1}", "from": fg["server"], "to": fg["client"],
+                    "flows": fg["flows"], "start_s": fg["start_s"], "duration_s": fg["duration_s"],
+                    "max_rate_bytes_per_s": max_rate} for k, fg in enumerate(d["flows"])]
+        traffic += [{"kind": "ping", "id": f"ping-{n}", "from": n, "to": server_of[n], "interval_s": iv,
+                     "start_s": 0, "duration_s": spec.duration_s} for n, iv in pingers if n in server_of]
+        trials.append({"id": f"{t['aqm']}-{t['variant']}", "description": var.get("description", ""),
+                       "labels": {"aqm": t["aqm"], "variant": t["variant"]},
+                       "qdiscs": {**netem, bport: [{"kind": "htb", "rate_mbit": rate}, leaf]},
+                       "sysctls": {n: dict(v) for n, v in sysctls.items()}, "traffic": traffic,
+                       "duration_s": spec.duration_s})
+    collectors = [{"kind": "qdisc_stats", "at": _port(n, ifname(c["network"])), "interval_s": c["interval_s"]}
+                  for c in d["collectors"] if c["kind"] == "qdisc_stats" for n in spec.select(c["nodes"])]
+    return Model({
+        "schema_version": 1, "name": d["name"], "title": d["title"], "reference": d.get("reference", {}),
+        "nodes": nodes, "networks": spec.networks, "links": [],
+        "mtu_bytes": d["links"]["mtu_bytes"],
+        "offloads": {k: d["links"].get("offloads", {}).get(k, False) for k in ("tso", "gso", "gro")},
+        "trials": trials, "phases": d["phases"], "base_rtt": d["base_rtt"], "collectors": collectors,
+        "health": d.get("health", {}), "figures": [], "claims": d["claims"], "rate_scale": {},
+    }, spec.path)
