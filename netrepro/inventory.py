@@ -164,14 +164,22 @@ def build_inventory(spec: Spec, logins: dict[str, NodeLogin], site: str,
         hosts = {}
         for node in members:
             lg = logins[node]
-            nd = spec.nodes[node]
+            md = spec.model.nodes[node]
+            # The node's experiment interfaces (model names): address/prefix, its LAN, its peer port.
+            itfs = {name: {"address": i["address"].split("/")[0] if i["address"] else None,
+                           "prefixlen": int(i["address"].split("/")[1]) if i["address"] else None,
+                           "network": i["network"], "link": i["link"]} for name, i in md["interfaces"].items()}
             hv: dict[str, Any] = {
                 "ansible_host": lg.host,
                 "ansible_port": lg.port,
                 "ansible_user": lg.user,
-                "netrepro_role": nd["role"],
-                "netrepro_addresses": {i["network"]: i["address"] for i in nd["interfaces"]},
-                "netrepro_prefixlen": {i["network"]: spec.prefixlen(i["network"]) for i in nd["interfaces"]},
+                "netrepro_role": spec.nodes[node].get("role", md["kind"]),
+                "netrepro_kind": md["kind"],
+                # keyed by LAN for LAN interfaces (version 1's roles look them up by network),
+                # by interface name for links
+                "netrepro_addresses": {i["network"] or name: i["address"] for name, i in itfs.items() if i["address"]},
+                "netrepro_prefixlen": {i["network"] or name: i["prefixlen"] for name, i in itfs.items() if i["address"]},
+                "netrepro_interfaces": itfs,
             }
             if lg.extra.get("node_dir"):
                 # Node-private folder (configs, FTP root, pid files, data); required when

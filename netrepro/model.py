@@ -377,8 +377,8 @@ def from_v1(spec) -> Model:
     """The model of a schema_version 1 experiment (:class:`netrepro.spec.Spec`, pie-vs-red's
     format: AQM x variant trials, one HTB bottleneck, FTP flow groups, ping collectors).
 
-    Each LAN interface is named after its network (``clients_lan``; a longer name is hashed
-    to 15 characters as the local site does); each trial ``<aqm>-<variant>`` gets the
+    A node's interfaces are named ``eth1``, ``eth2``, ... in file order (as the local site and
+    testbed VMs name them; ``eth0`` is the management interface); each trial ``<aqm>-<variant>`` gets the
     bottleneck's stack (HTB at the variant's rate, the AQM as its leaf under the spec's
     ``aqm_handle``, PIE's limit defaulting to buffer_bytes / mtu_bytes), the netem of
     ``links.delays``, the sysctls of ``hosts`` (and ip_forward on forwarding nodes), one FTP
@@ -388,24 +388,27 @@ def from_v1(spec) -> Model:
     the file gives them (``claims`` in the version 1 shape, ``schema_version`` 1).
     """
     from netrepro.rolevars import node_sysctls
-    from netrepro.sites.netns import ifname
     d = spec.data
+
+    def ifname(node: str, network: str) -> str:
+        return next(f"eth{i}" for i, itf in enumerate(spec.nodes[node]["interfaces"], 1) if itf["network"] == network)
+
     nodes = {}
     for n, nd in spec.nodes.items():
         nodes[n] = {"kind": "router" if nd["role"] == "router" else "host", "groups": [nd["role"] + "s"],
-                    "interfaces": {ifname(i["network"]): {"link": None, "network": i["network"],
-                                                          "address": f"{i['address']}/{spec.prefixlen(i['network'])}"}
-                                   for i in nd["interfaces"]},
+                    "interfaces": {f"eth{k}": {"link": None, "network": i["network"],
+                                               "address": f"{i['address']}/{spec.prefixlen(i['network'])}"}
+                                   for k, i in enumerate(nd["interfaces"], 1)},
                     "routes": nd.get("routes", [])}
     b = d["bottleneck"]
-    bport = _port(b["node"], ifname(b["network"]))
+    bport = _port(b["node"], ifname(b["node"], b["network"]))
     netem: dict[str, list] = {}
     for dl in d["links"].get("delays", []):
         layer = {"kind": "netem", "delay_ms": dl["delay_ms"], "limit_packets": dl.get("limit_packets", 1000)}
         if dl.get("jitter_ms"):
             layer["jitter_ms"] = dl["jitter_ms"]
         for n in spec.select(dl["nodes"]):
-            netem[_port(n, ifname(dl["network"]))] = [layer]
+            netem[_port(n, ifname(n, dl["network"]))] = [layer]
     sysctls = node_sysctls(spec)
     src = d.get("sources", {})
     server_of = {}
@@ -430,7 +433,7 @@ def from_v1(spec) -> Model:
                        "qdiscs": {**netem, bport: [{"kind": "htb", "rate_mbit": rate}, leaf]},
                        "sysctls": {n: dict(v) for n, v in sysctls.items()}, "traffic": traffic,
                        "duration_s": spec.duration_s})
-    collectors = [{"kind": "qdisc_stats", "at": _port(n, ifname(c["network"])), "interval_s": c["interval_s"]}
+    collectors = [{"kind": "qdisc_stats", "at": _port(n, ifname(n, c["network"])), "interval_s": c["interval_s"]}
                   for c in d["collectors"] if c["kind"] == "qdisc_stats" for n in spec.select(c["nodes"])]
     return Model({
         "schema_version": 1, "name": d["name"], "title": d["title"], "reference": d.get("reference", {}),

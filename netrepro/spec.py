@@ -217,14 +217,28 @@ class Spec:
     @classmethod
     def from_data(cls, data: Any, path: Path | str = "<memory>") -> "Spec":
         """Validate parsed YAML ``data`` (:func:`check_plain_data`, the schema, then the
-        cross-checks) and wrap it. Raises SpecError (one line)."""
+        cross-checks) and wrap it; a file of schema_version 2 becomes a :class:`SpecV2`.
+        Raises SpecError (one line)."""
         check_plain_data(data, path)
+        version = data.get("schema_version")
+        if version == 2 and cls is Spec:
+            return SpecV2.from_data(data, path)
+        if version not in (1, 2) or isinstance(version, bool):
+            raise SpecError(path, "schema_version", f"expected 1 (the PIE vs RED format) or 2 (docs/experiment-format.md), "
+                                                    f"got {_show(version)}")
         validate_schema(data, path)
         spec = cls(data, Path(path))
         spec._cross_check()
         return spec
 
     # --- convenient views -----------------------------------------------------------
+    @cached_property
+    def model(self):
+        """The experiment as a :class:`netrepro.model.Model` (what sites, playbooks and the
+        analysis read): :func:`netrepro.model.from_v1` of this version 1 file."""
+        from netrepro.model import from_v1
+        return from_v1(self)
+
     @property
     def name(self) -> str:
         return self.data["name"]
@@ -447,3 +461,52 @@ class Spec:
             "base_rtt_s": self.data["base_rtt"]["duration_s"] * k,
             "duration_s": self.duration_s * k,
         }
+
+
+class SpecV2(Spec):
+    """An experiment file of schema_version 2 (:mod:`netrepro.model`): the views every site
+    and the inventory use, read from its :class:`netrepro.model.Model`. The version 1 views
+    (``bottleneck``, ``aqms``, ``variants``, :meth:`scaled`) do not exist here."""
+
+    @classmethod
+    def from_data(cls, data: Any, path: Path | str = "<memory>") -> "SpecV2":
+        """Validate and resolve (:func:`netrepro.model.build`). Raises SpecError (one line)."""
+        from netrepro import model
+        try:
+            m = model.build(data, path)
+        except model.ModelError as exc:
+            raise SpecError(exc.path, exc.field, exc.problem) from None
+        spec = cls(data, Path(path))
+        spec.__dict__["model"] = m
+        return spec
+
+    @property
+    def nodes(self) -> dict[str, dict]:
+        """Node name -> the model's node (kind, groups, interfaces by name, routes)."""
+        return self.model.nodes
+
+    @property
+    def networks(self) -> dict[str, dict]:
+        return self.model.data["networks"]
+
+    @cached_property
+    def groups(self) -> dict[str, list[str]]:
+        """Inventory group -> node names: one per kind in the plural, and each node's groups."""
+        from netrepro.model import KIND_GROUPS
+        out: dict[str, list[str]] = {g: [] for g in KIND_GROUPS.values()}
+        for n, nd in self.nodes.items():
+            for g in [KIND_GROUPS[nd["kind"]], *nd["groups"]]:
+                out.setdefault(g, []).append(n)
+        return out
+
+    def select(self, selectors: list[str]) -> list[str]:
+        return self.model.select(selectors)
+
+    @property
+    def trial_ids(self) -> list[str]:
+        return [t["id"] for t in self.model.trials]
+
+    @property
+    def duration_s(self) -> float:
+        """The longest trial's schedule, s."""
+        return max(t["duration_s"] for t in self.model.trials)

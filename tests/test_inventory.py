@@ -174,8 +174,10 @@ def test_groups_hosts_and_vars(spec):
         "routers": ["router"]}
     c1 = ch["clients"]["hosts"]["client1"]
     assert c1 == {"ansible_host": "172.30.0.12", "ansible_port": 22, "ansible_user": "root",
-                  "netrepro_role": "client", "netrepro_addresses": {"clients_lan": "10.10.1.1"},
-                  "netrepro_prefixlen": {"clients_lan": 24}}
+                  "netrepro_role": "client", "netrepro_kind": "host", "netrepro_addresses": {"clients_lan": "10.10.1.1"},
+                  "netrepro_prefixlen": {"clients_lan": 24},
+                  "netrepro_interfaces": {"eth1": {"address": "10.10.1.1", "prefixlen": 24, "network": "clients_lan",
+                                                   "link": None}}}
     r = ch["routers"]["hosts"]["router"]
     assert r["netrepro_addresses"] == {"clients_lan": "10.10.1.254", "servers_lan": "10.10.2.254"}
     assert r["netrepro_prefixlen"] == {"clients_lan": 24, "servers_lan": 24}
@@ -291,3 +293,19 @@ def test_proxy_command_ends_options_and_escapes_percent():
     assert inner[2] == "[%h]:%p"
     assert inner[inner.index("-i") + 1] == "/k/50%%d/id"
     assert "UserKnownHostsFile=/s/%%kh" in inner
+
+
+def test_switched_topology_inventory():
+    """A schema_version 2 experiment: groups per kind, interfaces by name with their peer port;
+    a switch has no address."""
+    from netrepro.spec import load_spec
+    spec = load_spec(Path(__file__).resolve().parent / "data" / "experiments" / "lab19-like.yml")
+    inv = build_inventory(spec, logins_for(spec), "local")
+    ch = inv["all"]["children"]
+    assert {g: list(v["hosts"]) for g, v in ch.items()} == {"hosts": ["h1", "h2", "h3"], "routers": [],
+                                                            "switches": ["s1", "s2"]}
+    h1, s2 = ch["hosts"]["hosts"]["h1"], ch["switches"]["hosts"]["s2"]
+    assert h1["netrepro_kind"] == "host" and h1["netrepro_addresses"] == {"h1-eth0": "10.0.0.1"}
+    assert h1["netrepro_interfaces"]["h1-eth0"] == {"address": "10.0.0.1", "prefixlen": 24, "network": None,
+                                                    "link": "s1:s1-eth2"}
+    assert s2["netrepro_addresses"] == {} and s2["netrepro_interfaces"]["s2-eth2"]["link"] == "h3:h3-eth0"

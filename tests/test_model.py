@@ -98,15 +98,15 @@ def test_pie_vs_red_as_a_model():
     assert [t["id"] for t in m.trials] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
     pie = m.trial("pie-unlimited")
     assert pie["labels"] == {"aqm": "pie", "variant": "unlimited"} and pie["duration_s"] == 250
-    assert pie["qdiscs"]["router:clients_lan"] == [
+    assert pie["qdiscs"]["router:eth1"] == [
         {"kind": "htb", "rate_mbit": 10},
         {"kind": "pie", "handle": "10:", "target_ms": 20, "tupdate_ms": 30, "alpha": 2, "beta": 20, "ecn": False,
          "dq_rate_estimator": True, "limit_packets": 134}]
-    assert pie["qdiscs"]["client1:clients_lan"] == [{"kind": "netem", "delay_ms": 100, "limit_packets": 1000}]
+    assert pie["qdiscs"]["client1:eth1"] == [{"kind": "netem", "delay_ms": 100, "limit_packets": 1000}]
     # the stack gives the same tc commands as the version 1 roles did (HTB, then the AQM leaf)
     from netrepro import rolevars, tc
     spec = load_spec("pie-vs-red")
-    cmds = tc.stack_commands(pie["qdiscs"]["router:clients_lan"])
+    cmds = tc.stack_commands(pie["qdiscs"]["router:eth1"])
     bv = rolevars.bottleneck_vars(spec, "unlimited")
     assert cmds[1:] == [bv["qdisc_argv"], bv["class_argv"], rolevars.role_vars(spec)["aqm"]["pie"]["argv"]]
     assert pie["sysctls"]["server1"] == {"net.ipv4.tcp_congestion_control": "reno", "net.ipv4.tcp_sack": "1"}
@@ -118,5 +118,5 @@ def test_pie_vs_red_as_a_model():
     assert {x["max_rate_bytes_per_s"] for x in m.trial("red-limited")["traffic"] if x["kind"] == "ftp"} == {25000}
     pings = [(x["from"], x["to"], x["interval_s"]) for x in pie["traffic"] if x["kind"] == "ping"]
     assert pings == [("client1", "server1", 0.1), ("client2", "server2", 0.1), ("client3", "server3", 0.1)]
-    assert m.data["collectors"] == [{"kind": "qdisc_stats", "at": "router:clients_lan", "interval_s": 0.1}]
+    assert m.data["collectors"] == [{"kind": "qdisc_stats", "at": "router:eth1", "interval_s": 0.1}]
     assert m.address_toward("client1", "server1") == "10.10.2.1" and m.nodes["router"]["kind"] == "router"

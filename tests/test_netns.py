@@ -397,3 +397,64 @@ def test_strict_build_stops_on_conflict(real_site):
     assert "exists" in r.stderr
     nss, links = _ours_left()
     assert nss == [] and links == [layout.mgmt_bridge]  # nothing after the failing command ran
+
+
+# --- schema_version 2: switches and named links, built for real -----------------------------------
+def _tagged_switched_spec() -> Spec:
+    """tests/data/experiments/lab19-like.yml (h1, h2 -- s1 -- s2 -- h3) with its nodes renamed
+    after the test's tag (a namespace is named after its node)."""
+    import copy
+    data = copy.deepcopy(yaml.safe_load((Path(__file__).resolve().parent / "data" / "experiments" / "lab19-like.yml").read_text()))
+    ren = {n: f"{TAG}{n}" for n in data["topology"]["nodes"]}
+    nodes = {}
+    for n, nd in data["topology"]["nodes"].items():
+        for itf in nd["interfaces"].values():
+            peer, _, pif = itf["link"].partition(":")
+            itf["link"] = ren[peer] + (f":{pif}" if pif else "")
+        nodes[ren[n]] = nd
+    data["topology"]["nodes"] = nodes
+    port = lambda p: f"{ren[p.split(':')[0]]}:{p.split(':')[1]}"  # noqa: E731
+    data["qdiscs"] = {port(p): st for p, st in data["qdiscs"].items()}
+    for t in data["trials"]:
+        t["qdiscs"] = {port(p): st for p, st in t.get("qdiscs", {}).items()}
+        for it in t.get("traffic", []):
+            it["from"], it["to"] = ren[it["from"]], ren[it["to"]]
+        t["sysctls"] = {ren[n]: v for n, v in t.get("sysctls", {}).items()}
+    for s in data["sysctls"]:
+        s["nodes"] = [ren[n] for n in s["nodes"]]
+    for it in data["traffic"]:
+        it["from"], it["to"] = ren[it["from"]], ren[it["to"]]
+    data["collectors"] = [{**c, "at": port(c["at"])} for c in data["collectors"]]
+    return Spec.from_data(data, f"<{TAG}-v2>")
+
+
+@pytest.mark.netns
+def test_switches_and_named_links_built_for_real(tmp_path):
+    """Two switches (a bridge in each switch's namespace), links named as the manual names the
+    ports, hosts in one subnet across both switches: h1 reaches h3 through s1 and s2, each port
+    carries its name, and teardown leaves nothing."""
+    if os.geteuid() != 0:
+        pytest.fail("needs root (ip netns, veth, bridge)")
+    spec = _tagged_switched_spec()
+    h1, h3, s1, s2 = (f"{TAG}{n}" for n in ("h1", "h3", "s1", "s2"))
+    layout = _TestLayout(mgmt_subnet=_free_mgmt_subnet(), config_dir=str(tmp_path / "nodes"),
+                         runtime_dir=str(tmp_path / "run"), authorized_keys=str(tmp_path / "authorized_keys"))
+    cmds = [c for c in netns.build_commands(spec, layout) if "sshd" not in " ".join(c)]  # the data plane only
+    build, down = tmp_path / "build.sh", tmp_path / "teardown.sh"
+    build.write_text(netns.render_script(cmds, strict=True, title="build"))
+    down.write_text(netns.render_script(netns.teardown_commands(spec, layout), strict=False, title="teardown"))
+    assert _ours_left() == ([], []), "leftovers from an earlier run"
+    try:
+        _sh("sh", str(build), timeout=60)
+        links = {n: {lk["ifname"]: lk for lk in json.loads(_sh("ip", "-n", n, "-j", "link").stdout)} for n in (s1, s2)}
+        assert {"s1-eth1", "s1-eth2", "s1-eth3", "br0"} <= set(links[s1])
+        assert {"s2-eth1", "s2-eth2", "br0"} <= set(links[s2])
+        assert all(links[s2][p].get("master") == "br0" for p in ("s2-eth1", "s2-eth2"))
+        assert _addrs(h1)["h1-eth0"] == ["10.0.0.1/24"] and _addrs(s2)["s2-eth2"] == []
+        _sh("ip", "netns", "exec", h1, "ping", "-c", "1", "-W", "5", "10.0.0.3")
+        # the cable s1-eth1 <-> s2-eth1 carries it: taking s1's end down cuts h1 from h3
+        _sh("ip", "-n", s1, "link", "set", "s1-eth1", "down")
+        assert _sh("ip", "netns", "exec", h1, "ping", "-c", "1", "-W", "1", "10.0.0.3", check=False).returncode != 0
+    finally:
+        _sh("sh", str(down), timeout=60)
+    assert _ours_left() == ([], [])

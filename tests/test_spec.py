@@ -194,8 +194,10 @@ BAD = [
      "collectors[0].nodes", ["unknown node or group 'clientz'"]),
     ("mtu-too-small", lambda d: d["links"].__setitem__("mtu_bytes", 100),
      "links.mtu_bytes", ["expected an integer >= 576 and <= 9000", "got 100", "bytes"]),
-    ("wrong-schema-version", lambda d: d.__setitem__("schema_version", 2),
-     "schema_version", ["expected const 1", "2"]),
+    ("wrong-schema-version", lambda d: d.__setitem__("schema_version", 3),
+     "schema_version", ["expected 1 (the PIE vs RED format) or 2", "got 3"]),
+    ("v1-body-as-version-2", lambda d: d.__setitem__("schema_version", 2),
+     "(top level)", ["Additional properties are not allowed", "'aqms'"]),
     ("bad-name", lambda d: d.__setitem__("name", "PIE vs RED"),
      "name", ["expected pattern"]),
 ]

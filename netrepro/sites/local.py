@@ -156,11 +156,14 @@ class LocalSite(Site):
         mgmt = netns.mgmt_addresses(self.spec, layout)
         lines = [f"local site for {self.spec.name}: one network namespace per node",
                  f"management network {layout.mgmt_subnet} on bridge {layout.mgmt_bridge}"]
-        for net, nd in self.spec.networks.items():
+        m = self.spec.model
+        for net, nd in m.data["networks"].items():
             lines.append(f"LAN {net} {nd['subnet']} on bridge {netns.lan_bridge(net)}")
-        for node, nd in self.spec.nodes.items():
-            itfs = ", ".join(f"eth{i} {x['address']} ({x['network']})" for i, x in enumerate(nd["interfaces"], 1))
-            lines.append(f"  {node:8} {nd['role']:6} eth0 {mgmt[node]} (mgmt), {itfs}")
+        for node, nd in m.nodes.items():
+            itfs = ", ".join(f"{name} {x['address'].split('/')[0] if x['address'] else '(bridged)'} "
+                             f"({x['network'] or 'to ' + x['link']})" for name, x in nd["interfaces"].items())
+            role = (nd["groups"] or [nd["kind"] + "s"])[0].removesuffix("s")
+            lines.append(f"  {node:8} {role:6} eth0 {mgmt[node]} (mgmt), {itfs}")
         return "\n".join(lines)
 
     # --- reserve -------------------------------------------------------------------------

@@ -121,34 +121,70 @@ def sshd_config(node: str, mgmt_addr: str, layout: Layout) -> str:
 
 
 def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
-    """The argv lists that build the site, in order. No command depends on the host's state."""
+    """The argv lists that build the site, in order. No command depends on the host's state.
+
+    From the experiment's model (:attr:`netrepro.spec.Spec.model`): a LAN interface is a
+    veth whose peer joins the LAN's bridge; a link is one veth pair with an end in each
+    node's namespace, each named as the model names it (``s1-eth1``); a switch gets a bridge
+    (``br0``) in its namespace over all its interfaces; hosts and routers get their
+    addresses and routes. Every experiment interface has the model's MTU.
+    """
+    m = spec.model
     cmds: list[list[str]] = []
     mgmt = mgmt_addresses(spec, layout)
     mgmt_len = ipaddress.ip_network(layout.mgmt_subnet).prefixlen
+    mtu = str(m.data["mtu_bytes"])
     # Bridges first: management, then one per LAN.
-    for br in [layout.mgmt_bridge] + [lan_bridge(n) for n in spec.networks]:
+    for br in [layout.mgmt_bridge] + [lan_bridge(n) for n in m.data["networks"]]:
         cmds.append(["ip", "link", "add", br, "type", "bridge"])
         cmds.append(["ip", "link", "set", br, "up"])
     cmds.append(["ip", "addr", "add", f"{layout.mgmt_gateway()}/{mgmt_len}", "dev", layout.mgmt_bridge])
-    for node, nd in spec.nodes.items():
+    def routes(node: str) -> None:
+        for r in m.nodes[node].get("routes", []):
+            cmds.append(["ip", "-n", node, "route", "add", r["to"], "via", r["via"]])
+
+    def wired(nd: dict) -> bool:  # joined by links or bridging: finished once every link exists
+        return nd["kind"] == "switch" or any(itf["link"] for itf in nd["interfaces"].values())
+
+    for node, nd in m.nodes.items():
         cmds.append(["ip", "netns", "add", node])
         cmds.append(["ip", "-n", node, "link", "set", "lo", "up"])
         cmds.append(["ip", "netns", "exec", node, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"])
         cmds.append(["ip", "netns", "exec", node, "sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"])
-        links = [(0, layout.mgmt_bridge, f"{mgmt[node]}/{mgmt_len}")]
-        for i, itf in enumerate(nd["interfaces"], start=1):
-            links.append((i, lan_bridge(itf["network"]), f"{itf['address']}/{spec.prefixlen(itf['network'])}"))
-        for i, bridge, cidr in links:
+        lans = [(0, "eth0", layout.mgmt_bridge, f"{mgmt[node]}/{mgmt_len}")]
+        lans += [(i, name, lan_bridge(itf["network"]), itf["address"])
+                 for i, (name, itf) in enumerate(nd["interfaces"].items(), start=1) if itf["network"]]
+        for i, name, bridge, cidr in lans:
             peer = node_veth(node, i)
-            mtu = str(spec["links"]["mtu_bytes"])
-            cmds.append(["ip", "link", "add", peer, "mtu", mtu, "type", "veth", "peer", "name", f"eth{i}", "mtu", mtu, "netns", node])
+            cmds.append(["ip", "link", "add", peer, "mtu", mtu, "type", "veth", "peer", "name", name, "mtu", mtu,
+                         "netns", node])
             cmds.append(["ip", "link", "set", peer, "master", bridge])
             cmds.append(["ip", "link", "set", peer, "up"])
-            cmds.append(["ip", "-n", node, "addr", "add", cidr, "dev", f"eth{i}"])
-            cmds.append(["ip", "-n", node, "link", "set", f"eth{i}", "up"])
-        for r in nd.get("routes", []):
-            cmds.append(["ip", "-n", node, "route", "add", r["to"], "via", r["via"]])
-    for node in spec.nodes:
+            if cidr and nd["kind"] != "switch":
+                cmds.append(["ip", "-n", node, "addr", "add", cidr, "dev", name])
+            cmds.append(["ip", "-n", node, "link", "set", name, "up"])
+        if not wired(nd):
+            routes(node)
+    for a, b in m.data["links"]:
+        (na, ia), (nb, ib) = a.split(":"), b.split(":")
+        cmds.append(["ip", "link", "add", ia, "mtu", mtu, "netns", na, "type", "veth", "peer", "name", ib, "mtu", mtu,
+                     "netns", nb])
+    for node, nd in m.nodes.items():
+        if not wired(nd):
+            continue
+        if nd["kind"] == "switch":
+            cmds.append(["ip", "-n", node, "link", "add", "br0", "type", "bridge"])
+        for name, itf in nd["interfaces"].items():
+            if nd["kind"] == "switch":
+                cmds.append(["ip", "-n", node, "link", "set", name, "master", "br0"])
+            if itf["link"]:
+                if itf["address"]:
+                    cmds.append(["ip", "-n", node, "addr", "add", itf["address"], "dev", name])
+                cmds.append(["ip", "-n", node, "link", "set", name, "up"])
+        if nd["kind"] == "switch":
+            cmds.append(["ip", "-n", node, "link", "set", "br0", "up"])
+        routes(node)
+    for node in m.nodes:
         run = str(Path(layout.runtime_dir) / node)
         cfg = str(Path(layout.config_dir) / node / "sshd_config")
         cmds.append(["mkdir", "-p", run])
@@ -170,7 +206,7 @@ def teardown_commands(spec: Spec, layout: Layout) -> list[list[str]]:
     for node in spec.nodes:
         cmds.append(["sh", "-c", f"pids=$(ip netns pids {shlex.quote(node)} 2>/dev/null); [ -z \"$pids\" ] || kill -9 $pids"])
         cmds.append(["ip", "netns", "del", node])
-    for br in [lan_bridge(n) for n in spec.networks] + [layout.mgmt_bridge]:
+    for br in [lan_bridge(n) for n in spec.model.data["networks"]] + [layout.mgmt_bridge]:
         cmds.append(["ip", "link", "del", br])
     return cmds
 
@@ -188,7 +224,9 @@ def render_script(cmds: list[list[str]], *, strict: bool, title: str) -> str:
 
 def existing_conflicts(spec: Spec, layout: Layout, namespaces: set[str], links: set[str]) -> list[str]:
     """Names the site would create that already exist (so it must not touch them)."""
-    wanted_links = {layout.mgmt_bridge} | {lan_bridge(n) for n in spec.networks}
-    for node, nd in spec.nodes.items():
-        wanted_links.update(node_veth(node, i) for i in range(len(nd["interfaces"]) + 1))
+    m = spec.model
+    wanted_links = {layout.mgmt_bridge} | {lan_bridge(n) for n in m.data["networks"]}
+    for node, nd in m.nodes.items():  # the builder's ends: management, and one per LAN interface
+        wanted_links.add(node_veth(node, 0))
+        wanted_links.update(node_veth(node, i) for i, itf in enumerate(nd["interfaces"].values(), 1) if itf["network"])
     return sorted((set(spec.nodes) & namespaces)) + sorted(wanted_links & links)
