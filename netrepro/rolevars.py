@@ -178,3 +178,18 @@ def role_vars(spec: Spec, variant: str | None = None) -> dict[str, Any]:
         "routes": node_routes(spec),
         "mtu_bytes": spec["links"]["mtu_bytes"],
     }
+
+
+def stack_vars(model, trial: dict) -> dict[str, list[dict[str, Any]]]:
+    """Node -> ``[{"interface", "commands"}]``: the trial's qdisc stacks (roles/qdisc_stack),
+    each as :func:`netrepro.tc.stack_commands` builds it with :data:`netrepro.tc.DEV` for the
+    device, in the order of the model's ports. Every node has a list (empty: no stack).
+
+    Args:
+        model: a :class:`netrepro.model.Model`; trial: one of its ``trials``.
+    """
+    out: dict[str, list[dict[str, Any]]] = {n: [] for n in model.nodes}
+    for port, stack in trial["qdiscs"].items():
+        node, itf = port.split(":")
+        out[node].append({"interface": itf, "commands": tc.stack_commands(stack)})
+    return out
