@@ -193,3 +193,20 @@ def stack_vars(model, trial: dict) -> dict[str, list[dict[str, Any]]]:
         node, itf = port.split(":")
         out[node].append({"interface": itf, "commands": tc.stack_commands(stack)})
     return out
+
+
+def iperf3_argv(item: dict, address: str, time_scale: float = 1.0) -> list[str]:
+    """The iperf3 client's arguments for a traffic item of kind iperf3 (iperf3(1), 3.12 as in
+    Debian 12): ``-c ADDRESS -p PORT -t DURATION -i INTERVAL -P N -O OMIT -J``, and
+    ``-C CC`` (the flow's congestion control, TCP_CONGESTION) and ``--fq-rate R`` (its
+    pacing rate, SO_MAX_PACING_RATE, bits/s with iperf3's M suffix) when the item gives them.
+    Durations are multiplied by ``time_scale`` (the omitted start too; the interval is not).
+    """
+    out = ["-c", address, "-p", str(item["port"]), "-t", tc.num(round(item["duration_s"] * time_scale, 3)),
+           "-i", tc.num(item["interval_s"]), "-P", str(item["parallel"]),
+           "-O", tc.num(round(item["omit_s"] * time_scale, 3)), "-J"]
+    if item.get("congestion"):
+        out += ["-C", item["congestion"]]
+    if item.get("fq_rate_mbit"):
+        out += ["--fq-rate", tc.num(item["fq_rate_mbit"]) + "M"]
+    return out

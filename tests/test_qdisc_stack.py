@@ -58,3 +58,16 @@ def test_stack_script_installs_keeps_and_resets(tmp_path):
         assert "CHANGED" in run("0").stdout
     finally:
         subprocess.run(["ip", "netns", "del", ns])
+
+
+def test_iperf3_argv_as_the_manuals_write_it():
+    # Lab 12, sec. 8: `iperf3 -c 10.0.0.2 -t 30 -P 5 -J --fq-rate 1.9gbit`
+    item = {"kind": "iperf3", "id": "x", "from": "h1", "to": "h2", "duration_s": 30, "start_s": 0, "parallel": 5,
+            "omit_s": 0, "interval_s": 1, "port": 5201, "fq_rate_mbit": 1900}
+    assert rolevars.iperf3_argv(item, "10.0.0.2") == ["-c", "10.0.0.2", "-p", "5201", "-t", "30", "-i", "1", "-P", "5",
+                                                       "-O", "0", "-J", "--fq-rate", "1900M"]
+    # Lab 18: bbr on h2 (-C), scaled to a tenth
+    item.update(congestion="bbr", omit_s=5, parallel=1)
+    del item["fq_rate_mbit"]
+    assert rolevars.iperf3_argv(item, "10.0.0.4", 0.1)[4:] == ["-t", "3", "-i", "1", "-P", "1", "-O", "0.5", "-J",
+                                                              "-C", "bbr"]

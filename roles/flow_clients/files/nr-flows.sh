@@ -12,7 +12,8 @@
 # START "armed": the waiting process makes the FIFO OUT.go and blocks reading it (no CPU)
 # until the controller writes the trial's common start time into every FIFO of the trial
 # (the barrier, netrepro.controller.release_trial). The wait until START+OFFSET is a
-# fork-free `read -t` on a pipe nobody writes to, so a slow node loses no time forking.
+# fork-free `read -t` on a pipe nobody writes to, so a slow node loses no time forking
+# (nr-start.sh, shared with nr-iperf3.sh).
 # Usage: nr-flows.sh OUT_CSV SERVER START OFFSET_S DURATION_S COUNT FILES [--background]
 #   FILES: comma-separated file names on the server; flow i downloads file (i mod len).
 set -eu
@@ -23,36 +24,11 @@ IFS=, read -r -a names <<< "$files"
 args=()
 for ((i = 0; i < count; i++)); do args+=(-o /dev/null "ftp://$server/${names[i % ${#names[@]}]}"); done
 
-usec() {  # epoch seconds with a fraction -> integer microseconds in USEC (no subshell)
-  local s=${1%.*} f=${1#*.}
-  [ "$s" = "$1" ] && f=0
-  f=${f}000000
-  USEC=$(( 10#$s * 1000000 + 10#${f:0:6} ))
-}
+# shellcheck source=nr-start.sh
+case $0 in */*) . "${0%/*}/nr-start.sh" ;; *) . ./nr-start.sh ;; esac
 
 launch() {  # wait for the start, record it, become curl
-  local never tmo at wait_us
-  # The pipe to wait on is made before the start is known: <(:) forks, and a fork between
-  # reading the clock and waiting made every flow group start one fork late (~0.1 s on a
-  # QEMU TCG micro-VM, more under load).
-  exec {never}<> <(:)
-  if [ "$start" = armed ]; then
-    read -r start < "$out.go"
-    rm -f "$out.go"
-  fi
-  usec "$start"; at=$USEC
-  usec "$offset"; at=$(( at + USEC ))
-  # A timeout runs on the monotonic clock; the start is on the wall clock. On the micro-VM
-  # they drifted ~1.4 ms per second waited (a group 100 s into the trial started 141 ms
-  # late), so the wait is cut in steps of at most 99 % of what is left, the wall clock read
-  # again after each: a few steps, none forking.
-  while usec "$EPOCHREALTIME"; wait_us=$(( at - USEC )); (( wait_us > 0 )); do
-    (( wait_us > 1000000 )) && wait_us=$(( wait_us * 99 / 100 ))
-    printf -v tmo '%d.%06d' $(( wait_us / 1000000 )) $(( wait_us % 1000000 ))
-    read -r -t "$tmo" -u "$never" _ || true
-  done
-  exec {never}>&-
-  printf '%s\n' "$EPOCHREALTIME" > "$out.t0"
+  wait_start "$out" "$start" "$offset"
   exec curl -s --no-progress-meter -Z --parallel-immediate --parallel-max "$count" --max-time "$duration" \
     -w '%{time_connect} %{time_total} %{exitcode} %{size_download} %{url}\n' "${args[@]}" > "$out.raw"
 }
