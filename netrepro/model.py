@@ -443,3 +443,53 @@ def from_v1(spec) -> Model:
         "trials": trials, "phases": d["phases"], "base_rtt": d["base_rtt"], "collectors": collectors,
         "health": d.get("health", {}), "figures": [], "claims": d["claims"], "rate_scale": {},
     }, spec.path)
+
+
+def trial_plan(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
+    """What each node does in one trial, as playbooks/trial.yml's ``trial`` var needs it.
+
+    Returns ``{"ping": {node: {"target", "interval_s"}}, "qdisc_stats": {node: {"interface",
+    "network", "interval_s", "classes"}}, "flows": {node: [{"server_address", "flows",
+    "start_s", "duration_s", "id"}]}, "ftp_sources": {node: max_rate_bytes_per_s},
+    "iperf3": {node: [{"id", "start_s", "to", "address", "item"}]}, "iperf3_servers":
+    {node: [port]}, "stacks": {node: [{"interface", "commands"}]}, "sysctls": {node: {...}},
+    "duration_s"}``; start offsets and durations are multiplied by ``time_scale``.
+
+    The receiver of an FTP item runs its flows (curl) against the sender's vsftpd; the sender
+    of an iperf3 item runs ``iperf3 -c`` toward the receiver's one-off server. A node pings
+    with at most one ping item (its collector writes ``ping.txt``).
+
+    Raises:
+        ValueError: a node has two ping items, or two FTP items from one sender ask for
+            different rates (vsftpd's anon_max_rate is one per server).
+    """
+    from netrepro.rolevars import stack_vars
+    k = time_scale
+    plan: dict[str, Any] = {"ping": {}, "qdisc_stats": {}, "flows": {}, "ftp_sources": {}, "iperf3": {},
+                            "iperf3_servers": {}, "stacks": {n: v for n, v in stack_vars(m, trial).items() if v},
+                            "sysctls": trial["sysctls"], "duration_s": round(trial["duration_s"] * k, 3)}
+    for it in trial["traffic"]:
+        start, dur = round(it["start_s"] * k, 3), round(it["duration_s"] * k, 3)
+        if it["kind"] == "ping":
+            if it["from"] in plan["ping"]:
+                raise ValueError(f"trial {trial['id']}: {it['from']} has two ping items; one per node")
+            plan["ping"][it["from"]] = {"target": m.address_toward(it["from"], it["to"]), "interval_s": it["interval_s"],
+                                        "id": it["id"]}
+        elif it["kind"] == "ftp":
+            rate = plan["ftp_sources"].setdefault(it["from"], it["max_rate_bytes_per_s"])
+            if rate != it["max_rate_bytes_per_s"]:
+                raise ValueError(f"trial {trial['id']}: FTP items from {it['from']} ask for rates {rate} and "
+                                 f"{it['max_rate_bytes_per_s']} B/s; vsftpd has one per server")
+            plan["flows"].setdefault(it["to"], []).append({
+                "server_address": m.address_toward(it["to"], it["from"]), "flows": it["flows"],
+                "start_s": start, "duration_s": dur, "id": it["id"]})
+        elif it["kind"] == "iperf3":
+            plan["iperf3"].setdefault(it["from"], []).append({
+                "id": it["id"], "start_s": start, "to": it["to"], "address": m.address_toward(it["from"], it["to"]),
+                "item": it})
+            plan["iperf3_servers"].setdefault(it["to"], []).append(it["port"])
+    for c in m.data["collectors"]:
+        node, itf = c["at"].split(":")
+        plan["qdisc_stats"][node] = {"interface": itf, "network": m.nodes[node]["interfaces"][itf]["network"],
+                                     "interval_s": c["interval_s"], "classes": c.get("classes", False)}
+    return plan

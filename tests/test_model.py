@@ -120,3 +120,33 @@ def test_pie_vs_red_as_a_model():
     assert pings == [("client1", "server1", 0.1), ("client2", "server2", 0.1), ("client3", "server3", 0.1)]
     assert m.data["collectors"] == [{"kind": "qdisc_stats", "at": "router:eth1", "interval_s": 0.1}]
     assert m.address_toward("client1", "server1") == "10.10.2.1" and m.nodes["router"]["kind"] == "router"
+
+
+def test_trial_plan_says_what_each_node_does(lab):
+    m = model.build(lab, "lab19-like.yml")
+    p = model.trial_plan(m, m.trial("pie"), 0.5)
+    assert p["ping"] == {"h2": {"target": "10.0.0.3", "interval_s": 1, "id": "rtt"}}
+    assert p["iperf3_servers"] == {"h3": [5201]} and p["duration_s"] == 45
+    assert p["iperf3"]["h1"][0]["address"] == "10.0.0.3" and p["iperf3"]["h1"][0]["start_s"] == 0
+    assert set(p["stacks"]) == {"s1", "s2"} and p["qdisc_stats"] == {
+        "s2": {"interface": "s2-eth2", "network": None, "interval_s": 0.1, "classes": False}}
+    assert p["flows"] == {} and p["ftp_sources"] == {}
+
+
+def test_trial_plan_of_pie_vs_red_matches_its_version_1_trial_vars(tmp_path):
+    """The model's plan of pie-vs-red gives the collectors and flow groups that
+    controller.trial_vars gives today (the same targets, addresses, offsets and lengths)."""
+    from netrepro import controller
+    from netrepro.spec import load_spec
+    spec = load_spec("pie-vs-red")
+    tv = controller.trial_vars(spec, {"aqm": "red", "variant": "limited"}, 0.1, tmp_path, 7.5)
+    p = model.trial_plan(spec.model, spec.model.trial("red-limited"), 0.1)
+    assert {n: {k: v[k] for k in ("target", "interval_s")} for n, v in p["ping"].items()} == tv["ping"]
+    assert {n: [{k: g[k] for k in ("server_address", "flows", "start_s", "duration_s")} for g in gs]
+            for n, gs in p["flows"].items()} == tv["flows"]
+    assert p["ftp_sources"] == {"server1": 25000, "server2": 25000, "server3": 25000}
+    assert p["qdisc_stats"]["router"]["network"] == tv["qdisc_stats"]["router"]["network"] == "clients_lan"
+    assert p["duration_s"] == tv["duration_s"] == 25
+    with pytest.raises(ValueError, match="client1 has two ping items"):
+        t = spec.model.trial("red-limited")
+        model.trial_plan(spec.model, {**t, "traffic": t["traffic"] + [t["traffic"][3]]})
