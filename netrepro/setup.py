@@ -48,7 +48,7 @@ VM_EXECUTABLES = {
 #: What the tests' Python packages need to build (requirements-dev.txt: fablib pulls in
 #: recordclass, which PyPI has only as source for CPython 3.11): a C compiler and the headers.
 DEV_FILES = {"gcc": "gcc", f"/usr/include/python3.{sys.version_info.minor}/Python.h": f"python3.{sys.version_info.minor}-dev"}
-#: Kernel modules (qdiscs) the local site needs in host mode (netrepro.sites.local.PROBE_QDISCS).
+#: Kernel modules (qdiscs) the local site needs in host mode for pie-vs-red (`up` probes each experiment's own, netrepro.sites.local.needed_qdisc_probes).
 HOST_QDISC_MODULES = ("sch_netem", "sch_htb", "sch_pie", "sch_red")
 
 

@@ -71,3 +71,27 @@ def test_iperf3_argv_as_the_manuals_write_it():
     del item["fq_rate_mbit"]
     assert rolevars.iperf3_argv(item, "10.0.0.4", 0.1)[4:] == ["-t", "3", "-i", "1", "-P", "1", "-O", "0.5", "-J",
                                                               "-C", "bbr"]
+
+
+def test_the_local_site_probes_the_experiments_own_qdiscs():
+    """auto mode's probe is each experiment's stacks, every distinct layer with its parameters."""
+    from netrepro.sites.local import needed_qdisc_probes
+    p = needed_qdisc_probes(load_spec("pie-vs-red").model)
+    assert sorted(p) == ["htb", "netem", "pie", "red"]
+    assert p["pie"] == [["qdisc", "add", "dev", "nrprobe0", "root", "pie", "limit", "134", "target", "20ms", "tupdate",
+                         "30ms", "alpha", "2", "beta", "20", "noecn", "dq_rate_estimator"]]
+    lab = needed_qdisc_probes(load_spec(REPO / "tests" / "data" / "experiments" / "lab19-like.yml").model)
+    assert sorted(lab) == ["netem", "pie", "tbf"] and len(lab["tbf"]) == 1  # the same TBF in both trials
+
+
+@pytest.mark.netns
+def test_probe_on_this_host():
+    """This machine's kernel has tbf but no pie (README: why the site runs in the micro-VM); the
+    probe must tell them apart, or it proves nothing."""
+    from netrepro.sites.local import probe_host_qdiscs
+    if os.geteuid() != 0:
+        pytest.fail("needs root (ip netns)")
+    found = probe_host_qdiscs(load_spec(REPO / "tests" / "data" / "experiments" / "lab19-like.yml").model)
+    assert found["tbf"] is True
+    assert found["pie"] == (subprocess.run(["modinfo", "sch_pie"], capture_output=True).returncode == 0
+                            or Path("/sys/module/sch_pie").exists())

@@ -32,10 +32,6 @@ from netrepro.sites import capacity, microvm, netns, uml
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, matches, mgmt_subnet, one_of, positive_int,
                                  positive_number)
 
-#: qdiscs the probe must be able to add (the experiment's needs).
-PROBE_QDISCS = {"netem": ["netem", "delay", "1ms"], "htb": ["htb"], "pie": ["pie"], "red":
-                ["red", "limit", "200000", "min", "50000", "max", "150000", "avpkt", "1500", "burst", "56",
-                 "probability", "0.1", "bandwidth", "10mbit"]}
 DEFAULT_MGMT_SUBNET = "172.30.0.0/24"
 #: Why ``auto`` prefers the QEMU micro-VM to UML: measured here, same session, pie-vs-red at
 #: TIME_SCALE=0.1 (`make reproduce-pie-vs-red TIME_SCALE=0.1 LOCAL_MODE=uml|vm`).
@@ -48,21 +44,40 @@ def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, **kw)
 
 
-def probe_host_qdiscs() -> dict[str, bool]:
-    """Can this kernel add each of PROBE_QDISCS? Tried on a veth link in a throwaway namespace.
+def needed_qdisc_probes(model) -> dict[str, list[list[str]]]:
+    """qdisc kind -> the probes (tc argv after ``tc``, device ``nrprobe0``) of every distinct
+    layer of that kind in the experiment's trials (:func:`netrepro.tc.stack_probe_argvs`):
+    each with its own parameters, so a parameter this kernel or tc lacks fails too."""
+    from netrepro import tc
+    out: dict[str, list[list[str]]] = {}
+    for t in model.trials:
+        for stack in t["qdiscs"].values():
+            for layer, argv in zip(stack, tc.stack_probe_argvs(stack, "nrprobe0")):
+                if argv not in out.setdefault(layer["kind"], []):
+                    out[layer["kind"]].append(argv)
+    return out
 
-    Returns qdisc kind -> bool. Needs root (``ip netns add``); returns all False without it.
+
+def probe_host_qdiscs(model) -> dict[str, bool]:
+    """Can this kernel add each qdisc the experiment's stacks use (:func:`needed_qdisc_probes`)?
+    Tried on a veth link in a throwaway namespace.
+
+    Returns qdisc kind -> bool (every layer of that kind added). Needs root (``ip netns add``);
+    returns all False without it.
     """
+    probes = needed_qdisc_probes(model)
     ns = f"nrprobe-{os.getpid()}"
     if _run(["ip", "netns", "add", ns]).returncode != 0:
-        return {k: False for k in PROBE_QDISCS}
+        return {k: False for k in probes}
     try:
         _run(["ip", "-n", ns, "link", "add", "nrprobe0", "type", "veth", "peer", "name", "nrprobe1"])
         _run(["ip", "-n", ns, "link", "set", "nrprobe0", "up"])
         found = {}
-        for kind, args in PROBE_QDISCS.items():
-            r = _run(["tc", "-n", ns, "qdisc", "replace", "dev", "nrprobe0", "root"] + args)
-            found[kind] = r.returncode == 0
+        for kind, argvs in probes.items():
+            found[kind] = True
+            for argv in argvs:
+                found[kind] &= _run(["tc", "-n", ns, *argv]).returncode == 0
+                _run(["tc", "-n", ns, "qdisc", "del", "dev", "nrprobe0", "root"])
         return found
     finally:
         _run(["ip", "netns", "del", ns])
@@ -142,7 +157,7 @@ class LocalSite(Site):
             return mode
         if mode != "auto":
             raise SiteError(f"LOCAL_MODE={mode}: expected auto, host, uml or vm")
-        found = probe_host_qdiscs()
+        found = probe_host_qdiscs(self.spec.model)
         missing = [k for k, ok in found.items() if not ok]
         if not missing:
             log("[local] mode host: the host kernel can add " + ", ".join(found) + " qdiscs")
