@@ -139,15 +139,19 @@ def test_teardown_removes_exactly_what_build_adds(spec):
     ns_added = {c[3] for c in build if c[:3] == ["ip", "netns", "add"]}
     ns_deleted = {c[3] for c in down if c[:3] == ["ip", "netns", "del"]}
     br_added = {c[3] for c in build if c[:3] == ["ip", "link", "add"] and c[-2:] == ["type", "bridge"]}
+    # the builder's ends of the veths (the peers inside the nodes go with their namespaces)
+    veths_added = {c[3] for c in build if c[:3] == ["ip", "link", "add"] and "veth" in c and "netns" not in c[:6]}
     links_deleted = {c[3] for c in down if c[:3] == ["ip", "link", "del"]}
     assert ns_added == ns_deleted == set(spec.nodes)
-    assert br_added == links_deleted == {"nr-mgmt", "nr-clients_lan", "nr-servers_lan"}
+    assert br_added == {"nr-mgmt", "nr-clients_lan", "nr-servers_lan"}
+    assert len(veths_added) == 7 + 8 and links_deleted == br_added | veths_added
     # every process of a namespace is stopped before it is deleted
     for node in spec.nodes:
         kill = next(i for i, c in enumerate(down) if c[0] == "sh" and f"ip netns pids {node} " in c[2])
         assert kill < down.index(["ip", "netns", "del", node])
-    # bridges go last (their veth peers go with the namespaces)
-    assert all(c[:3] == ["ip", "link", "del"] for c in down[-3:])
+    # the builder's veth ends and the bridges go after the namespaces
+    last_ns = max(down.index(["ip", "netns", "del", n]) for n in spec.nodes)
+    assert all(c[:3] == ["ip", "link", "del"] for c in down[last_ns + 1:]) and len(down) - last_ns - 1 == 18
 
 
 def test_teardown_quotes_node_names():

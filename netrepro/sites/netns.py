@@ -206,6 +206,13 @@ def teardown_commands(spec: Spec, layout: Layout) -> list[list[str]]:
     for node in spec.nodes:
         cmds.append(["sh", "-c", f"pids=$(ip netns pids {shlex.quote(node)} 2>/dev/null); [ -z \"$pids\" ] || kill -9 $pids"])
         cmds.append(["ip", "netns", "del", node])
+    # A namespace's interfaces go with it, but the kernel removes them after `ip netns del`
+    # returns: the builder's ends of the veths are deleted here, so that none is left when
+    # the script ends.
+    for node, nd in spec.model.nodes.items():
+        cmds.append(["ip", "link", "del", node_veth(node, 0)])
+        cmds += [["ip", "link", "del", node_veth(node, i)] for i, itf in enumerate(nd["interfaces"].values(), 1)
+                 if itf["network"]]
     for br in [lan_bridge(n) for n in spec.model.data["networks"]] + [layout.mgmt_bridge]:
         cmds.append(["ip", "link", "del", br])
     return cmds
