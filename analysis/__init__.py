@@ -76,6 +76,12 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     from analysis.tidy import build_tidy
     from analysis.verdict import evaluate
 
+    from analysis.run import read_run_json
+    rdir, data = read_run_json(run_dir)
+    if spec is None and isinstance(data.get("spec"), dict) and data["spec"].get("schema_version") == 2:
+        spec = Spec.from_data(data["spec"], f"{rdir / 'run.json'}:spec")
+    if spec is not None and spec.model.data["schema_version"] == 2:
+        return _analyze_model(rdir, data, spec, figures, partial)
     run = open_run(run_dir, spec, partial)
     check = run.raw_check
     marker = run.dir / "INCOMPLETE"  # written by netrepro run when it was interrupted or failed
@@ -116,6 +122,37 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
     outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
     return AnalysisResult(run, tidy, summary, verdict, problems, outputs, out, record, health)
+
+
+def _analyze_model(run_dir: Path, data: dict, spec: Spec, figures: bool, partial: bool) -> AnalysisResult:
+    """:func:`analyze` for an experiment of schema_version 2 (:mod:`analysis.generic`): the same
+    raw check, write-once output folder and analysis.json record."""
+    from analysis import generic
+    from analysis.integrity import sha256_file, verify_raw
+    from analysis.provenance import RECORD, libraries, output_dir, toolkit
+    from analysis.run import PARTIAL_HINT, AnalysisError
+
+    path = run_dir / "run.json"
+    check = verify_raw(run_dir / "raw", data.get("raw_sha256"), path)
+    if check.damaged and not partial:
+        raise AnalysisError(path, f"raw_sha256: {check.describe()}; {PARTIAL_HINT}")
+    marker = run_dir / "INCOMPLETE"
+    record = {
+        "made_by": toolkit(), "libraries": libraries(),
+        "inputs": {"run_json_sha256": sha256_file(path), "raw_tree_sha256": check.tree_sha256(),
+                   "raw_check": check.summary(),
+                   "incomplete_marker_sha256": sha256_file(marker) if marker.is_file() else None},
+        "figures": bool(figures), "partial": bool(check.damaged),
+    }
+    out = output_dir(run_dir, record, not check.damaged)
+    res = generic.analyze(run_dir, spec, data, out, record, figures)
+    outputs = res["outputs"]
+    record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
+    outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
+    run = RunInfo(dir=run_dir, data=data, spec=spec, time_scale=float(data.get("time_scale", 1)), trials=[],
+                  raw_check=check, partial=partial)
+    return AnalysisResult(run, res["tidy"], res["summary"], res["verdict"], res["problems"], outputs, out, record,
+                          res["health"])
 
 
 def analyze_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False) -> dict:

@@ -333,7 +333,13 @@ def _controller_cpu_busy(spec, record, **_) -> tuple[float, str]:
 
 
 def _measures(spec) -> list[tuple[str, Callable]]:
-    """(check id, measurement) in report order; one sampling check per collector kind."""
+    """(check id, measurement) in report order; one sampling check per collector kind.
+
+    An experiment of schema_version 2 gets the checks that read only the nodes' and the
+    controller's CPU (the others read version 1's ping collectors, flow groups and bottleneck)."""
+    if spec.model.data["schema_version"] == 2:
+        return [("nodes_cpu_busy", _nodes_cpu_busy), ("controller_load", _controller_load),
+                ("controller_cpu_busy", _controller_cpu_busy)]
     kinds = list(dict.fromkeys(c["kind"] for c in spec["collectors"]))
     return ([("nodes_cpu_busy", _nodes_cpu_busy), ("ping_received", _ping_received),
              ("flow_start_lag", _flow_start_lag), ("flow_start_skew", _flow_start_skew)]

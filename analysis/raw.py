@@ -212,3 +212,72 @@ def parse_qdisc_jsonl(text: str, handle: str | None = "10:", kind: str | None = 
     df = pd.DataFrame(rows, columns=QDISC_COLUMNS)
     df = df.astype({c: float for c in QDISC_COLUMNS if c != "kind"})
     return df.sort_values("t_epoch_s", kind="stable").reset_index(drop=True)
+
+
+# --- iperf3 -J ---------------------------------------------------------------------------------
+IPERF3_COLUMNS = ["t_s", "stream", "omitted", "bits_per_second", "retransmits", "snd_cwnd_bytes", "rtt_ms"]
+
+
+def parse_iperf3(text: str) -> tuple[pd.DataFrame, dict]:
+    """Parse an iperf3 client's JSON report (``iperf3 -c ... -J``, iperf3 3.x).
+
+    Returns:
+        (intervals, end): ``intervals`` has one row per stream and reporting interval, with
+        IPERF3_COLUMNS: ``t_s`` (end of the interval, s since the client's start: the sum of
+        the intervals' ``seconds`` up to it, so the omitted ones (-O) count too),
+        ``stream`` (0, 1, ... in the report's order), ``omitted`` (bool), and the sender's
+        ``bits_per_second``, ``retransmits``, ``snd_cwnd`` (bytes) and ``rtt`` (µs in the
+        report, here ms; NaN where the report has none). ``end``: ``{"sent_bps",
+        "received_bps", "retransmits", "streams": [{"sent_bps", "retransmits"}]}`` from
+        the report's ``end`` (which leaves the omitted seconds out).
+    Raises:
+        ValueError: not a JSON object, or an iperf3 ``error`` report (the message says it).
+    """
+    obj = json.loads(text)
+    if not isinstance(obj, dict):
+        raise ValueError("not an iperf3 JSON report")
+    if obj.get("error"):
+        raise ValueError(f"iperf3 reported: {obj['error']}")
+    rows, t = [], 0.0
+    for iv in obj.get("intervals") or []:
+        t += _num((iv.get("sum") or {}).get("seconds"))
+        for k, st in enumerate(iv.get("streams") or []):
+            rtt = _num(st.get("rtt"))
+            rows.append((t, k, bool(st.get("omitted")), _num(st.get("bits_per_second")), _num(st.get("retransmits")),
+                         _num(st.get("snd_cwnd")), rtt / 1000 if math.isfinite(rtt) else math.nan))
+    df = pd.DataFrame(rows, columns=IPERF3_COLUMNS).astype({"stream": "int64", "omitted": bool})
+    end = obj.get("end") or {}
+    sent, recv = end.get("sum_sent") or {}, end.get("sum_received") or {}
+    streams = [{"sent_bps": _num((s.get("sender") or {}).get("bits_per_second")),
+                "retransmits": _num((s.get("sender") or {}).get("retransmits"))} for s in end.get("streams") or []]
+    return df, {"sent_bps": _num(sent.get("bits_per_second")), "received_bps": _num(recv.get("bits_per_second")),
+                "retransmits": _num(sent.get("retransmits")), "streams": streams}
+
+
+STACK_COLUMNS = ["t_epoch_s", "backlog_bytes", "backlog_packets", "drops"]
+
+
+def parse_qdisc_stack(text: str) -> pd.DataFrame:
+    """The queue of a whole stack of qdiscs from ``qdisc.jsonl`` (as :func:`parse_qdisc_jsonl`
+    reads it): the root qdisc's ``backlog`` (bytes) and ``qlen`` (packets), which hold its
+    children's, and the drops of every qdisc of the stack summed (each counts its own).
+
+    Returns a DataFrame with STACK_COLUMNS sorted by time; lines without a time or a root
+    qdisc are skipped.
+    """
+    rows = []
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict) or not math.isfinite(_num(obj.get("t"))) or not isinstance(obj.get("qdisc"), list):
+            continue
+        qs = [q for q in obj["qdisc"] if isinstance(q, dict)]
+        root = next((q for q in qs if q.get("root") or "parent" not in q), None)
+        if root is None:
+            continue
+        rows.append((_num(obj["t"]), _size_bytes(root.get("backlog")), _num(root.get("qlen")),
+                     float(np.nansum([_num(q.get("drops")) for q in qs]))))
+    df = pd.DataFrame(rows, columns=STACK_COLUMNS).astype(float)
+    return df.sort_values("t_epoch_s", kind="stable").reset_index(drop=True)

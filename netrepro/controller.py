@@ -35,7 +35,7 @@ from netrepro.inventory import build_inventory, write_inventory, write_known_hos
 from netrepro.rolevars import role_vars
 from netrepro.sites import Site, get_site
 from netrepro.sites.local import _pg_alive  # one process-group liveness check for both
-from netrepro.spec import REPO_ROOT, Spec, SpecError
+from netrepro.spec import REPO_ROOT, Spec, SpecError, SpecV2
 
 STATE_ROOT = Path(os.environ.get("NETREPRO_STATE", REPO_ROOT / ".state"))
 RESULTS_ROOT = Path(os.environ.get("NETREPRO_RESULTS", REPO_ROOT / "results"))
@@ -124,14 +124,19 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
     """
     site = open_site(spec, site_name, options)
     inv = write_site_inventory(spec, site)
-    variant = spec["trials"][0]["variant"]
+    v2 = isinstance(spec, SpecV2)
+    variant = None if v2 else spec["trials"][0]["variant"]
     st = site.load_state()
     st["provisioned"] = False
     site.save_state(st)
     again = f"run `netrepro provision {_spec_arg(spec)}{_site_arg(site_name)}` again, or `netrepro down {_spec_arg(spec)}{_site_arg(site_name)}`"
     t0 = time.time()
     try:
-        res = _playbook("provision", inv, {"netrepro": role_vars(spec, variant)}, site)
+        if v2:
+            from netrepro.rolevars import model_vars
+            res = _playbook("provision-model", inv, {"netrepro": model_vars(spec)}, site)
+        else:
+            res = _playbook("provision", inv, {"netrepro": role_vars(spec, variant)}, site)
     except ansible.PlaybookError as exc:
         raise StepIncomplete(f"provisioning failed ({playbook_failure(exc)})",
                              hint=f"the site is still up: {again}") from None
@@ -149,12 +154,32 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
     return res
 
 
+def model_trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead_s: float) -> dict:
+    """Extra var ``trial`` for playbooks/trial-model.yml (an experiment of schema_version 2;
+    see that playbook's header for the shape): :func:`netrepro.model.trial_plan` at
+    ``time_scale``, with each iperf3 client's arguments (:func:`netrepro.rolevars.iperf3_argv`),
+    the base RTT's length (0 without ``base_rtt``) and the FTP files."""
+    from netrepro.model import trial_plan
+    from netrepro.rolevars import iperf3_argv, model_vars
+    plan = trial_plan(spec.model, trial, time_scale)
+    plan["iperf3"] = {n: [{"id": x["id"], "start_s": x["start_s"], "argv": iperf3_argv(x["item"], x["address"], time_scale)}
+                          for x in items] for n, items in plan["iperf3"].items()}
+    base = spec.model.data["base_rtt"]
+    ftp = model_vars(spec)["ftp_source"] or {}
+    return {"id": trial["id"], "labels": trial["labels"], "lead_s": lead_s,
+            "base_rtt_s": round(base.get("duration_s", 0) * time_scale, 3), "files": ftp.get("files", []),
+            "fetch_dir": str(fetch_dir), **plan}
+
+
 def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead_s: float) -> dict:
-    """Extra var ``trial`` for playbooks/trial.yml (see its header for the shape).
+    """Extra var ``trial`` for playbooks/trial.yml (see its header for the shape); for an
+    experiment of schema_version 2, :func:`model_trial_vars` (playbooks/trial-model.yml).
 
     Durations and offsets are the spec's times ``time_scale``; the ping collector of a client
     targets the server of its (first) flow group.
     """
+    if isinstance(spec, SpecV2):
+        return model_trial_vars(spec, trial, time_scale, fetch_dir, lead_s)
     sched = spec.scaled(time_scale)
 
     def data_addr(node: str) -> str:
@@ -798,6 +823,16 @@ def check_trial_data(tv: dict, tdir: Path, start: float | None) -> list[str]:
         if last is None or last < end - tol:
             ago = f"{end - last:.1f} s before the schedule's end" if last is not None else "without a sample"
             problems.append(f"queue sampler on {node} ended early: last sample {ago}")
+    for node, items in tv.get("iperf3", {}).items():
+        for it in items:
+            f = tdir / node / f"iperf3-{it['id']}.json"
+            try:
+                report = json.loads(f.read_text(errors="replace"))
+            except (OSError, ValueError):
+                problems.append(f"iperf3 client {it['id']} on {node} left no complete report ({f.name}): it was stopped early")
+                continue
+            if report.get("error"):
+                problems.append(f"iperf3 client {it['id']} on {node} failed: {str(report['error'])[:200]}")
     return problems
 
 
@@ -880,8 +915,7 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
         raise SpecError("command line", "--time-scale", f"{time_scale}: the run was made at TIME_SCALE "
                                                         f"{meta.get('time_scale')}; leave it out to resume")
     done = {t.get("id") for t in meta["trials"] if isinstance(t, dict)}
-    order = [t["id"] for t in meta.get("trial_status") or []] or \
-        [f"{t['aqm']}-{t['variant']}" for t in spec["trials"]]
+    order = [t["id"] for t in meta.get("trial_status") or []] or spec.trial_ids
     if all(t in done for t in order) and not (run_dir / INCOMPLETE).exists():
         raise SpecError(run_dir, "--resume", f"the run is complete ({len(order)} trials, no {INCOMPLETE} marker); nothing to resume")
     recorded = meta.get("raw_sha256") or {}
@@ -931,7 +965,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         StepIncomplete: a trial failed or the run was interrupted (SIGINT/SIGTERM): the run
             is marked INCOMPLETE; the completed trials are kept.
     """
-    known_ids = [f"{t['aqm']}-{t['variant']}" for t in spec["trials"]]
+    known_ids = spec.trial_ids
     for tid in trial_ids or []:
         if tid not in known_ids:
             raise SpecError("command line", "--trial", f"{tid!r}: not a trial of {spec.name}; expected one of: {', '.join(known_ids)}")
@@ -977,7 +1011,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
             "mode": mode, "site_status": status, "time_scale": time_scale, "lead_s": lead,
             "toolkit_commit": session["toolkit_commit"], "controller": session["controller"],
             "started_at": session["at"], "trials": [], "nodes": {}, "raw_sha256": {}, "wall_s": 0.0,
-            "packet": {"mtu_bytes": spec["links"]["mtu_bytes"], "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
+            "packet": {"mtu_bytes": spec.model.data["mtu_bytes"], "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
             "trial_status": [{"id": tid, "status": "pending", "attempts": []} for tid in order],
         }
         pending = list(order)
@@ -1000,7 +1034,8 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
             f"run in progress since {session['at']} (netrepro process {os.getpid()} on {platform.node()}); "
             f"if that process is gone, it was stopped without a word: {resume_hint}\n")
         _write_json(rj, meta)
-        by_id = {f"{t['aqm']}-{t['variant']}": t for t in spec["trials"]}
+        by_id = ({t["id"]: t for t in spec.model.trials} if isinstance(spec, SpecV2)
+                 else {f"{t['aqm']}-{t['variant']}": t for t in spec["trials"]})
         for tid in pending:
             trial = by_id[tid]
             ts = next(s for s in meta["trial_status"] if s["id"] == tid)
@@ -1099,24 +1134,31 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     playbook step raises (KeyboardInterrupt, OSError).
     """
     tid = tv["id"]
+    v2 = isinstance(spec, SpecV2)
     st = site.load_state()
-    tv["variant_changed"] = st.get("variant") != tv["variant"]
-    if tv["variant_changed"]:
-        st["variant"] = None  # unknown until the trial's set-variant step succeeds
-        site.save_state(st)
+    if not v2:
+        tv["variant_changed"] = st.get("variant") != tv["variant"]
+        if tv["variant_changed"]:
+            st["variant"] = None  # unknown until the trial's set-variant step succeeds
+            site.save_state(st)
     log(f"[run] trial {tid}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
     load_before = os.getloadavg()
     from analysis import health  # the trial's health checks, and this machine's /proc/stat
     t0 = time.time()
-    extra = {"netrepro": role_vars(spec, tv["variant"]), "aqm_name": tv["aqm"], "trial": tv}
-    armed = sorted(set(tv["ping"]) | set(tv["qdisc_stats"]) | set(tv["flows"]))
+    if v2:
+        from netrepro.rolevars import model_vars
+        extra = {"netrepro": model_vars(spec), "trial": tv}
+    else:
+        extra = {"netrepro": role_vars(spec, tv["variant"]), "aqm_name": tv["aqm"], "trial": tv}
+    armed = sorted(set(tv["ping"]) | set(tv["qdisc_stats"]) | set(tv["flows"]) | set(tv.get("iperf3", {}))
+                   | set(tv.get("iperf3_servers", {})))
+    bn = _sampled_node(spec)
     try:
-        _playbook("trial", inv, extra, site)
+        _playbook("trial-model" if v2 else "trial", inv, extra, site)
         try:
             # Every node acknowledges the release, the armed ones after their FIFOs: each one's
             # /proc/stat then starts the window of the nodes' CPU check (analysis.health).
-            barrier = release_trial(inv, sorted(set(armed) | set(spec.nodes)), tid, spec["bottleneck"]["node"],
-                                    lead_min_s=tv["lead_s"])
+            barrier = release_trial(inv, sorted(set(armed) | set(spec.nodes)), tid, bn, lead_min_s=tv["lead_s"])
         except BarrierLate as exc:
             raise _TrialFailed(str(exc), stop=True) from None
         ticks_before = health.host_cpu_ticks()  # this machine's CPU from the release on
@@ -1142,9 +1184,10 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     wall = time.time() - t0
     # One reading per node: they are idle now, and a step is judged against half the round trips.
     clocks_after = node_clocks(inv, samples=1)
-    st = site.load_state()
-    st["variant"] = tv["variant"]
-    site.save_state(st)
+    if not v2:
+        st = site.load_state()
+        st["variant"] = tv["variant"]
+        site.save_state(st)
     fetched = Path(tv["fetch_dir"])
     tdir = fetched.parent / "nodes"
     for archive in sorted(fetched.glob("*.tar.gz")):
@@ -1152,7 +1195,6 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
             _extract(archive, tdir / archive.name.removesuffix(".tar.gz"))
         except (tarfile.TarError, EOFError, ValueError) as exc:
             raise _TrialFailed(f"the archive fetched from {archive.name.removesuffix('.tar.gz')} is unreadable ({exc})") from None
-    bn = spec["bottleneck"]["node"]
     before = _node_meta(tdir / bn / "meta-before.json")
     after = _node_meta(tdir / bn / "meta-after.json")
     # The common start the barrier released the nodes with.
@@ -1172,18 +1214,22 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         (run_dir / "failed").mkdir(exist_ok=True)
         os.rename(dest, run_dir / "failed" / f"{tid}-{attempt}-unrecorded")
     os.rename(tdir, dest)
-    bdev = _bottleneck_dev(before, spec.address(bn, spec["bottleneck"]["network"]))
+    if v2:  # the interface the queue sampler reads, as the experiment names it
+        bdev = next((c["at"].split(":")[1] for c in spec.model.data["collectors"] if c["at"].split(":")[0] == bn), None)
+    else:
+        bdev = _bottleneck_dev(before, spec.address(bn, spec["bottleneck"]["network"]))
     released = (barrier.get("cpu_ticks") or {}).get(bn)  # the bottleneck node's /proc/stat at the release
     record = {
-        "id": tid, "aqm": tv["aqm"], "variant": tv["variant"], "status": "complete", "start_epoch_s": start,
-        "phases": spec.scaled(time_scale)["phases"], "duration_s": tv["duration_s"],
+        "id": tid, **({"labels": tv["labels"]} if v2 else {"aqm": tv["aqm"], "variant": tv["variant"]}),
+        "status": "complete", "start_epoch_s": start, "phases": _scaled_phases(spec, time_scale),
+        "duration_s": tv["duration_s"],
         "base_rtt_s": tv["base_rtt_s"], "wall_s": round(wall, 1), "bottleneck_interface": bdev,
         # the barrier: lead chosen, each node's round trip, how early it acknowledged and its
         # /proc/stat then (the nodes' CPU is measured from the release to meta-after.json)
         "barrier": {k: barrier[k] for k in ("lead_s", "round_trip_s", "ack_margin_s", "cpu_ticks") if k in barrier},
         "qdisc_before": [q for q in before.get("qdiscs") or [] if q.get("dev") == bdev],
         "qdisc_after": [q for q in after.get("qdiscs") or [] if q.get("dev") == bdev],
-        "phase_start_skew_ms": phase_start_skew(spec, time_scale, dest, start) if start else {},
+        "phase_start_skew_ms": phase_start_skew(spec, time_scale, dest, start) if start and not v2 else {},
         # how busy the bottleneck node's CPU was from the release on (all nodes' in the local micro-VM)
         "bottleneck_cpu_busy": cpu_busy({"cpu_ticks": released} if released else before, after),
         # the controller machine's 1/5/15-min load averages before and after the trial
@@ -1203,6 +1249,20 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
             health.describe(c) for c in record["health"]["checks"] if c["passed"] is False))
     log(f"[run] trial {tid} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
     return record
+
+
+def _sampled_node(spec: Spec) -> str:
+    """The node whose clock the barrier's start is chosen on and whose qdisc dumps run.json
+    keeps: version 1's bottleneck; else the first queue sampler's node, or the first node."""
+    if not isinstance(spec, SpecV2):
+        return spec["bottleneck"]["node"]
+    return next((c["at"].split(":")[0] for c in spec.model.data["collectors"]), next(iter(spec.nodes)))
+
+
+def _scaled_phases(spec: Spec, time_scale: float) -> list[dict]:
+    """The phases (possibly none) with start and end multiplied by ``time_scale``."""
+    return [{**p, "start_s": p["start_s"] * time_scale, "end_s": p["end_s"] * time_scale}
+            for p in spec.model.data["phases"]]
 
 
 def shutil_rm(path: Path) -> None:

@@ -273,7 +273,9 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
 
     base_qdiscs = data.get("qdiscs", {})
     check_qdiscs("qdiscs", base_qdiscs)
-    base_sysctls: dict[str, dict] = {n: {} for n in names}
+    # a router forwards IPv4 (unless the file says otherwise)
+    base_sysctls: dict[str, dict] = {n: ({"net.ipv4.ip_forward": "1"} if nodes[n]["kind"] == "router" else {})
+                                     for n in names}
     for i, s in enumerate(data.get("sysctls", [])):
         for sel in s["nodes"]:
             if sel not in known_sel:

@@ -181,9 +181,11 @@ def role_vars(spec: Spec, variant: str | None = None) -> dict[str, Any]:
 
 
 def stack_vars(model, trial: dict) -> dict[str, list[dict[str, Any]]]:
-    """Node -> ``[{"interface", "commands"}]``: the trial's qdisc stacks (roles/qdisc_stack),
-    each as :func:`netrepro.tc.stack_commands` builds it with :data:`netrepro.tc.DEV` for the
-    device, in the order of the model's ports. Every node has a list (empty: no stack).
+    """Node -> ``[{"interface", "key", "commands"}]``: the trial's qdisc stacks
+    (roles/qdisc_stack), each as :func:`netrepro.tc.stack_commands` builds it with
+    :data:`netrepro.tc.DEV` for the device, in the order of the model's ports; ``key`` is
+    what roles/interfaces maps to the device (the interface's LAN, else its name). Every
+    node has a list (empty: no stack).
 
     Args:
         model: a :class:`netrepro.model.Model`; trial: one of its ``trials``.
@@ -191,7 +193,8 @@ def stack_vars(model, trial: dict) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {n: [] for n in model.nodes}
     for port, stack in trial["qdiscs"].items():
         node, itf = port.split(":")
-        out[node].append({"interface": itf, "commands": tc.stack_commands(stack)})
+        key = model.nodes[node]["interfaces"][itf]["network"] or itf
+        out[node].append({"interface": itf, "key": key, "commands": tc.stack_commands(stack)})
     return out
 
 
@@ -210,3 +213,61 @@ def iperf3_argv(item: dict, address: str, time_scale: float = 1.0) -> list[str]:
     if item.get("fq_rate_mbit"):
         out += ["--fq-rate", tc.num(item["fq_rate_mbit"]) + "M"]
     return out
+
+
+#: The size of each FTP source file, bytes (sparse, never read to its end: 4 GiB lasts 57 min
+#: at 10 Mbit/s), when the experiment is a schema_version 2 file.
+FTP_FILE_SIZE_BYTES = 4 << 30
+
+
+def model_vars(spec: Spec) -> dict[str, Any]:
+    """The provisioning playbooks' ``netrepro`` var for any experiment, from its model.
+
+    Returns ``{"experiment", "nodes", "probes": {node: {label: tc argv}}, "routes",
+    "mtu_bytes", "offloads": {feature: on|off}, "offload_networks": {node: [key]},
+    "sysctls": {node: {...}} (the first trial's), "stacks": {node: [...]} (the first
+    trial's, :func:`stack_vars`), "ftp_source": {nodes, listen_address, files,
+    file_size_bytes} | None}``. ``offload_networks`` lists each node's experiment interfaces
+    by the key roles/interfaces maps to a device (the LAN for a LAN interface, else the
+    interface's name). ``probes``: every distinct qdisc layer any trial puts on the node,
+    with its parameters (label ``<kind>@<interface>``), for roles/kernel_capability.
+    """
+    from netrepro.model import trial_plan
+    m = spec.model
+    offl = m.data["offloads"]
+    probes: dict[str, dict[str, list[str]]] = {n: {} for n in m.nodes}
+    for t in m.trials:
+        for port, stack in t["qdiscs"].items():
+            node, itf = port.split(":")
+            for layer, argv in zip(stack, tc.stack_probe_argvs(stack, tc.DEV)):
+                label = f"{layer['kind']}@{itf}"
+                n = 1
+                while label in probes[node] and probes[node][label] != argv:
+                    n += 1
+                    label = f"{layer['kind']}@{itf}#{n}"
+                probes[node][label] = argv
+    senders: dict[str, str] = {}
+    flows = 1
+    for t in m.trials:
+        for it in t["traffic"]:
+            if it["kind"] == "ftp":
+                senders.setdefault(it["from"], m.address_toward(it["from"], it["to"]))
+                flows = max(flows, it["flows"])
+    width = max(2, len(str(flows)))
+    first = trial_plan(m, m.trials[0])
+    return {
+        "experiment": spec.name,
+        "nodes": list(m.nodes),
+        "probes": probes,
+        "routes": {n: [{"to": r["to"], "via": r["via"]} for r in nd["routes"]] for n, nd in m.nodes.items()},
+        "mtu_bytes": m.data["mtu_bytes"],
+        "offloads": {k: ("on" if v else "off") for k, v in offl.items()},
+        "offload_networks": {n: [i["network"] or name for name, i in nd["interfaces"].items()]
+                             for n, nd in m.nodes.items()},
+        "sysctls": first["sysctls"],
+        "stacks": first["stacks"],
+        "ftp_source": {"nodes": list(senders), "listen_address": senders,
+                       "files": [f"file{i:0{width}d}" for i in range(1, flows + 1)],
+                       "file_size_bytes": FTP_FILE_SIZE_BYTES,
+                       "max_rate_bytes_per_s": first["ftp_sources"]} if senders else None,
+    }

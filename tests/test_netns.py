@@ -455,6 +455,7 @@ def test_switches_and_named_links_built_for_real(tmp_path):
         assert {"s2-eth1", "s2-eth2", "br0"} <= set(links[s2])
         assert all(links[s2][p].get("master") == "br0" for p in ("s2-eth1", "s2-eth2"))
         assert _addrs(h1)["h1-eth0"] == ["10.0.0.1/24"] and _addrs(s2)["s2-eth2"] == []
+        assert _addrs(s2)["eth0"] == [f"{netns.mgmt_addresses(spec, layout)[s2]}/24"]  # sshd listens there
         _sh("ip", "netns", "exec", h1, "ping", "-c", "1", "-W", "5", "10.0.0.3")
         # the cable s1-eth1 <-> s2-eth1 carries it: taking s1's end down cuts h1 from h3
         _sh("ip", "-n", s1, "link", "set", "s1-eth1", "down")

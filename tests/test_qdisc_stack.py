@@ -22,7 +22,7 @@ def test_stack_vars_per_node():
     spec = load_spec(REPO / "tests" / "data" / "experiments" / "lab19-like.yml")
     v = rolevars.stack_vars(spec.model, spec.model.trial("pie"))
     assert set(v) == {"h1", "h2", "h3", "s1", "s2"} and v["h1"] == []
-    assert [p["interface"] for p in v["s2"]] == ["s2-eth2"] and [p["interface"] for p in v["s1"]] == ["s1-eth1"]
+    assert [(p["interface"], p["key"]) for p in v["s2"]] == [("s2-eth2", "s2-eth2")] and [p["interface"] for p in v["s1"]] == ["s1-eth1"]
     assert v["s2"][0]["commands"][0] == ["qdisc", "del", "dev", tc.DEV, "root"]
     assert v["s2"][0]["commands"][2][:8] == ["qdisc", "replace", "dev", tc.DEV, "parent", "1:", "handle", "2:"]
 
@@ -32,11 +32,11 @@ def test_stack_script_installs_keeps_and_resets(tmp_path):
     if os.geteuid() != 0:
         pytest.fail("needs root (ip netns)")
     ns = f"nrqs{os.getpid()}"
-    lines = "\n".join(" ".join(c) for c in tc.stack_commands(
-        [{"kind": "htb", "rate_mbit": 10}, {"kind": "pfifo", "handle": "10:", "limit_packets": 50}]))
+    cmds = tc.stack_commands([{"kind": "htb", "rate_mbit": 10}, {"kind": "pfifo", "handle": "10:", "limit_packets": 50}])
+    lines = [w for c in cmds for w in [*c, "--"]][:-1]  # as roles/qdisc_stack passes them
 
-    def run(reset: str, text: str = lines) -> subprocess.CompletedProcess:
-        return subprocess.run(["ip", "netns", "exec", ns, "sh", str(SCRIPT), "d0", str(tmp_path / "st"), reset, text],
+    def run(reset: str, words: list[str] = lines) -> subprocess.CompletedProcess:
+        return subprocess.run(["ip", "netns", "exec", ns, "sh", str(SCRIPT), "d0", str(tmp_path / "st"), reset, *words],
                               capture_output=True, text=True, timeout=30)
 
     subprocess.run(["ip", "netns", "add", ns], check=True)
@@ -51,7 +51,7 @@ def test_stack_script_installs_keeps_and_resets(tmp_path):
         assert again.returncode == 0 and "CHANGED" not in again.stdout  # idempotent
         assert "CHANGED" in run("1").stdout  # a trial's fresh start
         # a stack that tc refuses: the script fails, naming tc's complaint
-        bad = run("0", lines.replace("pfifo limit 50", "pfifo limit banana"))
+        bad = run("0", [("banana" if w == "50" else w) for w in lines])
         assert bad.returncode != 0 and "CHANGED" not in bad.stdout and bad.stderr
         # the device changed behind its back: installed again
         subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "d0", "root"], check=True)
@@ -95,3 +95,19 @@ def test_probe_on_this_host():
     assert found["tbf"] is True
     assert found["pie"] == (subprocess.run(["modinfo", "sch_pie"], capture_output=True).returncode == 0
                             or Path("/sys/module/sch_pie").exists())
+
+
+def test_model_vars_of_an_experiment_unlike_pie_vs_red():
+    spec = load_spec(REPO / "tests" / "data" / "experiments" / "gateway-fifo.yml")
+    v = rolevars.model_vars(spec)
+    assert v["nodes"] == ["gw", "swa", "swb", "a1", "a2", "b1", "b2"]
+    assert v["probes"]["gw"] == {"tbf@gw-b": ["qdisc", "add", "dev", tc.DEV, "root", "tbf", "rate", "20mbit", "burst",
+                                               "15000", "limit", "100000"],
+                                 "bfifo@gw-b": ["qdisc", "add", "dev", tc.DEV, "root", "bfifo", "limit", "60000"],
+                                 "pfifo@gw-b": ["qdisc", "add", "dev", tc.DEV, "root", "pfifo", "limit", "40"]}
+    assert v["probes"]["a1"] == {} and v["offloads"] == {"tso": "off", "gso": "off", "gro": "off"}
+    assert v["offload_networks"]["swa"] == ["swa-gw", "swa-1", "swa-2"]
+    assert v["sysctls"]["gw"] == {"net.ipv4.ip_forward": "1"} and v["sysctls"]["a2"] == {
+        "net.ipv4.tcp_congestion_control": "reno"}
+    assert [p["interface"] for p in v["stacks"]["gw"]] == ["gw-b"] and v["ftp_source"] is None
+    assert v["routes"]["a1"] == [{"to": "192.168.52.0/24", "via": "192.168.51.1"}]

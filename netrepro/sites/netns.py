@@ -160,7 +160,7 @@ def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
                          "netns", node])
             cmds.append(["ip", "link", "set", peer, "master", bridge])
             cmds.append(["ip", "link", "set", peer, "up"])
-            if cidr and nd["kind"] != "switch":
+            if cidr and (i == 0 or nd["kind"] != "switch"):  # a switch has its management address only
                 cmds.append(["ip", "-n", node, "addr", "add", cidr, "dev", name])
             cmds.append(["ip", "-n", node, "link", "set", name, "up"])
         if not wired(nd):

@@ -10,10 +10,11 @@ shift
 mkdir -p "$dir"
 for port in "$@"; do
   out="$dir/iperf3-server-$port"
-  # Ansible runs commands on a pty: ignore the SIGHUP its closing sends (as nohup(1) does).
-  trap '' HUP
-  iperf3 -s -1 -p "$port" < /dev/null > "$out.txt" 2>&1 &
-  echo "$!" > "$out.pid"
+  # -D: iperf3 detaches from the SSH session's terminal itself (iperf3 handles SIGHUP as the
+  # end of the test, so ignoring it beforehand, as nohup(1) does, would not help) and writes
+  # its pid to --pidfile; --logfile keeps its output.
+  rm -f "$out.pid"
+  iperf3 -s -1 -D -p "$port" --pidfile "$out.pid" --logfile "$out.txt"
 done
 # Listening before the controller releases the clients: wait (at most ~5 s) for each port.
 for port in "$@"; do

@@ -1,0 +1,421 @@
+"""Analysis of a run of any experiment of schema_version 2 (:mod:`netrepro.model`).
+
+Nothing here knows an experiment, a qdisc or a claim by name: what is measured follows from
+the trial's traffic items and collectors, and what is judged from the file's ``claims``.
+
+- **tidy** (one row per sample, long form): ``trial, subject, stream, t_s, metric, value``;
+  subjects are traffic item ids (iperf3: ``throughput_mbit``, ``retransmits``,
+  ``cwnd_bytes``, ``rtt_ms`` per stream and interval, stream -1 = the item's sum; ping:
+  ``rtt_ms``) and sampled ports (``backlog_bytes``, ``backlog_packets``, ``drops``);
+  ``t_s`` counts from the trial's common start.
+- **statistics** (``summary.csv``): ``trial, phase, subject, statistic, value`` plus the
+  trial's labels; phase ``all`` is the whole trial, then each phase of the file:
+
+  ==============================  ==================================================================
+  iperf3 item                     ``throughput_mbit`` (iperf3's own end summary, omitted seconds
+                                  left out; per phase: the mean of its intervals), ``retransmits``,
+                                  ``rtt_mean_ms`` and ``cwnd_mean_bytes`` (over its streams'
+                                  intervals), ``throughput_cov`` (coefficient of variation
+                                  std/mean of its per-interval throughput), ``stream_jain_index``
+                                  (Jain's index over its parallel streams), ``share`` (of the
+                                  trial's total)
+  ping item                       ``rtt_median_ms``, ``rtt_mean_ms``, ``rtt_p95_ms``, ``rtt_min_ms``,
+                                  ``ping_received_fraction``
+  sampled port (``node:if``)      ``backlog_mean_bytes``, ``backlog_max_bytes``,
+                                  ``backlog_mean_ms`` and ``backlog_max_ms`` (bytes x 8 / the
+                                  stack's shaping rate), ``drops``
+  ``all`` (the trial)             ``total_throughput_mbit``, ``jain_index`` (over its iperf3
+                                  items), ``retransmits``
+  ==============================  ==================================================================
+
+  Jain's fairness index: J = (sum x)^2 / (n sum x^2) (R. Jain, D. Chiu, W. Hawe, DEC-TR-301,
+  1984), 1/n .. 1; the coefficient of variation: population std / mean.
+- **claims**: ``bound`` (every selected value within min/max), ``difference`` and ``ratio``
+  (each value of ``higher`` against the value of ``lower`` in the same position: difference
+  >= min, ratio >= min), ``rise_and_fall`` (over ``order`` = phases or trials, non-decreasing
+  to ``peak`` then non-increasing, each step within ``tolerance``, peak above both ends by
+  ``min_rise``). A selection lists values in the order trials x subjects x phases (phase
+  ``all`` by default). A claim reading a trial that failed a health check is inconclusive.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.raw import parse_iperf3, parse_ping, parse_qdisc_stack
+
+TIDY_COLUMNS = ["trial", "subject", "stream", "t_s", "metric", "value"]
+SUMMARY_KEYS = ["trial", "phase", "subject", "statistic", "value"]
+
+
+def jain_index(x) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2) of the values ``x`` (NaN left out);
+    NaN when none is left or all are 0. 1 when all are equal, 1/n when one takes all."""
+    a = np.asarray([v for v in x if v is not None and math.isfinite(v)], dtype=float)
+    if a.size == 0 or not np.any(a):
+        return math.nan
+    return float(a.sum() ** 2 / (a.size * (a ** 2).sum()))
+
+
+def cov(x) -> float:
+    """Coefficient of variation: population standard deviation / mean (NaN when the mean is 0
+    or nothing is left after dropping NaN)."""
+    a = np.asarray([v for v in x if v is not None and math.isfinite(v)], dtype=float)
+    if a.size == 0 or a.mean() == 0:
+        return math.nan
+    return float(a.std() / a.mean())
+
+
+def shaping_rate_mbit(stack: list[dict]) -> float | None:
+    """The lowest rate (Mbit/s) a stack's shapers (htb, tbf) allow, None without a shaper."""
+    rates = [float(layer["rate_mbit"]) for layer in stack if layer["kind"] in ("htb", "tbf") and "rate_mbit" in layer]
+    return min(rates) if rates else None
+
+
+def _t0(path: Path) -> float | None:
+    try:
+        return float(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: float,
+               problems: list[str]) -> tuple[pd.DataFrame, dict]:
+    """Every sample of one trial (TIDY_COLUMNS) and each iperf3 item's end summary
+    (item id -> the ``end`` of :func:`analysis.raw.parse_iperf3`). Unreadable files are named
+    in ``problems`` (one line each) and skipped."""
+    start = float(record["start_epoch_s"])
+    frames, ends = [], {}
+
+    def add(subject, stream, t_s, metric, values):
+        if len(values):
+            frames.append(pd.DataFrame({"trial": trial["id"], "subject": subject, "stream": stream,
+                                        "t_s": np.asarray(t_s, float), "metric": metric,
+                                        "value": np.asarray(values, float)}))
+
+    for it in trial["traffic"]:
+        node = it["from"]
+        if it["kind"] == "iperf3":
+            f = trial_dir / node / f"iperf3-{it['id']}.json"
+            try:
+                iv, end = parse_iperf3(f.read_text(errors="replace"))
+            except (OSError, ValueError) as exc:
+                problems.append(f"raw/{trial['id']}/{node}/{f.name}: {exc}")
+                continue
+            ends[it["id"]] = end
+            t0 = _t0(f.with_name(f.name + ".t0"))
+            offset = (t0 - start) if t0 is not None else it["start_s"] * time_scale
+            iv = iv[~iv["omitted"]]
+            for k, g in iv.groupby("stream"):
+                t = offset + g["t_s"].to_numpy()
+                add(it["id"], int(k), t, "throughput_mbit", g["bits_per_second"] / 1e6)
+                add(it["id"], int(k), t, "retransmits", g["retransmits"])
+                add(it["id"], int(k), t, "cwnd_bytes", g["snd_cwnd_bytes"])
+                add(it["id"], int(k), t, "rtt_ms", g["rtt_ms"])
+            tot = iv.groupby("t_s", sort=True).agg(bps=("bits_per_second", "sum"), rtx=("retransmits", "sum"))
+            add(it["id"], -1, offset + tot.index.to_numpy(), "throughput_mbit", tot["bps"] / 1e6)
+            add(it["id"], -1, offset + tot.index.to_numpy(), "retransmits", tot["rtx"])
+        elif it["kind"] == "ping":
+            f = trial_dir / node / "ping.txt"
+            try:
+                p = parse_ping(f.read_text(errors="replace"))
+            except OSError as exc:
+                problems.append(f"raw/{trial['id']}/{node}/ping.txt: {exc.strerror}")
+                continue
+            # the probes sent within the item's schedule (-D prints the reply's time)
+            sent = p["t_epoch_s"] - p["rtt_ms"] / 1000 - start
+            lo, hi = it["start_s"] * time_scale, (it["start_s"] + it["duration_s"]) * time_scale
+            keep = (sent >= lo) & (sent < hi)
+            add(it["id"], -1, sent[keep], "rtt_ms", p.loc[keep, "rtt_ms"])
+    for c in model.data["collectors"]:
+        node = c["at"].split(":")[0]
+        f = trial_dir / node / "qdisc.jsonl"
+        try:
+            q = parse_qdisc_stack(f.read_text(errors="replace"))
+        except OSError as exc:
+            problems.append(f"raw/{trial['id']}/{node}/qdisc.jsonl: {exc.strerror}")
+            continue
+        q = q[(q["t_epoch_s"] >= start) & (q["t_epoch_s"] <= start + trial["duration_s"] * time_scale)]
+        t = q["t_epoch_s"] - start
+        add(c["at"], -1, t, "backlog_bytes", q["backlog_bytes"])
+        add(c["at"], -1, t, "backlog_packets", q["backlog_packets"])
+        add(c["at"], -1, t, "drops", q["drops"] - (q["drops"].iloc[0] if len(q) else 0))
+    tidy = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=TIDY_COLUMNS)
+    return tidy[TIDY_COLUMNS], ends
+
+
+def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases: list[dict],
+                     time_scale: float = 1.0) -> list[dict]:
+    """The statistics of one trial (see the module docstring) for phase ``all`` and each
+    phase (start_s/end_s, time-scaled); rows ``{trial, phase, subject, statistic, value}``."""
+    rows: list[dict] = []
+
+    def put(phase, subject, statistic, value):
+        if value is not None and math.isfinite(value):
+            rows.append({"trial": trial["id"], "phase": phase, "subject": subject, "statistic": statistic,
+                         "value": float(value)})
+
+    windows = [("all", -math.inf, math.inf)] + [(p["name"], p["start_s"], p["end_s"]) for p in phases]
+    for phase, lo, hi in windows:
+        d = tidy[(tidy["t_s"] > lo) & (tidy["t_s"] <= hi)] if phase != "all" else tidy
+        thr = {}
+        for it in trial["traffic"]:
+            s = d[d["subject"] == it["id"]]
+            if it["kind"] == "iperf3":
+                total = s[(s["stream"] == -1) & (s["metric"] == "throughput_mbit")]["value"]
+                mean_mbit = (ends.get(it["id"], {}).get("sent_bps", math.nan) / 1e6 if phase == "all"
+                             else (total.mean() if len(total) else math.nan))
+                thr[it["id"]] = mean_mbit
+                put(phase, it["id"], "throughput_mbit", mean_mbit)
+                put(phase, it["id"], "throughput_cov", cov(total))
+                streams = s[(s["stream"] >= 0)]
+                put(phase, it["id"], "retransmits", streams[streams["metric"] == "retransmits"]["value"].sum()
+                    if len(streams) else math.nan)
+                put(phase, it["id"], "rtt_mean_ms", streams[streams["metric"] == "rtt_ms"]["value"].mean())
+                put(phase, it["id"], "cwnd_mean_bytes", streams[streams["metric"] == "cwnd_bytes"]["value"].mean())
+                per_stream = streams[streams["metric"] == "throughput_mbit"].groupby("stream")["value"].mean()
+                if len(per_stream) > 1:
+                    put(phase, it["id"], "stream_jain_index", jain_index(per_stream.to_numpy()))
+                    put(phase, it["id"], "stream_throughput_cov", cov(per_stream.to_numpy()))
+            elif it["kind"] == "ping":
+                r = s[s["metric"] == "rtt_ms"]["value"]
+                if len(r):
+                    put(phase, it["id"], "rtt_median_ms", r.median())
+                    put(phase, it["id"], "rtt_mean_ms", r.mean())
+                    put(phase, it["id"], "rtt_p95_ms", r.quantile(0.95))
+                    put(phase, it["id"], "rtt_min_ms", r.min())
+                if phase == "all":
+                    expected = it["duration_s"] * time_scale / it["interval_s"]
+                    put(phase, it["id"], "ping_received_fraction", min(1.0, len(r) / expected) if expected else math.nan)
+        for c in model.data["collectors"]:
+            s = d[d["subject"] == c["at"]]
+            b = s[s["metric"] == "backlog_bytes"]["value"]
+            if len(b):
+                put(phase, c["at"], "backlog_mean_bytes", b.mean())
+                put(phase, c["at"], "backlog_max_bytes", b.max())
+                rate = shaping_rate_mbit(trial["qdiscs"].get(c["at"], []))
+                if rate:
+                    put(phase, c["at"], "backlog_mean_ms", b.mean() * 8 / (rate * 1e6) * 1000)
+                    put(phase, c["at"], "backlog_max_ms", b.max() * 8 / (rate * 1e6) * 1000)
+                drops = s[s["metric"] == "drops"]["value"]
+                put(phase, c["at"], "drops", drops.max() - drops.min() if len(drops) else math.nan)
+        if thr:
+            total = float(np.nansum(list(thr.values())))
+            put(phase, "all", "total_throughput_mbit", total)
+            if len(thr) > 1:
+                put(phase, "all", "jain_index", jain_index(list(thr.values())))
+            for k, v in thr.items():
+                put(phase, k, "share", v / total if total else math.nan)
+            rtx = [r["value"] for r in rows if r["phase"] == phase and r["statistic"] == "retransmits"
+                   and r["subject"] in thr]
+            put(phase, "all", "retransmits", sum(rtx) if rtx else math.nan)
+    return rows
+
+
+# --- claims -----------------------------------------------------------------------------------------
+def select(summary: pd.DataFrame, sel: dict, trial_ids: list[str]) -> list[tuple[str, float]]:
+    """The values a claim's selection names, in order trials x subjects x phases, each with a
+    label ``trial/subject/phase``; a value missing from the table is NaN (so the claim fails
+    for want of data, and says which)."""
+    out = []
+    for t in sel.get("trials") or trial_ids:
+        subjects = sel.get("subjects") or sorted(set(summary[(summary["trial"] == t)
+                                                             & (summary["statistic"] == sel["statistic"])]["subject"]))
+        for s in subjects or ["all"]:
+            for ph in sel.get("phases") or ["all"]:
+                m = summary[(summary["trial"] == t) & (summary["subject"] == s) & (summary["phase"] == ph)
+                            & (summary["statistic"] == sel["statistic"])]["value"]
+                out.append((f"{t}/{s}/{ph}", float(m.iloc[0]) if len(m) else math.nan))
+    return out
+
+
+def _f(x: float) -> str:
+    return "missing" if not math.isfinite(x) else f"{x:.4g}"
+
+
+def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str]) -> tuple[bool, str]:
+    """(holds, evidence) of one claim's ``check`` (kinds: see the module docstring)."""
+    kind = check["kind"]
+    if kind == "bound":
+        vals = select(summary, check["select"], trial_ids)
+        lo, hi = check.get("min", -math.inf), check.get("max", math.inf)
+        ok = bool(vals) and all(math.isfinite(v) and lo <= v <= hi for _, v in vals)
+        rng = f"[{_f(lo)}, {_f(hi)}]"
+        return ok, f"{check['select']['statistic']} within {rng}: " + ", ".join(f"{k} {_f(v)}" for k, v in vals)
+    if kind in ("difference", "ratio"):
+        hi_v, lo_v = select(summary, check["higher"], trial_ids), select(summary, check["lower"], trial_ids)
+        if len(hi_v) != len(lo_v) or not hi_v:
+            return False, f"higher selects {len(hi_v)} values and lower {len(lo_v)}; expected the same number"
+        parts, ok = [], True
+        for (kh, vh), (kl, vl) in zip(hi_v, lo_v):
+            val = vh - vl if kind == "difference" else (vh / vl if vl else math.inf)
+            good = math.isfinite(vh) and math.isfinite(vl) and val >= check.get("min", 0 if kind == "difference" else 1)
+            ok &= good
+            parts.append(f"{kh} {_f(vh)} vs {kl} {_f(vl)}: {kind} {_f(val)}")
+        return ok, f"{kind} >= {_f(check.get('min', 0 if kind == 'difference' else 1))}: " + "; ".join(parts)
+    if kind == "rise_and_fall":
+        sel = check["select"]
+        vals = select(summary, sel, trial_ids)
+        order = sel.get(check["order"]) or []
+        v = [x for _, x in vals]
+        if len(v) != len(order) or not all(math.isfinite(x) for x in v):
+            return False, "values: " + ", ".join(f"{k} {_f(x)}" for k, x in vals)
+        p = order.index(check["peak"])
+        tol = check["tolerance"]
+        rising = all(v[i + 1] >= v[i] - tol for i in range(p))
+        falling = all(v[i + 1] <= v[i] + tol for i in range(p, len(v) - 1))
+        rise = min(v[p] - v[0], v[p] - v[-1])
+        ok = rising and falling and rise >= check["min_rise"]
+        return ok, (f"{sel['statistic']} over {', '.join(order)}: " + " ".join(_f(x) for x in v)
+                    + f"; peak {check['peak']} above both ends by {_f(rise)} (min {_f(check['min_rise'])})")
+    raise ValueError(f"unknown claim kind {kind!r}")
+
+
+def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
+             unhealthy: dict[str, list[dict]]) -> dict:
+    """The verdict: each claim's status (holds, fails, or inconclusive when it reads a trial
+    that failed a health check), ``reproduced`` when all hold, ``verdict`` inconclusive when
+    any claim is."""
+    out = []
+    for c in claims:
+        ch = c["check"]
+        sels = [ch[k] for k in ("select", "higher", "lower") if k in ch]
+        read = sorted({t for s in sels for t in (s.get("trials") or trial_ids)})
+        sick = [f for t in read for f in unhealthy.get(t, [])]
+        holds, evidence = check_claim(summary, ch, trial_ids)
+        entry = {"id": c["id"], "text": c["text"], "evidence": evidence}
+        if sick:
+            entry.update(status="inconclusive", holds=None, reason="the substrate failed health checks: " + "; ".join(
+                f"{f['trial']}: {f['id']} {f.get('value')}" for f in sick))
+        else:
+            entry.update(status="holds" if holds else "fails", holds=bool(holds))
+        out.append(entry)
+    failures = [f for fs in unhealthy.values() for f in fs]
+    reproduced = all(e["holds"] is True for e in out)
+    verdict = ("inconclusive" if any(e["holds"] is None for e in out) else "reproduced" if reproduced else "not reproduced")
+    return {"reproduced": reproduced, "verdict": verdict, "health_failures": failures, "claims": out}
+
+
+def figure_specs(model, tidy: pd.DataFrame) -> list[dict]:
+    """The experiment's ``figures``, or one per metric measured (metric over time, a panel per
+    trial, a line per subject) when it declares none."""
+    if model.data["figures"]:
+        return model.data["figures"]
+    return [{"id": m.replace("_", "-"), "metric": m} for m in
+            ["throughput_mbit", "rtt_ms", "cwnd_bytes", "retransmits", "backlog_bytes"] if m in set(tidy["metric"])]
+
+
+def draw(model, tidy: pd.DataFrame, fig: dict, out_dir: Path) -> list[Path]:
+    """One figure (PNG and PDF): ``fig["metric"]`` over time, a panel per trial, a line per
+    subject (the sum of an item's streams; ``subjects`` to choose), ``lines`` drawn across."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    d = tidy[(tidy["metric"] == fig["metric"]) & (tidy["stream"] == -1)]
+    if fig.get("subjects"):
+        d = d[d["subject"].isin(fig["subjects"])]
+    trials = [t["id"] for t in model.trials if t["id"] in set(d["trial"])]
+    if not trials:
+        return []
+    f, axes = plt.subplots(len(trials), 1, figsize=(8, 2.6 * len(trials)), sharex=True, squeeze=False)
+    for ax, t in zip(axes[:, 0], trials):
+        sns.lineplot(data=d[d["trial"] == t], x="t_s", y="value", hue="subject", ax=ax, linewidth=0.8,
+                     estimator=None, sort=True)
+        for line in fig.get("lines", []):
+            ax.axhline(line["y"], color="0.3", linestyle="--", linewidth=0.8, label=line["label"])
+        ax.set_title(t, fontsize=9)
+        ax.set_ylabel(fig["metric"])
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel("time since the trial's start (s)")
+    f.suptitle(fig.get("title", f"{fig['metric']} ({model.name})"), fontsize=10)
+    f.tight_layout()
+    from analysis.figures import _save
+    return [_save(f, out_dir / f"{fig['id']}.{ext}") for ext in ("png", "pdf")]
+
+
+def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: bool = True) -> dict:
+    """Analyse a run of a schema_version 2 experiment into ``out`` (tidy.csv.gz, summary.csv,
+    figures/, verdict.json, report.md; analysis.json is the caller's) and return
+    ``{"tidy", "summary", "verdict", "problems", "outputs", "health"}``."""
+    from analysis.health import failures, trial_health
+    from analysis.io import atomic_path, write_gzip, write_text
+
+    m = spec.model
+    ts = float(data.get("time_scale", 1))
+    problems: list[str] = []
+    tidies, rows, health = [], [], {}
+    records = {t["id"]: t for t in data.get("trials", [])}
+    for trial in m.trials:
+        rec = records.get(trial["id"])
+        if rec is None:
+            problems.append(f"trial {trial['id']}: not run (no record in run.json)")
+            continue
+        tdir = run_dir / "raw" / trial["id"]
+        tidy, ends = trial_tidy(m, trial, rec, tdir, ts, problems)
+        tidies.append(tidy)
+        phases = rec.get("phases") or []
+        rows += trial_statistics(m, trial, tidy, ends, phases, ts)
+        health[trial["id"]] = trial_health(spec, rec, tdir, ts)
+    tidy = pd.concat(tidies, ignore_index=True) if tidies else pd.DataFrame(columns=TIDY_COLUMNS)
+    summary = pd.DataFrame(rows, columns=SUMMARY_KEYS)
+    labels = sorted({k for t in m.trials for k in t["labels"]})
+    for k in labels:
+        summary.insert(1, k, summary["trial"].map({t["id"]: t["labels"].get(k, "") for t in m.trials}))
+    unhealthy: dict[str, list[dict]] = {}
+    for f in failures(health):
+        unhealthy.setdefault(f["trial"], []).append(f)
+    missing = [t["id"] for t in m.trials if t["id"] not in records]
+    for t in missing:
+        unhealthy.setdefault(t, []).append({"trial": t, "id": "not_run", "value": None})
+    verdict = evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy)
+    outputs = [write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
+    with atomic_path(out / "summary.csv") as tmp:
+        summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
+    outputs.append(out / "summary.csv")
+    figs = [p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures")] if figures else []
+    outputs += figs
+    outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
+    outputs.append(write_text(out / "report.md", render_report(spec, data, summary, verdict, problems,
+                                                               [p.relative_to(out).as_posix() for p in figs
+                                                                if p.suffix == ".png"], health)))
+    return {"tidy": tidy, "summary": summary, "verdict": verdict, "problems": problems, "outputs": outputs,
+            "health": health}
+
+
+def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, problems: list[str],
+                  figures: list[str], health: dict) -> str:
+    """report.md: what was run, the verdict and each claim with its evidence, the health
+    checks, the statistics of phase ``all`` (a row per trial and subject), the figures."""
+    from analysis.health import describe
+    m = spec.model
+    lines = [f"# {m.data['title']}", "", f"Experiment `{m.name}`, site {data.get('site')} ({data.get('mode')}), "
+             f"TIME_SCALE {data.get('time_scale')}, toolkit {str(data.get('toolkit_commit'))[:12]}.", "",
+             f"**Verdict: {verdict['verdict']}**", ""]
+    for c in verdict["claims"]:
+        lines.append(f"- `{c['id']}` **{c['status']}**: {c['text']}  \n  {c['evidence']}"
+                     + (f"  \n  ({c['reason']})" if c.get("reason") else ""))
+    lines += ["", "## Health of the substrate", ""]
+    for tid, h in health.items():
+        lines.append(f"- {tid}: " + ("pass" if h["passed"] else "FAILED") + ": "
+                     + ", ".join(describe(c) for c in h["checks"]))
+    lines += ["", "## Statistics (whole trials)", ""]
+    whole = summary[summary["phase"] == "all"]
+    if len(whole):
+        wide = whole.pivot_table(index=["trial", "subject"], columns="statistic", values="value", sort=False)
+        cols = list(wide.columns)
+        lines.append("| trial | subject | " + " | ".join(cols) + " |")
+        lines.append("|---|---|" + "---|" * len(cols))
+        for (t, s), r in wide.iterrows():
+            lines.append(f"| {t} | {s} | " + " | ".join("" if pd.isna(r[c]) else f"{r[c]:.4g}" for c in cols) + " |")
+    if problems:
+        lines += ["", "## Data problems", ""] + [f"- {p}" for p in problems]
+    if figures:
+        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    return "\n".join(lines) + "\n"
