@@ -40,7 +40,9 @@ def _time_scale(value: str) -> float:
 
 def cmd_validate(args) -> int:
     spec = load_spec(args.experiment)
-    print(f"{spec.path}: valid ({len(spec.nodes)} nodes, {len(spec['trials'])} trials, {len(spec['phases'])} phases)")
+    m = spec.model
+    print(f"{spec.path}: valid (schema_version {m.data['schema_version']}: {len(m.nodes)} nodes, {len(m.trials)} trials, "
+          f"{len(m.data['phases'])} phases)")
     return 0
 
 

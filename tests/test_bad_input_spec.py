@@ -258,4 +258,4 @@ def test_unedited_copy_validates(tmp_path):
     edited()(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "netrepro", "validate", str(tmp_path / "experiment.yml")],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "valid (7 nodes, 4 trials, 5 phases)" in proc.stdout, proc.stderr
+    assert proc.returncode == 0 and "valid (schema_version 1: 7 nodes, 4 trials, 5 phases)" in proc.stdout, proc.stderr

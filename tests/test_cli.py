@@ -62,7 +62,7 @@ def test_no_subcommand_is_an_error(nr):
 def test_validate_ok(nr):
     rc, out, err = nr("validate", "pie-vs-red")
     assert rc == 0, err
-    assert out.strip() == f"{REAL}: valid (7 nodes, 4 trials, 5 phases)"
+    assert out.strip() == f"{REAL}: valid (schema_version 1: 7 nodes, 4 trials, 5 phases)"
     assert err == ""
 
 
@@ -193,7 +193,7 @@ def test_main_in_process(capsys, monkeypatch):
     import signal
     monkeypatch.setattr(signal, "signal", lambda *a: None)  # main() would install a SIGTERM handler in pytest
     assert cli.main(["validate", "pie-vs-red"]) == 0
-    assert "valid (7 nodes" in capsys.readouterr().out
+    assert "valid (schema_version 1: 7 nodes" in capsys.readouterr().out
     assert cli.main(["validate", "/nonexistent/x.yml"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("netrepro: /nonexistent/x.yml: (file): ") and err.count("\n") == 1

@@ -150,3 +150,16 @@ def test_trial_plan_of_pie_vs_red_matches_its_version_1_trial_vars(tmp_path):
     with pytest.raises(ValueError, match="client1 has two ping items"):
         t = spec.model.trial("red-limited")
         model.trial_plan(spec.model, {**t, "traffic": t["traffic"] + [t["traffic"][3]]})
+
+
+def test_testbed_sites_refuse_a_version_2_experiment_with_one_line(tmp_path):
+    from netrepro.sites import SiteError, get_site
+    from netrepro.spec import load_spec
+    spec = load_spec(DATA / "lab19-like.yml")
+    for name in ("instageni", "fabric", "static"):
+        with pytest.raises(SiteError) as err:
+            get_site(name, spec, tmp_path / name)
+        msg = str(err.value)
+        assert msg.startswith(f"site {name}: lab19-like is an experiment of schema_version 2") and msg.endswith(": local")
+        assert not (tmp_path / name).exists()
+    assert get_site("local", spec, tmp_path / "local").spec is spec

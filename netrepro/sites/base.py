@@ -357,8 +357,16 @@ class Site(ABC):
     OPTIONS: ClassVar[dict[str, Option]] = {}
     #: Keys code may pass with a non-text object (tests' fakes, an environment dict).
     HOOKS: ClassVar[tuple[str, ...]] = ()
+    #: The experiment file versions the site can build (2: switches, named links, qdisc
+    #: stacks on any port, netrepro.model); a site lists 2 once it builds them.
+    SCHEMA_VERSIONS: ClassVar[tuple[int, ...]] = (1,)
 
     def __init__(self, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None):
+        version = spec.model.data["schema_version"]
+        if version not in self.SCHEMA_VERSIONS:
+            raise SiteError(f"site {self.name}: {spec.name} is an experiment of schema_version {version} (switches, "
+                            f"named links, qdisc stacks on any port), which this site does not build yet; run it on "
+                            f"a site that does: {', '.join(sites_building(version))}")
         self.spec = spec
         self.state_dir = Path(state_dir)
         self.options = check_options(type(self), options, spec)
@@ -447,3 +455,9 @@ class Site(ABC):
     def inventory_vars(self) -> dict[str, Any]:
         """Extra ``all.vars`` for the inventory (e.g. ``netrepro_site_kind``)."""
         return {}
+
+
+def sites_building(version: int) -> list[str]:
+    """Names of the sites that build experiments of schema_version ``version``."""
+    from netrepro.sites import SITES, site_class
+    return [n for n in SITES if version in site_class(n).SCHEMA_VERSIONS]

@@ -109,6 +109,7 @@ class LocalSite(Site):
     ``vm_cpus`` (2, QEMU only), ``vm_memory`` ("2G"), ``boot_timeout_s`` (600).
     """
 
+    SCHEMA_VERSIONS = (1, 2)  # switches as namespaces with a bridge, links as named veth pairs
     name = "local"
     OPTIONS = {
         "mode": Option("auto, host, uml or vm, default auto", one_of("auto", "host", "uml", "vm")),
