@@ -24,7 +24,7 @@ NETREPRO := $(PY) -m netrepro
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-export SITE TIME_SCALE HOURS RUN
+export SITE TIME_SCALE RATE_SCALE HOURS RUN
 
 .PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status \
         renew plan rspec validate test test-unit test-integration faults fresh-root-check lint bench clean

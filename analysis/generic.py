@@ -23,7 +23,8 @@ the trial's traffic items and collectors, and what is judged from the file's ``c
                                   ``ping_received_fraction``
   sampled port (``node:if``)      ``backlog_mean_bytes``, ``backlog_max_bytes``,
                                   ``backlog_mean_ms`` and ``backlog_max_ms`` (bytes x 8 / the
-                                  stack's shaping rate), ``drops``
+                                  stack's shaping rate), ``drops``, ``utilization`` (the
+                                  iperf3 items' total over that rate)
   ``all`` (the trial)             ``total_throughput_mbit``, ``jain_index`` (over its iperf3
                                   items), ``retransmits``
   ==============================  ==================================================================
@@ -207,6 +208,10 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
         if thr:
             total = float(np.nansum(list(thr.values())))
             put(phase, "all", "total_throughput_mbit", total)
+            for c in model.data["collectors"]:  # the share of the sampled port's shaping rate used
+                rate = shaping_rate_mbit(trial["qdiscs"].get(c["at"], []))
+                if rate:
+                    put(phase, c["at"], "utilization", total / rate)
             if len(thr) > 1:
                 put(phase, "all", "jain_index", jain_index(list(thr.values())))
             for k, v in thr.items():
@@ -318,9 +323,13 @@ def draw(model, tidy: pd.DataFrame, fig: dict, out_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    d = tidy[(tidy["metric"] == fig["metric"]) & (tidy["stream"] == -1)]
+    d = tidy[tidy["metric"] == fig["metric"]]
     if fig.get("subjects"):
         d = d[d["subject"].isin(fig["subjects"])]
+    if (d["stream"] == -1).any():  # an item's sum where there is one
+        d = d[d["stream"] == -1]
+    else:  # per stream (cwnd, TCP RTT): a line for each
+        d = d.assign(subject=d["subject"] + " stream " + d["stream"].astype(str))
     trials = [t["id"] for t in model.trials if t["id"] in set(d["trial"])]
     if not trials:
         return []
@@ -347,7 +356,9 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     from analysis.health import failures, trial_health
     from analysis.io import atomic_path, write_gzip, write_text
 
-    m = spec.model
+    from netrepro.model import scale_rates
+    # the experiment as it ran: every rate and byte size at the run's rate scale
+    m = scale_rates(spec.model, float((data.get("rate_scale") or {}).get("k", 1)))
     ts = float(data.get("time_scale", 1))
     problems: list[str] = []
     tidies, rows, health = [], [], {}
@@ -395,9 +406,14 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
     checks, the statistics of phase ``all`` (a row per trial and subject), the figures."""
     from analysis.health import describe
     m = spec.model
+    rs = data.get("rate_scale") or {"k": 1, "why": "rates as written"}
     lines = [f"# {m.data['title']}", "", f"Experiment `{m.name}`, site {data.get('site')} ({data.get('mode')}), "
              f"TIME_SCALE {data.get('time_scale')}, toolkit {str(data.get('toolkit_commit'))[:12]}.", "",
-             f"**Verdict: {verdict['verdict']}**", ""]
+             f"Rate scale {rs['k']:g} ({rs['why']}): every rate and byte size of the experiment file was multiplied by it; "
+             "delays, AQM time constants and packet counts were kept.", ""]
+    if m.data["rate_scale"].get("note"):
+        lines += [f"What keeps its meaning at a rate scale: {m.data['rate_scale']['note']}", ""]
+    lines += [f"**Verdict: {verdict['verdict']}**", ""]
     for c in verdict["claims"]:
         lines.append(f"- `{c['id']}` **{c['status']}**: {c['text']}  \n  {c['evidence']}"
                      + (f"  \n  ({c['reason']})" if c.get("reason") else ""))

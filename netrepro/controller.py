@@ -134,7 +134,8 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
     try:
         if v2:
             from netrepro.rolevars import model_vars
-            res = _playbook("provision-model", inv, {"netrepro": model_vars(spec)}, site)
+            scaled = _at_rate_scale(spec, site, choose=True)
+            res = _playbook("provision-model", inv, {"netrepro": model_vars(scaled)}, site)
         else:
             res = _playbook("provision", inv, {"netrepro": role_vars(spec, variant)}, site)
     except ansible.PlaybookError as exc:
@@ -978,6 +979,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     inv = write_site_inventory(spec, site)
     status = site.status()
     mode = status.get("mode", "remote")
+    scaled = _at_rate_scale(spec, site)
     session = {"at": datetime.now(timezone.utc).isoformat(), "toolkit_commit": _git_commit(), "mode": mode,
                "site_status": status, "controller": {"python": platform.python_version(), "host": platform.node()}}
     if prior is not None:
@@ -1014,6 +1016,8 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
             "packet": {"mtu_bytes": spec.model.data["mtu_bytes"], "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
             "trial_status": [{"id": tid, "status": "pending", "attempts": []} for tid in order],
         }
+        if scaled is not spec:  # every rate and byte size of the experiment times k
+            meta["rate_scale"] = site.load_state().get("rate_scale")
         pending = list(order)
         log(f"[run] {spec.name} on {site_name} ({mode}), TIME_SCALE={time_scale}; results in {_shown(run_dir)}")
     raw = run_dir / "raw"
@@ -1034,7 +1038,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
             f"run in progress since {session['at']} (netrepro process {os.getpid()} on {platform.node()}); "
             f"if that process is gone, it was stopped without a word: {resume_hint}\n")
         _write_json(rj, meta)
-        by_id = ({t["id"]: t for t in spec.model.trials} if isinstance(spec, SpecV2)
+        by_id = ({t["id"]: t for t in scaled.model.trials} if isinstance(spec, SpecV2)
                  else {f"{t['aqm']}-{t['variant']}": t for t in spec["trials"]})
         for tid in pending:
             trial = by_id[tid]
@@ -1045,10 +1049,10 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
             _write_json(rj, meta)
             staging = run_dir / ".fetch" / tid
             shutil_rm(staging)
-            tv = trial_vars(spec, trial, time_scale, staging / "archives", lead)
+            tv = trial_vars(scaled, trial, time_scale, staging / "archives", lead)
             outcome: tuple[str, str] | None = None  # (status, reason)
             try:
-                record = _run_trial(spec, site, inv, tv, time_scale, run_dir, len(ts["attempts"]))
+                record = _run_trial(scaled, site, inv, tv, time_scale, run_dir, len(ts["attempts"]))
             except _TrialFailed as exc:
                 outcome = ("failed", exc.reason)
                 attempt.update(exc.details)
@@ -1249,6 +1253,29 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
             health.describe(c) for c in record["health"]["checks"] if c["passed"] is False))
     log(f"[run] trial {tid} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
     return record
+
+
+def _at_rate_scale(spec: Spec, site: Site, choose: bool = False) -> Spec:
+    """An experiment of schema_version 2 at the rate scale of this site (:func:`netrepro.model.
+    choose_rate_scale`: RATE_SCALE, else from the site's measured forwarding capacity). The
+    scale is chosen when provisioning (``choose``), said on the console and kept in the site's
+    state; the run uses the same one and records it. Other specs are returned as they are.
+
+    Raises:
+        ValueError: a bad RATE_SCALE, or a scale below the experiment's ``rate_scale.min``.
+    """
+    if not isinstance(spec, SpecV2):
+        return spec
+    from netrepro.model import choose_rate_scale
+    st = site.load_state()
+    if choose or "rate_scale" not in st:
+        cap = (site.status().get("capacity") or {}).get("forwarding_mbit")
+        k, why = choose_rate_scale(spec.model, cap, os.environ.get("RATE_SCALE"))
+        st = site.load_state()
+        st["rate_scale"] = {"k": k, "why": why}
+        site.save_state(st)
+        log(f"[provision] rate scale {k:g}: {why}")
+    return spec.at_rate_scale(float(st["rate_scale"]["k"]))
 
 
 def _sampled_node(spec: Spec) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -495,3 +496,98 @@ def trial_plan(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
         plan["qdisc_stats"][node] = {"interface": itf, "network": m.nodes[node]["interfaces"][itf]["network"],
                                      "interval_s": c["interval_s"], "classes": c.get("classes", False)}
     return plan
+
+
+#: The buffer sysctls whose largest value is a byte size (tcp(7): min, default, max).
+BUFFER_SYSCTLS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
+#: A site runs an experiment whose rates exceed what it forwards at a scale k chosen so that
+#: its highest rate is at most this share of the measured forwarding capacity (one iperf3
+#: flow through a router, netrepro.sites.capacity, which saturates the emulated CPUs): a
+#: tenth leaves most of the CPU to the collectors and the AQM. A choice to be checked by the
+#: health checks of each run (nodes_cpu_busy), not a measured limit.
+RATE_SCALE_CAPACITY_SHARE = 0.1
+
+
+def highest_rate_mbit(m: Model) -> float:
+    """The highest rate any trial's stacks or traffic ask for (Mbit/s; 0 when none)."""
+    rates = [float(v) for t in m.trials for st in t["qdiscs"].values() for layer in st
+             for k, v in layer.items() if k.endswith("_mbit")]
+    rates += [float(it["fq_rate_mbit"]) for t in m.trials for it in t["traffic"] if it.get("fq_rate_mbit")]
+    return max(rates, default=0.0)
+
+
+def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float | None = None) -> tuple[float, str]:
+    """(k, why): the rate scale to run ``m`` at. ``option`` (RATE_SCALE) wins; else, when
+    the experiment allows scaling (``rate_scale.allowed``) and the site measured its
+    forwarding capacity, the largest of 1, 0.5, 0.2, 0.1, 0.05, ... that brings the highest
+    rate within :data:`RATE_SCALE_CAPACITY_SHARE` of it (a value from this fixed ladder, so
+    that machines of one kind pick the same k); else 1.
+
+    Raises:
+        ValueError: ``option`` is not a number in (0, 1], or below ``rate_scale.min``.
+    """
+    rs = m.data["rate_scale"]
+    lo = float(rs.get("min", 0) or 0)
+    if option not in (None, ""):
+        try:
+            k = float(option)
+        except (TypeError, ValueError):
+            k = math.nan
+        if not 0 < k <= 1:
+            raise ValueError(f"RATE_SCALE: expected a number in (0, 1], got {option!r}")
+        if k < lo:
+            raise ValueError(f"RATE_SCALE: {k:g} is below the experiment's rate_scale.min {lo:g}, where its claims "
+                             f"lose their meaning")
+        return k, f"RATE_SCALE={k:g}"
+    top = highest_rate_mbit(m)
+    if not rs.get("allowed") or not capacity_mbit or top <= capacity_mbit * RATE_SCALE_CAPACITY_SHARE:
+        return 1.0, ("rates as written" if rs.get("allowed") or not top
+                     else "rates as written (the experiment does not allow scaling)")
+    k = 1.0
+    ladder = [round(m_ * 10.0 ** -e, 12) for e in range(0, 7) for m_ in (1, 0.5, 0.2)]
+    for k in ladder:
+        if top * k <= capacity_mbit * RATE_SCALE_CAPACITY_SHARE * (1 + 1e-9):
+            break
+    if k < lo:
+        raise ValueError(f"this site forwards {capacity_mbit:.0f} Mbit/s: {m.name} would need a rate scale of {k:g}, "
+                         f"below its rate_scale.min {lo:g}, where its claims lose their meaning")
+    return k, (f"highest rate {top:g} Mbit/s x {k:g} = {top * k:g} Mbit/s, within {RATE_SCALE_CAPACITY_SHARE:.0%} of "
+               f"this site's forwarding capacity {capacity_mbit:.0f} Mbit/s")
+
+
+def scale_rates(m: Model, k: float) -> Model:
+    """The model with every rate and byte size multiplied by ``k`` (delays, AQM time
+    constants, packet counts and durations kept): in each stack, every ``*_mbit``,
+    ``*_kbit`` and ``*_bytes`` parameter (bytes rounded, at least 1); each iperf3 item's
+    ``fq_rate_mbit``; and the largest value of :data:`BUFFER_SYSCTLS` (not below their
+    default, the middle value). ``k`` = 1 returns ``m`` itself."""
+    if k == 1:
+        return m
+    import copy
+    d = copy.deepcopy(m.data)
+
+    def layer(lay: dict) -> dict:
+        out = {}
+        for key, v in lay.items():
+            if key.endswith(("_mbit", "_kbit")) and isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[key] = round(v * k, 6)
+            elif key.endswith("_bytes") and isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[key] = max(1, int(round(v * k)))
+            else:
+                out[key] = v
+        return out
+
+    for t in d["trials"]:
+        t["qdiscs"] = {p: [layer(x) for x in st] for p, st in t["qdiscs"].items()}
+        for it in t["traffic"]:
+            if it.get("fq_rate_mbit"):
+                it["fq_rate_mbit"] = round(it["fq_rate_mbit"] * k, 6)
+        for node, kv in t["sysctls"].items():
+            for key in BUFFER_SYSCTLS:
+                if key in kv:
+                    parts = kv[key].split()
+                    if len(parts) == 3 and all(x.isdigit() for x in parts):
+                        parts[2] = str(max(int(parts[1]), int(round(int(parts[2]) * k))))
+                        kv[key] = " ".join(parts)
+    d["rate_scale_applied"] = k
+    return Model(d, m.path)

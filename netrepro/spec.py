@@ -502,6 +502,14 @@ class SpecV2(Spec):
     def select(self, selectors: list[str]) -> list[str]:
         return self.model.select(selectors)
 
+    def at_rate_scale(self, k: float) -> "SpecV2":
+        """This experiment with every rate and byte size multiplied by ``k``
+        (:func:`netrepro.model.scale_rates`); the file's data (``data``) is unchanged."""
+        from netrepro.model import scale_rates
+        other = SpecV2(self.data, self.path)
+        other.__dict__["model"] = scale_rates(self.model, k)
+        return other
+
     @property
     def trial_ids(self) -> list[str]:
         return [t["id"] for t in self.model.trials]

@@ -163,3 +163,40 @@ def test_testbed_sites_refuse_a_version_2_experiment_with_one_line(tmp_path):
         assert msg.startswith(f"site {name}: lab19-like is an experiment of schema_version 2") and msg.endswith(": local")
         assert not (tmp_path / name).exists()
     assert get_site("local", spec, tmp_path / "local").spec is spec
+
+
+def test_rate_scale_multiplies_rates_and_byte_sizes_only(lab):
+    d = copy.deepcopy(lab)
+    d["rate_scale"] = {"allowed": True, "min": 0.001}
+    m = model.build(d, "x.yml")
+    s = model.scale_rates(m, 0.02)
+    pie = s.trial("pie")
+    assert pie["qdiscs"]["s2:s2-eth2"] == [
+        {"kind": "tbf", "rate_mbit": 20, "burst_bytes": 10000, "limit_bytes": 524288},
+        {"kind": "pie", "limit_packets": 17476, "target_ms": 22, "tupdate_ms": 5, "alpha": 2, "beta": 25}]
+    assert pie["qdiscs"]["s1:s1-eth1"] == [{"kind": "netem", "delay_ms": 20}]          # delays kept
+    assert pie["sysctls"]["h1"]["net.ipv4.tcp_rmem"] == "10240 87380 1048576"        # only the max scaled
+    assert pie["traffic"] == m.trial("pie")["traffic"] and s.data["rate_scale_applied"] == 0.02
+    assert m.trial("pie")["qdiscs"]["s2:s2-eth2"][0]["rate_mbit"] == 1000            # the original untouched
+    assert model.scale_rates(m, 1) is m
+
+
+def test_choose_rate_scale(lab):
+    d = copy.deepcopy(lab)
+    d["rate_scale"] = {"allowed": True, "min": 0.005}
+    m = model.build(d, "x.yml")
+    assert model.highest_rate_mbit(m) == 1000
+    # 200 Mbit/s forwarded: a tenth is 20 Mbit/s, so 1000 x 0.02
+    k, why = model.choose_rate_scale(m, 200)
+    assert k == 0.02 and "within 10% of this site's forwarding capacity 200 Mbit/s" in why
+    assert model.choose_rate_scale(m, 150)[0] == 0.01 and model.choose_rate_scale(m, 500)[0] == 0.05
+    assert model.choose_rate_scale(m, 100000)[0] == 1
+    assert model.choose_rate_scale(m, 500, "0.1") == (0.1, "RATE_SCALE=0.1")
+    with pytest.raises(ValueError, match="RATE_SCALE: expected a number in"):
+        model.choose_rate_scale(m, 500, "2")
+    with pytest.raises(ValueError, match="below the experiment's rate_scale.min 0.005"):
+        model.choose_rate_scale(m, 500, "0.001")
+    with pytest.raises(ValueError, match="would need a rate scale of 0.002, below its rate_scale.min"):
+        model.choose_rate_scale(m, 20)
+    m2 = model.build(lab, "x.yml")  # no rate_scale: as written
+    assert model.choose_rate_scale(m2, 500) == (1.0, "rates as written (the experiment does not allow scaling)")
