@@ -210,9 +210,11 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     contiguous within the longest trial; claims and figures name trials, subjects and phases
     that exist.
     """
+    import copy
     from netrepro.spec import check_plain_data
     check_plain_data(data, path)
     validate_v2_schema(data, path)
+    data = copy.deepcopy(data)  # the model shares nothing with the caller's data
     topo = data["topology"]
     networks = topo.get("networks", {})
     nodes: dict[str, dict] = {}
@@ -558,13 +560,17 @@ def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float
 def scale_rates(m: Model, k: float) -> Model:
     """The model with every rate and byte size multiplied by ``k`` (delays, AQM time
     constants, packet counts and durations kept): in each stack, every ``*_mbit``,
-    ``*_kbit`` and ``*_bytes`` parameter (bytes rounded, at least 1); each iperf3 item's
-    ``fq_rate_mbit``; and the largest value of :data:`BUFFER_SYSCTLS` (not below their
-    default, the middle value). ``k`` = 1 returns ``m`` itself."""
+    ``*_kbit`` and ``*_bytes`` parameter; each iperf3 item's ``fq_rate_mbit``; and the
+    largest value of :data:`BUFFER_SYSCTLS` (not below their default, the middle value).
+    A byte size of a stack never goes below one full-size frame (MTU + 14 B of Ethernet
+    header): a TBF whose burst is smaller than a frame passes no frame at all (tc-tbf(8):
+    burst must be at least the MTU), so Lab 19's 50000 B burst at k = 0.02 is 1514 B, not
+    1000 B. ``k`` = 1 returns ``m`` itself."""
     if k == 1:
         return m
     import copy
     d = copy.deepcopy(m.data)
+    frame = int(d["mtu_bytes"]) + 14
 
     def layer(lay: dict) -> dict:
         out = {}
@@ -572,7 +578,7 @@ def scale_rates(m: Model, k: float) -> Model:
             if key.endswith(("_mbit", "_kbit")) and isinstance(v, (int, float)) and not isinstance(v, bool):
                 out[key] = round(v * k, 6)
             elif key.endswith("_bytes") and isinstance(v, (int, float)) and not isinstance(v, bool):
-                out[key] = max(1, int(round(v * k)))
+                out[key] = max(min(int(v), frame), int(round(v * k)))
             else:
                 out[key] = v
         return out

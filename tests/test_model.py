@@ -177,6 +177,10 @@ def test_rate_scale_multiplies_rates_and_byte_sizes_only(lab):
     assert pie["qdiscs"]["s1:s1-eth1"] == [{"kind": "netem", "delay_ms": 20}]          # delays kept
     assert pie["sysctls"]["h1"]["net.ipv4.tcp_rmem"] == "10240 87380 1048576"        # only the max scaled
     assert pie["traffic"] == m.trial("pie")["traffic"] and s.data["rate_scale_applied"] == 0.02
+    # a burst below one full frame would pass nothing (tc-tbf(8)): Lab 19's 100 Mbit/s TBF at k = 0.02
+    d["trials"][1]["qdiscs"]["s2:s2-eth2"][0].update(rate_mbit=100, burst_bytes=50000)
+    tbf = model.scale_rates(model.build(d, "x.yml"), 0.02).trial("pie")["qdiscs"]["s2:s2-eth2"][0]
+    assert (tbf["rate_mbit"], tbf["burst_bytes"]) == (2, 1514)
     assert m.trial("pie")["qdiscs"]["s2:s2-eth2"][0]["rate_mbit"] == 1000            # the original untouched
     assert model.scale_rates(m, 1) is m
 
