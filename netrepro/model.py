@@ -122,6 +122,9 @@ def validate_v2_schema(data: Any, path: Path | str) -> None:
     """Check ``data`` against experiment-v2.schema.json; ModelError naming the first bad field."""
     from netrepro.spec import _field_path, _pick_error  # one reporting style for both versions
     schema = json.loads(SCHEMA_V2_PATH.read_text())
+    # `health` has the same thresholds as in version 1: its definition is taken from there.
+    v1 = json.loads((SCHEMA_V2_PATH.parent / "experiment.schema.json").read_text())
+    schema["properties"]["health"] = v1["properties"]["health"]
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         err = _pick_error(errors[0])

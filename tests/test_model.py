@@ -81,6 +81,7 @@ def _broken(lab, edit):
     (lambda d: d["traffic"][0].update(omit_s=90), "traffic[0].omit_s", "expected less than duration_s"),
     (lambda d: d["sysctls"][0].update(nodes=["hostz"]), "sysctls[0].nodes", "unknown node or kind 'hostz'"),
     (lambda d: d["claims"][0]["check"]["lower"].update(trials=["codel"]), "claims[0].check.lower.trials", "unknown trial 'codel'"),
+    (lambda d: d.update(health={"nodes_cpu_busy_max": 0.6}), "health", "'nodes_cpu_busy_max' was unexpected"),
     (lambda d: d["topology"]["nodes"]["h1"]["interfaces"].update({"h1-eth0-too-long-name": {"link": "s1"}}),
      "topology.nodes.h1.interfaces", "h1-eth0-too-long-name"),
 ])
