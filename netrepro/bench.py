@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from netrepro.sites.capacity import describe as describe_capacity
-from netrepro.spec import REPO_ROOT, SpecError
+from netrepro.spec import REPO_ROOT, Spec, SpecError
 
 
 def _num(x) -> float | None:
@@ -80,21 +80,39 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
         SpecError: the spec in run.json does not validate.
     """
     from analysis.health import trial_health
-    from analysis.run import open_run
+    from analysis.run import PARTIAL_HINT, AnalysisError, open_run, read_run_json
 
-    run = open_run(run_dir, partial=partial)
-    timings, notes = _timings(run.dir, partial)
-    data, spec = run.data, run.spec
-    ran = [t for t in run.trials if t.ran]
-    records = {t.get("id"): t for t in data["trials"]}
-    sched = sum(_duration_s(records[t.id], t.phases) + (_num(records[t.id].get("base_rtt_s")) or 0) for t in ran)
-    wall_trials = _num(data.get("wall_s")) or sum(_num(records[t.id].get("wall_s")) or 0 for t in ran)
+    rdir, data = read_run_json(run_dir)
+    spec_data = data.get("spec") if isinstance(data.get("spec"), dict) else {}
+    if spec_data.get("schema_version") == 2:
+        # an experiment of schema_version 2: its trials as run.json records them
+        from analysis.integrity import verify_raw
+        spec = Spec.from_data(spec_data, f"{rdir / 'run.json'}:spec")
+        check = verify_raw(rdir / "raw", data.get("raw_sha256"), rdir / "run.json")
+        if check.damaged and not partial:
+            raise AnalysisError(rdir / "run.json", f"raw_sha256: {check.describe()}; {PARTIAL_HINT}")
+        time_scale = float(data.get("time_scale", 1))
+        records = {t.get("id"): t for t in data.get("trials", []) if isinstance(t, dict)}
+        ran, raw_summary, incomplete = list(records), check.summary(), {}
+        sched = sum((_num(r.get("duration_s")) or 0) + (_num(r.get("base_rtt_s")) or 0) for r in records.values())
+    else:
+        run = open_run(run_dir, partial=partial)
+        data, spec, time_scale = run.data, run.spec, run.time_scale
+        records = {t.get("id"): t for t in data["trials"]}
+        ran = [t.id for t in run.trials if t.ran]
+        raw_summary = run.raw_check.summary()
+        incomplete = {t.id: t.incomplete for t in run.trials if t.incomplete}
+        sched = sum(_duration_s(records[t.id], t.phases) + (_num(records[t.id].get("base_rtt_s")) or 0)
+                    for t in run.trials if t.ran)
+    timings, notes = _timings(rdir, partial)
+    wall_trials = _num(data.get("wall_s")) or sum(_num(records[t].get("wall_s")) or 0 for t in ran)
     wall_total = _num(timings.get("total_s")) or wall_trials
     # recomputed from raw/ and run.json, so runs recorded by older versions are measured alike
-    health = {t.id: trial_health(spec, records[t.id], run.raw_dir / t.id, run.time_scale) for t in ran}
+    health = {t: trial_health(spec, records[t], rdir / "raw" / t, time_scale) for t in ran}
     site_t = _dict(data.get("timings_s"))
     return {
-        "run": str(run_dir), "site": data.get("site"), "mode": data.get("mode"), "time_scale": run.time_scale,
+        "run": str(run_dir), "site": data.get("site"), "mode": data.get("mode"), "time_scale": time_scale,
+        "rate_scale": data.get("rate_scale"),
         "wall_total_s": wall_total, "wall_trials_s": wall_trials, "schedule_sum_s": sched,
         "overhead_total": (wall_total - sched) / sched if sched else None,
         "overhead_trials": (wall_trials - sched) / sched if sched else None,
@@ -103,12 +121,12 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
                         "provision": _num(timings.get("provision_s", site_t.get("provision"))),
                         "trials": wall_trials, "analysis": _num(timings.get("analyze_s")),
                         "down": _num(timings.get("down_s"))},
-        "trial_wall_s": {t.id: _num(records[t.id].get("wall_s")) for t in ran},
+        "trial_wall_s": {t: _num(records[t].get("wall_s")) for t in ran},
         # the local site's forwarding test at reserve time (netrepro.sites.capacity), as run.json recorded it
         "capacity": _dict(data.get("site_status")).get("capacity"),
         "health": health, "health_passed": all(h["passed"] for h in health.values()),
-        "raw_check": run.raw_check.summary(),
-        "incomplete_trials": {t.id: t.incomplete for t in run.trials if t.incomplete},
+        "raw_check": raw_summary,
+        "incomplete_trials": incomplete,
         "notes": notes,
     }
 
@@ -149,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     print("where the time goes (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["breakdown_s"].items() if v is not None))
     print("trial wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["trial_wall_s"].items() if v is not None))
     print(f"substrate: {describe_capacity(f['capacity'] if isinstance(f['capacity'], dict) else None)}")
+    if isinstance(f.get("rate_scale"), dict):
+        print(f"rate scale: {f['rate_scale'].get('k')} ({f['rate_scale'].get('why')})")
     print_health(f["health"])
     return 0
 

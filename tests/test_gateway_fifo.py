@@ -82,3 +82,13 @@ def test_results_folder_and_raw_files(run):
 def test_teardown_left_no_namespace(run):
     _, _, before, after = run
     assert not (after - before) and not (NODES & after)
+
+
+def test_bench_prints_the_runs_figures(run):
+    d, _, _, _ = run
+    p = subprocess.run([sys.executable, "-m", "netrepro.bench", "gateway-fifo", "--run", str(d)], cwd=REPO,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "trial wall times (s): bytes " in p.stdout and ", packets " in p.stdout
+    assert "rate scale: 1.0 (rates as written" in p.stdout and "health of the substrate" in p.stdout
+    assert "raw files: all " in p.stdout and " match the sha256 sums in run.json" in p.stdout
