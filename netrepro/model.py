@@ -310,6 +310,15 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
                 if full["omit_s"] >= full["duration_s"]:
                     _fail(path, f + ".omit_s", f"expected less than duration_s ({full['duration_s']} s)")
             out.append(full)
+        pingers = [x["from"] for x in out if x["kind"] == "ping"]
+        for j, n in enumerate(pingers):
+            if pingers.index(n) != j:
+                _fail(path, field, f"{n} has two ping items; expected one per node (its collector writes ping.txt)")
+        rates: dict[str, int] = {}
+        for x in out:
+            if x["kind"] == "ftp" and rates.setdefault(x["from"], x["max_rate_bytes_per_s"]) != x["max_rate_bytes_per_s"]:
+                _fail(path, field, f"FTP items from {x['from']} ask for rates {rates[x['from']]} and "
+                                   f"{x['max_rate_bytes_per_s']} B/s; expected one (vsftpd's anon_max_rate is one per server)")
         ports_used = [(x["to"], x["port"]) for x in out if x["kind"] == "iperf3"]
         for j, pu in enumerate(ports_used):
             if ports_used.index(pu) != j:

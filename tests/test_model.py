@@ -82,6 +82,8 @@ def _broken(lab, edit):
     (lambda d: d["sysctls"][0].update(nodes=["hostz"]), "sysctls[0].nodes", "unknown node or kind 'hostz'"),
     (lambda d: d["claims"][0]["check"]["lower"].update(trials=["codel"]), "claims[0].check.lower.trials", "unknown trial 'codel'"),
     (lambda d: d.update(health={"nodes_cpu_busy_max": 0.6}), "health", "'nodes_cpu_busy_max' was unexpected"),
+    (lambda d: d["traffic"].append({"kind": "ping", "id": "p2", "from": "h2", "to": "h1", "interval_s": 1, "duration_s": 1}),
+     "traffic", "h2 has two ping items; expected one per node"),
     (lambda d: d["topology"]["nodes"]["h1"]["interfaces"].update({"h1-eth0-too-long-name": {"link": "s1"}}),
      "topology.nodes.h1.interfaces", "h1-eth0-too-long-name"),
 ])
