@@ -161,12 +161,12 @@ def model_trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path
     ``time_scale``, with each iperf3 client's arguments (:func:`netrepro.rolevars.iperf3_argv`),
     the base RTT's length (0 without ``base_rtt``) and the FTP files."""
     from netrepro.model import trial_plan
-    from netrepro.rolevars import iperf3_argv, model_vars
+    from netrepro.rolevars import iperf3_argv, model_ftp_source
     plan = trial_plan(spec.model, trial, time_scale)
     plan["iperf3"] = {n: [{"id": x["id"], "start_s": x["start_s"], "argv": iperf3_argv(x["item"], x["address"], time_scale)}
                           for x in items] for n, items in plan["iperf3"].items()}
     base = spec.model.data["base_rtt"]
-    ftp = model_vars(spec)["ftp_source"] or {}
+    ftp = model_ftp_source(spec.model) or {}
     return {"id": trial["id"], "labels": trial["labels"], "lead_s": lead_s,
             "base_rtt_s": round(base.get("duration_s", 0) * time_scale, 3), "files": ftp.get("files", []),
             "fetch_dir": str(fetch_dir), **plan}

@@ -118,17 +118,23 @@ def ftp_source_vars(spec: Spec, variant: str) -> dict[str, Any] | None:
         return None
     nodes = spec.select(src["nodes"])
     n = src.get("files", 20)
-    width = max(2, len(str(n)))
     rates = {v: vd.get("source", {}).get("max_rate_bytes_per_s", 0)
              for v, vd in spec["variants"].items()}
     return {
         "nodes": nodes,
         "listen_address": {node: spec.nodes[node]["interfaces"][0]["address"] for node in nodes},
-        "files": [f"file{i:0{width}d}" for i in range(1, n + 1)],
+        "files": ftp_file_names(n),
         "file_size_bytes": src.get("file_size_bytes", 1 << 30),
         "max_rate_by_variant": rates,
         "max_rate_bytes_per_s": rates[variant],
     }
+
+
+def ftp_file_names(count: int) -> list[str]:
+    """The FTP sources' file names: ``file01`` .. ``fileNN``, zero-padded to the width of
+    ``count`` (at least two digits)."""
+    width = max(2, len(str(count)))
+    return [f"file{i:0{width}d}" for i in range(1, count + 1)]
 
 
 def node_routes(spec: Spec) -> dict[str, list[dict[str, str]]]:
@@ -246,14 +252,7 @@ def model_vars(spec: Spec) -> dict[str, Any]:
                     n += 1
                     label = f"{layer['kind']}@{itf}#{n}"
                 probes[node][label] = argv
-    senders: dict[str, str] = {}
-    flows = 1
-    for t in m.trials:
-        for it in t["traffic"]:
-            if it["kind"] == "ftp":
-                senders.setdefault(it["from"], m.address_toward(it["from"], it["to"]))
-                flows = max(flows, it["flows"])
-    width = max(2, len(str(flows)))
+    ftp = model_ftp_source(m)
     first = trial_plan(m, m.trials[0])
     return {
         "experiment": spec.name,
@@ -266,8 +265,23 @@ def model_vars(spec: Spec) -> dict[str, Any]:
                              for n, nd in m.nodes.items()},
         "sysctls": first["sysctls"],
         "stacks": first["stacks"],
-        "ftp_source": {"nodes": list(senders), "listen_address": senders,
-                       "files": [f"file{i:0{width}d}" for i in range(1, flows + 1)],
-                       "file_size_bytes": FTP_FILE_SIZE_BYTES,
-                       "max_rate_bytes_per_s": first["ftp_sources"]} if senders else None,
+        "ftp_source": {**ftp, "max_rate_bytes_per_s": first["ftp_sources"]} if ftp else None,
     }
+
+
+def model_ftp_source(m) -> dict[str, Any] | None:
+    """The FTP sources of a model's trials: ``{nodes, listen_address: {node: ip},
+    files, file_size_bytes}`` (each sender listens on its address toward its first
+    receiver; as many files as the largest item has flows, :func:`ftp_file_names`), or None
+    when no trial has an FTP item."""
+    senders: dict[str, str] = {}
+    flows = 1
+    for t in m.trials:
+        for it in t["traffic"]:
+            if it["kind"] == "ftp":
+                senders.setdefault(it["from"], m.address_toward(it["from"], it["to"]))
+                flows = max(flows, it["flows"])
+    if not senders:
+        return None
+    return {"nodes": list(senders), "listen_address": senders, "files": ftp_file_names(flows),
+            "file_size_bytes": FTP_FILE_SIZE_BYTES}
