@@ -462,6 +462,19 @@ def from_v1(spec) -> Model:
     }, spec.path)
 
 
+def layer_probes(m: Model, dev: str) -> list[tuple[str, str, str, list[str]]]:
+    """``(node, interface, kind, probe argv)`` of every layer of every trial's stacks, in
+    trial and port order (repeats included): each layer added alone as root of ``dev`` with
+    its parameters (:func:`netrepro.tc.stack_probe_argvs`), so a parameter the kernel or tc
+    lacks fails its probe too."""
+    out = []
+    for t in m.trials:
+        for port, stack in t["qdiscs"].items():
+            node, itf = port.split(":")
+            out += [(node, itf, layer["kind"], argv) for layer, argv in zip(stack, tc.stack_probe_argvs(stack, dev))]
+    return out
+
+
 def trial_plan(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
     """What each node does in one trial, as playbooks/trial.yml's ``trial`` var needs it.
 

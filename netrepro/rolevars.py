@@ -238,20 +238,16 @@ def model_vars(spec: Spec) -> dict[str, Any]:
     interface's name). ``probes``: every distinct qdisc layer any trial puts on the node,
     with its parameters (label ``<kind>@<interface>``), for roles/kernel_capability.
     """
-    from netrepro.model import trial_plan
+    from netrepro.model import layer_probes, trial_plan
     m = spec.model
     offl = m.data["offloads"]
     probes: dict[str, dict[str, list[str]]] = {n: {} for n in m.nodes}
-    for t in m.trials:
-        for port, stack in t["qdiscs"].items():
-            node, itf = port.split(":")
-            for layer, argv in zip(stack, tc.stack_probe_argvs(stack, tc.DEV)):
-                label = f"{layer['kind']}@{itf}"
-                n = 1
-                while label in probes[node] and probes[node][label] != argv:
-                    n += 1
-                    label = f"{layer['kind']}@{itf}#{n}"
-                probes[node][label] = argv
+    for node, itf, kind, argv in layer_probes(m, tc.DEV):
+        label, n = f"{kind}@{itf}", 1
+        while label in probes[node] and probes[node][label] != argv:
+            n += 1
+            label = f"{kind}@{itf}#{n}"
+        probes[node][label] = argv
     ftp = model_ftp_source(m)
     first = trial_plan(m, m.trials[0])
     return {

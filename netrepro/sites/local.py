@@ -46,15 +46,13 @@ def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
 
 def needed_qdisc_probes(model) -> dict[str, list[list[str]]]:
     """qdisc kind -> the probes (tc argv after ``tc``, device ``nrprobe0``) of every distinct
-    layer of that kind in the experiment's trials (:func:`netrepro.tc.stack_probe_argvs`):
+    layer of that kind in the experiment's trials (:func:`netrepro.model.layer_probes`):
     each with its own parameters, so a parameter this kernel or tc lacks fails too."""
-    from netrepro import tc
+    from netrepro.model import layer_probes
     out: dict[str, list[list[str]]] = {}
-    for t in model.trials:
-        for stack in t["qdiscs"].values():
-            for layer, argv in zip(stack, tc.stack_probe_argvs(stack, "nrprobe0")):
-                if argv not in out.setdefault(layer["kind"], []):
-                    out[layer["kind"]].append(argv)
+    for _, _, kind, argv in layer_probes(model, "nrprobe0"):
+        if argv not in out.setdefault(kind, []):
+            out[kind].append(argv)
     return out
 
 
