@@ -128,14 +128,12 @@ def _analyze_model(run_dir: Path, data: dict, spec: Spec, figures: bool, partial
     """:func:`analyze` for an experiment of schema_version 2 (:mod:`analysis.generic`): the same
     raw check, write-once output folder and analysis.json record."""
     from analysis import generic
-    from analysis.integrity import sha256_file, verify_raw
+    from analysis.integrity import sha256_file
     from analysis.provenance import RECORD, libraries, output_dir, toolkit
-    from analysis.run import PARTIAL_HINT, AnalysisError
+    from analysis.run import verified_raw
 
     path = run_dir / "run.json"
-    check = verify_raw(run_dir / "raw", data.get("raw_sha256"), path)
-    if check.damaged and not partial:
-        raise AnalysisError(path, f"raw_sha256: {check.describe()}; {PARTIAL_HINT}")
+    check = verified_raw(run_dir, data, partial)
     marker = run_dir / "INCOMPLETE"
     record = {
         "made_by": toolkit(), "libraries": libraries(),

@@ -236,6 +236,17 @@ def claim_files(spec: Spec, trial: TrialInfo) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def verified_raw(run_dir: Path, data: dict, partial: bool) -> RawCheck:
+    """Every raw file of ``run_dir/raw`` against run.json's ``raw_sha256`` (``data``:
+    run.json parsed). Raises AnalysisError when some file is missing, altered or unlisted,
+    unless ``partial``; RawCheck says which."""
+    path = run_dir / "run.json"
+    check = verify_raw(run_dir / "raw", data.get("raw_sha256"), path)
+    if check.damaged and not partial:
+        raise AnalysisError(path, f"raw_sha256: {check.describe()}; {PARTIAL_HINT}")
+    return check
+
+
 def open_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False) -> RunInfo:
     """Validate run.json (:func:`load_run`), check every raw file against its ``raw_sha256``,
     and mark the trials whose data are incomplete.
@@ -259,10 +270,7 @@ def open_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = Fals
         SpecError: as :func:`load_run`.
     """
     run = load_run(run_dir, spec, partial)
-    path = run.dir / "run.json"
-    check = verify_raw(run.raw_dir, run.data.get("raw_sha256"), path)
-    if check.damaged and not partial:
-        raise AnalysisError(path, f"raw_sha256: {check.describe()}; {PARTIAL_HINT}")
+    check = verified_raw(run.dir, run.data, partial)
     run.raw_check = check
     damaged = check.by_trial()
     for t in run.trials:
@@ -273,5 +281,5 @@ def open_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = Fals
     return run
 
 
-__all__ = ["AnalysisError", "TrialInfo", "RunInfo", "load_run", "open_run", "read_run_json", "claim_files",
+__all__ = ["AnalysisError", "TrialInfo", "RunInfo", "load_run", "open_run", "read_run_json", "claim_files", "verified_raw",
            "variant_rate_mbit", "SpecError", "PARTIAL_HINT"]

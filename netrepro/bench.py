@@ -80,17 +80,14 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
         SpecError: the spec in run.json does not validate.
     """
     from analysis.health import trial_health
-    from analysis.run import PARTIAL_HINT, AnalysisError, open_run, read_run_json
+    from analysis.run import open_run, read_run_json, verified_raw
 
     rdir, data = read_run_json(run_dir)
     spec_data = data.get("spec") if isinstance(data.get("spec"), dict) else {}
     if spec_data.get("schema_version") == 2:
         # an experiment of schema_version 2: its trials as run.json records them
-        from analysis.integrity import verify_raw
         spec = Spec.from_data(spec_data, f"{rdir / 'run.json'}:spec")
-        check = verify_raw(rdir / "raw", data.get("raw_sha256"), rdir / "run.json")
-        if check.damaged and not partial:
-            raise AnalysisError(rdir / "run.json", f"raw_sha256: {check.describe()}; {PARTIAL_HINT}")
+        check = verified_raw(rdir, data, partial)
         time_scale = float(data.get("time_scale", 1))
         records = {t.get("id"): t for t in data.get("trials", []) if isinstance(t, dict)}
         ran, raw_summary, incomplete = list(records), check.summary(), {}
