@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.raw import parse_iperf3, parse_ping, parse_qdisc_stack
+from analysis.tidy import read_raw
 
 TIDY_COLUMNS = ["trial", "subject", "stream", "t_s", "metric", "value"]
 SUMMARY_KEYS = ["trial", "phase", "subject", "statistic", "value"]
@@ -91,6 +92,7 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
     (item id -> the ``end`` of :func:`analysis.raw.parse_iperf3`). Unreadable files are named
     in ``problems`` (one line each) and skipped."""
     start = float(record["start_epoch_s"])
+    run_dir = trial_dir.parent.parent  # <run>/raw/<trial>
     frames, ends = [], {}
 
     def add(subject, stream, t_s, metric, values):
@@ -122,12 +124,10 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
             add(it["id"], -1, offset + tot.index.to_numpy(), "throughput_mbit", tot["bps"] / 1e6)
             add(it["id"], -1, offset + tot.index.to_numpy(), "retransmits", tot["rtx"])
         elif it["kind"] == "ping":
-            f = trial_dir / node / "ping.txt"
-            try:
-                p = parse_ping(f.read_text(errors="replace"))
-            except OSError as exc:
-                problems.append(f"raw/{trial['id']}/{node}/ping.txt: {exc.strerror}")
+            text = read_raw(trial_dir / node / "ping.txt", problems, run_dir)
+            if text is None:
                 continue
+            p = parse_ping(text)
             # the probes sent within the item's schedule (-D prints the reply's time)
             sent = p["t_epoch_s"] - p["rtt_ms"] / 1000 - start
             lo, hi = it["start_s"] * time_scale, (it["start_s"] + it["duration_s"]) * time_scale
@@ -135,12 +135,10 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
             add(it["id"], -1, sent[keep], "rtt_ms", p.loc[keep, "rtt_ms"])
     for c in model.data["collectors"]:
         node = c["at"].split(":")[0]
-        f = trial_dir / node / "qdisc.jsonl"
-        try:
-            q = parse_qdisc_stack(f.read_text(errors="replace"))
-        except OSError as exc:
-            problems.append(f"raw/{trial['id']}/{node}/qdisc.jsonl: {exc.strerror}")
+        text = read_raw(trial_dir / node / "qdisc.jsonl", problems, run_dir)
+        if text is None:
             continue
+        q = parse_qdisc_stack(text)
         q = q[(q["t_epoch_s"] >= start) & (q["t_epoch_s"] <= start + trial["duration_s"] * time_scale)]
         t = q["t_epoch_s"] - start
         add(c["at"], -1, t, "backlog_bytes", q["backlog_bytes"])

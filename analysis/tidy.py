@@ -65,7 +65,7 @@ def _long(trial: TrialInfo, node: str, source: str, t_s, wide: dict[str, np.ndar
     return df[TIDY_COLUMNS]
 
 
-def _read(path: Path, problems: list[str], run_dir: Path) -> str | None:
+def read_raw(path: Path, problems: list[str], run_dir: Path) -> str | None:
     """File text, or None after recording ``<relative path>: missing`` in problems."""
     try:
         return path.read_text(errors="replace")
@@ -144,7 +144,7 @@ def build_tidy(run: RunInfo) -> tuple[pd.DataFrame, list[str]]:
             problems.append(f"raw/{trial.id}/: missing")
             continue
         for node in dict.fromkeys(ping_nodes):
-            text = _read(tdir / node / "ping.txt", problems, run.dir)
+            text = read_raw(tdir / node / "ping.txt", problems, run.dir)
             if text is None:
                 continue
             ping = parse_ping(text)
@@ -152,7 +152,7 @@ def build_tidy(run: RunInfo) -> tuple[pd.DataFrame, list[str]]:
                 problems.append(f"raw/{trial.id}/{node}/ping.txt: no echo replies")
             base = trial.base_rtt_ms.get(node, math.nan)
             if not math.isfinite(base):
-                btext = _read(tdir / node / "base_rtt.txt", problems, run.dir)
+                btext = read_raw(tdir / node / "base_rtt.txt", problems, run.dir)
                 base = base_rtt_ms(parse_ping(btext)["rtt_ms"], statistic) if btext is not None else math.nan
                 if btext is not None and not math.isfinite(base):
                     problems.append(f"raw/{trial.id}/{node}/base_rtt.txt: no echo replies")
@@ -163,7 +163,7 @@ def build_tidy(run: RunInfo) -> tuple[pd.DataFrame, list[str]]:
                 problems.append(f"{trial.id}/{node}: no base RTT, so no queueing delay")
             frames.append(ping_samples(trial, node, ping, base))
         for node in dict.fromkeys(qdisc_nodes):
-            text = _read(tdir / node / "qdisc.jsonl", problems, run.dir)
+            text = read_raw(tdir / node / "qdisc.jsonl", problems, run.dir)
             if text is None:
                 continue
             q = parse_qdisc_jsonl(text, handle=handle, kind=spec["aqms"][trial.aqm]["qdisc"],
@@ -172,7 +172,7 @@ def build_tidy(run: RunInfo) -> tuple[pd.DataFrame, list[str]]:
                 problems.append(f"raw/{trial.id}/{node}/qdisc.jsonl: no samples")
             frames.append(qdisc_samples(trial, node, q))
         for node in flow_clients:
-            text = _read(tdir / node / "flows.csv", problems, run.dir)
+            text = read_raw(tdir / node / "flows.csv", problems, run.dir)
             if text is None:
                 continue
             sched = {fg["server"]: fg["start_s"] for fg in flow_groups if fg["client"] == node}
