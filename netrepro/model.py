@@ -310,15 +310,9 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
                 if full["omit_s"] >= full["duration_s"]:
                     _fail(path, f + ".omit_s", f"expected less than duration_s ({full['duration_s']} s)")
             out.append(full)
-        pingers = [x["from"] for x in out if x["kind"] == "ping"]
-        for j, n in enumerate(pingers):
-            if pingers.index(n) != j:
-                _fail(path, field, f"{n} has two ping items; expected one per node (its collector writes ping.txt)")
-        rates: dict[str, int] = {}
-        for x in out:
-            if x["kind"] == "ftp" and rates.setdefault(x["from"], x["max_rate_bytes_per_s"]) != x["max_rate_bytes_per_s"]:
-                _fail(path, field, f"FTP items from {x['from']} ask for rates {rates[x['from']]} and "
-                                   f"{x['max_rate_bytes_per_s']} B/s; expected one (vsftpd's anon_max_rate is one per server)")
+        conflict = traffic_conflict(out)
+        if conflict:
+            _fail(path, field, conflict)
         ports_used = [(x["to"], x["port"]) for x in out if x["kind"] == "iperf3"]
         for j, pu in enumerate(ports_used):
             if ports_used.index(pu) != j:
@@ -462,6 +456,23 @@ def from_v1(spec) -> Model:
     }, spec.path)
 
 
+def traffic_conflict(items: list[dict]) -> str | None:
+    """What makes a trial's traffic impossible to run, or None: a node with two ping items
+    (its collector writes one ping.txt), or FTP items from one sender at different rates
+    (vsftpd's anon_max_rate is one per server)."""
+    pingers: set[str] = set()
+    rates: dict[str, int] = {}
+    for x in items:
+        if x["kind"] == "ping":
+            if x["from"] in pingers:
+                return f"{x['from']} has two ping items; expected one per node (its collector writes ping.txt)"
+            pingers.add(x["from"])
+        elif x["kind"] == "ftp" and rates.setdefault(x["from"], x["max_rate_bytes_per_s"]) != x["max_rate_bytes_per_s"]:
+            return (f"FTP items from {x['from']} ask for rates {rates[x['from']]} and {x['max_rate_bytes_per_s']} B/s; "
+                    "expected one (vsftpd's anon_max_rate is one per server)")
+    return None
+
+
 def layer_probes(m: Model, dev: str) -> list[tuple[str, str, str, list[str]]]:
     """``(node, interface, kind, probe argv)`` of every layer of every trial's stacks, in
     trial and port order (repeats included): each layer added alone as root of ``dev`` with
@@ -494,6 +505,9 @@ def trial_plan(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
             different rates (vsftpd's anon_max_rate is one per server).
     """
     from netrepro.rolevars import stack_vars
+    conflict = traffic_conflict(trial["traffic"])
+    if conflict:
+        raise ValueError(f"trial {trial['id']}: {conflict}")
     k = time_scale
     plan: dict[str, Any] = {"ping": {}, "qdisc_stats": {}, "flows": {}, "ftp_sources": {}, "iperf3": {},
                             "iperf3_servers": {}, "stacks": {n: v for n, v in stack_vars(m, trial).items() if v},
@@ -501,15 +515,10 @@ def trial_plan(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
     for it in trial["traffic"]:
         start, dur = round(it["start_s"] * k, 3), round(it["duration_s"] * k, 3)
         if it["kind"] == "ping":
-            if it["from"] in plan["ping"]:
-                raise ValueError(f"trial {trial['id']}: {it['from']} has two ping items; one per node")
             plan["ping"][it["from"]] = {"target": m.address_toward(it["from"], it["to"]), "interval_s": it["interval_s"],
                                         "id": it["id"]}
         elif it["kind"] == "ftp":
-            rate = plan["ftp_sources"].setdefault(it["from"], it["max_rate_bytes_per_s"])
-            if rate != it["max_rate_bytes_per_s"]:
-                raise ValueError(f"trial {trial['id']}: FTP items from {it['from']} ask for rates {rate} and "
-                                 f"{it['max_rate_bytes_per_s']} B/s; vsftpd has one per server")
+            plan["ftp_sources"][it["from"]] = it["max_rate_bytes_per_s"]
             plan["flows"].setdefault(it["to"], []).append({
                 "server_address": m.address_toward(it["to"], it["from"]), "flows": it["flows"],
                 "start_s": start, "duration_s": dur, "id": it["id"]})
