@@ -1016,7 +1016,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
             "packet": {"mtu_bytes": spec.model.data["mtu_bytes"], "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
             "trial_status": [{"id": tid, "status": "pending", "attempts": []} for tid in order],
         }
-        if scaled is not spec:  # every rate and byte size of the experiment times k
+        if isinstance(spec, SpecV2):  # every rate and byte size of the experiment times k
             meta["rate_scale"] = site.load_state().get("rate_scale")
         pending = list(order)
         log(f"[run] {spec.name} on {site_name} ({mode}), TIME_SCALE={time_scale}; results in {_shown(run_dir)}")

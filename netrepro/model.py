@@ -91,9 +91,7 @@ class Model:
 
     def select(self, selectors: list[str]) -> list[str]:
         """Node names (file order) of selectors: names, kinds in the plural, groups, or ``all``."""
-        return [n for n, nd in self.nodes.items()
-                if "all" in selectors or n in selectors or KIND_GROUPS[nd["kind"]] in selectors
-                or set(nd.get("groups", [])) & set(selectors)]
+        return select_nodes(self.nodes, selectors)
 
     def addresses(self, node: str) -> list[ipaddress.IPv4Interface]:
         """The node's interface addresses, in file order."""
@@ -108,6 +106,14 @@ class Model:
             raise ValueError(f"{dst} has no address")
         mine = {a.network for a in self.addresses(src)}
         return str(next((a.ip for a in theirs if a.network in mine), theirs[0].ip))
+
+
+def select_nodes(nodes: dict[str, dict], selectors: list[str]) -> list[str]:
+    """Names (in ``nodes``' order) of the nodes that selectors name: a node's name, its kind in
+    the plural (:data:`KIND_GROUPS`), one of its ``groups``, or ``all``."""
+    return [n for n, nd in nodes.items()
+            if "all" in selectors or n in selectors or KIND_GROUPS[nd["kind"]] in selectors
+            or set(nd.get("groups", [])) & set(selectors)]
 
 
 def _fail(path, field, problem):
@@ -286,7 +292,7 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
         for sel in s["nodes"]:
             if sel not in known_sel:
                 _fail(path, f"sysctls[{i}].nodes", f"unknown node or kind {sel!r}; expected one of: {', '.join(sorted(known_sel))}")
-        for n in Model({"nodes": nodes}, Path(path)).select(s["nodes"]):
+        for n in select_nodes(nodes, s["nodes"]):
             base_sysctls[n].update({k: str(v) for k, v in s["set"].items()})
 
     def check_traffic(field, items) -> list[dict]:
