@@ -499,12 +499,13 @@ def stack_commands(layers: list[Mapping[str, Any]], dev: str = DEV) -> list[list
 
 
 def stack_probe_argvs(layers: list[Mapping[str, Any]], dev: str) -> list[list[str]]:
-    """One capability probe per layer kind, in order: ``qdisc add dev D root <kind> ...`` with
-    the layer's own parameters (so a parameter the node's tc or kernel lacks fails too);
+    """One capability probe per layer, in order: ``qdisc add dev D root <kind> ...`` with the
+    layer's own parameters (so a parameter the node's tc or kernel lacks fails too);
     roles/kernel_capability runs each on a throwaway device. Raises StackError as
     :func:`stack_commands`."""
     out: list[list[str]] = []
-    for i, layer in enumerate(layers):
-        one = stack_commands([{k: v for k, v in layer.items() if k != "handle"}], dev)[1:]
-        out.append(["qdisc", "add", *one[0][2:4], "root", *one[0][one[0].index("handle") + 2:]])
+    for layer in layers:
+        # the layer alone as a stack: [del, qdisc replace dev D root handle 1: KIND ..., (htb's class)]
+        root = stack_commands([{k: v for k, v in layer.items() if k != "handle"}], dev)[1]
+        out.append(["qdisc", "add", "dev", dev, "root", *root[root.index("handle") + 2:]])
     return out
