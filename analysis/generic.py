@@ -6,7 +6,10 @@ the trial's traffic items and collectors, and what is judged from the file's ``c
 - **tidy** (one row per sample, long form): ``trial, subject, stream, t_s, metric, value``;
   subjects are traffic item ids (iperf3: ``throughput_mbit``, ``retransmits``,
   ``cwnd_bytes``, ``rtt_ms`` per stream and interval, stream -1 = the item's sum; ping:
-  ``rtt_ms``) and sampled ports (``backlog_bytes``, ``backlog_packets``, ``drops``);
+  ``rtt_ms``) and sampled ports (``backlog_bytes``, ``backlog_packets``, ``drops``, each
+  qdisc's own fields as ``<kind>_<field>`` (:func:`analysis.raw.parse_qdisc_fields`), and with
+  the collector's ``classes``: ``class_backlog_packets`` per class of the leaf qdisc (stream =
+  the class's minor number: fq_codel's bucket + 1) and ``busy_classes``);
   ``t_s`` counts from the trial's common start.
 - **statistics** (``summary.csv``): ``trial, phase, subject, statistic, value`` plus the
   trial's labels; phase ``all`` is the whole trial, then each phase of the file:
@@ -24,7 +27,11 @@ the trial's traffic items and collectors, and what is judged from the file's ``c
   sampled port (``node:if``)      ``backlog_mean_bytes``, ``backlog_max_bytes``,
                                   ``backlog_mean_ms`` and ``backlog_max_ms`` (bytes x 8 / the
                                   stack's shaping rate), ``drops``, ``utilization`` (the
-                                  iperf3 items' total over that rate)
+                                  iperf3 items' total over that rate); with ``classes``,
+                                  ``busy_classes_max`` (the most classes of the leaf qdisc
+                                  holding packets at once) and ``classes_in_use`` (classes
+                                  that held packets in >= CLASS_IN_USE_SHARE of the samples
+                                  where any did: fq_codel's buckets the flows hashed into)
   ``all`` (the trial)             ``total_throughput_mbit``, ``jain_index`` (over its iperf3
                                   items), ``retransmits``
   ==============================  ==================================================================
@@ -48,10 +55,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.raw import parse_iperf3, parse_ping, parse_qdisc_stack
+from analysis.raw import parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields, parse_qdisc_stack
 from analysis.tidy import read_raw
 
 TIDY_COLUMNS = ["trial", "subject", "stream", "t_s", "metric", "value"]
+#: A class of a port's leaf qdisc is in use when it held packets in at least this share of the
+#: samples in which any class did: a flow's fq_codel bucket holds packets much more often than
+#: that, and a stray packet (ARP, a probe) sits in a bucket well under 1 % of the samples.
+CLASS_IN_USE_SHARE = 0.1
 SUMMARY_KEYS = ["trial", "phase", "subject", "statistic", "value"]
 
 
@@ -144,6 +155,20 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
         add(c["at"], -1, t, "backlog_bytes", q["backlog_bytes"])
         add(c["at"], -1, t, "backlog_packets", q["backlog_packets"])
         add(c["at"], -1, t, "drops", q["drops"] - (q["drops"].iloc[0] if len(q) else 0))
+        window = (start, start + trial["duration_s"] * time_scale)
+        f = parse_qdisc_fields(text)
+        f = f[(f["t_epoch_s"] >= window[0]) & (f["t_epoch_s"] <= window[1])]
+        for (kind, field), g in f.groupby(["kind", "field"], sort=True):
+            add(c["at"], -1, g["t_epoch_s"] - start, f"{kind}_{field}", g["value"])
+        stack = trial["qdiscs"].get(c["at"], [])
+        if c.get("classes") and stack:
+            cl = parse_qdisc_classes(text)
+            cl = cl[(cl["t_epoch_s"] >= window[0]) & (cl["t_epoch_s"] <= window[1])
+                    & (cl["kind"] == stack[-1]["kind"])]
+            for minor, g in cl.groupby("minor", sort=True):
+                add(c["at"], int(minor), g["t_epoch_s"] - start, "class_backlog_packets", g["backlog_packets"])
+            busy = cl[cl["backlog_packets"] > 0].groupby("t_epoch_s").size()
+            add(c["at"], -1, t, "busy_classes", busy.reindex(q["t_epoch_s"], fill_value=0).to_numpy())
     tidy = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=TIDY_COLUMNS)
     return tidy[TIDY_COLUMNS], ends
 
@@ -201,6 +226,11 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
                 if rate:
                     put(phase, c["at"], "backlog_mean_ms", b.mean() * 8 / (rate * 1e6) * 1000)
                     put(phase, c["at"], "backlog_max_ms", b.max() * 8 / (rate * 1e6) * 1000)
+                busy = s[(s["metric"] == "busy_classes") & (s["value"] > 0)]["value"]
+                if len(busy):
+                    put(phase, c["at"], "busy_classes_max", busy.max())
+                    held = s[(s["metric"] == "class_backlog_packets") & (s["value"] > 0)].groupby("stream").size()
+                    put(phase, c["at"], "classes_in_use", int((held >= CLASS_IN_USE_SHARE * len(busy)).sum()))
                 drops = s[s["metric"] == "drops"]["value"]
                 put(phase, c["at"], "drops", drops.max() - drops.min() if len(drops) else math.nan)
         if thr:
@@ -280,10 +310,17 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str]) -> tup
 
 
 def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
-             unhealthy: dict[str, list[dict]]) -> dict:
-    """The verdict: each claim's status (holds, fails, or inconclusive when it reads a trial
-    that failed a health check), ``reproduced`` when all hold, ``verdict`` inconclusive when
-    any claim is."""
+             unhealthy: dict[str, list[dict]], rate_scale: float = 1.0) -> dict:
+    """The verdict: each claim's status (holds, fails, inconclusive when it reads a trial that
+    failed a health check, or not applicable when the claim has a ``when`` condition, a bound
+    on a selection, that the run does not meet), ``reproduced`` when every applicable claim
+    holds (and at least one applies), ``verdict`` inconclusive when any claim is. A claim
+    whose ``rate_scale_min`` is above the run's ``rate_scale`` (k) is not applicable either:
+    the experiment file says below which k it loses its meaning.
+
+    A condition says which case a run fell in when chance decides it: Lab 18's
+    ``fq_codel flows 2`` puts two flows in one bucket half the time, and a claim of fairness
+    then applies only when two of its buckets were in use (``classes_in_use``)."""
     out = []
     for c in claims:
         ch = c["check"]
@@ -292,15 +329,27 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
         sick = [f for t in read for f in unhealthy.get(t, [])]
         holds, evidence = check_claim(summary, ch, trial_ids)
         entry = {"id": c["id"], "text": c["text"], "evidence": evidence}
+        applies, why = (check_claim(summary, {"kind": "bound", **c["when"]}, trial_ids) if "when" in c
+                        else (True, ""))
+        if "when" in c:
+            entry["condition"] = why
         if sick:
             entry.update(status="inconclusive", holds=None, reason="the substrate failed health checks: " + "; ".join(
                 f"{f['trial']}: {f['id']} {f.get('value')}" for f in sick))
+        elif c.get("rate_scale_min", 0) > rate_scale:
+            entry.update(status="not applicable", holds=None,
+                         reason=f"the run's rate scale {rate_scale:g} is below {c['rate_scale_min']:g}, where the claim "
+                                "keeps its meaning (the experiment file says why)")
+        elif not applies:
+            entry.update(status="not applicable", holds=None, reason="its condition does not hold: " + why)
         else:
             entry.update(status="holds" if holds else "fails", holds=bool(holds))
         out.append(entry)
     failures = [f for fs in unhealthy.values() for f in fs]
-    reproduced = all(e["holds"] is True for e in out)
-    verdict = ("inconclusive" if any(e["holds"] is None for e in out) else "reproduced" if reproduced else "not reproduced")
+    judged = [e for e in out if e["status"] != "not applicable"]
+    reproduced = bool(judged) and all(e["holds"] is True for e in judged)
+    verdict = ("inconclusive" if any(e["status"] == "inconclusive" for e in out)
+               else "reproduced" if reproduced else "not reproduced")
     return {"reproduced": reproduced, "verdict": verdict, "health_failures": failures, "claims": out}
 
 
@@ -383,7 +432,8 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     missing = [t["id"] for t in m.trials if t["id"] not in records]
     for t in missing:
         unhealthy.setdefault(t, []).append({"trial": t, "id": "not_run", "value": None})
-    verdict = evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy)
+    verdict = evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy,
+                       float((data.get("rate_scale") or {}).get("k", 1)))
     outputs = [write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
     with atomic_path(out / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
@@ -414,7 +464,8 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
     lines += [f"**Verdict: {verdict['verdict']}**", ""]
     for c in verdict["claims"]:
         lines.append(f"- `{c['id']}` **{c['status']}**: {c['text']}  \n  {c['evidence']}"
-                     + (f"  \n  ({c['reason']})" if c.get("reason") else ""))
+                     + (f"  \n  ({c['reason']})" if c.get("reason") else "")
+                     + (f"  \n  (applies: {c['condition']})" if c.get("condition") and not c.get("reason") else ""))
     lines += ["", "## Health of the substrate", ""]
     for tid, h in health.items():
         lines.append(f"- {tid}: " + ("pass" if h["passed"] else "FAILED") + ": "

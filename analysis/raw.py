@@ -281,3 +281,103 @@ def parse_qdisc_stack(text: str) -> pd.DataFrame:
                      float(np.nansum([_num(q.get("drops")) for q in qs]))))
     df = pd.DataFrame(rows, columns=STACK_COLUMNS).astype(float)
     return df.sort_values("t_epoch_s", kind="stable").reset_index(drop=True)
+
+
+# --- classes (per-bucket queues) ---------------------------------------------------------------
+# `tc -s class show dev DEV` (iproute2 6.1 prints classes as text even with -j), one block per
+# class, e.g. an fq_codel bucket (tc-fq_codel(8) lists each bucket that holds packets):
+#   class fq_codel 2:3 parent 2:
+#    (dropped 0, overlimits 0 requeues 0)
+#    backlog 4542b 3p requeues 0
+#     deficit -86 count 0 lastcount 0 ldelay 1.2ms
+_CLASS_HEAD = re.compile(r"^class (?P<kind>\S+) (?P<classid>[0-9a-f]+:[0-9a-f]*)(?: parent (?P<parent>\S+))?")
+_CLASS_BACKLOG = re.compile(r"\bbacklog (?P<bytes>\d+(?:\.\d+)?[KMG]?b) (?P<packets>\d+)p")
+_CLASS_SENT = re.compile(r"\bSent (?P<bytes>\d+) bytes (?P<packets>\d+) pkt \(dropped (?P<dropped>\d+)")
+CLASS_COLUMNS = ["t_epoch_s", "kind", "classid", "parent", "minor", "backlog_bytes", "backlog_packets", "dropped"]
+
+
+def parse_tc_classes(text: str) -> list[dict]:
+    """The classes of one ``tc -s class show dev DEV`` (text): a dict per class block with
+    ``kind``, ``classid`` (``"2:3"``), ``parent`` (``"2:"``, or ``"root"``), ``minor`` (the
+    class number after the colon, an int from hex: an fq_codel bucket's index + 1),
+    ``backlog_bytes``, ``backlog_packets`` and ``dropped`` (floats, NaN when the block lacks
+    them). Lines outside a block are skipped."""
+    out: list[dict] = []
+    for line in text.splitlines():
+        m = _CLASS_HEAD.match(line)
+        if m:
+            minor = m.group("classid").split(":")[1]
+            out.append({"kind": m.group("kind"), "classid": m.group("classid"),
+                        "parent": m.group("parent") or ("root" if " root" in line else ""),
+                        "minor": int(minor, 16) if minor else 0, "backlog_bytes": math.nan,
+                        "backlog_packets": math.nan, "dropped": math.nan})
+            continue
+        if not out:
+            continue
+        b = _CLASS_BACKLOG.search(line)
+        if b:
+            out[-1]["backlog_bytes"] = _size_bytes(b.group("bytes"))
+            out[-1]["backlog_packets"] = float(b.group("packets"))
+        s = _CLASS_SENT.search(line)
+        if s:
+            out[-1]["dropped"] = float(s.group("dropped"))
+    return out
+
+
+def parse_qdisc_classes(text: str) -> pd.DataFrame:
+    """Every class of every sample of a ``qdisc.jsonl`` written with ``--classes``
+    (roles/collectors/files/nr-qdisc-stats.sh): CLASS_COLUMNS, one row per class and sample,
+    sorted by time. Samples without ``classes`` (a collector run without the option) give no
+    rows."""
+    rows = []
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("classes"), str):
+            continue
+        t = _num(obj.get("t"))
+        if not math.isfinite(t):
+            continue
+        for c in parse_tc_classes(obj["classes"]):
+            rows.append({"t_epoch_s": t, **c})
+    df = pd.DataFrame(rows, columns=CLASS_COLUMNS)
+    return df.sort_values("t_epoch_s", kind="stable").reset_index(drop=True)
+
+
+#: The fields every qdisc has in ``tc -s -j qdisc show`` (tc_util.c print_tcstats_attr and the
+#: qdisc header); the others are the qdisc's own (its xstats).
+_COMMON_QDISC_FIELDS = {"kind", "handle", "parent", "root", "refcnt", "options", "bytes", "packets", "drops",
+                        "overlimits", "requeues", "backlog", "qlen"}
+FIELD_COLUMNS = ["t_epoch_s", "kind", "field", "value"]
+
+
+def parse_qdisc_fields(text: str) -> pd.DataFrame:
+    """The qdiscs' own statistics from ``qdisc.jsonl``: every numeric field of a qdisc object
+    that is not one of the common counters, as iproute2 prints it with -j (its unit is tc's:
+    pie's ``prob`` a fraction and ``delay`` in microseconds (q_pie.c); codel's and fq_codel's
+    ``ldelay`` in microseconds, ``count``, ``new_flows_len``, ``old_flows_len``,
+    ``drop_overlimit`` counts (q_codel.c, q_fq_codel.c); red's ``early``, ``pdrop``, ``marked``
+    counts (q_red.c)). Returns FIELD_COLUMNS in long form (``kind`` the qdisc's kind), sorted by
+    time; booleans and non-numeric values are skipped."""
+    rows = []
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("qdisc"), list):
+            continue
+        t = _num(obj.get("t"))
+        if not math.isfinite(t):
+            continue
+        for q in obj["qdisc"]:
+            if not isinstance(q, dict):
+                continue
+            for k, v in q.items():
+                if k in _COMMON_QDISC_FIELDS or isinstance(v, bool) or not isinstance(v, (int, float)):
+                    continue
+                rows.append((t, str(q.get("kind", "")), k, float(v)))
+    df = pd.DataFrame(rows, columns=FIELD_COLUMNS).astype({"t_epoch_s": float, "value": float})
+    return df.sort_values("t_epoch_s", kind="stable").reset_index(drop=True)

@@ -214,8 +214,7 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     address on each interface, addresses fall in their LAN's subnet, one subnet per L2 domain,
     no address twice; every port of ``qdiscs``/trials/collectors exists and every stack is
     one tc takes (:func:`netrepro.tc.stack_commands`); selectors name nodes or kinds; trial
-    and traffic ids are unique; traffic runs between nodes with addresses; every iperf3 item
-    names a congestion control the sysctls allow or the kernel default; phases are
+    and traffic ids are unique; traffic runs between nodes with addresses; phases are
     contiguous within the longest trial; claims and figures name trials, subjects and phases
     that exist.
     """
@@ -313,8 +312,6 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
             if it["kind"] == "iperf3":
                 full.setdefault("port", IPERF3_BASE_PORT + iperf_k)
                 iperf_k += 1
-                if full["omit_s"] >= full["duration_s"]:
-                    _fail(path, f + ".omit_s", f"expected less than duration_s ({full['duration_s']} s)")
             out.append(full)
         conflict = traffic_conflict(out)
         if conflict:
@@ -337,11 +334,21 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
         for n, kv in t.get("sysctls", {}).items():
             if n not in nodes:
                 _fail(path, f"{f}.sysctls.{n}", f"unknown node {n!r}; expected one of: {', '.join(names)}")
-            sysctls[n].update({k: str(v) for k, v in kv.items()})
+            for k, v in kv.items():
+                if k not in base_sysctls[n]:
+                    _fail(path, f"{f}.sysctls.{n}.{k}", f"set by this trial but not in the file's sysctls; expected "
+                          f"its value for the other trials there too (a trial's setting would last into the next)")
+                sysctls[n][k] = str(v)
         traffic = check_traffic(f + ".traffic", t["traffic"]) if "traffic" in t else default_traffic
         trials.append({"id": t["id"], "description": t.get("description", ""), "labels": t.get("labels", {}),
                        "qdiscs": {**base_qdiscs, **t.get("qdiscs", {})}, "sysctls": sysctls, "traffic": traffic,
-                       "duration_s": max(x["start_s"] + x["duration_s"] for x in traffic)})
+                       "duration_s": max(x["start_s"] + item_length_s(x) for x in traffic)})
+    # A port that some trial gives a stack has one in every trial ([] = the kernel's default),
+    # so that a trial's stack never lasts into the next one.
+    in_order = [_port(n, i) for n, nd in nodes.items() for i in nd["interfaces"]]
+    stacked = [p for p in in_order if any(p in t["qdiscs"] for t in trials)]
+    for t in trials:
+        t["qdiscs"] = {p: t["qdiscs"].get(p, []) for p in stacked}
     phases = data.get("phases", [])
     longest = max(t["duration_s"] for t in trials)
     prev = 0.0
@@ -384,6 +391,8 @@ def _check_claims(m: Model, path) -> None:
         for key in ("select", "higher", "lower"):
             if key in ch:
                 check_sel(f"claims[{i}].check.{key}", ch[key])
+        if "when" in cl:
+            check_sel(f"claims[{i}].when.select", cl["when"]["select"])
         if ch["kind"] == "rise_and_fall":
             order = ch["select"].get(ch["order"], [])
             if ch["peak"] not in order:
@@ -477,6 +486,35 @@ def traffic_conflict(items: list[dict]) -> str | None:
             return (f"FTP items from {x['from']} ask for rates {rates[x['from']]} and {x['max_rate_bytes_per_s']} B/s; "
                     "expected one (vsftpd's anon_max_rate is one per server)")
     return None
+
+
+def item_length_s(item: dict) -> float:
+    """How long a traffic item runs, in seconds from its start: ``duration_s``, plus
+    ``omit_s`` for iperf3, whose client runs ``-O`` seconds before its ``-t`` seconds
+    (iperf_client_api.c: the test timer is set to duration + omit)."""
+    return item["duration_s"] + (item.get("omit_s", 0) if item["kind"] == "iperf3" else 0)
+
+
+#: The sysctl that sets a node's TCP congestion control (tcp(7), per network namespace since
+#: Linux 4.15).
+CONGESTION_SYSCTL = "net.ipv4.tcp_congestion_control"
+
+
+def congestion_controls(m: Model) -> dict[str, list[str]]:
+    """node -> the TCP congestion controls (``cubic``, ``bbr``, ``reno``, ...) any trial asks
+    of it, sorted: the value of :data:`CONGESTION_SYSCTL` in its sysctls, and the
+    ``congestion`` (iperf3 ``-C``) of the iperf3 items it sends. Nodes that ask none are left
+    out. The kernel loads ``tcp_<name>`` when either is set (tcp_cong.c
+    tcp_ca_find_autoload)."""
+    out: dict[str, set[str]] = {}
+    for t in m.trials:
+        for node, kv in t["sysctls"].items():
+            if kv.get(CONGESTION_SYSCTL):
+                out.setdefault(node, set()).add(str(kv[CONGESTION_SYSCTL]))
+        for it in t["traffic"]:
+            if it["kind"] == "iperf3" and it.get("congestion"):
+                out.setdefault(it["from"], set()).add(it["congestion"])
+    return {n: sorted(v) for n, v in out.items()}
 
 
 def layer_probes(m: Model, dev: str) -> list[tuple[str, str, str, list[str]]]:

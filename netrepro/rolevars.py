@@ -236,9 +236,11 @@ def model_vars(spec: Spec) -> dict[str, Any]:
     file_size_bytes} | None}``. ``offload_networks`` lists each node's experiment interfaces
     by the key roles/interfaces maps to a device (the LAN for a LAN interface, else the
     interface's name). ``probes``: every distinct qdisc layer any trial puts on the node,
-    with its parameters (label ``<kind>@<interface>``), for roles/kernel_capability.
+    with its parameters (label ``<kind>@<interface>``), and every TCP congestion control a
+    trial asks of the node (label ``tcp_<name>``, argv ``["tcp_congestion", name]``,
+    :func:`netrepro.model.congestion_controls`), for roles/kernel_capability.
     """
-    from netrepro.model import layer_probes, trial_plan
+    from netrepro.model import congestion_controls, layer_probes, trial_plan
     m = spec.model
     offl = m.data["offloads"]
     probes: dict[str, dict[str, list[str]]] = {n: {} for n in m.nodes}
@@ -248,6 +250,9 @@ def model_vars(spec: Spec) -> dict[str, Any]:
             n += 1
             label = f"{kind}@{itf}#{n}"
         probes[node][label] = argv
+    for node, ccs in congestion_controls(m).items():
+        for cc in ccs:
+            probes[node][f"tcp_{cc}"] = ["tcp_congestion", cc]
     ftp = model_ftp_source(m)
     first = trial_plan(m, m.trials[0])
     return {

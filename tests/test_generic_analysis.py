@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis import generic
-from analysis.raw import parse_iperf3, parse_qdisc_stack
+from analysis.raw import parse_iperf3, parse_qdisc_fields, parse_qdisc_stack, parse_tc_classes
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -98,3 +98,81 @@ def test_a_claim_reading_an_unhealthy_trial_is_inconclusive():
     assert v["verdict"] == "inconclusive" and v["claims"][0]["holds"] is None and "nodes_cpu_busy" in v["claims"][0]["reason"]
     v = generic.evaluate(SUMMARY, claims, IDS, {"droptail": [{"trial": "droptail", "id": "x", "value": 1}]})
     assert v["verdict"] == "reproduced"  # the claim does not read droptail
+
+
+def test_parse_tc_classes_blocks():
+    # the text layout of iproute2 6.1 `tc -s class show` (tc_class.c, q_fq_codel.c)
+    text = ("class tbf 1:1 parent 1: leaf 2: \n Sent 12345 bytes 10 pkt (dropped 3, overlimits 0 requeues 0) \n"
+            " backlog 15Kb 10p requeues 0\n"
+            "class fq_codel 2:3 parent 2: \n (dropped 0, overlimits 0 requeues 0) \n backlog 4542b 3p requeues 0\n"
+            "  deficit -86 count 0 lastcount 0 ldelay 1.2ms\n"
+            "class fq_codel 2:1a parent 2: \n backlog 0b 0p requeues 0\n")
+    got = parse_tc_classes(text)
+    assert [(c["kind"], c["classid"], c["parent"], c["minor"]) for c in got] == [
+        ("tbf", "1:1", "1:", 1), ("fq_codel", "2:3", "2:", 3), ("fq_codel", "2:1a", "2:", 26)]
+    assert [(c["backlog_bytes"], c["backlog_packets"]) for c in got] == [(15360.0, 10.0), (4542.0, 3.0), (0.0, 0.0)]
+    assert got[0]["dropped"] == 3.0 and math.isnan(got[1]["dropped"])
+    assert parse_tc_classes("backlog 3b 1p\n") == []  # no block: nothing
+
+
+def test_parse_qdisc_fields_are_the_qdiscs_own():
+    line = ('{"t": 7.0, "qdisc": [{"kind": "tbf", "handle": "1:", "root": true, "backlog": 30, "qlen": 1, "drops": 0},'
+            ' {"kind": "fq_codel", "handle": "2:", "parent": "1:1", "backlog": 30, "qlen": 1, "drops": 2,'
+            ' "maxpacket": 1514, "new_flows_len": 1, "old_flows_len": 1, "options": {"flows": 2}, "ecn": true}]}')
+    f = parse_qdisc_fields(line)
+    assert sorted(zip(f["kind"], f["field"], f["value"])) == [
+        ("fq_codel", "maxpacket", 1514.0), ("fq_codel", "new_flows_len", 1.0), ("fq_codel", "old_flows_len", 1.0)]
+
+
+def _class_line(t, busy):
+    cls = "".join(f"class fq_codel 2:{m:x} parent 2: \\n backlog {1514 * p}b {p}p requeues 0\\n" for m, p in busy)
+    return (f'{{"t": {t}, "dev": "s2-eth2", "tx_bytes": 0, "tx_packets": 0, "qdisc": [{{"kind": "tbf", "handle": "1:",'
+            f' "root": true, "backlog": {1514 * sum(p for _, p in busy)}, "qlen": 1, "drops": 0}}], "classes": "{cls}"}}')
+
+
+def test_busy_classes_tell_a_shared_bucket(tmp_path):
+    """The per-bucket statistics of fq_codel: a trial whose two flows share one bucket keeps one
+    busy class; one whose flows hash apart keeps two (classes listed with 0 packets not counted)."""
+    trial = {"id": "fq", "duration_s": 3.0, "traffic": [], "labels": {},
+             "qdiscs": {"s2:s2-eth2": [{"kind": "tbf", "rate_mbit": 10}, {"kind": "fq_codel", "flows": 2}]}}
+    model = type("M", (), {"data": {"collectors": [{"kind": "qdisc_stats", "at": "s2:s2-eth2", "classes": True}]}})()
+    out = {}
+    stray = [[(1, 3), (2, 1)]] + [[(1, 2)]] * 10  # bucket 2 busy in 1 of 11 samples (< 10 %)
+    for case, samples in {"apart": [[(1, 3), (2, 2)], [(1, 1), (2, 0)], [(1, 2), (2, 4)], []],
+                          "shared": [[(2, 5)], [(2, 3)], [(2, 1)], []], "stray": stray}.items():
+        d = tmp_path / case / "raw" / "fq" / "s2"
+        d.mkdir(parents=True)
+        (d / "qdisc.jsonl").write_text("\n".join(_class_line(100.1 + i * 0.2, b) for i, b in enumerate(samples)) + "\n")
+        problems: list[str] = []
+        tidy, _ = generic.trial_tidy(model, trial, {"start_epoch_s": 100.0}, d.parent, 1.0, problems)
+        assert problems == []
+        busy = tidy[tidy["metric"] == "busy_classes"]["value"].tolist()
+        rows = generic.trial_statistics(model, trial, tidy, {}, [])
+        out[case] = (busy, {r["statistic"]: r["value"] for r in rows if "classes" in r["statistic"]})
+    assert out["apart"] == ([2, 1, 2, 0], {"busy_classes_max": 2.0, "classes_in_use": 2.0})
+    assert out["shared"] == ([1, 1, 1, 0], {"busy_classes_max": 1.0, "classes_in_use": 1.0})
+    assert out["stray"][1] == {"busy_classes_max": 2.0, "classes_in_use": 1.0}
+
+
+def test_a_claim_with_a_condition_the_run_does_not_meet_is_not_applicable():
+    when = {"select": {"statistic": "jain_index", "trials": ["droptail"]}, "min": 0.9}
+    claims = [{"id": "c", "text": "t", "when": when,
+               "check": {"kind": "bound", "select": {"statistic": "jain_index", "trials": ["pie"]}, "min": 0.999}},
+              {"id": "d", "text": "u", "check": {"kind": "bound", "select": {"statistic": "jain_index",
+                                                                            "trials": ["pie"]}, "min": 0.5}}]
+    v = generic.evaluate(SUMMARY, claims, IDS, {})
+    assert v["claims"][0]["status"] == "not applicable" and "droptail/all/all 0.7" in v["claims"][0]["reason"]
+    assert v["verdict"] == "reproduced"  # the claim that would fail does not apply; d holds
+    met = dict(claims[0], when=dict(when, min=0.5))
+    v = generic.evaluate(SUMMARY, [met, claims[1]], IDS, {})
+    assert v["claims"][0]["status"] == "fails" and v["verdict"] == "not reproduced" and "0.7" in v["claims"][0]["condition"]
+    v = generic.evaluate(SUMMARY, claims[:1], IDS, {})
+    assert v["verdict"] == "not reproduced"  # nothing applied: nothing was reproduced
+
+
+def test_a_claim_below_its_rate_scale_is_not_applicable():
+    claim = {"id": "c", "text": "t", "rate_scale_min": 0.07,
+             "check": {"kind": "bound", "select": {"statistic": "jain_index", "trials": ["pie"]}, "min": 0.5}}
+    low = generic.evaluate(SUMMARY, [claim], IDS, {}, rate_scale=0.02)
+    assert low["claims"][0]["status"] == "not applicable" and "rate scale 0.02 is below 0.07" in low["claims"][0]["reason"]
+    assert generic.evaluate(SUMMARY, [claim], IDS, {}, rate_scale=0.1)["claims"][0]["status"] == "holds"

@@ -36,11 +36,14 @@ def test_trials_are_complete(lab):
     assert [x["kind"] for x in pie["qdiscs"]["s2:s2-eth2"]] == ["tbf", "pie"]
     assert drop["sysctls"]["h1"]["net.ipv4.tcp_rmem"] == "10240 87380 52428800" and drop["sysctls"]["h2"] == {}
     assert bbr["sysctls"]["h1"]["net.ipv4.tcp_congestion_control"] == "bbr"
-    assert "net.ipv4.tcp_congestion_control" not in drop["sysctls"]["h1"]
+    assert drop["sysctls"]["h1"]["net.ipv4.tcp_congestion_control"] == "cubic"  # the file's, between trials
     # iperf3(1) defaults filled, ports one per iperf3 item from 5201
     assert drop["traffic"][0] == {"kind": "iperf3", "id": "bulk", "from": "h1", "to": "h3", "duration_s": 90,
                                   "start_s": 0, "parallel": 1, "omit_s": 0, "interval_s": 1, "port": 5201}
     assert drop["duration_s"] == 90 and bbr["duration_s"] == 30 and len(bbr["traffic"]) == 1
+    # iperf3 runs -O seconds before its -t seconds: the trial lasts their sum
+    lab["trials"][2]["traffic"][0]["omit_s"] = 5
+    assert model.build(lab, "lab19-like.yml").trials[2]["duration_s"] == 35
 
 
 def test_selectors_and_addresses(lab):
@@ -78,9 +81,12 @@ def _broken(lab, edit):
      "traffic[2].to", "s1 is a switch"),
     (lambda d: d["traffic"].append({"kind": "iperf3", "id": "b2", "from": "h2", "to": "h3", "duration_s": 9, "port": 5201}),
      "traffic", "two iperf3 servers on h3 port 5201"),
-    (lambda d: d["traffic"][0].update(omit_s=90), "traffic[0].omit_s", "expected less than duration_s"),
     (lambda d: d["sysctls"][0].update(nodes=["hostz"]), "sysctls[0].nodes", "unknown node or kind 'hostz'"),
     (lambda d: d["claims"][0]["check"]["lower"].update(trials=["codel"]), "claims[0].check.lower.trials", "unknown trial 'codel'"),
+    (lambda d: d["trials"][0].update(sysctls={"h2": {"net.core.rmem_max": 9}}), "trials[0].sysctls.h2.net.core.rmem_max",
+     "set by this trial but not in the file's sysctls"),
+    (lambda d: d["claims"][0].update(when={"select": {"statistic": "x", "phases": ["p9"]}, "min": 1}),
+     "claims[0].when.select.phases", "unknown phase 'p9'"),
     (lambda d: d.update(health={"nodes_cpu_busy_max": 0.6}), "health", "'nodes_cpu_busy_max' was unexpected"),
     (lambda d: d["traffic"].append({"kind": "ping", "id": "p2", "from": "h2", "to": "h1", "interval_s": 1, "duration_s": 1}),
      "traffic", "h2 has two ping items; expected one per node"),
@@ -207,3 +213,12 @@ def test_choose_rate_scale(lab):
         model.choose_rate_scale(m, 20)
     m2 = model.build(lab, "x.yml")  # no rate_scale: as written
     assert model.choose_rate_scale(m2, 500) == (1.0, "rates as written (the experiment does not allow scaling)")
+
+
+def test_a_trials_stack_does_not_last_into_the_next(lab):
+    """A port only one trial stacks gets [] (the kernel's default) in the others."""
+    lab["trials"][1]["qdiscs"]["h1:h1-eth0"] = [{"kind": "fq", "maxrate_mbit": 5000}]
+    drop, pie, bbr = model.build(lab, "lab19-like.yml").trials
+    assert drop["qdiscs"]["h1:h1-eth0"] == bbr["qdiscs"]["h1:h1-eth0"] == []
+    assert pie["qdiscs"]["h1:h1-eth0"] == [{"kind": "fq", "maxrate_mbit": 5000}]
+    assert list(drop["qdiscs"]) == ["h1:h1-eth0", "s1:s1-eth1", "s2:s2-eth2"]  # the topology's order

@@ -105,9 +105,53 @@ def test_model_vars_of_an_experiment_unlike_pie_vs_red():
                                                "15000", "limit", "100000"],
                                  "bfifo@gw-b": ["qdisc", "add", "dev", tc.DEV, "root", "bfifo", "limit", "60000"],
                                  "pfifo@gw-b": ["qdisc", "add", "dev", tc.DEV, "root", "pfifo", "limit", "40"]}
-    assert v["probes"]["a1"] == {} and v["offloads"] == {"tso": "off", "gso": "off", "gro": "off"}
+    assert v["probes"]["a2"] == {"tcp_reno": ["tcp_congestion", "reno"]}  # its sysctl asks for reno
+    assert v["probes"]["a1"] == {"tcp_cubic": ["tcp_congestion", "cubic"]} and v["probes"]["b1"] == {}
+    assert v["offloads"] == {"tso": "off", "gso": "off", "gro": "off"}
     assert v["offload_networks"]["swa"] == ["swa-gw", "swa-1", "swa-2"]
     assert v["sysctls"]["gw"] == {"net.ipv4.ip_forward": "1"} and v["sysctls"]["a2"] == {
         "net.ipv4.tcp_congestion_control": "reno"}
     assert [p["interface"] for p in v["stacks"]["gw"]] == ["gw-b"] and v["ftp_source"] is None
     assert v["routes"]["a1"] == [{"to": "192.168.52.0/24", "via": "192.168.51.1"}]
+
+
+@pytest.mark.netns
+def test_the_queue_collector_samples_classes(tmp_path):
+    """nr-qdisc-stats.sh --classes on a real HTB whose leaf class fills (pings of 1400 B every
+    2 ms into 100 kbit/s; the socket's send buffer lets a few wait in the queue): every sample
+    has the class text next to the qdiscs' JSON, and the parser finds the class with packets."""
+    from analysis.raw import parse_qdisc_classes, parse_qdisc_stack
+    if os.geteuid() != 0:
+        pytest.fail("needs root (ip netns)")
+    ns = f"nrqc{os.getpid()}"
+    script = REPO / "roles" / "collectors" / "files" / "nr-qdisc-stats.sh"
+
+    def nsrun(*argv, **kw):
+        return subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, **kw)
+
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        for c in (["link", "add", "d0", "type", "veth", "peer", "name", "d1"], ["addr", "add", "10.9.0.1/24", "dev", "d0"],
+                  ["addr", "add", "10.9.0.2/24", "dev", "d1"], ["link", "set", "d0", "up"], ["link", "set", "d1", "up"]):
+            subprocess.run(["ip", "-n", ns, *c], check=True)
+        for c in tc.stack_commands([{"kind": "htb", "rate_mbit": 0.1}, {"kind": "pfifo", "limit_packets": 500}]):
+            nsrun("tc", *[("d0" if w == tc.DEV else w) for w in c], check=c[1] != "del")
+        import time
+        now = time.time()
+        col = subprocess.Popen(["ip", "netns", "exec", ns, "bash", str(script), str(tmp_path / "q.jsonl"), "d0",
+                                f"{now:.6f}", f"{now + 1.0:.6f}", "0.1", "--classes"])
+        # to the peer's address through d0 (a /32 route: not the local table's shortcut)
+        subprocess.run(["ip", "-n", ns, "route", "add", "10.9.0.99/32", "dev", "d0"], check=True)
+        subprocess.run(["ip", "-n", ns, "neigh", "add", "10.9.0.99", "lladdr", "02:00:00:00:00:99", "dev", "d0",
+                        "nud", "permanent"], check=True)
+        nsrun("ping", "-q", "-i", "0.002", "-c", "150", "-s", "1400", "-w", "1", "10.9.0.99")
+        assert col.wait(timeout=30) == 0
+        text = (tmp_path / "q.jsonl").read_text()
+        lines = [json.loads(x) for x in text.splitlines()]
+        assert len(lines) >= 8 and all("class htb 1:10 " in x["classes"] for x in lines)
+        cl = parse_qdisc_classes(text)
+        leaf = cl[cl["classid"] == "1:10"]
+        assert len(leaf) == len(lines) and leaf["backlog_packets"].max() >= 3, leaf
+        assert len(parse_qdisc_stack(text)) == len(lines)  # the qdiscs' JSON still read
+    finally:
+        subprocess.run(["ip", "netns", "del", ns])

@@ -81,6 +81,23 @@ def probe_host_qdiscs(model) -> dict[str, bool]:
         _run(["ip", "netns", "del", ns])
 
 
+def probe_host_congestion(model) -> dict[str, bool]:
+    """Can this kernel give each node the TCP congestion controls its trials ask for
+    (:func:`netrepro.model.congestion_controls`)? ``tcp_<name>`` -> bool: the name is in
+    /proc/sys/net/ipv4/tcp_available_congestion_control, after ``modprobe tcp_<name>`` as the
+    kernel would load it (tcp(7))."""
+    from netrepro.model import congestion_controls
+    avail = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+    found = {}
+    for cc in sorted({c for ccs in congestion_controls(model).values() for c in ccs}):
+        have = cc in avail.read_text().split() if avail.exists() else False
+        if not have:
+            _run(["modprobe", "-q", f"tcp_{cc}"])
+            have = avail.exists() and cc in avail.read_text().split()
+        found[f"tcp_{cc}"] = have
+    return found
+
+
 def host_routes_overlapping(subnet: str) -> list[str]:
     """The host's IPv4 routes (``ip -4 route``, main table) whose prefix overlaps ``subnet``,
     as ``<prefix> dev <device>``; the default route is left out. [] when there are none."""
@@ -156,12 +173,12 @@ class LocalSite(Site):
             return mode
         if mode != "auto":
             raise SiteError(f"LOCAL_MODE={mode}: expected auto, host, uml or vm")
-        found = probe_host_qdiscs(self.spec.model)
+        found = {**probe_host_qdiscs(self.spec.model), **probe_host_congestion(self.spec.model)}
         missing = [k for k, ok in found.items() if not ok]
         if not missing:
-            log("[local] mode host: the host kernel can add " + ", ".join(found) + " qdiscs")
+            log("[local] mode host: the host kernel has " + ", ".join(found))
             return "host"
-        log(f"[local] mode vm: the host kernel cannot add {', '.join(missing)} qdiscs (probed in a throwaway "
+        log(f"[local] mode vm: the host kernel lacks {', '.join(missing)} (qdiscs probed in a throwaway "
             f"namespace); running the site in a QEMU micro-VM: {VM_OVER_UML}")
         return "vm"
 

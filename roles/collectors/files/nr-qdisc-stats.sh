@@ -10,9 +10,22 @@
 # background process makes the FIFO OUT.go and blocks reading it until the controller writes
 # the trial's common start time there (netrepro.controller.release_trial); START and END are
 # that time plus their offsets.
-# Usage: nr-qdisc-stats.sh OUT DEV START END INTERVAL_S [--background]
+# --classes: each line also has "classes": the text of `tc -s class show dev DEV` (tc 6.1
+# prints classes as text even with -j), a class per block; fq_codel lists there each bucket
+# that holds packets, with its backlog (tc-fq_codel(8)). In the batch, `class show` is
+# followed by `qdisc show`, whose one JSON line ends the class text.
+# Usage: nr-qdisc-stats.sh OUT DEV START END INTERVAL_S [--background] [--classes]
 set -eu
-out=$1 dev=$2 start=$3 end=$4 interval=$5 mode=${6:-}
+out=$1 dev=$2 start=$3 end=$4 interval=$5
+shift 5
+mode= classes=
+for a in "$@"; do
+  case $a in
+    --background) mode=$a ;;
+    --classes) classes=1 ;;
+    *) echo "nr-qdisc-stats.sh: unknown option $a" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$(dirname "$out")"
 case $start in armed*) rm -f "$out.go"; mkfifo "$out.go" ;; esac
 stats=/sys/class/net/$dev/statistics
@@ -26,7 +39,7 @@ usec() {  # epoch seconds with a fraction (or $EPOCHREALTIME) -> integer microse
 }
 
 run() {
-  local next end_us step t tx txp q wait_us never tcw tmo o go
+  local next end_us step t tx txp q wait_us never tcw tmo o go cls line
   case $start in
     armed*)
       read -r go < "$out.go"
@@ -51,9 +64,21 @@ run() {
     t=$EPOCHREALTIME
     read -r tx < "$stats/tx_bytes"
     read -r txp < "$stats/tx_packets"
-    echo "qdisc show dev $dev" >&"${TC[1]}"
-    read -r q <&"${TC[0]}"
-    printf '{"t":%s,"dev":"%s","tx_bytes":%s,"tx_packets":%s,"qdisc":%s}\n' "$t" "$dev" "$tx" "$txp" "$q" >&"$o"
+    if [ -n "$classes" ]; then
+      printf 'class show dev %s\nqdisc show dev %s\n' "$dev" "$dev" >&"${TC[1]}"
+      cls=
+      while IFS= read -r line <&"${TC[0]}"; do
+        case $line in "["*) q=$line; break ;; esac
+        line=${line//\\/\\\\}
+        cls+=${line//\"/\\\"}'\n'
+      done
+      printf '{"t":%s,"dev":"%s","tx_bytes":%s,"tx_packets":%s,"qdisc":%s,"classes":"%s"}\n' \
+        "$t" "$dev" "$tx" "$txp" "$q" "$cls" >&"$o"
+    else
+      echo "qdisc show dev $dev" >&"${TC[1]}"
+      read -r q <&"${TC[0]}"
+      printf '{"t":%s,"dev":"%s","tx_bytes":%s,"tx_packets":%s,"qdisc":%s}\n' "$t" "$dev" "$tx" "$txp" "$q" >&"$o"
+    fi
     next=$(( next + step ))
   done
   exec {o}>&-

@@ -7,6 +7,9 @@
 #   veth pair (nrprobe0/nrprobe1; veth is built into every kernel we meet, dummy is not),
 #   which is deleted afterwards. Loading a missing sch_* module is left to the kernel
 #   (request_module through modprobe).
+#   "LABEL:tcp_congestion NAME" checks instead that TCP congestion control NAME (bbr, reno,
+#   ...) is in /proc/sys/net/ipv4/tcp_available_congestion_control, after loading tcp_NAME
+#   as the kernel would when the sysctl or TCP_CONGESTION asks for it (tcp(7)).
 # Prints one JSON object: {"kernel": uname -r, "iproute2": version, "os_id": ID from
 # /etc/os-release, "probes": {LABEL: {"ok": bool, "error": "tc's message"}}}.
 set -u
@@ -35,9 +38,18 @@ if [ $# -gt 0 ]; then
     for p in "$@"; do
         label=${p%%:*}
         args=$(printf '%s' "${p#*:}" | sed "s/@dev@/$dev/g")
-        # shellcheck disable=SC2086  # word splitting of args is intended
-        if err=$(tc $args 2>&1); then ok=true; else ok=false; fi
-        tc qdisc del dev "$dev" root >/dev/null 2>&1
+        case $args in
+        "tcp_congestion "*)
+            cc=${args#tcp_congestion }
+            avail=/proc/sys/net/ipv4/tcp_available_congestion_control
+            grep -qw -- "$cc" "$avail" 2>/dev/null || modprobe -q "tcp_$cc" >/dev/null 2>&1
+            if grep -qw -- "$cc" "$avail" 2>/dev/null; then ok=true err=""
+            else ok=false err="no TCP congestion control $cc (available: $(cat "$avail" 2>/dev/null))"; fi ;;
+        *)
+            # shellcheck disable=SC2086  # word splitting of args is intended
+            if err=$(tc $args 2>&1); then ok=true; else ok=false; fi
+            tc qdisc del dev "$dev" root >/dev/null 2>&1 ;;
+        esac
         probes="$probes${probes:+, }$(json_str "$label"): {\"ok\": $ok, \"error\": $(json_str "$err")}"
     done
 fi
