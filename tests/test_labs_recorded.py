@@ -1,0 +1,88 @@
+"""The analysis of each lab experiment on a real time-scaled run recorded by the local site
+(tests/data/labs/<run>/, each with a README saying how it was made).
+
+Golden-data tests, as Flent's: from the raw files alone (checked against run.json's
+checksums), the statistics and each claim's status must come out as recorded in
+``expected/``, and the figures the experiment declares must be drawn. Then a few facts of
+each lab that must hold in any sane run of it, whatever the verdict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import analyze_run
+
+LABS = Path(__file__).resolve().parent / "data" / "labs"
+RUNS = sorted(p.name for p in LABS.iterdir() if (p / "run.json").exists())
+
+
+@pytest.fixture(scope="module", params=RUNS)
+def analyzed(request, tmp_path_factory):
+    src = LABS / request.param
+    run_dir = tmp_path_factory.mktemp(request.param) / "run"
+    shutil.copytree(src, run_dir, ignore=shutil.ignore_patterns("expected", "README.md"))
+    verdict = analyze_run(run_dir)
+    return src, run_dir, verdict
+
+
+def test_there_is_a_recorded_run_of_each_lab():
+    names = {json.loads((LABS / r / "run.json").read_text())["experiment"] for r in RUNS}
+    assert names >= {"pie-lab"}, names
+
+
+def test_dataset_is_intact(analyzed):
+    src, _, _ = analyzed
+    run = json.loads((src / "run.json").read_text())
+    assert run["raw_sha256"]
+    for rel, digest in run["raw_sha256"].items():
+        assert hashlib.sha256((src / "raw" / rel).read_bytes()).hexdigest() == digest, rel
+
+
+def test_summary_matches_the_recorded_one(analyzed):
+    src, run_dir, _ = analyzed
+    got = pd.read_csv(run_dir / "summary.csv")
+    want = pd.read_csv(src / "expected" / "summary.csv")
+    assert list(got.columns) == list(want.columns)
+    pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-6)
+
+
+def test_verdict_matches_the_recorded_one(analyzed):
+    src, _, verdict = analyzed
+    want = json.loads((src / "expected" / "verdict.json").read_text())
+    assert verdict["verdict"] == want["verdict"]
+    assert [(c["id"], c["status"]) for c in verdict["claims"]] == [(c["id"], c["status"]) for c in want["claims"]]
+
+
+def test_declared_figures_drawn(analyzed):
+    _, run_dir, _ = analyzed
+    run = json.loads((run_dir / "run.json").read_text())
+    for fig in run["spec"].get("figures", []):
+        assert (run_dir / "figures" / f"{fig['id']}.png").stat().st_size > 10_000, fig["id"]
+
+
+def _stat(run_dir: Path, trial: str, subject: str, statistic: str) -> float:
+    s = pd.read_csv(run_dir / "summary.csv")
+    v = s[(s["trial"] == trial) & (s["subject"] == subject) & (s["phase"] == "all") & (s["statistic"] == statistic)]
+    assert len(v) == 1, (trial, subject, statistic)
+    return float(v["value"].iloc[0])
+
+
+def test_sane_values(analyzed):
+    """Facts of each lab's substrate: no RTT below the 20 ms of netem delay, and no more
+    traffic through a bottleneck than its scaled rate."""
+    _, run_dir, _ = analyzed
+    run = json.loads((run_dir / "run.json").read_text())
+    s = pd.read_csv(run_dir / "summary.csv")
+    for v in s[s["statistic"].isin(["rtt_min_ms", "rtt_mean_ms"])]["value"]:
+        assert v >= 20
+    for v in s[s["statistic"] == "utilization"]["value"]:
+        assert 0 < v <= 1.05
+    if run["experiment"] == "pie-lab":
+        assert _stat(run_dir, "droptail", "h2-h3", "rtt_median_ms") > 3 * _stat(run_dir, "pie", "h2-h3", "rtt_median_ms")
