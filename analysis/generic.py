@@ -335,7 +335,7 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
             entry["condition"] = why
         if sick:
             entry.update(status="inconclusive", holds=None, reason="the substrate failed health checks: " + "; ".join(
-                f"{f['trial']}: {f['id']} {f.get('value')}" for f in sick))
+                f"{f['trial']}: {f['check']} {f.get('value')}" for f in sick))
         elif c.get("rate_scale_min", 0) > rate_scale:
             entry.update(status="not applicable", holds=None,
                          reason=f"the run's rate scale {rate_scale:g} is below {c['rate_scale_min']:g}, where the claim "
@@ -431,7 +431,7 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
         unhealthy.setdefault(f["trial"], []).append(f)
     missing = [t["id"] for t in m.trials if t["id"] not in records]
     for t in missing:
-        unhealthy.setdefault(t, []).append({"trial": t, "id": "not_run", "value": None})
+        unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None})
     verdict = evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy,
                        float((data.get("rate_scale") or {}).get("k", 1)))
     outputs = [write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]

@@ -47,6 +47,12 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
   trial (run.json ``controller_cpu_busy``, from its own /proc/stat); ``fraction``;
   ``controller_cpu_busy_max_fraction``.
 
+An experiment of schema_version 2 (:mod:`netrepro.model`) has no fixed bottleneck, flow
+groups or base RTT: it gets ``nodes_cpu_busy``; ``flow_start_lag`` of its iperf3 clients (each
+client's ``iperf3-<id>.json.t0`` against trial start + its ``start_s``); ``sampling_ping`` per
+ping item (probes sent in its schedule shifted back half an interval / the probes it asks
+for) and ``sampling_qdisc_stats`` per queue collector; and the two controller checks.
+
 A check whose threshold the experiment file leaves out is measured but not judged
 (``passed: null``). A judged check that cannot be measured (a file missing or unreadable, a
 field not recorded) or whose computation raises fails, with the reason in ``detail``:
@@ -176,7 +182,8 @@ def _probes(text: str, interval_s: float) -> pd.DataFrame:
                          "answered": True})
     lost = [(int(m.group("seq")), float(m.group("t")) - interval_s, False)
             for m in map(_NO_ANSWER.match, text.splitlines()) if m]
-    rows = pd.concat([rows, pd.DataFrame(lost, columns=["seq", "sent_epoch_s", "answered"])], ignore_index=True)
+    if lost:
+        rows = pd.concat([rows, pd.DataFrame(lost, columns=["seq", "sent_epoch_s", "answered"])], ignore_index=True)
     rows = rows.sort_values(["seq", "answered"], ascending=[True, False], kind="stable")
     return rows.drop_duplicates("seq").reset_index(drop=True)
 
@@ -314,6 +321,69 @@ def _queue_delay_excess(spec, record, trial_dir, start, duration, time_scale, **
                    f"largest queueing delay {q:.1f} ms ({qnode} at {t:.1f} s)")
 
 
+def _model_trial(spec, trial_dir: Path) -> dict:
+    """The model's trial whose raw folder is ``trial_dir`` (``raw/<trial id>``)."""
+    for t in spec.model.trials:
+        if t["id"] == trial_dir.name:
+            return t
+    raise _NotMeasured(f"no trial {trial_dir.name!r} in the experiment")
+
+
+def _item_sampling(kind: str) -> Callable:
+    """``sampling_<kind>`` of an experiment of schema_version 2: per queue collector (its
+    node's qdisc.jsonl lines) or ping item (its probes sent, answered or not), the samples
+    within its schedule / the samples the schedule asks for; the smallest."""
+    def measure(spec, record, trial_dir, start, duration, time_scale, **_) -> tuple[float, str]:
+        from analysis.raw import parse_qdisc_stack
+        share, counts = {}, {}
+        if kind == "ping":
+            for it in _model_trial(spec, trial_dir)["traffic"]:
+                if it["kind"] != "ping":
+                    continue
+                lo = start + it["start_s"] * time_scale
+                length = it["duration_s"] * time_scale
+                p = _probes(_text(trial_dir / it["from"] / "ping.txt"), it["interval_s"])
+                # a window of the schedule's length shifted back half an interval: a probe due
+                # at the start counts if the node's clock is a little early, one after the end not
+                half = it["interval_s"] / 2
+                got = int(((p["sent_epoch_s"] >= lo - half) & (p["sent_epoch_s"] < lo + length - half)).sum())
+                want = max(1, round(length / it["interval_s"]))
+                share[it["id"]], counts[it["id"]] = min(1.0, got / want), (got, want)
+        else:
+            for c in spec.model.data["collectors"]:
+                node = c["at"].split(":")[0]
+                t = parse_qdisc_stack(_text(trial_dir / node / "qdisc.jsonl"))["t_epoch_s"]
+                got = int(((t >= start) & (t < start + duration)).sum())
+                want = max(1, round(duration / float(c["interval_s"])))
+                share[c["at"]], counts[c["at"]] = got / want, (got, want)
+        if not share:
+            raise _NotMeasured(f"no {kind} in the trial")
+        low = min(share, key=share.get)
+        return share[low], f"lowest {low} ({counts[low][0]} of {counts[low][1]} samples in the schedule); " + \
+            ", ".join(f"{n} {_pct(v)}" for n, v in share.items())
+    return measure
+
+
+def _iperf3_start_lag(spec, record, trial_dir, start, time_scale, **_) -> tuple[float, str]:
+    """``flow_start_lag`` of an experiment of schema_version 2: each iperf3 client's start
+    (``iperf3-<id>.json.t0``, the epoch time nr-iperf3.sh wrote as it started the client)
+    behind its schedule (trial start + start_s); the largest, ms."""
+    lags = {}
+    for it in _model_trial(spec, trial_dir)["traffic"]:
+        if it["kind"] != "iperf3":
+            continue
+        f = trial_dir / it["from"] / f"iperf3-{it['id']}.json.t0"
+        try:
+            t0 = float(_text(f).split()[0])
+        except (IndexError, ValueError):
+            raise _NotMeasured(f"{it['from']}/{f.name} has no start time") from None
+        lags[it["id"]] = 1000 * (t0 - (start + it["start_s"] * time_scale))
+    if not lags:
+        raise _NotMeasured("no iperf3 item in the trial")
+    worst = max(lags, key=lags.get)
+    return lags[worst], f"worst {worst}; " + ", ".join(f"{k} {round(v):+d}" for k, v in lags.items()) + " ms"
+
+
 def _controller_load(spec, record, **_) -> tuple[float, str]:
     la, cores = record.get("controller_loadavg"), _num(record.get("controller_cores"))
     try:
@@ -335,11 +405,14 @@ def _controller_cpu_busy(spec, record, **_) -> tuple[float, str]:
 def _measures(spec) -> list[tuple[str, Callable]]:
     """(check id, measurement) in report order; one sampling check per collector kind.
 
-    An experiment of schema_version 2 gets the checks that read only the nodes' and the
-    controller's CPU (the others read version 1's ping collectors, flow groups and bottleneck)."""
+    An experiment of schema_version 2 gets the CPU checks, ``flow_start_lag`` of its iperf3
+    clients, and ``sampling_ping`` and ``sampling_qdisc_stats`` of its ping items and queue
+    collectors (:func:`_item_sampling`); the ping and queue delay checks of version 1 read its
+    fixed bottleneck and base RTT, which version 2 does not have."""
     if spec.model.data["schema_version"] == 2:
-        return [("nodes_cpu_busy", _nodes_cpu_busy), ("controller_load", _controller_load),
-                ("controller_cpu_busy", _controller_cpu_busy)]
+        return [("nodes_cpu_busy", _nodes_cpu_busy), ("flow_start_lag", _iperf3_start_lag),
+                ("sampling_ping", _item_sampling("ping")), ("sampling_qdisc_stats", _item_sampling("qdisc_stats")),
+                ("controller_load", _controller_load), ("controller_cpu_busy", _controller_cpu_busy)]
     kinds = list(dict.fromkeys(c["kind"] for c in spec["collectors"]))
     return ([("nodes_cpu_busy", _nodes_cpu_busy), ("ping_received", _ping_received),
              ("flow_start_lag", _flow_start_lag), ("flow_start_skew", _flow_start_skew)]

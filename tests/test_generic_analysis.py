@@ -94,9 +94,9 @@ def test_claim_kinds(check, holds, words):
 def test_a_claim_reading_an_unhealthy_trial_is_inconclusive():
     claims = [{"id": "c", "text": "t", "check": {"kind": "bound", "select": {"statistic": "jain_index",
                                                                            "trials": ["pie"]}, "min": 0.5}}]
-    v = generic.evaluate(SUMMARY, claims, IDS, {"pie": [{"trial": "pie", "id": "nodes_cpu_busy", "value": 0.9}]})
+    v = generic.evaluate(SUMMARY, claims, IDS, {"pie": [{"trial": "pie", "check": "nodes_cpu_busy", "value": 0.9}]})
     assert v["verdict"] == "inconclusive" and v["claims"][0]["holds"] is None and "nodes_cpu_busy" in v["claims"][0]["reason"]
-    v = generic.evaluate(SUMMARY, claims, IDS, {"droptail": [{"trial": "droptail", "id": "x", "value": 1}]})
+    v = generic.evaluate(SUMMARY, claims, IDS, {"droptail": [{"trial": "droptail", "check": "x", "value": 1}]})
     assert v["verdict"] == "reproduced"  # the claim does not read droptail
 
 

@@ -406,3 +406,49 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     assert c["queue_delay_excess"]["value"] == 0.0
     assert h["passed"] is False
     assert "[run] trial red-limited: health checks failed: nodes_cpu_busy not measured (max 60.0 %): FAILED" in capsys.readouterr().out
+
+
+# --- an experiment of schema_version 2 (the recorded pie-lab run) ---------------------------------
+LAB = Path(__file__).resolve().parent / "data" / "labs" / "pie-lab-local-0.2"
+
+
+@pytest.fixture
+def lab_run(tmp_path) -> Path:
+    """A copy of the recorded pie-lab run, judged by the committed pie-lab file's health limits."""
+    dst = tmp_path / "run"
+    shutil.copytree(LAB, dst, ignore=shutil.ignore_patterns("expected", "README.md"))
+    data = json.loads((dst / "run.json").read_text())
+    data["spec"]["health"] = load_spec("pie-lab")["health"]
+    (dst / "run.json").write_text(json.dumps(data))
+    return dst
+
+
+def _lab_health(run: Path, tid: str) -> dict:
+    data = json.loads((run / "run.json").read_text())
+    record = next(t for t in data["trials"] if t["id"] == tid)
+    return trial_health(Spec.from_data(data["spec"]), record, run / "raw" / tid, data["time_scale"])
+
+
+def test_version_2_checks_on_a_healthy_lab_run(lab_run):
+    c = _checks(_lab_health(lab_run, "droptail"))
+    assert list(c) == ["nodes_cpu_busy", "flow_start_lag", "sampling_ping", "sampling_qdisc_stats",
+                       "controller_load", "controller_cpu_busy"]
+    assert all(x["passed"] for x in c.values()), c
+    assert 0 < c["flow_start_lag"]["value"] < 100 and "h1-h3 +" in c["flow_start_lag"]["detail"]
+    assert c["sampling_ping"]["value"] == 1.0 and "h2-h3 (18 of 18 samples" in c["sampling_ping"]["detail"]
+    assert c["sampling_qdisc_stats"]["value"] == 1.0 and "s2:s2-eth2 (180 of 180" in c["sampling_qdisc_stats"]["detail"]
+
+
+def test_version_2_late_client_and_lost_samples_make_claims_inconclusive(lab_run):
+    t0 = lab_run / "raw/pie/h1/iperf3-h1-h3.json.t0"
+    t0.write_text(f"{float(t0.read_text().split()[0]) + 2.0:.6f}\n")  # the client started 2 s late
+    q = lab_run / "raw/pie-100m/s2/qdisc.jsonl"
+    q.write_text("".join(q.read_text().splitlines(keepends=True)[::2]))  # every other queue sample
+    _rehash(lab_run)
+    assert _failed(_lab_health(lab_run, "pie")) == ["flow_start_lag"]
+    assert _checks(_lab_health(lab_run, "pie"))["flow_start_lag"]["value"] > 2000
+    assert _failed(_lab_health(lab_run, "pie-100m")) == ["sampling_qdisc_stats"]
+    v = analysis.analyze_run(lab_run)
+    status = {c["id"]: c["status"] for c in v["claims"]}
+    assert v["verdict"] == "inconclusive" and status["droptail-bufferbloat"] == "holds"
+    assert status["pie-cuts-delay"] == status["pie-near-target"] == status["link-used"] == "inconclusive"
