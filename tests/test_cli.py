@@ -82,7 +82,7 @@ def test_validate_missing_experiment(nr):
     rc, out, err = nr("validate", "no-such-experiment")
     assert rc == 2
     line = _one_error_line(err)
-    assert "no-such-experiment" in line and "known experiments: pie-lab, pie-vs-red" in line
+    assert "no-such-experiment" in line and "known experiments: codel-lab, pacing-lab, pie-lab, pie-vs-red" in line
 
 
 def test_validate_not_yaml(nr, tmp_path):

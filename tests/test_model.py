@@ -222,3 +222,31 @@ def test_a_trials_stack_does_not_last_into_the_next(lab):
     assert drop["qdiscs"]["h1:h1-eth0"] == bbr["qdiscs"]["h1:h1-eth0"] == []
     assert pie["qdiscs"]["h1:h1-eth0"] == [{"kind": "fq", "maxrate_mbit": 5000}]
     assert list(drop["qdiscs"]) == ["h1:h1-eth0", "s1:s1-eth1", "s2:s2-eth2"]  # the topology's order
+
+
+@pytest.mark.parametrize("name", ["pie-lab", "codel-lab", "pacing-lab"])
+def test_the_lab_experiments_as_models(name):
+    """Each lab file builds, every trial has the same ports stacked (none lasts into the next),
+    and what the local site will probe and scale follows from the file alone."""
+    from netrepro.spec import load_spec
+    m = load_spec(name).model
+    ports = [list(t["qdiscs"]) for t in m.trials]
+    assert all(p == ports[0] for p in ports)
+    small = model.scale_rates(m, m.data["rate_scale"]["min"])
+    for t in small.trials:
+        for stack in t["qdiscs"].values():
+            for layer in stack:
+                assert all(v >= 1514 for k, v in layer.items() if k.endswith("_bytes")), layer
+
+
+def test_the_labs_own_needs():
+    from netrepro.spec import load_spec
+    codel = load_spec("codel-lab").model
+    assert model.congestion_controls(codel) == {"h1": ["cubic"], "h2": ["bbr"]}
+    assert [t["duration_s"] for t in codel.trials] == [60] * 5
+    pacing = load_spec("pacing-lab").model
+    by_id = {t["id"]: t for t in pacing.trials}
+    assert by_id["fq-maxrate"]["duration_s"] == 15  # -O 5 before -t 10
+    assert by_id["fq-rate"]["qdiscs"]["h1:h1-eth0"] == [] and by_id["fq-maxrate"]["qdiscs"]["h1:h1-eth0"][0]["kind"] == "fq"
+    k = 0.002
+    assert model.scale_rates(pacing, k).trials[6]["traffic"][0]["fq_rate_mbit"] == 3.8  # 1.9 Gbit/s x k
