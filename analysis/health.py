@@ -92,6 +92,10 @@ class _NotMeasured(Exception):
     """A measurement whose inputs are missing; ``str()`` says which."""
 
 
+class _NotApplicable(Exception):
+    """A check with nothing to measure in this trial (no item of its kind): not judged."""
+
+
 def host_cpu_ticks(path: str | Path = "/proc/stat") -> str | None:
     """This machine's cumulative CPU ticks: the numbers of the ``cpu`` line of /proc/stat
     (proc(5): user nice system idle iowait irq softirq steal guest guest_nice), as text in
@@ -357,7 +361,7 @@ def _item_sampling(kind: str) -> Callable:
                 want = max(1, round(duration / float(c["interval_s"])))
                 share[c["at"]], counts[c["at"]] = got / want, (got, want)
         if not share:
-            raise _NotMeasured(f"no {kind} in the trial")
+            raise _NotApplicable(f"no {kind} in the trial")
         low = min(share, key=share.get)
         return share[low], f"lowest {low} ({counts[low][0]} of {counts[low][1]} samples in the schedule); " + \
             ", ".join(f"{n} {_pct(v)}" for n, v in share.items())
@@ -379,7 +383,7 @@ def _iperf3_start_lag(spec, record, trial_dir, start, time_scale, **_) -> tuple[
             raise _NotMeasured(f"{it['from']}/{f.name} has no start time") from None
         lags[it["id"]] = 1000 * (t0 - (start + it["start_s"] * time_scale))
     if not lags:
-        raise _NotMeasured("no iperf3 item in the trial")
+        raise _NotApplicable("no iperf3 item in the trial")
     worst = max(lags, key=lags.get)
     return lags[worst], f"worst {worst}; " + ", ".join(f"{k} {round(v):+d}" for k, v in lags.items()) + " ms"
 
@@ -405,14 +409,20 @@ def _controller_cpu_busy(spec, record, **_) -> tuple[float, str]:
 def _measures(spec) -> list[tuple[str, Callable]]:
     """(check id, measurement) in report order; one sampling check per collector kind.
 
-    An experiment of schema_version 2 gets the CPU checks, ``flow_start_lag`` of its iperf3
-    clients, and ``sampling_ping`` and ``sampling_qdisc_stats`` of its ping items and queue
-    collectors (:func:`_item_sampling`); the ping and queue delay checks of version 1 read its
-    fixed bottleneck and base RTT, which version 2 does not have."""
+    An experiment of schema_version 2 gets the CPU checks, and those of what it has:
+    ``flow_start_lag`` of its iperf3 clients, ``sampling_ping`` of its ping items,
+    ``sampling_qdisc_stats`` of its queue collectors (:func:`_item_sampling`); in a trial
+    without such items (one with its own traffic) that check is not applicable (not judged).
+    The ping and queue delay checks of version 1 read its fixed bottleneck and base RTT, which
+    version 2 does not have."""
     if spec.model.data["schema_version"] == 2:
-        return [("nodes_cpu_busy", _nodes_cpu_busy), ("flow_start_lag", _iperf3_start_lag),
-                ("sampling_ping", _item_sampling("ping")), ("sampling_qdisc_stats", _item_sampling("qdisc_stats")),
-                ("controller_load", _controller_load), ("controller_cpu_busy", _controller_cpu_busy)]
+        m = spec.model
+        kinds = {it["kind"] for t in m.trials for it in t["traffic"]}
+        return ([("nodes_cpu_busy", _nodes_cpu_busy)]
+                + ([("flow_start_lag", _iperf3_start_lag)] if "iperf3" in kinds else [])
+                + ([("sampling_ping", _item_sampling("ping"))] if "ping" in kinds else [])
+                + ([("sampling_qdisc_stats", _item_sampling("qdisc_stats"))] if m.data["collectors"] else [])
+                + [("controller_load", _controller_load), ("controller_cpu_busy", _controller_cpu_busy)])
     kinds = list(dict.fromkeys(c["kind"] for c in spec["collectors"]))
     return ([("nodes_cpu_busy", _nodes_cpu_busy), ("ping_received", _ping_received),
              ("flow_start_lag", _flow_start_lag), ("flow_start_skew", _flow_start_skew)]
@@ -471,7 +481,7 @@ def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dic
     for cid, measure in _measures(spec):
         key, unit, sense = CHECKS["sampling" if cid.startswith("sampling_") else cid]
         limit = _num(limits.get(key))
-        value, detail = None, ""
+        value, detail, applies = None, "", True
         try:
             if start is None and cid.startswith(("ping_", "flow_", "sampling_", "queue_")):
                 raise _NotMeasured("run.json has no start_epoch_s for the trial")
@@ -479,12 +489,14 @@ def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dic
                 raise _NotMeasured("no schedule duration")
             value, detail = measure(spec=spec, record=record, trial_dir=trial_dir, start=start,
                                     duration=duration, time_scale=time_scale)
+        except _NotApplicable as exc:
+            detail, applies = f"not applicable: {exc}", False
         except _NotMeasured as exc:
             detail = f"not measured: {exc}"
         except Exception as exc:  # noqa: BLE001 - odd data must never stop a run or an analysis
             detail = f"not measured: {type(exc).__name__}: {str(exc)[:200]}"
         value = _round(value, unit)
-        if limit is None:
+        if limit is None or not applies:
             ok = None
         elif value is None:
             ok = False

@@ -452,3 +452,19 @@ def test_version_2_late_client_and_lost_samples_make_claims_inconclusive(lab_run
     status = {c["id"]: c["status"] for c in v["claims"]}
     assert v["verdict"] == "inconclusive" and status["droptail-bufferbloat"] == "holds"
     assert status["pie-cuts-delay"] == status["pie-near-target"] == status["link-used"] == "inconclusive"
+
+
+def test_version_2_checks_follow_the_experiments_items(lab_run):
+    """An experiment without ping items has no sampling_ping check; a trial without an item
+    of a checked kind has that check not applicable (not judged), never failed."""
+    data = json.loads((lab_run / "run.json").read_text())
+    spec = data["spec"]
+    spec["traffic"] = [x for x in spec["traffic"] if x["kind"] != "ping"]
+    assert "sampling_ping" not in _checks(trial_health(Spec.from_data(spec), data["trials"][0],
+                                                       lab_run / "raw" / "droptail", data["time_scale"]))
+    spec = data["spec"] = json.loads(json.dumps(data["spec"]))
+    spec["trials"][1]["traffic"] = [{"kind": "ping", "id": "h2-h3", "from": "h2", "to": "h3", "interval_s": 1,
+                                     "duration_s": 90}]
+    c = _checks(trial_health(Spec.from_data(data["spec"]), data["trials"][1], lab_run / "raw" / "pie",
+                             data["time_scale"]))
+    assert c["flow_start_lag"]["passed"] is None and c["flow_start_lag"]["detail"].startswith("not applicable")
