@@ -582,10 +582,13 @@ def trial_plan(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
 BUFFER_SYSCTLS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
 #: A site runs an experiment whose rates exceed what it forwards at a scale k chosen so that
 #: its highest rate is at most this share of the measured forwarding capacity (one iperf3
-#: flow through a router, netrepro.sites.capacity, which saturates the emulated CPUs): a
-#: tenth leaves most of the CPU to the collectors and the AQM. A choice to be checked by the
-#: health checks of each run (nodes_cpu_busy), not a measured limit.
-RATE_SCALE_CAPACITY_SHARE = 0.1
+#: flow through a router, netrepro.sites.capacity, which saturates the emulated CPUs). A
+#: twentieth, from the nodes' CPU measured in the micro-VM (2 vCPUs under QEMU TCG, capacity
+#: 415-519 Mbit/s): 20 Mbit/s kept pie-lab's nodes 43-46 % busy and codel-lab's (two flows,
+#: three switches) 51-61 %, while 50 Mbit/s (a tenth, as first chosen) left pacing-lab's
+#: 75 % busy, above the 60 % its health checks allow. Checked again by every run's
+#: nodes_cpu_busy.
+RATE_SCALE_CAPACITY_SHARE = 0.05
 
 
 def highest_rate_mbit(m: Model) -> float:

@@ -199,10 +199,10 @@ def test_choose_rate_scale(lab):
     d["rate_scale"] = {"allowed": True, "min": 0.005}
     m = model.build(d, "x.yml")
     assert model.highest_rate_mbit(m) == 1000
-    # 200 Mbit/s forwarded: a tenth is 20 Mbit/s, so 1000 x 0.02
-    k, why = model.choose_rate_scale(m, 200)
-    assert k == 0.02 and "within 10% of this site's forwarding capacity 200 Mbit/s" in why
-    assert model.choose_rate_scale(m, 150)[0] == 0.01 and model.choose_rate_scale(m, 500)[0] == 0.05
+    # 400 Mbit/s forwarded: a twentieth is 20 Mbit/s, so 1000 x 0.02
+    k, why = model.choose_rate_scale(m, 400)
+    assert k == 0.02 and "within 5% of this site's forwarding capacity 400 Mbit/s" in why
+    assert model.choose_rate_scale(m, 300)[0] == 0.01 and model.choose_rate_scale(m, 1000)[0] == 0.05
     assert model.choose_rate_scale(m, 100000)[0] == 1
     assert model.choose_rate_scale(m, 500, "0.1") == (0.1, "RATE_SCALE=0.1")
     with pytest.raises(ValueError, match="RATE_SCALE: expected a number in"):
@@ -210,7 +210,7 @@ def test_choose_rate_scale(lab):
     with pytest.raises(ValueError, match="below the experiment's rate_scale.min 0.005"):
         model.choose_rate_scale(m, 500, "0.001")
     with pytest.raises(ValueError, match="would need a rate scale of 0.002, below its rate_scale.min"):
-        model.choose_rate_scale(m, 20)
+        model.choose_rate_scale(m, 40)
     m2 = model.build(lab, "x.yml")  # no rate_scale: as written
     assert model.choose_rate_scale(m2, 500) == (1.0, "rates as written (the experiment does not allow scaling)")
 
