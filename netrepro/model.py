@@ -603,8 +603,9 @@ def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float
     """(k, why): the rate scale to run ``m`` at. ``option`` (RATE_SCALE) wins; else, when
     the experiment allows scaling (``rate_scale.allowed``) and the site measured its
     forwarding capacity, the largest of 1, 0.5, 0.2, 0.1, 0.05, ... that brings the highest
-    rate within :data:`RATE_SCALE_CAPACITY_SHARE` of it (a value from this fixed ladder, so
-    that machines of one kind pick the same k); else 1.
+    rate within :data:`RATE_SCALE_CAPACITY_SHARE` of it, or the file's
+    ``rate_scale.capacity_share`` (a value from this fixed ladder, so that machines of one
+    kind pick the same k); else 1.
 
     Raises:
         ValueError: ``option`` is not a number in (0, 1], or below ``rate_scale.min``.
@@ -623,18 +624,19 @@ def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float
                              f"lose their meaning")
         return k, f"RATE_SCALE={k:g}"
     top = highest_rate_mbit(m)
-    if not rs.get("allowed") or not capacity_mbit or top <= capacity_mbit * RATE_SCALE_CAPACITY_SHARE:
+    share = float(rs.get("capacity_share") or RATE_SCALE_CAPACITY_SHARE)
+    if not rs.get("allowed") or not capacity_mbit or top <= capacity_mbit * share:
         return 1.0, ("rates as written" if rs.get("allowed") or not top
                      else "rates as written (the experiment does not allow scaling)")
     k = 1.0
     ladder = [round(m_ * 10.0 ** -e, 12) for e in range(0, 7) for m_ in (1, 0.5, 0.2)]
     for k in ladder:
-        if top * k <= capacity_mbit * RATE_SCALE_CAPACITY_SHARE * (1 + 1e-9):
+        if top * k <= capacity_mbit * share * (1 + 1e-9):
             break
     if k < lo:
         raise ValueError(f"this site forwards {capacity_mbit:.0f} Mbit/s: {m.name} would need a rate scale of {k:g}, "
                          f"below its rate_scale.min {lo:g}, where its claims lose their meaning")
-    return k, (f"highest rate {top:g} Mbit/s x {k:g} = {top * k:g} Mbit/s, within {RATE_SCALE_CAPACITY_SHARE:.0%} of "
+    return k, (f"highest rate {top:g} Mbit/s x {k:g} = {top * k:g} Mbit/s, within {share:.3g} of "
                f"this site's forwarding capacity {capacity_mbit:.0f} Mbit/s")
 
 

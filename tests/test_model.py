@@ -201,7 +201,10 @@ def test_choose_rate_scale(lab):
     assert model.highest_rate_mbit(m) == 1000
     # 400 Mbit/s forwarded: a twentieth is 20 Mbit/s, so 1000 x 0.02
     k, why = model.choose_rate_scale(m, 400)
-    assert k == 0.02 and "within 5% of this site's forwarding capacity 400 Mbit/s" in why
+    assert k == 0.02 and "within 0.05 of this site's forwarding capacity 400 Mbit/s" in why
+    d2 = copy.deepcopy(d)
+    d2["rate_scale"]["capacity_share"] = 0.025  # an experiment that costs more CPU per packet
+    assert model.choose_rate_scale(model.build(d2, "x.yml"), 400)[0] == 0.01
     assert model.choose_rate_scale(m, 300)[0] == 0.01 and model.choose_rate_scale(m, 1000)[0] == 0.05
     assert model.choose_rate_scale(m, 100000)[0] == 1
     assert model.choose_rate_scale(m, 500, "0.1") == (0.1, "RATE_SCALE=0.1")
