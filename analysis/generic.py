@@ -363,8 +363,9 @@ def figure_specs(model, tidy: pd.DataFrame) -> list[dict]:
 
 
 def draw(model, tidy: pd.DataFrame, fig: dict, out_dir: Path) -> list[Path]:
-    """One figure (PNG and PDF): ``fig["metric"]`` over time, a panel per trial, a line per
-    subject (the sum of an item's streams; ``subjects`` to choose), ``lines`` drawn across."""
+    """One figure (PNG and PDF): ``fig["metric"]`` over time, a panel per trial (``trials`` to
+    choose), a line per subject (the sum of an item's streams; ``subjects`` to choose),
+    ``lines`` drawn across."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -377,7 +378,8 @@ def draw(model, tidy: pd.DataFrame, fig: dict, out_dir: Path) -> list[Path]:
         d = d[d["stream"] == -1]
     else:  # per stream (cwnd, TCP RTT): a line for each
         d = d.assign(subject=d["subject"] + " stream " + d["stream"].astype(str))
-    trials = [t["id"] for t in model.trials if t["id"] in set(d["trial"])]
+    trials = [t["id"] for t in model.trials if t["id"] in set(d["trial"])
+              and t["id"] in (fig.get("trials") or [t["id"]])]
     if not trials:
         return []
     f, axes = plt.subplots(len(trials), 1, figsize=(8, 2.6 * len(trials)), sharex=True, squeeze=False)

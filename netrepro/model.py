@@ -393,6 +393,8 @@ def _check_claims(m: Model, path) -> None:
                 check_sel(f"claims[{i}].check.{key}", ch[key])
         if "when" in cl:
             check_sel(f"claims[{i}].when.select", cl["when"]["select"])
+    for i, fig in enumerate(m.data["figures"]):
+        check_sel(f"figures[{i}]", fig)
         if ch["kind"] == "rise_and_fall":
             order = ch["select"].get(ch["order"], [])
             if ch["peak"] not in order:

@@ -176,3 +176,15 @@ def test_a_claim_below_its_rate_scale_is_not_applicable():
     low = generic.evaluate(SUMMARY, [claim], IDS, {}, rate_scale=0.02)
     assert low["claims"][0]["status"] == "not applicable" and "rate scale 0.02 is below 0.07" in low["claims"][0]["reason"]
     assert generic.evaluate(SUMMARY, [claim], IDS, {}, rate_scale=0.1)["claims"][0]["status"] == "holds"
+
+
+def test_a_figure_draws_only_the_trials_it_names(tmp_path):
+    """``trials`` in a figure: one panel per named trial (the PNG is 2.6 in per panel tall)."""
+    from PIL import Image
+    tidy = pd.DataFrame([{"trial": t, "subject": "q", "stream": -1, "t_s": float(s), "metric": "busy_classes",
+                          "value": float(s % 3)} for t in ("a", "b", "c") for s in range(10)])
+    model = type("M", (), {"trials": [{"id": "a"}, {"id": "b"}, {"id": "c"}], "name": "x"})()
+    every = generic.draw(model, tidy, {"id": "all3", "metric": "busy_classes"}, tmp_path)
+    one = generic.draw(model, tidy, {"id": "one", "metric": "busy_classes", "trials": ["b"]}, tmp_path)
+    h_every, h_one = (Image.open(p[0]).size[1] for p in (every, one))
+    assert h_every > 2.5 * h_one

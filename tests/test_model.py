@@ -85,6 +85,8 @@ def _broken(lab, edit):
     (lambda d: d["claims"][0]["check"]["lower"].update(trials=["codel"]), "claims[0].check.lower.trials", "unknown trial 'codel'"),
     (lambda d: d["trials"][0].update(sysctls={"h2": {"net.core.rmem_max": 9}}), "trials[0].sysctls.h2.net.core.rmem_max",
      "set by this trial but not in the file's sysctls"),
+    (lambda d: d.update(figures=[{"id": "f", "metric": "rtt_ms", "trials": ["codel"]}]), "figures[0].trials",
+     "unknown trial 'codel'"),
     (lambda d: d["claims"][0].update(when={"select": {"statistic": "x", "phases": ["p9"]}, "min": 1}),
      "claims[0].when.select.phases", "unknown phase 'p9'"),
     (lambda d: d.update(health={"nodes_cpu_busy_max": 0.6}), "health", "'nodes_cpu_busy_max' was unexpected"),
