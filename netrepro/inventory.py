@@ -148,6 +148,22 @@ def write_known_hosts(logins: dict[str, NodeLogin], path: Path) -> bool:
     return True
 
 
+def mac_colons(mac: str | None) -> str | None:
+    """A MAC address as ``ip -j link`` prints it (``02:65:b6:20:5a:d1``) from the forms sites
+    report it in (a GENI manifest's ``0265b6205ad1``, fablib's ``02:65:B6:20:5A:D1``);
+    None stays None.
+
+    Raises:
+        ValueError: not 12 hexadecimal digits once ``:``, ``-`` and ``.`` are removed.
+    """
+    if mac is None:
+        return None
+    digits = "".join(c for c in str(mac) if c not in ":-.").lower()
+    if len(digits) != 12 or any(c not in "0123456789abcdef" for c in digits):
+        raise ValueError(f"{mac!r} is not a MAC address (12 hexadecimal digits)")
+    return ":".join(digits[i:i + 2] for i in range(0, 12, 2))
+
+
 def build_inventory(spec: Spec, logins: dict[str, NodeLogin], site: str,
                     extra_vars: dict[str, Any] | None = None,
                     known_hosts: str | None = None, control_dir: str | None = None) -> dict:
@@ -165,10 +181,14 @@ def build_inventory(spec: Spec, logins: dict[str, NodeLogin], site: str,
         for node in members:
             lg = logins[node]
             md = spec.model.nodes[node]
-            # The node's experiment interfaces (model names): address/prefix, its LAN, its peer port.
-            itfs = {name: {"address": i["address"].split("/")[0] if i["address"] else None,
-                           "prefixlen": int(i["address"].split("/")[1]) if i["address"] else None,
-                           "network": i["network"], "link": i["link"]} for name, i in md["interfaces"].items()}
+            # The node's experiment interfaces (model names): address/prefix, its LAN, its peer
+            # port; for a port without an address, what the site knows to find its device by
+            # (the MAC from a manifest or slice, the device name from a static file).
+            macs, devices = lg.extra.get("macs") or {}, lg.extra.get("ports") or {}
+            itfs = {i["interface"]: {"address": i["address"], "prefixlen": i["prefixlen"], "network": i["network"],
+                                     "link": i["link"], "mac": None if i["address"] else mac_colons(macs.get(key)),
+                                     "device": None if i["address"] else devices.get(key)}
+                    for key, i in spec.model.data_plane(node).items()}
             hv: dict[str, Any] = {
                 "ansible_host": lg.host,
                 "ansible_port": lg.port,

@@ -159,39 +159,56 @@ def logins_from_manifest(spec: Spec, path: Path | str, user: str | None = None,
                          key_file: str | None = None) -> dict[str, NodeLogin]:
     """Node name -> NodeLogin for every node of ``spec``, from the manifest at ``path``.
 
-    Each spec node must appear with its name as ``client_id`` and carry each of the spec's
-    data-plane addresses on one of its interfaces (the manifest's netmask, when given, must
-    match the spec's subnet). ``extra`` of each login holds ``sliver_id``, ``control_host``,
-    ``control_ipv4`` and ``macs`` (network -> MAC from the manifest, when present).
+    Each node of the experiment's model must appear with its name as ``client_id``. Each
+    interface with an address (:meth:`netrepro.model.Model.data_plane`) must be carried by
+    one of the node's manifest interfaces (the manifest's netmask, when given, must match
+    the model's prefix length); each interface without one (a switch's port) is found by
+    the request's ``client_id`` ``<node>:<key>`` (:func:`netrepro.rspec.interface_id`) and
+    must have a ``mac_address``, by which roles/interfaces finds its device. ``extra`` of
+    each login holds ``sliver_id``, ``control_host``, ``control_ipv4`` and ``macs`` (key ->
+    MAC from the manifest, when present).
 
     Raises:
-        SiteError: a node or address is missing or differs (one line: file, field, expected).
+        SiteError: a node, address or port is missing or differs (one line: file, field, expected).
     """
     import ipaddress
 
+    from netrepro.rspec import interface_id
+
     nodes = parse_manifest(path)
-    missing = [n for n in spec.nodes if n not in nodes]
+    m = spec.model
+    missing = [n for n in m.nodes if n not in nodes]
     if missing:
         raise SiteError(f"{path}: node/@client_id: no node named {', '.join(missing)}; expected the nodes of {spec.name} "
-                        f"({', '.join(spec.nodes)}), found {', '.join(nodes)}")
+                        f"({', '.join(m.nodes)}), found {', '.join(nodes)}")
     out: dict[str, NodeLogin] = {}
-    for name, nd in spec.nodes.items():
+    for name in m.nodes:
         mn = nodes[name]
         login_user, host, port = choose_login(path, mn, user)
         macs = {}
-        for itf in nd["interfaces"]:
+        for key, itf in m.data_plane(name).items():
             want = itf["address"]
+            if not want:
+                cid = interface_id(name, key)
+                mi = next((mi for mi in mn.interfaces if mi.client_id == cid), None)
+                if mi is None or not mi.mac:
+                    have = ", ".join(mi.client_id for mi in mn.interfaces) or "none"
+                    raise SiteError(f"{path}: node {name}/interface[@client_id='{cid}']/@mac_address: "
+                                    f"{'no such interface' if mi is None else 'missing'}; expected the port's MAC "
+                                    f"(interfaces found: {have})")
+                macs[key] = mi.mac
+                continue
             found = [(mi, nm) for mi in mn.interfaces for ip, nm in mi.ips if ip == want]
             if not found:
-                raise SiteError(f"{path}: node {name}/interface/ip/@address: {want} ({itf['network']}) not found; "
-                                f"expected the spec's address, found {', '.join(mn.addresses) or 'none'}")
+                raise SiteError(f"{path}: node {name}/interface/ip/@address: {want} ({key}) not found; "
+                                f"expected the experiment's address, found {', '.join(mn.addresses) or 'none'}")
             mi, netmask = found[0]
-            subnet = ipaddress.ip_network(spec.networks[itf["network"]]["subnet"])
+            subnet = ipaddress.ip_network(f"{want}/{itf['prefixlen']}", strict=False)
             if netmask and netmask != str(subnet.netmask):
                 raise SiteError(f"{path}: node {name}/interface/ip/@netmask: {netmask} for {want}; "
-                                f"expected {subnet.netmask} ({itf['network']} {subnet})")
+                                f"expected {subnet.netmask} ({key} {subnet})")
             if mi.mac:
-                macs[itf["network"]] = mi.mac
+                macs[key] = mi.mac
         out[name] = NodeLogin(name=name, host=host, port=port, user=login_user, key_file=key_file,
                               extra={"sliver_id": mn.sliver_id, "control_host": mn.control_host,
                                      "control_ipv4": mn.control_ipv4, "macs": macs})

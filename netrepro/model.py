@@ -97,6 +97,43 @@ class Model:
         """The node's interface addresses, in file order."""
         return [ipaddress.ip_interface(i["address"]) for i in self.nodes[node]["interfaces"].values() if i["address"]]
 
+    def data_plane(self, node: str) -> dict[str, dict]:
+        """The node's experiment interfaces by the key every site and role finds them by:
+        the LAN's name for an interface on a ``topology.networks`` LAN, else the
+        interface's name. Key -> ``{"interface", "address" (bare IPv4) | None, "prefixlen"
+        | None, "network" | None, "link" (peer port) | None}``, in file order. A key
+        without an address (a switch's port) is found on a node by its MAC or device name.
+        """
+        out: dict[str, dict] = {}
+        for name, i in self.nodes[node]["interfaces"].items():
+            addr, _, plen = (i["address"] or "").partition("/")
+            out[i["network"] or name] = {"interface": name, "address": addr or None,
+                                         "prefixlen": int(plen) if plen else None,
+                                         "network": i["network"], "link": i["link"]}
+        return out
+
+    def segments(self) -> list[dict]:
+        """The L2 segments a testbed must wire: one per LAN of ``topology.networks`` (named
+        as the LAN) and one per link (named ``link-N``, N its place in ``links`` from 0),
+        each ``{"name", "subnet" | None, "members": [(node, key), ...]}`` with the members'
+        :meth:`data_plane` keys in file order. A segment's subnet is its LAN's, else the
+        subnet of an address on it (None when no member has one: a cable between switches)."""
+        segs: list[dict] = []
+        for net, nd in self.data["networks"].items():
+            members = [(n, k) for n in self.nodes for k, i in self.data_plane(n).items() if i["network"] == net]
+            segs.append({"name": net, "subnet": nd["subnet"], "members": members})
+        for idx, (a, b) in enumerate(self.data["links"]):
+            members = []
+            subnet = None
+            for port in (a, b):
+                n, itf = port.split(":")
+                addr = self.nodes[n]["interfaces"][itf]["address"]
+                if addr and subnet is None:
+                    subnet = str(ipaddress.ip_interface(addr).network)
+                members.append((n, itf))
+            segs.append({"name": f"link-{idx}", "subnet": subnet, "members": members})
+        return segs
+
     def address_toward(self, src: str, dst: str) -> str:
         """The address of ``dst`` that ``src`` reaches it at: the first of dst's addresses in a
         subnet ``src`` has an address in, else dst's first address. Raises ValueError when

@@ -177,7 +177,7 @@ def test_groups_hosts_and_vars(spec):
                   "netrepro_role": "client", "netrepro_kind": "host", "netrepro_addresses": {"clients_lan": "10.10.1.1"},
                   "netrepro_prefixlen": {"clients_lan": 24},
                   "netrepro_interfaces": {"eth1": {"address": "10.10.1.1", "prefixlen": 24, "network": "clients_lan",
-                                                   "link": None}}}
+                                                   "link": None, "mac": None, "device": None}}}
     r = ch["routers"]["hosts"]["router"]
     assert r["netrepro_addresses"] == {"clients_lan": "10.10.1.254", "servers_lan": "10.10.2.254"}
     assert r["netrepro_prefixlen"] == {"clients_lan": 24, "servers_lan": 24}
@@ -307,5 +307,35 @@ def test_switched_topology_inventory():
     h1, s2 = ch["hosts"]["hosts"]["h1"], ch["switches"]["hosts"]["s2"]
     assert h1["netrepro_kind"] == "host" and h1["netrepro_addresses"] == {"h1-eth0": "10.0.0.1"}
     assert h1["netrepro_interfaces"]["h1-eth0"] == {"address": "10.0.0.1", "prefixlen": 24, "network": None,
-                                                    "link": "s1:s1-eth2"}
+                                                    "link": "s1:s1-eth2", "mac": None, "device": None}
     assert s2["netrepro_addresses"] == {} and s2["netrepro_interfaces"]["s2-eth2"]["link"] == "h3:h3-eth0"
+
+
+def test_a_testbed_switch_port_carries_what_the_site_found_it_by():
+    """On a testbed the device of a port without an address is not named as the model names
+    it: the site's MAC (manifest, slice) or device name (static file) reaches roles/interfaces.
+    An addressed interface never takes them (it is found by its address)."""
+    from netrepro.spec import load_spec
+    spec = load_spec(Path(__file__).resolve().parent / "data" / "experiments" / "lab19-like.yml")
+    logins = logins_for(spec)
+    logins["s2"].extra = {"macs": {"s2-eth1": "02aabbccdd01"}, "ports": {"s2-eth2": "ens7"}}
+    logins["h1"].extra = {"macs": {"h1-eth0": "02aabbccdd09"}}
+    ch = build_inventory(spec, logins, "instageni")["all"]["children"]
+    s2 = ch["switches"]["hosts"]["s2"]["netrepro_interfaces"]
+    assert (s2["s2-eth1"]["mac"], s2["s2-eth1"]["device"]) == ("02:aa:bb:cc:dd:01", None)
+    assert (s2["s2-eth2"]["mac"], s2["s2-eth2"]["device"]) == (None, "ens7")
+    assert ch["hosts"]["hosts"]["h1"]["netrepro_interfaces"]["h1-eth0"]["mac"] is None
+
+
+@pytest.mark.parametrize("given, want", [("0265b6205ad1", "02:65:b6:20:5a:d1"), ("02:65:B6:20:5A:D1", "02:65:b6:20:5a:d1"),
+                                         ("0265.b620.5ad1", "02:65:b6:20:5a:d1"), (None, None)])
+def test_mac_colons(given, want):
+    from netrepro.inventory import mac_colons
+    assert mac_colons(given) == want
+
+
+@pytest.mark.parametrize("bad", ["0265b6205ad", "zz65b6205ad1", ""])
+def test_mac_colons_refuses_what_is_not_a_mac(bad):
+    from netrepro.inventory import mac_colons
+    with pytest.raises(ValueError):
+        mac_colons(bad)

@@ -490,3 +490,45 @@ def test_ping_stops_at_its_deadline_when_probes_are_lost(lab, provisioned):
     took = time.monotonic() - t0
     assert 1.9 <= took <= 3.0, took
     assert "no answer yet for icmp_seq=" in out.read_text()
+
+
+def _port_state(lab: Lab, dev: str) -> tuple[str | None, list[str], bool]:
+    """(master, IPv4 addresses, up) of dev in server2's namespace."""
+    link = json.loads(sh("ip", "-j", "addr", "show", "dev", dev, ns=lab.ns["server2"]).stdout)[0]
+    return (link.get("master"), [a["local"] for a in link.get("addr_info", []) if a["family"] == "inet"],
+            "UP" in link["flags"])
+
+
+def test_switch_bridge_finds_ports_by_mac_or_name_and_bridges_them_once(lab, provisioned):
+    """A testbed switch: the VM's ports are named by the testbed (found here by the MAC a
+    manifest gives, or by a static file's device name), one carries an address the testbed
+    gave it; the roles find both, remove the address and bridge them; a second run changes
+    nothing. veth devices (their peers left alone) stand in for the VM's NICs."""
+    ns = lab.ns["server2"]
+    book = lab.tmp / "switch.yml"
+    book.write_text(yaml.safe_dump([{
+        "name": "A switch's ports", "hosts": "server2", "gather_facts": False,
+        "roles": [{"role": "interfaces", "vars": {"interfaces_addresses": {}, "interfaces_prefixlen": {},
+                                                  "interfaces_unaddressed": "{{ test_ports }}"}},
+                  {"role": "switch_bridge", "vars": {"switch_bridge_name": "nrtbr0"}}]}]))
+    ports = [{"key": "s9-eth1", "value": {"network": None, "mac": "02:00:00:00:09:01", "device": None}},
+             {"key": "s9-eth2", "value": {"network": None, "mac": None, "device": "nrtsw2"}}]
+    try:
+        sh("ip", "link", "add", "nrtsw1", "address", "02:00:00:00:09:01", "type", "veth", "peer", "name", "nrtsw1p",
+           "address", "02:00:00:00:09:02", ns=ns)
+        sh("ip", "link", "add", "nrtsw2", "type", "veth", "peer", "name", "nrtsw2p", ns=ns)
+        sh("ip", "addr", "add", "10.10.9.1/24", "dev", "nrtsw1", ns=ns)   # as Emulab numbers a link's ports
+        out, recap = lab.playbook(str(book), lab_vars(), test_ports=ports)
+        assert recap["server2"]["changed"] == 1, out
+        for dev in ("nrtsw1", "nrtsw2"):
+            assert _port_state(lab, dev) == ("nrtbr0", [], True)
+        assert "UP" in json.loads(sh("ip", "-j", "link", "show", "dev", "nrtbr0", ns=ns).stdout)[0]["flags"]
+        out, recap = lab.playbook(str(book), lab_vars(), test_ports=ports)
+        assert recap["server2"]["changed"] == 0, out
+        # A MAC that no device has fails, naming the port and the MAC.
+        ports[0]["value"]["mac"] = "02:00:00:00:09:99"
+        out, recap = lab.playbook(str(book), lab_vars(), expect_ok=False, test_ports=ports)
+        assert recap["server2"]["failed"] == 1 and "s9-eth1: 0 interfaces with MAC 02:00:00:00:09:99" in out, out
+    finally:
+        for dev in ("nrtsw1", "nrtsw2", "nrtbr0"):
+            sh("ip", "link", "del", dev, ns=ns, check=False)
