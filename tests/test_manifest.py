@@ -195,3 +195,54 @@ def test_inventory_refuses_user_and_key_unfit_for_ssh(spec, tmp_path):
         cli_sites.inventory_from_manifest(spec, m, "-oProxyCommand=x")
     with pytest.raises(SiteError, match=r"--key '/nonexistent/k': no such file"):
         cli_sites.inventory_from_manifest(spec, m, "ingino", key_file="/nonexistent/k")
+
+
+def switched_manifest(tmp_path: Path, drop_mac: str | None = None) -> tuple[object, Path]:
+    """A manifest of tests/data/experiments/lab19-like.yml (two switches, three hosts).
+
+    No public manifest of a switched topology exists to copy, so it is made as an Emulab
+    aggregate makes one from a request (compare manifest/cloudlab-utah-2node-CS244-oncache.xml):
+    the generated request with ``type="manifest"``, a ``sliver_id`` per node and interface,
+    a ``mac_address`` per interface (12 hex digits, no colons) and ``<services><login>``.
+    ``drop_mac``: an interface client_id left without its MAC.
+    """
+    from netrepro.rspec import GENI_V3_NS, request_xml
+    spec = load_spec(Path(__file__).resolve().parent / "data" / "experiments" / "lab19-like.yml")
+    root = etree.fromstring(request_xml(spec).encode())
+    root.set("type", "manifest")
+    g = "{%s}" % GENI_V3_NS
+    for i, node in enumerate(root.findall(g + "node")):
+        node.set("sliver_id", f"urn:publicid:IDN+utah.cloudlab.us+sliver+{2110400 + i}")
+        for j, itf in enumerate(node.findall(g + "interface")):
+            itf.set("sliver_id", f"urn:publicid:IDN+utah.cloudlab.us+sliver+{2110500 + 10 * i + j}")
+            if itf.get("client_id") != drop_mac:
+                itf.set("mac_address", f"02aabb{i:02x}{j:02x}01")
+        services = etree.SubElement(node, g + "services")
+        etree.SubElement(services, g + "login", authentication="ssh-keys", hostname=f"pc{i}.utah.cloudlab.us",
+                         port="22", username="ingino")
+    path = tmp_path / "manifest.xml"
+    path.write_bytes(etree.tostring(root, xml_declaration=True, encoding="UTF-8"))
+    return spec, path
+
+
+def test_a_switched_manifest_gives_each_port_its_mac(tmp_path):
+    """Hosts are matched by address, a switch's ports (no address) by client_id, and the
+    inventory carries each port's MAC as `ip -j link` prints it, for roles/interfaces."""
+    from netrepro.inventory import build_inventory
+    from netrepro.manifest import logins_from_manifest
+    spec, path = switched_manifest(tmp_path)
+    logins = logins_from_manifest(spec, path, "ingino")
+    assert logins["h1"].host == "pc0.utah.cloudlab.us" and logins["h1"].extra["macs"] == {"h1-eth0": "02aabb000001"}
+    assert logins["s1"].extra["macs"] == {"s1-eth1": "02aabb030001", "s1-eth2": "02aabb030101", "s1-eth3": "02aabb030201"}
+    inv = build_inventory(spec, logins, "instageni")["all"]["children"]
+    s2 = inv["switches"]["hosts"]["s2"]["netrepro_interfaces"]
+    assert {k: v["mac"] for k, v in s2.items()} == {"s2-eth1": "02:aa:bb:04:00:01", "s2-eth2": "02:aa:bb:04:01:01"}
+
+
+def test_a_switch_port_without_a_mac_is_one_clear_line(tmp_path):
+    from netrepro.manifest import logins_from_manifest
+    spec, path = switched_manifest(tmp_path, drop_mac="s2:s2-eth2")
+    with pytest.raises(SiteError, match=r"node s2/interface\[@client_id='s2:s2-eth2'\]/@mac_address: missing; "
+                                        r"expected the port's MAC") as exc:
+        logins_from_manifest(spec, path, "ingino")
+    assert "\n" not in str(exc.value) and str(path) in str(exc.value)

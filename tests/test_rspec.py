@@ -125,3 +125,26 @@ def test_rspec_refuses_a_name_that_differs_from_the_folder(spec, tmp_path):
         cli_sites.write_rspec(other, tmp_path / "r.xml")
     assert exc.value.field == "name" and not (tmp_path / "r.xml").exists()
     cli_sites.check_name_matches_folder(spec)   # the committed experiment is consistent
+
+
+def test_a_switched_topology_is_vms_and_one_link_per_cable():
+    """Version 2: a switch is a VM whose ports have no <ip>; each cable is a link-N of two
+    interfaces; the request validates against the schema."""
+    spec = load_spec(Path(__file__).resolve().parent / "data" / "experiments" / "lab19-like.yml")
+    xml = rspec.request_xml(spec)
+    assert rspec.validate_request(xml, XSD) == []
+    root = etree.fromstring(xml.encode())
+    nodes = {n.get("client_id"): n for n in root.findall(G + "node")}
+    assert list(nodes) == ["h1", "h2", "h3", "s1", "s2"]
+    assert [(i.get("client_id"), i.find(G + "ip") is None) for i in nodes["s2"].findall(G + "interface")] == \
+        [("s2:s2-eth1", True), ("s2:s2-eth2", True)]
+    ip = nodes["h3"].find(G + "interface").find(G + "ip")
+    assert (ip.get("address"), ip.get("netmask")) == ("10.0.0.3", "255.255.255.0")
+    links = {l.get("client_id"): [r.get("client_id") for r in l.findall(G + "interface_ref")] for l in root.findall(G + "link")}
+    assert links == {"link-0": ["h1:h1-eth0", "s1:s1-eth2"], "link-1": ["h2:h2-eth0", "s1:s1-eth3"],
+                     "link-2": ["h3:h3-eth0", "s2:s2-eth2"], "link-3": ["s1:s1-eth1", "s2:s2-eth1"]}
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in (Path(__file__).resolve().parent.parent / "experiments").glob("*/experiment.yml")))
+def test_every_experiments_committed_rspec_is_current(name):
+    assert cli_sites.rspec_drift(load_spec(name)) is None, f"rspecs/{name}.xml is stale: run `make rspec EXPERIMENT={name}`"

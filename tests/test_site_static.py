@@ -66,7 +66,7 @@ def test_valid_file_gives_logins(spec, tmp_path, home):
     (lambda d: d["nodes"]["router"].update(port="ssh"), r"nodes.router.port: expected type 'integer', got 'ssh'"),
     (lambda d: d["nodes"]["router"].update(port=70000), r"nodes.router.port: expected maximum 65535"),
     (lambda d: d["nodes"]["client1"]["addresses"].update(clients_lan="10.10.1.300"), r"nodes.client1.addresses.clients_lan: expected an IPv4 address, got '10.10.1.300'"),
-    (lambda d: d["nodes"]["client1"].update(hostname="x"), r"nodes.client1: unknown field .*expected one of: addresses, host, key, port, proxy_jump, user"),
+    (lambda d: d["nodes"]["client1"].update(hostname="x"), r"nodes.client1: unknown field .*expected one of: addresses, host, key, port, ports, proxy_jump, user"),
     (lambda d: d["nodes"]["client1"].update(proxy_jump="jump.example.org"), r"nodes.client1.proxy_jump: expected user@host:port"),
     (lambda d: d["nodes"].pop("server3"), r"nodes: missing server3; expected every node of pie-vs-red"),
     (lambda d: d["nodes"].update(extra={"host": "h", "addresses": {"a": "10.0.0.1"}}), r"nodes.extra: not a node of pie-vs-red"),
@@ -201,3 +201,64 @@ def test_preflight_checks_the_file_without_contacting_nodes(spec, tmp_path):
     with pytest.raises(SiteError, match=r"nodes.client3.key: no such file"):
         site.reserve()
     assert not (tmp_path / "run").exists()
+
+
+# Recorded on the development machine (iproute2 6.1): `ip netns add nrrec1`, two veths moved in
+# and renamed ens4 and ens5 (no address, as a testbed VM's NICs before provisioning), then
+# `ip -n nrrec1 -j addr`; namespace and veths deleted afterwards.
+IP_J_ADDR_SWITCH = r'''[{"ifindex":1,"ifname":"lo","flags":["LOOPBACK"],"mtu":65536,"qdisc":"noop","operstate":"DOWN","group":"default","txqlen":1000,"link_type":"loopback","address":"00:00:00:00:00:00","broadcast":"00:00:00:00:00:00","addr_info":[]},{"ifindex":2,"link_index":437,"ifname":"ens4","flags":["BROADCAST","MULTICAST"],"mtu":1500,"qdisc":"noop","operstate":"DOWN","group":"default","txqlen":1000,"link_type":"ether","address":"b2:cc:ee:36:df:c0","broadcast":"ff:ff:ff:ff:ff:ff","link_netnsid":0,"addr_info":[]},{"ifindex":3,"link_index":438,"ifname":"ens5","flags":["BROADCAST","MULTICAST"],"mtu":1500,"qdisc":"noop","operstate":"DOWN","group":"default","txqlen":1000,"link_type":"ether","address":"2e:12:12:2b:48:5d","broadcast":"ff:ff:ff:ff:ff:ff","link_netnsid":0,"addr_info":[]}]'''
+LAB19_LIKE = "tests/data/experiments/lab19-like.yml"
+
+
+@pytest.fixture(scope="module")
+def switched():
+    from pathlib import Path
+    return load_spec(Path(__file__).resolve().parent.parent / LAB19_LIKE)
+
+
+def switched_data():
+    """A nodes file of lab19-like: hosts keyed by interface name, s2's ports named as the machine names them."""
+    return {"nodes": {"h1": {"host": "192.0.2.11", "addresses": {"h1-eth0": "10.0.0.1"}},
+                      "h2": {"host": "192.0.2.12", "addresses": {"h2-eth0": "10.0.0.2"}},
+                      "h3": {"host": "192.0.2.13", "addresses": {"h3-eth0": "10.0.0.3"}},
+                      "s1": {"host": "192.0.2.21"},
+                      "s2": {"host": "192.0.2.22", "ports": {"s2-eth1": "ens4", "s2-eth2": "ens5"}}}}
+
+
+def test_a_version_2_file_gives_logins_with_its_ports(switched, tmp_path):
+    logins = load_static_file(switched, write(tmp_path, switched_data()))
+    assert logins["h1"].extra == {"addresses": {"h1-eth0": "10.0.0.1"}, "ports": {}}
+    assert logins["s1"].extra == {"addresses": {}, "ports": {}}
+    assert logins["s2"].extra["ports"] == {"s2-eth1": "ens4", "s2-eth2": "ens5"}
+    assert get_site("static", switched, tmp_path / "st", {"static_file": str(tmp_path / "nodes.yml")}).plan().count("(port)") == 5
+
+
+@pytest.mark.parametrize("change, msg", [
+    (lambda d: d["nodes"]["s2"]["ports"].update({"s2-eth9": "ens6"}),
+     r"nodes.s2.ports.s2-eth9: not a port of s2 without an address; expected one of: s2-eth1, s2-eth2$"),
+    (lambda d: d["nodes"]["h1"].update({"ports": {"h1-eth0": "ens4"}}),
+     r"nodes.h1.ports.h1-eth0: not a port of h1 without an address; expected one of: \(none"),
+    (lambda d: d["nodes"]["s2"]["ports"].update({"s2-eth1": "-oProxyCommand=x"}),
+     r"nodes.s2.ports.s2-eth1: expected a network device name"),
+    (lambda d: d["nodes"]["s1"].update({"addresses": {"s1-eth1": "10.0.0.9"}}),
+     r"nodes.s1.addresses: .*expected the topology's \{\}"),
+    (lambda d: d["nodes"]["h1"].update({"addresses": {"eth1": "10.0.0.1"}}),
+     r"nodes.h1.addresses: .*expected the topology's \{'h1-eth0': '10.0.0.1'\}"),
+])
+def test_bad_version_2_files_give_one_line_errors(switched, tmp_path, change, msg):
+    data = switched_data()
+    change(data)
+    with pytest.raises(SiteError, match=msg) as exc:
+        load_static_file(switched, write(tmp_path, data))
+    assert "\n" not in str(exc.value)
+
+
+def test_ports_are_matched_to_the_machines_devices(switched):
+    found = parse_ip_addr_json(IP_J_ADDR_SWITCH)
+    devices = [link["ifname"] for link in json.loads(IP_J_ADDR_SWITCH)]
+    assert found == []
+    assert match_addresses(switched, "s2", found, {"s2-eth1": "ens4", "s2-eth2": "ens5"}, devices) == \
+        {"s2-eth1": "ens4", "s2-eth2": "ens5"}
+    # Unnamed ports are looked up by the model's name: this machine has none of s1's.
+    with pytest.raises(SiteError, match=r"node s1: s1-eth1: no device s1-eth1; expected the switch's port .*found ens4, ens5, lo"):
+        match_addresses(switched, "s1", found, {}, devices)

@@ -457,6 +457,14 @@ class Site(ABC):
         return {}
 
 
+def interfaces_text(spec: Spec, node: str) -> str:
+    """One line of ``node``'s experiment interfaces for a site's plan:
+    ``key=A.B.C.D/N`` for each addressed one, ``key (port)`` for a switch's port
+    (:meth:`netrepro.model.Model.data_plane`)."""
+    return ", ".join(f"{k}={i['address']}/{i['prefixlen']}" if i["address"] else f"{k} (port)"
+                     for k, i in spec.model.data_plane(node).items())
+
+
 def sites_building(version: int) -> list[str]:
     """Names of the sites that build experiments of schema_version ``version``."""
     from netrepro.sites import SITES, site_class

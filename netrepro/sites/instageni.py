@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from netrepro.sites.base import (PRIVATE_KEY_RE, NodeLogin, Option, Site, SiteError, boolean, existing_file,
+from netrepro.sites.base import (PRIVATE_KEY_RE, NodeLogin, Option, Site, SiteError, boolean, existing_file, interfaces_text,
                                  login_user_problem, matches, positive_int, positive_number, private_key_problem,
                                  public_key_problem, read_json_object, read_small_text)
 
@@ -547,6 +547,7 @@ class InstaGENISite(Site):
         "key_file": Option("SSH private key for the nodes, SSH_KEY", existing_file),
     }
     HOOKS = ("client", "env")
+    SCHEMA_VERSIONS = (1, 2)  # a switch is a Xen VM whose ports the provisioning bridges
 
     def _rspec_opts(self, agg_urn: str | None):
         from netrepro.rspec import RSpecOptions
@@ -568,7 +569,7 @@ class InstaGENISite(Site):
         name, agg = resolve_aggregate(self.options.get("aggregate"))
         lines = [f"<!-- site instageni: aggregate {name} ({agg['urn']}), AM API v3 {agg['url']} -->"]
         for node, nd in self.spec.nodes.items():
-            addrs = ", ".join(f"{i['network']}={i['address']}/{self.spec.prefixlen(i['network'])}" for i in nd["interfaces"])
+            addrs = interfaces_text(self.spec, node)
             lines.append(f"<!--   {node:8s} {addrs} -->")
         decl, _, body = self.request_xml().partition("\n")
         return decl + "\n" + "\n".join(lines) + "\n" + body

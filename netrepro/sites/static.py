@@ -21,6 +21,12 @@ File format (validated by :data:`STATIC_SCHEMA`; errors name file, field and exp
       client1: {host: 192.0.2.11, user: ubuntu, addresses: {clients_lan: 10.10.1.1}}
       ...
 
+A node's ``addresses`` are keyed as :meth:`netrepro.model.Model.data_plane` keys them: the
+LAN's name for an interface on a LAN, else the model's interface name (``h1-eth0:
+10.0.0.1``). A switch of a version 2 file has no address: its ``ports`` name the device of
+each of its interfaces where the machine's name differs (``ports: {s1-eth1: ens4}``;
+unnamed ones are the model's names), and the provisioning bridges them (roles/switch_bridge).
+
 The data-plane addresses must already be configured on the machines, each with the prefix
 length of its network's subnet (``ip -j addr`` over SSH is compared with the topology).
 
@@ -41,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, login_user_problem, private_key_problem,
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, interfaces_text, login_user_problem, private_key_problem,
                                  safe_path_problem, ssh_host_problem)
 from netrepro.spec import Spec, SpecError
 from netrepro.yamlfile import load_yaml_file
@@ -57,7 +63,7 @@ STATIC_SCHEMA: dict[str, Any] = {
             "minProperties": 1,
             "additionalProperties": {
                 "type": "object",
-                "required": ["host", "addresses"],
+                "required": ["host"],
                 "additionalProperties": False,
                 "properties": {
                     "host": {"type": "string", "minLength": 1},
@@ -67,8 +73,11 @@ STATIC_SCHEMA: dict[str, Any] = {
                     "proxy_jump": {"type": "string", "pattern": r"^[^@\s]+@[^\s]+:[0-9]+$"},
                     "addresses": {
                         "type": "object",
-                        "minProperties": 1,
                         "additionalProperties": {"type": "string", "format": "ipv4"},
+                    },
+                    "ports": {
+                        "type": "object",
+                        "additionalProperties": {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.@:-]{0,14}$"},
                     },
                 },
             },
@@ -98,9 +107,11 @@ def _where(parts) -> str:
 def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
     """Read and validate the static nodes file; return node name -> NodeLogin.
 
-    Checks, in order: YAML syntax; the schema (types, required fields, IPv4 addresses);
-    every spec node listed and no unknown node; each node's addresses equal to the
-    topology's (same networks, same addresses). ``extra['addresses']`` keeps them.
+    Checks, in order: YAML syntax; the schema (types, required fields, IPv4 addresses,
+    device names); every node listed and no unknown node; each node's addresses equal to
+    the topology's (same keys, same addresses: :meth:`netrepro.model.Model.data_plane`);
+    ``ports`` naming only the node's interfaces without an address. ``extra`` keeps
+    ``addresses`` and ``ports``.
 
     Raises:
         SiteError: one line ``<file>: <field>: <problem; expected ...>``.
@@ -126,6 +137,8 @@ def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
             problem = f"unknown field ({err.message}); expected one of: {allowed}"
         elif err.validator == "format":
             problem = f"expected an IPv4 address, got {err.instance!r}"
+        elif err.validator == "pattern" and "ports" in err.absolute_path:
+            problem = f"expected a network device name (1-15 characters, not starting with '-'), got {err.instance!r}"
         elif err.validator == "pattern":
             problem = f"expected user@host:port, got {err.instance!r}"
         else:
@@ -142,12 +155,19 @@ def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
     for name, nd in spec.nodes.items():
         entry = nodes[name]
         check_login_fields(path, f"nodes.{name}", entry)
-        want = {i["network"]: i["address"] for i in nd["interfaces"]}
-        if entry["addresses"] != want:
-            raise SiteError(f"{path}: nodes.{name}.addresses: {entry['addresses']}; expected the topology's {want}")
+        dp = spec.model.data_plane(name)
+        want = {k: i["address"] for k, i in dp.items() if i["address"]}
+        if entry.get("addresses", {}) != want:
+            raise SiteError(f"{path}: nodes.{name}.addresses: {entry.get('addresses', {})}; expected the topology's {want}")
+        unaddressed = [k for k, i in dp.items() if not i["address"]]
+        ports = entry.get("ports", {})
+        odd = [k for k in ports if k not in unaddressed]
+        if odd:
+            raise SiteError(f"{path}: nodes.{name}.ports.{odd[0]}: not a port of {name} without an address; expected one "
+                            f"of: {', '.join(unaddressed) or '(none: this node has none)'}")
         out[name] = NodeLogin(name=name, host=entry["host"], port=entry.get("port", 22), user=entry.get("user", "root"),
                               key_file=str(Path(entry["key"]).expanduser()) if entry.get("key") else None,
-                              proxy_jump=entry.get("proxy_jump"), extra={"addresses": want})
+                              proxy_jump=entry.get("proxy_jump"), extra={"addresses": want, "ports": dict(ports)})
     return out
 
 
@@ -205,26 +225,38 @@ def parse_ip_addr_json(text: str) -> list[tuple[str, str, int]]:
         raise SiteError("ip -j addr: unexpected output; expected iproute2's JSON list of links with addr_info") from None
 
 
-def match_addresses(spec: Spec, node: str, found: list[tuple[str, str, int]]) -> dict[str, str]:
-    """Check that ``node`` carries each of its topology addresses with its subnet's prefix
-    length; return network -> interface name (found from the address, never assumed).
+def match_addresses(spec: Spec, node: str, found: list[tuple[str, str, int]],
+                    ports: dict[str, str] | None = None, devices: list[str] | None = None) -> dict[str, str]:
+    """Check that ``node`` carries each of its topology addresses with its prefix length,
+    and has the device of each port without an address (``ports[key]``, else the model's
+    interface name); return key -> interface name (an address's found from the address,
+    never assumed). ``devices``: every device name on the node (default: those of ``found``).
 
-    Raises SiteError naming the node, the network and what was found instead.
+    Raises SiteError naming the node, the interface and what was found instead.
     """
     out = {}
-    for itf in spec.nodes[node]["interfaces"]:
-        net, addr, plen = itf["network"], itf["address"], spec.prefixlen(itf["network"])
+    names = set(devices if devices is not None else (ifn for ifn, _, _ in found))
+    for key, itf in spec.model.data_plane(node).items():
+        addr, plen = itf["address"], itf["prefixlen"]
+        if not addr:
+            dev = (ports or {}).get(key) or itf["interface"]
+            if dev not in names:
+                raise SiteError(f"node {node}: {key}: no device {dev}; expected the switch's port (name it in the "
+                                f"static file's nodes.{node}.ports.{key}), found {', '.join(sorted(names)) or 'none'}")
+            out[key] = dev
+            continue
         hits = [(ifn, p) for ifn, a, p in found if a == addr]
         if not hits:
             have = ", ".join(f"{a}/{p} on {ifn}" for ifn, a, p in found if not ipaddress.ip_address(a).is_loopback) or "none"
-            raise SiteError(f"node {node}: {net}: address {addr}/{plen} not configured; expected it on one interface, found {have}")
+            raise SiteError(f"node {node}: {key}: address {addr}/{plen} not configured; expected it on one interface, found {have}")
         ifn, p = hits[0]
         if p != plen:
-            raise SiteError(f"node {node}: {net}: {addr} has prefix /{p} on {ifn}; expected /{plen} ({spec.networks[net]['subnet']})")
+            subnet = ipaddress.ip_interface(f"{addr}/{plen}").network
+            raise SiteError(f"node {node}: {key}: {addr} has prefix /{p} on {ifn}; expected /{plen} ({subnet})")
         others = [i for i, a, _ in found if a == addr and i != ifn]
         if others:
-            raise SiteError(f"node {node}: {net}: {addr} is on several interfaces ({ifn}, {', '.join(others)}); expected one")
-        out[net] = ifn
+            raise SiteError(f"node {node}: {key}: {addr} is on several interfaces ({ifn}, {', '.join(others)}); expected one")
+        out[key] = ifn
     return out
 
 
@@ -263,6 +295,7 @@ class StaticSite(Site):
         "known_hosts": Option("a known_hosts file to use instead of ~/.ssh/known_hosts", safe_path_problem),
     }
     HOOKS = ("runner",)
+    SCHEMA_VERSIONS = (1, 2)  # a switch is a machine whose ports the provisioning bridges
 
     def _file(self) -> Path:
         f = self.options.get("static_file")
@@ -277,7 +310,7 @@ class StaticSite(Site):
         lines = [f"# site static: existing machines from {self.options.get('static_file') or 'STATIC_FILE (not set)'}",
                  "# each must accept SSH and carry these addresses (checked by reserve):"]
         for node, nd in self.spec.nodes.items():
-            addrs = ", ".join(f"{i['network']}={i['address']}/{self.spec.prefixlen(i['network'])}" for i in nd["interfaces"])
+            addrs = interfaces_text(self.spec, node)
             lines.append(f"  {node:8s} {addrs}")
         return "\n".join(lines) + "\n"
 
@@ -290,13 +323,16 @@ class StaticSite(Site):
                 f"({(err.strip().splitlines() or ['exit ' + str(rc)])[-1]})")
 
     def check_node(self, login: NodeLogin, timeout_s: float = 20) -> dict[str, str]:
-        """Read ``ip -j addr`` on the node over SSH and match the topology.
-        Returns network -> interface name. Raises SiteError naming the node and the cause."""
+        """Read ``ip -j addr`` on the node over SSH and match the topology (addresses, and
+        the devices of its ports without one, ``login.extra['ports']``). Returns key ->
+        interface name. Raises SiteError naming the node and the cause."""
         run = self._runner()
         rc, out, err = run(ssh_argv(login, "ip -j addr", known_hosts=self.options.get("known_hosts")), timeout_s)
         if rc != 0:
             raise SiteError(f"node {login.name}: `ip -j addr` failed ({err.strip() or rc}); expected iproute2 on the node")
-        return match_addresses(self.spec, login.name, parse_ip_addr_json(out))
+        found = parse_ip_addr_json(out)
+        devices = [link["ifname"] for link in json.loads(out)]   # parsed once already: valid
+        return match_addresses(self.spec, login.name, found, login.extra.get("ports"), devices)
 
     def preflight(self) -> None:
         """Validate the nodes file (:func:`load_static_file`) without contacting any node."""
