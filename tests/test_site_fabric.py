@@ -186,3 +186,51 @@ def test_release_without_reservation_is_harmless(spec, tmp_path):
     site.release()
     with pytest.raises(SiteError, match="nothing reserved"):
         site.logins()
+
+
+@pytest.fixture(scope="module")
+def switched():
+    from pathlib import Path
+    return load_spec(Path(__file__).resolve().parent / "data" / "experiments" / "lab19-like.yml")
+
+
+@pytest.fixture(scope="module")
+def switched_slice(switched, tmp_path_factory):
+    fm = offline_manager(workdir=str(tmp_path_factory.mktemp("fablib-sw")))
+    return build_slice(fm, switched, FabricOptions(site="STAR", slice_name="sw"))
+
+
+def test_a_switched_topology_is_vms_with_one_l2bridge_per_cable(switched_slice):
+    """Version 2 (lab19-like): hosts get a NIC_Basic with their address; a switch's ports
+    are the ports of dedicated two-port NICs, without an address; each cable is an L2Bridge
+    named link-N (a subnet where an address is on it, none between the two switches)."""
+    nodes = {n.get_name(): n for n in switched_slice.get_nodes()}
+    assert list(nodes) == ["h1", "h2", "h3", "s1", "s2"]
+    [h3_nic] = nodes["h3"].get_components()
+    assert (h3_nic.get_model(), h3_nic.get_name()) == ("NIC_Basic", "h3-nic_h3-eth0")
+    assert str(h3_nic.get_interfaces()[0].get_ip_addr()) == "10.0.0.3"
+    s1 = nodes["s1"].get_components()
+    assert [(c.get_model(), c.get_name(), len(c.get_interfaces())) for c in s1] == \
+        [("NIC_ConnectX_5", "s1-ports0", 2), ("NIC_ConnectX_5", "s1-ports1", 2)]   # three ports: two cards
+    nets = {n.get_name(): n for n in switched_slice.get_networks()}
+    assert sorted(nets) == ["link-0", "link-1", "link-2", "link-3"]
+    assert {str(v.get_type()) for v in nets.values()} == {"L2Bridge"}
+    assert {n: nets[n].get_subnet() for n in ("link-0", "link-1", "link-2")} == dict.fromkeys(
+        ("link-0", "link-1", "link-2"), ipaddress.IPv4Network("10.0.0.0/24"))
+    # fablib 2.0.9 answers a network built without a subnet with a label, not an IPv4Network
+    assert not isinstance(nets["link-3"].get_subnet(), ipaddress.IPv4Network)
+    assert sorted(i.get_node().get_name() for i in nets["link-3"].get_interfaces()) == ["s1", "s2"]
+
+
+def test_slice_interfaces_map_back_to_the_experiments_keys(switched):
+    from netrepro.sites.fabric import segment_keys
+    keys = segment_keys(switched)
+    assert keys[("s2", "link-3")] == "s2-eth1" and keys[("h1", "link-0")] == "h1-eth0"
+    assert segment_keys(load_spec("pie-vs-red"))[("router", "clients_lan")] == "clients_lan"
+
+
+def test_switch_nic_option_is_checked(switched, tmp_path):
+    site = get_site("fabric", switched, tmp_path / "f", {"switch_nic": "NIC_Basic", "fabric_site": "STAR"})
+    assert site.plan().count("NIC_Basic") == 8   # 3 hosts + 5 switch ports, one card each
+    with pytest.raises(SiteError, match="switch_nic"):
+        get_site("fabric", switched, tmp_path / "g", {"switch_nic": "ConnectX"})

@@ -22,7 +22,7 @@ OPTION_ENV: dict[str, str] = {
     "LOCAL_MODE": "mode", "AGGREGATE": "aggregate", "IMAGE": "image", "VM_TYPE": "vm_type",
     "FABRIC_SITE": "fabric_site", "CORES": "cores", "RAM_GB": "ram_gb", "DISK_GB": "disk_gb",
     "STATIC_FILE": "static_file", "SLICE_NAME": "slice_name", "GENI_USER": "user",
-    "MANIFEST": "manifest", "SSH_KEY": "key_file",
+    "MANIFEST": "manifest", "SSH_KEY": "key_file", "SWITCH_NIC": "switch_nic",
 }
 
 SITES: dict[str, str] = {

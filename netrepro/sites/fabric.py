@@ -1,9 +1,10 @@
 """The fabric site: a FABRIC slice built with fablib (fabrictestbed-extensions 2.x).
 
-The slice mirrors the topology: one VM per spec node at one FABRIC site, one ``NIC_Basic``
-per interface, one ``L2Bridge`` network per spec network, each interface in fablib's
-``config`` mode with the spec's address (fablib writes it on the VM after boot, so the
-provisioning roles find the interface by address as on every other site). Nodes are reached
+The slice mirrors the topology (:func:`build_slice`): one VM per node at one FABRIC site
+(a switch too), one ``NIC_Basic`` per interface of a host or router in fablib's ``config``
+mode with its address (fablib writes it on the VM after boot, so the provisioning roles
+find the interface by address as on every other site), a switch's ports on dedicated NICs
+(found by the MAC the slice reports), one ``L2Bridge`` network per LAN and per cable. Nodes are reached
 through the FABRIC bastion: ``proxy_jump = <bastion user>@<bastion host>:22``, with the
 bastion key in ``NodeLogin.extra['proxy_key_file']`` and the slice key as ``key_file``.
 Management addresses are often IPv6; NodeLogin.host holds them bare (no brackets).
@@ -54,7 +55,8 @@ FILES = ("FABRIC_TOKEN_LOCATION", "FABRIC_BASTION_KEY_LOCATION", "FABRIC_SLICE_P
 class FabricOptions:
     """Slice shape. ``site``: FABRIC site name (``UTAH``, ``STAR``...; None = random site
     with capacity at submit); ``cores`` (vCPUs), ``ram_gb``, ``disk_gb``, ``image``
-    (fablib image name); ``slice_name``."""
+    (fablib image name); ``slice_name``; ``switch_nic``: the NIC model of a switch's ports
+    (see :func:`build_slice`)."""
 
     site: str | None = None
     cores: int = 2
@@ -62,6 +64,7 @@ class FabricOptions:
     disk_gb: int = 10
     image: str = "default_ubuntu_22"
     slice_name: str = "netrepro"
+    switch_nic: str = "NIC_ConnectX_5"
 
     @classmethod
     def from_options(cls, spec: Spec, options: dict[str, Any] | None) -> "FabricOptions":
@@ -73,6 +76,8 @@ class FabricOptions:
             kw["site"] = str(o["fabric_site"]).upper()
         if o.get("image"):
             kw["image"] = str(o["image"])
+        if o.get("switch_nic"):
+            kw["switch_nic"] = str(o["switch_nic"])
         for key in ("cores", "ram_gb", "disk_gb"):
             val = positive_int_option(o, key)
             if val is not None:
@@ -80,37 +85,69 @@ class FabricOptions:
         return cls(**kw)
 
 
-def nic_name(network: str) -> str:
-    """The NIC component's name for a network (fablib interface ``<node>-<nic>-p1``)."""
-    return f"nic_{network}"
+def nic_name(key: str) -> str:
+    """The NIC component's name for an interface of a host or router (fablib interface
+    ``<node>-<nic>-p1``): ``nic_<key>``, the key of :meth:`netrepro.model.Model.data_plane`
+    (the LAN's name, else the interface's)."""
+    return f"nic_{key}"
+
+
+#: NIC models with one port (each of a switch's ports is then its own NIC); others have two.
+ONE_PORT_NICS = ("NIC_Basic",)
 
 
 def build_slice(fablib_manager, spec: Spec, opts: FabricOptions):
     """Add the topology to a new fablib slice and return it (no submit, no network).
 
     ``fablib_manager``: a FablibManager (``offline=True`` works: nothing is contacted).
-    Each interface gets mode ``config`` and the spec's address; each network is an
-    ``L2Bridge`` with the spec's subnet.
+    Read from the experiment's model, so both schema versions take one path: one VM per
+    node, one ``L2Bridge`` per L2 segment (:meth:`netrepro.model.Model.segments`: each
+    LAN with its subnet, each cable ``link-N``). A host's or router's interface is a
+    ``NIC_Basic`` in mode ``config`` with its address. A switch's ports (no address) are
+    the ports of ``opts.switch_nic`` NICs (default ``NIC_ConnectX_5``, two ports each,
+    named ``ports<k>``): a shared ``NIC_Basic`` is an SR-IOV virtual function, and a
+    virtual function normally drops frames whose source MAC is not its own (spoof
+    checking), which a bridge must send; the provisioning bridges them (roles/switch_bridge).
     Raises SiteError when ``opts.site`` is None with an offline manager (fablib would query
     the service for a random site).
     """
     if opts.site is None and getattr(fablib_manager, "offline", False):
         raise SiteError("FABRIC_SITE: expected a site name to build the slice offline (e.g. UTAH)")
+    m = spec.model
     slc = fablib_manager.new_slice(name=opts.slice_name)
-    ifaces: dict[str, list] = {net: [] for net in spec.networks}
-    for node_name, nd in spec.nodes.items():
+    ifaces: dict[tuple[str, str], Any] = {}
+    for node_name, nd in m.nodes.items():
         node = slc.add_node(name=node_name, site=opts.site, cores=opts.cores, ram=opts.ram_gb,
                             disk=opts.disk_gb, image=opts.image)
-        for itf in nd["interfaces"]:
-            iface = node.add_component(model="NIC_Basic", name=nic_name(itf["network"])).get_interfaces()[0]
-            ifaces[itf["network"]].append((iface, itf["address"]))
-    for net, members in ifaces.items():
-        slc.add_l2network(name=net, interfaces=[i for i, _ in members], type="L2Bridge",
-                          subnet=ipaddress.IPv4Network(spec.networks[net]["subnet"]))
-        for iface, addr in members:
-            iface.set_mode("config")
-            iface.set_ip_addr(ipaddress.IPv4Address(addr))
+        free: list = []
+        cards = 0
+        for key, itf in m.data_plane(node_name).items():
+            if itf["address"] or nd["kind"] != "switch":
+                ifaces[(node_name, key)] = node.add_component(model="NIC_Basic", name=nic_name(key)).get_interfaces()[0]
+                continue
+            if not free:
+                free = list(node.add_component(model=opts.switch_nic, name=f"ports{cards}").get_interfaces())
+                cards += 1
+                if opts.switch_nic in ONE_PORT_NICS:
+                    free = free[:1]
+            ifaces[(node_name, key)] = free.pop(0)
+    for seg in m.segments():
+        members = [ifaces[member] for member in seg["members"]]
+        extra = {"subnet": ipaddress.IPv4Network(seg["subnet"])} if seg["subnet"] else {}
+        slc.add_l2network(name=seg["name"], interfaces=members, type="L2Bridge", **extra)
+        for node_name, key in seg["members"]:
+            itf = m.data_plane(node_name)[key]
+            if itf["address"]:
+                ifaces[(node_name, key)].set_mode("config")
+                ifaces[(node_name, key)].set_ip_addr(ipaddress.IPv4Address(itf["address"]))
     return slc
+
+
+def segment_keys(spec: Spec) -> dict[tuple[str, str], str]:
+    """(node, segment name) -> the node's interface key on it
+    (:meth:`netrepro.model.Model.segments`): how a slice's interface, known by its node and
+    its network, is matched back to the experiment."""
+    return {(n, seg["name"]): key for seg in spec.model.segments() for n, key in seg["members"]}
 
 
 def describe_slice(slc) -> str:
@@ -227,7 +264,7 @@ def login_for(node_name: str, host: str, user: str, conf: dict[str, str], extra:
 
 
 class FabricSite(Site):
-    """Seven VMs at one FABRIC site (option ``fabric_site``), reached through the bastion."""
+    """One VM per node at one FABRIC site (option ``fabric_site``), reached through the bastion."""
 
     name = "fabric"
     OPTIONS = {
@@ -241,8 +278,11 @@ class FabricSite(Site):
         "slice_name": Option("slice name, SLICE_NAME, default netrepro-<experiment>",
                              matches(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", "letters, digits, '_', '.', '-' (at most 64)")),
         "fabric_rc": Option("fablib's fabric_rc file, default ~/work/fabric_config/fabric_rc"),
+        "switch_nic": Option("NIC model of a switch's ports, SWITCH_NIC, default NIC_ConnectX_5",
+                             matches(r"NIC_[A-Za-z0-9_]{1,32}", "a fablib NIC model such as NIC_ConnectX_5")),
     }
     HOOKS = ("env",)
+    SCHEMA_VERSIONS = (1, 2)  # a switch is a VM whose ports (dedicated NICs) the provisioning bridges
 
     def preflight(self) -> None:
         """Check offline, before anything is requested or written: the fabric_rc settings and
@@ -264,13 +304,15 @@ class FabricSite(Site):
                 return "\n".join(lines) + "\n" + describe_slice(slc) + "\n"
         except ImportError:
             lines.append("# (fabrictestbed-extensions not installed: description from the spec)")
-            for node, nd in self.spec.nodes.items():
+            m = self.spec.model
+            for node in m.nodes:
                 lines.append(f"  node {node}: site {plan_opts.site}, {opts.cores} cores, {opts.ram_gb} GB RAM, "
                              f"{opts.disk_gb} GB disk, image {opts.image}")
-                for itf in nd["interfaces"]:
-                    lines.append(f"    NIC_Basic {node}-{nic_name(itf['network'])} -> {itf['network']} {itf['address']}")
-            for net, nd in self.spec.networks.items():
-                lines.append(f"  network {net}: L2Bridge {nd['subnet']}")
+                for key, itf in m.data_plane(node).items():
+                    nic = "NIC_Basic" if itf["address"] or m.nodes[node]["kind"] != "switch" else opts.switch_nic
+                    lines.append(f"    {nic} {key} {itf['address'] or '(port)'}")
+            for seg in m.segments():
+                lines.append(f"  network {seg['name']}: L2Bridge {seg['subnet'] or '(no subnet)'}")
             return "\n".join(lines) + "\n"
 
     def _manager(self, conf: dict[str, str]):
@@ -309,12 +351,13 @@ class FabricSite(Site):
         slc.wait_ssh(timeout=int(timeout_s), progress=True)
         slc.post_boot_config()
         logins = {}
+        keys = segment_keys(self.spec)
         for node in slc.get_nodes():
             macs = {}
             for iface in node.get_interfaces():
                 net = iface.get_network()
-                if net is not None:
-                    macs[net.get_name()] = iface.get_mac()
+                if net is not None and (node.get_name(), net.get_name()) in keys:
+                    macs[keys[(node.get_name(), net.get_name())]] = iface.get_mac()
             logins[node.get_name()] = login_for(node.get_name(), str(node.get_management_ip()), node.get_username(),
                                                 conf, {"site": node.get_site(), "macs": macs})
         self.save_logins(logins, expires=str(slc.get_lease_end()))
