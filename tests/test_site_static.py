@@ -262,3 +262,17 @@ def test_ports_are_matched_to_the_machines_devices(switched):
     # Unnamed ports are looked up by the model's name: this machine has none of s1's.
     with pytest.raises(SiteError, match=r"node s1: s1-eth1: no device s1-eth1; expected the switch's port .*found ens4, ens5, lo"):
         match_addresses(switched, "s1", found, {}, devices)
+
+
+@pytest.mark.parametrize("value, want", [("false", {"packages_install": False}), ("yes", {"packages_install": True}),
+                                         (None, {})])
+def test_install_packages_option_reaches_the_inventory(spec, tmp_path, value, want):
+    opts = {"static_file": str(tmp_path / "nodes.yml")}
+    if value is not None:
+        opts["install_packages"] = value
+    assert get_site("static", spec, tmp_path / "st", opts).inventory_vars() == want
+
+
+def test_install_packages_option_is_checked(spec, tmp_path):
+    with pytest.raises(SiteError, match="install_packages.*expected true or false"):
+        get_site("static", spec, tmp_path / "st", {"install_packages": "maybe"})

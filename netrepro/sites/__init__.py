@@ -23,6 +23,7 @@ OPTION_ENV: dict[str, str] = {
     "FABRIC_SITE": "fabric_site", "CORES": "cores", "RAM_GB": "ram_gb", "DISK_GB": "disk_gb",
     "STATIC_FILE": "static_file", "SLICE_NAME": "slice_name", "GENI_USER": "user",
     "MANIFEST": "manifest", "SSH_KEY": "key_file", "SWITCH_NIC": "switch_nic",
+    "INSTALL_PACKAGES": "install_packages",
 }
 
 SITES: dict[str, str] = {

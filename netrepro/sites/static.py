@@ -47,7 +47,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, interfaces_text, login_user_problem, private_key_problem,
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, boolean, interfaces_text, login_user_problem,
+                                 private_key_problem,
                                  safe_path_problem, ssh_host_problem)
 from netrepro.spec import Spec, SpecError
 from netrepro.yamlfile import load_yaml_file
@@ -286,13 +287,17 @@ class StaticSite(Site):
     """Existing machines from a YAML file (option ``static_file``). See the module docstring.
 
     Options: ``static_file`` (required), ``known_hosts`` (a known_hosts file to use instead
-    of ~/.ssh/known_hosts). Hook: ``runner`` (a :data:`Runner`, tests).
+    of ~/.ssh/known_hosts), ``install_packages`` (false: roles/packages only checks that the
+    programs are there, for machines without a package mirror). Hook: ``runner`` (a
+    :data:`Runner`, tests).
     """
 
     name = "static"
     OPTIONS = {
         "static_file": Option("the nodes YAML file, STATIC_FILE"),
         "known_hosts": Option("a known_hosts file to use instead of ~/.ssh/known_hosts", safe_path_problem),
+        "install_packages": Option("install the experiment's packages with apt, INSTALL_PACKAGES (default true; "
+                                   "false: machines without a package mirror, only checked)", boolean),
     }
     HOOKS = ("runner",)
     SCHEMA_VERSIONS = (1, 2)  # a switch is a machine whose ports the provisioning bridges
@@ -364,6 +369,13 @@ class StaticSite(Site):
                 raise SiteError(f"site static: no SSH after {timeout_s:.0f} s to {', '.join(pending)}")
             print(f"static: waiting for {', '.join(pending)}", file=sys.stderr)
             time.sleep(interval_s)
+
+    def inventory_vars(self) -> dict[str, Any]:
+        """``packages_install: false`` when option ``install_packages`` says so."""
+        value = self.options.get("install_packages")
+        if value in (None, ""):
+            return {}
+        return {"packages_install": str(value).strip().lower() in ("1", "true", "yes", "on") if not isinstance(value, bool) else value}
 
     def release(self) -> None:
         """Forget the logins (the machines stay as they are). Idempotent."""
