@@ -6,7 +6,7 @@
 # Every target calls the `netrepro` command line (python -m netrepro), so everything is also
 # usable without make. Site options are passed through the environment: LOCAL_MODE,
 # AGGREGATE, IMAGE, VM_TYPE, SLICE_NAME, MANIFEST, GENI_USER, SSH_KEY, FABRIC_SITE, CORES,
-# RAM_GB, DISK_GB, SWITCH_NIC, STATIC_FILE.
+# RAM_GB, DISK_GB, SWITCH_NIC, STATIC_FILE, INSTALL_PACKAGES.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
