@@ -163,17 +163,28 @@ def test_trial_plan_of_pie_vs_red_matches_its_version_1_trial_vars(tmp_path):
         model.trial_plan(spec.model, {**t, "traffic": t["traffic"] + [t["traffic"][3]]})
 
 
-def test_testbed_sites_refuse_a_version_2_experiment_with_one_line(tmp_path):
-    from netrepro.sites import SiteError, get_site
+def test_every_site_builds_version_2_and_one_that_does_not_refuses_with_one_line(tmp_path):
+    """Every registered site builds switches and named links; a new site that declares only
+    version 1 (the base class's default) refuses such a file with one line naming the sites
+    that build it, before anything is written."""
+    from netrepro.sites import SITES, SiteError, get_site, site_class
+    from netrepro.sites.static import StaticSite
     from netrepro.spec import load_spec
     spec = load_spec(DATA / "lab19-like.yml")
-    for name in ("instageni", "fabric", "static"):
-        with pytest.raises(SiteError) as err:
-            get_site(name, spec, tmp_path / name)
-        msg = str(err.value)
-        assert msg.startswith(f"site {name}: lab19-like is an experiment of schema_version 2") and msg.endswith(": local")
-        assert not (tmp_path / name).exists()
-    assert get_site("local", spec, tmp_path / "local").spec is spec
+    assert all(2 in site_class(n).SCHEMA_VERSIONS for n in SITES)
+    for name in SITES:
+        assert get_site(name, spec, tmp_path / name).spec is spec
+
+    class OldSite(StaticSite):
+        name = "old"
+        SCHEMA_VERSIONS = (1,)
+
+    with pytest.raises(SiteError) as err:
+        OldSite(spec, tmp_path / "old")
+    msg = str(err.value)
+    assert msg.startswith("site old: lab19-like is an experiment of schema_version 2") and "\n" not in msg
+    assert msg.endswith(": " + ", ".join(SITES))
+    assert not (tmp_path / "old").exists()
 
 
 def test_rate_scale_multiplies_rates_and_byte_sizes_only(lab):
