@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import positive_int_option
+from netrepro.sites.base import as_bool, positive_int_option
 from netrepro.spec import Spec, SpecError
 
 GENI_V3_NS = "http://www.geni.net/resources/rspec/3"
@@ -89,14 +89,10 @@ class RSpecOptions:
 
 
 def _as_bool(value: Any, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    s = str(value).strip().lower()
-    if s in ("1", "true", "yes", "on"):
-        return True
-    if s in ("0", "false", "no", "off"):
-        return False
-    raise SpecError("site options", name, f"expected true or false, got {value!r}")
+    flag = as_bool(value)
+    if flag is None:
+        raise SpecError("site options", name, f"expected true or false, got {value!r}")
+    return flag
 
 
 def interface_id(node: str, key: str) -> str:
@@ -145,7 +141,7 @@ def build_request(spec: Spec, opts: RSpecOptions | None = None):
             etree.SubElement(node, e + "routable_control_ip")
     for seg in m.segments():
         link = etree.SubElement(root, g + "link", client_id=seg["name"])
-        if not seg["name"] in m.data["networks"]:
+        if seg["name"] not in m.data["networks"]:
             link.append(etree.Comment(" a cable: " + " to ".join(f"{n}:{m.data_plane(n)[k]['interface']}"
                                                                    for n, k in seg["members"]) + " "))
         if opts.component_manager_id:

@@ -120,10 +120,18 @@ def positive_number(value: Any, spec: Spec | None = None) -> str | None:
     return None if math.isfinite(x) and x > 0 else "expected a positive number"
 
 
+def as_bool(value: Any) -> bool | None:
+    """True or False from a bool or from true/false, yes/no, on/off, 1/0 (any case, as typed
+    on a command line); None for anything else."""
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    return True if word in ("1", "true", "yes", "on") else False if word in ("0", "false", "no", "off") else None
+
+
 def boolean(value: Any, spec: Spec | None = None) -> str | None:
     """Check: true/false, yes/no, on/off or 1/0."""
-    ok = isinstance(value, bool) or str(value).strip().lower() in ("1", "0", "true", "false", "yes", "no", "on", "off")
-    return None if ok else "expected true or false"
+    return None if as_bool(value) is not None else "expected true or false"
 
 
 def mgmt_subnet(first_host: int = 11) -> Check:

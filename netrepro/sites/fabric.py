@@ -114,6 +114,7 @@ def build_slice(fablib_manager, spec: Spec, opts: FabricOptions):
     if opts.site is None and getattr(fablib_manager, "offline", False):
         raise SiteError("FABRIC_SITE: expected a site name to build the slice offline (e.g. UTAH)")
     m = spec.model
+    planes = {n: m.data_plane(n) for n in m.nodes}
     slc = fablib_manager.new_slice(name=opts.slice_name)
     ifaces: dict[tuple[str, str], Any] = {}
     for node_name, nd in m.nodes.items():
@@ -121,7 +122,7 @@ def build_slice(fablib_manager, spec: Spec, opts: FabricOptions):
                             disk=opts.disk_gb, image=opts.image)
         free: list = []
         cards = 0
-        for key, itf in m.data_plane(node_name).items():
+        for key, itf in planes[node_name].items():
             if itf["address"] or nd["kind"] != "switch":
                 ifaces[(node_name, key)] = node.add_component(model="NIC_Basic", name=nic_name(key)).get_interfaces()[0]
                 continue
@@ -136,10 +137,10 @@ def build_slice(fablib_manager, spec: Spec, opts: FabricOptions):
         extra = {"subnet": ipaddress.IPv4Network(seg["subnet"])} if seg["subnet"] else {}
         slc.add_l2network(name=seg["name"], interfaces=members, type="L2Bridge", **extra)
         for node_name, key in seg["members"]:
-            itf = m.data_plane(node_name)[key]
-            if itf["address"]:
+            address = planes[node_name][key]["address"]
+            if address:
                 ifaces[(node_name, key)].set_mode("config")
-                ifaces[(node_name, key)].set_ip_addr(ipaddress.IPv4Address(itf["address"]))
+                ifaces[(node_name, key)].set_ip_addr(ipaddress.IPv4Address(address))
     return slc
 
 
@@ -356,8 +357,9 @@ class FabricSite(Site):
             macs = {}
             for iface in node.get_interfaces():
                 net = iface.get_network()
-                if net is not None and (node.get_name(), net.get_name()) in keys:
-                    macs[keys[(node.get_name(), net.get_name())]] = iface.get_mac()
+                key = keys.get((node.get_name(), net.get_name())) if net is not None else None
+                if key is not None:
+                    macs[key] = iface.get_mac()
             logins[node.get_name()] = login_for(node.get_name(), str(node.get_management_ip()), node.get_username(),
                                                 conf, {"site": node.get_site(), "macs": macs})
         self.save_logins(logins, expires=str(slc.get_lease_end()))

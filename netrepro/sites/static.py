@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, boolean, interfaces_text, login_user_problem,
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, interfaces_text, login_user_problem,
                                  private_key_problem,
                                  safe_path_problem, ssh_host_problem)
 from netrepro.spec import Spec, SpecError
@@ -373,9 +373,7 @@ class StaticSite(Site):
     def inventory_vars(self) -> dict[str, Any]:
         """``packages_install: false`` when option ``install_packages`` says so."""
         value = self.options.get("install_packages")
-        if value in (None, ""):
-            return {}
-        return {"packages_install": str(value).strip().lower() in ("1", "true", "yes", "on") if not isinstance(value, bool) else value}
+        return {} if value in (None, "") else {"packages_install": as_bool(value)}   # checked: boolean
 
     def release(self) -> None:
         """Forget the logins (the machines stay as they are). Idempotent."""
