@@ -158,6 +158,39 @@ def setup_dev(check_only: bool = False, log=print) -> int:
     return 0
 
 
+def setup_ns3(check_only: bool = False, log=print) -> int:
+    """The ns3 site: g++ (Debian package g++), the C++ libraries of the pinned PyPI ns3 wheel
+    (netrepro.sites.ns3.NS3_WHEEL, ``pip install --no-deps``: its Python bindings are not
+    used) and netrepro-sim built against them; exit code as :func:`setup`."""
+    from netrepro.sites import ns3
+    missing = []
+    if not _which("g++"):
+        missing.append("g++")
+    have = (ns3.ns3_dir() / "include" / "ns3" / "core-module.h").is_file()
+    if check_only:
+        if not have:
+            missing.append(f"{ns3.NS3_WHEEL} (pip)")
+        if not ns3.simulator_path().is_file():
+            missing.append("netrepro-sim (built by make setup SITE=ns3)")
+        log(f"[setup] ns3 site: missing {', '.join(missing)}" if missing else "[setup] ns3 site: ready")
+        return 1 if missing else 0
+    if missing:
+        if os.geteuid() != 0:
+            log("[setup] ns3 site: missing g++; install as root: apt-get install g++")
+            return 1
+        log("[setup] installing g++ (to build netrepro-sim against ns-3)")
+        apt_install(["g++"])
+    if not have:
+        log(f"[setup] installing {ns3.NS3_WHEEL} (the C++ libraries of ns-3 {ns3.NS3_VERSION}, about 70 MB)")
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", ns3.NS3_WHEEL],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"pip install {ns3.NS3_WHEEL} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
+    path = ns3.build(log)
+    log(f"[setup] ns3 site: netrepro-sim ready ({path})")
+    return 0
+
+
 def setup(site: str = "local", check_only: bool = False, log=print, dev: bool = False) -> int:
     """Make this machine ready for ``site`` (or, with ``check_only``, say what it lacks).
 
@@ -168,6 +201,8 @@ def setup(site: str = "local", check_only: bool = False, log=print, dev: bool = 
     """
     if dev:
         return setup_dev(check_only, log)
+    if site == "ns3":
+        return setup_ns3(check_only, log)
     if site != "local":
         log(f"[setup] site {site}: nothing to install on this machine beyond the Python packages")
         return 0

@@ -31,6 +31,7 @@ SITES: dict[str, str] = {
     "instageni": "netrepro.sites.instageni:InstaGENISite",
     "fabric": "netrepro.sites.fabric:FabricSite",
     "static": "netrepro.sites.static:StaticSite",
+    "ns3": "netrepro.sites.ns3:Ns3Site",
 }
 
 __all__ = ["OPTION_ENV", "SITES", "NodeLogin", "Site", "SiteError", "SiteOptions", "get_site", "site_class",

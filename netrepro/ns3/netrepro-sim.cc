@@ -1,0 +1,396 @@
+// netrepro-sim: one trial of a netrepro experiment in ns-3 (3.44, the PyPI `ns3` wheel's C++
+// libraries), writing the raw files the emulated sites write, so that one analysis reads both.
+//
+// Usage: netrepro-sim SCENARIO OUTDIR
+// SCENARIO is a text file written by netrepro/sites/ns3.py (one directive per line, fields
+// separated by spaces; `#` starts a comment):
+//
+//   epoch0 E                      Unix time (s) of simulated time 0 (time stamps in the files)
+//   run K                         ns-3's run number (RngRun): repetition K draws other random numbers
+//   stop T                        simulated seconds to run
+//   tcp TYPEID MSS MINRTO_S INITCWND SNDBUF RCVBUF
+//   default NAME VALUE            Config::SetDefault (any attribute, e.g. ns3::TcpSocketBase::Sack true)
+//   node NAME
+//   link A B RATE_BPS DELAY_S DEVQUEUE_PKTS   point-to-point link; each end's device is "A>B", "B>A"
+//   qdisc NODE PEER TYPEID [ATTR=VALUE ...]  root queue disc on NODE's device toward PEER
+//   sample NODE PEER INTERVAL_S START_S STOP_S PATH DEVNAME HANDLE KIND
+//                                 qdisc.jsonl lines as netrepro's sampler writes them (tc -s -j)
+//   ping NODE TARGET LABEL INTERVAL_S START_S STOP_S PATH
+//                                 ping -D lines (LABEL: the address the file names)
+//   flows SERVER CLIENT LABEL N START_S STOP_S RATE_BPS PATH
+//                                 N TCP flows SERVER -> CLIENT (a download), each to its own port,
+//                                 rate-limited at RATE_BPS of payload (0: unlimited); a line per
+//                                 flow appended to PATH at its end, as roles/flow_clients writes
+//
+// Addresses: every link gets its own /30 (10.x.y.z); the experiment's addresses are labels in
+// the files only. Routes: ns-3's global routing (shortest paths).
+#include "ns3/applications-module.h"
+#include "ns3/core-module.h"
+#include "ns3/internet-apps-module.h"
+#include "ns3/internet-module.h"
+#include "ns3/network-module.h"
+#include "ns3/point-to-point-module.h"
+#include "ns3/traffic-control-module.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace ns3;
+
+namespace
+{
+double g_epoch0 = 0;
+std::map<std::string, Ptr<Node>> g_nodes;
+std::map<std::string, Ptr<NetDevice>> g_devs;     // "A>B" -> A's device toward B
+std::map<std::string, Ipv4Address> g_addr;        // "A>B" -> its address
+std::map<std::string, std::shared_ptr<std::ofstream>> g_files;
+uint16_t g_nextPort = 10000;
+std::map<std::string, int> g_flowNumber; // per flows.csv: the clients number their flows from 1
+
+[[noreturn]] void
+Fail(int line, const std::string& what)
+{
+    std::cerr << "netrepro-sim: scenario line " << line << ": " << what << std::endl;
+    std::exit(2);
+}
+
+std::ofstream&
+File(const std::string& path)
+{
+    auto it = g_files.find(path);
+    if (it == g_files.end())
+    {
+        auto f = std::make_shared<std::ofstream>(path, std::ios::app);
+        *f << std::fixed;
+        it = g_files.emplace(path, f).first;
+    }
+    return *it->second;
+}
+
+double
+Epoch()
+{
+    return g_epoch0 + Simulator::Now().GetSeconds();
+}
+
+Ipv4Address
+AddressOf(const std::string& node)
+{
+    for (auto& [key, a] : g_addr)
+    {
+        if (key.substr(0, key.find('>')) == node)
+        {
+            return a;
+        }
+    }
+    return Ipv4Address::GetAny();
+}
+
+// --- the queue sampler ------------------------------------------------------------------------
+struct Sampler
+{
+    Ptr<QueueDisc> qdisc;
+    std::string path, dev, handle, kind;
+    Time interval;
+    Time stop;
+};
+
+void
+Sample(std::shared_ptr<Sampler> s)
+{
+    const QueueDisc::Stats& st = s->qdisc->GetStats();
+    std::ofstream& f = File(s->path);
+    f << std::setprecision(6) << "{\"t\":" << Epoch() << ",\"dev\":\"" << s->dev
+      << "\",\"tx_bytes\":" << st.nTotalSentBytes << ",\"tx_packets\":" << st.nTotalSentPackets
+      << ",\"qdisc\":[{\"kind\":\"" << s->kind << "\",\"handle\":\"" << s->handle
+      << "\",\"bytes\":" << st.nTotalSentBytes << ",\"packets\":" << st.nTotalSentPackets
+      << ",\"drops\":" << st.nTotalDroppedPackets << ",\"backlog\":" << s->qdisc->GetNBytes()
+      << ",\"qlen\":" << s->qdisc->GetNPackets() << "}]}\n";
+    if (Simulator::Now() + s->interval <= s->stop)
+    {
+        Simulator::Schedule(s->interval, &Sample, s);
+    }
+}
+
+// --- ping ---------------------------------------------------------------------------------------
+std::map<std::string, uint64_t> g_replies; // per ping file
+
+void
+PingRtt(std::string path, std::string label, uint16_t seq, Time rtt)
+{
+    g_replies[path]++;
+    File(path) << std::setprecision(6) << "[" << Epoch() << "] 64 bytes from " << label
+               << ": icmp_seq=" << seq << " ttl=63 time=" << std::setprecision(3)
+               << rtt.GetSeconds() * 1e3 << " ms\n";
+}
+
+// ping's closing statistics (iputils prints them when it ends by itself)
+void
+PingEnd(std::string path, std::string label, uint64_t sent, double span_s)
+{
+    uint64_t got = g_replies[path];
+    File(path) << "\n--- " << label << " ping statistics ---\n"
+               << sent << " packets transmitted, " << got << " received, " << std::setprecision(5)
+               << (sent ? 100.0 * (sent - got) / sent : 0.0) << "% packet loss, time "
+               << std::setprecision(0) << span_s * 1e3 << "ms\n";
+}
+
+// --- flows --------------------------------------------------------------------------------------
+struct Flow
+{
+    int number;
+    std::string label, path;
+    double start, stop;
+    Ptr<PacketSink> sink;
+};
+
+void
+FlowEnd(std::shared_ptr<Flow> f)
+{
+    // curl --max-time ends every flow: exit code 28, as in roles/flow_clients
+    char name[16];
+    std::snprintf(name, sizeof name, "file%02d", f->number);
+    File(f->path) << std::setprecision(6) << f->number << "," << f->label << "," << name << ","
+                  << g_epoch0 + f->start << "," << Epoch() << ",28," << f->sink->GetTotalRx() << "\n";
+    File(f->path).flush();
+}
+} // namespace
+
+int
+main(int argc, char* argv[])
+{
+    if (argc != 3)
+    {
+        std::cerr << "usage: netrepro-sim SCENARIO OUTDIR" << std::endl;
+        return 2;
+    }
+    std::ifstream in(argv[1]);
+    if (!in)
+    {
+        std::cerr << "netrepro-sim: cannot read " << argv[1] << std::endl;
+        return 2;
+    }
+    std::string outDir = argv[2];
+    double stop = 0;
+    std::vector<std::pair<int, std::vector<std::string>>> lines;
+    std::string text;
+    int n = 0;
+    while (std::getline(in, text))
+    {
+        n++;
+        text = text.substr(0, text.find('#'));
+        std::istringstream ss(text);
+        std::vector<std::string> w;
+        for (std::string x; ss >> x;)
+        {
+            w.push_back(x);
+        }
+        if (!w.empty())
+        {
+            lines.emplace_back(n, w);
+        }
+    }
+    // pass 1: defaults, nodes, links (the stack before addresses, qdiscs before addresses)
+    InternetStackHelper stack;
+    uint32_t net = 0;
+    std::vector<std::tuple<std::string, std::string, NetDeviceContainer>> links;
+    std::map<std::string, std::vector<std::string>> qdiscOf; // "A>B" -> [typeid, attr=value...]
+    for (auto& [ln, w] : lines)
+    {
+        const std::string& d = w[0];
+        if (d == "epoch0" && w.size() == 2)
+            g_epoch0 = std::stod(w[1]);
+        else if (d == "run" && w.size() == 2)
+            RngSeedManager::SetRun(std::stoull(w[1])); // the repetition: its own random streams
+        else if (d == "stop" && w.size() == 2)
+            stop = std::stod(w[1]);
+        else if (d == "tcp" && w.size() == 7)
+        {
+            Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(w[1])));
+            Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(std::stoul(w[2])));
+            Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(Seconds(std::stod(w[3]))));
+            Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(std::stoul(w[4])));
+            Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(std::stoul(w[5])));
+            Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(std::stoul(w[6])));
+        }
+        else if (d == "default" && w.size() == 3)
+        {
+            if (!Config::SetDefaultFailSafe(w[1], StringValue(w[2])))
+                Fail(ln, "no attribute " + w[1] + " taking " + w[2]);
+        }
+        else if (d == "node" && w.size() == 2)
+        {
+            Ptr<Node> node = CreateObject<Node>();
+            stack.Install(node);
+            g_nodes[w[1]] = node;
+        }
+        else if (d == "link" && w.size() == 6)
+        {
+            if (!g_nodes.count(w[1]) || !g_nodes.count(w[2]))
+                Fail(ln, "link of an undeclared node");
+            PointToPointHelper p2p;
+            p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(std::stoull(w[3]))));
+            p2p.SetChannelAttribute("Delay", TimeValue(Seconds(std::stod(w[4]))));
+            // a short device queue, so that the queue builds in the queue disc above it
+            p2p.SetQueue("ns3::DropTailQueue", "MaxSize", StringValue(w[5] + "p"));
+            NetDeviceContainer devs = p2p.Install(g_nodes[w[1]], g_nodes[w[2]]);
+            g_devs[w[1] + ">" + w[2]] = devs.Get(0);
+            g_devs[w[2] + ">" + w[1]] = devs.Get(1);
+            links.emplace_back(w[1], w[2], devs);
+        }
+        else if (d == "qdisc" && w.size() >= 4)
+            qdiscOf[w[1] + ">" + w[2]] = std::vector<std::string>(w.begin() + 3, w.end());
+        else if (d != "sample" && d != "ping" && d != "flows")
+            Fail(ln, "unknown directive or wrong number of fields: " + d);
+    }
+    // every device gets a queue disc before its address: the given one, else a FIFO
+    // (Assign would install FqCoDel; the emulated sites' other interfaces have pfifo_fast)
+    std::map<std::string, Ptr<QueueDisc>> qdiscs;
+    for (auto& [key, dev] : g_devs)
+    {
+        TrafficControlHelper tch;
+        auto it = qdiscOf.find(key);
+        if (it == qdiscOf.end())
+        {
+            tch.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue("1000p"));
+        }
+        else
+        {
+            tch.SetRootQueueDisc(it->second[0]);
+        }
+        QueueDiscContainer c = tch.Install(dev);
+        if (it != qdiscOf.end())
+        {
+            for (size_t i = 1; i < it->second.size(); i++)
+            {
+                const std::string& kv = it->second[i];
+                auto eq = kv.find('=');
+                if (eq == std::string::npos || !c.Get(0)->SetAttributeFailSafe(kv.substr(0, eq), StringValue(kv.substr(eq + 1))))
+                {
+                    std::cerr << "netrepro-sim: qdisc " << key << ": cannot set " << kv << " on " << it->second[0] << std::endl;
+                    return 2;
+                }
+            }
+        }
+        qdiscs[key] = c.Get(0);
+    }
+    Ipv4AddressHelper addr;
+    for (auto& [a, b, devs] : links)
+    {
+        // one /30 per link: 10.<n/64>.<(n%64)*4>.{1,2}
+        Ipv4AddressHelper h;
+        std::ostringstream b30;
+        b30 << "10." << (net / 64) << "." << ((net % 64) * 4) << ".0";
+        h.SetBase(Ipv4Address(b30.str().c_str()), Ipv4Mask("255.255.255.252"));
+        Ipv4InterfaceContainer ifc = h.Assign(devs);
+        g_addr[a + ">" + b] = ifc.GetAddress(0);
+        g_addr[b + ">" + a] = ifc.GetAddress(1);
+        net++;
+    }
+    Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+
+    // pass 2: collectors and flows
+    for (auto& [ln, w] : lines)
+    {
+        const std::string& d = w[0];
+        if (d == "sample" && w.size() == 10)
+        {
+            auto s = std::make_shared<Sampler>();
+            auto key = w[1] + ">" + w[2];
+            if (!qdiscs.count(key))
+                Fail(ln, "no device " + key);
+            s->qdisc = qdiscs[key];
+            s->interval = Seconds(std::stod(w[3]));
+            s->stop = Seconds(std::stod(w[5]));
+            s->path = outDir + "/" + w[6];
+            s->dev = w[7];
+            s->handle = w[8];
+            s->kind = w[9];
+            Simulator::Schedule(Seconds(std::stod(w[4])), &Sample, s);
+        }
+        else if (d == "ping" && w.size() == 8)
+        {
+            if (!g_nodes.count(w[1]) || !g_nodes.count(w[2]))
+                Fail(ln, "ping of an undeclared node");
+            PingHelper ping(AddressOf(w[2]));
+            ping.SetAttribute("Interval", TimeValue(Seconds(std::stod(w[4]))));
+            ping.SetAttribute("Size", UintegerValue(56));
+            ping.SetAttribute("VerboseMode", EnumValue(Ping::VerboseMode::SILENT));
+            ApplicationContainer app = ping.Install(g_nodes[w[1]]);
+            app.Start(Seconds(std::stod(w[5])));
+            app.Stop(Seconds(std::stod(w[6])));
+            std::string path = outDir + "/" + w[7];
+            File(path) << "PING " << w[3] << " (" << w[3] << ") 56(84) bytes of data.\n";
+            double a = std::stod(w[5]), b = std::stod(w[6]), every = std::stod(w[4]);
+            uint64_t sent = static_cast<uint64_t>(std::ceil((b - a) / every - 1e-9));
+            // after the last reply can arrive (a second later), as ping waits for it
+            Simulator::Schedule(Seconds(b + 1.0), &PingEnd, path, w[3], sent, b - a);
+            app.Get(0)->TraceConnectWithoutContext("Rtt", MakeBoundCallback(&PingRtt, path, w[3]));
+        }
+        else if (d == "flows" && w.size() == 9)
+        {
+            if (!g_nodes.count(w[1]) || !g_nodes.count(w[2]))
+                Fail(ln, "flows of an undeclared node");
+            uint32_t count = std::stoul(w[4]);
+            double start = std::stod(w[5]), end = std::stod(w[6]);
+            uint64_t rate = std::stoull(w[7]);
+            std::string path = outDir + "/" + w[8];
+            std::ofstream& f = File(path);
+            if (f.tellp() == 0)
+                f << "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes\n";
+            Ipv4Address client = AddressOf(w[2]);
+            for (uint32_t k = 0; k < count; k++)
+            {
+                uint16_t port = g_nextPort++;
+                PacketSinkHelper sinkHelper("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), port));
+                ApplicationContainer sinkApp = sinkHelper.Install(g_nodes[w[2]]);
+                sinkApp.Start(Seconds(0));
+                ApplicationContainer src;
+                if (rate == 0)
+                {
+                    BulkSendHelper bulk("ns3::TcpSocketFactory", InetSocketAddress(client, port));
+                    bulk.SetAttribute("SendSize", UintegerValue(1448));
+                    src = bulk.Install(g_nodes[w[1]]);
+                }
+                else
+                {
+                    // a server that writes RATE_BPS into the socket (vsftpd's anon_max_rate
+                    // sleeps to keep each connection's average at its limit)
+                    OnOffHelper onoff("ns3::TcpSocketFactory", InetSocketAddress(client, port));
+                    onoff.SetConstantRate(DataRate(rate), 1448);
+                    src = onoff.Install(g_nodes[w[1]]);
+                }
+                src.Start(Seconds(start));
+                src.Stop(Seconds(end));
+                auto fl = std::make_shared<Flow>();
+                fl->number = ++g_flowNumber[path];
+                fl->label = w[3];
+                fl->path = path;
+                fl->start = start;
+                fl->stop = end;
+                fl->sink = DynamicCast<PacketSink>(sinkApp.Get(0));
+                Simulator::Schedule(Seconds(end), &FlowEnd, fl);
+            }
+        }
+    }
+    Simulator::Stop(Seconds(stop));
+    Simulator::Run();
+    Simulator::Destroy();
+    for (auto& [path, f] : g_files)
+    {
+        f->close();
+        if (!*f)
+        {
+            std::cerr << "netrepro-sim: cannot write " << path << std::endl;
+            return 1;
+        }
+    }
+    return 0;
+}
