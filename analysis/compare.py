@@ -1,0 +1,205 @@
+"""One report across runs of one experiment (``netrepro compare RUN RUN ...``): emulation,
+simulation, testbeds, repeated or not, side by side, with the published results as
+reference rows.
+
+Each run is analysed by the current toolkit (:func:`analysis.analyze`; its write-once rules
+hold: a run analysed before by the same toolkit is read, not rewritten). The comparison is
+written once into ``results/<experiment>/compare-<UTC time>/``:
+
+- ``compare.csv``: per run, trial, phase, subject and statistic the claims read: n (the
+  repetitions), mean, 95 % Student-t interval (:func:`analysis.repetitions.across`);
+- ``claims.csv``: per run and per reference row (the experiment file's
+  ``reference_results``), each claim's status (and, for a repeated run, how many
+  repetitions it held in, and in how many its numbers alone held);
+- ``figures/compare.png|pdf``: per statistic and trial, the phases on x, one series per run
+  (the mean and its interval);
+- ``report.md``: the runs, the claims table, where the runs disagree, the figure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.run import AnalysisError
+
+
+def run_label(data: dict, run_dir: Path) -> str:
+    """A run's short name: its site and mode, repetitions and time scale (``local (vm) x5
+    TS 0.1``), then its folder name."""
+    rep = (data.get("repetitions") or {}).get("repeat", 1)
+    mode = data.get("mode") or "?"
+    return (f"{data.get('site')} ({mode})" + (f" x{rep}" if rep > 1 else "")
+            + (f" TS {data.get('time_scale'):g}" if data.get("time_scale") not in (None, 1, 1.0) else "")
+            + f" [{run_dir.name}]")
+
+
+def load(run_dir: Path):
+    """(run.json, AnalysisResult) of a run folder, analysed by this toolkit (figures off when
+    it has to be analysed anew; they are the run's own report's business)."""
+    import analysis
+    from analysis.run import read_run_json
+    rdir, data = read_run_json(run_dir)
+    return data, analysis.analyze(rdir, figures=False)
+
+
+def compare(runs: list[Path], out_root: Path | None = None) -> Path:
+    """Compare ``runs`` (folders of one experiment) and write the comparison (see the module
+    docstring); return its folder.
+
+    Raises:
+        AnalysisError: fewer than one run, runs of different experiments, or a
+            ``reference_results`` entry naming a claim the experiment lacks (one line naming
+            the file and field); what :func:`analysis.analyze` raises for a run.
+    """
+    from analysis.figures import _new_figure, _save
+    from analysis.io import atomic_path, write_text
+    from analysis.repetitions import across, claim_statistics, long_summary
+    from netrepro.spec import Spec
+
+    if not runs:
+        raise AnalysisError("command line", "RUN: expected at least one run folder")
+    loaded = [(Path(r).resolve(), *load(Path(r))) for r in runs]
+    names = {d.get("experiment") for _, d, _ in loaded}
+    if len(names) != 1:
+        raise AnalysisError(loaded[1][0] / "run.json", f"experiment: runs of {', '.join(sorted(map(str, names)))}; "
+                                                       "expected runs of one experiment")
+    name = names.pop()
+    first_dir, first, _ = loaded[0]
+    spec = Spec.from_data(first["spec"], f"{first_dir / 'run.json'}:spec")
+    claims = spec.model.data["claims"] if spec.model.data["schema_version"] == 2 else spec["claims"]
+    ids = [c["id"] for c in claims]
+    # the published results as the experiment file says them now (runs made before it had
+    # them recorded none), else as the first run recorded them
+    try:
+        from netrepro.spec import load_spec
+        refs = load_spec(name).data.get("reference_results") or []
+    except (ValueError, OSError):
+        refs = spec.data.get("reference_results") or []
+    for i, ref in enumerate(refs):
+        for cid in ref["claims"]:
+            if cid not in ids:
+                raise AnalysisError(f"{spec.path}", f"reference_results[{i}].claims.{cid}: not a claim of {name}; "
+                                                    f"expected one of: {', '.join(ids)}")
+    statistics = claim_statistics(claims)
+    rows, table = [], []
+    for run_dir, data, res in loaded:
+        label = run_label(data, run_dir)
+        summary = long_summary(res.summary)
+        if "repetition" not in summary.columns:
+            summary = summary.assign(repetition=1)
+        stats = across(summary[summary["statistic"].isin(statistics)])
+        rows.append(stats.assign(run=label))
+        for c in res.verdict["claims"]:
+            table.append({"row": label, "kind": "run", "claim": c["id"], "status": c["status"],
+                          "held": c.get("held", ""), "numbers_held": c.get("numbers_held", ""),
+                          "verdict": res.verdict["verdict"]})
+    for ref in refs:
+        for cid in ids:
+            table.append({"row": ref["source"], "kind": "reference", "claim": cid,
+                          "status": ref["claims"].get(cid, "not stated"), "held": "", "numbers_held": "", "verdict": ""})
+    stats = pd.concat(rows, ignore_index=True)
+    claims_df = pd.DataFrame(table, columns=["row", "kind", "claim", "status", "held", "numbers_held", "verdict"])
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    root = Path(out_root) if out_root else first_dir.parent
+    out = root / f"compare-{stamp}"
+    n = 1
+    while out.exists():
+        n += 1
+        out = root / f"compare-{stamp}-{n}"
+    out.mkdir(parents=True)
+    with atomic_path(out / "compare.csv") as tmp:
+        stats[["run"] + [c for c in stats.columns if c != "run"]].to_csv(tmp, index=False, lineterminator="\n",
+                                                                         float_format="%.6g")
+    with atomic_path(out / "claims.csv") as tmp:
+        claims_df.to_csv(tmp, index=False, lineterminator="\n")
+
+    # the figure: a row per statistic, a column per trial; phases on x, a series per run
+    order = {t: i for i, t in enumerate(spec.trial_ids)}  # the experiment file's order
+    trials = sorted(dict.fromkeys(stats["trial"]), key=lambda t: order.get(t, len(order)))
+    figs = []
+    if trials and statistics:
+        present = [s for s in statistics if (stats["statistic"] == s).any()]
+        ncols = min(2, len(trials))
+        per = math.ceil(len(trials) / ncols)  # rows of panels per statistic
+        fig, axes = _new_figure(len(present) * per, ncols)
+        axes = np.atleast_2d(axes).reshape(len(present) * per, ncols)
+        labels = list(dict.fromkeys(stats["run"]))
+        used: set[int] = set()
+        for i, st in enumerate(present):
+            for j0, tr in enumerate(trials):
+                ax = axes[i * per + j0 // ncols, j0 % ncols]
+                used.add(id(ax))
+                j = j0 % ncols
+                s = stats[(stats["statistic"] == st) & (stats["trial"] == tr)]
+                phases = list(dict.fromkeys(s["phase"]))
+                width = 0.7 / max(1, len(labels))
+                for k, lab in enumerate(labels):
+                    r = s[s["run"] == lab]
+                    if r.empty:
+                        continue
+                    r = r.groupby("phase", sort=False).first().reindex(phases)
+                    x = np.arange(len(phases)) - 0.35 + width * (k + 0.5)
+                    err = np.vstack([r["mean"] - r["ci95_low"], r["ci95_high"] - r["mean"]])
+                    ax.errorbar(x, r["mean"], yerr=np.nan_to_num(err), fmt="o", ms=4, capsize=2, label=lab)
+                ax.set_xticks(np.arange(len(phases)), phases)
+                ax.set_title(tr, fontsize=8)
+                ax.grid(True, axis="y", alpha=0.3)
+                if j == 0:
+                    ax.set_ylabel(st, fontsize=8)
+        for ax in axes.ravel():
+            if id(ax) not in used:
+                ax.set_visible(False)
+        axes[0, 0].legend(fontsize=6)
+        fig.suptitle("mean and 95 % t interval over each run's repetitions", fontsize=9)
+        figs = [_save(fig, out / "figures" / f"compare.{ext}") for ext in ("png", "pdf")]
+
+    # the report
+    lines = [f"# Comparison of {len(loaded)} runs of `{name}`", "",
+             "| run | experiment as run | verdict |", "|---|---|---|"]
+    for run_dir, data, res in loaded:
+        lines.append(f"| {run_label(data, run_dir)} | toolkit {str(data.get('toolkit_commit'))[:12]}, "
+                     f"{len(data.get('trials') or [])} trial records | {res.verdict['verdict']} |")
+    # a repeated run: in how many repetitions it held, and its numbers alone where a health
+    # check made it inconclusive (analysis.repetitions.combine_verdicts)
+    wide = claims_df.assign(cell=[s + (f" (held {h}; numbers alone {nh})" if h else "")
+                                  for s, h, nh in zip(claims_df["status"], claims_df["held"], claims_df["numbers_held"])])
+    lines += ["", "## Claims, run by run and in the published results", "",
+              "| | " + " | ".join(f"`{c}`" for c in ids) + " |", "|---|" + "---|" * len(ids)]
+    for row in dict.fromkeys(wide["row"]):
+        cells = wide[wide["row"] == row].set_index("claim")["cell"]
+        kind = wide[wide["row"] == row]["kind"].iloc[0]
+        lines.append(f"| {'*' + row + '*' if kind == 'reference' else row} | "
+                     + " | ".join(cells.get(c, "") for c in ids) + " |")
+    for ref in refs:
+        if ref.get("note"):
+            lines.append(f"\n*{ref['source']}*: {ref['note']}")
+    runs_only = claims_df[claims_df["kind"] == "run"]
+    differ = [c for c in ids if runs_only[runs_only["claim"] == c]["status"].nunique() > 1]
+    lines += ["", "## Where the runs disagree", ""]
+    if not differ:
+        lines.append("Every claim has the same status in every run.")
+    for c in differ:
+        per = runs_only[runs_only["claim"] == c]
+        lines.append(f"- `{c}`: " + "; ".join(f"{r['row']}: {r['status']}" for _, r in per.iterrows()))
+        for run_dir, data, res in loaded:
+            ev = next((x for x in res.verdict["claims"] if x["id"] == c), None)
+            if ev:
+                lines.append(f"  - {run_label(data, run_dir)}: {ev['evidence'][:400]}")
+    lines += ["", "## The claims' statistics", "",
+              "Mean and 95 % Student-t interval over each run's repetitions (a single run: its value).", "",
+              "| run | trial | phase | statistic | n | mean | 95 % CI |", "|---|---|---|---|---|---|---|"]
+    for _, r in stats.iterrows():
+        ci = "" if not math.isfinite(r["ci95_low"]) else f"{r['ci95_low']:.4g} .. {r['ci95_high']:.4g}"
+        lines.append(f"| {r['run']} | {r['trial']} | {r['phase']} | {r['statistic']} | {r['n']} | {r['mean']:.4g} | {ci} |")
+    if figs:
+        lines += ["", "## Figure", "", "![compare](figures/compare.png)"]
+    write_text(out / "report.md", "\n".join(lines) + "\n")
+    write_text(out / "runs.json", json.dumps([str(r) for r, _, _ in loaded], indent=1) + "\n")
+    return out
