@@ -17,6 +17,11 @@ TIME_SCALE ?= 1
 HOURS ?= 6
 RUN ?=
 RESUME ?=
+REPEAT ?= 1
+SEED ?=
+NO_SHUFFLE ?=
+DRY_RUN ?=
+V ?=
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -24,10 +29,14 @@ NETREPRO := $(PY) -m netrepro
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-export SITE TIME_SCALE RATE_SCALE HOURS RUN
+export SITE TIME_SCALE RATE_SCALE HOURS RUN REPEAT
+
+# The repetition and console options of run and reproduce (netrepro run --help).
+SCHEDULE_ARGS = $(if $(filter-out 1,$(REPEAT)),--repeat $(REPEAT)) $(if $(SEED),--seed $(SEED)) \
+                $(if $(filter 1,$(NO_SHUFFLE)),--no-shuffle) $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(V)),-v)
 
 .PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status \
-        renew plan rspec validate test test-unit test-integration faults fresh-root-check lint bench clean
+        renew plan rspec validate compare test test-unit test-integration faults fresh-root-check lint bench clean
 
 help: ## Show the targets
 	@echo "netrepro: reproduce network experiments on testbeds"
@@ -57,8 +66,8 @@ setup: $(STAMP) ## Install everything SITE needs (Debian packages, micro-VM kern
 reproduce-pie-vs-red: ## The main job: reproduce PIE vs RED (Fig. 8) on SITE, then tear down
 	$(MAKE) reproduce EXPERIMENT=pie-vs-red
 
-reproduce: setup ## up + provision + run + analyze + down for EXPERIMENT (RESUME=<run folder>: finish that run)
-	$(NETREPRO) reproduce $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE))
+reproduce: setup ## up + provision + run + analyze + down for EXPERIMENT (REPEAT=N, DRY_RUN=1, RESUME=<run folder>)
+	$(NETREPRO) reproduce $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
 
 up: setup ## Reserve/build the site and wait until every node answers
 	$(NETREPRO) up $(EXPERIMENT) --site $(SITE)
@@ -66,8 +75,8 @@ up: setup ## Reserve/build the site and wait until every node answers
 provision: $(STAMP) ## Provision the nodes with Ansible
 	$(NETREPRO) provision $(EXPERIMENT) --site $(SITE)
 
-run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/; RESUME=<run folder> continues that run
-	$(NETREPRO) run $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE))
+run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/ (REPEAT=N, SEED, NO_SHUFFLE=1, DRY_RUN=1, V=1); RESUME=<run folder> continues that run
+	$(NETREPRO) run $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
 
 analyze: $(STAMP) ## Analyze RUN=<folder> (default: results/<experiment>/latest); PARTIAL=1 accepts damaged raw files
 	$(NETREPRO) analyze $(EXPERIMENT) $(if $(RUN),--run $(RUN)) $(if $(filter 1,$(PARTIAL)),--partial)
@@ -91,6 +100,7 @@ validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the 
 	$(NETREPRO) validate $(EXPERIMENT)
 
 test: setup $(DEV_STAMP) ## All tests: unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root
+	$(NETREPRO) setup --site ns3
 	$(PY) -m pytest -q -n auto -m "not integration and not netns" tests
 	$(PY) -m pytest -q -m "integration or netns" tests
 
@@ -98,6 +108,7 @@ fresh-root-check: ## In a fresh minimal Debian 12 root: make setup, then the loc
 	tools/fresh-root-check
 
 test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM), one worker per core (pytest-xdist)
+	$(NETREPRO) setup --site ns3
 	$(PY) -m pytest -q -n auto -m "not integration and not netns" tests
 
 test-integration: setup $(DEV_STAMP) ## The end-to-end test only
@@ -108,6 +119,9 @@ faults: setup $(DEV_STAMP) ## Inject each fault for real on the local site; chec
 
 lint: $(DEV_STAMP) ## ansible-lint (production profile) on roles and playbooks
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-lint --profile production roles playbooks
+
+compare: $(STAMP) ## One report and figure across RUNS="<run folder> <run folder> ..." (sites, repetitions), with the published results
+	$(NETREPRO) compare $(RUNS)
 
 bench: $(STAMP) ## Print the figures of the latest run (wall time, overhead, skew, samples); PARTIAL=1 as analyze
 	$(PY) -m netrepro.bench $(EXPERIMENT) $(if $(RUN),--run $(RUN)) $(if $(filter 1,$(PARTIAL)),--partial)

@@ -11,6 +11,9 @@ once: the first analysis goes into the run folder, re-analysing with the same to
 version leaves those bytes as they are, and another version writes into
 ``<run>/analysis-<version>/`` (:mod:`analysis.provenance`).
 
+A run that repeated its trials (``netrepro run --repeat N``) is analysed repetition by
+repetition, each as a run of its own, and across them (:mod:`analysis.repetitions`).
+
 Entry points: :func:`analyze_run` (returns the verdict), :func:`analyze` (returns everything)
 and ``python -m analysis <run_dir> [--partial]``.
 """
@@ -67,6 +70,27 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
             naming the file and field). Nothing is written then.
         SpecError: the spec in run.json is invalid.
     """
+    from analysis.run import read_run_json
+    rdir, data = read_run_json(run_dir)
+    if spec is None and isinstance(data.get("spec"), dict) and data["spec"].get("schema_version") == 2:
+        spec = Spec.from_data(data["spec"], f"{rdir / 'run.json'}:spec")
+    from analysis.repetitions import repeated
+    if repeated(data):
+        from analysis.repetitions import analyze_repeated
+        return analyze_repeated(rdir, data, spec, figures, partial)
+    if spec is not None and spec.model.data["schema_version"] == 2:
+        return _analyze_model(rdir, data, spec, figures, partial)
+    return _analyze_v1(rdir, data, spec, figures, partial)
+
+
+def _analyze_v1(rdir: Path, data: dict, spec: Spec | None, figures: bool, partial: bool,
+                out: Path | None = None, record: dict | None = None, tidy_file: bool = True) -> AnalysisResult:
+    """:func:`analyze` for an experiment of schema_version 1 (aqm x variant trials).
+
+    ``data``: run.json, or one repetition's view of it (:mod:`analysis.repetitions`), which
+    passes the folder to write into (``out``) and its own provenance ``record``; then
+    analysis.json is the caller's, and ``tidy_file`` False leaves tidy.csv.gz to it too.
+    """
     from analysis.figures import make_figures
     from analysis.health import failures, trial_health
     from analysis.integrity import sha256_file
@@ -76,26 +100,22 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     from analysis.tidy import build_tidy
     from analysis.verdict import evaluate
 
-    from analysis.run import read_run_json
-    rdir, data = read_run_json(run_dir)
-    if spec is None and isinstance(data.get("spec"), dict) and data["spec"].get("schema_version") == 2:
-        spec = Spec.from_data(data["spec"], f"{rdir / 'run.json'}:spec")
-    if spec is not None and spec.model.data["schema_version"] == 2:
-        return _analyze_model(rdir, data, spec, figures, partial)
-    run = open_run(run_dir, spec, partial)
+    run = open_run(rdir, spec, partial, data)
     check = run.raw_check
     marker = run.dir / "INCOMPLETE"  # written by netrepro run when it was interrupted or failed
     marker_text = marker.read_bytes().decode("utf-8", "replace") if marker.is_file() else None
     intact = not check.damaged and all(t.start_epoch_s is not None for t in run.trials if t.ran)
-    record = {
-        "made_by": toolkit(), "libraries": libraries(),
-        "inputs": {"run_json_sha256": sha256_file(run.dir / "run.json"), "raw_tree_sha256": check.tree_sha256(),
-                   "raw_check": check.summary(),
-                   "incomplete_marker_sha256": sha256_file(marker) if marker_text is not None else None},
-        "figures": bool(figures), "partial": not intact,
-        "incomplete_trials": {t.id: t.incomplete for t in run.trials if t.incomplete},
-    }
-    out = output_dir(run.dir, record, intact)
+    own = record is None
+    if own:
+        record = {
+            "made_by": toolkit(), "libraries": libraries(),
+            "inputs": {"run_json_sha256": sha256_file(run.dir / "run.json"), "raw_tree_sha256": check.tree_sha256(),
+                       "raw_check": check.summary(),
+                       "incomplete_marker_sha256": sha256_file(marker) if marker_text is not None else None},
+            "figures": bool(figures), "partial": not intact,
+            "incomplete_trials": {t.id: t.incomplete for t in run.trials if t.incomplete},
+        }
+        out = output_dir(run.dir, record, intact)
 
     tidy, problems = build_tidy(run)
     if marker_text is not None:
@@ -110,17 +130,22 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     for f in failures(health):
         unhealthy.setdefault(pair[f["trial"]], []).append(f)
     verdict = evaluate(summary, run.spec["claims"], run.incomplete_pairs(), unhealthy)
-    outputs: list[Path] = [write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
+    outputs: list[Path] = []
+    if tidy_file:
+        outputs.append(write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode()))
     with atomic_path(out / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False, lineterminator="\n")
     outputs.append(out / "summary.csv")
     fig_paths = make_figures(tidy, run, out / "figures") if figures else []
     outputs += fig_paths
+    from analysis.flent import write_trials
+    outputs += write_trials(tidy, records, run.spec.name, out)
     outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
     rel = [p.relative_to(out).as_posix() for p in fig_paths]
     outputs.append(write_text(out / "report.md", render_report(run, summary, verdict, problems, rel, record, out, health)))
-    record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
-    outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
+    if own:
+        record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
+        outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
     return AnalysisResult(run, tidy, summary, verdict, problems, outputs, out, record, health)
 
 

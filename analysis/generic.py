@@ -334,7 +334,8 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
         if "when" in c:
             entry["condition"] = why
         if sick:
-            entry.update(status="inconclusive", holds=None, reason="the substrate failed health checks: " + "; ".join(
+            entry.update(status="inconclusive", holds=None, numbers_hold=bool(holds),
+                         reason="the substrate failed health checks: " + "; ".join(
                 f"{f['trial']}: {f['check']} {f.get('value')}" for f in sick))
         elif c.get("rate_scale_min", 0) > rate_scale:
             entry.update(status="not applicable", holds=None,
@@ -398,10 +399,12 @@ def draw(model, tidy: pd.DataFrame, fig: dict, out_dir: Path) -> list[Path]:
     return [_save(f, out_dir / f"{fig['id']}.{ext}") for ext in ("png", "pdf")]
 
 
-def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: bool = True) -> dict:
-    """Analyse a run of a schema_version 2 experiment into ``out`` (tidy.csv.gz, summary.csv,
-    figures/, verdict.json, report.md; analysis.json is the caller's) and return
-    ``{"tidy", "summary", "verdict", "problems", "outputs", "health"}``."""
+def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: bool = True,
+            tidy_file: bool = True) -> dict:
+    """Analyse a run of a schema_version 2 experiment into ``out`` (tidy.csv.gz unless not
+    ``tidy_file``, summary.csv, figures/, verdict.json, report.md; analysis.json is the
+    caller's) and return ``{"tidy", "summary", "verdict", "problems", "outputs", "health"}``.
+    ``data``: run.json, or one repetition's view of it (:mod:`analysis.repetitions`)."""
     from analysis.health import failures, trial_health
     from analysis.io import atomic_path, write_gzip, write_text
 
@@ -411,13 +414,15 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     ts = float(data.get("time_scale", 1))
     problems: list[str] = []
     tidies, rows, health = [], [], {}
-    records = {t["id"]: t for t in data.get("trials", [])}
+    # a repeated run's view of one repetition (analysis.repetitions) records instance ids
+    # (raw folder names) with the experiment's trial id in ``trial``
+    records = {t.get("trial") or t["id"]: t for t in data.get("trials", [])}
     for trial in m.trials:
         rec = records.get(trial["id"])
         if rec is None:
             problems.append(f"trial {trial['id']}: not run (no record in run.json)")
             continue
-        tdir = run_dir / "raw" / trial["id"]
+        tdir = run_dir / "raw" / rec["id"]
         tidy, ends = trial_tidy(m, trial, rec, tdir, ts, problems)
         tidies.append(tidy)
         phases = rec.get("phases") or []
@@ -436,12 +441,15 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
         unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None})
     verdict = evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy,
                        float((data.get("rate_scale") or {}).get("k", 1)))
-    outputs = [write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
+    outputs = ([write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
+               if tidy_file else [])
     with atomic_path(out / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
     outputs.append(out / "summary.csv")
     figs = [p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures")] if figures else []
     outputs += figs
+    from analysis.flent import write_trials
+    outputs += write_trials(tidy, records, m.name, out)
     outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
     outputs.append(write_text(out / "report.md", render_report(spec, data, summary, verdict, problems,
                                                                [p.relative_to(out).as_posix() for p in figs

@@ -325,12 +325,14 @@ def _queue_delay_excess(spec, record, trial_dir, start, duration, time_scale, **
                    f"largest queueing delay {q:.1f} ms ({qnode} at {t:.1f} s)")
 
 
-def _model_trial(spec, trial_dir: Path) -> dict:
-    """The model's trial whose raw folder is ``trial_dir`` (``raw/<trial id>``)."""
+def _model_trial(spec, record: dict, trial_dir: Path) -> dict:
+    """The model's trial of a trial record: its ``trial`` (a repeated run's instance
+    ``<trial>.r<k>``, netrepro.schedule), else the raw folder's name (``raw/<trial id>``)."""
+    tid = record.get("trial") or trial_dir.name
     for t in spec.model.trials:
-        if t["id"] == trial_dir.name:
+        if t["id"] == tid:
             return t
-    raise _NotMeasured(f"no trial {trial_dir.name!r} in the experiment")
+    raise _NotMeasured(f"no trial {tid!r} in the experiment")
 
 
 def _item_sampling(kind: str) -> Callable:
@@ -341,7 +343,7 @@ def _item_sampling(kind: str) -> Callable:
         from analysis.raw import parse_qdisc_stack
         share, counts = {}, {}
         if kind == "ping":
-            for it in _model_trial(spec, trial_dir)["traffic"]:
+            for it in _model_trial(spec, record, trial_dir)["traffic"]:
                 if it["kind"] != "ping":
                     continue
                 lo = start + it["start_s"] * time_scale
@@ -373,7 +375,7 @@ def _iperf3_start_lag(spec, record, trial_dir, start, time_scale, **_) -> tuple[
     (``iperf3-<id>.json.t0``, the epoch time nr-iperf3.sh wrote as it started the client)
     behind its schedule (trial start + start_s); the largest, ms."""
     lags = {}
-    for it in _model_trial(spec, trial_dir)["traffic"]:
+    for it in _model_trial(spec, record, trial_dir)["traffic"]:
         if it["kind"] != "iperf3":
             continue
         f = trial_dir / it["from"] / f"iperf3-{it['id']}.json.t0"
@@ -469,6 +471,11 @@ def trial_health(spec, record: dict, trial_dir: Path | str, time_scale: float) -
             "detail": " ".join(f"not measured: {type(exc).__name__}: {str(exc)[:200]}".split())}]}
 
 
+#: The checks of a machine's CPU, which a simulated trial (netrepro.sites.ns3; run.json
+#: ``simulated``) does not have: its clock is the simulator's, not the machine's.
+SIMULATION_NOT_APPLICABLE = frozenset({"nodes_cpu_busy", "controller_load", "controller_cpu_busy"})
+
+
 def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dict:
     limits = spec.get("health") or {}
     start = _num(record.get("start_epoch_s")) if isinstance(record, dict) else None
@@ -483,6 +490,8 @@ def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dic
         limit = _num(limits.get(key))
         value, detail, applies = None, "", True
         try:
+            if record.get("simulated") and cid in SIMULATION_NOT_APPLICABLE:
+                raise _NotApplicable("a simulated trial: its results do not depend on the CPU of any machine")
             if start is None and cid.startswith(("ping_", "flow_", "sampling_", "queue_")):
                 raise _NotMeasured("run.json has no start_epoch_s for the trial")
             if duration is None and cid.startswith(("ping_", "sampling_")):

@@ -41,7 +41,8 @@ VERSION_ENV = "NETREPRO_TOOLKIT_VERSION"
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 
 #: The files and folders of one analysis output set.
-OUTPUT_NAMES = ("tidy.csv.gz", "summary.csv", "figures", "verdict.json", "report.md", "analysis.json")
+OUTPUT_NAMES = ("tidy.csv.gz", "summary.csv", "figures", "verdict.json", "report.md", "analysis.json",
+                "repetitions", "repetitions.csv", "flent")
 RECORD = "analysis.json"
 
 _ANALYSIS_DIR = Path(__file__).resolve().parent

@@ -135,7 +135,8 @@ def read_run_json(run_dir: Path | str) -> tuple[Path, dict]:
     return run_dir, data
 
 
-def load_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False) -> RunInfo:
+def load_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False,
+             data: dict | None = None) -> RunInfo:
     """Read and validate ``run_dir/run.json`` and list the trials to analyse (no raw check).
 
     Fields read (every one validated): ``spec`` (the experiment as run), ``time_scale`` (> 0),
@@ -148,13 +149,17 @@ def load_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = Fals
         run_dir: the run directory.
         spec: the experiment spec; default ``Spec.from_data(run.json["spec"])``.
         partial: a trial without a start time is marked incomplete instead of refused.
+        data: run.json as parsed, or a view of it (one repetition of a repeated run,
+            :mod:`analysis.repetitions`); default: read from ``run_dir``.
     Raises:
         AnalysisError: run_dir or run.json missing, run.json not a JSON object, a field
             missing or of the wrong type (the message names it, e.g.
             ``run.json: trials[2].start_epoch_s: missing; expected ...``).
         SpecError: run.json's spec does not validate (one-line message).
     """
-    run_dir, data = read_run_json(run_dir)
+    if data is None:
+        run_dir, data = read_run_json(run_dir)
+    run_dir = Path(run_dir)
     path = run_dir / "run.json"
     if spec is None:
         if not isinstance(data.get("spec"), dict):
@@ -247,7 +252,8 @@ def verified_raw(run_dir: Path, data: dict, partial: bool) -> RawCheck:
     return check
 
 
-def open_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False) -> RunInfo:
+def open_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False,
+             data: dict | None = None) -> RunInfo:
     """Validate run.json (:func:`load_run`), check every raw file against its ``raw_sha256``,
     and mark the trials whose data are incomplete.
 
@@ -256,7 +262,7 @@ def open_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = Fals
     a file its claims read (:func:`claim_files`; an interrupted run's honest record).
 
     Args:
-        run_dir: the run directory; spec: as :func:`load_run`.
+        run_dir: the run directory; spec, data: as :func:`load_run`.
         partial: accept damaged raw files (their trials are then incomplete); without it a
             damaged run is refused.
     Returns:
@@ -269,7 +275,7 @@ def open_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = Fals
             is there, add --partial``.
         SpecError: as :func:`load_run`.
     """
-    run = load_run(run_dir, spec, partial)
+    run = load_run(run_dir, spec, partial, data)
     check = verified_raw(run.dir, run.data, partial)
     run.raw_check = check
     damaged = check.by_trial()

@@ -171,7 +171,7 @@ def evaluate(summary: pd.DataFrame, claims: list[dict],
         elif sick:
             c.update(status="inconclusive", holds=None, reason="the substrate failed health checks: " + "; ".join(
                 _failed_check(f) for a, v in sick for f in unhealthy[(a, v)])
-                + f"; the numbers alone: {'holds' if holds else 'fails'}")
+                + f"; the numbers alone: {'holds' if holds else 'fails'}", numbers_hold=bool(holds))
         out.append(c)
     reproduced = bool(out) and all(c["holds"] is True for c in out)
     failed = [f for fs in unhealthy.values() for f in fs]

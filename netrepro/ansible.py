@@ -1,9 +1,9 @@
 """Run the project's playbooks with ansible-runner.
 
 Every playbook gets the repository's ansible.cfg (roles path, pipelining, SSH control
-sockets under /tmp) and one extra-vars dict. Output streams to the terminal as
-ansible-playbook prints it, and is kept as one log file per playbook run in
-``artifact_dir/logs/``; nothing else of ansible-runner's stays on disk.
+sockets under /tmp) and one extra-vars dict. Output is kept as one log file per playbook run
+in ``artifact_dir/logs/`` and streams to the terminal only when asked (``quiet=False``; the
+command line's ``-v``); nothing else of ansible-runner's stays on disk.
 
 Two of ansible-runner's (2.4.3) defaults are unsafe here and are overridden:
 
@@ -47,7 +47,10 @@ RUNNER_ENV = ("ANSIBLE_CALLBACK_PLUGINS", "ANSIBLE_STDOUT_CALLBACK", "ANSIBLE_RE
 
 
 class PlaybookError(RuntimeError):
-    """A playbook failed; the message names it, the failed hosts and where the log is."""
+    """A playbook failed; the message names it, the failed hosts and where the log is
+    (``log``: that file's path, when the playbook ran)."""
+
+    log: Path | None = None
 
 
 @dataclass
@@ -219,6 +222,8 @@ def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact
     res = PlaybookResult(name, r.rc, _stats(events), time.time() - t0, _facts_set(events), log)
     if r.rc != 0 or r.status != "successful":
         failed = sorted(set((res.stats.get("failures") or {})) | set((res.stats.get("dark") or {})))
-        raise PlaybookError(f"playbook {name}.yml {r.status} (rc {r.rc})"
+        err = PlaybookError(f"playbook {name}.yml {r.status} (rc {r.rc})"
                             + (f" on {', '.join(failed)}" if failed else "") + f"; log: {log}")
+        err.log = log
+        raise err
     return res

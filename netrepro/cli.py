@@ -98,10 +98,54 @@ def _run_time_scale(args) -> float | None:
     return args.time_scale
 
 
+def _repeat(value: str) -> int:
+    """REPEAT / --repeat: a whole number of repetitions, 1 to netrepro.schedule.REPEAT_MAX."""
+    from netrepro.schedule import REPEAT_MAX
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = 0
+    if not 1 <= n <= REPEAT_MAX:
+        raise argparse.ArgumentTypeError(f"REPEAT: {value!r}: expected a whole number of repetitions from 1 to {REPEAT_MAX}")
+    return n
+
+
+def _seed(value: str) -> int:
+    """--seed: the shuffle's seed, a whole number from 0 to 2**32 - 1."""
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = -1
+    if not 0 <= n < 2 ** 32:
+        raise argparse.ArgumentTypeError(f"SEED: {value!r}: expected a whole number from 0 to 4294967295")
+    return n
+
+
+def _schedule_args(args) -> dict:
+    """The repetition options of run/reproduce for controller.run and controller.dry_run. A
+    resumed run keeps its own repetitions: REPEAT from the environment alone does not count."""
+    repeat = args.repeat if not args.resume or getattr(args, "repeat_given", False) else None
+    return {"repeat": repeat, "shuffle": not args.no_shuffle, "seed": args.seed}
+
+
+def _dry_run(args, spec) -> int:
+    from netrepro import controller
+    sched = _schedule_args(args)
+    controller.dry_run(spec, args.site, _run_time_scale(args), _options(args), trial_ids=getattr(args, "trial", None),
+                       repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
+                       resume=Path(args.resume) if args.resume else None)
+    return 0
+
+
 def cmd_run(args) -> int:
     from netrepro import controller
-    run_dir = controller.run(load_spec(args.experiment), args.site, _run_time_scale(args), _options(args),
-                             trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None)
+    spec = load_spec(args.experiment)
+    if args.dry_run:
+        return _dry_run(args, spec)
+    sched = _schedule_args(args)
+    run_dir = controller.run(spec, args.site, _run_time_scale(args), _options(args),
+                             trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
+                             repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"])
     print(f"[run] raw data and run.json in {run_dir}")
     return 0
 
@@ -160,11 +204,14 @@ def cmd_reproduce(args) -> int:
     """up -> provision -> run -> analyze -> down; the site is released even on failure/Ctrl-C."""
     from netrepro import controller
     spec = load_spec(args.experiment)
+    if args.dry_run:
+        return _dry_run(args, spec)
     opts = _options(args)
+    sched = _schedule_args(args)
     controller.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
     resume = Path(args.resume) if args.resume else None
     if resume:  # refused before anything is built (reads only)
-        controller.load_resume(spec, args.site, resume, _run_time_scale(args), None)
+        controller.load_resume(spec, args.site, resume, _run_time_scale(args), None, sched["repeat"])
     t0 = time.time()
     timings = {}
     try:
@@ -175,7 +222,8 @@ def cmd_reproduce(args) -> int:
         controller.provision(spec, args.site, opts)
         timings["provision_s"] = round(time.time() - t, 1)
         t = time.time()
-        run_dir = controller.run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce")
+        run_dir = controller.run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce",
+                                 repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"])
         timings["trials_s"] = round(time.time() - t, 1)
         t = time.time()
         verdict = controller.analyze(run_dir)
@@ -195,6 +243,14 @@ def cmd_reproduce(args) -> int:
     (run_dir / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
     _print_verdict(verdict, run_dir)
     print(f"[reproduce] wall time {timings['total_s']:.0f} s: " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items() if k != "total_s"))
+    return 0
+
+
+def cmd_compare(args) -> int:
+    """netrepro compare RUN RUN ...: analysis.compare; prints where the comparison is."""
+    from analysis.compare import compare
+    out = compare([Path(r) for r in args.runs], Path(args.out) if args.out else None)
+    print(f"[compare] {len(args.runs)} runs: report {out / 'report.md'}, figure {out / 'figures' / 'compare.png'}")
     return 0
 
 
@@ -226,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
         if site:
             sp.add_argument("--site", default=os.environ.get("SITE", "local"), help="site name (default: local)")
             sp.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="site option (repeatable)")
+        sp.add_argument("-v", "--verbose", action="store_true",
+                        help="show Ansible's task lines on the console (they always go to the playbook's log)")
         sp.set_defaults(func=func)
         return sp
 
@@ -248,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--trial", action="append", help="run only this trial (aqm-variant); repeatable")
     sp.add_argument("--resume", metavar="RUN", help="continue the interrupted run in folder RUN from its first "
                                                     "incomplete trial, keeping the completed ones")
+    _add_schedule(sp)
     sp = add("analyze", cmd_analyze, "analyze a run folder (default: results/<experiment>/latest)", site=False)
     sp.add_argument("--run", default=os.environ.get("RUN") or None, help="run folder")
     sp.add_argument("--partial", action="store_true",
@@ -257,6 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("status", cmd_status, "show the site's reservation")
     add("clean", cmd_clean, "tear down local sites, remove generated state; keeps live testbed reservations",
         site=False, exp=False)
+    sp = add("compare", cmd_compare, "one report and figure across runs of one experiment (sites, repetitions), "
+             "with the published results", site=False, exp=False)
+    sp.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results/<experiment>/<run-id>)")
+    sp.add_argument("--out", help="folder to write compare-<time>/ into (default: the first run's experiment folder)")
     sp = add("renew", cmd_renew, "extend the reservation")
     sp.add_argument("--hours", type=float, default=float(os.environ.get("HOURS", "6")))
     sp = add("reproduce", cmd_reproduce, "up, provision, run, analyze, down")
@@ -266,7 +329,22 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--resume", metavar="RUN", help="run the interrupted run in folder RUN to its end "
                                                     "(its completed trials are kept) instead of a new run")
     sp.add_argument("--keep", action="store_true", help="leave the site up at the end")
+    _add_schedule(sp)
     return p
+
+
+def _add_schedule(sp) -> None:
+    """--repeat, --no-shuffle, --seed and --dry-run of run and reproduce."""
+    sp.add_argument("--repeat", type=_repeat, default=os.environ.get("REPEAT") or "1", action=_Given, metavar="N",
+                    help="run every trial N times, in N blocks of one of each (default: $REPEAT or 1; "
+                         "with --resume: the run's own)")
+    sp.add_argument("--no-shuffle", action="store_true",
+                    help="run each block in the file's order (default with --repeat > 1: a random order whose "
+                         "seed run.json records)")
+    sp.add_argument("--seed", type=_seed, default=None, help="the shuffle's seed (default: a fresh one, recorded)")
+    sp.add_argument("--dry-run", action="store_true",
+                    help="print every trial that would run, in order, with its settings and estimated wall time; "
+                         "run and write nothing")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from netrepro.sites.base import SiteError
     from netrepro.ansible import PlaybookError
+    if getattr(args, "verbose", False):
+        from netrepro import controller
+        controller.VERBOSE = True
     try:
         return args.func(args)
     except (SpecError, SiteError, PlaybookError, ValueError, RuntimeError) as exc:

@@ -22,6 +22,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -49,10 +50,19 @@ INVENTORY_DIR = REPO_ROOT / "inventory"
 BARRIER_LEAD_MIN_S = 2.0
 BARRIER_LEAD_ROUNDS = 4.0
 BARRIER_GUARD_S = 0.2
+#: A trial's time beyond its schedule and base-RTT pings, for the ETA before any trial of the
+#: run has ended: 40-60 s on the local site's micro-VM (arming, the barrier, fetching; the
+#: full runs of docs/runs), more on a testbed far away.
+TRIAL_OVERHEAD_S = 60.0
+#: Ansible's task lines on the console (the command line's -v, or NETREPRO_VERBOSE=1); else
+#: they go only to each playbook's log file (the site's state folder, and the run's logs/).
+VERBOSE = os.environ.get("NETREPRO_VERBOSE", "") not in ("", "0")
 
 
 def log(msg: str) -> None:
-    print(msg, flush=True)
+    """Print one line of the controller's account: with a UTC time stamp (``[12:03:04Z]``)
+    when stdout is not a terminal (CI, a log file), as is on one."""
+    print(msg if sys.stdout.isatty() else f"[{datetime.now(timezone.utc):%H:%M:%S}Z] {msg}", flush=True)
 
 
 def state_dir(spec: Spec, site: str) -> Path:
@@ -98,12 +108,19 @@ def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> Sit
     shutil_rm(ansible.fact_cache_dir(site.state_dir / "ansible"))
     site.reserve()
     site.wait_ready()
-    path = write_site_inventory(spec, site)
+    path = None if simulated(site) else write_site_inventory(spec, site)
     st = site.load_state()
     st.setdefault("timings_s", {})["up"] = round(time.time() - t0, 1)
     site.save_state(st)
-    log(f"[up] {site_name} ready in {time.time() - t0:.0f} s; inventory {path.relative_to(REPO_ROOT)}")
+    log(f"[up] {site_name} ready in {time.time() - t0:.0f} s"
+        + (f"; inventory {path.relative_to(REPO_ROOT)}" if path else " (a simulation: no node, no inventory)"))
     return site
+
+
+def simulated(site: Site) -> bool:
+    """Whether ``site`` simulates its trials (``SIMULATED``, netrepro.sites.ns3): no node,
+    inventory or playbook; each trial is its ``simulate``."""
+    return bool(getattr(site, "SIMULATED", False))
 
 
 def _vars_file_dir(site: Site) -> Path:
@@ -123,6 +140,14 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
             was interrupted (SIGINT/SIGTERM; exit code 128 + signal); the site stays up.
     """
     site = open_site(spec, site_name, options)
+    if simulated(site):
+        st = site.load_state()
+        if not st.get("reserved"):
+            raise RuntimeError(f"site {site_name}: not up; run `make up SITE={site_name}` first")
+        st["provisioned"] = True
+        site.save_state(st)
+        log("[provision] nothing to provision: the site simulates its trials")
+        return ansible.PlaybookResult("(none)", 0, {}, 0.0)
     inv = write_site_inventory(spec, site)
     v2 = isinstance(spec, SpecV2)
     variant = None if v2 else spec["trials"][0]["variant"]
@@ -390,9 +415,12 @@ def _site_arg(site_name: str) -> str:
     return "" if site_name == "local" else f" --site {site_name}"
 
 
-def _playbook(name: str, inv: Path, extravars: dict, site: Site, quiet: bool = False) -> ansible.PlaybookResult:
+def _playbook(name: str, inv: Path, extravars: dict, site: Site, quiet: bool = False,
+              keep_log: Path | None = None) -> ansible.PlaybookResult:
     """:func:`netrepro.ansible.run_playbook` in a worker thread, so that SIGINT and SIGTERM
-    stay the controller's.
+    stay the controller's. Its output reaches the console only when :data:`VERBOSE` (and not
+    ``quiet``); ``keep_log``: also copy its log file there (a run's ``logs/<trial>-<n>-<name>.log``),
+    whether it succeeded or not.
 
     ansible-runner 2.4 replaces the SIGINT and SIGTERM handlers when it runs in the main
     thread (``ansible_runner.utils.signal_handler``, called by ``interface.init_runner``) and
@@ -406,7 +434,8 @@ def _playbook(name: str, inv: Path, extravars: dict, site: Site, quiet: bool = F
 
     def work() -> None:
         try:
-            box["result"] = ansible.run_playbook(name, inv, extravars, _vars_file_dir(site), quiet=quiet)
+            box["result"] = ansible.run_playbook(name, inv, extravars, _vars_file_dir(site),
+                                                 quiet=quiet or not VERBOSE)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             box["error"] = exc
 
@@ -419,6 +448,13 @@ def _playbook(name: str, inv: Path, extravars: dict, site: Site, quiet: bool = F
         _end_playbooks()
         worker.join(30)
         raise
+    log_file = getattr(box.get("error"), "log", None) or getattr(box.get("result"), "log", None)
+    if keep_log is not None and log_file is not None:
+        try:
+            keep_log.parent.mkdir(exist_ok=True)
+            shutil.copyfile(log_file, keep_log)
+        except OSError:
+            pass  # the state folder keeps it; a full results disk is reported by the trial
     if "error" in box:
         raise box["error"]
     return box["result"]
@@ -882,13 +918,13 @@ def _spec_as_recorded(spec: Spec) -> Any:
 
 
 def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | None,
-                trial_ids: list[str] | None) -> dict:
+                trial_ids: list[str] | None, repeat: int | None = None) -> dict:
     """Check that ``run_dir`` is a run of ``spec`` on ``site_name`` that can be resumed, and
     return its run.json. Reads only; nothing is written.
 
     Refused (SpecError, one line): no such folder; no run.json, or not a JSON object; another
     experiment, site or experiment file content than the run's; ``--trial`` (a run's trials
-    are fixed when it starts) or a ``--time-scale`` other than the run's; a run that is
+    are fixed when it starts), a ``--time-scale`` or ``--repeat`` other than the run's; a run that is
     complete; a completed trial's raw file missing, altered (sha256 in run.json) or added to.
     """
     if trial_ids:
@@ -915,6 +951,10 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
     if time_scale is not None and float(time_scale) != float(meta.get("time_scale", 1)):
         raise SpecError("command line", "--time-scale", f"{time_scale}: the run was made at TIME_SCALE "
                                                         f"{meta.get('time_scale')}; leave it out to resume")
+    made = int((meta.get("repetitions") or {}).get("repeat", 1))
+    if repeat is not None and int(repeat) != made:
+        raise SpecError("command line", "--repeat", f"{repeat}: the run was made with REPEAT {made}; "
+                                                    "leave it out to resume")
     done = {t.get("id") for t in meta["trials"] if isinstance(t, dict)}
     order = [t["id"] for t in meta.get("trial_status") or []] or spec.trial_ids
     if all(t in done for t in order) and not (run_dir / INCOMPLETE).exists():
@@ -939,8 +979,18 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
 
 def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
         trial_ids: list[str] | None = None, lead_s: float | None = None, resume: Path | None = None,
-        command: str = "run") -> Path:
+        command: str = "run", repeat: int | None = None, shuffle: bool = True, seed: int | None = None,
+        progress_tty: bool | None = None) -> Path:
     """Run the spec's trials (or ``trial_ids``) on a provisioned site; return the run folder.
+
+    ``repeat``: run every trial that many times, in blocks of one of each, each block in a
+    random order drawn from ``seed`` when ``shuffle`` (:func:`netrepro.schedule.plan`; a fresh
+    seed when None); the trial instances are ``<trial>.r<k>`` and run.json records
+    ``repetitions: {repeat, shuffle, seed, design}`` and each instance's ``trial`` and
+    ``repetition``. A resumed run keeps its own: ``repeat`` None, or the run's (:func:`load_resume`
+    refuses another).
+    ``progress_tty``: the progress display (:class:`netrepro.progress.RunProgress`): rich's
+    on a terminal (default: when stdout is one), else timestamped lines.
 
     A new run gets a new folder (:func:`new_run_dir`). ``resume``: the folder of an earlier
     run that stopped, continued from its first trial not complete, with the trials, time
@@ -966,17 +1016,17 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         StepIncomplete: a trial failed or the run was interrupted (SIGINT/SIGTERM): the run
             is marked INCOMPLETE; the completed trials are kept.
     """
-    known_ids = spec.trial_ids
-    for tid in trial_ids or []:
-        if tid not in known_ids:
-            raise SpecError("command line", "--trial", f"{tid!r}: not a trial of {spec.name}; expected one of: {', '.join(known_ids)}")
-    prior = load_resume(spec, site_name, Path(resume), time_scale, trial_ids) if resume is not None else None
+    known_ids = _checked_trial_ids(spec, trial_ids)
+    prior = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, repeat) if resume is not None else None
+    if prior is None:
+        repeat = repeat or 1
+        instances, seed = _planned(spec, trial_ids, repeat, shuffle, seed)
     if prior is None and time_scale is None:
         time_scale = 1.0
     site = open_site(spec, site_name, options)
     if not site.load_state().get("provisioned"):
         raise RuntimeError(f"site {site_name}: not provisioned; run `make provision SITE={site_name}` first")
-    inv = write_site_inventory(spec, site)
+    inv = None if simulated(site) else write_site_inventory(spec, site)
     status = site.status()
     mode = status.get("mode", "remote")
     scaled = _at_rate_scale(spec, site)
@@ -991,7 +1041,8 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         done = {t["id"] for t in meta["trials"]}
         order = [t["id"] for t in meta.get("trial_status") or []] or known_ids
         meta["trial_status"] = [next((s for s in meta.get("trial_status") or [] if s.get("id") == tid),
-                                     {"id": tid, "status": "complete" if tid in done else "pending", "attempts": []})
+                                     {"id": tid, "trial": tid, "repetition": 1,
+                                      "status": "complete" if tid in done else "pending", "attempts": []})
                                 for tid in order]
         for ts in meta["trial_status"]:
             if ts["status"] == "running":  # the process running it ended without a word (SIGKILL, power)
@@ -1007,19 +1058,25 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         lead = lead_s if lead_s is not None else float(os.environ.get("NETREPRO_LEAD_S", BARRIER_LEAD_MIN_S))
         run_dir = new_run_dir(spec, site_name)
         lock = _lock_run(run_dir, "run folder")
-        order = [tid for tid in known_ids if not trial_ids or tid in trial_ids]
+        order = [i.id for i in instances]
         meta = {
             "experiment": spec.name, "spec": _spec_as_recorded(spec), "spec_file": str(spec.path), "site": site_name,
             "mode": mode, "site_status": status, "time_scale": time_scale, "lead_s": lead,
             "toolkit_commit": session["toolkit_commit"], "controller": session["controller"],
             "started_at": session["at"], "trials": [], "nodes": {}, "raw_sha256": {}, "wall_s": 0.0,
             "packet": {"mtu_bytes": spec.model.data["mtu_bytes"], "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
-            "trial_status": [{"id": tid, "status": "pending", "attempts": []} for tid in order],
+            "trial_status": [{**i.as_dict(), "status": "pending", "attempts": []} for i in instances],
+            "repetitions": {"repeat": repeat, "shuffle": bool(shuffle and repeat > 1), "seed": seed,
+                            "design": "randomized complete blocks: each repetition runs every trial once"
+                                      + (", in an order drawn from the seed (Python random.Random(seed).shuffle "
+                                         "per block)" if shuffle and repeat > 1 else ", in the file's order")},
         }
         if isinstance(spec, SpecV2):  # every rate and byte size of the experiment times k
             meta["rate_scale"] = site.load_state().get("rate_scale")
         pending = list(order)
-        log(f"[run] {spec.name} on {site_name} ({mode}), TIME_SCALE={time_scale}; results in {_shown(run_dir)}")
+        log(f"[run] {spec.name} on {site_name} ({mode}), TIME_SCALE={time_scale}"
+            + (f", REPEAT={repeat} ({'shuffled, seed ' + str(seed) if shuffle else 'in file order'})" if repeat > 1 else "")
+            + f"; results in {_shown(run_dir)}")
     raw = run_dir / "raw"
     rj = run_dir / "run.json"
     resume_hint = f"resume with: netrepro {command} {_spec_arg(spec)}{_site_arg(site_name)} --resume {run_dir}"
@@ -1038,31 +1095,44 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
             f"run in progress since {session['at']} (netrepro process {os.getpid()} on {platform.node()}); "
             f"if that process is gone, it was stopped without a word: {resume_hint}\n")
         _write_json(rj, meta)
-        by_id = ({t["id"]: t for t in scaled.model.trials} if isinstance(spec, SpecV2)
-                 else {f"{t['aqm']}-{t['variant']}": t for t in spec["trials"]})
+        by_id = _trials_by_id(scaled)
+        from netrepro.progress import RunProgress
+        estimate = _instance_estimate_s(scaled, time_scale, meta["trials"])
+        progress = RunProgress(len(meta["trial_status"]), len(meta["trial_status"]) - len(pending), estimate,
+                               tty=progress_tty)
         for tid in pending:
-            trial = by_id[tid]
             ts = next(s for s in meta["trial_status"] if s["id"] == tid)
+            trial = by_id[ts.get("trial") or tid]
             attempt = {"started_at": datetime.now(timezone.utc).isoformat(), "status": "running"}
             ts.setdefault("attempts", []).append(attempt)
             ts.update(status="running", reason=None)
             _write_json(rj, meta)
             staging = run_dir / ".fetch" / tid
             shutil_rm(staging)
-            tv = trial_vars(scaled, trial, time_scale, staging / "archives", lead)
+            tv = {**trial_vars(scaled, trial, time_scale, staging / "archives", lead), "id": tid,
+                  "repetition": ts.get("repetition", 1)}
             outcome: tuple[str, str] | None = None  # (status, reason)
+            started: dict[str, float] = {}
+            progress.trial(tid, _settings_text(spec, trial), _scaled_phases(scaled, time_scale)
+                           or [{"name": "trial", "start_s": 0, "end_s": tv["duration_s"]}],
+                           lambda: started.get("start_epoch_s"), None if inv is None else _delay_probe(inv, tv))
             try:
-                record = _run_trial(scaled, site, inv, tv, time_scale, run_dir, len(ts["attempts"]))
+                record = (_simulate_trial(scaled, site, tv, time_scale, run_dir, len(ts["attempts"]), started)
+                          if inv is None else
+                          _run_trial(scaled, site, inv, tv, time_scale, run_dir, len(ts["attempts"]), started))
+                record.update(trial=ts.get("trial") or tid, repetition=ts.get("repetition", 1))
             except _TrialFailed as exc:
                 outcome = ("failed", exc.reason)
                 attempt.update(exc.details)
                 if exc.stop:
-                    _stop_trial(spec, inv, site, tv)
+                    if inv is not None:
+                        _stop_trial(spec, inv, site, tv)
                 failure = (tid, exc.reason, 2)
             except KeyboardInterrupt as exc:
                 sig = signal_of(exc)
                 outcome = ("failed", f"interrupted by {sig}")
-                _stop_trial(spec, inv, site, tv)
+                if inv is not None:
+                    _stop_trial(spec, inv, site, tv)
                 failure = (tid, outcome[1], SIGNAL_EXIT[sig])
             except OSError as exc:  # the controller's disk (extracting, moving the data)
                 why = exc.strerror or str(exc)
@@ -1079,6 +1149,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
                 outcome = ("complete", None)
             finally:
                 shutil_rm(staging)
+                progress.end(tid, bool(outcome and outcome[0] == "complete"), (outcome or ("", "stopped"))[1] or "")
                 attempt.update(status=outcome[0] if outcome else "failed", reason=outcome[1] if outcome else "stopped",
                                ended_at=datetime.now(timezone.utc).isoformat())
                 ts.update(status=attempt["status"], reason=attempt["reason"])
@@ -1126,12 +1197,207 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     return run_dir
 
 
+def _checked_trial_ids(spec: Spec, trial_ids: list[str] | None) -> list[str]:
+    """The spec's trial ids; SpecError (one line) when ``trial_ids`` (``--trial``) names another."""
+    known = spec.trial_ids
+    for tid in trial_ids or []:
+        if tid not in known:
+            raise SpecError("command line", "--trial", f"{tid!r}: not a trial of {spec.name}; expected one of: {', '.join(known)}")
+    return known
+
+
+def _trials_by_id(spec: Spec) -> dict[str, dict]:
+    """Trial id -> the spec's trial: a schema_version 2 model trial, or a version 1 aqm x variant."""
+    if isinstance(spec, SpecV2):
+        return {t["id"]: t for t in spec.model.trials}
+    return {f"{t['aqm']}-{t['variant']}": t for t in spec["trials"]}
+
+
+def _planned(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffle: bool, seed: int | None):
+    """(instances, seed) of a new run: :func:`netrepro.schedule.plan` of the spec's trials (or
+    ``trial_ids``), with a fresh seed drawn when a shuffled run of more than one repetition
+    has none. Raises SpecError (``--repeat``, one line) for a repeat out of range."""
+    from netrepro import schedule
+    if shuffle and repeat > 1 and seed is None:
+        seed = schedule.new_seed()
+    try:
+        return schedule.plan([t for t in spec.trial_ids if not trial_ids or t in trial_ids], repeat, shuffle, seed), seed
+    except ValueError as exc:
+        raise SpecError("command line", "--repeat", str(exc)) from None
+
+
+def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
+            trial_ids: list[str] | None = None, repeat: int = 1, shuffle: bool = True, seed: int | None = None,
+            resume: Path | None = None, out=None) -> list[dict]:
+    """Print every trial instance a run would run, in order, with its settings and the estimated
+    wall time, and return them (``[{id, trial, repetition, settings, estimate_s}]``). Touches
+    nothing: no site is contacted, no file written (the site's saved state is only read).
+
+    With ``resume``: the run's remaining instances (:func:`load_resume` checks it, reading
+    only). A shuffled run without ``seed`` draws one and prints it: ``--seed`` with it runs
+    that order. The estimate is the schedule at ``time_scale`` plus a trial's overhead
+    (:func:`_instance_estimate_s`: the latest complete run's of this experiment and site when
+    there is one, else :data:`TRIAL_OVERHEAD_S`); up, provisioning and teardown are not in it.
+    Rates are as written: a schema_version 2 experiment's rate scale is chosen when the site
+    is provisioned.
+
+    Raises:
+        SpecError: a bad ``trial_ids``, ``repeat`` or ``resume`` (one line).
+    """
+    from netrepro import schedule
+    out = out or sys.stdout
+    _checked_trial_ids(spec, trial_ids)
+    by_id = _trials_by_id(spec)
+    if resume is not None:
+        meta = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, None)
+        time_scale = float(meta.get("time_scale", 1))
+        rec = meta.get("repetitions") or {}
+        repeat, shuffle, seed = int(rec.get("repeat", 1)), bool(rec.get("shuffle")), rec.get("seed")
+        todo = [schedule.Instance(t["id"], t.get("trial") or t["id"], int(t.get("repetition", 1)))
+                for t in meta.get("trial_status") or [] if t.get("status") != "complete"]
+        records = meta["trials"]
+    else:
+        time_scale = 1.0 if time_scale is None else time_scale
+        todo, seed = _planned(spec, trial_ids, repeat, shuffle, seed)
+        records = _latest_records(spec, site_name)
+    each = _instance_estimate_s(spec, time_scale, records)
+    rows = [{**i.as_dict(), "settings": _settings_text(spec, by_id[i.trial]), "estimate_s": round(each, 1)}
+            for i in todo]
+    print(f"[dry-run] {spec.name} on {site_name}, TIME_SCALE={time_scale:g}, REPEAT={repeat}"
+          + (f", shuffled with seed {seed} (--seed {seed} runs this order)" if shuffle and repeat > 1 else
+             ", in the file's order") + (f"; resuming {resume}" if resume is not None else ""), file=out)
+    width = max((len(r["id"]) for r in rows), default=0)
+    t = 0.0
+    for n, r in enumerate(rows, 1):
+        t += r["estimate_s"]
+        print(f"  {n:3d}. {r['id']:<{width}}  {r['settings']}; ~{schedule.hms(r['estimate_s'])} "
+              f"(done by ~{schedule.hms(t)})", file=out)
+    print(f"[dry-run] {len(rows)} trial instances, about {schedule.hms(t)} of trials "
+          f"({schedule.hms(each)} each: schedule {schedule.hms(spec.duration_s * time_scale)} + overhead); "
+          "nothing was run or written", file=out)
+    return rows
+
+
+def _latest_records(spec: Spec, site_name: str) -> list[dict]:
+    """The trial records of the newest complete run of ``spec`` on ``site_name`` (results/
+    <experiment>/latest), for the overhead of a trial; [] when there is none or it is unreadable."""
+    rj = RESULTS_ROOT / spec.name / "latest" / "run.json"
+    try:
+        meta = json.loads(rj.read_text())
+    except (OSError, ValueError):
+        return []
+    return [t for t in meta.get("trials") or [] if isinstance(t, dict)] if meta.get("site") == site_name else []
+
+
 def _shown(path: Path) -> Path:
     return path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
 
 
-def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, run_dir: Path, attempt: int) -> dict:
+def _simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir: Path, attempt: int,
+                    started: dict | None = None) -> dict:
+    """One trial on a simulating site (:func:`simulated`): its ``simulate`` writes the raw
+    files, which pass the same checks as fetched ones (:func:`check_trial_data`) and are
+    moved to raw/<trial>/ once. Returns its record for run.json (``simulated``: true; no
+    barrier, clocks or CPU readings: the simulation's results do not depend on this machine).
+
+    Raises:
+        _TrialFailed: the simulation failed or its data do not cover the schedule.
+    """
+    from netrepro.sites.base import SiteError
+    tid = tv["id"]
+    staging = Path(tv["fetch_dir"]).parent / "nodes"
+    log(f"[run] trial {tid}: simulating (base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s)")
+    t0 = time.time()
+    try:
+        sim = site.simulate(spec, tv, staging)
+    except SiteError as exc:
+        raise _TrialFailed(str(exc)) from None
+    if started is not None:
+        started["start_epoch_s"] = sim["start_epoch_s"]
+    dest = _keep_trial_data(run_dir, staging, tid, attempt, check_trial_data(tv, staging, sim["start_epoch_s"]))
+    v2 = isinstance(spec, SpecV2)
+    record = {
+        "id": tid, **({"labels": tv["labels"]} if v2 else {"aqm": tv["aqm"], "variant": tv["variant"]}),
+        "status": "complete", "simulated": True, "start_epoch_s": sim["start_epoch_s"],
+        "phases": _scaled_phases(spec, time_scale), "duration_s": tv["duration_s"], "base_rtt_s": tv["base_rtt_s"],
+        "wall_s": round(time.time() - t0, 1), "simulation": {k: v for k, v in sim.items() if k != "start_epoch_s"},
+        "bottleneck_interface": (next(iter(tv["qdisc_stats"].values()))["network"] if tv.get("qdisc_stats") else None),
+        "controller_loadavg": {"before": None, "after": [round(x, 2) for x in os.getloadavg()]},
+    }
+    _judge_health(spec, record, dest, time_scale)
+    log(f"[run] trial {tid} simulated in {record['wall_s']:.1f} s (schedule {tv['duration_s']} s)")
+    return record
+
+
+def _keep_trial_data(run_dir: Path, tdir: Path, tid: str, attempt: int, problems: list[str],
+                     details: dict | None = None) -> Path:
+    """Where a trial's data (``tdir``, fetched or simulated) go once checked: with
+    ``problems``, whole to ``failed/<trial>-<attempt>/`` and _TrialFailed is raised (its
+    details: ``kept_in`` and ``details``); else to ``raw/<trial>/``, once, which is returned
+    (a folder already there, moved by a run stopped before it could record the trial, goes
+    to ``failed/<trial>-<attempt>-unrecorded/`` first)."""
+    if problems:
+        failed = run_dir / "failed" / f"{tid}-{attempt}"
+        failed.parent.mkdir(exist_ok=True)
+        os.rename(tdir, failed)
+        raise _TrialFailed("; ".join(problems), details={"kept_in": str(failed.relative_to(run_dir)), **(details or {})})
+    dest = run_dir / "raw" / tid
+    dest.parent.mkdir(exist_ok=True)
+    if dest.exists():
+        (run_dir / "failed").mkdir(exist_ok=True)
+        os.rename(dest, run_dir / "failed" / f"{tid}-{attempt}-unrecorded")
+    os.rename(tdir, dest)
+    return dest
+
+
+def _judge_health(spec: Spec, record: dict, dest: Path, time_scale: float) -> None:
+    """The trial's health (``record["health"]``), judged by the spec's thresholds from its raw
+    folder ``dest`` (never raises: odd data fail a check); the failed checks on the console."""
+    from analysis import health
+    record["health"] = health.trial_health(spec, record, dest, time_scale)
+    if not record["health"]["passed"]:
+        log(f"[run] trial {record['id']}: health checks failed: " + "; ".join(
+            health.describe(c) for c in record["health"]["checks"] if c["passed"] is False))
+
+
+def _settings_text(spec: Spec, trial: dict) -> str:
+    """One phrase of a trial's settings for the progress lines: its labels (schema_version 2)
+    or its AQM and variant."""
+    if isinstance(spec, SpecV2):
+        return ", ".join(f"{k} {v}" for k, v in (trial.get("labels") or {}).items()) or trial["id"]
+    return f"aqm {trial['aqm']}, variant {trial['variant']}"
+
+
+def _instance_estimate_s(spec: Spec, time_scale: float, records: list[dict]) -> float:
+    """Expected wall time (s) of one trial instance: the schedule at ``time_scale`` plus the
+    base-RTT pings and :data:`TRIAL_OVERHEAD_S`; once trials of the run have completed, the
+    schedule plus the median time they took beyond it (:func:`netrepro.schedule.overhead_s`)."""
+    from netrepro import schedule
+    over = schedule.overhead_s(records)
+    base = (spec.model.data["base_rtt"] if isinstance(spec, SpecV2) else spec["base_rtt"]).get("duration_s", 0)
+    if over is not None:  # wall_s - duration_s: the base-RTT pings are in it
+        return spec.duration_s * time_scale + over
+    return (spec.duration_s + base) * time_scale + TRIAL_OVERHEAD_S
+
+
+def _delay_probe(inv: Path, tv: dict):
+    """The live queueing-delay probe of a trial (:func:`netrepro.progress.queueing_delay_probe`)
+    on its first pinging node, or None when no node pings."""
+    from netrepro.progress import queueing_delay_probe
+    nodes = sorted(tv.get("ping") or {})
+    if not nodes:
+        return None
+    hv = _inventory_hosts(inv).get(nodes[0])
+    if hv is None:
+        return None
+    return queueing_delay_probe(lambda cmd: node_ssh_argv(nodes[0], hv, cmd, connect_timeout_s=5),
+                                node_trial_dir(hv, tv["id"]))
+
+
+def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, run_dir: Path, attempt: int,
+               started: dict | None = None) -> dict:
     """Run one trial (playbooks/trial.yml) and move its checked data to raw/<trial>/.
+    ``started``: gets ``start_epoch_s`` as soon as the barrier has released the trial.
 
     Returns its record for run.json. Raises _TrialFailed (the playbook failed: processes may
     be left; the data does not cover the schedule; a node clock was stepped), or what the
@@ -1158,13 +1424,17 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
                    | set(tv.get("iperf3_servers", {})))
     bn = _sampled_node(spec)
     try:
-        _playbook("trial-model" if v2 else "trial", inv, extra, site)
+        logs = run_dir / "logs"
+        _playbook("trial-model" if v2 else "trial", inv, extra, site,
+                  keep_log=logs / f"{tid}-{attempt}-{'trial-model' if v2 else 'trial'}.log")
         try:
             # Every node acknowledges the release, the armed ones after their FIFOs: each one's
             # /proc/stat then starts the window of the nodes' CPU check (analysis.health).
             barrier = release_trial(inv, sorted(set(armed) | set(spec.nodes)), tid, bn, lead_min_s=tv["lead_s"])
         except BarrierLate as exc:
             raise _TrialFailed(str(exc), stop=True) from None
+        if started is not None:
+            started["start_epoch_s"] = barrier["start_epoch_s"]
         ticks_before = health.host_cpu_ticks()  # this machine's CPU from the release on
         # Every node's clock as the release read it: a clock stepped from then to the end of
         # the trial is caught (clock_problems), without reading the clocks again before it.
@@ -1172,7 +1442,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         log(f"[run] trial {tid}: released at a lead of {barrier['lead_s']} s (slowest round trip "
             f"{max(barrier['round_trip_s'].values()):.3f} s, least margin {min(barrier['ack_margin_s'].values()):.3f} s)")
         extra["trial"] = {**tv, "start_epoch_s": barrier["start_epoch_s"]}
-        _playbook("trial-end", inv, extra, site)
+        _playbook("trial-end", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial-end.log")
         try:
             fetch_archives(inv, sorted(set(armed) | set(spec.nodes)), tid, Path(tv["fetch_dir"]))
         except FetchFailed as exc:
@@ -1204,20 +1474,8 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     # The common start the barrier released the nodes with.
     start = barrier["start_epoch_s"]
     steps, problems = clock_problems(clocks_before, clocks_after)
-    problems = check_trial_data(tv, tdir, start) + problems
-    if problems:
-        failed = run_dir / "failed" / f"{tid}-{attempt}"
-        failed.parent.mkdir(exist_ok=True)
-        os.rename(tdir, failed)
-        raise _TrialFailed("; ".join(problems), details={
-            "kept_in": str(failed.relative_to(run_dir)),
-            "clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps}})
-    dest = run_dir / "raw" / tid
-    dest.parent.mkdir(exist_ok=True)
-    if dest.exists():  # moved there by a run stopped before it could record the trial
-        (run_dir / "failed").mkdir(exist_ok=True)
-        os.rename(dest, run_dir / "failed" / f"{tid}-{attempt}-unrecorded")
-    os.rename(tdir, dest)
+    dest = _keep_trial_data(run_dir, tdir, tid, attempt, check_trial_data(tv, tdir, start) + problems,
+                            {"clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps}})
     if v2:  # the interface the queue sampler reads, as the experiment names it
         bdev = next((c["at"].split(":")[1] for c in spec.model.data["collectors"] if c["at"].split(":")[0] == bn), None)
     else:
@@ -1246,11 +1504,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         # every node's clock against the controller's, at the release and after (clock_problems)
         "clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps},
     }
-    # the substrate's health, judged by the spec's thresholds (never raises: odd data fail a check)
-    record["health"] = health.trial_health(spec, record, dest, time_scale)
-    if not record["health"]["passed"]:
-        log(f"[run] trial {tid}: health checks failed: " + "; ".join(
-            health.describe(c) for c in record["health"]["checks"] if c["passed"] is False))
+    _judge_health(spec, record, dest, time_scale)
     log(f"[run] trial {tid} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
     return record
 

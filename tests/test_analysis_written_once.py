@@ -33,7 +33,8 @@ from analysis.verdict import evaluate
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 OUTPUTS = ["tidy.csv.gz", "summary.csv", "verdict.json", "report.md", "analysis.json", "figures/queueing-delay.png",
-           "figures/queueing-delay.pdf", "figures/utilization.png", "figures/backlog.png"]
+           "figures/queueing-delay.pdf", "figures/utilization.png", "figures/backlog.png",
+           *(f"flent/{t}.flent.gz" for t in ("pie-unlimited", "red-unlimited", "pie-limited", "red-limited"))]
 CLAIMS = ["pie-near-target", "red-follows-load", "red-above-pie-under-load"]
 
 

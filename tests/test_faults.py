@@ -240,7 +240,7 @@ def run_with_fault(site: LocalSite, inject, *, new: bool = False) -> tuple[int, 
     args = ["--trial", TRIALS[0], "--trial", TRIALS[1], "--time-scale", SCALE] if new else ["--resume", str(site.run_dir)]
     c = Console(["run", "pie-vs-red", *args], site.env)
     try:
-        assert c.wait_for(rf"^\[run\] trial {TRIALS[1]}:", 1200), "".join(c.out)[-3000:] + c.err
+        assert c.wait_for(rf"^(\[[0-9:]+Z\] )?\[run\] trial {TRIALS[1]}:", 1200), "".join(c.out)[-3000:] + c.err
         inject(c)
         return c.finish()
     finally:
@@ -436,7 +436,7 @@ def test_resume_completes_the_run(site):
 # --- faults during provisioning --------------------------------------------------------------------------
 @pytest.mark.integration
 def test_sigterm_mid_provisioning(site):
-    c = Console(["provision", "pie-vs-red"], site.env)
+    c = Console(["provision", "pie-vs-red", "-v"], site.env)
     try:
         assert c.wait_for(r"^TASK \[", 600), "".join(c.out) + c.err
         time.sleep(5)
@@ -459,7 +459,7 @@ def test_sigterm_mid_provisioning(site):
 
 @pytest.mark.integration
 def test_sshd_killed_during_provisioning(site):
-    c = Console(["provision", "pie-vs-red"], site.env)
+    c = Console(["provision", "pie-vs-red", "-v"], site.env)
     try:
         assert c.wait_for(r"^TASK \[", 600), "".join(c.out) + c.err
         site.vm(site.PIDS + "kill_of client2 sshd")  # the listener and the session of Ansible's connection

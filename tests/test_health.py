@@ -363,7 +363,7 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     run_dir.mkdir()
     tv = controller.trial_vars(spec, {"aqm": "red", "variant": "limited"}, 0.1, tmp_path / "fetch" / "archives", 30)
 
-    def playbook(name, inv, extravars, site, quiet=False):
+    def playbook(name, inv, extravars, site, quiet=False, keep_log=None):
         # trial arms the nodes; trial-end waits and packs
         assert name == "trial" or extravars["trial"]["start_epoch_s"] == recorded["start_epoch_s"]
         return SimpleNamespace(facts_set={})

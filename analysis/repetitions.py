@@ -1,0 +1,314 @@
+"""The analysis of a run that repeated its trials (``netrepro run --repeat N``).
+
+Each repetition k is analysed as a run of its own, by the same code as a single run: a view of
+run.json whose ``trials`` are the repetition's instances (``<trial>.r<k>``, raw folders of
+their own; :mod:`netrepro.schedule`), written into ``repetitions/r<k>/`` (summary.csv,
+verdict.json, report.md). The run folder then gets, beside analysis.json:
+
+- ``tidy.csv.gz`` and ``summary.csv``: every repetition's rows, with a ``repetition`` column;
+- ``repetitions.csv``: every statistic of the summary across the repetitions, per trial,
+  phase and subject: ``n``, ``mean``, ``median``, ``sd`` (sample standard deviation),
+  ``ci95_low``/``ci95_high`` (Student's t interval of the mean: mean +- t(0.975, n-1) sd /
+  sqrt(n), scipy.stats.t; a t interval because repetitions are few, where a bootstrap's
+  percentiles are too narrow: Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993,
+  sec. 13.3), ``cv`` (the run-to-run coefficient of variation sd / |mean|), ``min``, ``max``;
+- ``verdict.json``: each claim with how many repetitions it held in; it holds when it held
+  in every repetition where it applied, fails when it failed in every one, and is
+  inconclusive otherwise (the counts say why); ``numbers_held`` also counts the repetitions
+  whose numbers held where a failed health check made the claim inconclusive; the run's
+  verdict follows as for one run;
+- ``report.md`` and ``figures/repetitions.png|pdf``: the claims' statistics per phase, each
+  repetition a dot and the mean with its 95 % interval.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+#: The columns of a schema_version 1 summary.csv that describe a phase, not a measurement.
+V1_KEYS = ["aqm", "variant", "phase", "flows", "start_s", "end_s"]
+
+STATS_COLUMNS = ["n", "mean", "median", "sd", "ci95_low", "ci95_high", "cv", "min", "max"]
+
+
+def repeated(data: dict) -> bool:
+    """Whether run.json ``data`` is of a run with more than one repetition."""
+    rep = data.get("repetitions")
+    return isinstance(rep, dict) and isinstance(rep.get("repeat"), int) and rep["repeat"] > 1
+
+
+def view(data: dict, k: int) -> dict:
+    """run.json ``data`` as a run of repetition ``k`` alone: its trial records (their ``id`` is
+    the instance's raw folder, ``trial`` the experiment's trial) and no ``repetitions``."""
+    out = {key: v for key, v in data.items() if key != "repetitions"}
+    out["trials"] = [t for t in data.get("trials") or [] if isinstance(t, dict) and int(t.get("repetition", 1)) == k]
+    return out
+
+
+def long_summary(summary: pd.DataFrame) -> pd.DataFrame:
+    """A summary as long rows ``trial, phase, subject, statistic, value`` (+ label columns).
+    A schema_version 2 summary already is; a version 1 one (a column per statistic) is
+    melted, its trial being ``<aqm>-<variant>`` and its subject ``all``."""
+    if {"statistic", "value"} <= set(summary.columns):
+        return summary.copy()
+    keys = [c for c in V1_KEYS if c in summary.columns]
+    df = summary.melt(id_vars=keys, value_vars=[c for c in summary.columns if c not in keys],
+                      var_name="statistic", value_name="value")
+    df.insert(0, "trial", df["aqm"].astype(str) + "-" + df["variant"].astype(str))
+    df.insert(3, "subject", "all")
+    return df.drop(columns=[c for c in ("flows", "start_s", "end_s") if c in df.columns])
+
+
+def across(summary: pd.DataFrame) -> pd.DataFrame:
+    """Every statistic across repetitions (``summary``: long rows with a ``repetition``
+    column, :func:`long_summary`): one row per key with :data:`STATS_COLUMNS`. NaN values
+    (a statistic a repetition could not compute) are left out of n."""
+    from scipy import stats
+    keys = [c for c in summary.columns if c not in ("repetition", "value")]
+    rows = []
+    for key, g in summary.groupby(keys, sort=False, dropna=False):
+        v = pd.to_numeric(g["value"], errors="coerce").dropna().to_numpy(dtype=float)
+        n = len(v)
+        mean = float(v.mean()) if n else math.nan
+        sd = float(v.std(ddof=1)) if n > 1 else math.nan
+        half = float(stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)) if n > 1 else math.nan
+        rows.append({**dict(zip(keys, key)), "n": n, "mean": mean, "median": float(np.median(v)) if n else math.nan,
+                     "sd": sd, "ci95_low": mean - half, "ci95_high": mean + half,
+                     "cv": sd / abs(mean) if n > 1 and mean else math.nan,
+                     "min": float(v.min()) if n else math.nan, "max": float(v.max()) if n else math.nan})
+    return pd.DataFrame(rows, columns=keys + STATS_COLUMNS)
+
+
+def claim_statistics(claims: list[dict]) -> list[str]:
+    """The statistics the claims read (every ``statistic`` in their checks), in order."""
+    found: list[str] = []
+
+    def walk(x) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k == "statistic" and isinstance(v, str) and v not in found:
+                    found.append(v)
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+    walk([c.get("check") for c in claims] + [c.get("when") for c in claims])
+    return found
+
+
+def combine_verdicts(verdicts: dict[int, dict]) -> dict:
+    """One verdict from each repetition's (k -> verdict.json).
+
+    A claim holds when it held in every repetition where it applied (status other than
+    ``not applicable``), fails when it failed in every one, is ``not applicable`` when it
+    applied in none, and is inconclusive otherwise; ``repetitions`` counts each status and
+    ``held`` says "k of N". The run is inconclusive when a claim is, reproduced when every
+    claim that applies holds, else not reproduced."""
+    n = len(verdicts)
+    order = [c["id"] for v in verdicts.values() for c in v["claims"]]
+    out = []
+    for cid in dict.fromkeys(order):
+        per = {k: next((c for c in v["claims"] if c["id"] == cid), None) for k, v in sorted(verdicts.items())}
+        counts: dict[str, int] = {}
+        for c in per.values():
+            s = c["status"] if c else "not evaluable"
+            counts[s] = counts.get(s, 0) + 1
+        applied = n - counts.get("not applicable", 0)
+        held = counts.get("holds", 0)
+        # what the numbers said where the substrate failed a health check (analysis.verdict)
+        numbers = held + sum(1 for c in per.values() if c and c.get("numbers_hold") is True)
+        judgeable = held + counts.get("fails", 0) + sum(1 for c in per.values() if c and "numbers_hold" in c)
+        first = next(c for c in per.values() if c)
+        if applied == 0:
+            status = "not applicable"
+        elif held == applied:
+            status = "holds"
+        elif counts.get("fails", 0) == applied:
+            status = "fails"
+        else:
+            status = "inconclusive"
+        entry = {"id": cid, "text": first["text"], "status": status,
+                 "holds": True if status == "holds" else False if status == "fails" else None,
+                 "held": f"{held} of {applied}", "repetitions": counts,
+                 "numbers_held": f"{numbers} of {judgeable}",
+                 "evidence": f"held in {held} of {applied} repetitions where it applied ("
+                             + ", ".join(f"r{k} {c['status'] if c else 'not run'}" for k, c in per.items()) + ")",
+                 "by_repetition": {f"r{k}": ({"status": c["status"], "evidence": c["evidence"],
+                                             **({"reason": c["reason"]} if c.get("reason") else {})} if c else None)
+                                   for k, c in per.items()}}
+        if status == "inconclusive":
+            tally = ", ".join(f"{v} {s}" for s, v in counts.items()) + f" of {n}"
+            why = next((f"r{k}: {c['reason']}" for k, c in per.items() if c and c.get("reason")), "")
+            entry["reason"] = (f"the repetitions disagree: {tally}" if held and counts.get("fails")
+                               else f"not judged in every repetition: {tally}" + (f"; {why}" if why else ""))
+        out.append(entry)
+    judged = [e for e in out if e["status"] != "not applicable"]
+    reproduced = bool(judged) and all(e["holds"] is True for e in judged)
+    verdict = ("inconclusive" if any(e["status"] in ("inconclusive", "not evaluable") for e in out)
+               else "reproduced" if reproduced else "not reproduced")
+    failures = [{**f, "repetition": k} for k, v in sorted(verdicts.items()) for f in v.get("health_failures") or []]
+    return {"reproduced": reproduced, "verdict": verdict, "repetitions": n, "health_failures": failures,
+            "rule": "a claim holds when it held in every repetition where it applied, fails when it failed in "
+                    "every one, else is inconclusive", "claims": out}
+
+
+def draw_spread(stats: pd.DataFrame, summary: pd.DataFrame, statistics: list[str], out_dir: Path) -> list[Path]:
+    """figures/repetitions.png and .pdf: for each of ``statistics`` a panel with the phases
+    on x; per trial (and subject) each repetition's value as a dot and the mean with its
+    95 % t interval as a bar. ``summary``: long rows with ``repetition``; ``stats``: :func:`across`."""
+    from analysis.figures import _new_figure, _save
+    statistics = [s for s in statistics if (stats["statistic"] == s).any()]
+    if not statistics:
+        return []
+    fig, axes = _new_figure(len(statistics), 1)
+    axes = np.atleast_1d(axes).ravel()
+    for ax, st in zip(axes, statistics):
+        s = stats[stats["statistic"] == st]
+        phases = list(dict.fromkeys(s["phase"]))
+        keys = [c for c in ("trial", "subject") if c in s.columns]
+        series = [k for k, _ in s.groupby(keys, sort=False)]
+        width = 0.8 / max(1, len(series))
+        for j, key in enumerate(series):
+            key = key if isinstance(key, tuple) else (key,)
+            sel = np.logical_and.reduce([s[c] == v for c, v in zip(keys, key)])
+            rows = s[sel].set_index("phase").reindex(phases)
+            x = np.arange(len(phases)) - 0.4 + width * (j + 0.5)
+            label = "/".join(str(v) for v in key if v != "all")
+            err = np.vstack([rows["mean"] - rows["ci95_low"], rows["ci95_high"] - rows["mean"]])
+            line = ax.errorbar(x, rows["mean"], yerr=np.nan_to_num(err), fmt="o", capsize=3, label=label, ms=5)
+            raw = summary[(summary["statistic"] == st)
+                          & np.logical_and.reduce([summary[c] == v for c, v in zip(keys, key)])]
+            for i, ph in enumerate(phases):
+                vals = pd.to_numeric(raw[raw["phase"] == ph]["value"], errors="coerce").dropna()
+                ax.scatter(np.full(len(vals), x[i] + width * 0.25), vals, s=9, alpha=0.5,
+                           color=line[0].get_color(), linewidths=0)
+        ax.set_xticks(np.arange(len(phases)), phases)
+        ax.set_ylabel(st)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=7, ncols=2)
+    axes[0].set_title(f"across {int(summary['repetition'].nunique())} repetitions: mean and 95 % t interval "
+                      "(bars), each repetition (dots)", fontsize=9)
+    return [_save(fig, out_dir / f"repetitions.{ext}") for ext in ("png", "pdf")]
+
+
+def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statistics: list[str],
+                  per_rep: dict[int, dict], figures: list[str], problems: list[str]) -> str:
+    """report.md of a repeated run: how it was run, the verdict with each claim's count, the
+    run-to-run variation of the claims' statistics per phase, each repetition's verdict."""
+    rep = data["repetitions"]
+    title = spec.model.data.get("title") if spec is not None else data.get("experiment")
+    lines = [f"# {title}", "",
+             f"Experiment `{data.get('experiment')}`, site {data.get('site')} ({data.get('mode')}), "
+             f"TIME_SCALE {data.get('time_scale')}, toolkit {str(data.get('toolkit_commit'))[:12]}.", "",
+             f"{rep['repeat']} repetitions ({rep.get('design')}; seed {rep.get('seed')}). Each repetition is "
+             "analysed as a run of its own (`repetitions/r<k>/`); the statistics below are across them.", "",
+             f"**Verdict: {verdict['verdict']}** ({verdict['rule']})", ""]
+    for c in verdict["claims"]:
+        tally = ", ".join(f"{s} {v}" for s, v in c["repetitions"].items())
+        lines.append(f"- `{c['id']}` **{c['status']}** ({tally}; the numbers alone held in {c['numbers_held']}, "
+                     f"health checks aside): {c['text']}  \n  {c['evidence']}"
+                     + (f"  \n  ({c['reason']})" if c.get("reason") else ""))
+    lines += ["", "## Run-to-run variation of the claims' statistics", "",
+              "Mean and 95 % Student-t interval over the repetitions, and the coefficient of variation "
+              "(sd / |mean|) of each phase's value.", ""]
+    s = stats[stats["statistic"].isin(statistics)]
+    lines.append("| trial | subject | phase | statistic | n | mean | 95 % CI | median | CV |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for _, r in s.iterrows():
+        ci = "" if not math.isfinite(r["ci95_low"]) else f"{r['ci95_low']:.4g} .. {r['ci95_high']:.4g}"
+        cv = "" if not math.isfinite(r["cv"]) else f"{r['cv']:.3f}"
+        lines.append(f"| {r['trial']} | {r.get('subject', 'all')} | {r['phase']} | {r['statistic']} | {r['n']} | "
+                     f"{r['mean']:.4g} | {ci} | {r['median']:.4g} | {cv} |")
+    lines += ["", "Every statistic of every phase is in `repetitions.csv`.", "", "## Each repetition", ""]
+    for k, v in sorted(per_rep.items()):
+        lines.append(f"- r{k}: {v['verdict']} ([report](repetitions/r{k}/report.md)): "
+                     + ", ".join(f"{c['id']} {c['status']}" for c in v["claims"]))
+    if problems:
+        lines += ["", "## Data problems", ""] + [f"- {p}" for p in problems]
+    if figures:
+        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    return "\n".join(lines) + "\n"
+
+
+def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bool):
+    """:func:`analysis.analyze` for a repeated run (see the module docstring). Returns an
+    AnalysisResult whose ``verdict`` is the combined one; ``tidy`` and ``summary`` have a
+    ``repetition`` column (the summary in long rows, :func:`long_summary`).
+
+    Raises: as :func:`analysis.analyze` (the raw files are checked once, before anything is
+    written)."""
+    from analysis import AnalysisResult, _analyze_v1
+    from analysis import generic
+    from analysis.integrity import sha256_file
+    from analysis.io import atomic_path, write_gzip, write_text
+    from analysis.provenance import RECORD, libraries, output_dir, toolkit
+    from analysis.run import verified_raw
+    from netrepro.spec import Spec
+
+    if spec is None:
+        spec = Spec.from_data(data["spec"], f"{run_dir / 'run.json'}:spec")
+    check = verified_raw(run_dir, data, partial)
+    marker = run_dir / "INCOMPLETE"
+    record = {
+        "made_by": toolkit(), "libraries": libraries(),
+        "inputs": {"run_json_sha256": sha256_file(run_dir / "run.json"), "raw_tree_sha256": check.tree_sha256(),
+                   "raw_check": check.summary(),
+                   "incomplete_marker_sha256": sha256_file(marker) if marker.is_file() else None},
+        "figures": bool(figures), "partial": bool(check.damaged),
+    }
+    out = output_dir(run_dir, record, not check.damaged)
+    v2 = spec.model.data["schema_version"] == 2
+    n = int(data["repetitions"]["repeat"])
+    tidies, summaries, verdicts, health, problems, outputs = [], [], {}, {}, [], []
+    if marker.is_file():
+        why = " ".join(marker.read_bytes().decode("utf-8", "replace").split())[:200]
+        problems.append(f"the run is marked INCOMPLETE: {why}")
+    for k in range(1, n + 1):
+        sub = out / "repetitions" / f"r{k}"
+        sub.mkdir(parents=True, exist_ok=True)
+        v = view(data, k)
+        if v2:
+            res = generic.analyze(run_dir, spec, v, sub, record, figures=False, tidy_file=False)
+            tidy, summary, verdict, probs, outs, h = (res["tidy"], res["summary"], res["verdict"], res["problems"],
+                                                      res["outputs"], res["health"])
+        else:
+            res = _analyze_v1(run_dir, v, spec, figures=False, partial=partial, out=sub, record=record,
+                              tidy_file=False)
+            tidy, summary, verdict, probs, outs, h = (res.tidy, res.summary, res.verdict, res.problems, res.outputs,
+                                                      res.health)
+        tidies.append(tidy.assign(repetition=k))
+        summaries.append(long_summary(summary).assign(repetition=k))
+        verdicts[k] = verdict
+        health.update(h)
+        problems += [f"r{k}: {p}" for p in probs if not p.startswith("the run is marked INCOMPLETE")]
+        outputs += outs
+    tidy = pd.concat(tidies, ignore_index=True)
+    summary = pd.concat(summaries, ignore_index=True)
+    stats = across(summary)
+    verdict = combine_verdicts(verdicts)
+    claims = spec.model.data["claims"] if v2 else spec["claims"]
+    statistics = claim_statistics(claims)
+    outputs.append(write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode()))
+    with atomic_path(out / "summary.csv") as tmp:
+        summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
+    outputs.append(out / "summary.csv")
+    with atomic_path(out / "repetitions.csv") as tmp:
+        stats.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
+    outputs.append(out / "repetitions.csv")
+    figs = draw_spread(stats, summary, statistics, out / "figures") if figures else []
+    outputs += figs
+    outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
+    outputs.append(write_text(out / "report.md", render_report(
+        data, spec, verdict, stats, statistics, verdicts,
+        [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"], problems)))
+    record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
+    outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
+    from analysis.run import RunInfo
+    run = RunInfo(dir=run_dir, data=data, spec=spec, time_scale=float(data.get("time_scale", 1)), trials=[],
+                  raw_check=check, partial=partial)
+    return AnalysisResult(run, tidy, summary, verdict, problems, outputs, out, record, health)

@@ -1,0 +1,359 @@
+"""Repetitions: the order of a repeated run (netrepro.schedule), its bookkeeping in run.json and
+resume (netrepro.controller.run), the dry run, the progress lines (netrepro.progress), and the
+analysis across repetitions (analysis.repetitions) on recorded runs."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+import analysis
+from analysis import repetitions as reps
+from netrepro import controller, progress, schedule
+from netrepro.spec import SpecError, load_spec
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+V1_RUN = DATA / "pie-vs-red-local-0.1"
+LAB_RUN = DATA / "labs" / "pie-lab-local-0.2"
+
+
+# --- the order --------------------------------------------------------------------------------------
+def test_one_repetition_keeps_the_files_order_and_plain_ids():
+    p = schedule.plan(["a", "b", "c"], 1, shuffle=True, seed=1)
+    assert [(i.id, i.trial, i.repetition) for i in p] == [("a", "a", 1), ("b", "b", 1), ("c", "c", 1)]
+
+
+def test_repetitions_are_blocks_of_one_of_each_in_an_order_the_seed_draws_again():
+    ids = ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
+    p = schedule.plan(ids, 5, shuffle=True, seed=42)
+    assert len(p) == 20 and len({i.id for i in p}) == 20
+    for k in range(1, 6):
+        block = p[(k - 1) * 4:k * 4]
+        assert sorted(i.trial for i in block) == sorted(ids) and {i.repetition for i in block} == {k}
+        assert all(i.id == f"{i.trial}.r{k}" for i in block)
+    assert schedule.plan(ids, 5, shuffle=True, seed=42) == p  # the recorded seed gives the same order
+    assert any([i.trial for i in p[j:j + 4]] != ids for j in range(0, 20, 4))  # shuffled (seed 42: yes)
+    assert [i.trial for i in schedule.plan(ids, 3, shuffle=False)] == ids * 3
+
+
+@pytest.mark.parametrize("repeat", [0, -1, schedule.REPEAT_MAX + 1, 2.5, True])
+def test_a_repeat_out_of_range_is_refused(repeat):
+    with pytest.raises(ValueError, match="REPEAT: .*expected a whole number of repetitions from 1 to 100"):
+        schedule.plan(["a"], repeat)
+
+
+def test_instance_ids_are_distinct_even_for_a_trial_named_like_an_instance():
+    p = schedule.plan(["a", "a.r1"], 2, shuffle=False)
+    assert [i.id for i in p] == ["a.r1", "a.r1.r1", "a.r2", "a.r1.r2"]
+
+
+def test_overhead_is_the_median_time_beyond_the_schedule():
+    recs = [{"wall_s": 70, "duration_s": 25}, {"wall_s": 80, "duration_s": 25}, {"wall_s": 100, "duration_s": 25},
+            {"id": "no wall"}]
+    assert schedule.overhead_s(recs) == 55 and schedule.overhead_s([]) is None
+    assert schedule.hms(3725.4) == "1:02:05" and schedule.hms(-3) == "0:00:00"
+
+
+# --- the dry run ------------------------------------------------------------------------------------
+def _nr(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "netrepro", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, timeout=120)
+
+
+def test_the_dry_run_prints_every_instance_in_order_and_touches_nothing(tmp_path):
+    results, state = tmp_path / "results", tmp_path / "state"
+    p = _nr("run", "pie-vs-red", "--repeat", "3", "--seed", "5", "--dry-run", "--time-scale", "0.1",
+            env={"NETREPRO_RESULTS": str(results), "NETREPRO_STATE": str(state)})
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == ("[dry-run] pie-vs-red on local, TIME_SCALE=0.1, REPEAT=3, shuffled with seed 5 "
+                        "(--seed 5 runs this order)")
+    want = schedule.plan(load_spec("pie-vs-red").trial_ids, 3, True, 5)
+    rows = lines[1:-1]
+    assert [r.split()[1] for r in rows] == [i.id for i in want]
+    # the schedule (25 s) + base RTT (3 s) at TIME_SCALE 0.1, + the default overhead (no earlier run here)
+    each = 25 + 3 + controller.TRIAL_OVERHEAD_S
+    assert f"~{schedule.hms(each)} (done by ~{schedule.hms(12 * each)})" in rows[-1]
+    assert "aqm " in rows[0] and ", variant " in rows[0]
+    assert lines[-1].startswith(f"[dry-run] 12 trial instances, about {schedule.hms(12 * each)} of trials")
+    assert not results.exists() and not state.exists()
+
+
+def test_make_passes_repeat_and_dry_run(tmp_path):
+    p = subprocess.run(["make", "-n", "reproduce-pie-vs-red", "REPEAT=5", "DRY_RUN=1", "SEED=3", "NO_SHUFFLE=1"],
+                       cwd=REPO, capture_output=True, text=True)
+    assert "--repeat 5 --seed 3 --no-shuffle --dry-run" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--repeat", "0"], "netrepro: REPEAT: '0': expected a whole number of repetitions from 1 to 100"),
+    (["--repeat", "x"], "netrepro: REPEAT: 'x': expected a whole number of repetitions from 1 to 100"),
+    (["--seed", "-4"], "netrepro: SEED: '-4': expected a whole number from 0 to 4294967295"),
+])
+def test_bad_repetition_options_get_one_line(args, line):
+    p = _nr("run", "pie-vs-red", "--dry-run", *args)
+    assert p.returncode == 2 and p.stderr.strip() == line and p.stdout == ""
+
+
+# --- the run's bookkeeping --------------------------------------------------------------------------
+@pytest.fixture
+def fake_site(tmp_path, monkeypatch):
+    """controller.run with every trial replaced by the recorded one of the same trial (its raw
+    folders copied as a fetch would leave them) and the site by its saved state."""
+    monkeypatch.setattr(controller, "RESULTS_ROOT", tmp_path / "results")
+    recorded = {t["id"]: t for t in json.loads((V1_RUN / "run.json").read_text())["trials"]}
+    ran: list[str] = []
+    stop_at: dict = {}
+
+    def run_trial(spec, site, inv, tv, time_scale, run_dir, attempt, started=None):
+        tid = tv["id"]
+        if stop_at.get("id") == tid:
+            raise KeyboardInterrupt("SIGINT")
+        ran.append(tid)
+        base = f"{tv['aqm']}-{tv['variant']}"
+        shutil.copytree(V1_RUN / "raw" / base, run_dir / "raw" / tid)
+        return {**recorded[base], "id": tid, "wall_s": 60.0, "duration_s": 25.0}
+
+    state = {"provisioned": True}
+    site = SimpleNamespace(load_state=lambda: dict(state), save_state=state.update, status=lambda: {"mode": "vm"})
+    monkeypatch.setattr(controller, "_run_trial", run_trial)
+    monkeypatch.setattr(controller, "open_site", lambda spec, name, opts=None: site)
+    monkeypatch.setattr(controller, "write_site_inventory", lambda spec, site: tmp_path / "inventory.yml")
+    monkeypatch.setattr(controller, "_delay_probe", lambda inv, tv: None)
+    monkeypatch.setattr(controller, "_stop_trial", lambda *a: None)
+    return SimpleNamespace(ran=ran, stop_at=stop_at, results=tmp_path / "results")
+
+
+def test_a_repeated_run_records_its_seed_order_and_instances(fake_site, capsys):
+    spec = load_spec("pie-vs-red")
+    run_dir = controller.run(spec, "local", 0.1, repeat=2, seed=7, progress_tty=False)
+    meta = json.loads((run_dir / "run.json").read_text())
+    want = schedule.plan(spec.trial_ids, 2, True, 7)
+    assert fake_site.ran == [i.id for i in want]
+    assert meta["repetitions"]["repeat"] == 2 and meta["repetitions"]["seed"] == 7 and meta["repetitions"]["shuffle"]
+    assert [(s["id"], s["trial"], s["repetition"], s["status"]) for s in meta["trial_status"]] == \
+        [(i.id, i.trial, i.repetition, "complete") for i in want]
+    assert [(t["id"], t["trial"], t["repetition"]) for t in meta["trials"]] == [(i.id, i.trial, i.repetition) for i in want]
+    assert sorted(p.name for p in (run_dir / "raw").iterdir()) == sorted(i.id for i in want)
+    assert not (run_dir / "INCOMPLETE").exists()
+    out = capsys.readouterr().out
+    # plain, timestamped progress lines (stdout is not a terminal here)
+    assert f"] trial 1 of 8: {want[0].id} (aqm {want[0].trial.split('-')[0]}, variant" in out
+    assert f"] trial {want[-1].id} complete in " in out and "8 of 8 done" in out
+
+
+def test_an_interrupted_repeated_run_resumes_with_its_own_order(fake_site):
+    spec = load_spec("pie-vs-red")
+    want = schedule.plan(spec.trial_ids, 2, True, 9)
+    fake_site.stop_at["id"] = want[5].id
+    with pytest.raises(controller.StepIncomplete) as exc:
+        controller.run(spec, "local", 0.1, repeat=2, seed=9, progress_tty=False)
+    run_dir = exc.value.run_dir
+    assert fake_site.ran == [i.id for i in want[:5]]
+    assert f"run INCOMPLETE at trial {want[5].id}" in (run_dir / "INCOMPLETE").read_text()
+    with pytest.raises(SpecError, match=r"--repeat: 3: the run was made with REPEAT 2; leave it out to resume"):
+        controller.load_resume(spec, "local", run_dir, None, None, 3)
+    fake_site.stop_at.clear()
+    assert controller.run(spec, "local", None, resume=run_dir, progress_tty=False) == run_dir
+    assert fake_site.ran == [i.id for i in want]
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert [t["id"] for t in meta["trials"]] == [i.id for i in want] and not (run_dir / "INCOMPLETE").exists()
+
+
+# --- progress ---------------------------------------------------------------------------------------
+PING = ("PING 10.10.2.2 (10.10.2.2) 56(84) bytes of data.\n"
+        "[1795413918.924935] 64 bytes from 10.10.2.2: icmp_seq=1 ttl=63 time=105 ms\n"
+        "[1795413919.032436] 64 bytes from 10.10.2.2: icmp_seq=2 ttl=63 time=131 ms\n"
+        "[1795413919.132436] 64 bytes from 10.10.2.2: icmp_seq=3 ttl=63 time=125 ms\n")
+BASE = ("[1795413912.849585] 64 bytes from 10.10.2.2: icmp_seq=2 ttl=63 time=102 ms\n"
+        "[1795413912.951133] 64 bytes from 10.10.2.2: icmp_seq=3 ttl=63 time=101 ms\n"
+        "[1795413913.051133] 64 bytes from 10.10.2.2: icmp_seq=4 ttl=63 time=100 ms\n")
+
+
+def test_the_live_queueing_delay_is_the_median_rtt_above_the_base():
+    assert progress.queueing_delay_ms(PING, BASE) == 24.0
+    assert progress.queueing_delay_ms(PING, None) == 20.0  # above the least RTT seen
+    assert progress.queueing_delay_ms("no reply\n", BASE) is None
+
+
+def test_the_probe_reads_the_last_pings_of_the_trial_folder(tmp_path):
+    (tmp_path / "ping.txt").write_text(PING)
+    (tmp_path / "base_rtt.txt").write_text(BASE)
+    probe = progress.queueing_delay_probe(lambda cmd: ["sh", "-c", cmd], str(tmp_path), samples=2)
+    assert probe() == 27.0  # median of 131 and 125, less 101
+    gone = progress.queueing_delay_probe(lambda cmd: ["sh", "-c", "exit 255"], str(tmp_path))
+    assert gone() is None
+
+
+def test_plain_progress_lines_name_each_phase_its_flows_the_delay_and_the_eta():
+    out = io.StringIO()
+    p = progress.RunProgress(4, done=1, estimate_s=100.0, tty=False, out=out)
+    start = time.time()
+    phases = [{"name": "p1", "start_s": 0, "end_s": 0.2, "flows": 10}, {"name": "p2", "start_s": 0.2, "end_s": 0.4, "flows": 30}]
+    probes: list[int] = []
+    p.trial("pie-limited.r2", "aqm pie, variant limited", phases, lambda: start,
+            lambda: probes.append(1) or 12.5)
+    time.sleep(1.5)
+    p.end("pie-limited.r2", True)
+    lines = out.getvalue().splitlines()
+    assert lines[0].endswith("trial 2 of 4: pie-limited.r2 (aqm pie, variant limited); elapsed 0:00:00, ETA 0:05:00")
+    ended = [ln for ln in lines if "ended" in ln]
+    assert len(ended) == 2 and "phase p1 (1 of 2, 10 flows) ended; queueing delay median 12.5 ms" in ended[0]
+    assert "phase p2 (2 of 2, 30 flows) ended; queueing delay median 12.5 ms" in ended[1]
+    assert probes == [1]  # read once: the later marks came within PROBE_MIN_INTERVAL_S
+    assert "trial pie-limited.r2 complete in 0:00:0" in lines[-1] and "2 of 4 done" in lines[-1]
+    assert all(ln.startswith("[") and ln[9:11] == "Z]" for ln in lines)  # [HH:MM:SSZ]
+    assert p.eta_s() == pytest.approx(2 * p.walls[0])  # the finished trial's wall time, not the estimate
+
+
+# --- the analysis across repetitions ----------------------------------------------------------------
+def compose(dest: Path, sources: list[Path]) -> Path:
+    """A repeated run folder from recorded runs of one experiment: run k's trials become
+    instances ``<trial>.r<k>`` (raw folders copied unchanged), as netrepro run records them."""
+    base = json.loads((sources[0] / "run.json").read_text())
+    meta = {**base, "trials": [], "raw_sha256": {}, "trial_status": [],
+            "repetitions": {"repeat": len(sources), "shuffle": False, "seed": None, "design": "composed by the test"}}
+    for k, src in enumerate(sources, 1):
+        for t in json.loads((src / "run.json").read_text())["trials"]:
+            iid = f"{t['id']}.r{k}"
+            shutil.copytree(src / "raw" / t["id"], dest / "raw" / iid)
+            meta["trials"].append({**t, "id": iid, "trial": t["id"], "repetition": k})
+            for f in sorted((dest / "raw" / iid).rglob("*")):
+                if f.is_file():
+                    meta["raw_sha256"][f.relative_to(dest / "raw").as_posix()] = hashlib.sha256(f.read_bytes()).hexdigest()
+    (dest / "run.json").write_text(json.dumps(meta, indent=1))
+    return dest
+
+
+@pytest.mark.parametrize("recorded", [V1_RUN, LAB_RUN], ids=["schema-1", "schema-2"])
+def test_identical_repetitions_agree_with_the_single_run(tmp_path, recorded):
+    single = analysis.analyze(shutil.copytree(recorded, tmp_path / "single"), figures=False)
+    run = compose(tmp_path / "rep", [recorded, recorded])
+    res = analysis.analyze(run)
+    v = res.verdict
+    assert v["repetitions"] == 2
+    for one, both in zip(single.verdict["claims"], v["claims"]):
+        assert one["id"] == both["id"]
+        if one["status"] in ("holds", "fails"):
+            assert both["status"] == one["status"] and both["held"] == ("2 of 2" if one["status"] == "holds" else "0 of 2")
+        assert both["by_repetition"]["r1"]["status"] == both["by_repetition"]["r2"]["status"] == one["status"]
+    stats = pd.read_csv(run / "repetitions.csv")
+    assert (stats["n"] <= 2).all() and ((stats["n"] < 2) | (stats["sd"] == 0) | stats["sd"].isna()).all()
+    assert set(stats.loc[stats["n"] == 2, "cv"].dropna()) <= {0.0}
+    summary = pd.read_csv(run / "summary.csv")
+    assert set(summary["repetition"]) == {1, 2}
+    assert (run / "figures" / "repetitions.png").is_file()
+    for k in (1, 2):
+        assert json.loads((run / "repetitions" / f"r{k}" / "verdict.json").read_text())["claims"] == single.verdict["claims"]
+    assert "held in 2 of 2" in (run / "report.md").read_text() or "held in 0 of 2" in (run / "report.md").read_text()
+
+
+def test_the_statistics_across_repetitions_are_t_intervals():
+    long = pd.DataFrame({"trial": ["x"] * 5, "phase": ["p1"] * 5, "subject": ["all"] * 5,
+                         "statistic": ["delay_median_ms"] * 5, "value": [10.0, 12.0, 11.0, 13.0, 9.0], "repetition": range(1, 6)})
+    r = reps.across(long).iloc[0]
+    # mean 11, sd sqrt(2.5) = 1.5811; t(0.975, 4) = 2.7764: half width 1.9632
+    assert r["n"] == 5 and r["mean"] == 11 and r["median"] == 11
+    assert r["sd"] == pytest.approx(1.58114, abs=1e-5) and r["ci95_low"] == pytest.approx(9.0368, abs=1e-4)
+    assert r["ci95_high"] == pytest.approx(12.9632, abs=1e-4) and r["cv"] == pytest.approx(0.143740, abs=1e-6)
+
+
+def _v(*statuses):
+    return {"verdict": "x", "health_failures": [], "claims": [
+        {"id": f"c{i}", "text": "t", "status": s, "holds": {"holds": True, "fails": False}.get(s), "evidence": "e",
+         **({"reason": "r"} if s == "inconclusive" else {})} for i, s in enumerate(statuses)]}
+
+
+def test_a_claim_holds_only_when_it_held_in_every_repetition_where_it_applied():
+    v = reps.combine_verdicts({1: _v("holds", "holds", "fails", "not applicable"),
+                               2: _v("holds", "fails", "fails", "holds"),
+                               3: _v("holds", "holds", "fails", "holds")})
+    c = {x["id"]: x for x in v["claims"]}
+    assert c["c0"]["status"] == "holds" and c["c0"]["held"] == "3 of 3"
+    assert c["c1"]["status"] == "inconclusive" and c["c1"]["reason"].startswith("the repetitions disagree: 2 holds, 1 fails of 3")
+    assert c["c2"]["status"] == "fails" and c["c2"]["held"] == "0 of 3"
+    assert c["c3"]["status"] == "holds" and c["c3"]["held"] == "2 of 2"  # r1: its condition did not hold
+    assert v["verdict"] == "inconclusive" and v["reproduced"] is False
+    v = reps.combine_verdicts({1: _v("holds", "inconclusive"), 2: _v("holds", "holds")})
+    assert v["claims"][1]["reason"] == "not judged in every repetition: 1 inconclusive, 1 holds of 2; r1: r"
+    assert v["claims"][1]["numbers_held"] == "1 of 1"  # r1 without numbers_hold: not counted
+    r1 = _v("holds", "inconclusive")
+    r1["claims"][1]["numbers_hold"] = True
+    assert reps.combine_verdicts({1: r1, 2: _v("holds", "holds")})["claims"][1]["numbers_held"] == "2 of 2"
+    assert reps.combine_verdicts({1: _v("holds"), 2: _v("holds")})["verdict"] == "reproduced"
+    assert reps.combine_verdicts({1: _v("holds", "fails"), 2: _v("holds", "fails")})["verdict"] == "not reproduced"
+
+
+# --- compare ----------------------------------------------------------------------------------------
+def test_compare_places_runs_and_the_published_results_side_by_side(tmp_path):
+    from analysis.compare import compare
+    single = shutil.copytree(V1_RUN, tmp_path / "runs" / "single")
+    repeated = compose(tmp_path / "runs" / "repeated", [V1_RUN, V1_RUN])
+    out = compare([single, repeated], tmp_path / "out")
+    assert out.parent == tmp_path / "out" and out.name.startswith("compare-")
+    claims = pd.read_csv(out / "claims.csv", keep_default_na=False)
+    spec = load_spec("pie-vs-red")
+    ids = [c["id"] for c in spec["claims"]]
+    refs = spec.data["reference_results"]
+    assert len(claims) == len(ids) * (2 + len(refs))
+    assert set(claims[claims["kind"] == "reference"]["row"]) == {r["source"] for r in refs}
+    rep = claims[claims["row"].str.contains(r"x2 TS 0.1 \[repeated\]")]
+    one = claims[claims["row"].str.contains(r"\[single\]")]
+    assert list(rep["status"]) == list(one["status"])  # the same data twice: the same statuses
+    assert set(rep["held"]) <= {"2 of 2", "0 of 2"} and set(one["held"]) == {""}
+    stats = pd.read_csv(out / "compare.csv")
+    assert set(stats["statistic"]) == {"delay_median_ms"} and set(stats["n"]) == {1, 2}
+    report = (out / "report.md").read_text()
+    assert "| *Pan et al., HPSR 2013, Fig. 8 (ns-2 simulation)* | holds | holds | holds |" in report
+    assert "Every claim has the same status in every run." in report
+    assert (out / "figures" / "compare.png").stat().st_size > 10_000
+
+
+def test_compare_refuses_runs_of_different_experiments(tmp_path):
+    from analysis.compare import compare
+    from analysis.run import AnalysisError
+    a = shutil.copytree(V1_RUN, tmp_path / "a")
+    b = shutil.copytree(LAB_RUN, tmp_path / "b")
+    with pytest.raises(AnalysisError, match=r"b/run.json: experiment: runs of pie-lab, pie-vs-red; expected runs of one experiment"):
+        compare([a, b], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+# --- the Flent export -------------------------------------------------------------------------------
+FLENT = Path(sys.executable).parent / "flent"
+
+
+@pytest.mark.parametrize("recorded, trial, want", [
+    (V1_RUN, "red-limited", ["Ping (ms) ICMP ", "Ping (ms) ICMP client3 (extra)", "TCP upload::1 ",
+                             "qdisc_stats_router::backlog_bytes", "qdisc_stats_router::dropped"]),
+    (LAB_RUN, "pie", ["Ping (ms) ICMP ", "TCP upload::1 ", "qdisc_stats_s2_s2-eth2::backlog_pkts"]),
+], ids=["schema-1", "schema-2"])
+def test_each_trial_opens_in_the_real_flent(tmp_path, recorded, trial, want):
+    run = shutil.copytree(recorded, tmp_path / "run")
+    res = analysis.analyze(run, figures=False)
+    f = res.out_dir / "flent" / f"{trial}.flent.gz"
+    assert f in res.outputs
+    p = subprocess.run([str(FLENT), "-i", str(f), "-f", "summary"], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "ERROR" not in out and "Traceback" not in out, out
+    for series in want:
+        assert series in out, out
+    for plot in ("ping", "totals", "backlog"):
+        png = tmp_path / f"{plot}.png"
+        p = subprocess.run([str(FLENT), "-i", str(f), "-p", plot, "-o", str(png)], capture_output=True, text=True,
+                           cwd=tmp_path, timeout=120)
+        assert p.returncode == 0 and "ERROR" not in p.stdout + p.stderr, p.stdout + p.stderr
+        assert png.stat().st_size > 10_000
