@@ -118,8 +118,10 @@ def test_exact_commands_for_client1(spec):
         ["ip", "-n", "client1", "link", "set", "eth1", "up"],
         ["ip", "-n", "client1", "route", "add", "10.10.2.0/24", "via", "10.10.1.254"],
     ]
-    # sshd comes last, after every namespace exists
+    # sshd comes last, after every namespace exists and after its privilege separation folder
+    # (sshd exits 255 without it on a machine where systemd never started ssh.service)
     tail = cmds[-2 * len(spec.nodes):]
+    assert cmds[-2 * len(spec.nodes) - 1] == ["mkdir", "-p", "/run/sshd"]
     assert ["mkdir", "-p", "/rt/client1"] in tail
     assert ["ip", "netns", "exec", "client1", "/usr/sbin/sshd", "-f", "/cfg/client1/sshd_config",
             "-E", "/rt/client1/sshd.log"] in tail

@@ -278,7 +278,8 @@ class LocalSite(Site):
                                                     self.state_dir / capacity.RESULT_FILE), log)
             r = _run(["sh", str(self.state_dir / "build.sh")])
             if r.returncode != 0:
-                raise SiteError(f"site local: build failed: {r.stderr.strip()[-500:]}")
+                why = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}")[-500:]
+                raise SiteError(f"site local: build failed: {why}")
             jump = None
         elif mode == "uml":
             self._start_uml(layout, log)

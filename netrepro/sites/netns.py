@@ -184,6 +184,10 @@ def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
         if nd["kind"] == "switch":
             cmds.append(["ip", "-n", node, "link", "set", "br0", "up"])
         routes(node)
+    # sshd(8) refuses to start without its privilege separation directory; Debian's package
+    # leaves creating it to systemd (RuntimeDirectory=sshd), which a container or fresh
+    # machine may never have run.
+    cmds.append(["mkdir", "-p", "/run/sshd"])
     for node in m.nodes:
         run = str(Path(layout.runtime_dir) / node)
         cfg = str(Path(layout.config_dir) / node / "sshd_config")
