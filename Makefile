@@ -101,14 +101,16 @@ validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the 
 
 test: setup $(DEV_STAMP) ## All tests: unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root
 	$(NETREPRO) setup --site ns3
+	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(PY) -m pytest -q -n auto -m "not integration and not netns" tests
 	$(PY) -m pytest -q -m "integration or netns" tests
 
 fresh-root-check: ## In a fresh minimal Debian 12 root: make setup, then the local site up and down
 	tools/fresh-root-check
 
-test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM), one worker per core (pytest-xdist)
+test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM), one worker per core (pytest-xdist); installs the ns3 site and UML as make test
 	$(NETREPRO) setup --site ns3
+	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(PY) -m pytest -q -n auto -m "not integration and not netns" tests
 
 test-integration: setup $(DEV_STAMP) ## The end-to-end test only

@@ -81,7 +81,7 @@ def test_missing_executables_name_their_package(monkeypatch):
     monkeypatch.setitem(nsetup.LOCAL_EXECUTABLES, "nr-no-such-tool", "nr-no-such-package")
     assert nsetup.missing_executables("host") == {"nr-no-such-tool": "nr-no-such-package"}
     assert nsetup.missing_packages("host") == ["nr-no-such-package"]
-    monkeypatch.setitem(nsetup.UML_EXECUTABLES, "nr-no-such-uml", "nr-no-such-uml-package")
+    monkeypatch.setattr(nsetup, "UML_EXECUTABLES", {"nr-no-such-uml": "nr-no-such-uml-package"})
     assert nsetup.missing_packages("uml") == ["nr-no-such-package", "nr-no-such-uml-package"]
     assert nsetup.missing_packages("vm") == ["nr-no-such-package"]
 
@@ -99,7 +99,7 @@ def test_check_names_what_is_missing_and_changes_nothing(monkeypatch, tmp_path):
 
 def test_check_in_uml_mode_names_the_uml_package(monkeypatch):
     monkeypatch.setenv("LOCAL_MODE", "uml")
-    monkeypatch.setitem(nsetup.UML_EXECUTABLES, "nr-no-such-uml", "nr-no-such-uml-package")
+    monkeypatch.setattr(nsetup, "UML_EXECUTABLES", {"nr-no-such-uml": "nr-no-such-uml-package"})
     out: list[str] = []
     assert nsetup.setup("local", check_only=True, log=out.append) == 1
     assert out[0] == "[setup] local site, User-Mode Linux (uml) mode: LOCAL_MODE=uml", out
