@@ -20,6 +20,7 @@ RESUME ?=
 REPEAT ?= 1
 SEED ?=
 NO_SHUFFLE ?=
+SWEEP ?=
 DRY_RUN ?=
 V ?=
 PYTHON ?= python3
@@ -33,7 +34,8 @@ export SITE TIME_SCALE RATE_SCALE HOURS RUN REPEAT
 
 # The repetition and console options of run and reproduce (netrepro run --help).
 SCHEDULE_ARGS = $(if $(filter-out 1,$(REPEAT)),--repeat $(REPEAT)) $(if $(SEED),--seed $(SEED)) \
-                $(if $(filter 1,$(NO_SHUFFLE)),--no-shuffle) $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(V)),-v)
+                $(if $(filter 1,$(NO_SHUFFLE)),--no-shuffle) $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(V)),-v) \
+                $(if $(filter 1,$(SWEEP)),--sweep)
 
 .PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status \
         renew plan rspec validate compare test test-unit test-integration faults fresh-root-check lint bench clean
@@ -66,7 +68,7 @@ setup: $(STAMP) ## Install everything SITE needs (Debian packages, micro-VM kern
 reproduce-pie-vs-red: ## The main job: reproduce PIE vs RED (Fig. 8) on SITE, then tear down
 	$(MAKE) reproduce EXPERIMENT=pie-vs-red
 
-reproduce: setup ## up + provision + run + analyze + down for EXPERIMENT (REPEAT=N, DRY_RUN=1, RESUME=<run folder>)
+reproduce: setup ## up + provision + run + analyze + down for EXPERIMENT (REPEAT=N, SWEEP=1, DRY_RUN=1, RESUME=<run folder>)
 	$(NETREPRO) reproduce $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
 
 up: setup ## Reserve/build the site and wait until every node answers
@@ -75,7 +77,7 @@ up: setup ## Reserve/build the site and wait until every node answers
 provision: $(STAMP) ## Provision the nodes with Ansible
 	$(NETREPRO) provision $(EXPERIMENT) --site $(SITE)
 
-run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/ (REPEAT=N, SEED, NO_SHUFFLE=1, DRY_RUN=1, V=1); RESUME=<run folder> continues that run
+run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/ (REPEAT=N, SWEEP=1, SEED, NO_SHUFFLE=1, DRY_RUN=1, V=1); RESUME=<run folder> continues that run
 	$(NETREPRO) run $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
 
 analyze: $(STAMP) ## Analyze RUN=<folder> (default: results/<experiment>/latest); PARTIAL=1 accepts damaged raw files

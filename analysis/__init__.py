@@ -13,6 +13,8 @@ version leaves those bytes as they are, and another version writes into
 
 A run that repeated its trials (``netrepro run --repeat N``) is analysed repetition by
 repetition, each as a run of its own, and across them (:mod:`analysis.repetitions`).
+A sweep (``netrepro run --sweep``) is analysed point by point, each as a run of the experiment
+at that point, and across the points (:mod:`analysis.sweep`).
 
 Entry points: :func:`analyze_run` (returns the verdict), :func:`analyze` (returns everything)
 and ``python -m analysis <run_dir> [--partial]``.
@@ -74,6 +76,10 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     rdir, data = read_run_json(run_dir)
     if spec is None and isinstance(data.get("spec"), dict) and data["spec"].get("schema_version") == 2:
         spec = Spec.from_data(data["spec"], f"{rdir / 'run.json'}:spec")
+    from analysis.sweep import swept
+    if swept(data):
+        from analysis.sweep import analyze_swept
+        return analyze_swept(rdir, data, spec, figures, partial)
     from analysis.repetitions import repeated
     if repeated(data):
         from analysis.repetitions import analyze_repeated

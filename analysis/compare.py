@@ -64,6 +64,13 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
 
     if not runs:
         raise AnalysisError("command line", "RUN: expected at least one run folder")
+    from analysis.run import read_run_json
+    from analysis.sweep import swept
+    for r in runs:
+        rdir, data = read_run_json(Path(r))
+        if swept(data):
+            raise AnalysisError(rdir / "run.json", "sweep: a sweep's points have different settings; expected runs "
+                                                   "at one setting (the sweep's own report.md compares its points)")
     loaded = [(Path(r).resolve(), *load(Path(r))) for r in runs]
     names = {d.get("experiment") for _, d, _ in loaded}
     if len(names) != 1:

@@ -242,10 +242,9 @@ def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bo
 
     Raises: as :func:`analysis.analyze` (the raw files are checked once, before anything is
     written)."""
-    from analysis import AnalysisResult, _analyze_v1
-    from analysis import generic
+    from analysis import AnalysisResult
     from analysis.integrity import sha256_file
-    from analysis.io import atomic_path, write_gzip, write_text
+    from analysis.io import write_text
     from analysis.provenance import RECORD, libraries, output_dir, toolkit
     from analysis.run import verified_raw
     from netrepro.spec import Spec
@@ -262,12 +261,35 @@ def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bo
         "figures": bool(figures), "partial": bool(check.damaged),
     }
     out = output_dir(run_dir, record, not check.damaged)
-    v2 = spec.model.data["schema_version"] == 2
-    n = int(data["repetitions"]["repeat"])
-    tidies, summaries, verdicts, health, problems, outputs = [], [], {}, {}, [], []
+    problems = []
     if marker.is_file():
         why = " ".join(marker.read_bytes().decode("utf-8", "replace").split())[:200]
         problems.append(f"the run is marked INCOMPLETE: {why}")
+    res = repeated_into(run_dir, data, spec, figures, partial, out, record, problems)
+    outputs = res["outputs"]
+    record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
+    outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
+    from analysis.run import RunInfo
+    run = RunInfo(dir=run_dir, data=data, spec=spec, time_scale=float(data.get("time_scale", 1)), trials=[],
+                  raw_check=check, partial=partial)
+    return AnalysisResult(run, res["tidy"], res["summary"], res["verdict"], res["problems"], outputs, out, record,
+                          res["health"])
+
+
+def repeated_into(run_dir: Path, data: dict, spec, figures: bool, partial: bool, out: Path, record: dict,
+                  problems: list[str]) -> dict:
+    """The analysis of a repeated run (or of a sweep's point, :mod:`analysis.sweep`) written
+    into ``out``: repetitions/r<k>/, tidy.csv.gz, summary.csv, repetitions.csv, figures/,
+    verdict.json and report.md, each repetition analysed with ``record`` as its provenance.
+    ``problems``: lines known beforehand (the run's INCOMPLETE marker), extended. Returns
+    ``{"tidy", "summary", "verdict", "problems", "outputs", "health"}``; writes no analysis.json."""
+    from analysis import _analyze_v1
+    from analysis import generic
+    from analysis.io import atomic_path, write_gzip, write_text
+    v2 = spec.model.data["schema_version"] == 2
+    n = int(data["repetitions"]["repeat"])
+    tidies, summaries, verdicts, health, outputs = [], [], {}, {}, []
+    problems = list(problems)
     for k in range(1, n + 1):
         sub = out / "repetitions" / f"r{k}"
         sub.mkdir(parents=True, exist_ok=True)
@@ -306,9 +328,5 @@ def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bo
     outputs.append(write_text(out / "report.md", render_report(
         data, spec, verdict, stats, statistics, verdicts,
         [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"], problems)))
-    record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
-    outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
-    from analysis.run import RunInfo
-    run = RunInfo(dir=run_dir, data=data, spec=spec, time_scale=float(data.get("time_scale", 1)), trials=[],
-                  raw_check=check, partial=partial)
-    return AnalysisResult(run, tidy, summary, verdict, problems, outputs, out, record, health)
+    return {"tidy": tidy, "summary": summary, "verdict": verdict, "problems": problems, "outputs": outputs,
+            "health": health}

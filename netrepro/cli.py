@@ -125,7 +125,7 @@ def _schedule_args(args) -> dict:
     """The repetition options of run/reproduce for controller.run and controller.dry_run. A
     resumed run keeps its own repetitions: REPEAT from the environment alone does not count."""
     repeat = args.repeat if not args.resume or getattr(args, "repeat_given", False) else None
-    return {"repeat": repeat, "shuffle": not args.no_shuffle, "seed": args.seed}
+    return {"repeat": repeat, "shuffle": not args.no_shuffle, "seed": args.seed, "sweep": bool(args.sweep)}
 
 
 def _dry_run(args, spec) -> int:
@@ -133,7 +133,7 @@ def _dry_run(args, spec) -> int:
     sched = _schedule_args(args)
     controller.dry_run(spec, args.site, _run_time_scale(args), _options(args), trial_ids=getattr(args, "trial", None),
                        repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
-                       resume=Path(args.resume) if args.resume else None)
+                       resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"])
     return 0
 
 
@@ -145,7 +145,7 @@ def cmd_run(args) -> int:
     sched = _schedule_args(args)
     run_dir = controller.run(spec, args.site, _run_time_scale(args), _options(args),
                              trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
-                             repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"])
+                             repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"])
     print(f"[run] raw data and run.json in {run_dir}")
     return 0
 
@@ -212,6 +212,9 @@ def cmd_reproduce(args) -> int:
     resume = Path(args.resume) if args.resume else None
     if resume:  # refused before anything is built (reads only)
         controller.load_resume(spec, args.site, resume, _run_time_scale(args), None, sched["repeat"])
+    elif sched["sweep"]:  # every point checked before anything is built
+        from netrepro import sweep
+        sweep.points(spec)
     t0 = time.time()
     timings = {}
     try:
@@ -223,7 +226,8 @@ def cmd_reproduce(args) -> int:
         timings["provision_s"] = round(time.time() - t, 1)
         t = time.time()
         run_dir = controller.run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce",
-                                 repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"])
+                                 repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
+                                 sweep=sched["sweep"])
         timings["trials_s"] = round(time.time() - t, 1)
         t = time.time()
         verdict = controller.analyze(run_dir)
@@ -334,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_schedule(sp) -> None:
-    """--repeat, --no-shuffle, --seed and --dry-run of run and reproduce."""
+    """--repeat, --no-shuffle, --seed, --sweep and --dry-run of run and reproduce."""
     sp.add_argument("--repeat", type=_repeat, default=os.environ.get("REPEAT") or "1", action=_Given, metavar="N",
                     help="run every trial N times, in N blocks of one of each (default: $REPEAT or 1; "
                          "with --resume: the run's own)")
@@ -342,6 +346,9 @@ def _add_schedule(sp) -> None:
                     help="run each block in the file's order (default with --repeat > 1: a random order whose "
                          "seed run.json records)")
     sp.add_argument("--seed", type=_seed, default=None, help="the shuffle's seed (default: a fresh one, recorded)")
+    sp.add_argument("--sweep", action="store_true", default=os.environ.get("SWEEP") == "1",
+                    help="run each trial at every combination of the values of the experiment's sweep.factors "
+                         "(default: $SWEEP=1; with --resume: the run's own)")
     sp.add_argument("--dry-run", action="store_true",
                     help="print every trial that would run, in order, with its settings and estimated wall time; "
                          "run and write nothing")

@@ -980,7 +980,7 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
 def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
         trial_ids: list[str] | None = None, lead_s: float | None = None, resume: Path | None = None,
         command: str = "run", repeat: int | None = None, shuffle: bool = True, seed: int | None = None,
-        progress_tty: bool | None = None) -> Path:
+        progress_tty: bool | None = None, sweep: bool = False) -> Path:
     """Run the spec's trials (or ``trial_ids``) on a provisioned site; return the run folder.
 
     ``repeat``: run every trial that many times, in blocks of one of each, each block in a
@@ -989,6 +989,11 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     ``repetitions: {repeat, shuffle, seed, design}`` and each instance's ``trial`` and
     ``repetition``. A resumed run keeps its own: ``repeat`` None, or the run's (:func:`load_resume`
     refuses another).
+    ``sweep``: run each trial at every point of the experiment's ``sweep.factors``
+    (:mod:`netrepro.sweep`): the instances are ``<trial>.p<i>`` (``.r<k>`` when repeated), in
+    blocks of every (trial, point) shuffled as repetitions are; run.json records ``sweep:
+    {factors, points}`` and each instance's ``point`` and ``factors`` (name -> value). A
+    resumed run keeps its own sweep.
     ``progress_tty``: the progress display (:class:`netrepro.progress.RunProgress`): rich's
     on a terminal (default: when stdout is one), else timestamped lines.
 
@@ -1016,11 +1021,15 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         StepIncomplete: a trial failed or the run was interrupted (SIGINT/SIGTERM): the run
             is marked INCOMPLETE; the completed trials are kept.
     """
+    from netrepro import sweep as sweeps
     known_ids = _checked_trial_ids(spec, trial_ids)
     prior = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, repeat) if resume is not None else None
     if prior is None:
         repeat = repeat or 1
-        instances, seed = _planned(spec, trial_ids, repeat, shuffle, seed)
+        points = sweeps.points(spec) if sweep else None
+        instances, seed = _planned(spec, trial_ids, repeat, shuffle, seed, points)
+    else:
+        points = sweeps.from_record(spec, prior["sweep"]) if isinstance(prior.get("sweep"), dict) else None
     if prior is None and time_scale is None:
         time_scale = 1.0
     site = open_site(spec, site_name, options)
@@ -1059,6 +1068,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         run_dir = new_run_dir(spec, site_name)
         lock = _lock_run(run_dir, "run folder")
         order = [i.id for i in instances]
+        shuffled = bool(shuffle and (repeat > 1 or points))
         meta = {
             "experiment": spec.name, "spec": _spec_as_recorded(spec), "spec_file": str(spec.path), "site": site_name,
             "mode": mode, "site_status": status, "time_scale": time_scale, "lead_s": lead,
@@ -1066,16 +1076,24 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
             "started_at": session["at"], "trials": [], "nodes": {}, "raw_sha256": {}, "wall_s": 0.0,
             "packet": {"mtu_bytes": spec.model.data["mtu_bytes"], "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
             "trial_status": [{**i.as_dict(), "status": "pending", "attempts": []} for i in instances],
-            "repetitions": {"repeat": repeat, "shuffle": bool(shuffle and repeat > 1), "seed": seed,
-                            "design": "randomized complete blocks: each repetition runs every trial once"
+            "repetitions": {"repeat": repeat, "shuffle": shuffled, "seed": seed,
+                            "design": "randomized complete blocks: each repetition runs every trial "
+                                      + ("at every point of the sweep " if points else "") + "once"
                                       + (", in an order drawn from the seed (Python random.Random(seed).shuffle "
-                                         "per block)" if shuffle and repeat > 1 else ", in the file's order")},
+                                         "per block)" if shuffled else ", in the file's order")},
         }
+        if points:
+            ran = {i.trial for i in instances}
+            meta["sweep"] = {"factors": sweeps.factors(spec),
+                             "points": [{**p.as_dict(), "trials": [t for t in p.trials if t in ran]} for p in points],
+                             "design": "full factorial: each trial at every combination of the factors that apply to it"}
         if isinstance(spec, SpecV2):  # every rate and byte size of the experiment times k
             meta["rate_scale"] = site.load_state().get("rate_scale")
         pending = list(order)
         log(f"[run] {spec.name} on {site_name} ({mode}), TIME_SCALE={time_scale}"
-            + (f", REPEAT={repeat} ({'shuffled, seed ' + str(seed) if shuffle else 'in file order'})" if repeat > 1 else "")
+            + (f", REPEAT={repeat}" if repeat > 1 else "")
+            + (f", sweep of {len(points)} points ({len(order)} trial instances)" if points else "")
+            + (f" ({'shuffled, seed ' + str(seed) if shuffled else 'in file order'})" if repeat > 1 or points else "")
             + f"; results in {_shown(run_dir)}")
     raw = run_dir / "raw"
     rj = run_dir / "run.json"
@@ -1096,43 +1114,51 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
             f"if that process is gone, it was stopped without a word: {resume_hint}\n")
         _write_json(rj, meta)
         by_id = _trials_by_id(scaled)
+        at_point = {p.id: (p, _at_rate_scale(sweeps.point_spec(spec, p.values), site)) for p in points or []}
         from netrepro.progress import RunProgress
         estimate = _instance_estimate_s(scaled, time_scale, meta["trials"])
         progress = RunProgress(len(meta["trial_status"]), len(meta["trial_status"]) - len(pending), estimate,
                                tty=progress_tty)
         for tid in pending:
             ts = next(s for s in meta["trial_status"] if s["id"] == tid)
-            trial = by_id[ts.get("trial") or tid]
+            point, tspec = at_point.get(ts.get("point"), (None, scaled))
+            trial_id = ts.get("trial") or tid
+            trial = _trials_by_id(tspec)[trial_id] if point else by_id[trial_id]
             attempt = {"started_at": datetime.now(timezone.utc).isoformat(), "status": "running"}
             ts.setdefault("attempts", []).append(attempt)
             ts.update(status="running", reason=None)
             _write_json(rj, meta)
             staging = run_dir / ".fetch" / tid
             shutil_rm(staging)
-            tv = {**trial_vars(scaled, trial, time_scale, staging / "archives", lead), "id": tid,
+            tv = {**trial_vars(tspec, trial, time_scale, staging / "archives", lead), "id": tid,
                   "repetition": ts.get("repetition", 1)}
+            factor_values = sweeps.trial_factors(meta["sweep"]["factors"], point, trial_id) if point else {}
+            if point:
+                tv.update(point=point.id, factors=factor_values)
             outcome: tuple[str, str] | None = None  # (status, reason)
             started: dict[str, float] = {}
-            progress.trial(tid, _settings_text(spec, trial), _scaled_phases(scaled, time_scale)
+            progress.trial(tid, _settings_text(spec, trial) + "".join(f"; {k}={v}" for k, v in factor_values.items()),
+                           _scaled_phases(tspec, time_scale)
                            or [{"name": "trial", "start_s": 0, "end_s": tv["duration_s"]}],
                            lambda: started.get("start_epoch_s"), None if inv is None else _delay_probe(inv, tv))
             try:
-                record = (_simulate_trial(scaled, site, tv, time_scale, run_dir, len(ts["attempts"]), started)
+                record = (_simulate_trial(tspec, site, tv, time_scale, run_dir, len(ts["attempts"]), started)
                           if inv is None else
-                          _run_trial(scaled, site, inv, tv, time_scale, run_dir, len(ts["attempts"]), started))
-                record.update(trial=ts.get("trial") or tid, repetition=ts.get("repetition", 1))
+                          _run_trial(tspec, site, inv, tv, time_scale, run_dir, len(ts["attempts"]), started))
+                record.update(trial=ts.get("trial") or tid, repetition=ts.get("repetition", 1),
+                              **({"point": point.id, "factors": factor_values} if point else {}))
             except _TrialFailed as exc:
                 outcome = ("failed", exc.reason)
                 attempt.update(exc.details)
                 if exc.stop:
                     if inv is not None:
-                        _stop_trial(spec, inv, site, tv)
+                        _stop_trial(tspec, inv, site, tv)
                 failure = (tid, exc.reason, 2)
             except KeyboardInterrupt as exc:
                 sig = signal_of(exc)
                 outcome = ("failed", f"interrupted by {sig}")
                 if inv is not None:
-                    _stop_trial(spec, inv, site, tv)
+                    _stop_trial(tspec, inv, site, tv)
                 failure = (tid, outcome[1], SIGNAL_EXIT[sig])
             except OSError as exc:  # the controller's disk (extracting, moving the data)
                 why = exc.strerror or str(exc)
@@ -1213,25 +1239,29 @@ def _trials_by_id(spec: Spec) -> dict[str, dict]:
     return {f"{t['aqm']}-{t['variant']}": t for t in spec["trials"]}
 
 
-def _planned(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffle: bool, seed: int | None):
+def _planned(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffle: bool, seed: int | None,
+             points: list | None = None):
     """(instances, seed) of a new run: :func:`netrepro.schedule.plan` of the spec's trials (or
-    ``trial_ids``), with a fresh seed drawn when a shuffled run of more than one repetition
+    ``trial_ids``), at every sweep point of ``points`` (:func:`netrepro.sweep.points`) when
+    given, with a fresh seed drawn when a shuffled run (more than one repetition, or a sweep)
     has none. Raises SpecError (``--repeat``, one line) for a repeat out of range."""
-    from netrepro import schedule
-    if shuffle and repeat > 1 and seed is None:
+    from netrepro import schedule, sweep
+    if shuffle and (repeat > 1 or points) and seed is None:
         seed = schedule.new_seed()
+    ids = [t for t in spec.trial_ids if not trial_ids or t in trial_ids]
     try:
-        return schedule.plan([t for t in spec.trial_ids if not trial_ids or t in trial_ids], repeat, shuffle, seed), seed
+        return schedule.plan(sweep.cells(points, ids) if points else ids, repeat, shuffle, seed), seed
     except ValueError as exc:
         raise SpecError("command line", "--repeat", str(exc)) from None
 
 
 def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
             trial_ids: list[str] | None = None, repeat: int = 1, shuffle: bool = True, seed: int | None = None,
-            resume: Path | None = None, out=None) -> list[dict]:
+            resume: Path | None = None, out=None, sweep: bool = False) -> list[dict]:
     """Print every trial instance a run would run, in order, with its settings and the estimated
-    wall time, and return them (``[{id, trial, repetition, settings, estimate_s}]``). Touches
-    nothing: no site is contacted, no file written (the site's saved state is only read).
+    wall time, and return them (``[{id, trial, repetition, settings, estimate_s}]``; ``point``
+    too in a sweep). Touches nothing: no site is contacted, no file written (the site's saved
+    state is only read). ``sweep``: as :func:`run`'s; every point's experiment is validated.
 
     With ``resume``: the run's remaining instances (:func:`load_resume` checks it, reading
     only). A shuffled run without ``seed`` draws one and prints it: ``--seed`` with it runs
@@ -1242,29 +1272,39 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
     is provisioned.
 
     Raises:
-        SpecError: a bad ``trial_ids``, ``repeat`` or ``resume`` (one line).
+        SpecError: a bad ``trial_ids``, ``repeat``, ``resume`` or sweep (one line).
     """
     from netrepro import schedule
+    from netrepro import sweep as sweeps
     out = out or sys.stdout
     _checked_trial_ids(spec, trial_ids)
     by_id = _trials_by_id(spec)
+    points = None
     if resume is not None:
         meta = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, None)
         time_scale = float(meta.get("time_scale", 1))
         rec = meta.get("repetitions") or {}
         repeat, shuffle, seed = int(rec.get("repeat", 1)), bool(rec.get("shuffle")), rec.get("seed")
-        todo = [schedule.Instance(t["id"], t.get("trial") or t["id"], int(t.get("repetition", 1)))
+        todo = [schedule.Instance(t["id"], t.get("trial") or t["id"], int(t.get("repetition", 1)), t.get("point"))
                 for t in meta.get("trial_status") or [] if t.get("status") != "complete"]
         records = meta["trials"]
+        if isinstance(meta.get("sweep"), dict):
+            points = sweeps.from_record(spec, meta["sweep"])
     else:
         time_scale = 1.0 if time_scale is None else time_scale
-        todo, seed = _planned(spec, trial_ids, repeat, shuffle, seed)
+        points = sweeps.points(spec) if sweep else None
+        todo, seed = _planned(spec, trial_ids, repeat, shuffle, seed, points)
         records = _latest_records(spec, site_name)
     each = _instance_estimate_s(spec, time_scale, records)
-    rows = [{**i.as_dict(), "settings": _settings_text(spec, by_id[i.trial]), "estimate_s": round(each, 1)}
-            for i in todo]
+    fs = sweeps.factors(spec)
+    at = {p.id: p for p in points or []}
+    rows = [{**i.as_dict(), "settings": _settings_text(spec, by_id[i.trial]) + "".join(
+                f"; {k}={v}" for k, v in (sweeps.trial_factors(fs, at[i.point], i.trial) if i.point else {}).items()),
+             "estimate_s": round(each, 1)} for i in todo]
+    shuffled = shuffle and (repeat > 1 or bool(points))
     print(f"[dry-run] {spec.name} on {site_name}, TIME_SCALE={time_scale:g}, REPEAT={repeat}"
-          + (f", shuffled with seed {seed} (--seed {seed} runs this order)" if shuffle and repeat > 1 else
+          + (f", sweep of {len(points)} points" if points else "")
+          + (f", shuffled with seed {seed} (--seed {seed} runs this order)" if shuffled else
              ", in the file's order") + (f"; resuming {resume}" if resume is not None else ""), file=out)
     width = max((len(r["id"]) for r in rows), default=0)
     t = 0.0
@@ -1394,6 +1434,17 @@ def _delay_probe(inv: Path, tv: dict):
                                 node_trial_dir(hv, tv["id"]))
 
 
+def nodes_variant(tv: dict) -> str | None:
+    """What the site's state records as the nodes' variant after trial ``tv`` of a
+    schema_version 1 experiment: the variant, and at a sweep's point the point too (its
+    bottleneck or FTP sources' rate may differ from another point's), so that
+    playbooks/set-variant.yml runs whenever either changes. None for version 2 (its trial
+    playbook applies everything)."""
+    if "variant" not in tv:
+        return None
+    return tv["variant"] + (f"@{tv['point']}" if tv.get("point") else "")
+
+
 def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, run_dir: Path, attempt: int,
                started: dict | None = None) -> dict:
     """Run one trial (playbooks/trial.yml) and move its checked data to raw/<trial>/.
@@ -1406,8 +1457,9 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     tid = tv["id"]
     v2 = isinstance(spec, SpecV2)
     st = site.load_state()
+    variant_key = nodes_variant(tv)
     if not v2:
-        tv["variant_changed"] = st.get("variant") != tv["variant"]
+        tv["variant_changed"] = st.get("variant") != variant_key
         if tv["variant_changed"]:
             st["variant"] = None  # unknown until the trial's set-variant step succeeds
             site.save_state(st)
@@ -1460,7 +1512,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     clocks_after = node_clocks(inv, samples=1)
     if not v2:
         st = site.load_state()
-        st["variant"] = tv["variant"]
+        st["variant"] = variant_key
         site.save_state(st)
     fetched = Path(tv["fetch_dir"])
     tdir = fetched.parent / "nodes"

@@ -9,7 +9,9 @@ Flent's batch mode likewise shuffles its runs by default (flent(1), ``repetition
 ``shuffle``). The seed is recorded in run.json, so the order can be drawn again.
 
 A trial run more than once is a *trial instance* with its own id and raw folder:
-``<trial>.r<k>`` (k from 1); a run of one repetition keeps the plain trial ids.
+``<trial>.r<k>`` (k from 1); a run of one repetition keeps the plain trial ids. In a sweep
+(:mod:`netrepro.sweep`) a trial runs at several points, as ``<trial>.p<i>`` (and
+``<trial>.p<i>.r<k>``); a block then holds every (trial, point) cell once.
 """
 
 from __future__ import annotations
@@ -25,19 +27,23 @@ REPEAT_MAX = 100
 @dataclass(frozen=True)
 class Instance:
     """One trial instance of a run: ``id`` (raw folder name), ``trial`` (the experiment's
-    trial id) and ``repetition`` (1..repeat)."""
+    trial id), ``repetition`` (1..repeat) and ``point`` (a sweep's point id, else None)."""
 
     id: str
     trial: str
     repetition: int
+    point: str | None = None
 
     def as_dict(self) -> dict:
-        return {"id": self.id, "trial": self.trial, "repetition": self.repetition}
+        return {"id": self.id, "trial": self.trial, "repetition": self.repetition,
+                **({"point": self.point} if self.point else {})}
 
 
-def instance_id(trial: str, repetition: int, repeat: int) -> str:
-    """``trial`` when the run has one repetition, else ``<trial>.r<repetition>``."""
-    return trial if repeat == 1 else f"{trial}.r{repetition}"
+def instance_id(trial: str, repetition: int, repeat: int, point: str | None = None) -> str:
+    """``trial``, ``<trial>.p<i>`` at a sweep's point, each + ``.r<repetition>`` when the run
+    has more than one repetition."""
+    base = f"{trial}.{point}" if point else trial
+    return base if repeat == 1 else f"{base}.r{repetition}"
 
 
 def new_seed() -> int:
@@ -45,14 +51,16 @@ def new_seed() -> int:
     return secrets.randbits(32)
 
 
-def plan(trial_ids: list[str], repeat: int = 1, shuffle: bool = True, seed: int | None = None) -> list[Instance]:
+def plan(trial_ids: list[str] | list[tuple[str, str]], repeat: int = 1, shuffle: bool = True,
+         seed: int | None = None) -> list[Instance]:
     """The trial instances of a run, in the order they run.
 
     Args:
-        trial_ids: the trials, in the experiment file's order.
+        trial_ids: the trials, in the experiment file's order; or, in a sweep, the
+            (trial, point id) cells (:func:`netrepro.sweep.cells`).
         repeat: repetitions (blocks), 1..:data:`REPEAT_MAX`.
-        shuffle: shuffle each block (only when ``repeat`` > 1: one repetition keeps the file's
-            order, as runs made before repetitions existed).
+        shuffle: shuffle each block (only when ``repeat`` > 1 or in a sweep: one repetition
+            of the file's trials keeps the file's order, as runs made before repetitions existed).
         seed: the generator's seed (Python's Mersenne Twister, ``random.Random(seed)``); with
             shuffling and no seed, the order is not reproducible, so callers pass one
             (:func:`new_seed`) and record it.
@@ -65,12 +73,13 @@ def plan(trial_ids: list[str], repeat: int = 1, shuffle: bool = True, seed: int 
     if not trial_ids:
         raise ValueError("no trial to run")
     rng = random.Random(seed)
+    cells = [c if isinstance(c, tuple) else (c, None) for c in trial_ids]
     out = []
     for k in range(1, repeat + 1):
-        block = list(trial_ids)
-        if shuffle and repeat > 1:
+        block = list(cells)
+        if shuffle and (repeat > 1 or cells[0][1] is not None):
             rng.shuffle(block)
-        out += [Instance(instance_id(t, k, repeat), t, k) for t in block]
+        out += [Instance(instance_id(t, k, repeat, p), t, k, p) for t, p in block]
     return out
 
 
