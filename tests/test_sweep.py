@@ -283,3 +283,30 @@ def test_a_repeated_sweep_is_analysed_across_each_points_repetitions(fake_site):
     table = pd.read_csv(run_dir / "sweep.csv")
     assert set(table["n"]) <= {0, 2} and (table["n"] == 2).mean() > 0.9 and (table["sd"].fillna(0) == 0).all()
     assert res.verdict["sweep"]["base_point"] == "p4"
+
+
+def test_a_version_2_file_sweeps_a_trials_qdisc_and_every_trials_traffic(tmp_path):
+    """codel-lab: CoDel's target (the codel trial only, by its id) and the iperf3 flows'
+    duration (every trial's traffic); each point's trial plan carries the values."""
+    data = copy.deepcopy(load_spec("codel-lab").data)
+    data["sweep"] = {"factors": [
+        {"name": "codel_target_ms", "path": "trials.codel.qdiscs.s2:s2-eth2.1.target_ms", "values": [5, 10],
+         "trials": ["codel"]},
+        {"name": "duration_s", "paths": ["traffic.0.duration_s", "traffic.1.duration_s"], "values": [30, 60]}]}
+    spec = Spec.from_data(data, "codel.yml")
+    pts = sweep.points(spec)
+    assert [p.values for p in pts] == [{"codel_target_ms": t, "duration_s": d} for t in (5, 10) for d in (30, 60)]
+    # the trials other than codel run once per duration
+    assert [sorted(p.trials) for p in pts] == [sorted(spec.trial_ids), sorted(spec.trial_ids), ["codel"], ["codel"]]
+    p = sweep.point_spec(spec, pts[3].values)
+    codel = next(t for t in p.model.trials if t["id"] == "codel")
+    tv = controller.trial_vars(p, codel, 1.0, tmp_path, 2.0)
+    commands = " ".join(" ".join(c) for s in tv["stacks"].values() for layer in s for c in layer["commands"])
+    assert " codel " in commands and " target 10ms " in commands and " target 5ms " not in commands
+    assert tv["duration_s"] == 60
+    with pytest.raises(SpecError, match=r"codel.yml: sweep.factors\[0\].paths: 'links.mtu_bytes' is set when the "
+                                         r"nodes are provisioned, not before each trial; expected a path under: "
+                                         r"trials, qdiscs, sysctls, traffic, phases"):
+        bad = copy.deepcopy(data)
+        bad["sweep"]["factors"][0] = {"name": "mtu", "path": "links.mtu_bytes", "values": [1500]}
+        sweep.points(Spec.from_data(bad, "codel.yml"))
