@@ -160,19 +160,11 @@ def _analyze_model(run_dir: Path, data: dict, spec: Spec, figures: bool, partial
     raw check, write-once output folder and analysis.json record."""
     from analysis import generic
     from analysis.integrity import sha256_file
-    from analysis.provenance import RECORD, libraries, output_dir, toolkit
+    from analysis.provenance import RECORD, output_dir, run_record
     from analysis.run import verified_raw
 
-    path = run_dir / "run.json"
     check = verified_raw(run_dir, data, partial)
-    marker = run_dir / "INCOMPLETE"
-    record = {
-        "made_by": toolkit(), "libraries": libraries(),
-        "inputs": {"run_json_sha256": sha256_file(path), "raw_tree_sha256": check.tree_sha256(),
-                   "raw_check": check.summary(),
-                   "incomplete_marker_sha256": sha256_file(marker) if marker.is_file() else None},
-        "figures": bool(figures), "partial": bool(check.damaged),
-    }
+    record = run_record(run_dir, check, figures)
     out = output_dir(run_dir, record, not check.damaged)
     res = generic.analyze(run_dir, spec, data, out, record, figures)
     outputs = res["outputs"]

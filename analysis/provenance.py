@@ -162,3 +162,19 @@ def output_dir(run_dir: Path, record: dict, intact: bool) -> Path:
 
 __all__ = ["VERSION_ENV", "OUTPUT_NAMES", "RECORD", "toolkit", "libraries", "identity", "output_dir",
            "sources_sha256"]
+
+
+def run_record(run_dir: Path, check, figures: bool) -> dict:
+    """analysis.json's record of a whole run's inputs before its outputs are known: this
+    toolkit and its libraries, the sha256 of run.json, of the raw tree (``check``:
+    :class:`analysis.integrity.RawCheck`) and of the INCOMPLETE marker if any, whether figures
+    were drawn and whether the raw files were damaged (``partial``)."""
+    from analysis.integrity import sha256_file
+    marker = run_dir / "INCOMPLETE"
+    return {
+        "made_by": toolkit(), "libraries": libraries(),
+        "inputs": {"run_json_sha256": sha256_file(run_dir / "run.json"), "raw_tree_sha256": check.tree_sha256(),
+                   "raw_check": check.summary(),
+                   "incomplete_marker_sha256": sha256_file(marker) if marker.is_file() else None},
+        "figures": bool(figures), "partial": bool(check.damaged),
+    }

@@ -245,7 +245,7 @@ def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bo
     from analysis import AnalysisResult
     from analysis.integrity import sha256_file
     from analysis.io import write_text
-    from analysis.provenance import RECORD, libraries, output_dir, toolkit
+    from analysis.provenance import RECORD, output_dir, run_record
     from analysis.run import verified_raw
     from netrepro.spec import Spec
 
@@ -253,13 +253,7 @@ def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bo
         spec = Spec.from_data(data["spec"], f"{run_dir / 'run.json'}:spec")
     check = verified_raw(run_dir, data, partial)
     marker = run_dir / "INCOMPLETE"
-    record = {
-        "made_by": toolkit(), "libraries": libraries(),
-        "inputs": {"run_json_sha256": sha256_file(run_dir / "run.json"), "raw_tree_sha256": check.tree_sha256(),
-                   "raw_check": check.summary(),
-                   "incomplete_marker_sha256": sha256_file(marker) if marker.is_file() else None},
-        "figures": bool(figures), "partial": bool(check.damaged),
-    }
+    record = run_record(run_dir, check, figures)
     out = output_dir(run_dir, record, not check.damaged)
     problems = []
     if marker.is_file():

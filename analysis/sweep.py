@@ -182,7 +182,7 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool)
     from analysis import AnalysisResult, _analyze_v1, generic
     from analysis.integrity import sha256_file
     from analysis.io import atomic_path, write_gzip, write_text
-    from analysis.provenance import RECORD, libraries, output_dir, toolkit
+    from analysis.provenance import RECORD, output_dir, run_record
     from analysis.repetitions import across, claim_statistics, long_summary, repeated, repeated_into
     from analysis.run import RunInfo, verified_raw
     from netrepro import sweep as sweeps
@@ -192,13 +192,7 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool)
         spec = Spec.from_data(data["spec"], f"{run_dir / 'run.json'}:spec")
     check = verified_raw(run_dir, data, partial)
     marker = run_dir / "INCOMPLETE"
-    record = {
-        "made_by": toolkit(), "libraries": libraries(),
-        "inputs": {"run_json_sha256": sha256_file(run_dir / "run.json"), "raw_tree_sha256": check.tree_sha256(),
-                   "raw_check": check.summary(),
-                   "incomplete_marker_sha256": sha256_file(marker) if marker.is_file() else None},
-        "figures": bool(figures), "partial": bool(check.damaged),
-    }
+    record = run_record(run_dir, check, figures)
     fs = data["sweep"]["factors"]
     pts = sweeps.from_record(spec, data["sweep"])
     specs = {p.id: sweeps.point_spec(spec, p.values) for p in pts}  # before anything is written
