@@ -406,13 +406,21 @@ def test_trial_steps_run_the_installed_scripts_and_the_controller_fetches(lab, p
             {"name": step, "ansible.builtin.include_role": {"name": "collectors", "tasks_from": step},
              "vars": {"collectors_trial_id": "t1", "collectors_start_epoch_s": 0, "collectors_duration_s": 0}}
             for step in ("prepare", "finish")]}]))
-    out, recap = lab.playbook(str(book), lab_vars(), trial=trial)
+    rv = lab_vars()
+    # A sysctl the experiment sets on server1 only (none of the fixed list): recorded there alone.
+    rv["sysctls"]["server1"]["net.ipv4.tcp_early_retrans"] = "3"
+    out, recap = lab.playbook(str(book), rv, trial=trial)
     assert all(recap[n]["failed"] == 0 for n in SERVERS), out
     trial_dir = lab.tmp / "server1" / "trials" / "t1"
     before = json.loads((trial_dir / "meta-before.json").read_text())
     # net.core.default_qdisc exists in the initial network namespace only: left out, not fatal
-    assert sorted(before["sysctls"]) == ["net.ipv4.ip_forward", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_ecn",
-                                         "net.ipv4.tcp_rmem", "net.ipv4.tcp_sack", "net.ipv4.tcp_wmem"]
+    fixed = ["net.ipv4.ip_forward", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_ecn",
+             "net.ipv4.tcp_rmem", "net.ipv4.tcp_sack", "net.ipv4.tcp_wmem"]
+    assert sorted(before["sysctls"]) == sorted([*fixed, "net.ipv4.tcp_early_retrans"])
+    assert before["sysctls"]["net.ipv4.tcp_early_retrans"] == sh(
+        "sysctl", "-n", "net.ipv4.tcp_early_retrans", ns=lab.ns["server1"]).stdout.strip()
+    other = json.loads((lab.tmp / "server2" / "trials" / "t1" / "meta-before.json").read_text())
+    assert sorted(other["sysctls"]) == fixed
     assert before["kernel"] == os.uname().release and before["curl"].startswith("curl ")
     assert set(before["offloads"]) == {"data7", "mgmt0"} and "tcp-segmentation-offload: " in before["offloads"]["data7"]
     meta = json.loads((trial_dir / "meta-after.json").read_text())

@@ -5,12 +5,20 @@
 # the CPU ticks, the load average and the qdiscs' statistics (the snapshot after a trial).
 # Few processes: a fork costs ~80 ms on a QEMU TCG micro-VM, and seven nodes snapshot at once
 # (about 12 + one per interface in full, 3 with --counters).
-# Usage: nr-meta.sh [OUT] [--counters]   (default OUT: standard output)
+# Usage: nr-meta.sh [OUT] [--counters] [--sysctl net/ipv4/KEY ...]   (default OUT: standard
+# output). Each --sysctl adds a file under /proc/sys to the fixed list: the experiment's own
+# sysctls on this node, so that the record shows what the node had, not what was asked.
 set -u
-counters=""
-case ${2:-} in --counters) counters=1 ;; esac
-if [ $# -ge 1 ] && [ "$1" != --counters ]; then mkdir -p "${1%/*}"; exec > "$1"; fi
-case ${1:-} in --counters) counters=1 ;; esac
+counters="" out="" extra=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --counters) counters=1 ;;
+    --sysctl) extra="$extra ${2:?--sysctl needs a key}"; shift ;;
+    *) out=$1 ;;
+  esac
+  shift
+done
+if [ -n "$out" ]; then mkdir -p "${out%/*}"; exec > "$out"; fi
 date +'{"clock_epoch_s":%s.%N,'
 # Cumulative CPU time (proc(5): user nice system idle iowait irq softirq steal, in ticks) and
 # the load average: two snapshots give how busy the node was during the trial. Without
@@ -21,7 +29,8 @@ cd /proc/sys || exit 1
 # namespace's only): a file awk cannot open would end it before its END.
 set -- /proc/stat /proc/loadavg
 [ -n "$counters" ] || for f in kernel/hostname kernel/osrelease net/ipv4/tcp_congestion_control net/ipv4/tcp_sack \
-    net/ipv4/tcp_rmem net/ipv4/tcp_wmem net/ipv4/tcp_ecn net/ipv4/ip_forward net/core/default_qdisc; do
+    net/ipv4/tcp_rmem net/ipv4/tcp_wmem net/ipv4/tcp_ecn net/ipv4/ip_forward net/core/default_qdisc $extra; do
+  case " $* " in *" $f "*) continue ;; esac
   [ -r "$f" ] && set -- "$@" "$f"
 done
 awk -v full="${counters:+0}" '
