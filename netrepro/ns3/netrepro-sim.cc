@@ -16,7 +16,7 @@
 //   sample NODE PEER INTERVAL_S START_S STOP_S PATH DEVNAME HANDLE KIND
 //                                 qdisc.jsonl lines as netrepro's sampler writes them (tc -s -j)
 //   ping NODE TARGET LABEL INTERVAL_S START_S STOP_S PATH
-//                                 ping -D lines (LABEL: the address the file names)
+//                                 ping -D -O lines (LABEL: the address the file names)
 //   flows SERVER CLIENT LABEL N START_S STOP_S RATE_BPS PATH
 //                                 N TCP flows SERVER -> CLIENT (a download), each to its own port,
 //                                 rate-limited at RATE_BPS of payload (0: unlimited); a line per
@@ -121,11 +121,31 @@ Sample(std::shared_ptr<Sampler> s)
 
 // --- ping ---------------------------------------------------------------------------------------
 std::map<std::string, uint64_t> g_replies; // per ping file
+struct Probe
+{
+    int seq = -1;
+    bool answered = true;
+};
+std::map<std::string, Probe> g_lastProbe; // per ping file: the latest echo request sent
+
+// ping -O: when a probe goes out and the one before it has no reply yet, iputils prints
+// "no answer yet for icmp_seq=N" (ping(8)); the health checks count probes by these lines too
+void
+PingTx(std::string path, uint16_t seq, Ptr<Packet>)
+{
+    Probe& last = g_lastProbe[path];
+    if (!last.answered)
+        File(path) << std::setprecision(6) << "[" << Epoch() << "] no answer yet for icmp_seq=" << last.seq << "\n";
+    last.seq = seq;
+    last.answered = false;
+}
 
 void
 PingRtt(std::string path, std::string label, uint16_t seq, Time rtt)
 {
     g_replies[path]++;
+    if (g_lastProbe[path].seq == seq)
+        g_lastProbe[path].answered = true;
     File(path) << std::setprecision(6) << "[" << Epoch() << "] 64 bytes from " << label
                << ": icmp_seq=" << seq << " ttl=63 time=" << std::setprecision(3)
                << rtt.GetSeconds() * 1e3 << " ms\n";
@@ -149,7 +169,40 @@ struct Flow
     std::string label, path;
     double start, stop;
     Ptr<PacketSink> sink;
+    Ptr<Application> source;
 };
+
+// TcpSocketBase::SendRST is protected: reached through a member pointer formed in a derived
+// class, the one way C++ allows (the socket is never touched otherwise).
+struct Reset : TcpSocketBase
+{
+    static void Send(TcpSocketBase* socket)
+    {
+        (socket->*(&Reset::SendRST))();
+    }
+};
+
+// The flow's end as Linux sees it: curl's --max-time closes the client's socket, whose kernel
+// answers the server's next segment with a RST (RFC 9293, 3.10.7.4: data for a closed socket),
+// so the server stops at once. An ns-3 application's Close() instead sends everything still in
+// the send buffer first: up to 4 MiB per bulk flow, minutes of a 10 Mbit/s bottleneck after the
+// flow's phase. The source therefore resets the connection itself.
+void
+Abort(Ptr<Application> source)
+{
+    Ptr<Socket> socket;
+    if (auto onoff = DynamicCast<OnOffApplication>(source))
+        socket = onoff->GetSocket();
+    else if (auto bulk = DynamicCast<BulkSendApplication>(source))
+        socket = bulk->GetSocket();
+    auto tcp = DynamicCast<TcpSocketBase>(socket);
+    if (!tcp)
+        return;
+    UintegerValue size;
+    tcp->GetAttribute("SndBufSize", size);
+    if (tcp->GetTxAvailable() < size.Get()) // data still to send: not yet closed
+        Reset::Send(PeekPointer(tcp));
+}
 
 void
 FlowEnd(std::shared_ptr<Flow> f)
@@ -160,6 +213,7 @@ FlowEnd(std::shared_ptr<Flow> f)
     File(f->path) << std::setprecision(6) << f->number << "," << f->label << "," << name << ","
                   << g_epoch0 + f->start << "," << Epoch() << ",28," << f->sink->GetTotalRx() << "\n";
     File(f->path).flush();
+    Abort(f->source);
 }
 } // namespace
 
@@ -333,6 +387,7 @@ main(int argc, char* argv[])
             // after the last reply can arrive (a second later), as ping waits for it
             Simulator::Schedule(Seconds(b + 1.0), &PingEnd, path, w[3], sent, b - a);
             app.Get(0)->TraceConnectWithoutContext("Rtt", MakeBoundCallback(&PingRtt, path, w[3]));
+            app.Get(0)->TraceConnectWithoutContext("Tx", MakeBoundCallback(&PingTx, path));
         }
         else if (d == "flows" && w.size() == 9)
         {
@@ -376,6 +431,7 @@ main(int argc, char* argv[])
                 fl->start = start;
                 fl->stop = end;
                 fl->sink = DynamicCast<PacketSink>(sinkApp.Get(0));
+                fl->source = src.Get(0);
                 Simulator::Schedule(Seconds(end), &FlowEnd, fl);
             }
         }

@@ -2,7 +2,7 @@
 
 Each trial is one run of ``netrepro-sim`` (netrepro/ns3/netrepro-sim.cc), a C++ program
 built against the C++ libraries of the PyPI ``ns3`` wheel (:data:`NS3_VERSION`, installed by
-``make setup SITE=ns3``). It writes the raw files the emulated sites write (ping -D lines,
+``make setup SITE=ns3``). It writes the raw files the emulated sites write (ping -D -O lines,
 ``tc -s -j qdisc`` samples, the flow clients' flows.csv), so the analysis, figures and
 verdict are the ones every site gets. No node, SSH or Ansible: up and provision have nothing
 to do, and a trial takes seconds of CPU, not its schedule's length.
@@ -18,8 +18,9 @@ How the experiment (schema_version 1) becomes a simulation, :func:`scenario`:
 - a netem delay of D ms on a node's port becomes a link delay of D/2 each way: the same
   RTT, split over both directions (netem delays the port's egress only);
 - TCP: the senders' ``tcp_congestion_control`` (:data:`CONGESTION_CONTROL`), SACK as
-  ``tcp_sack`` says, MSS = MTU - 52 B (Linux with timestamps), Linux's initial window (10)
-  and least RTO (200 ms, ``TCP_RTO_MIN``), 4 MiB socket buffers (autotuning's reach);
+  ``tcp_sack`` says, MSS = MTU - 52 B (Linux with timestamps), Linux's initial window (10),
+  least RTO (200 ms, ``TCP_RTO_MIN``) and delayed-ACK timeout (40 ms, ``TCP_DELACK_MIN``:
+  :data:`DELACK_TIMEOUT_S`), 4 MiB socket buffers (autotuning's reach);
 - FTP sources: one TCP connection per flow, a BulkSend application when unlimited, else an
   OnOff application writing ``max_rate_bytes_per_s`` into the socket (vsftpd's
   ``anon_max_rate`` keeps each connection's average at the limit by sleeping);
@@ -68,6 +69,14 @@ SYSCTLS = {"net.ipv4.ip_forward", "net.ipv4.tcp_congestion_control", "net.ipv4.t
 #: Linux defaults netrepro-sim uses (include/net/tcp.h: TCP_RTO_MIN = HZ/5, TCP_INIT_CWND 10).
 MIN_RTO_S = 0.2
 INITIAL_CWND = 10
+#: The receivers' delayed-ACK timeout: Linux's (include/net/tcp.h: TCP_DELACK_MIN = TCP_ATO_MIN
+#: = HZ/25; the timer starts there and grows only when ACKs are late), not ns-3's 200 ms
+#: default (``ns3::TcpSocket::DelAckTimeout``). With 200 ms, a rate-limited flow whose window
+#: fell to one segment waits 200 ms for each ACK; its RTO (about 0.4-0.9 s here) then fires
+#: again and again: in pie-vs-red's p3, 3-7 of 20 flows timed out ~140 times in 50 s, ran at
+#: a quarter of their rate, and RED's queueing delay fell from ~90 ms to ~18 ms (measured
+#: 2026-11-23 with per-flow CongState traces; docs/runs/compare-pie-vs-red-repeat5-2026-11-23).
+DELACK_TIMEOUT_S = 0.04
 SOCKET_BUFFER_BYTES = 4 << 20
 #: The trial starts this long after the base-RTT pings end (simulated seconds).
 GAP_S = 0.5
@@ -216,7 +225,8 @@ def scenario(spec: Spec, tv: dict, epoch0: float) -> str:
     lines = [f"# {spec.name}, trial {tv['id']} (netrepro.sites.ns3.scenario)", f"epoch0 {epoch0:.6f}", f"stop {stop:.3f}",
              f"run {int(tv.get('repetition', 1))}",
              f"tcp {cc} {mtu - 52} {MIN_RTO_S} {INITIAL_CWND} {SOCKET_BUFFER_BYTES} {SOCKET_BUFFER_BYTES}",
-             f"default ns3::TcpSocketBase::Sack {sack}"]
+             f"default ns3::TcpSocketBase::Sack {sack}",
+             f"default ns3::TcpSocket::DelAckTimeout {DELACK_TIMEOUT_S * 1000:g}ms"]
     lines += [f"node {n}" for n in spec.nodes] + [f"node {h}" for h in hub.values()]
     for n, node in spec.nodes.items():
         for i in node["interfaces"]:
