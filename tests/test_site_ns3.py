@@ -190,7 +190,7 @@ def test_pie_vs_red_reproduces_on_ns3_with_the_same_analysis(simulator, tmp_path
         assert checks["ping_received"]["passed"] is True and checks["flow_start_lag"]["value"] == 0
         assert (run_dir / "raw" / t["id"] / "scenario.txt").is_file()
     # deterministic at run number 1: every claim holds at TIME_SCALE 0.1, as in the full-length
-    # runs of docs/runs/pie-vs-red-repeat5-ns3-2026-11-23 since the receivers ack as Linux's do
+    # runs of docs/runs/pie-vs-red-repeat5-ns3-fixed-2026-11-23 since the receivers ack as Linux's do
     # (ns3.DELACK_TIMEOUT_S)
     assert [(c["id"], c["status"]) for c in verdict["claims"]] == [
         ("pie-near-target", "holds"), ("red-follows-load", "holds"), ("red-above-pie-under-load", "holds")]
