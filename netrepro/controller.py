@@ -50,10 +50,6 @@ INVENTORY_DIR = REPO_ROOT / "inventory"
 BARRIER_LEAD_MIN_S = 2.0
 BARRIER_LEAD_ROUNDS = 4.0
 BARRIER_GUARD_S = 0.2
-#: A trial's time beyond its schedule and base-RTT pings, for the ETA before any trial of the
-#: run has ended: 40-60 s on the local site's micro-VM (arming, the barrier, fetching; the
-#: full runs of docs/runs), more on a testbed far away.
-TRIAL_OVERHEAD_S = 60.0
 #: Ansible's task lines on the console (the command line's -v, or NETREPRO_VERBOSE=1); else
 #: they go only to each playbook's log file (the site's state folder, and the run's logs/).
 VERBOSE = os.environ.get("NETREPRO_VERBOSE", "") not in ("", "0")
@@ -1116,7 +1112,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         by_id = _trials_by_id(scaled)
         at_point = {p.id: (p, _at_rate_scale(sweeps.point_spec(spec, p.values), site)) for p in points or []}
         from netrepro.progress import RunProgress
-        estimate = _instance_estimate_s(scaled, time_scale, meta["trials"])
+        estimate = _instance_estimate_s(scaled, time_scale, meta["trials"], type(site))
         progress = RunProgress(len(meta["trial_status"]), len(meta["trial_status"]) - len(pending), estimate,
                                tty=progress_tty)
         for tid in pending:
@@ -1267,7 +1263,8 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
     only). A shuffled run without ``seed`` draws one and prints it: ``--seed`` with it runs
     that order. The estimate is the schedule at ``time_scale`` plus a trial's overhead
     (:func:`_instance_estimate_s`: the latest complete run's of this experiment and site when
-    there is one, else :data:`TRIAL_OVERHEAD_S`); up, provisioning and teardown are not in it.
+    there is one, else the site's own, :attr:`netrepro.sites.base.Site.TRIAL_OVERHEAD_S`); up,
+    provisioning and teardown are not in it.
     Rates are as written: a schema_version 2 experiment's rate scale is chosen when the site
     is provisioned.
 
@@ -1295,7 +1292,9 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
         points = sweeps.points(spec) if sweep else None
         todo, seed = _planned(spec, trial_ids, repeat, shuffle, seed, points)
         records = _latest_records(spec, site_name)
-    each = _instance_estimate_s(spec, time_scale, records)
+    from netrepro.sites import site_class
+    cls = site_class(site_name)
+    each = _instance_estimate_s(spec, time_scale, records, cls)
     fs = sweeps.factors(spec)
     at = {p.id: p for p in points or []}
     rows = [{**i.as_dict(), "settings": _settings_text(spec, by_id[i.trial]) + "".join(
@@ -1313,7 +1312,8 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
         print(f"  {n:3d}. {r['id']:<{width}}  {r['settings']}; ~{schedule.hms(r['estimate_s'])} "
               f"(done by ~{schedule.hms(t)})", file=out)
     print(f"[dry-run] {len(rows)} trial instances, about {schedule.hms(t)} of trials "
-          f"({schedule.hms(each)} each: schedule {schedule.hms(spec.duration_s * time_scale)} + overhead); "
+          f"({schedule.hms(each)} each: schedule {schedule.hms(spec.duration_s * time_scale)}"
+          + (" simulated" if simulated(cls) else "") + " + overhead); "
           "nothing was run or written", file=out)
     return rows
 
@@ -1408,16 +1408,17 @@ def _settings_text(spec: Spec, trial: dict) -> str:
     return f"aqm {trial['aqm']}, variant {trial['variant']}"
 
 
-def _instance_estimate_s(spec: Spec, time_scale: float, records: list[dict]) -> float:
-    """Expected wall time (s) of one trial instance: the schedule at ``time_scale`` plus the
-    base-RTT pings and :data:`TRIAL_OVERHEAD_S`; once trials of the run have completed, the
-    schedule plus the median time they took beyond it (:func:`netrepro.schedule.overhead_s`)."""
+def _instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], site_cls: type[Site]) -> float:
+    """Expected wall time (s) of one trial instance: the schedule at ``time_scale`` and the
+    base-RTT pings as the site runs them (``site_cls.TRIAL_WALL_PER_SCHEDULED_S`` s per second)
+    plus ``site_cls.TRIAL_OVERHEAD_S``; once trials of the run have completed, the schedule
+    plus the median time they took beyond it (:func:`netrepro.schedule.overhead_s`)."""
     from netrepro import schedule
     over = schedule.overhead_s(records)
     base = (spec.model.data["base_rtt"] if isinstance(spec, SpecV2) else spec["base_rtt"]).get("duration_s", 0)
     if over is not None:  # wall_s - duration_s: the base-RTT pings are in it
-        return spec.duration_s * time_scale + over
-    return (spec.duration_s + base) * time_scale + TRIAL_OVERHEAD_S
+        return max(0.0, spec.duration_s * time_scale + over)
+    return (spec.duration_s + base) * time_scale * site_cls.TRIAL_WALL_PER_SCHEDULED_S + site_cls.TRIAL_OVERHEAD_S
 
 
 def _delay_probe(inv: Path, tv: dict):

@@ -21,6 +21,8 @@ import pytest
 import analysis
 from analysis import repetitions as reps
 from netrepro import controller, progress, schedule
+from netrepro.sites.local import LocalSite
+from netrepro.sites.ns3 import Ns3Site
 from netrepro.spec import SpecError, load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,11 +86,23 @@ def test_the_dry_run_prints_every_instance_in_order_and_touches_nothing(tmp_path
     rows = lines[1:-1]
     assert [r.split()[1] for r in rows] == [i.id for i in want]
     # the schedule (25 s) + base RTT (3 s) at TIME_SCALE 0.1, + the default overhead (no earlier run here)
-    each = 25 + 3 + controller.TRIAL_OVERHEAD_S
+    each = 25 + 3 + LocalSite.TRIAL_OVERHEAD_S
     assert f"~{schedule.hms(each)} (done by ~{schedule.hms(12 * each)})" in rows[-1]
     assert "aqm " in rows[0] and ", variant " in rows[0]
     assert lines[-1].startswith(f"[dry-run] 12 trial instances, about {schedule.hms(12 * each)} of trials")
     assert not results.exists() and not state.exists()
+
+
+def test_the_dry_run_estimates_a_simulated_trial_at_the_simulations_pace(tmp_path):
+    p = _nr("run", "pie-vs-red", "--site", "ns3", "--repeat", "2", "--dry-run",
+            env={"NETREPRO_RESULTS": str(tmp_path / "results"), "NETREPRO_STATE": str(tmp_path / "state")})
+    assert p.returncode == 0, p.stderr
+    # (250 s schedule + 30 s base RTT) x 0.05 + 1 s: 15 s, not the 4 min 40 s of real time
+    each = (250 + 30) * Ns3Site.TRIAL_WALL_PER_SCHEDULED_S + Ns3Site.TRIAL_OVERHEAD_S
+    assert each < 60
+    last = p.stdout.splitlines()[-1]
+    assert last.startswith(f"[dry-run] 8 trial instances, about {schedule.hms(8 * each)} of trials "
+                           f"({schedule.hms(each)} each: schedule 0:04:10 simulated + overhead)"), last
 
 
 def test_make_passes_repeat_and_dry_run(tmp_path):

@@ -368,6 +368,13 @@ class Site(ABC):
     #: The experiment file versions the site can build (2: switches, named links, qdisc
     #: stacks on any port, netrepro.model); a site lists 2 once it builds them.
     SCHEMA_VERSIONS: ClassVar[tuple[int, ...]] = (1,)
+    #: A trial's wall time before any trial of the run has been timed (the progress ETA and
+    #: ``--dry-run``'s estimate): ``TRIAL_WALL_PER_SCHEDULED_S`` s per second of its schedule and
+    #: base-RTT pings, plus ``TRIAL_OVERHEAD_S`` s. A site that runs trials in real time takes 1 s
+    #: per second; its overhead (arming, the barrier, fetching) was 40-60 s on the local site's
+    #: micro-VM in the full runs of docs/runs, more on a testbed far away.
+    TRIAL_WALL_PER_SCHEDULED_S: ClassVar[float] = 1.0
+    TRIAL_OVERHEAD_S: ClassVar[float] = 60.0
 
     def __init__(self, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None):
         version = spec.model.data["schema_version"]
