@@ -100,7 +100,7 @@ def _analyze_v1(rdir: Path, data: dict, spec: Spec | None, figures: bool, partia
     from analysis.figures import make_figures
     from analysis.health import failures, trial_health
     from analysis.integrity import sha256_file
-    from analysis.provenance import RECORD, libraries, output_dir, toolkit
+    from analysis.provenance import INCOMPLETE, incomplete_problems, libraries, output_dir, seal, toolkit
     from analysis.report import render_report
     from analysis.summary import summarize
     from analysis.tidy import build_tidy
@@ -108,7 +108,7 @@ def _analyze_v1(rdir: Path, data: dict, spec: Spec | None, figures: bool, partia
 
     run = open_run(rdir, spec, partial, data)
     check = run.raw_check
-    marker = run.dir / "INCOMPLETE"  # written by netrepro run when it was interrupted or failed
+    marker = run.dir / INCOMPLETE  # written by netrepro run when it was interrupted or failed
     marker_text = marker.read_bytes().decode("utf-8", "replace") if marker.is_file() else None
     intact = not check.damaged and all(t.start_epoch_s is not None for t in run.trials if t.ran)
     own = record is None
@@ -124,9 +124,7 @@ def _analyze_v1(rdir: Path, data: dict, spec: Spec | None, figures: bool, partia
         out = output_dir(run.dir, record, intact)
 
     tidy, problems = build_tidy(run)
-    if marker_text is not None:
-        why = " ".join(marker_text.split())[:200]
-        problems.insert(0, f"the run is marked INCOMPLETE: {why}" if why else "the run is marked INCOMPLETE")
+    problems[:0] = incomplete_problems(run.dir)
     summary = summarize(tidy, run.trials)
     records = {t.get("id"): t for t in run.data["trials"]}
     health = {t.id: trial_health(run.spec, records[t.id], run.raw_dir / t.id, run.time_scale)
@@ -150,8 +148,7 @@ def _analyze_v1(rdir: Path, data: dict, spec: Spec | None, figures: bool, partia
     rel = [p.relative_to(out).as_posix() for p in fig_paths]
     outputs.append(write_text(out / "report.md", render_report(run, summary, verdict, problems, rel, record, out, health)))
     if own:
-        record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
-        outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
+        outputs = seal(out, record, outputs)
     return AnalysisResult(run, tidy, summary, verdict, problems, outputs, out, record, health)
 
 
@@ -159,21 +156,16 @@ def _analyze_model(run_dir: Path, data: dict, spec: Spec, figures: bool, partial
     """:func:`analyze` for an experiment of schema_version 2 (:mod:`analysis.generic`): the same
     raw check, write-once output folder and analysis.json record."""
     from analysis import generic
-    from analysis.integrity import sha256_file
-    from analysis.provenance import RECORD, output_dir, run_record
+    from analysis.provenance import output_dir, run_record, seal
     from analysis.run import verified_raw
 
     check = verified_raw(run_dir, data, partial)
     record = run_record(run_dir, check, figures)
     out = output_dir(run_dir, record, not check.damaged)
     res = generic.analyze(run_dir, spec, data, out, record, figures)
-    outputs = res["outputs"]
-    record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
-    outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
-    run = RunInfo(dir=run_dir, data=data, spec=spec, time_scale=float(data.get("time_scale", 1)), trials=[],
-                  raw_check=check, partial=partial)
-    return AnalysisResult(run, res["tidy"], res["summary"], res["verdict"], res["problems"], outputs, out, record,
-                          res["health"])
+    outputs = seal(out, record, res["outputs"])
+    return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), res["tidy"], res["summary"],
+                          res["verdict"], res["problems"], outputs, out, record, res["health"])
 
 
 def analyze_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False) -> dict:

@@ -160,8 +160,38 @@ def output_dir(run_dir: Path, record: dict, intact: bool) -> Path:
     return run_dir / name
 
 
-__all__ = ["VERSION_ENV", "OUTPUT_NAMES", "RECORD", "toolkit", "libraries", "identity", "output_dir",
-           "sources_sha256"]
+__all__ = ["VERSION_ENV", "OUTPUT_NAMES", "RECORD", "INCOMPLETE", "INCOMPLETE_PROBLEM", "toolkit", "libraries",
+           "identity", "output_dir", "sources_sha256", "run_record", "incomplete_problems", "seal"]
+
+#: The marker ``netrepro run`` keeps in a run folder while it runs, and leaves there when the
+#: run was interrupted or failed (netrepro.controller); its text says why.
+INCOMPLETE = "INCOMPLETE"
+#: How a report's problem list begins the line about that marker.
+INCOMPLETE_PROBLEM = "the run is marked INCOMPLETE"
+
+
+def incomplete_problems(run_dir: Path) -> list[str]:
+    """``["the run is marked INCOMPLETE: <why>"]`` (the marker's text, blanks collapsed, at most
+    200 characters) when ``run_dir`` holds the marker, else []."""
+    marker = run_dir / INCOMPLETE
+    if not marker.is_file():
+        return []
+    why = " ".join(marker.read_bytes().decode("utf-8", "replace").split())[:200]
+    return [f"{INCOMPLETE_PROBLEM}: {why}" if why else INCOMPLETE_PROBLEM]
+
+
+def seal(out: Path, record: dict, outputs: list[Path]) -> list[Path]:
+    """Finish an analysis: put the sha256 of each output (``outputs``: absolute paths inside
+    ``out``) into ``record["outputs"]`` (keys relative to ``out``), write ``record`` as
+    ``out/analysis.json`` and return ``outputs`` with that file appended.
+
+    Raises:
+        OSError: a file cannot be read or written.
+    """
+    from analysis.integrity import sha256_file
+    from analysis.io import write_text
+    record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
+    return [*outputs, write_text(out / RECORD, json.dumps(record, indent=1) + "\n")]
 
 
 def run_record(run_dir: Path, check, figures: bool) -> dict:
@@ -170,7 +200,7 @@ def run_record(run_dir: Path, check, figures: bool) -> dict:
     :class:`analysis.integrity.RawCheck`) and of the INCOMPLETE marker if any, whether figures
     were drawn and whether the raw files were damaged (``partial``)."""
     from analysis.integrity import sha256_file
-    marker = run_dir / "INCOMPLETE"
+    marker = run_dir / INCOMPLETE
     return {
         "made_by": toolkit(), "libraries": libraries(),
         "inputs": {"run_json_sha256": sha256_file(run_dir / "run.json"), "raw_tree_sha256": check.tree_sha256(),

@@ -243,31 +243,19 @@ def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bo
     Raises: as :func:`analysis.analyze` (the raw files are checked once, before anything is
     written)."""
     from analysis import AnalysisResult
-    from analysis.integrity import sha256_file
-    from analysis.io import write_text
-    from analysis.provenance import RECORD, output_dir, run_record
-    from analysis.run import verified_raw
+    from analysis.provenance import incomplete_problems, output_dir, run_record, seal
+    from analysis.run import RunInfo, verified_raw
     from netrepro.spec import Spec
 
     if spec is None:
         spec = Spec.from_data(data["spec"], f"{run_dir / 'run.json'}:spec")
     check = verified_raw(run_dir, data, partial)
-    marker = run_dir / "INCOMPLETE"
     record = run_record(run_dir, check, figures)
     out = output_dir(run_dir, record, not check.damaged)
-    problems = []
-    if marker.is_file():
-        why = " ".join(marker.read_bytes().decode("utf-8", "replace").split())[:200]
-        problems.append(f"the run is marked INCOMPLETE: {why}")
-    res = repeated_into(run_dir, data, spec, figures, partial, out, record, problems)
-    outputs = res["outputs"]
-    record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
-    outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
-    from analysis.run import RunInfo
-    run = RunInfo(dir=run_dir, data=data, spec=spec, time_scale=float(data.get("time_scale", 1)), trials=[],
-                  raw_check=check, partial=partial)
-    return AnalysisResult(run, res["tidy"], res["summary"], res["verdict"], res["problems"], outputs, out, record,
-                          res["health"])
+    res = repeated_into(run_dir, data, spec, figures, partial, out, record, incomplete_problems(run_dir))
+    outputs = seal(out, record, res["outputs"])
+    return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), res["tidy"], res["summary"],
+                          res["verdict"], res["problems"], outputs, out, record, res["health"])
 
 
 def repeated_into(run_dir: Path, data: dict, spec, figures: bool, partial: bool, out: Path, record: dict,
@@ -280,6 +268,7 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
     from analysis import _analyze_v1
     from analysis import generic
     from analysis.io import atomic_path, write_gzip, write_text
+    from analysis.provenance import INCOMPLETE_PROBLEM
     v2 = spec.model.data["schema_version"] == 2
     n = int(data["repetitions"]["repeat"])
     tidies, summaries, verdicts, health, outputs = [], [], {}, {}, []
@@ -301,7 +290,7 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
         summaries.append(long_summary(summary).assign(repetition=k))
         verdicts[k] = verdict
         health.update(h)
-        problems += [f"r{k}: {p}" for p in probs if not p.startswith("the run is marked INCOMPLETE")]
+        problems += [f"r{k}: {p}" for p in probs if not p.startswith(INCOMPLETE_PROBLEM)]
         outputs += outs
     tidy = pd.concat(tidies, ignore_index=True)
     summary = pd.concat(summaries, ignore_index=True)

@@ -83,6 +83,13 @@ class RunInfo:
     raw_check: RawCheck | None = None
     partial: bool = False
 
+    @classmethod
+    def whole(cls, run_dir: Path, data: dict, spec: Spec, raw_check: RawCheck | None, partial: bool) -> RunInfo:
+        """The run as a whole, without per-trial records (``trials`` empty): what an analysis
+        across trials (repetitions, sweep points, a schema_version 2 model) returns."""
+        return cls(dir=run_dir, data=data, spec=spec, time_scale=float(data.get("time_scale", 1)), trials=[],
+                   raw_check=raw_check, partial=partial)
+
     @property
     def raw_dir(self) -> Path:
         return self.dir / "raw"

@@ -180,9 +180,8 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool)
     Raises: as :func:`analysis.analyze`; SpecError when a recorded point is no longer a valid
     experiment (the raw files are checked once, before anything is written)."""
     from analysis import AnalysisResult, _analyze_v1, generic
-    from analysis.integrity import sha256_file
     from analysis.io import atomic_path, write_gzip, write_text
-    from analysis.provenance import RECORD, output_dir, run_record
+    from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
     from analysis.repetitions import across, claim_statistics, long_summary, repeated, repeated_into
     from analysis.run import RunInfo, verified_raw
     from netrepro import sweep as sweeps
@@ -191,16 +190,12 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool)
     if spec is None:
         spec = Spec.from_data(data["spec"], f"{run_dir / 'run.json'}:spec")
     check = verified_raw(run_dir, data, partial)
-    marker = run_dir / "INCOMPLETE"
     record = run_record(run_dir, check, figures)
     fs = data["sweep"]["factors"]
     pts = sweeps.from_record(spec, data["sweep"])
     specs = {p.id: sweeps.point_spec(spec, p.values) for p in pts}  # before anything is written
     out = output_dir(run_dir, record, not check.damaged)
-    problems: list[str] = []
-    if marker.is_file():
-        why = " ".join(marker.read_bytes().decode("utf-8", "replace").split())[:200]
-        problems.append(f"the run is marked INCOMPLETE: {why}")
+    problems = incomplete_problems(run_dir)
     v2 = spec.model.data["schema_version"] == 2
     tidies, summaries, per_point, health, outputs = [], [], {}, {}, []
     for p in pts:
@@ -229,7 +224,7 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool)
         summaries.append(summary.assign(point=p.id))
         per_point[p.id] = res["verdict"]
         health.update({f"{p.id}/{k}": h for k, h in res["health"].items()})
-        problems += [f"{p.id}: {x}" for x in res["problems"] if not x.startswith("the run is marked INCOMPLETE")]
+        problems += [f"{p.id}: {x}" for x in res["problems"] if not x.startswith(INCOMPLETE_PROBLEM)]
         outputs += res["outputs"]
     base = base_values(spec, fs)
     base_id = next((p.id for p in pts if p.values == base), None)
@@ -256,8 +251,6 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool)
     outputs.append(write_text(out / "report.md", render_report(
         data, spec, verdict, pts, fs, per_point,
         [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"], problems)))
-    record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
-    outputs.append(write_text(out / RECORD, json.dumps(record, indent=1) + "\n"))
-    run = RunInfo(dir=run_dir, data=data, spec=spec, time_scale=float(data.get("time_scale", 1)), trials=[],
-                  raw_check=check, partial=partial)
-    return AnalysisResult(run, tidy, summary, verdict, problems, outputs, out, record, health)
+    outputs = seal(out, record, outputs)
+    return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), tidy, summary, verdict, problems,
+                          outputs, out, record, health)
