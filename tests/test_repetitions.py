@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -123,31 +122,9 @@ def test_bad_repetition_options_get_one_line(args, line):
 
 # --- the run's bookkeeping --------------------------------------------------------------------------
 @pytest.fixture
-def fake_site(tmp_path, monkeypatch):
-    """controller.run with every trial replaced by the recorded one of the same trial (its raw
-    folders copied as a fetch would leave them) and the site by its saved state."""
-    monkeypatch.setattr(controller, "RESULTS_ROOT", tmp_path / "results")
-    recorded = {t["id"]: t for t in json.loads((V1_RUN / "run.json").read_text())["trials"]}
-    ran: list[str] = []
-    stop_at: dict = {}
-
-    def run_trial(spec, site, inv, tv, time_scale, run_dir, attempt, started=None):
-        tid = tv["id"]
-        if stop_at.get("id") == tid:
-            raise KeyboardInterrupt("SIGINT")
-        ran.append(tid)
-        base = f"{tv['aqm']}-{tv['variant']}"
-        shutil.copytree(V1_RUN / "raw" / base, run_dir / "raw" / tid)
-        return {**recorded[base], "id": tid, "wall_s": 60.0, "duration_s": 25.0}
-
-    state = {"provisioned": True}
-    site = SimpleNamespace(load_state=lambda: dict(state), save_state=state.update, status=lambda: {"mode": "vm"})
-    monkeypatch.setattr(controller, "_run_trial", run_trial)
-    monkeypatch.setattr(controller, "open_site", lambda spec, name, opts=None: site)
-    monkeypatch.setattr(controller, "write_site_inventory", lambda spec, site: tmp_path / "inventory.yml")
-    monkeypatch.setattr(controller, "_delay_probe", lambda inv, tv: None)
-    monkeypatch.setattr(controller, "_stop_trial", lambda *a: None)
-    return SimpleNamespace(ran=ran, stop_at=stop_at, results=tmp_path / "results")
+def fake_site(recorded_site):
+    """controller.run with every trial replaced by the recorded one (tests/conftest.py)."""
+    return recorded_site
 
 
 def test_a_repeated_run_records_its_seed_order_and_instances(fake_site, capsys):

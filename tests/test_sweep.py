@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -161,28 +160,17 @@ def test_make_passes_sweep():
 
 # --- the run's bookkeeping ----------------------------------------------------------------------------
 @pytest.fixture
-def fake_site(tmp_path, monkeypatch):
-    """controller.run with each trial replaced by the recorded one of the same aqm x variant,
-    noting the experiment it was given (its bottleneck rate and PIE target)."""
-    monkeypatch.setattr(controller, "RESULTS_ROOT", tmp_path / "results")
-    recorded = {t["id"]: t for t in json.loads((V1_RUN / "run.json").read_text())["trials"]}
-    given: dict[str, tuple] = {}
+def fake_site(recorded_site):
+    """controller.run with each trial replaced by the recorded one (tests/conftest.py)."""
+    return recorded_site
 
-    def run_trial(spec, site, inv, tv, time_scale, run_dir, attempt, started=None):
-        given[tv["id"]] = (spec["bottleneck"]["rate_mbit"], spec["aqms"]["pie"]["params"]["target_ms"],
-                           tv.get("point"), tv.get("factors"))
-        base = f"{tv['aqm']}-{tv['variant']}"
-        shutil.copytree(V1_RUN / "raw" / base, run_dir / "raw" / tv["id"])
-        return {**recorded[base], "id": tv["id"], "wall_s": 60.0, "duration_s": 25.0}
 
-    state = {"provisioned": True}
-    site = SimpleNamespace(load_state=lambda: dict(state), save_state=state.update, status=lambda: {"mode": "vm"})
-    monkeypatch.setattr(controller, "_run_trial", run_trial)
-    monkeypatch.setattr(controller, "open_site", lambda spec, name, opts=None: site)
-    monkeypatch.setattr(controller, "write_site_inventory", lambda spec, site: tmp_path / "inventory.yml")
-    monkeypatch.setattr(controller, "_delay_probe", lambda inv, tv: None)
-    monkeypatch.setattr(controller, "_stop_trial", lambda *a: None)
-    return SimpleNamespace(given=given)
+def _given(fake_site, instance: str) -> tuple:
+    """(bottleneck rate, PIE target, point, factors) of the experiment and trial vars an
+    instance ran with."""
+    spec, tv = fake_site.given[instance]
+    return (spec["bottleneck"]["rate_mbit"], spec["aqms"]["pie"]["params"]["target_ms"], tv.get("point"),
+            tv.get("factors"))
 
 
 def test_each_instance_runs_its_points_experiment_and_records_its_factor_values(fake_site):
@@ -191,8 +179,8 @@ def test_each_instance_runs_its_points_experiment_and_records_its_factor_values(
     meta = json.loads((run_dir / "run.json").read_text())
     assert len(meta["trials"]) == 18 and meta["repetitions"]["shuffle"] and meta["repetitions"]["seed"] == 11
     assert [p["id"] for p in meta["sweep"]["points"]] == [f"p{i}" for i in range(1, 7)]
-    assert fake_site.given["pie-limited.p5"] == (20, 5, "p5", {"rate_mbit": 20, "pie_target_ms": 5})
-    assert fake_site.given["red-unlimited.p3"] == (10, 5, "p3", {"rate_mbit": 10})
+    assert _given(fake_site, "pie-limited.p5") == (20, 5, "p5", {"rate_mbit": 20, "pie_target_ms": 5})
+    assert _given(fake_site, "red-unlimited.p3") == (10, 5, "p3", {"rate_mbit": 10})
     rec = next(t for t in meta["trials"] if t["id"] == "pie-unlimited.p2")
     assert (rec["trial"], rec["point"], rec["factors"]) == ("pie-unlimited", "p2", {"rate_mbit": 5, "pie_target_ms": 20})
     assert [s["point"] for s in meta["trial_status"]] == [s["id"].split(".")[1] for s in meta["trial_status"]]

@@ -1,0 +1,59 @@
+"""Fixtures shared by several test modules."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from netrepro import controller
+from netrepro.sites import Site
+
+#: A recorded run of pie-vs-red on the local site at TIME_SCALE 0.1 (its run.json says how it was made).
+V1_RUN = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
+
+
+class _RecordedSite(SimpleNamespace):
+    """The site of :func:`recorded_site`: its saved state, and a real-time site's pace."""
+
+    TRIAL_WALL_PER_SCHEDULED_S = Site.TRIAL_WALL_PER_SCHEDULED_S
+    TRIAL_OVERHEAD_S = Site.TRIAL_OVERHEAD_S
+
+
+@pytest.fixture
+def recorded_site(tmp_path, monkeypatch):
+    """``controller.run`` on a site that runs nothing: each trial instance becomes the recorded
+    trial of the same aqm x variant in :data:`V1_RUN` (its raw folder copied as a fetch leaves
+    it; its record with the instance's id, 60 s of wall time for a 25 s schedule), and the
+    site is its saved state. Results go under ``tmp_path/results``.
+
+    Returns a namespace: ``ran`` (instance ids in the order run), ``given`` (instance id ->
+    the experiment and trial vars it was run with), ``stop_at`` (set ``stop_at["id"]`` to make
+    that instance raise KeyboardInterrupt as it starts) and ``results`` (the results root)."""
+    monkeypatch.setattr(controller, "RESULTS_ROOT", tmp_path / "results")
+    recorded = {t["id"]: t for t in json.loads((V1_RUN / "run.json").read_text())["trials"]}
+    ran: list[str] = []
+    given: dict[str, tuple] = {}
+    stop_at: dict = {}
+
+    def run_trial(spec, site, inv, tv, time_scale, run_dir, attempt, started=None):
+        tid = tv["id"]
+        if stop_at.get("id") == tid:
+            raise KeyboardInterrupt("SIGINT")
+        ran.append(tid)
+        given[tid] = (spec, tv)
+        base = f"{tv['aqm']}-{tv['variant']}"
+        shutil.copytree(V1_RUN / "raw" / base, run_dir / "raw" / tid)
+        return {**recorded[base], "id": tid, "wall_s": 60.0, "duration_s": 25.0}
+
+    state = {"provisioned": True}
+    site = _RecordedSite(load_state=lambda: dict(state), save_state=state.update, status=lambda: {"mode": "vm"})
+    monkeypatch.setattr(controller, "_run_trial", run_trial)
+    monkeypatch.setattr(controller, "open_site", lambda spec, name, opts=None: site)
+    monkeypatch.setattr(controller, "write_site_inventory", lambda spec, site: tmp_path / "inventory.yml")
+    monkeypatch.setattr(controller, "_delay_probe", lambda inv, tv: None)
+    monkeypatch.setattr(controller, "_stop_trial", lambda *a: None)
+    return SimpleNamespace(ran=ran, given=given, stop_at=stop_at, results=tmp_path / "results")
