@@ -17,7 +17,8 @@ How the experiment (schema_version 1) becomes a simulation, :func:`scenario`:
   queues build in the queue discs;
 - a netem delay of D ms on a node's port becomes a link delay of D/2 each way: the same
   RTT, split over both directions (netem delays the port's egress only);
-- TCP: the senders' ``tcp_congestion_control`` (:data:`CONGESTION_CONTROL`), SACK as
+- TCP: the senders' ``tcp_congestion_control`` (:data:`CONGESTION_CONTROL`: reno is
+  Linux's reno, ``TcpLinuxReno``), SACK as
   ``tcp_sack`` says, MSS = MTU - 52 B (Linux with timestamps), Linux's initial window (10),
   least RTO (200 ms, ``TCP_RTO_MIN``) and delayed-ACK timeout (40 ms, ``TCP_DELACK_MIN``:
   :data:`DELACK_TIMEOUT_S`), 4 MiB socket buffers (autotuning's reach);
@@ -60,9 +61,14 @@ SOURCE = REPO_ROOT / "netrepro" / "ns3" / "netrepro-sim.cc"
 #: A LAN's links: the emulated sites' veths are not shaped; 1 Gbit/s is 100 times the
 #: bottleneck of pie-vs-red.
 LAN_RATE_BPS = 1_000_000_000
-#: Linux's tcp_congestion_control names -> ns-3 TCP congestion controls (ns-3 "TcpNewReno" is
-#: RFC 6582 NewReno, which Linux "reno" implements).
-CONGESTION_CONTROL = {"reno": "ns3::TcpNewReno", "cubic": "ns3::TcpCubic", "bbr": "ns3::TcpBbr"}
+#: Linux's tcp_congestion_control names -> ns-3 TCP congestion controls. Linux "reno" is
+#: ns-3's TcpLinuxReno, not TcpNewReno: in congestion avoidance Linux grows the window by one
+#: segment per window of segments acked (net/ipv4/tcp_cong.c, tcp_cong_avoid_ai), TcpNewReno by
+#: one step per ACK, half as fast with delayed ACKs. Both recover from loss as RFC 6582 says.
+#: Measured on pie-vs-red's red-unlimited (full length, ns-3 runs 1-2, RED spaced as Linux's):
+#: 36/54/66/54/36 ms over p1-p5 with TcpNewReno, 44/66/81/66/43 with TcpLinuxReno, against
+#: 41/62/82/63/42 emulated (docs/runs/pie-vs-red-repeat5-local-vm-2026-11-23).
+CONGESTION_CONTROL = {"reno": "ns3::TcpLinuxReno", "cubic": "ns3::TcpCubic", "bbr": "ns3::TcpBbr"}
 #: sysctls with a meaning in the simulation (others are refused): ip_forward (ns-3 nodes with
 #: global routing forward), the congestion control and SACK (see :func:`scenario`).
 SYSCTLS = {"net.ipv4.ip_forward", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_sack"}
@@ -166,11 +172,15 @@ def red_attributes(params: dict, rate_mbit: float, delay_s: float) -> dict[str, 
     """ns3::RedQueueDisc attributes of a Linux sch_red configuration (tc-red(8)): byte
     thresholds and limit (the queue counts bytes), max_p = ``probability`` (LInterm =
     1/max_p), the weight of :func:`tc_red_eval_ewma`, not gentle (Linux RED drops every
-    packet above max), adaptive as ``adaptive``."""
+    packet above max), adaptive as ``adaptive``, and drops spaced as Linux spaces them
+    (``Wait=false``): include/net/red.h, red_action, drops when ``p_b * count`` exceeds a
+    uniform random number, so that the packets between drops are uniform on [1, 1/p_b], the
+    RED paper's method; ns-3's default, ns-2's "wait" option, makes them uniform on
+    [1/p_b, 2/p_b], a third of the drop rate, and RED's queue longer."""
     wlog = tc_red_eval_ewma(params["min_bytes"], params["burst_packets"], params["avpkt_bytes"])
     return {"MaxSize": f"{params['limit_bytes']}B", "MinTh": str(params["min_bytes"]), "MaxTh": str(params["max_bytes"]),
             "MeanPktSize": str(params["avpkt_bytes"]), "QW": f"{2.0 ** -wlog:.10g}",
-            "LInterm": f"{1 / params['probability']:g}", "Gentle": "false",
+            "LInterm": f"{1 / params['probability']:g}", "Gentle": "false", "Wait": "false",
             "ARED": str(bool(params.get("adaptive", False))).lower(),
             "LinkBandwidth": f"{params.get('bandwidth_mbit', rate_mbit):g}Mbps", "LinkDelay": f"{delay_s:g}s",
             "UseEcn": str(bool(params.get("ecn", False))).lower()}
