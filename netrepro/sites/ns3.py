@@ -280,7 +280,7 @@ class Ns3Site(Site):
 
     name = "ns3"
     SIMULATED = True
-    #: Measured: 5-13 s of CPU per full-length pie-vs-red trial (280 s simulated) on a 2-core
+    #: Measured: 5-15 s of CPU per full-length pie-vs-red trial (280 s simulated) on a 2-core
     #: machine of this kind (docs/runs/pie-vs-red-repeat5-ns3-fixed-2026-11-23/timings.json).
     TRIAL_WALL_PER_SCHEDULED_S = 0.05
     TRIAL_OVERHEAD_S = 1.0
