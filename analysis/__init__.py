@@ -99,8 +99,7 @@ def _analyze_v1(rdir: Path, data: dict, spec: Spec | None, figures: bool, partia
     """
     from analysis.figures import make_figures
     from analysis.health import failures, trial_health
-    from analysis.integrity import sha256_file
-    from analysis.provenance import INCOMPLETE, incomplete_problems, libraries, output_dir, seal, toolkit
+    from analysis.provenance import incomplete_problems, output_dir, run_record, seal
     from analysis.report import render_report
     from analysis.summary import summarize
     from analysis.tidy import build_tidy
@@ -108,19 +107,12 @@ def _analyze_v1(rdir: Path, data: dict, spec: Spec | None, figures: bool, partia
 
     run = open_run(rdir, spec, partial, data)
     check = run.raw_check
-    marker = run.dir / INCOMPLETE  # written by netrepro run when it was interrupted or failed
-    marker_text = marker.read_bytes().decode("utf-8", "replace") if marker.is_file() else None
     intact = not check.damaged and all(t.start_epoch_s is not None for t in run.trials if t.ran)
     own = record is None
     if own:
-        record = {
-            "made_by": toolkit(), "libraries": libraries(),
-            "inputs": {"run_json_sha256": sha256_file(run.dir / "run.json"), "raw_tree_sha256": check.tree_sha256(),
-                       "raw_check": check.summary(),
-                       "incomplete_marker_sha256": sha256_file(marker) if marker_text is not None else None},
-            "figures": bool(figures), "partial": not intact,
-            "incomplete_trials": {t.id: t.incomplete for t in run.trials if t.incomplete},
-        }
+        # a trial without its start time also makes the analysis partial here
+        record = {**run_record(run.dir, check, figures), "partial": not intact,
+                  "incomplete_trials": {t.id: t.incomplete for t in run.trials if t.incomplete}}
         out = output_dir(run.dir, record, intact)
 
     tidy, problems = build_tidy(run)
