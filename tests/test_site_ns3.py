@@ -4,17 +4,17 @@ which `make test` runs)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from analysis.raw import parse_flows, parse_ping
 from netrepro import controller
 from netrepro.sites import ns3
 from netrepro.sites.base import SiteError
@@ -138,8 +138,8 @@ def test_rate_limited_flows_keep_their_rate_with_linux_delayed_acks(simulator, t
         # full length (p3 lasts 50 s); run number 2: five of its flows starved with 200 ms
         tv = _tv(spec, aqm="red", time_scale=1.0, repetition=2)
         site.simulate(spec, tv, out)
-        rows = list(csv.DictReader((out / "client3" / "flows.csv").open()))
-        return [int(r["bytes"]) / (float(r["end_epoch_s"]) - float(r["start_epoch_s"])) for r in rows]
+        f = parse_flows((out / "client3" / "flows.csv").read_text())
+        return list(f["bytes"] / (f["end_epoch_s"] - f["start_epoch_s"]))
 
     linux = rates("linux")
     assert len(linux) == 20 and min(linux) > 0.7 * 25000, sorted(linux)
@@ -152,12 +152,13 @@ def _phase_delays_ms(out: Path, tv: dict, phases: list[dict]) -> list[float]:
     """Median queueing delay (ping RTT - the client's median base RTT, ms) of each phase, over
     the three clients' pings of a simulated trial in ``out``."""
     start = ns3.trial_start_s(tv) + float(re.search(r"^epoch0 (\S+)$", (out / "scenario.txt").read_text(), re.M)[1])
-    rows = []
+    delays = []
     for c in ("client1", "client2", "client3"):
-        base = statistics.median(float(m) for m in re.findall(r"time=([0-9.]+) ms", (out / c / "base_rtt.txt").read_text()))
-        rows += [(float(t) - start, float(ms) - base)
-                 for t, ms in re.findall(r"^\[([0-9.]+)\] .*time=([0-9.]+) ms$", (out / c / "ping.txt").read_text(), re.M)]
-    return [statistics.median(d for t, d in rows if p["start_s"] <= t < p["end_s"]) for p in phases]
+        base = parse_ping((out / c / "base_rtt.txt").read_text())["rtt_ms"].median()
+        ping = parse_ping((out / c / "ping.txt").read_text())
+        delays.append(pd.DataFrame({"t": ping["t_epoch_s"] - start, "delay": ping["rtt_ms"] - base}))
+    d = pd.concat(delays)
+    return [d.loc[(d["t"] >= p["start_s"]) & (d["t"] < p["end_s"]), "delay"].median() for p in phases]
 
 
 def test_a_flow_ends_at_its_schedule_as_when_curl_gives_up(simulator, tmp_path):
