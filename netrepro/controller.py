@@ -34,7 +34,7 @@ from typing import Any
 from netrepro import ansible
 from netrepro.inventory import build_inventory, write_inventory, write_known_hosts
 from netrepro.rolevars import role_vars
-from netrepro.sites import Site, get_site
+from netrepro.sites import Site, get_site, site_class
 from netrepro.sites.local import _pg_alive  # one process-group liveness check for both
 from netrepro.spec import REPO_ROOT, Spec, SpecError, SpecV2
 
@@ -1292,7 +1292,6 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
         points = sweeps.points(spec) if sweep else None
         todo, seed = _planned(spec, trial_ids, repeat, shuffle, seed, points)
         records = _latest_records(spec, site_name)
-    from netrepro.sites import site_class
     cls = site_class(site_name)
     each = _instance_estimate_s(spec, time_scale, records, cls)
     fs = sweeps.factors(spec)

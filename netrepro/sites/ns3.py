@@ -81,7 +81,7 @@ INITIAL_CWND = 10
 #: fell to one segment waits 200 ms for each ACK; its RTO (about 0.4-0.9 s here) then fires
 #: again and again: in pie-vs-red's p3, 3-7 of 20 flows timed out ~140 times in 50 s, ran at
 #: a quarter of their rate, and RED's queueing delay fell from ~90 ms to ~18 ms (measured
-#: 2026-11-23 with per-flow CongState traces; docs/runs/compare-pie-vs-red-repeat5-2026-11-23).
+#: 2026-11-23 with per-flow CongState traces; docs/runs/compare-pie-vs-red-repeat5-fixed-2026-11-23).
 DELACK_TIMEOUT_S = 0.04
 SOCKET_BUFFER_BYTES = 4 << 20
 #: The trial starts this long after the base-RTT pings end (simulated seconds).
