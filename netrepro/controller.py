@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro import ansible
-from netrepro.inventory import build_inventory, write_inventory, write_known_hosts
+from netrepro.inventory import build_inventory, control_dir, write_inventory, write_known_hosts
 from netrepro.rolevars import role_vars
 from netrepro.sites import Site, get_site, site_class
 from netrepro.sites.local import _pg_alive  # one process-group liveness check for both
@@ -73,10 +73,6 @@ def open_site(spec: Spec, site: str, options: dict[str, Any] | None = None) -> S
     return get_site(site, spec, state_dir(spec, site), options)
 
 
-def control_dir() -> str:
-    d = Path("/tmp/netrepro-cp")
-    d.mkdir(mode=0o700, exist_ok=True)
-    return str(d)
 
 
 def write_site_inventory(spec: Spec, site: Site) -> Path:
@@ -90,7 +86,7 @@ def write_site_inventory(spec: Spec, site: Site) -> Path:
     logins = site.logins()
     write_known_hosts(logins, known)
     inv = build_inventory(spec, logins, site.name, site.inventory_vars(),
-                          known_hosts=str(known), control_dir=control_dir())
+                          known_hosts=str(known), control_dir=control_dir(site.state_dir))
     return write_inventory(inv, inventory_path(spec, site.name))
 
 
@@ -1660,13 +1656,18 @@ def analyze(run_dir: Path, partial: bool = False) -> dict:
 
 def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> None:
     """Release the site, close the SSH connections kept open to its nodes and their jump
-    host (ControlMaster sockets under /tmp/netrepro-cp) and remove its inventory. Harmless
+    host (ControlMaster sockets in the site's own folder, :func:`netrepro.inventory.control_dir`)
+    and remove its inventory. Harmless
     when nothing is up."""
     site = open_site(spec, site_name, options)
     sockets = ssh_control_paths(site)
     close_ssh_masters(sockets)
     site.release()
     close_ssh_masters(sockets)  # any the release itself opened, and stale sockets
+    try:
+        Path(control_dir(site.state_dir)).rmdir()  # this site's own folder, when empty
+    except OSError:
+        pass
     inventory_path(spec, site_name).unlink(missing_ok=True)
 
 
@@ -1677,7 +1678,7 @@ def ssh_control_paths(site: Site) -> list[str]:
     from netrepro.inventory import ssh_common_args
     nodes, jumps = [], []
     for lg in site.saved_logins().values():
-        args = ssh_common_args(lg, None, control_dir())
+        args = ssh_common_args(lg, None, control_dir(site.state_dir))
         for path in re.findall(r"ControlPath=([^\s'\"]+)", args):
             if "%" in path:
                 try:

@@ -56,6 +56,30 @@ def _split_jump(proxy_jump: str) -> tuple[str, str, int]:
     return user_host, user_host.rpartition("@")[2], int(port)
 
 
+#: Where the SSH masters of every site live (ssh_config(5) ControlPath): under /tmp, since a
+#: socket cannot live on the micro-VM's 9p folders ("cannot bind to path").
+CONTROL_ROOT = Path("/tmp/netrepro-cp")
+
+
+def control_dir(state: Path) -> str:
+    """The folder of the SSH control sockets of one site's reservation (``state``: its state
+    folder): ``/tmp/netrepro-cp/<12 hex digits of sha1(state folder)>``, made mode 0700.
+
+    One folder per reservation, never shared: ssh's ``%C`` hashes only the local host, the
+    node's address, port and user (ssh_config(5), OpenSSH 9.2), so two sites that give nodes
+    the same address (a local site in host mode and another in the micro-VM, or a static
+    site over a local one) would otherwise share a master: the second site's commands would
+    run over the first one's connection (its host key never checked against the second's
+    known_hosts), and the first site's ``down`` (``ssh -O exit``) would cut the second's
+    sessions mid-task: a raw command then came back with empty output ("Shared connection
+    closed"). The path stays short: a unix socket's path holds at most 107 bytes (unix(7)),
+    and ssh adds a 17-character suffix while it binds."""
+    d = CONTROL_ROOT / hashlib.sha1(str(Path(state).resolve()).encode()).hexdigest()[:12]
+    CONTROL_ROOT.mkdir(mode=0o700, exist_ok=True)
+    d.mkdir(mode=0o700, exist_ok=True)
+    return str(d)
+
+
 def ssh_common_args(login: NodeLogin, known_hosts: str | None = None, control_dir: str | None = None) -> str:
     """OpenSSH options for one node as a string for ``ansible_ssh_common_args``.
 

@@ -430,6 +430,7 @@ def test_close_ssh_masters_removes_stale_sockets(tmp_path):
 
 
 def test_ssh_control_paths_expands_percent_c(spec, tmp_path, monkeypatch):
+    from netrepro.inventory import control_dir
     from netrepro.sites.base import NodeLogin
     from netrepro.sites.static import StaticSite
     site = StaticSite(spec, tmp_path / "state", {"static_file": "x"})
@@ -437,9 +438,17 @@ def test_ssh_control_paths_expands_percent_c(spec, tmp_path, monkeypatch):
               for i, n in enumerate(spec.nodes, 1)}
     site.save_logins(logins)
     paths = controller.ssh_control_paths(site)
+    own = control_dir(site.state_dir) + "/"
     assert len(paths) == len(spec.nodes) + 1
-    assert all(p.startswith("/tmp/netrepro-cp/") and "%" not in p for p in paths)
-    assert paths[-1].startswith("/tmp/netrepro-cp/jump-") and len(set(paths)) == len(paths)
+    assert all(p.startswith(own) and "%" not in p for p in paths)
+    assert paths[-1].startswith(own + "jump-") and len(set(paths)) == len(paths)
+    # Another site with nodes at the same addresses, users and ports, and the same jump host,
+    # shares none of these masters: one site's `down` (ssh -O exit) cannot cut the other's
+    # sessions, nor its commands run over a connection whose host key the other checked.
+    other = StaticSite(spec, tmp_path / "other-state", {"static_file": "x"})
+    other.save_logins(logins)
+    assert not set(controller.ssh_control_paths(other)) & set(paths)
+    assert all(len(p) + 17 <= 107 for p in paths)  # unix(7) sun_path, with ssh's bind suffix
 
 
 # --- resume: refused before anything is touched ---------------------------------------------------

@@ -45,12 +45,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from netrepro.inventory import CONTROL_ROOT as CP, control_dir
 from netrepro.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 SCALE = os.environ.get("NETREPRO_FAULTS_SCALE", "0.05")
 TRIALS = ["pie-unlimited", "red-unlimited"]
-CP = Path("/tmp/netrepro-cp")
 #: Process names (comm, 15 characters) of a trial's processes on a node (roles/collectors,
 #: roles/flow_clients): none may be left once a trial has stopped.
 TRIAL_COMMS = ("curl", "ping", "tc", "sleep", "nr-flows.sh", "nr-ping.sh", "nr-qdisc-stats.", "nr-wait.sh")
@@ -118,7 +118,7 @@ def host_snapshot() -> dict:
     return {"netns": set(out("ip", "netns", "list").split()),
             "links": {ln.split(":")[1].strip().split("@")[0] for ln in out("ip", "-o", "link").splitlines()},
             "qdiscs": set(out("tc", "qdisc", "show").splitlines()),
-            "sockets": {p.name for p in CP.iterdir()} if CP.is_dir() else set()}
+            "sockets": {str(p.relative_to(CP)) for p in CP.rglob("*")} if CP.is_dir() else set()}
 
 
 def playbooks_of(state: Path) -> list[str]:
@@ -349,7 +349,7 @@ def test_jump_connection_cut(site):
         site.after_flows()
         st = site.st()
         jump = "root@127.0.0.1:" + str(st["ssh_port"])
-        path = str(CP / ("jump-" + hashlib.sha1(jump.encode()).hexdigest()[:12]))
+        path = str(Path(control_dir(site.site_state)) / ("jump-" + hashlib.sha1(jump.encode()).hexdigest()[:12]))
         check = subprocess.run(["ssh", "-o", f"ControlPath={path}", "-O", "check", "x"], capture_output=True, text=True)
         m = re.search(r"Master running \(pid=(\d+)\)", check.stderr)
         assert m, f"no SSH master for the jump host ({path}): {check.stderr}"

@@ -410,16 +410,15 @@ class LocalSite(Site):
     # --- wait / release / status ---------------------------------------------------------
     def ssh_argv(self, login: NodeLogin, command: str) -> list[str]:
         """ssh(1) argv running ``command`` on a node (through the jump host if any)."""
-        from netrepro.inventory import ssh_common_args
+        from netrepro.inventory import control_dir, ssh_common_args
         import shlex
         known = str(self.state_dir / "ssh" / "known_hosts")
         # Multiplexed through one jump connection (the micro-VM's handshakes are slow); the
-        # node masters are the ones Ansible reuses (same ControlPath as ansible.cfg's).
-        cp = Path("/tmp/netrepro-cp")
-        cp.mkdir(mode=0o700, exist_ok=True)
+        # node masters are the ones Ansible reuses (the inventory names the same folder).
         return (["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", "-i", str(self.client_key),
                  "-o", "IdentitiesOnly=yes", "-p", str(login.port)]
-                + shlex.split(ssh_common_args(login, known, str(cp))) + [f"{login.user}@{login.host}", command])
+                + shlex.split(ssh_common_args(login, known, control_dir(self.state_dir)))
+                + [f"{login.user}@{login.host}", command])
 
     def wait_ready(self, timeout_s: float = 300, log=print) -> None:
         """Wait until every node's sshd answers (``true`` over SSH)."""

@@ -1,0 +1,71 @@
+"""A node's answer that is not what a role parses fails with one line naming the node, the
+command and what came back (issue 20, the intermittent provisioning failure).
+
+roles/interfaces reads ``ip -j addr show`` with ansible.builtin.raw. Its output used to reach
+``from_json`` unchecked, so an empty or garbled answer failed as "Expecting value: line 1
+column 1 (char 0)" inside an unrelated task. Here the real role runs on this host
+(``ansible_connection=local``) through netrepro.ansible.run_playbook, with an ``ip`` on PATH
+that answers as a node might; no namespace, VM or daemon.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from netrepro import ansible
+from netrepro.ansible import PlaybookError, run_playbook
+
+GOOD = [{"ifindex": 2, "ifname": "eth1", "flags": ["BROADCAST", "UP", "LOWER_UP"],
+         "addr_info": [{"family": "inet", "local": "10.9.9.9", "prefixlen": 24}]}]
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    """(inventory, fake ip's folder): a playbook running roles/interfaces on localhost,
+    expecting 10.9.9.9/24 on network ``lan``."""
+    books = tmp_path / "playbooks"
+    books.mkdir()
+    (books / "interfaces.yml").write_text(yaml.safe_dump([{
+        "hosts": "all", "gather_facts": False,
+        "roles": [{"role": "interfaces", "interfaces_addresses": {"lan": "10.9.9.9"},
+                   "interfaces_prefixlen": {"lan": 24}, "interfaces_unaddressed": []}]}]))
+    monkeypatch.setattr(ansible, "PLAYBOOKS", books)
+    inv = tmp_path / "inv.yml"
+    inv.write_text(yaml.safe_dump({"all": {"hosts": {"nodeA": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    monkeypatch.setenv("PATH", f"{bindir}:{__import__('os').environ['PATH']}")
+    return inv, bindir
+
+
+def _fake_ip(bindir: Path, output: str) -> None:
+    f = bindir / "ip"
+    f.write_text("#!/bin/sh\ncat <<'EOF'\n" + output + "\nEOF\n")
+    f.chmod(0o755)
+
+
+def test_a_node_that_lists_its_interfaces_is_mapped(node, tmp_path):
+    inv, bindir = node
+    _fake_ip(bindir, json.dumps(GOOD))
+    res = run_playbook("interfaces", inv, {}, tmp_path / "art", quiet=True)
+    assert res.facts_set["nodeA"]["interfaces_by_network"] == {"lan": "eth1"}
+
+
+@pytest.mark.parametrize("answer", ["", "Dump was interrupted and may be inconsistent.\n" + json.dumps(GOOD),
+                                    json.dumps(GOOD)[:40]])
+def test_an_unusable_answer_names_the_node_the_command_and_what_came_back(node, tmp_path, answer):
+    inv, bindir = node
+    _fake_ip(bindir, answer)
+    with pytest.raises(PlaybookError) as exc:
+        run_playbook("interfaces", inv, {}, tmp_path / "art", quiet=True)
+    log = exc.value.log.read_text()
+    assert "nodeA: `ip -j addr show` exited 0 and printed" in log
+    assert answer.strip()[:30].replace('"', '\\"') in log
+    assert "expected a JSON list of interfaces" in log
+    assert "Expecting value" not in log
