@@ -200,7 +200,11 @@ def validate_v2_schema(data: Any, path: Path | str) -> None:
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         err = _pick_error(errors[0])
-        _fail(path, _field_path(err.absolute_path), err.message)
+        problem = err.message
+        desc = err.schema.get("description") if isinstance(err.schema, dict) else None
+        if err.validator == "pattern" and desc:  # the form in words, not the regular expression
+            problem = f"expected {desc}; got {err.instance!r}"
+        _fail(path, _field_path(err.absolute_path), problem)
 
 
 def _resolve_links(nodes: dict, path) -> list[list[str]]:
