@@ -363,11 +363,12 @@ def _check_routes(nodes: dict, path) -> None:
 
 
 def _check_sysctl_value(path, field: str, value: Any) -> None:
-    """A sysctl value: an integer, or text of :data:`SYSCTL_VALUE_RE` (the schema's pattern,
-    checked again here: the value reaches sysctl on every node and Ansible's variables)."""
-    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str)
-                                                                   and SYSCTL_VALUE_RE.fullmatch(value))):
-        _fail(path, field, f"expected an integer, whole numbers separated by spaces or one lower-case word, "
+    """A sysctl value: a whole number >= 0 (nothing that reaches a command starts with '-'),
+    or text of :data:`SYSCTL_VALUE_RE` (the schema's pattern, checked again here: the value
+    reaches sysctl on every node, a capability probe and Ansible's variables)."""
+    if isinstance(value, bool) or not ((isinstance(value, int) and value >= 0) or (isinstance(value, str)
+                                                                                  and SYSCTL_VALUE_RE.fullmatch(value))):
+        _fail(path, field, f"expected a whole number >= 0, whole numbers separated by spaces or one lower-case word, "
                            f"got {value!r}")
 
 
