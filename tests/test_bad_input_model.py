@@ -239,8 +239,8 @@ ROWS = [
         ["site local", "mgmt_subnet='10.0.0.0/24' (from --option)", "topology.nodes.h1.interfaces.h1-eth0.address"],
         setup=edited()),
     Row("mgmt-subnet-overlap-by-route", ["plan", FILE, "--site", "local", "-o", "mgmt_subnet=192.168.5.0/24"],
-        ["site local", "mgmt_subnet='192.168.5.0/24'", "topology.nodes.h1.routes[0].to (192.168.5.0/24)"],
-        setup=edited((H1, H1.replace("h1: {", "h1: {routes: [{to: 192.168.5.0/24, via: 10.0.0.9}], ")))),
+        ["site local", "mgmt_subnet='192.168.5.0/24'", "topology.nodes.h1.routes[0].to (192.168.5.0/25)"],
+        setup=edited((H1, H1.replace("h1: {", "h1: {routes: [{to: 192.168.5.0/25, via: 10.0.0.9}], ")))),
 ]
 
 
@@ -252,6 +252,19 @@ def test_bad_input(row, tmp_path):
 def test_rows_are_many_and_unique():
     ids = [r.id for r in ROWS]
     assert len(ids) == len(set(ids)) and len(ids) >= 20
+
+
+def test_a_default_route_is_not_a_management_overlap(tmp_path):
+    """A route wider than the management subnet (a default route) loses to the node's own
+    route to it: the local site plans it."""
+    import os
+    edited((H1, H1.replace("h1: {", "h1: {routes: [{to: 0.0.0.0/0, via: 10.0.0.9}], ")))(tmp_path)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("NETREPRO_")},
+           "NETREPRO_STATE": str(tmp_path / "state"), "NETREPRO_RESULTS": str(tmp_path / "results")}
+    proc = subprocess.run([sys.executable, "-m", "netrepro", "plan", str(tmp_path / "experiment.yml"), "--site",
+                           "local", "-o", "mgmt_subnet=192.168.77.0/24"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0 and "management network 192.168.77.0/24" in proc.stdout, proc.stderr
 
 
 def test_unedited_copy_validates_and_plans(tmp_path):

@@ -40,8 +40,9 @@ def mgmt_overlap(model, subnet: str) -> tuple[str, str] | None:
     experiment (a :class:`netrepro.model.Model`) that overlaps the management ``subnet``
     (CIDR), else None. Its LANs' subnets (``topology.networks.<net>.subnet``, which hold every
     address of a schema_version 1 file), a schema_version 2 file's interface addresses, and
-    every node's ``routes[].to``: an overlap would send management traffic (the
-    controller's SSH) into the experiment, or the experiment's into the management bridge."""
+    every node's ``routes[].to`` that lies within ``subnet`` (a default route does not):
+    an overlap would send management traffic (the controller's SSH) into the experiment, or
+    the experiment's into the management bridge."""
     mgmt = ipaddress.ip_network(subnet)
     for net, nd in model.data["networks"].items():
         if ipaddress.ip_network(nd["subnet"]).overlaps(mgmt):
@@ -52,7 +53,9 @@ def mgmt_overlap(model, subnet: str) -> tuple[str, str] | None:
             if v2 and x["address"] and ipaddress.ip_interface(x["address"]).network.overlaps(mgmt):
                 return f"topology.nodes.{node}.interfaces.{itf}.address", x["address"]
         for j, r in enumerate(nd.get("routes", [])):
-            if ipaddress.ip_network(r["to"], strict=False).overlaps(mgmt):
+            # a route to part of the management subnet (or all of it) wins over the node's own
+            # route to it; a wider one (a default route) loses to it and is harmless
+            if ipaddress.ip_network(r["to"], strict=False).subnet_of(mgmt):
                 return f"topology.nodes.{node}.routes[{j}].to", r["to"]
     return None
 
