@@ -302,7 +302,8 @@ class Keyword:
     """One tc keyword of a qdisc kind: its ``unit`` (a key of :data:`UNIT_SUFFIXES`), the
     suffixes the spec may give it (default: all of its unit's; a builder that takes one form
     only narrows them, as netem's ``delay_ms``), the range of a plain number (``lo`` ..
-    ``hi``, inclusive), the ``choices`` of a word, and whether a layer must give it."""
+    ``hi``, inclusive), the ``choices`` of a word, whether a layer must give it, and whether
+    a value with a unit may be 0 (``zero``; else it is > 0)."""
 
     unit: str
     suffixes: tuple[str, ...] | None = None
@@ -310,6 +311,7 @@ class Keyword:
     hi: float = PARAM_MAX
     choices: tuple[str, ...] = ()
     required: bool = False
+    zero: bool = False
 
     @property
     def allowed_suffixes(self) -> tuple[str, ...]:
@@ -347,11 +349,11 @@ _CAKE_FLAGS = (
 #: time, ``memlimit``/``mpu`` bytes, ``overhead`` 0..256 bytes of framing, ``fwmark`` a mask),
 #: tc-pfifo(8) (``limit`` in packets) and tc-bfifo(8) (``limit`` in bytes). A gain, rate,
 #: size, count or time of zero means nothing a stack needs (or the kernel's default, which
-#: leaving the key out gives), so every value with a unit is > 0.
+#: leaving the key out gives), so every value with a unit is > 0 (but netem's delay: 0 adds none).
 #: ``netem`` and ``htb`` take the suffixes their builders use (:class:`Netem`, :class:`HtbRoot`),
 #: ``pie`` and ``red`` those of :class:`Pie` and :class:`Red`.
 KIND_KEYWORDS: dict[str, dict[str, Keyword]] = {
-    "netem": {"delay": _kw("time", "_ms", required=True, lo=0), "jitter": _kw("time", "_ms"),
+    "netem": {"delay": _kw("time", "_ms", required=True, zero=True), "jitter": _kw("time", "_ms"),
               "limit": _kw("packets")},
     "htb": {"rate": _kw("rate", "_mbit", required=True), "burst": _kw("bytes")},
     "tbf": {"limit": _kw("bytes"), "burst": _kw("bytes"), "buffer": _kw("bytes"), "maxburst": _kw("bytes"),
@@ -447,7 +449,8 @@ def check_param(kind: str, key: Any, value: Any) -> None:
     """Check one parameter of a stack layer of ``kind`` (schema_version 2) against
     :data:`KIND_KEYWORDS`: the name is the keyword with a suffix of its own unit (none for a
     plain number, a fraction, a flag or a word); a value with a unit is a number > 0 and
-    at most the unit's largest (:data:`_UNIT_MAX`; netem's delay may be 0); a plain number
+    at most the unit's largest (:data:`_UNIT_MAX`; 0 too for a keyword with ``zero``, netem's
+    delay: no delay added, netem as a plain queue); a plain number
     within the keyword's ``lo`` .. ``hi``; a fraction in (0, 1]; a flag ``true``/``false``
     only (never text: ``ecn: "no"`` is refused, not read as true); a word one of its choices.
 
@@ -473,9 +476,8 @@ def check_param(kind: str, key: Any, value: Any) -> None:
                                 + (f", the unit is in the name, {suffix}" if suffix else "") + f"), got {value!r}")
     if suffix:
         top = _UNIT_MAX[suffix]
-        zero_ok = kind == "netem" and name == "delay"  # no delay added: netem as a plain queue
-        if not ((value >= 0 if zero_ok else value > 0) and value <= top):
-            raise TcParamError(key, f"expected a number {'>= 0' if zero_ok else '> 0'} and <= {top}, got {value!r}")
+        if not ((value >= 0 if kw.zero else value > 0) and value <= top):
+            raise TcParamError(key, f"expected a number {'>= 0' if kw.zero else '> 0'} and <= {top}, got {value!r}")
         if unit in ("bytes", "packets") and not float(value).is_integer():
             raise TcParamError(key, f"expected a whole number of {unit}, got {value!r}")
     elif unit == "fraction":
