@@ -357,7 +357,7 @@ KIND_KEYWORDS: dict[str, dict[str, Keyword]] = {
               "limit": _kw("packets")},
     "htb": {"rate": _kw("rate", "_mbit", required=True), "burst": _kw("bytes")},
     "tbf": {"limit": _kw("bytes"), "burst": _kw("bytes"), "buffer": _kw("bytes"), "maxburst": _kw("bytes"),
-            "mtu": _kw("bytes"), "minburst": _kw("bytes"), "mpu": _kw("bytes"), "rate": _kw("rate"),
+            "mtu": _kw("bytes"), "minburst": _kw("bytes"), "mpu": _kw("bytes"), "rate": _kw("rate", required=True),
             "peakrate": _kw("rate"), "latency": _kw("time"), "overhead": _kw("number", hi=256),
             "linklayer": _kw("word", choices=("ethernet", "atm", "adsl"))},
     "pie": {"limit": _kw("packets"), "target": _kw("time", "_ms"), "tupdate": _kw("time", "_ms"),
@@ -381,6 +381,13 @@ KIND_KEYWORDS: dict[str, dict[str, Keyword]] = {
              "overhead": _kw("number", hi=256), "mpu": _kw("bytes"), **{k: _FLAG for k in _CAKE_FLAGS}},
     "pfifo": {"limit": _kw("packets")},
     "bfifo": {"limit": _kw("bytes")},
+}
+
+#: Keywords of which a layer must give one (tc-tbf(8): tbf needs its bucket size, given as
+#: ``burst``, ``buffer`` or ``maxburst``, and ``limit`` or ``latency``; q_tbf.c refuses a
+#: tbf without them).
+REQUIRED_ONE_OF: dict[str, tuple[tuple[str, ...], ...]] = {
+    "tbf": (("burst", "buffer", "maxburst"), ("limit", "latency")),
 }
 
 #: tc keywords of the qdiscs built by :class:`Generic` (every kind of :data:`KIND_KEYWORDS`
@@ -489,8 +496,9 @@ def check_param(kind: str, key: Any, value: Any) -> None:
 
 def check_layer(kind: str, params: Mapping[str, Any]) -> None:
     """Check every parameter of a stack layer (:func:`check_param`), that no keyword is given
-    twice (``target_ms`` and ``target_us``), and that the keywords the kind's builder needs
-    are given (netem's delay_ms, htb's rate_mbit, RED's thresholds).
+    twice (``target_ms`` and ``target_us``), and that the keywords the kind needs are given
+    (netem's delay_ms, htb's rate_mbit, RED's thresholds, tbf's rate, and one of each group
+    of :data:`REQUIRED_ONE_OF`).
 
     Raises:
         TcParamError: naming the first bad or missing key.
@@ -506,6 +514,11 @@ def check_layer(kind: str, params: Mapping[str, Any]) -> None:
         if kw.required and name not in given:
             raise TcParamError(_spellings(name, kw).split(" or ")[0],
                                f"{kind} needs its {name}; expected {_spellings(name, kw)}")
+    table = KIND_KEYWORDS[kind]
+    for group in REQUIRED_ONE_OF.get(kind, ()):
+        if not any(name in given for name in group):
+            forms = " or ".join(_spellings(name, table[name]) for name in group)
+            raise TcParamError(None, f"{kind} needs one of its {', '.join(group)}; expected {forms}")
 
 
 @dataclass(frozen=True)

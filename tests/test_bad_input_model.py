@@ -99,6 +99,9 @@ ROWS = [
     Row("same-keyword-twice", VALIDATE,
         [FILE, f"{L1}.target_us", "codel's target is already given as target_ms"],
         setup=layer("{kind: codel, target_ms: 5, target_us: 5000}")),
+    Row("tbf-without-a-limit", VALIDATE,
+        [FILE, "qdiscs.s1:s1-eth1[1]", "tbf needs one of its limit, latency", "expected limit_bytes or latency_ms"],
+        setup=layer("{kind: tbf, rate_mbit: 10, burst_bytes: 15140}")),
     Row("red-without-its-thresholds", VALIDATE,
         [FILE, f"{L1}.min_bytes", "red needs its min"],
         setup=layer("{kind: red, limit_bytes: 400000, max_bytes: 150000, avpkt_bytes: 1000, burst_packets: 55, "

@@ -363,3 +363,14 @@ def test_a_unit_suffix_of_another_unit_is_refused_outside_stacks_too():
 def test_pie_and_red_flags_take_only_booleans(kind, params):
     with pytest.raises(tc.TcParamError, match="expected true or false"):
         tc.aqm_qdisc(kind, params).qdisc_args()
+
+
+def test_tbf_needs_its_rate_bucket_and_limit():
+    """tc-tbf(8): rate, a bucket (burst/buffer/maxburst) and limit or latency are required."""
+    ok = {"kind": "tbf", "rate_mbit": 10, "burst_bytes": 15140, "latency_ms": 50}
+    tc.stack_commands([ok], strict=True)
+    for drop, words in (("rate_mbit", "tbf needs its rate"), ("burst_bytes", "tbf needs one of its burst, buffer"),
+                        ("latency_ms", "tbf needs one of its limit, latency")):
+        with pytest.raises(tc.StackError) as err:
+            tc.stack_commands([{k: v for k, v in ok.items() if k != drop}], strict=True)
+        assert words in err.value.problem, str(err.value)
