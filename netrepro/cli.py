@@ -39,8 +39,14 @@ def _time_scale(value: str) -> float:
 
 
 def cmd_validate(args) -> int:
+    """Validate the file, and refuse what the default site (local, with its default
+    management subnet) would refuse of it: an address inside that subnet."""
+    from netrepro.sites.local import default_mgmt_problem
     spec = load_spec(args.experiment)
     m = spec.model
+    problem = default_mgmt_problem(spec)
+    if problem:
+        raise SpecError(spec.path, *problem)
     print(f"{spec.path}: valid (schema_version {m.data['schema_version']}: {len(m.nodes)} nodes, {len(m.trials)} trials, "
           f"{len(m.data['phases'])} phases)")
     return 0

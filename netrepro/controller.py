@@ -1266,10 +1266,13 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
 
     Raises:
         SpecError: a bad ``trial_ids``, ``repeat``, ``resume`` or sweep (one line).
+        SiteError: an option the site refuses, or an experiment it could not build with them
+            (:meth:`netrepro.sites.base.Site.checked_options`).
     """
     from netrepro import schedule
     from netrepro import sweep as sweeps
     out = out or sys.stdout
+    site_class(site_name).checked_options(spec, options)  # the site's options and its own refusals
     _checked_trial_ids(spec, trial_ids)
     by_id = _trials_by_id(spec)
     points = None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,34 @@ TRAFFIC_DEFAULTS = {"iperf3": {"start_s": 0, "parallel": 1, "omit_s": 0, "interv
                     "ping": {"start_s": 0}}
 #: iperf3's default port (iperf3(1) -p); item k of a trial's iperf3 traffic listens on BASE + k.
 IPERF3_BASE_PORT = 5201
+#: Words a selector reads as more than one node (:func:`select_nodes`): ``all`` and the kinds
+#: in the plural. No node or group may be named so (a sysctl meant for a node named ``all``
+#: would land on every node).
+SELECTOR_WORDS = ("all", *KIND_GROUPS.values())
+#: Interface names a node may not give an experiment interface: ``lo`` (every namespace's
+#: loopback), ``eth0`` (the management interface: netrepro/sites/netns.py puts it in every
+#: node of the local site, testbed VMs have theirs there), ``br0`` (a switch's bridge:
+#: netns.py and roles/switch_bridge's switch_bridge_name), and ``all``/``default``, the
+#: kernel's per-interface sysctl folders (/proc/sys/net/ipv4/conf/all, .../default).
+RESERVED_IFNAMES = ("lo", "eth0", "br0", "all", "default")
+#: Words ``ip link`` reads as keywords where it expects a device name (ip-link(8), iproute2
+#: 6.1: the arguments of ``ip link add/set/show`` and the commands themselves): an interface
+#: named ``up`` makes ``ip link set up up`` fail.
+IP_LINK_KEYWORDS = (
+    "add", "addrgenmode", "address", "afstats", "allmulticast", "alias", "altname", "arp", "brd", "broadcast",
+    "carrier", "change", "del", "delete", "dev", "down", "dynamic", "gro_max_size", "group", "gso_max_segs",
+    "gso_max_size", "help", "index", "link", "link-netns", "link-netnsid", "list", "lst", "macaddr", "master",
+    "mode", "mtu", "multicast", "name", "netns", "nomaster", "numrxqueues", "numtxqueues", "off", "on", "peer",
+    "promisc", "property", "protodown", "protodown_reason", "qlen", "replace", "set", "show", "state",
+    "trailers", "txqlen", "txqueuelen", "type", "up", "vf", "vrf", "xdp", "xdpdrv", "xdpgeneric",
+    "xdpoffload", "xstats")
+#: LAN names a site already uses: the local site names a LAN's bridge ``nr-<network>`` and its
+#: management bridge ``nr-mgmt`` (netrepro/sites/netns.py Layout.mgmt_bridge, lan_bridge).
+RESERVED_NETWORKS = ("mgmt",)
+#: A sysctl value written as text (the schema's sysctl_value): one to eight space-separated
+#: whole numbers (tcp_rmem's ``4096 131072 6291456``) or one lower-case word (``cubic``); so
+#: never an option (``-``), a template (``{``, ``%``), ``:``, ``;``, ``$``, a quote or a newline.
+SYSCTL_VALUE_RE = re.compile(r"[0-9]{1,20}( [0-9]{1,20}){0,7}|[a-z][a-z0-9_]{0,31}")
 
 
 class ModelError(ValueError):
@@ -171,7 +200,11 @@ def validate_v2_schema(data: Any, path: Path | str) -> None:
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         err = _pick_error(errors[0])
-        _fail(path, _field_path(err.absolute_path), err.message)
+        problem = err.message
+        desc = err.schema.get("description") if isinstance(err.schema, dict) else None
+        if err.validator == "pattern" and desc:  # the form in words, not the regular expression
+            problem = f"expected {desc}; got {err.instance!r}"
+        _fail(path, _field_path(err.absolute_path), problem)
 
 
 def _resolve_links(nodes: dict, path) -> list[list[str]]:
@@ -236,9 +269,112 @@ def _l2_domains(nodes: dict, links: list[list[str]]) -> list[set[str]]:
     return list(groups.values())
 
 
+def _check_names(topo: dict, path) -> None:
+    """Names that mean something else are refused: a node or group named like a selector
+    (:data:`SELECTOR_WORDS`), a group named like a node, an interface named as the sites'
+    own (:data:`RESERVED_IFNAMES`) or as an ``ip link`` keyword (:data:`IP_LINK_KEYWORDS`),
+    a LAN named as the management network (:data:`RESERVED_NETWORKS`). Each subnet of
+    ``topology.networks`` is an IPv4 network with no host bits."""
+    nodes = topo["nodes"]
+    for net, nd in topo.get("networks", {}).items():
+        if net in RESERVED_NETWORKS:
+            _fail(path, f"topology.networks.{net}", f"{net!r} is the sites' management network (bridge nr-{net}); "
+                                                    f"expected another name")
+        try:
+            ipaddress.IPv4Network(nd["subnet"])
+        except ValueError as exc:
+            _fail(path, f"topology.networks.{net}.subnet", f"expected an IPv4 network with no host bits ({exc})")
+    for n, nd in nodes.items():
+        if n in SELECTOR_WORDS:
+            _fail(path, f"topology.nodes.{n}", f"{n!r} is a selector ({', '.join(SELECTOR_WORDS)} name several nodes); "
+                                               f"expected another node name")
+        for j, g in enumerate(nd.get("groups", [])):
+            if g in SELECTOR_WORDS or g in nodes:
+                what = "a selector" if g in SELECTOR_WORDS else "a node's name"
+                _fail(path, f"topology.nodes.{n}.groups[{j}]", f"{g!r} is {what}; expected a group name of its own")
+        for ifname in nd["interfaces"]:
+            if ifname in RESERVED_IFNAMES:
+                _fail(path, f"topology.nodes.{n}.interfaces.{ifname}",
+                      f"{ifname!r} is an interface the sites or the kernel use ({', '.join(RESERVED_IFNAMES)}); "
+                      f"expected another interface name")
+            if ifname in IP_LINK_KEYWORDS:
+                _fail(path, f"topology.nodes.{n}.interfaces.{ifname}",
+                      f"{ifname!r} is a keyword of ip link (ip-link(8)); expected another interface name")
+
+
+def _check_address(path, field: str, addr: str) -> None:
+    """An interface address: IPv4 with its prefix length, not its subnet's network or
+    broadcast address (for prefixes shorter than /31, RFC 3021)."""
+    try:
+        a = ipaddress.IPv4Interface(addr)
+    except ValueError as exc:
+        _fail(path, field, f"expected an IPv4 address with its prefix length ({exc})")
+    if a.network.prefixlen < 31 and a.ip in (a.network.network_address, a.network.broadcast_address):
+        which = "network" if a.ip == a.network.network_address else "broadcast"
+        _fail(path, field, f"{addr} is the {which} address of {a.network}; expected a host address")
+
+
+def _check_subnets_apart(nodes: dict, links: list[list[str]], networks: dict, path) -> None:
+    """Different L2 domains have subnets that do not overlap (a node could not tell which
+    domain an address is on): each domain's subnets are its addresses' and its LANs'."""
+    seen: list[tuple[ipaddress.IPv4Network, str, int]] = []  # (subnet, field, domain)
+    domains = _l2_domains(nodes, links)
+    lans_in = {}
+    for k, dom in enumerate(domains):
+        for p in sorted(dom):
+            n, i = p.split(":")
+            itf = nodes[n]["interfaces"][i]
+            if itf["address"]:
+                seen.append((ipaddress.ip_interface(itf["address"]).network,
+                             f"topology.nodes.{n}.interfaces.{i}.address", k))
+            if itf["network"]:
+                lans_in.setdefault(itf["network"], k)
+    for k, net in enumerate(networks):
+        seen.append((ipaddress.ip_network(networks[net]["subnet"]), f"topology.networks.{net}.subnet",
+                     lans_in.get(net, len(domains) + k)))
+    for j, (b, fb, db) in enumerate(seen):
+        for a, fa, da in seen[:j]:
+            if da != db and a.overlaps(b):
+                _fail(path, fb, f"{b} overlaps {a} of {fa}, another L2 domain; expected subnets apart")
+
+
+def _check_routes(nodes: dict, path) -> None:
+    """Each route's ``to`` is a network (no host bits) and its ``via`` a neighbour: an address
+    in a subnet of one of the node's interfaces, not the node's own (``ip route add ... via``
+    refuses a gateway it cannot reach directly: "Nexthop has invalid gateway")."""
+    for n, nd in nodes.items():
+        mine = [ipaddress.ip_interface(i["address"]) for i in nd["interfaces"].values() if i["address"]]
+        for j, r in enumerate(nd["routes"]):
+            f = f"topology.nodes.{n}.routes[{j}]"
+            try:
+                ipaddress.IPv4Network(r["to"])
+            except ValueError as exc:
+                _fail(path, f + ".to", f"expected an IPv4 network with no host bits ({exc})")
+            try:
+                via = ipaddress.IPv4Address(r["via"])
+            except ValueError as exc:
+                _fail(path, f + ".via", f"expected an IPv4 address ({exc})")
+            if any(a.ip == via for a in mine):
+                _fail(path, f + ".via", f"{via} is {n}'s own address; expected a neighbour's")
+            if not any(via in a.network for a in mine):
+                _fail(path, f + ".via", f"{via} is on no subnet of {n} "
+                                        f"({', '.join(str(a.network) for a in mine) or 'it has no address'}); "
+                                        f"expected a neighbour's address")
+
+
+def _check_sysctl_value(path, field: str, value: Any) -> None:
+    """A sysctl value: a whole number >= 0 (nothing that reaches a command starts with '-'),
+    or text of :data:`SYSCTL_VALUE_RE` (the schema's pattern, checked again here: the value
+    reaches sysctl on every node, a capability probe and Ansible's variables)."""
+    if isinstance(value, bool) or not ((isinstance(value, int) and value >= 0) or (isinstance(value, str)
+                                                                                  and SYSCTL_VALUE_RE.fullmatch(value))):
+        _fail(path, field, f"expected a whole number >= 0, whole numbers separated by spaces or one lower-case word, "
+                           f"got {value!r}")
+
+
 def _check_stack(path, field: str, stack: list) -> None:
     try:
-        tc.stack_commands(stack)
+        tc.stack_commands(stack, strict=True)
     except tc.StackError as exc:
         _fail(path, field + exc.where, exc.problem)
 
@@ -247,10 +383,15 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     """Validate a schema_version 2 experiment (parsed YAML) and resolve it into a :class:`Model`.
 
     Cross-checks beyond the schema, each failing with one line (ModelError) naming the field:
-    links pair up (each end names the other), switches have no address and hosts/routers an
-    address on each interface, addresses fall in their LAN's subnet, one subnet per L2 domain,
-    no address twice; every port of ``qdiscs``/trials/collectors exists and every stack is
-    one tc takes (:func:`netrepro.tc.stack_commands`); selectors name nodes or kinds; trial
+    no name means something else (:func:`_check_names`: selectors, the sites' interfaces and
+    networks, ip link keywords); links pair up (each end names the other), switches have no
+    address and hosts/routers an address on each interface, never a subnet's network or
+    broadcast address, addresses fall in their LAN's subnet, one subnet per L2 domain and
+    none overlapping another domain's, no address twice, each route via a neighbour on one
+    of the node's subnets; every port of ``qdiscs``/trials/collectors exists and every stack
+    is one tc takes, each parameter in its kind's own unit (:func:`netrepro.tc.stack_commands`
+    with ``strict``, :data:`netrepro.tc.KIND_KEYWORDS`); sysctl values are integers or
+    :data:`SYSCTL_VALUE_RE`; selectors name nodes or kinds; trial
     and traffic ids are unique; traffic runs between nodes with addresses; phases are
     contiguous within the longest trial; claims and figures name trials, subjects and phases
     that exist.
@@ -262,6 +403,7 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     data = copy.deepcopy(data)  # the model shares nothing with the caller's data
     topo = data["topology"]
     networks = topo.get("networks", {})
+    _check_names(topo, path)
     nodes: dict[str, dict] = {}
     for n, nd in topo["nodes"].items():
         kind = nd.get("kind", "host")
@@ -269,22 +411,23 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
         for ifname, itf in nd["interfaces"].items():
             f = f"topology.nodes.{n}.interfaces.{ifname}"
             addr = itf.get("address")
+            if addr:
+                _check_address(path, f + ".address", addr)
             if kind == "switch" and addr:
                 _fail(path, f + ".address", "a switch bridges its interfaces and has no address; leave it out")
             if kind != "switch" and not addr:
                 _fail(path, f + ".address", "expected an address A.B.C.D/N (hosts and routers have one per interface)")
-            if addr:
-                try:
-                    ipaddress.ip_interface(addr)
-                except ValueError as exc:
-                    _fail(path, f + ".address", f"expected an IPv4 address with its prefix length ({exc})")
             net = itf.get("network")
             if net is not None:
                 if net not in networks:
                     _fail(path, f + ".network", f"unknown network {net!r}; expected one of: {', '.join(networks) or '(none)'}")
-                subnet = ipaddress.ip_network(networks[net]["subnet"], strict=False)
+                subnet = ipaddress.ip_network(networks[net]["subnet"])
                 if addr and ipaddress.ip_interface(addr).ip not in subnet:
                     _fail(path, f + ".address", f"{addr} is outside {net} ({subnet})")
+                if addr and subnet.prefixlen < 31 and ipaddress.ip_interface(addr).ip in (
+                        subnet.network_address, subnet.broadcast_address):
+                    _fail(path, f + ".address", f"{addr} is the network or broadcast address of {net} ({subnet}); "
+                                                f"expected a host address")
             itfs[ifname] = {"link": itf.get("link"), "network": net, "address": addr}
         nodes[n] = {"kind": kind, "groups": nd.get("groups", []), "interfaces": itfs, "routes": nd.get("routes", [])}
     links = _resolve_links(topo["nodes"], path)
@@ -306,6 +449,8 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
             (n1, p1), (n2, p2) = list(nets.items())[:2]
             _fail(path, f"topology.nodes.{p2.split(':')[0]}.interfaces.{p2.split(':')[1]}.address",
                   f"{p1} and {p2} share an L2 domain (links and switches) but not a subnet ({n1}, {n2})")
+    _check_subnets_apart(nodes, links, networks, path)
+    _check_routes(nodes, path)
     ports = {_port(n, i) for n, nd in nodes.items() for i in nd["interfaces"]}
     names = list(nodes)
     known_sel = set(names) | set(KIND_GROUPS.values()) | {"all"} | {g for nd in nodes.values() for g in nd["groups"]}
@@ -328,6 +473,8 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
         for sel in s["nodes"]:
             if sel not in known_sel:
                 _fail(path, f"sysctls[{i}].nodes", f"unknown node or kind {sel!r}; expected one of: {', '.join(sorted(known_sel))}")
+        for k, v in s["set"].items():
+            _check_sysctl_value(path, f"sysctls[{i}].set.{k}", v)
         for n in select_nodes(nodes, s["nodes"]):
             base_sysctls[n].update({k: str(v) for k, v in s["set"].items()})
 
@@ -375,6 +522,7 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
                 if k not in base_sysctls[n]:
                     _fail(path, f"{f}.sysctls.{n}.{k}", f"set by this trial but not in the file's sysctls; expected "
                           f"its value for the other trials there too (a trial's setting would last into the next)")
+                _check_sysctl_value(path, f"{f}.sysctls.{n}.{k}", v)
                 sysctls[n][k] = str(v)
         traffic = check_traffic(f + ".traffic", t["traffic"]) if "traffic" in t else default_traffic
         trials.append({"id": t["id"], "description": t.get("description", ""), "labels": t.get("labels", {}),

@@ -272,3 +272,105 @@ def test_lab_stacks_parse_in_tc(layers):
         out = proc.stdout + proc.stderr
         assert proc.returncode != 0 and not any(u in out for u in UNKNOWN), (argv, out)
         assert "nrnodev0" in out or "Cannot find device" in out, (argv, out)
+
+
+# --- the per-kind table of keywords and units (schema_version 2 stacks) -----------------------
+def test_every_stack_kind_has_a_keyword_table():
+    assert set(tc.KIND_KEYWORDS) == set(tc.STACK_KINDS)
+    assert set(tc.GENERIC_KEYWORDS) == set(tc.STACK_KINDS) - {"netem", "htb", "pie", "red"}
+
+
+#: A valid value of each unit, in the spelling the spec writes (suffix, value).
+UNIT_SAMPLE = {"time": ("_ms", 5), "bytes": ("_bytes", 15140), "packets": ("_packets", 100),
+               "rate": ("_mbit", 10), "fraction": ("", 0.5), "flag": ("", True)}
+
+
+def _strict_sample(kw: tc.Keyword) -> tuple[str, object]:
+    if kw.unit == "word":
+        return "", kw.choices[0]
+    if kw.unit == "number":
+        return "", max(1, int(kw.lo))
+    sfx, value = UNIT_SAMPLE[kw.unit]
+    return (kw.allowed_suffixes[0] if sfx else ""), value
+
+
+@pytest.mark.parametrize("kind", sorted(tc.GENERIC_KEYWORDS))
+def test_every_keyword_in_its_own_unit_is_taken_and_parses_in_tc(kind):
+    """Each keyword of a generic kind, written in its own unit, passes the strict check and
+    gives words tc 6.1 parses (only the device is missing)."""
+    for name, kw in tc.KIND_KEYWORDS[kind].items():
+        sfx, value = _strict_sample(kw)
+        tc.check_param(kind, name + sfx, value)
+        args = tc.Generic(kind, {name + sfx: value}).qdisc_args()[1:]
+        out = _tc_parse(kind, args)
+        assert not any(u in out for u in UNKNOWN), f"{kind} {args}: {out}"
+
+
+@pytest.mark.parametrize("kind,key,value,words", [
+    ("bfifo", "limit_packets", 40, "bfifo's limit is in bytes; expected limit_bytes"),
+    ("pfifo", "limit_bytes", 60000, "pfifo's limit is in packets; expected limit_packets"),
+    ("codel", "target_bytes", 5, "codel's target is a time; expected target_ms or target_us"),
+    ("codel", "target", 5, "codel's target is a time; expected target_ms or target_us"),
+    ("fq", "maxrate_bytes", 5, "fq's maxrate is a rate; expected maxrate_mbit or maxrate_kbit"),
+    ("netem", "delay_us", 5, "netem's delay is a time; expected delay_ms"),
+    ("pie", "alpha_ms", 2, "pie's alpha is a plain number; expected alpha"),
+    ("pie", "ecn_ms", True, "pie's ecn is a flag (true or false); expected ecn: true or false"),
+    ("tbf", "rate_mbit", 0, "expected a number > 0 and <= 100000, got 0"),
+    ("tbf", "burst_bytes", -1, "expected a number > 0"),
+    ("codel", "interval_ms", 3_600_001, "expected a number > 0 and <= 3600000"),
+    ("pie", "alpha", 0, "expected a whole number from 1 to 32, got 0"),
+    ("pie", "beta", 33, "expected a whole number from 1 to 32"),
+    ("fq_codel", "flows", 0, "expected a whole number from 1 to 65536"),
+    ("red", "probability", 0, "expected a fraction > 0 and <= 1"),
+    ("pie", "ecn", "no", "expected true or false (pie's ecn is a flag), got 'no'"),
+    ("codel", "ecn", 1, "expected true or false"),
+    ("tbf", "linklayer", "token", "expected one of ethernet, atm, adsl, got 'token'"),
+    ("codel", "target_ms", "5", "expected a number (a time, the unit is in the name, _ms), got '5'"),
+    ("pfifo", "limit_packets", 1.5, "expected a whole number of packets"),
+    ("cake", "bandwidth_mbit", True, "expected a number"),
+])
+def test_check_param_refuses_other_units_and_ranges(kind, key, value, words):
+    with pytest.raises(tc.TcParamError) as err:
+        tc.check_param(kind, key, value)
+    assert err.value.param == key and words in err.value.problem, str(err.value)
+
+
+def test_netem_delay_may_be_zero_in_a_stack():
+    tc.check_param("netem", "delay_ms", 0)
+
+
+def test_strict_stack_names_the_layer_and_key():
+    with pytest.raises(tc.StackError) as err:
+        tc.stack_commands([{"kind": "netem", "delay_ms": 20}, {"kind": "bfifo", "limit_packets": 40}], strict=True)
+    assert err.value.where == "[1].limit_packets" and "expected limit_bytes" in err.value.problem
+    with pytest.raises(tc.StackError) as err:
+        tc.stack_commands([{"kind": "codel", "target_ms": 5, "target_us": 5000}], strict=True)
+    assert err.value.where == "[0].target_us" and "already given as target_ms" in err.value.problem
+    with pytest.raises(tc.StackError) as err:
+        tc.stack_commands([{"kind": "htb", "burst_bytes": 3000}], strict=True)
+    assert err.value.where == "[0].rate_mbit" and "htb needs its rate" in err.value.problem
+
+
+def test_a_unit_suffix_of_another_unit_is_refused_outside_stacks_too():
+    """The schema_version 1 AQMs (Generic without the strict check) refuse a wrong suffix too."""
+    with pytest.raises(tc.TcParamError, match="bfifo's limit is in bytes"):
+        tc.Generic("bfifo", {"limit_packets": 40}).qdisc_args()
+    assert tc.Generic("bfifo", {"limit": 40}).qdisc_args() == ["bfifo", "limit", "40"]  # tc's own unit
+
+
+@pytest.mark.parametrize("kind,params", [("pie", {"ecn": "no"}), ("pie", {"bytemode": 0}),
+                                         ("red", {**RED, "ecn": "false"})])
+def test_pie_and_red_flags_take_only_booleans(kind, params):
+    with pytest.raises(tc.TcParamError, match="expected true or false"):
+        tc.aqm_qdisc(kind, params).qdisc_args()
+
+
+def test_tbf_needs_its_rate_bucket_and_limit():
+    """tc-tbf(8): rate, a bucket (burst/buffer/maxburst) and limit or latency are required."""
+    ok = {"kind": "tbf", "rate_mbit": 10, "burst_bytes": 15140, "latency_ms": 50}
+    tc.stack_commands([ok], strict=True)
+    for drop, words in (("rate_mbit", "tbf needs its rate"), ("burst_bytes", "tbf needs one of its burst, buffer"),
+                        ("latency_ms", "tbf needs one of its limit, latency")):
+        with pytest.raises(tc.StackError) as err:
+            tc.stack_commands([{k: v for k, v in ok.items() if k != drop}], strict=True)
+        assert words in err.value.problem, str(err.value)

@@ -384,7 +384,22 @@ class Site(ABC):
                             f"a site that does: {', '.join(sites_building(version))}")
         self.spec = spec
         self.state_dir = Path(state_dir)
-        self.options = check_options(type(self), options, spec)
+        self.options = type(self).checked_options(spec, options)
+
+    @classmethod
+    def checked_options(cls, spec: Spec, options: dict[str, Any] | None) -> dict[str, Any]:
+        """``options`` checked (:func:`check_options`), then the experiment checked against
+        them (:meth:`check_experiment`); what the site is made with, and what ``plan`` and a
+        dry run check before anything is built. Raises SiteError (one line)."""
+        checked = check_options(cls, options, spec)
+        cls.check_experiment(spec, checked, options)
+        return checked
+
+    @classmethod
+    def check_experiment(cls, spec: Spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:
+        """Refuse (SiteError, one line) an experiment this site cannot build with ``options``
+        (already checked; ``given``: as the user gave them, for where each came from). The
+        base site refuses nothing; a site that makes names or addresses of its own overrides it."""
 
     # --- state ---------------------------------------------------------------------
     @property

@@ -29,10 +29,49 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from netrepro.sites import capacity, microvm, netns, uml
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, matches, mgmt_subnet, one_of, positive_int,
-                                 positive_number)
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, _origin, matches, mgmt_subnet, one_of,
+                                 positive_int, positive_number)
 
 DEFAULT_MGMT_SUBNET = "172.30.0.0/24"
+
+
+def mgmt_overlap(model, subnet: str) -> tuple[str, str] | None:
+    """``(field, value)`` of the first subnet, interface address or route destination of the
+    experiment (a :class:`netrepro.model.Model`) that overlaps the management ``subnet``
+    (CIDR), else None. Its LANs' subnets (``topology.networks.<net>.subnet``, which hold every
+    address of a schema_version 1 file), a schema_version 2 file's interface addresses, and
+    every node's ``routes[].to`` that lies within ``subnet`` (a default route does not):
+    an overlap would send management traffic (the controller's SSH) into the experiment, or
+    the experiment's into the management bridge."""
+    mgmt = ipaddress.ip_network(subnet)
+    for net, nd in model.data["networks"].items():
+        if ipaddress.ip_network(nd["subnet"]).overlaps(mgmt):
+            return f"topology.networks.{net}.subnet", nd["subnet"]
+    v2 = model.data["schema_version"] >= 2
+    for node, nd in model.nodes.items():
+        for itf, x in nd["interfaces"].items():
+            if v2 and x["address"] and ipaddress.ip_interface(x["address"]).network.overlaps(mgmt):
+                return f"topology.nodes.{node}.interfaces.{itf}.address", x["address"]
+        for j, r in enumerate(nd.get("routes", [])):
+            # a route to part of the management subnet (or all of it) wins over the node's own
+            # route to it; a wider one (a default route) loses to it and is harmless
+            if ipaddress.ip_network(r["to"], strict=False).subnet_of(mgmt):
+                return f"topology.nodes.{node}.routes[{j}].to", r["to"]
+    return None
+
+
+def default_mgmt_problem(spec) -> tuple[str, str] | None:
+    """``(field, problem)`` that ``netrepro validate`` reports of an experiment the local site
+    would refuse with its default management subnet (:data:`DEFAULT_MGMT_SUBNET`), or None.
+    (The model knows no site; this is the default site's check, run for validate.)"""
+    clash = mgmt_overlap(spec.model, DEFAULT_MGMT_SUBNET)
+    if clash is None:
+        return None
+    field, value = clash
+    return field, (f"{value} overlaps the local site's default management subnet {DEFAULT_MGMT_SUBNET}; expected "
+                   f"addresses apart from it (or run the local site with --option mgmt_subnet=<CIDR>)")
+
+
 #: Why ``auto`` prefers the QEMU micro-VM to UML: measured here, same session, pie-vs-red at
 #: TIME_SCALE=0.1 (`make reproduce-pie-vs-red TIME_SCALE=0.1 LOCAL_MODE=uml|vm`).
 VM_OVER_UML = ("measured on this kind of machine, UML's single CPU was 79-92 % busy during trials and failed the "
@@ -134,6 +173,22 @@ class LocalSite(Site):
         "boot_timeout_s": Option("seconds to wait for the micro-VM, default 600", positive_number),
     }
     HOOKS = ("authorized_keys",)
+
+    @classmethod
+    def check_experiment(cls, spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:
+        """The management subnet (option ``mgmt_subnet`` or :data:`DEFAULT_MGMT_SUBNET`) must
+        not overlap any subnet, address or route of the experiment (:func:`mgmt_overlap`).
+        Raises SiteError (one line naming the option, or the default, and the file's field)."""
+        value = options.get("mgmt_subnet") or DEFAULT_MGMT_SUBNET
+        clash = mgmt_overlap(spec.model, str(value))
+        if clash is None:
+            return
+        field, what = clash
+        if options.get("mgmt_subnet"):
+            raise SiteError(f"site local: option mgmt_subnet={value!r}{_origin(given, 'mgmt_subnet')}: overlaps "
+                            f"{spec.path}: {field} ({what}); expected a management subnet apart from the experiment's")
+        raise SiteError(f"site local: the default management subnet {value} overlaps {spec.path}: {field} ({what}); "
+                        f"choose another with --option mgmt_subnet=<CIDR>")
 
     # --- paths -----------------------------------------------------------------------
     @property
