@@ -83,6 +83,20 @@ def _two_damaged(tmp: Path):
     p.write_bytes(p.read_bytes()[:-100])
 
 
+def _raw_link(target: str, rel: str = "raw"):
+    """A setup that copies the run and replaces ``rel`` (raw/ or a file under it) by a
+    symbolic link to ``target``, somewhere outside the run."""
+    def setup(tmp: Path):
+        run = _copy(tmp)
+        p = run / rel
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+        p.symlink_to(target)
+    return setup
+
+
 ANALYZE = ["analyze", "pie-vs-red", "--run", "{tmp}/run"]
 PARTIAL = "to analyze what is there, add --partial"
 
@@ -127,6 +141,15 @@ ROWS += [
         ["{tmp}/nope/run.json: no run.json", "the run folder does not exist"]),
     Row("analyze-bad-toolkit-version", ANALYZE, ["NETREPRO_TOOLKIT_VERSION", "expected a version name"],
         lambda tmp: _copy(tmp) and None, env={"NETREPRO_TOOLKIT_VERSION": "v1; rm -rf /"}),
+    # issue 20: raw/ (or a file in it) a symbolic link out of the run: refused, --partial or not,
+    # before anything under it is listed or read
+    Row("analyze-partial-raw-linked-to-etc", ANALYZE + ["--partial"],
+        ["{tmp}/run/raw: a symbolic link (to /etc)", "expected the run's own raw/ folder"], _raw_link("/etc")),
+    Row("analyze-raw-linked-to-root", ANALYZE, ["{tmp}/run/raw: a symbolic link (to /)", "links are not followed"],
+        _raw_link("/")),
+    Row("analyze-partial-raw-file-linked-out", ANALYZE + ["--partial"],
+        [f"{{tmp}}/run/{RAW}/ping.txt: a symbolic link (to /etc/passwd)", "regular file inside the run's raw/"],
+        _raw_link("/etc/passwd", f"{RAW}/ping.txt")),
     Row("bench-timings-json-junk", ["pie-vs-red", "--run", "{tmp}/run"], ["timings.json", "step -> seconds", PARTIAL],
         _write("timings.json", JUNK), module="netrepro.bench"),
     Row("bench-unknown-option", ["pie-vs-red", "--run", "{tmp}/run", "--partail"], ["--partail"],
