@@ -97,6 +97,19 @@ def _raw_link(target: str, rel: str = "raw"):
     return setup
 
 
+LAB = Path(__file__).resolve().parent / "data" / "labs" / "pie-lab-local-0.2"
+
+
+def _two_runs(tmp: Path):
+    """Two runs of pie-vs-red: {tmp}/run and {tmp}/run2, ``latest`` pointing at the first (as
+    results/<experiment>/latest does), a file {tmp}/out.txt and a run of pie-lab in {tmp}/lab."""
+    run = _copy(tmp)
+    shutil.copytree(run, tmp / "run2")
+    (tmp / "latest").symlink_to("run")
+    (tmp / "out.txt").write_text("not a folder\n")
+    shutil.copytree(LAB, tmp / "lab")
+
+
 ANALYZE = ["analyze", "pie-vs-red", "--run", "{tmp}/run"]
 PARTIAL = "to analyze what is there, add --partial"
 
@@ -150,6 +163,17 @@ ROWS += [
     Row("analyze-partial-raw-file-linked-out", ANALYZE + ["--partial"],
         [f"{{tmp}}/run/{RAW}/ping.txt: a symbolic link (to /etc/passwd)", "regular file inside the run's raw/"],
         _raw_link("/etc/passwd", f"{RAW}/ping.txt")),
+    # issue 20: compare checks every argument before it writes anything (never into a run)
+    Row("compare-the-same-run-twice", ["compare", "{tmp}/run", "{tmp}/run"],
+        ["RUN {tmp}/run: the same run as {tmp}/run", "expected each run once"], _two_runs),
+    Row("compare-a-run-and-its-latest", ["compare", "{tmp}/run", "{tmp}/latest"],
+        ["RUN {tmp}/latest: the same run as {tmp}/run", "expected each run once"], _two_runs),
+    Row("compare-out-onto-a-file", ["compare", "{tmp}/run", "{tmp}/run2", "--out", "{tmp}/out.txt"],
+        ["--out: {tmp}/out.txt: not a folder", "expected a folder to write compare-<time>/ into"], _two_runs),
+    Row("compare-out-inside-a-run", ["compare", "{tmp}/run", "{tmp}/run2", "--out", "{tmp}/run2/cmp"],
+        ["--out: {tmp}/run2/cmp: inside the run folder {tmp}/run2", "expected a folder outside every run"], _two_runs),
+    Row("compare-runs-of-two-experiments", ["compare", "{tmp}/run", "{tmp}/lab"],
+        ["{tmp}/lab/run.json: experiment: runs of pie-lab, pie-vs-red", "expected runs of one experiment"], _two_runs),
     Row("bench-timings-json-junk", ["pie-vs-red", "--run", "{tmp}/run"], ["timings.json", "step -> seconds", PARTIAL],
         _write("timings.json", JUNK), module="netrepro.bench"),
     Row("bench-unknown-option", ["pie-vs-red", "--run", "{tmp}/run", "--partail"], ["--partail"],
