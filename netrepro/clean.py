@@ -41,7 +41,7 @@ class CleanResult:
         removed: state folders removed (netrepro made them; no reservation held).
         kept: netrepro's state folders kept because they (may) still hold a reservation.
         refused: entries of the state root netrepro did not make (or made before it marked
-            its folders), left as they are.
+            its folders), left as they are; and netrepro's folders it could not remove.
     """
 
     removed: list[Path] = field(default_factory=list)
@@ -137,7 +137,13 @@ def clean(state_root: Path, inventory_dir: Path, log=print) -> CleanResult:
                 f"`make down SITE={site_name} EXPERIMENT={exp}`, then clean again")
             res.kept.append(entry)
             continue
-        shutil.rmtree(entry)
+        try:
+            shutil.rmtree(entry)
+        except OSError as exc:  # no permission on part of it: the rest stays, named
+            log(f"[clean] left {entry}: cannot remove {exc.filename or entry} ({exc.strerror}); "
+                f"remove it by hand: rm -r {shlex.quote(str(entry))}")
+            res.refused.append(entry)
+            continue
         res.removed.append(entry)
         log(f"[clean] removed {entry}")
         inv = inventory_dir / f"{entry.name}.yml"
