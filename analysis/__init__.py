@@ -53,7 +53,7 @@ class AnalysisResult:
 
 
 def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
-            partial: bool = False) -> AnalysisResult:
+            partial: bool = False, out_dir: Path | None = None) -> AnalysisResult:
     """Analyse a run directory and write one output set into it.
 
     Args:
@@ -64,6 +64,9 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
             trial lacking its start time): every claim reading such a trial is reported
             "not evaluable" (verdict.json ``holds: null``), and the outputs go into
             ``analysis-<version>-partial/``.
+        out_dir: write the outputs into this folder (made if missing) instead of the run's
+            own place; the run folder is then not written at all (:mod:`analysis.compare`
+            analyses runs this way, into its own folder).
     Returns:
         AnalysisResult (``out_dir``: the run folder, or ``<run>/analysis-<version>...``).
     Raises:
@@ -79,14 +82,14 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     from analysis.sweep import swept
     if swept(data):
         from analysis.sweep import analyze_swept
-        return analyze_swept(rdir, data, spec, figures, partial)
+        return analyze_swept(rdir, data, spec, figures, partial, out=out_dir)
     from analysis.repetitions import repeated
     if repeated(data):
         from analysis.repetitions import analyze_repeated
-        return analyze_repeated(rdir, data, spec, figures, partial)
+        return analyze_repeated(rdir, data, spec, figures, partial, out=out_dir)
     if spec is not None and spec.model.data["schema_version"] == 2:
-        return _analyze_model(rdir, data, spec, figures, partial)
-    return _analyze_v1(rdir, data, spec, figures, partial)
+        return _analyze_model(rdir, data, spec, figures, partial, out=out_dir)
+    return _analyze_v1(rdir, data, spec, figures, partial, out=out_dir)
 
 
 def _analyze_v1(rdir: Path, data: dict, spec: Spec | None, figures: bool, partial: bool,
@@ -96,6 +99,8 @@ def _analyze_v1(rdir: Path, data: dict, spec: Spec | None, figures: bool, partia
     ``data``: run.json, or one repetition's view of it (:mod:`analysis.repetitions`), which
     passes the folder to write into (``out``) and its own provenance ``record``; then
     analysis.json is the caller's, and ``tidy_file`` False leaves tidy.csv.gz to it too.
+    ``out`` without ``record``: the whole run's analysis, written into ``out`` instead of the
+    run's own place (:func:`analyze`'s ``out_dir``).
     """
     from analysis.figures import make_figures
     from analysis.health import failures, trial_health
@@ -113,7 +118,8 @@ def _analyze_v1(rdir: Path, data: dict, spec: Spec | None, figures: bool, partia
         # a trial without its start time also makes the analysis partial here
         record = {**run_record(run.dir, check, figures), "partial": not intact,
                   "incomplete_trials": {t.id: t.incomplete for t in run.trials if t.incomplete}}
-        out = output_dir(run.dir, record, intact)
+        if out is None:
+            out = output_dir(run.dir, record, intact)
 
     tidy, problems = build_tidy(run)
     problems[:0] = incomplete_problems(run.dir)
@@ -144,16 +150,18 @@ def _analyze_v1(rdir: Path, data: dict, spec: Spec | None, figures: bool, partia
     return AnalysisResult(run, tidy, summary, verdict, problems, outputs, out, record, health)
 
 
-def _analyze_model(run_dir: Path, data: dict, spec: Spec, figures: bool, partial: bool) -> AnalysisResult:
+def _analyze_model(run_dir: Path, data: dict, spec: Spec, figures: bool, partial: bool,
+                   out: Path | None = None) -> AnalysisResult:
     """:func:`analyze` for an experiment of schema_version 2 (:mod:`analysis.generic`): the same
-    raw check, write-once output folder and analysis.json record."""
+    raw check, write-once output folder (or ``out``) and analysis.json record."""
     from analysis import generic
     from analysis.provenance import output_dir, run_record, seal
     from analysis.run import verified_raw
 
     check = verified_raw(run_dir, data, partial)
     record = run_record(run_dir, check, figures)
-    out = output_dir(run_dir, record, not check.damaged)
+    if out is None:
+        out = output_dir(run_dir, record, not check.damaged)
     res = generic.analyze(run_dir, spec, data, out, record, figures)
     outputs = seal(out, record, res["outputs"])
     return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), res["tidy"], res["summary"],

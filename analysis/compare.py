@@ -39,45 +39,95 @@ def run_label(data: dict, run_dir: Path) -> str:
             + f" [{run_dir.name}]")
 
 
-def load(run_dir: Path):
-    """(run.json, AnalysisResult) of a run folder, analysed by this toolkit (figures off when
-    it has to be analysed anew; they are the run's own report's business)."""
+def load(run_dir: Path, out_dir: Path | None = None):
+    """(run.json, AnalysisResult) of a run folder, analysed by this toolkit (figures off: they
+    are the run's own report's business) into ``out_dir`` when given, so that the run folder
+    is not written (compare never writes into a run)."""
     import analysis
     from analysis.run import read_run_json
     rdir, data = read_run_json(run_dir)
-    return data, analysis.analyze(rdir, figures=False)
+    return data, analysis.analyze(rdir, figures=False, out_dir=out_dir)
+
+
+def _check_out_root(root: Path) -> Path:
+    """``root`` (where compare-<time>/ goes) checked before anything is written: a folder, or
+    a path whose nearest existing ancestor is a writable folder, and inside no run folder
+    (a folder holding run.json: runs are written once). Returns the nearest existing ancestor.
+
+    Raises:
+        AnalysisError: naming ``--out`` and what was expected.
+    """
+    import os
+    anc = root
+    while not (anc.exists() or anc.is_symlink()) and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        what = root if anc == root else f"{root} (its {anc})"
+        raise AnalysisError("--out", f"{what}: not a folder; expected a folder to write compare-<time>/ into "
+                                     "(made if missing)")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise AnalysisError("--out", f"{anc}: not writable; expected a folder to write compare-<time>/ into")
+    real = anc.resolve()
+    for folder in (real, *real.parents):
+        if (folder / "run.json").is_file():
+            raise AnalysisError("--out", f"{root}: inside the run folder {folder}; runs are written once: expected a "
+                                         "folder outside every run (default: the runs' experiment folder)")
+    return anc
+
+
+def _labels(loaded: list) -> list[str]:
+    """One distinct :func:`run_label` per run (``loaded``: (folder, run.json, ...)): runs whose
+    labels coincide (folders of one name in different places) are told apart by their path."""
+    labels = [run_label(d, r) for r, d, *_ in loaded]
+    return [lab.removesuffix(f"[{r.name}]") + f"[{r}]" if labels.count(lab) > 1 else lab
+            for lab, (r, *_) in zip(labels, loaded)]
 
 
 def compare(runs: list[Path], out_root: Path | None = None) -> Path:
     """Compare ``runs`` (folders of one experiment) and write the comparison (see the module
     docstring); return its folder.
 
+    Every argument is checked before anything is written; each run is analysed into the
+    comparison's own folder (never into the run), which is built under a temporary name next
+    to where it goes and renamed into place at the end: an error leaves nothing behind.
+    ``latest`` (or any link to a run) is resolved to the run folder it names.
+
     Raises:
-        AnalysisError: fewer than one run, runs of different experiments, or a
-            ``reference_results`` entry naming a claim the experiment lacks (one line naming
-            the file and field); what :func:`analysis.analyze` raises for a run.
+        AnalysisError: no run; a run given twice (directly or through a link such as
+            ``latest``); a sweep; runs of different experiments; ``out_root`` not a folder,
+            not writable or inside a run folder; a ``reference_results`` entry naming a claim
+            the experiment lacks (one line naming the file, field or argument); what
+            :func:`analysis.analyze` raises for a run.
     """
-    from analysis.figures import _new_figure, _save
-    from analysis.io import atomic_path, write_text
-    from analysis.repetitions import across, claim_statistics, long_summary
+    import os
+    import shutil
+    import tempfile
+
     from netrepro.spec import Spec
 
     if not runs:
         raise AnalysisError("command line", "RUN: expected at least one run folder")
     from analysis.run import read_run_json
     from analysis.sweep import swept
+    given: list[tuple[Path, Path, dict]] = []  # (as given, the real folder, run.json)
     for r in runs:
         rdir, data = read_run_json(Path(r))
         if swept(data):
             raise AnalysisError(rdir / "run.json", "sweep: a sweep's points have different settings; expected runs "
                                                    "at one setting (the sweep's own report.md compares its points)")
-    loaded = [(Path(r).resolve(), *load(Path(r))) for r in runs]
-    names = {d.get("experiment") for _, d, _ in loaded}
-    if len(names) != 1:
-        raise AnalysisError(loaded[1][0] / "run.json", f"experiment: runs of {', '.join(sorted(map(str, names)))}; "
-                                                       "expected runs of one experiment")
-    name = names.pop()
-    first_dir, first, _ = loaded[0]
+        real = rdir.resolve()
+        for prev, prev_real, _ in given:
+            if real == prev_real:
+                same = f"{prev}" + ("" if prev == real else f" ({real})")
+                raise AnalysisError(f"RUN {r}", f"the same run as {same}; expected each run once")
+        given.append((Path(r), real, data))
+    names = [d.get("experiment") for _, _, d in given]
+    odd = next((i for i, n in enumerate(names) if n != names[0]), None)
+    if odd is not None:
+        raise AnalysisError(given[odd][1] / "run.json", f"experiment: runs of {', '.join(sorted(map(str, set(names))))}; "
+                                                        "expected runs of one experiment")
+    name = names[0]
+    first_dir, first = given[0][1], given[0][2]
     spec = Spec.from_data(first["spec"], f"{first_dir / 'run.json'}:spec")
     claims = spec.model.data["claims"] if spec.model.data["schema_version"] == 2 else spec["claims"]
     ids = [c["id"] for c in claims]
@@ -93,10 +143,51 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
             if cid not in ids:
                 raise AnalysisError(f"{spec.path}", f"reference_results[{i}].claims.{cid}: not a claim of {name}; "
                                                     f"expected one of: {', '.join(ids)}")
+    root = Path(out_root) if out_root else first_dir.parent
+    existing = _check_out_root(root)
+
+    # nothing was written before this point; from here on, an error removes what was made
+    made = [root, *root.parents][:len(root.relative_to(existing).parts)] if root != existing else []
+    root.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    build = Path(tempfile.mkdtemp(prefix=f".compare-{stamp}-", suffix=".tmp", dir=root))
+    try:
+        _write(build, given, spec, name, claims, ids, refs)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(build, 0o777 & ~umask)
+        final = root / f"compare-{stamp}"
+        n = 1
+        while final.exists() or final.is_symlink():
+            n += 1
+            final = root / f"compare-{stamp}-{n}"
+        os.rename(build, final)
+        return final
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        for d in made:  # the folders made for --out, innermost first
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, claims: list[dict], ids: list[str],
+           refs: list[dict]) -> Path:
+    """Analyse each run (``given``: (as given, real folder, run.json)) into ``out/.runs/<i>/``
+    (removed at the end) and write the comparison into ``out`` (for :func:`compare`, which
+    checked everything first); returns ``out``."""
+    import shutil
+
+    from analysis.figures import _new_figure, _save
+    from analysis.io import atomic_path, write_text
+    from analysis.repetitions import across, claim_statistics, long_summary
+    loaded = [(real, *load(real, out / ".runs" / str(i))) for i, (_, real, _) in enumerate(given)]
+    labels = _labels(loaded)
     statistics = claim_statistics(claims)
     rows, table = [], []
-    for run_dir, data, res in loaded:
-        label = run_label(data, run_dir)
+    for (run_dir, data, res), label in zip(loaded, labels):
         summary = long_summary(res.summary)
         if "repetition" not in summary.columns:
             summary = summary.assign(repetition=1)
@@ -113,14 +204,7 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
     stats = pd.concat(rows, ignore_index=True)
     claims_df = pd.DataFrame(table, columns=["row", "kind", "claim", "status", "held", "numbers_held", "verdict"])
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    root = Path(out_root) if out_root else first_dir.parent
-    out = root / f"compare-{stamp}"
-    n = 1
-    while out.exists():
-        n += 1
-        out = root / f"compare-{stamp}-{n}"
-    out.mkdir(parents=True)
+    shutil.rmtree(out / ".runs")
     with atomic_path(out / "compare.csv") as tmp:
         stats[["run"] + [c for c in stats.columns if c != "run"]].to_csv(tmp, index=False, lineterminator="\n",
                                                                          float_format="%.6g")
@@ -170,8 +254,8 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
     # the report
     lines = [f"# Comparison of {len(loaded)} runs of `{name}`", "",
              "| run | experiment as run | verdict |", "|---|---|---|"]
-    for run_dir, data, res in loaded:
-        lines.append(f"| {run_label(data, run_dir)} | toolkit {str(data.get('toolkit_commit'))[:12]}, "
+    for (run_dir, data, res), label in zip(loaded, labels):
+        lines.append(f"| {label} | toolkit {str(data.get('toolkit_commit'))[:12]}, "
                      f"{len(data.get('trials') or [])} trial records | {res.verdict['verdict']} |")
     # a repeated run: in how many repetitions it held, and its numbers alone where a health
     # check made it inconclusive (analysis.repetitions.combine_verdicts)
@@ -195,10 +279,10 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
     for c in differ:
         per = runs_only[runs_only["claim"] == c]
         lines.append(f"- `{c}`: " + "; ".join(f"{r['row']}: {r['status']}" for _, r in per.iterrows()))
-        for run_dir, data, res in loaded:
+        for (run_dir, data, res), label in zip(loaded, labels):
             ev = next((x for x in res.verdict["claims"] if x["id"] == c), None)
             if ev:
-                lines.append(f"  - {run_label(data, run_dir)}: {ev['evidence'][:400]}")
+                lines.append(f"  - {label}: {ev['evidence'][:400]}")
     lines += ["", "## The claims' statistics", "",
               "Mean and 95 % Student-t interval over each run's repetitions (a single run: its value).", "",
               "| run | trial | phase | statistic | n | mean | 95 % CI |", "|---|---|---|---|---|---|---|"]

@@ -99,6 +99,55 @@ def _check_record(record, run_json: Path) -> dict[str, str]:
     return record
 
 
+def raw_files(raw_dir: Path) -> list[Path]:
+    """Every regular file under ``raw_dir`` (a run's raw/), sorted, after checking that the
+    tree is the run's own: raw/ itself and everything under it a real folder or a regular
+    file, never a symbolic link (a link could point anywhere: /etc, /) nor a FIFO, socket
+    or device (reading one could block). Links are never followed. An absent raw/ (or a
+    file in its place) has no files.
+
+    Raises:
+        AnalysisError: naming the first link or special file, or a folder that cannot be
+            listed (one line); whether or not the run is analysed with --partial.
+    """
+    import os
+    import stat
+
+    from analysis.run import AnalysisError
+
+    what = "expected a real folder or regular file inside the run's raw/ (links are not followed)"
+    if raw_dir.is_symlink():
+        raise AnalysisError(raw_dir, f"a symbolic link (to {os.readlink(raw_dir)}); expected the run's own raw/ "
+                                     "folder, a real folder inside the run (links are not followed)")
+    if not raw_dir.is_dir():
+        return []
+    out: list[Path] = []
+    todo = [raw_dir]
+    while todo:
+        folder = todo.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            raise AnalysisError(folder, f"cannot be listed ({exc.strerror}); expected a readable folder of the "
+                                        "run's raw files") from None
+        for e in entries:
+            p = Path(e.path)
+            try:
+                mode = e.stat(follow_symlinks=False).st_mode
+            except OSError as exc:
+                raise AnalysisError(p, f"cannot be read ({exc.strerror}); {what}") from None
+            if stat.S_ISLNK(mode):
+                raise AnalysisError(p, f"a symbolic link (to {os.readlink(p)}); {what}")
+            if stat.S_ISDIR(mode):
+                todo.append(p)
+            elif stat.S_ISREG(mode):
+                out.append(p)
+            else:
+                raise AnalysisError(p, f"not a regular file (a FIFO, socket or device); {what}")
+    return sorted(out)
+
+
 def verify_raw(raw_dir: Path, record, run_json: Path) -> RawCheck:
     """Hash every file under ``raw_dir`` and compare with ``record`` (run.json's raw_sha256).
 
@@ -110,19 +159,17 @@ def verify_raw(raw_dir: Path, record, run_json: Path) -> RawCheck:
         RawCheck (damage listed, never raised).
     Raises:
         AnalysisError: ``raw_sha256`` missing, not an object, a key that is not a path
-            inside raw/, or a value that is not a sha256.
+            inside raw/, or a value that is not a sha256; raw/ or anything under it a
+            symbolic link or a special file, or a folder that cannot be listed (:func:`raw_files`).
     """
     record = _check_record(record, run_json)
     check = RawCheck(recorded=record)
-    if raw_dir.is_dir():
-        for p in sorted(raw_dir.rglob("*")):
-            if not p.is_file():
-                continue
-            rel = p.relative_to(raw_dir).as_posix()
-            try:
-                check.actual[rel] = sha256_file(p)
-            except OSError:
-                check.actual[rel] = None
+    for p in raw_files(raw_dir):
+        rel = p.relative_to(raw_dir).as_posix()
+        try:
+            check.actual[rel] = sha256_file(p)
+        except OSError:
+            check.actual[rel] = None
     for rel, digest in sorted(record.items()):
         if rel not in check.actual:
             check.missing.append(rel)
@@ -134,4 +181,4 @@ def verify_raw(raw_dir: Path, record, run_json: Path) -> RawCheck:
     return check
 
 
-__all__ = ["RawCheck", "verify_raw", "sha256_file"]
+__all__ = ["RawCheck", "raw_files", "verify_raw", "sha256_file"]

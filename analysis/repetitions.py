@@ -235,8 +235,9 @@ def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statisti
     return "\n".join(lines) + "\n"
 
 
-def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bool):
-    """:func:`analysis.analyze` for a repeated run (see the module docstring). Returns an
+def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bool, out: Path | None = None):
+    """:func:`analysis.analyze` for a repeated run (see the module docstring), into ``out``
+    when given (else the run's own place, :func:`analysis.provenance.output_dir`). Returns an
     AnalysisResult whose ``verdict`` is the combined one; ``tidy`` and ``summary`` have a
     ``repetition`` column (the summary in long rows, :func:`long_summary`).
 
@@ -251,7 +252,8 @@ def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bo
         spec = Spec.from_data(data["spec"], f"{run_dir / 'run.json'}:spec")
     check = verified_raw(run_dir, data, partial)
     record = run_record(run_dir, check, figures)
-    out = output_dir(run_dir, record, not check.damaged)
+    if out is None:
+        out = output_dir(run_dir, record, not check.damaged)
     res = repeated_into(run_dir, data, spec, figures, partial, out, record, incomplete_problems(run_dir))
     outputs = seal(out, record, res["outputs"])
     return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), res["tidy"], res["summary"],

@@ -251,8 +251,15 @@ def claim_files(spec: Spec, trial: TrialInfo) -> list[str]:
 def verified_raw(run_dir: Path, data: dict, partial: bool) -> RawCheck:
     """Every raw file of ``run_dir/raw`` against run.json's ``raw_sha256`` (``data``:
     run.json parsed). Raises AnalysisError when some file is missing, altered or unlisted,
-    unless ``partial``; RawCheck says which."""
+    unless ``partial``; RawCheck says which. Always raises AnalysisError (with ``partial``
+    too) when raw/ or anything under it is a symbolic link or a special file
+    (:func:`analysis.integrity.raw_files`), or a trial record's ``id`` is not a plain name."""
     path = run_dir / "run.json"
+    # each trial record's id names its folder under raw/: a plain name, never a path out of it
+    for i, t in enumerate(data.get("trials") if isinstance(data.get("trials"), list) else []):
+        tid = t.get("id") if isinstance(t, dict) else None
+        if isinstance(tid, str) and not _TRIAL_ID.match(tid):
+            raise AnalysisError(path, f"trials[{i}].id: expected a plain name (letters, digits, . _ -), got {tid[:80]!r}")
     check = verify_raw(run_dir / "raw", data.get("raw_sha256"), path)
     if check.damaged and not partial:
         raise AnalysisError(path, f"raw_sha256: {check.describe()}; {PARTIAL_HINT}")

@@ -172,8 +172,9 @@ def render_report(data: dict, spec, verdict: dict, pts, fs: list[dict], per_poin
     return "\n".join(lines) + "\n"
 
 
-def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool):
-    """:func:`analysis.analyze` for a sweep (see the module docstring). Returns an
+def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool, out: Path | None = None):
+    """:func:`analysis.analyze` for a sweep (see the module docstring), into ``out`` when
+    given (else the run's own place, :func:`analysis.provenance.output_dir`). Returns an
     AnalysisResult whose ``verdict`` is the combined one (:func:`combine`) and whose ``tidy``
     and ``summary`` have the ``point`` and factor columns (the summary in long rows).
 
@@ -194,7 +195,8 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool)
     fs = data["sweep"]["factors"]
     pts = sweeps.from_record(spec, data["sweep"])
     specs = {p.id: sweeps.point_spec(spec, p.values) for p in pts}  # before anything is written
-    out = output_dir(run_dir, record, not check.damaged)
+    if out is None:
+        out = output_dir(run_dir, record, not check.damaged)
     problems = incomplete_problems(run_dir)
     v2 = spec.model.data["schema_version"] == 2
     tidies, summaries, per_point, health, outputs = [], [], {}, {}, []

@@ -1,24 +1,52 @@
-"""``netrepro clean`` (``make clean``): remove generated state, never a live reservation.
+"""``netrepro clean`` (``make clean``): remove generated state, never a live reservation, and
+never anything netrepro did not make.
+
+``clean`` looks at each entry of the state root (``.state/``, or ``$NETREPRO_STATE``) and
+removes only the state folders netrepro made: a folder holding the marker netrepro writes when
+it creates one (:data:`netrepro.sites.base.STATE_MARKER`, :func:`~netrepro.sites.base.state_dir_owner`).
+Anything else (files, symbolic links, folders without the marker: a state root pointed at the
+wrong place, or a folder made by a netrepro from before the marker) is left as it is and named
+on the console.
 
 The state folders ``.state/<experiment>-<site>/`` are what ``down`` needs to release a
 reservation: removing the state of a testbed slice that still holds resources would make
-it impossible to release with ``make down`` (it would run until it expires). So:
+it impossible to release with ``make down`` (it would run until it expires). So, among
+netrepro's own folders:
 
 - a local site that is up is torn down first (``down``), then its folder is removed;
 - a folder of any other site whose reservation is still held is kept, and the console says
   which and how to release it;
 - everything else (released reservations, leftovers) is removed, with the inventory
-  generated from it.
+  generated from it (``inventory/<experiment>-<site>.yml``, only when it begins with the
+  header netrepro writes, :data:`netrepro.inventory.GENERATED_HEADER`).
 
 Results (``results/``) are never touched.
 """
 
 from __future__ import annotations
 
+import shlex
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from netrepro.spec import SpecError, load_spec
+
+
+@dataclass
+class CleanResult:
+    """What :func:`clean` did. Each list holds paths, sorted.
+
+    Attributes:
+        removed: state folders removed (netrepro made them; no reservation held).
+        kept: netrepro's state folders kept because they (may) still hold a reservation.
+        refused: entries of the state root netrepro did not make (or made before it marked
+            its folders), left as they are; and netrepro's folders it could not remove.
+    """
+
+    removed: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
+    refused: list[Path] = field(default_factory=list)
 
 
 def _split(folder: Path, sites: list[str]) -> tuple[str, str] | None:
@@ -29,42 +57,99 @@ def _split(folder: Path, sites: list[str]) -> tuple[str, str] | None:
     return None
 
 
-def clean(state_root: Path, inventory_dir: Path, log=print) -> list[Path]:
-    """Remove the state folders under ``state_root`` that hold no live reservation.
+def generated_inventory(path: Path) -> bool:
+    """Whether ``path`` is a regular file (not a symbolic link) beginning with the header
+    netrepro writes into every inventory it generates (:func:`netrepro.inventory.dump_inventory`)."""
+    from netrepro.inventory import GENERATED_HEADER
+    try:
+        if path.is_symlink() or not path.is_file():
+            return False
+        with open(path, "rb") as f:
+            head = f.read(len(GENERATED_HEADER.encode()))
+    except OSError:
+        return False
+    return head == GENERATED_HEADER.encode()
 
-    Returns the folders kept (each still holds a reservation; ``down`` releases it).
-    A folder whose experiment file can no longer be read is kept too when its state says
-    something is reserved, since only ``down`` may release it.
+
+def _refuse(entry: Path, sites: list[str], log) -> None:
+    """Say why ``entry`` (not made by netrepro, as far as clean can tell) is left alone."""
+    q = shlex.quote(str(entry))
+    if entry.is_symlink():
+        log(f"[clean] left {entry}: a symbolic link, not a state folder netrepro made; not followed, not removed")
+        return
+    if not entry.is_dir():
+        log(f"[clean] left {entry}: a file, not a state folder netrepro made; not removed")
+        return
+    parsed = _split(entry, sites)
+    if parsed:
+        held = (entry / "state.json").is_file()
+        how = (f"if netrepro made it, release its reservation first (`make down SITE={parsed[1]} "
+               f"EXPERIMENT={parsed[0]}`), then remove it by hand: rm -r {q}") if held else \
+              f"if netrepro made it, remove it by hand: rm -r {q}"
+        log(f"[clean] left {entry}: it has no netrepro marker ({entry.name}/.netrepro-state): made by a netrepro "
+            f"from before the marker, or not by netrepro; {how}")
+        return
+    log(f"[clean] left {entry}: a folder without netrepro's marker, not made by netrepro; not removed")
+
+
+def clean(state_root: Path, inventory_dir: Path, log=print) -> CleanResult:
+    """Remove the state folders under ``state_root`` that netrepro made and that hold no live
+    reservation (see the module docstring).
+
+    Args:
+        state_root: the folder of state folders (``.state/`` or ``$NETREPRO_STATE``); never
+            removed itself.
+        inventory_dir: where the generated inventories are (``inventory/``).
+        log: where the console lines go (one per entry kept, refused or removed).
+    Returns:
+        :class:`CleanResult`. A netrepro folder whose experiment file can no longer be read
+        is kept when its state says something is reserved, since only ``down`` may release it.
     """
     from netrepro.controller import down
     from netrepro.sites import SITES, get_site
+    from netrepro.sites.base import state_dir_owner
 
-    kept: list[Path] = []
+    res = CleanResult()
     if not state_root.is_dir():
-        return kept
-    for folder in sorted(p for p in state_root.iterdir() if p.is_dir()):
-        parsed = _split(folder, list(SITES))
-        held = (folder / "state.json").is_file()
-        if parsed and held:
-            exp, site_name = parsed
+        return res
+    for entry in sorted(state_root.iterdir()):
+        owner = state_dir_owner(entry)
+        if owner is None or owner[1] not in SITES:
+            _refuse(entry, list(SITES), log)
+            res.refused.append(entry)
+            continue
+        exp, site_name = owner
+        held = (entry / "state.json").is_file()
+        if held:
             try:
                 spec = load_spec(exp)
-                site = get_site(site_name, spec, folder, {})
+                site = get_site(site_name, spec, entry, {})
                 held = bool(site.status().get("reserved"))
                 if held and site_name == "local":
                     down(spec, "local", {})
                     held = False
             except (SpecError, OSError, ValueError) as exc:
-                log(f"[clean] kept {folder}: cannot tell whether it still holds a reservation ({exc})")
-                kept.append(folder)
+                log(f"[clean] kept {entry}: cannot tell whether it still holds a reservation ({exc})")
+                res.kept.append(entry)
                 continue
         if held:
-            hint = f"`make down SITE={parsed[1]} EXPERIMENT={parsed[0]}`" if parsed else "`make down` with its SITE and EXPERIMENT"
-            log(f"[clean] kept {folder}: its reservation is still held; release it with {hint}, then clean again")
-            kept.append(folder)
+            log(f"[clean] kept {entry}: its reservation is still held; release it with "
+                f"`make down SITE={site_name} EXPERIMENT={exp}`, then clean again")
+            res.kept.append(entry)
             continue
-        shutil.rmtree(folder)
-        if parsed:
-            (inventory_dir / f"{folder.name}.yml").unlink(missing_ok=True)
-        log(f"[clean] removed {folder}")
-    return kept
+        try:
+            shutil.rmtree(entry)
+        except OSError as exc:  # no permission on part of it: the rest stays, named
+            log(f"[clean] left {entry}: cannot remove {exc.filename or entry} ({exc.strerror}); "
+                f"remove it by hand: rm -r {shlex.quote(str(entry))}")
+            res.refused.append(entry)
+            continue
+        res.removed.append(entry)
+        log(f"[clean] removed {entry}")
+        inv = inventory_dir / f"{entry.name}.yml"
+        if generated_inventory(inv):
+            inv.unlink()
+            log(f"[clean] removed {inv}")
+        elif inv.exists() or inv.is_symlink():
+            log(f"[clean] left {inv}: it does not begin with the header netrepro writes; not removed")
+    return res

@@ -197,12 +197,20 @@ def cmd_renew(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    """Tear down local sites and remove generated state, keeping any live testbed reservation."""
+    """Tear down local sites and remove the state folders netrepro made, keeping any live
+    testbed reservation; anything in the state root netrepro did not make is left alone and
+    named (then one line on stderr and exit 2)."""
     from netrepro import controller
     from netrepro.clean import clean
-    kept = clean(controller.STATE_ROOT, controller.INVENTORY_DIR)
-    if kept:
-        print(f"[clean] {len(kept)} state folder(s) kept: they hold reservations (see above)")
+    res = clean(controller.STATE_ROOT, controller.INVENTORY_DIR)
+    if res.kept:
+        print(f"[clean] {len(res.kept)} state folder(s) kept: they hold reservations (see above)")
+    if res.refused:
+        n = len(res.refused)
+        print(f"netrepro: {controller.STATE_ROOT} (the state root, NETREPRO_STATE): {n} entr{'y' if n == 1 else 'ies'} "
+              "left as they are (listed above); expected only the state folders netrepro made (with their "
+              "marker .netrepro-state)", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -81,8 +81,8 @@ def write_site_inventory(spec: Spec, site: Site) -> Path:
     Host keys are checked against the reservation's known_hosts (state_dir/ssh/known_hosts):
     the keys the logins pin (the local site's), else accept-new (testbed nodes).
     """
-    known = site.state_dir / "ssh" / "known_hosts"
-    known.parent.mkdir(parents=True, exist_ok=True)
+    known = site.ensure_state_dir() / "ssh" / "known_hosts"
+    known.parent.mkdir(exist_ok=True)
     logins = site.logins()
     write_known_hosts(logins, known)
     inv = build_inventory(spec, logins, site.name, site.inventory_vars(),
@@ -116,8 +116,8 @@ def simulated(site: Site) -> bool:
 
 
 def _vars_file_dir(site: Site) -> Path:
-    d = site.state_dir / "ansible"
-    d.mkdir(parents=True, exist_ok=True)
+    d = site.ensure_state_dir() / "ansible"
+    d.mkdir(exist_ok=True)
     return d
 
 

@@ -83,6 +83,33 @@ def _two_damaged(tmp: Path):
     p.write_bytes(p.read_bytes()[:-100])
 
 
+def _raw_link(target: str, rel: str = "raw"):
+    """A setup that copies the run and replaces ``rel`` (raw/ or a file under it) by a
+    symbolic link to ``target``, somewhere outside the run."""
+    def setup(tmp: Path):
+        run = _copy(tmp)
+        p = run / rel
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+        p.symlink_to(target)
+    return setup
+
+
+LAB = Path(__file__).resolve().parent / "data" / "labs" / "pie-lab-local-0.2"
+
+
+def _two_runs(tmp: Path):
+    """Two runs of pie-vs-red: {tmp}/run and {tmp}/run2, ``latest`` pointing at the first (as
+    results/<experiment>/latest does), a file {tmp}/out.txt and a run of pie-lab in {tmp}/lab."""
+    run = _copy(tmp)
+    shutil.copytree(run, tmp / "run2")
+    (tmp / "latest").symlink_to("run")
+    (tmp / "out.txt").write_text("not a folder\n")
+    shutil.copytree(LAB, tmp / "lab")
+
+
 ANALYZE = ["analyze", "pie-vs-red", "--run", "{tmp}/run"]
 PARTIAL = "to analyze what is there, add --partial"
 
@@ -127,6 +154,26 @@ ROWS += [
         ["{tmp}/nope/run.json: no run.json", "the run folder does not exist"]),
     Row("analyze-bad-toolkit-version", ANALYZE, ["NETREPRO_TOOLKIT_VERSION", "expected a version name"],
         lambda tmp: _copy(tmp) and None, env={"NETREPRO_TOOLKIT_VERSION": "v1; rm -rf /"}),
+    # issue 20: raw/ (or a file in it) a symbolic link out of the run: refused, --partial or not,
+    # before anything under it is listed or read
+    Row("analyze-partial-raw-linked-to-etc", ANALYZE + ["--partial"],
+        ["{tmp}/run/raw: a symbolic link (to /etc)", "expected the run's own raw/ folder"], _raw_link("/etc")),
+    Row("analyze-raw-linked-to-root", ANALYZE, ["{tmp}/run/raw: a symbolic link (to /)", "links are not followed"],
+        _raw_link("/")),
+    Row("analyze-partial-raw-file-linked-out", ANALYZE + ["--partial"],
+        [f"{{tmp}}/run/{RAW}/ping.txt: a symbolic link (to /etc/passwd)", "regular file inside the run's raw/"],
+        _raw_link("/etc/passwd", f"{RAW}/ping.txt")),
+    # issue 20: compare checks every argument before it writes anything (never into a run)
+    Row("compare-the-same-run-twice", ["compare", "{tmp}/run", "{tmp}/run"],
+        ["RUN {tmp}/run: the same run as {tmp}/run", "expected each run once"], _two_runs),
+    Row("compare-a-run-and-its-latest", ["compare", "{tmp}/run", "{tmp}/latest"],
+        ["RUN {tmp}/latest: the same run as {tmp}/run", "expected each run once"], _two_runs),
+    Row("compare-out-onto-a-file", ["compare", "{tmp}/run", "{tmp}/run2", "--out", "{tmp}/out.txt"],
+        ["--out: {tmp}/out.txt: not a folder", "expected a folder to write compare-<time>/ into"], _two_runs),
+    Row("compare-out-inside-a-run", ["compare", "{tmp}/run", "{tmp}/run2", "--out", "{tmp}/run2/cmp"],
+        ["--out: {tmp}/run2/cmp: inside the run folder {tmp}/run2", "expected a folder outside every run"], _two_runs),
+    Row("compare-runs-of-two-experiments", ["compare", "{tmp}/run", "{tmp}/lab"],
+        ["{tmp}/lab/run.json: experiment: runs of pie-lab, pie-vs-red", "expected runs of one experiment"], _two_runs),
     Row("bench-timings-json-junk", ["pie-vs-red", "--run", "{tmp}/run"], ["timings.json", "step -> seconds", PARTIAL],
         _write("timings.json", JUNK), module="netrepro.bench"),
     Row("bench-unknown-option", ["pie-vs-red", "--run", "{tmp}/run", "--partail"], ["--partail"],

@@ -322,6 +322,55 @@ def test_compare_refuses_runs_of_different_experiments(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def _files(root: Path) -> dict[str, tuple]:
+    """Everything under root: (sha256, mtime_ns, inode) of files, link targets, folders."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if p.is_symlink():
+            out[rel] = ("link", os.readlink(p))
+        elif p.is_file():
+            st = p.stat()
+            out[rel] = (hashlib.sha256(p.read_bytes()).hexdigest(), st.st_mtime_ns, st.st_ino)
+        else:
+            out[rel] = ("dir",)
+    return out
+
+
+def test_compare_given_latest_leaves_the_run_byte_identical_and_names_the_real_folder(tmp_path):
+    """Runs are written once (issue 20): compare analyses a run into its own folder, never into
+    the run, and resolves `latest` to the run it points at."""
+    from analysis.compare import compare
+    exp = tmp_path / "results" / "pie-vs-red"
+    run = shutil.copytree(V1_RUN, exp / "20261101T000000Z-local")
+    (exp / "latest").symlink_to(run.name)
+    analysis.analyze(run, figures=False)  # analysed before, as `netrepro run` leaves it
+    before = _files(exp)
+    out = compare([exp / "latest"])
+    assert out.parent == exp and out.name.startswith("compare-")
+    after = _files(exp)
+    assert {k: v for k, v in after.items() if not k.startswith(out.name)} == before  # no byte, mtime or inode
+    assert sorted(p.name for p in exp.iterdir()) == sorted([run.name, "latest", out.name])  # no temporary left
+    report = (out / "report.md").read_text()
+    assert f"[{run.name}]" in report and "latest" not in report
+    assert json.loads((out / "runs.json").read_text()) == [str(run.resolve())]
+    assert not (out / ".runs").exists()
+
+
+def test_compare_that_fails_while_analysing_leaves_nothing(tmp_path):
+    """A run the analysis refuses (a raw file deleted) is found only while analysing: the
+    half-built comparison and the --out folders made for it are removed."""
+    from analysis.compare import compare
+    from analysis.run import AnalysisError
+    good = shutil.copytree(V1_RUN, tmp_path / "runs" / "good")
+    bad = shutil.copytree(V1_RUN, tmp_path / "runs" / "bad")
+    (bad / "raw" / "pie-limited" / "client1" / "ping.txt").unlink()
+    before = _files(tmp_path)
+    with pytest.raises(AnalysisError, match=r"bad/run.json: raw_sha256: 1 raw file differs"):
+        compare([good, bad], tmp_path / "new" / "deep")
+    assert _files(tmp_path) == before and not (tmp_path / "new").exists()
+
+
 # --- the Flent export -------------------------------------------------------------------------------
 FLENT = Path(sys.executable).parent / "flent"
 

@@ -319,7 +319,7 @@ class FabricSite(Site):
     def _manager(self, conf: dict[str, str]):
         from fabrictestbed_extensions.fablib.fablib import FablibManager
 
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.ensure_state_dir()
         return FablibManager(fabric_rc=conf["FABRIC_RC"], log_file=str(self.state_dir / "fablib.log"),
                              project_id=conf["FABRIC_PROJECT_ID"], token_location=conf["FABRIC_TOKEN_LOCATION"],
                              bastion_username=conf["FABRIC_BASTION_USERNAME"],

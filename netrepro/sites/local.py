@@ -254,8 +254,8 @@ class LocalSite(Site):
 
     # --- reserve -------------------------------------------------------------------------
     def _prepare_files(self, layout: netns.Layout, extra_keys: list[str]) -> None:
-        ssh_dir = self.state_dir / "ssh"
-        ssh_dir.mkdir(parents=True, exist_ok=True)
+        ssh_dir = self.ensure_state_dir() / "ssh"
+        ssh_dir.mkdir(exist_ok=True)
         if not self.client_key.exists():
             _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"netrepro-{self.spec.name}",
                   "-f", str(self.client_key)]).check_returncode()
@@ -323,7 +323,7 @@ class LocalSite(Site):
             if clash:
                 raise SiteError(f"site local: {', '.join(clash)} already exist on this host and were not made by "
                                 f"netrepro; remove them or use LOCAL_MODE=vm")
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.ensure_state_dir()
         self._prepare_files(layout, self.options.get("authorized_keys", []))
         self.save_state({"site": "local", "experiment": self.spec.name, "mode": mode, "id": uuid.uuid4().hex[:8],
                          "created_at": time.time(), "runtime_dir": layout.runtime_dir,
