@@ -410,8 +410,8 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     _check_collectors(m, path)
     _check_labels(m, path)
     _check_item_ids(data, path)
-    _check_claims(m, path)
     _check_health(m, path)
+    _check_claims(m, path)
     return m
 
 
