@@ -252,8 +252,12 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     no address twice; every port of ``qdiscs``/trials/collectors exists and every stack is
     one tc takes (:func:`netrepro.tc.stack_commands`); selectors name nodes or kinds; trial
     and traffic ids are unique; traffic runs between nodes with addresses; phases are
-    contiguous within the longest trial; claims and figures name trials, subjects and phases
-    that exist.
+    contiguous within the longest trial, with unique names; at most one qdisc_stats
+    collector per node; no label is named like a column of the analysis's tables; every
+    health threshold has data to judge (:data:`HEALTH_NEEDS`); claims and figures select
+    only trials, phases, statistics, subjects and metrics the analysis has for this file
+    (:func:`statistics`, :func:`metrics`), with min <= max and figure text that matplotlib
+    can draw (:func:`_check_claims`).
     """
     import copy
     from netrepro.spec import check_plain_data
