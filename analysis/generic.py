@@ -273,7 +273,8 @@ def select(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
         elif computed is not None and t in computed:
             subjects = [s for s, names in computed[t].items() if sel["statistic"] in names]
         else:
-            subjects = sorted(set(summary[(summary["trial"] == t) & (summary["statistic"] == sel["statistic"])]["subject"]))
+            rows = summary[(summary["trial"] == t) & (summary["statistic"] == sel["statistic"])]
+            subjects = sorted(set(rows["subject"]))
         for s in subjects or ["all"]:
             for ph in sel.get("phases") or ["all"]:
                 m = summary[(summary["trial"] == t) & (summary["subject"] == s) & (summary["phase"] == ph)
