@@ -43,7 +43,10 @@ the trial's traffic items and collectors, and what is judged from the file's ``c
   >= min, ratio >= min), ``rise_and_fall`` (over ``order`` = phases or trials, non-decreasing
   to ``peak`` then non-increasing, each step within ``tolerance``, peak above both ends by
   ``min_rise``). A selection lists values in the order trials x subjects x phases (phase
-  ``all`` by default). A claim reading a trial that failed a health check is inconclusive.
+  ``all`` by default; subjects by default those the model says compute the statistic:
+  :func:`netrepro.model.statistics`). A claim reading a trial that failed a health check is
+  inconclusive; a claim whose values are missing or undefined (no row, NaN, a ratio over 0,
+  an empty selection) is *not evaluable*, with the reason: it never holds on data it lacks.
 """
 
 from __future__ import annotations
@@ -57,13 +60,15 @@ import pandas as pd
 
 from analysis.raw import parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields, parse_qdisc_stack
 from analysis.tidy import read_raw
+from netrepro.model import SUMMARY_COLUMNS
+from netrepro.model import shaping_rate_mbit as _shaping_rate_mbit
 
 TIDY_COLUMNS = ["trial", "subject", "stream", "t_s", "metric", "value"]
 #: A class of a port's leaf qdisc is in use when it held packets in at least this share of the
 #: samples in which any class did: a flow's fq_codel bucket holds packets much more often than
 #: that, and a stray packet (ARP, a probe) sits in a bucket well under 1 % of the samples.
 CLASS_IN_USE_SHARE = 0.1
-SUMMARY_KEYS = ["trial", "phase", "subject", "statistic", "value"]
+SUMMARY_KEYS = list(SUMMARY_COLUMNS)
 
 
 def jain_index(x) -> float:
@@ -85,9 +90,9 @@ def cov(x) -> float:
 
 
 def shaping_rate_mbit(stack: list[dict]) -> float | None:
-    """The lowest rate (Mbit/s) a stack's shapers (htb, tbf) allow, None without a shaper."""
-    rates = [float(layer["rate_mbit"]) for layer in stack if layer["kind"] in ("htb", "tbf") and "rate_mbit" in layer]
-    return min(rates) if rates else None
+    """The lowest rate (Mbit/s) a stack's shapers (htb, tbf) allow, None without a shaper
+    (:func:`netrepro.model.shaping_rate_mbit`, which also decides which statistics exist)."""
+    return _shaping_rate_mbit(stack)
 
 
 def _t0(path: Path) -> float | None:
@@ -268,14 +273,25 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
 
 
 # --- claims -----------------------------------------------------------------------------------------
-def select(summary: pd.DataFrame, sel: dict, trial_ids: list[str]) -> list[tuple[str, float]]:
+def select(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
+           computed: dict[str, dict[str, list[str]]] | None = None) -> list[tuple[str, float]]:
     """The values a claim's selection names, in order trials x subjects x phases, each with a
-    label ``trial/subject/phase``; a value missing from the table is NaN (so the claim fails
-    for want of data, and says which)."""
+    label ``trial/subject/phase``; a value missing from the table is NaN (so the claim is not
+    evaluable for want of data, and says which).
+
+    Without ``subjects``, a trial's subjects are those that compute the statistic by
+    ``computed`` (:func:`netrepro.model.statistics`: what the file says the analysis
+    computes, so a subject whose rows are missing reads NaN, not nothing), else those that
+    have a row of it in ``summary``."""
     out = []
     for t in sel.get("trials") or trial_ids:
-        subjects = sel.get("subjects") or sorted(set(summary[(summary["trial"] == t)
-                                                             & (summary["statistic"] == sel["statistic"])]["subject"]))
+        if sel.get("subjects"):
+            subjects = sel["subjects"]
+        elif computed is not None and t in computed:
+            subjects = [s for s, names in computed[t].items() if sel["statistic"] in names]
+        else:
+            rows = summary[(summary["trial"] == t) & (summary["statistic"] == sel["statistic"])]
+            subjects = sorted(set(rows["subject"]))
         for s in subjects or ["all"]:
             for ph in sel.get("phases") or ["all"]:
                 m = summary[(summary["trial"] == t) & (summary["subject"] == s) & (summary["phase"] == ph)
@@ -288,33 +304,59 @@ def _f(x: float) -> str:
     return "missing" if not math.isfinite(x) else f"{x:.4g}"
 
 
-def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str]) -> tuple[bool, str]:
-    """(holds, evidence) of one claim's ``check`` (kinds: see the module docstring)."""
+def _missing(vals: list[tuple[str, float]]) -> list[str]:
+    return [k for k, v in vals if not math.isfinite(v)]
+
+
+def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
+                computed: dict[str, dict[str, list[str]]] | None = None) -> tuple[bool | None, str]:
+    """(holds, evidence) of one claim's ``check`` (kinds: see the module docstring);
+    ``computed`` as :func:`select`'s. ``holds`` is None when the claim is not evaluable:
+    a selected value is missing or not finite, a selection is empty, a ratio's lower value
+    is 0 (the ratio is undefined), higher and lower select different numbers of values, or
+    a rise_and_fall has not one value per step; ``evidence`` then says why."""
     kind = check["kind"]
     if kind == "bound":
-        vals = select(summary, check["select"], trial_ids)
+        vals = select(summary, check["select"], trial_ids, computed)
         lo, hi = check.get("min", -math.inf), check.get("max", math.inf)
-        ok = bool(vals) and all(math.isfinite(v) and lo <= v <= hi for _, v in vals)
-        rng = f"[{_f(lo)}, {_f(hi)}]"
-        return ok, f"{check['select']['statistic']} within {rng}: " + ", ".join(f"{k} {_f(v)}" for k, v in vals)
+        rng = f"[{lo:g}, {hi:g}]"
+        evidence = f"{check['select']['statistic']} within {rng}: " + ", ".join(f"{k} {_f(v)}" for k, v in vals)
+        if not vals:
+            return None, evidence + "nothing selected"
+        if _missing(vals):
+            return None, evidence + "; missing: " + ", ".join(_missing(vals))
+        return all(lo <= v <= hi for _, v in vals), evidence
     if kind in ("difference", "ratio"):
-        hi_v, lo_v = select(summary, check["higher"], trial_ids), select(summary, check["lower"], trial_ids)
+        hi_v = select(summary, check["higher"], trial_ids, computed)
+        lo_v = select(summary, check["lower"], trial_ids, computed)
+        least = check.get("min", 0 if kind == "difference" else 1)
         if len(hi_v) != len(lo_v) or not hi_v:
-            return False, f"higher selects {len(hi_v)} values and lower {len(lo_v)}; expected the same number"
-        parts, ok = [], True
+            return None, f"higher selects {len(hi_v)} values and lower {len(lo_v)}; expected the same number"
+        parts, ok, undefined = [], True, []
         for (kh, vh), (kl, vl) in zip(hi_v, lo_v):
-            val = vh - vl if kind == "difference" else (vh / vl if vl else math.inf)
-            good = math.isfinite(vh) and math.isfinite(vl) and val >= check.get("min", 0 if kind == "difference" else 1)
-            ok &= good
+            if not (math.isfinite(vh) and math.isfinite(vl)):
+                undefined.append(f"{kh if not math.isfinite(vh) else kl} missing")
+                val = math.nan
+            elif kind == "ratio" and vl == 0:
+                undefined.append(f"{kl} is 0: the ratio is undefined")
+                val = math.nan
+            else:
+                val = vh - vl if kind == "difference" else vh / vl
+                ok &= val >= least
             parts.append(f"{kh} {_f(vh)} vs {kl} {_f(vl)}: {kind} {_f(val)}")
-        return ok, f"{kind} >= {_f(check.get('min', 0 if kind == 'difference' else 1))}: " + "; ".join(parts)
+        evidence = f"{kind} >= {_f(least)}: " + "; ".join(parts)
+        if undefined:
+            return None, evidence + "; not evaluable: " + "; ".join(undefined)
+        return ok, evidence
     if kind == "rise_and_fall":
         sel = check["select"]
-        vals = select(summary, sel, trial_ids)
+        vals = select(summary, sel, trial_ids, computed)
         order = sel.get(check["order"]) or []
         v = [x for _, x in vals]
-        if len(v) != len(order) or not all(math.isfinite(x) for x in v):
-            return False, "values: " + ", ".join(f"{k} {_f(x)}" for k, x in vals)
+        if len(v) != len(order) or not all(math.isfinite(x) for x in v) or check["peak"] not in order:
+            return None, ("values: " + ", ".join(f"{k} {_f(x)}" for k, x in vals)
+                          + f"; expected one finite value per step of {', '.join(order) or '(no order)'} "
+                            f"with the peak {check['peak']} among them")
         p = order.index(check["peak"])
         tol = check["tolerance"]
         rising = all(v[i + 1] >= v[i] - tol for i in range(p))
@@ -327,13 +369,16 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str]) -> tup
 
 
 def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
-             unhealthy: dict[str, list[dict]], rate_scale: float = 1.0) -> dict:
+             unhealthy: dict[str, list[dict]], rate_scale: float = 1.0,
+             computed: dict[str, dict[str, list[str]]] | None = None) -> dict:
     """The verdict: each claim's status (holds, fails, inconclusive when it reads a trial that
-    failed a health check, or not applicable when the claim has a ``when`` condition, a bound
-    on a selection, that the run does not meet), ``reproduced`` when every applicable claim
-    holds (and at least one applies), ``verdict`` inconclusive when any claim is. A claim
-    whose ``rate_scale_min`` is above the run's ``rate_scale`` (k) is not applicable either:
-    the experiment file says below which k it loses its meaning.
+    failed a health check, not evaluable when its values or its condition's are missing or
+    undefined (:func:`check_claim`), or not applicable when the claim has a ``when``
+    condition, a bound on a selection, that the run does not meet), ``reproduced`` when every
+    applicable claim holds (and at least one applies), ``verdict`` inconclusive when any
+    claim is inconclusive or not evaluable. A claim whose ``rate_scale_min`` is above the
+    run's ``rate_scale`` (k) is not applicable either: the experiment file says below which
+    k it loses its meaning. ``computed``: :func:`select`'s.
 
     A condition says which case a run fell in when chance decides it: Lab 18's
     ``fq_codel flows 2`` puts two flows in one bucket half the time, and a claim of fairness
@@ -344,29 +389,35 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
         sels = [ch[k] for k in ("select", "higher", "lower") if k in ch]
         read = sorted({t for s in sels for t in (s.get("trials") or trial_ids)})
         sick = [f for t in read for f in unhealthy.get(t, [])]
-        holds, evidence = check_claim(summary, ch, trial_ids)
+        holds, evidence = check_claim(summary, ch, trial_ids, computed)
         entry = {"id": c["id"], "text": c["text"], "evidence": evidence}
-        applies, why = (check_claim(summary, {"kind": "bound", **c["when"]}, trial_ids) if "when" in c
+        applies, why = (check_claim(summary, {"kind": "bound", **c["when"]}, trial_ids, computed) if "when" in c
                         else (True, ""))
         if "when" in c:
             entry["condition"] = why
         if sick:
-            entry.update(status="inconclusive", holds=None, numbers_hold=bool(holds),
+            entry.update(status="inconclusive", holds=None,
                          reason="the substrate failed health checks: " + "; ".join(
                 f"{f['trial']}: {f['check']} {f.get('value')}" for f in sick))
+            if holds is not None:  # the numbers alone, when they can be judged at all
+                entry["numbers_hold"] = bool(holds)
         elif c.get("rate_scale_min", 0) > rate_scale:
             entry.update(status="not applicable", holds=None,
                          reason=f"the run's rate scale {rate_scale:g} is below {c['rate_scale_min']:g}, where the claim "
                                 "keeps its meaning (the experiment file says why)")
+        elif applies is None:
+            entry.update(status="not evaluable", holds=None, reason="its condition cannot be judged: " + why)
         elif not applies:
             entry.update(status="not applicable", holds=None, reason="its condition does not hold: " + why)
+        elif holds is None:
+            entry.update(status="not evaluable", holds=None, reason="its data are missing or undefined: " + evidence)
         else:
             entry.update(status="holds" if holds else "fails", holds=bool(holds))
         out.append(entry)
     failures = [f for fs in unhealthy.values() for f in fs]
     judged = [e for e in out if e["status"] != "not applicable"]
     reproduced = bool(judged) and all(e["holds"] is True for e in judged)
-    verdict = ("inconclusive" if any(e["status"] == "inconclusive" for e in out)
+    verdict = ("inconclusive" if any(e["status"] in ("inconclusive", "not evaluable") for e in out)
                else "reproduced" if reproduced else "not reproduced")
     return {"reproduced": reproduced, "verdict": verdict, "health_failures": failures, "claims": out}
 
@@ -456,8 +507,9 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     missing = [t["id"] for t in m.trials if t["id"] not in records]
     for t in missing:
         unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None})
+    from netrepro.model import statistics
     verdict = evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy,
-                       float((data.get("rate_scale") or {}).get("k", 1)))
+                       float((data.get("rate_scale") or {}).get("k", 1)), statistics(m))
     outputs = ([write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
                if tidy_file else [])
     with atomic_path(out / "summary.csv") as tmp:

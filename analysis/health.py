@@ -418,12 +418,13 @@ def _measures(spec) -> list[tuple[str, Callable]]:
     The ping and queue delay checks of version 1 read its fixed bottleneck and base RTT, which
     version 2 does not have."""
     if spec.model.data["schema_version"] == 2:
-        m = spec.model
-        kinds = {it["kind"] for t in m.trials for it in t["traffic"]}
+        # which threshold needs which data: netrepro.model.HEALTH_NEEDS, checked by validate
+        from netrepro.model import data_kinds
+        kinds = data_kinds(spec.model)
         return ([("nodes_cpu_busy", _nodes_cpu_busy)]
                 + ([("flow_start_lag", _iperf3_start_lag)] if "iperf3" in kinds else [])
                 + ([("sampling_ping", _item_sampling("ping"))] if "ping" in kinds else [])
-                + ([("sampling_qdisc_stats", _item_sampling("qdisc_stats"))] if m.data["collectors"] else [])
+                + ([("sampling_qdisc_stats", _item_sampling("qdisc_stats"))] if "qdisc_stats" in kinds else [])
                 + [("controller_load", _controller_load), ("controller_cpu_busy", _controller_cpu_busy)])
     kinds = list(dict.fromkeys(c["kind"] for c in spec["collectors"]))
     return ([("nodes_cpu_busy", _nodes_cpu_busy), ("ping_received", _ping_received),

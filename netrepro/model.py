@@ -393,8 +393,12 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     with ``strict``, :data:`netrepro.tc.KIND_KEYWORDS`); sysctl values are integers or
     :data:`SYSCTL_VALUE_RE`; selectors name nodes or kinds; trial
     and traffic ids are unique; traffic runs between nodes with addresses; phases are
-    contiguous within the longest trial; claims and figures name trials, subjects and phases
-    that exist.
+    contiguous within the longest trial, with unique names; at most one qdisc_stats
+    collector per node; no label is named like a column of the analysis's tables; every
+    health threshold has data to judge (:data:`HEALTH_NEEDS`); claims and figures select
+    only trials, phases, statistics, subjects and metrics the analysis has for this file
+    (:func:`statistics`, :func:`metrics`), with min <= max and figure text that matplotlib
+    can draw (:func:`_check_claims`).
     """
     import copy
     from netrepro.spec import check_plain_data
@@ -554,14 +558,194 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
         "collectors": data.get("collectors", []), "health": data.get("health", {}),
         "figures": data.get("figures", []), "claims": data["claims"], "rate_scale": data.get("rate_scale", {}),
     }, Path(path))
+    _check_phases(m, path)
+    _check_collectors(m, path)
+    _check_labels(m, path)
+    _check_item_ids(data, path)
+    _check_health(m, path)
     _check_claims(m, path)
     return m
 
 
+#: Columns of the analysis's statistics table (analysis/generic.py ``SUMMARY_KEYS``, written as
+#: summary.csv), of the columns the repeated, swept and compared analyses add to it
+#: (analysis/repetitions.py, analysis/sweep.py, analysis/compare.py: ``repetition``, ``point``,
+#: ``run``) and of their table across repetitions (analysis/repetitions.py ``STATS_COLUMNS``).
+#: A trial's labels become columns of the same tables, so none may be named like one of these
+#: (nor like a sweep factor: :func:`netrepro.sweep.check`).
+SUMMARY_COLUMNS = ("trial", "phase", "subject", "statistic", "value")
+RESERVED_COLUMNS = SUMMARY_COLUMNS + ("repetition", "point", "run") + (
+    "n", "mean", "median", "sd", "ci95_low", "ci95_high", "cv", "min", "max")
+
+#: The statistics analysis/generic.py (``trial_statistics``) computes, by what the subject is.
+#: ``iperf3``: of each iperf3 item (its id); ``iperf3_streams``: of an iperf3 item with
+#: ``parallel`` > 1 (over its streams); ``ping``: of each ping item; ``port``: of each
+#: ``qdisc_stats`` collector's port; ``port_rate``: of such a port whose stack has a shaper
+#: (htb or tbf ``rate_mbit``: :func:`shaping_rate_mbit`); ``port_rate_iperf3``: the same when
+#: the trial has iperf3 items; ``port_classes``: of a collector with ``classes``; ``trial``:
+#: of subject ``all`` when the trial has iperf3 items; ``trial_iperf3s``: the same with two
+#: or more. FTP items have no statistics (curl's transfers are not sampled).
+STATISTICS = {
+    "iperf3": ("throughput_mbit", "throughput_cov", "retransmits", "rtt_mean_ms", "cwnd_mean_bytes", "share"),
+    "iperf3_streams": ("stream_jain_index", "stream_throughput_cov"),
+    "ping": ("rtt_median_ms", "rtt_mean_ms", "rtt_p95_ms", "rtt_min_ms", "ping_received_fraction"),
+    "port": ("backlog_mean_bytes", "backlog_max_bytes", "drops"),
+    "port_rate": ("backlog_mean_ms", "backlog_max_ms"),
+    "port_rate_iperf3": ("utilization",),
+    "port_classes": ("busy_classes_max", "classes_in_use"),
+    "trial": ("total_throughput_mbit", "retransmits"),
+    "trial_iperf3s": ("jain_index",),
+}
+#: Statistics computed for the whole trial (phase ``all``) only: the probes a ping item
+#: received against those its schedule asks for.
+WHOLE_TRIAL_STATISTICS = ("ping_received_fraction",)
+#: The samples (tidy.csv metrics) analysis/generic.py (``trial_tidy``) records, by subject:
+#: an iperf3 item's, a ping item's, a collector's port's (and with ``classes`` its classes').
+#: A port also records each field its qdiscs report as ``<kind>_<field>`` (which fields
+#: depends on iproute2 and the kernel: analysis.raw.parse_qdisc_fields), written
+#: ``<kind>_*`` in :func:`metrics`.
+METRICS = {"iperf3": ("throughput_mbit", "retransmits", "cwnd_bytes", "rtt_ms"), "ping": ("rtt_ms",),
+           "port": ("backlog_bytes", "backlog_packets", "drops"),
+           "port_classes": ("class_backlog_packets", "busy_classes")}
+#: The subject of a trial's own statistics (analysis/generic.py).
+TRIAL_SUBJECT = "all"
+
+
+def shaping_rate_mbit(stack: list[dict]) -> float | None:
+    """The lowest rate (Mbit/s) a stack's shapers (htb, tbf) allow, None without a shaper."""
+    rates = [float(layer["rate_mbit"]) for layer in stack if layer["kind"] in ("htb", "tbf") and "rate_mbit" in layer]
+    return min(rates) if rates else None
+
+
+def statistics(m: Model) -> dict[str, dict[str, list[str]]]:
+    """What the analysis of this experiment can compute: trial id -> subject -> statistic
+    names (:data:`STATISTICS`), subjects in the order traffic items, collectors' ports,
+    ``all``. A statistic listed here may still be missing from a run (no samples, a mean of
+    0): the analysis then says the claim reading it is not evaluable. validate refuses a
+    claim that selects a statistic not listed here, and the analysis takes a selection's
+    subjects from here when the claim names none."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for t in m.trials:
+        iperf = [it for it in t["traffic"] if it["kind"] == "iperf3"]
+        subj: dict[str, list[str]] = {}
+        for it in t["traffic"]:
+            if it["kind"] == "iperf3":
+                subj[it["id"]] = list(STATISTICS["iperf3"]) + (list(STATISTICS["iperf3_streams"])
+                                                              if it.get("parallel", 1) > 1 else [])
+            elif it["kind"] == "ping":
+                subj[it["id"]] = list(STATISTICS["ping"])
+        for c in m.data["collectors"]:
+            stack = t["qdiscs"].get(c["at"], [])
+            rate = shaping_rate_mbit(stack)
+            subj[c["at"]] = (list(STATISTICS["port"]) + (list(STATISTICS["port_rate"]) if rate else [])
+                             + (list(STATISTICS["port_rate_iperf3"]) if rate and iperf else [])
+                             + (list(STATISTICS["port_classes"]) if c.get("classes") and stack else []))
+        if iperf:
+            subj[TRIAL_SUBJECT] = list(STATISTICS["trial"]) + (list(STATISTICS["trial_iperf3s"]) if len(iperf) > 1 else [])
+        out[t["id"]] = subj
+    return out
+
+
+def metrics(m: Model) -> dict[str, list[str]]:
+    """The samples the analysis records: subject -> metric names (:data:`METRICS`) over all
+    trials, a qdisc's own fields as ``<kind>_*`` for each kind in the port's stacks."""
+    out: dict[str, list[str]] = {}
+
+    def add(subject, names):
+        have = out.setdefault(subject, [])
+        have += [x for x in names if x not in have]
+
+    for t in m.trials:
+        for it in t["traffic"]:
+            if it["kind"] in METRICS:
+                add(it["id"], METRICS[it["kind"]])
+        for c in m.data["collectors"]:
+            stack = t["qdiscs"].get(c["at"], [])
+            add(c["at"], list(METRICS["port"]) + (list(METRICS["port_classes"]) if c.get("classes") and stack else [])
+                + [f"{layer['kind']}_*" for layer in stack])
+    return out
+
+
+def _metric_in(metric: str, names: list[str]) -> bool:
+    return any(metric == x or (x.endswith("_*") and metric.startswith(x[:-1]) and len(metric) > len(x) - 1)
+               for x in names)
+
+
+def _check_phases(m: Model, path) -> None:
+    """Phase names are unique (a claim or figure names a phase by its name)."""
+    names = [p["name"] for p in m.data["phases"]]
+    for i, n in enumerate(names):
+        if names.index(n) != i:
+            _fail(path, f"phases[{i}].name", f"{n!r} already names phases[{names.index(n)}]; expected unique phase names")
+
+
+def _check_collectors(m: Model, path) -> None:
+    """At most one ``qdisc_stats`` collector per node: a node's collector writes one
+    qdisc.jsonl and the trial plan keys it by node (:func:`trial_plan`), so a second one
+    would silently replace the first."""
+    seen: dict[str, int] = {}
+    for i, c in enumerate(m.data["collectors"]):
+        node = c["at"].split(":")[0]
+        if node in seen:
+            _fail(path, f"collectors[{i}].at", f"{node} already has a {c['kind']} collector (collectors[{seen[node]}]); "
+                                               f"expected one per node (its samples go to the node's one qdisc.jsonl)")
+        seen[node] = i
+
+
+def _check_labels(m: Model, path) -> None:
+    """No trial label is named like a column of the analysis's tables (:data:`RESERVED_COLUMNS`)."""
+    for i, t in enumerate(m.trials):
+        for k in t["labels"]:
+            if k in RESERVED_COLUMNS:
+                _fail(path, f"trials[{i}].labels.{k}", f"{k!r} names a column of the analysis's statistics tables "
+                                                       f"(summary.csv); expected another name, not one of: "
+                                                       f"{', '.join(RESERVED_COLUMNS)}")
+
+
+def _check_text(path, field: str, text: str) -> None:
+    r"""A figure's title or line label is text matplotlib draws: where it holds a pair of
+    unescaped ``$`` (matplotlib.cbook.is_math_text) it is mathtext, and must parse (else
+    drawing the figure stops the analysis). Refused here, with the parser's reason, rather
+    than drawn literally: a ``$`` pair is how a file asks for math (``$\mu$s``), and a typo in
+    it is the author's to fix. matplotlib is imported only for such text."""
+    if "$" not in text:
+        return
+    from matplotlib import cbook
+    if not cbook.is_math_text(text):
+        return
+    from matplotlib.mathtext import MathTextParser
+    try:
+        MathTextParser("path").parse(text, dpi=72)
+    except ValueError as exc:
+        why = [ln for ln in str(exc).splitlines() if ln.strip()][-1:] or [""]
+        why = why[0].split("Exception: ", 1)[-1].split("  (at char")[0]
+        _fail(path, field, f"matplotlib's mathtext cannot parse {text!r} ({why}); expected valid mathtext between "
+                           f"$ signs, or \\$ for a dollar sign")
+
+
+def _check_item_ids(data: dict, path) -> None:
+    """No traffic item is named like the subject of a trial's own statistics (:data:`TRIAL_SUBJECT`)."""
+    lists = [("traffic", data["traffic"])] + [(f"trials[{i}].traffic", t["traffic"])
+                                              for i, t in enumerate(data["trials"]) if "traffic" in t]
+    for field, items in lists:
+        for j, it in enumerate(items):
+            if it["id"] == TRIAL_SUBJECT:
+                _fail(path, f"{field}[{j}].id", f"{TRIAL_SUBJECT!r} names the subject of a trial's own statistics "
+                                                f"(total_throughput_mbit, jain_index); expected another id")
+
+
 def _check_claims(m: Model, path) -> None:
-    """Every trial and phase a claim or figure names exists."""
+    """Every trial, phase, statistic and subject a claim selects, and every trial, phase,
+    metric and subject a figure draws, is one the analysis has for this file
+    (:func:`statistics`, :func:`metrics`); ``min`` <= ``max``; a difference or ratio
+    selects as many values in ``higher`` as in ``lower`` (they are compared in pairs); a
+    ``rise_and_fall`` selects one value per step of its ``order``, which holds its ``peak``;
+    figure titles and line labels are text matplotlib can draw (:func:`_check_text`)."""
     tids = [t["id"] for t in m.trials]
     phases = [p["name"] for p in m.data["phases"]]
+    stats = statistics(m)
+    all_stats = sorted({x for subj in stats.values() for names in subj.values() for x in names})
+    subjects = list(dict.fromkeys(s for subj in stats.values() for s in subj))
 
     def check_sel(field, sel):
         for t in sel.get("trials", []):
@@ -571,19 +755,110 @@ def _check_claims(m: Model, path) -> None:
             if p not in phases:
                 _fail(path, field + ".phases", f"unknown phase {p!r}; expected one of: {', '.join(phases) or '(no phases)'}")
 
+    def check_stat(field, sel) -> int:
+        """The number of values the selection reads (trials x subjects x phases)."""
+        check_sel(field, sel)
+        st = sel["statistic"]
+        if st not in all_stats:
+            _fail(path, field + ".statistic", f"unknown statistic {st!r}; the analysis computes, for this file: "
+                                              f"{', '.join(all_stats) or '(none)'}")
+        for s in sel.get("subjects", []):
+            if s not in subjects:
+                _fail(path, field + ".subjects", f"unknown subject {s!r}; expected one of: {', '.join(subjects)} "
+                                                 f"(traffic item ids, collectors' ports, {TRIAL_SUBJECT})")
+        if st in WHOLE_TRIAL_STATISTICS and any(p != "all" for p in sel.get("phases", [])):
+            _fail(path, field + ".phases", f"{st} is computed for the whole trial only; expected no phases")
+        n = 0
+        for t in sel.get("trials") or tids:
+            have = stats[t]
+            subs = sel.get("subjects") or [s for s, names in have.items() if st in names]
+            if not subs:
+                _fail(path, field, f"trial {t} computes no {st} (no subject of it has one); "
+                                   f"expected a trial whose traffic or collectors give it")
+            for s in subs:
+                if st not in have.get(s, []):
+                    _fail(path, field + ".subjects", f"trial {t} computes no {st} of {s}; its statistics of {s}: "
+                                                     f"{', '.join(have.get(s, [])) or '(none: not in this trial)'}")
+            n += len(subs)
+        return n * len(sel.get("phases") or ["all"])
+
+    def check_range(field, d):
+        if "min" in d and "max" in d and d["min"] > d["max"]:
+            _fail(path, field + ".min", f"{d['min']} is above max {d['max']}; expected min <= max")
+
     for i, cl in enumerate(m.data["claims"]):
         ch = cl["check"]
-        for key in ("select", "higher", "lower"):
-            if key in ch:
-                check_sel(f"claims[{i}].check.{key}", ch[key])
+        f = f"claims[{i}].check"
+        counts = {key: check_stat(f"{f}.{key}", ch[key]) for key in ("select", "higher", "lower") if key in ch}
         if "when" in cl:
-            check_sel(f"claims[{i}].when.select", cl["when"]["select"])
-    for i, fig in enumerate(m.data["figures"]):
-        check_sel(f"figures[{i}]", fig)
-        if ch["kind"] == "rise_and_fall":
+            check_stat(f"claims[{i}].when.select", cl["when"]["select"])
+            check_range(f"claims[{i}].when", cl["when"])
+        if ch["kind"] == "bound":
+            check_range(f, ch)
+        elif ch["kind"] in ("difference", "ratio") and counts["higher"] != counts["lower"]:
+            _fail(path, f + ".lower", f"selects {counts['lower']} values and higher {counts['higher']}; expected the "
+                                      f"same number (each value of higher is compared with the one of lower in its place)")
+        elif ch["kind"] == "rise_and_fall":
             order = ch["select"].get(ch["order"], [])
             if ch["peak"] not in order:
-                _fail(path, f"claims[{i}].check.peak", f"expected one of the selection's {ch['order']} ({', '.join(order)})")
+                _fail(path, f + ".peak", f"{ch['peak']!r} is not in the selection's {ch['order']}; expected one of: "
+                                         f"{', '.join(order) or '(none: give select.' + ch['order'] + ')'}")
+            if counts["select"] != len(order):
+                _fail(path, f + ".select", f"selects {counts['select']} values over {len(order)} {ch['order']}; expected "
+                                           f"one value per step of the order (one subject, and one "
+                                           f"{'trial' if ch['order'] == 'phases' else 'phase'})")
+    mets = metrics(m)
+    all_mets = list(dict.fromkeys(x for names in mets.values() for x in names))
+    for i, fig in enumerate(m.data["figures"]):
+        f = f"figures[{i}]"
+        check_sel(f, fig)
+        if not _metric_in(fig["metric"], all_mets):
+            _fail(path, f + ".metric", f"unknown metric {fig['metric']!r}; the analysis records, for this file: "
+                                       f"{', '.join(all_mets) or '(none)'}")
+        for s in fig.get("subjects", []):
+            if s not in mets:
+                _fail(path, f + ".subjects", f"unknown subject {s!r}; expected one of: {', '.join(mets)}")
+            if not _metric_in(fig["metric"], mets[s]):
+                _fail(path, f + ".subjects", f"{s} records no {fig['metric']}; its metrics: {', '.join(mets[s])}")
+        if "title" in fig:
+            _check_text(path, f + ".title", fig["title"])
+        for j, line in enumerate(fig.get("lines", [])):
+            _check_text(path, f"{f}.lines[{j}].label", line["label"])
+
+
+#: Which data each threshold of ``health:`` needs in an experiment of schema_version 2: the
+#: check analysis/health.py (``_measures``) judges with it, and the kinds of traffic items or
+#: collectors that check measures (any one suffices; an empty tuple: the machines, always
+#: measured). A threshold absent from this table has no check in version 2 (ping_received,
+#: flow_start_skew and queue_delay_excess read version 1's fixed bottleneck, flow groups and
+#: base RTT). validate refuses a threshold whose check can never run for the file.
+HEALTH_NEEDS: dict[str, tuple[str, ...]] = {
+    "nodes_cpu_busy_max_fraction": (),
+    "flow_start_lag_max_ms": ("iperf3",),
+    "collector_sampling_min_fraction": ("ping", "qdisc_stats"),
+    "controller_load_per_core_max": (),
+    "controller_cpu_busy_max_fraction": (),
+}
+
+
+def data_kinds(m: Model) -> set[str]:
+    """The kinds of data a run of ``m`` records: the kinds of its trials' traffic items
+    (``iperf3``, ``ftp``, ``ping``) and of its collectors (``qdisc_stats``)."""
+    return {it["kind"] for t in m.trials for it in t["traffic"]} | {c["kind"] for c in m.data["collectors"]}
+
+
+def _check_health(m: Model, path) -> None:
+    """Every threshold of ``health:`` has data to judge (:data:`HEALTH_NEEDS`)."""
+    kinds = data_kinds(m)
+    for key in m.data["health"]:
+        if key not in HEALTH_NEEDS:
+            _fail(path, f"health.{key}", f"no check of a schema_version 2 experiment uses it (it reads version 1's "
+                                         f"bottleneck and flow groups); expected one of: {', '.join(HEALTH_NEEDS)}")
+        needs = HEALTH_NEEDS[key]
+        if needs and not kinds & set(needs):
+            _fail(path, f"health.{key}", f"nothing in this file measures it: expected "
+                                         f"{' or '.join(needs)} data (a traffic item or collector of that kind), "
+                                         f"or leave this threshold out")
 
 
 def from_v1(spec) -> Model:

@@ -207,6 +207,16 @@ def validate_schema(data: Any, path: Path | str) -> None:
     raise SpecError(path, _field_path(err.absolute_path), problem)
 
 
+def check_sweep(spec: "Spec") -> None:
+    """The file's ``sweep`` (when it has one) as ``netrepro run --sweep`` resolves it
+    (:func:`netrepro.sweep.points`): factors, the grid's size (before the grid is built) and
+    every point validated as an experiment of its own, so that a file that validates also
+    sweeps. Raises SpecError (one line)."""
+    if spec.data.get("sweep"):
+        from netrepro import sweep
+        sweep.points(spec)
+
+
 @dataclass
 class Spec:
     """A validated experiment spec: ``data`` is the parsed YAML (a dict), ``path`` its file."""
@@ -229,6 +239,7 @@ class Spec:
         validate_schema(data, path)
         spec = cls(data, Path(path))
         spec._cross_check()
+        check_sweep(spec)
         return spec
 
     # --- convenient views -----------------------------------------------------------
@@ -478,6 +489,7 @@ class SpecV2(Spec):
             raise SpecError(exc.path, exc.field, exc.problem) from None
         spec = cls(data, Path(path))
         spec.__dict__["model"] = m
+        check_sweep(spec)
         return spec
 
     @property

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,10 @@ PER_TRIAL_KEYS = {1: ("bottleneck", "aqms", "variants", "flows", "phases"),
 
 #: The most points a sweep may have (a pie-vs-red trial is ~5 min: 200 points are 17 hours).
 POINTS_MAX = 200
+#: The most trial instances a sweep may run (each trial once per combination of the values of
+#: the factors that apply to it): 1000 of the labs' 90 s trials are 25 hours on the local
+#: site, at TIME_SCALE 1.
+INSTANCES_MAX = 1000
 
 
 @dataclass(frozen=True)
@@ -138,9 +143,11 @@ def point_spec(spec: Spec, values: dict) -> Spec:
 
 
 def check(spec: Spec) -> list[dict]:
-    """The factors, checked: each path exists and changes only per-trial settings
-    (:data:`PER_TRIAL_KEYS`), each ``trials`` entry is a trial of the file. Raises SpecError
-    (one line, naming ``sweep.factors[i]``); a file without factors raises one too."""
+    """The factors, checked: each name is unique and no column of the analysis's tables
+    (:func:`_reserved_columns`), each path exists and changes only per-trial settings
+    (:data:`PER_TRIAL_KEYS`), each ``trials`` entry is a trial of the file, and the grid is
+    within :func:`size`'s bounds. Raises SpecError (one line, naming ``sweep.factors[i]``); a
+    file without factors raises one too."""
     fs = factors(spec)
     where = "sweep.factors"
     if not fs:
@@ -148,11 +155,15 @@ def check(spec: Spec) -> list[dict]:
                                             "(name, paths, values) to the experiment file")
     version = spec.data.get("schema_version", 1)
     allowed = PER_TRIAL_KEYS[version]
+    columns = _reserved_columns(spec)
     names = set()
     for i, f in enumerate(fs):
         if f["name"] in names:
             raise SpecError(spec.path, f"{where}[{i}].name", f"{f['name']!r} is used twice; expected unique names")
         names.add(f["name"])
+        if f["name"] in columns:
+            raise SpecError(spec.path, f"{where}[{i}].name", f"{f['name']!r} names a column of the analysis's "
+                            f"statistics tables (or a trial label); expected another name")
         for p in f["paths"]:
             top = _segments(p)[0]
             if top not in allowed:
@@ -166,7 +177,41 @@ def check(spec: Spec) -> list[dict]:
             if t not in spec.trial_ids:
                 raise SpecError(spec.path, f"{where}[{i}].trials",
                                 f"{t!r} is not a trial; expected one of: {', '.join(spec.trial_ids)}")
+    size(spec, fs)
     return fs
+
+
+def _reserved_columns(spec: Spec) -> set[str]:
+    """Columns a factor may not be named like, since the swept analysis adds a column per
+    factor to the statistics tables: theirs (:data:`netrepro.model.RESERVED_COLUMNS`), a
+    version 1 summary's keys (``aqm``, ``variant``, ...) and a version 2 file's trial labels."""
+    from netrepro.model import RESERVED_COLUMNS
+    out = set(RESERVED_COLUMNS)
+    if spec.data.get("schema_version", 1) == 2:
+        out |= {k for t in spec.data.get("trials") or [] for k in (t.get("labels") or {})}
+    else:
+        out |= {"aqm", "variant", "flows", "start_s", "end_s"}
+    return out
+
+
+def size(spec: Spec, fs: list[dict]) -> tuple[int, int]:
+    """(points, trial instances) of the sweep of factors ``fs``, counted without building the
+    grid: points are the product of the factors' value counts; a trial runs once per
+    combination of the values of the factors that apply to it.
+
+    Raises:
+        SpecError: more than :data:`POINTS_MAX` points or :data:`INSTANCES_MAX` instances.
+    """
+    n_points = math.prod(len(f["values"]) for f in fs)
+    if n_points > POINTS_MAX:
+        counts = " x ".join(str(len(f["values"])) for f in fs)
+        raise SpecError(spec.path, "sweep.factors", f"{counts} values make {n_points} points; "
+                                                    f"expected at most {POINTS_MAX}")
+    instances = sum(math.prod(len(f["values"]) for f in fs if applies(f, t)) for t in spec.trial_ids)
+    if instances > INSTANCES_MAX:
+        raise SpecError(spec.path, "sweep.factors", f"{instances} trial instances ({n_points} points of "
+                                                    f"{len(spec.trial_ids)} trials); expected at most {INSTANCES_MAX}")
+    return n_points, instances
 
 
 def applies(factor: dict, trial: str) -> bool:
@@ -184,12 +229,11 @@ def points(spec: Spec) -> list[Point]:
     combination reads that instance (:func:`source_point`).
 
     Raises:
-        SpecError: as :func:`check`, an invalid point, or more than :data:`POINTS_MAX` points.
+        SpecError: as :func:`check` (more than :data:`POINTS_MAX` points or
+            :data:`INSTANCES_MAX` trial instances among them), or an invalid point.
     """
-    fs = check(spec)
+    fs = check(spec)  # the grid's size is checked before it is built
     grid = list(itertools.product(*[f["values"] for f in fs]))
-    if len(grid) > POINTS_MAX:
-        raise SpecError(spec.path, "sweep.factors", f"{len(grid)} points; expected at most {POINTS_MAX}")
     seen: set[tuple] = set()
     out = []
     for i, vals in enumerate(grid, 1):

@@ -78,7 +78,7 @@ IDS = ["droptail", "pie"]
       "lower": {"statistic": "rtt_median_ms", "trials": ["pie"], "subjects": ["rtt"]}, "min": 3}, True, "ratio 6.333"),
     ({"kind": "difference", "higher": {"statistic": "rtt_median_ms", "trials": ["droptail"]},
       "lower": {"statistic": "rtt_median_ms", "trials": ["pie"]}, "min": 200}, False, "difference 160"),
-    ({"kind": "bound", "select": {"statistic": "cwnd_mean_bytes", "trials": ["pie"]}, "min": 1}, False, "missing"),
+    ({"kind": "bound", "select": {"statistic": "cwnd_mean_bytes", "trials": ["pie"]}, "min": 1}, None, "missing"),
     ({"kind": "rise_and_fall", "select": {"statistic": "rtt_median_ms", "trials": ["pie"], "subjects": ["rtt"],
                                           "phases": ["p1", "p2", "p3"]}, "order": "phases", "peak": "p2",
       "tolerance": 1, "min_rise": 20}, True, "by 25"),
@@ -89,6 +89,60 @@ IDS = ["droptail", "pie"]
 def test_claim_kinds(check, holds, words):
     ok, evidence = generic.check_claim(SUMMARY, check, IDS)
     assert ok is holds and words in evidence, evidence
+
+
+def _ratio_summary(droptail_drops, pie_drops):
+    rows = [("droptail", droptail_drops), ("pie", pie_drops)]
+    return pd.DataFrame([{"trial": t, "phase": "all", "subject": "s2:s2-eth2", "statistic": "drops", "value": v}
+                         for t, v in rows if v is not None], columns=generic.SUMMARY_KEYS)
+
+
+RATIO = {"id": "more-drops", "text": "t", "check": {
+    "kind": "ratio", "higher": {"statistic": "drops", "trials": ["droptail"], "subjects": ["s2:s2-eth2"]},
+    "lower": {"statistic": "drops", "trials": ["pie"], "subjects": ["s2:s2-eth2"]}, "min": 2}}
+
+
+@pytest.mark.parametrize("higher, lower, why", [
+    (0.0, 0.0, "pie/s2:s2-eth2/all is 0: the ratio is undefined"),   # 0 / 0 used to hold
+    (5.0, 0.0, "pie/s2:s2-eth2/all is 0: the ratio is undefined"),   # x / 0: no ratio either
+    (None, None, "droptail/s2:s2-eth2/all missing"),                 # no rows at all
+    (None, 3.0, "droptail/s2:s2-eth2/all missing"),
+    (math.nan, 3.0, "droptail/s2:s2-eth2/all missing"),
+])
+def test_a_ratio_of_zero_or_missing_terms_is_not_evaluable(higher, lower, why):
+    holds, evidence = generic.check_claim(_ratio_summary(higher, lower), RATIO["check"], IDS)
+    assert holds is None and why in evidence, evidence
+    v = generic.evaluate(_ratio_summary(higher, lower), [RATIO], IDS, {})
+    c = v["claims"][0]
+    assert c["status"] == "not evaluable" and c["holds"] is None and why in c["reason"]
+    assert v["verdict"] == "inconclusive" and v["reproduced"] is False
+    assert generic.evaluate(_ratio_summary(8.0, 2.0), [RATIO], IDS, {})["claims"][0]["status"] == "holds"
+
+
+@pytest.mark.parametrize("check, why", [
+    ({"kind": "bound", "select": {"statistic": "jain_index", "trials": ["pie"], "subjects": ["gone"]}, "min": 0.5},
+     "pie/gone/all missing"),
+    ({"kind": "difference", "higher": {"statistic": "rtt_median_ms", "trials": ["droptail"], "subjects": ["rtt"]},
+      "lower": {"statistic": "rtt_median_ms", "trials": ["pie"], "subjects": ["gone"]}}, "pie/gone/all missing"),
+    ({"kind": "difference", "higher": {"statistic": "rtt_median_ms", "subjects": ["rtt"]},
+      "lower": {"statistic": "rtt_median_ms", "trials": ["pie"], "subjects": ["rtt"]}}, "expected the same number"),
+    ({"kind": "rise_and_fall", "select": {"statistic": "rtt_median_ms", "trials": ["pie"], "subjects": ["rtt"],
+                                          "phases": ["p1", "p2", "p4"]}, "order": "phases", "peak": "p2",
+      "tolerance": 1, "min_rise": 1}, "pie/rtt/p4 missing"),
+])
+def test_no_claim_kind_holds_or_fails_on_missing_data(check, why):
+    holds, evidence = generic.check_claim(SUMMARY, check, IDS)
+    assert holds is None and why in evidence, evidence
+
+
+def test_default_subjects_come_from_the_model_so_a_missing_one_is_seen():
+    """Without ``subjects``, a claim reads every subject the model computes the statistic of:
+    a subject whose rows are missing reads missing instead of being silently left out."""
+    check = {"kind": "bound", "select": {"statistic": "rtt_median_ms", "trials": ["pie"]}, "max": 100}
+    assert generic.check_claim(SUMMARY, check, IDS)[0] is True  # from the table alone: rtt only
+    computed = {"pie": {"rtt": ["rtt_median_ms"], "rtt2": ["rtt_median_ms"]}}
+    holds, evidence = generic.check_claim(SUMMARY, check, IDS, computed)
+    assert holds is None and "pie/rtt2/all missing" in evidence
 
 
 def test_a_claim_reading_an_unhealthy_trial_is_inconclusive():

@@ -460,11 +460,17 @@ def test_version_2_checks_follow_the_experiments_items(lab_run):
     data = json.loads((lab_run / "run.json").read_text())
     spec = data["spec"]
     spec["traffic"] = [x for x in spec["traffic"] if x["kind"] != "ping"]
+    # and no claim or figure reads the ping item (validate refuses a subject that is not there)
+    spec["claims"] = [c for c in spec["claims"] if "h2-h3" not in json.dumps(c)]
+    spec["figures"] = [f for f in spec["figures"] if "h2-h3" not in json.dumps(f)]
     assert "sampling_ping" not in _checks(trial_health(Spec.from_data(spec), data["trials"][0],
                                                        lab_run / "raw" / "droptail", data["time_scale"]))
     spec = data["spec"] = json.loads(json.dumps(data["spec"]))
     spec["trials"][1]["traffic"] = [{"kind": "ping", "id": "h2-h3", "from": "h2", "to": "h3", "interval_s": 1,
                                      "duration_s": 90}]
+    # a trial without iperf3 items has no utilization (validate refuses a claim that reads it there)
+    spec["claims"] = [{"id": "rtt", "text": "t", "check": {"kind": "bound", "select": {
+        "statistic": "rtt_median_ms", "trials": [spec["trials"][1]["id"]], "subjects": ["h2-h3"]}, "max": 100}}]
     c = _checks(trial_health(Spec.from_data(data["spec"]), data["trials"][1], lab_run / "raw" / "pie",
                              data["time_scale"]))
     assert c["flow_start_lag"]["passed"] is None and c["flow_start_lag"]["detail"].startswith("not applicable")

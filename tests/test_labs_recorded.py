@@ -94,3 +94,18 @@ def test_sane_values(analyzed):
     if run["experiment"] == "pacing-lab":
         assert _stat(run_dir, "fq-maxrate", "h1-h2", "retransmits") == 0 < _stat(run_dir, "unpaced", "h1-h2", "retransmits")
         assert _stat(run_dir, "pairs-paced", "all", "jain_index") > 0.9999
+
+
+def test_every_statistic_is_one_the_model_announces(analyzed):
+    """netrepro.model.statistics (what validate lets a claim select) lists every statistic the
+    analysis computed for each trial and subject, so that a claim validate accepts can read it."""
+    from netrepro.model import statistics
+    from netrepro.spec import Spec
+    _, run_dir, _ = analyzed
+    data = json.loads((run_dir / "run.json").read_text())
+    spec = Spec.from_data(data["spec"], "run.json")
+    announced = statistics(spec.model)
+    s = pd.read_csv(run_dir / "summary.csv")
+    got = {(r.trial, r.subject, r.statistic) for r in s.itertuples()}
+    assert got and all(st in announced[t].get(subj, []) for t, subj, st in got), sorted(
+        (t, subj, st) for t, subj, st in got if st not in announced[t].get(subj, []))

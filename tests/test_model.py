@@ -269,3 +269,44 @@ def test_the_labs_own_needs():
     assert by_id["fq-rate"]["qdiscs"]["h1:h1-eth0"] == [] and by_id["fq-maxrate"]["qdiscs"]["h1:h1-eth0"][0]["kind"] == "fq"
     k = 0.002
     assert model.scale_rates(pacing, k).trials[6]["traffic"][0]["fq_rate_mbit"] == 3.8  # 1.9 Gbit/s x k
+
+
+def test_health_needs_is_what_the_health_checks_measure():
+    """netrepro.model.HEALTH_NEEDS (what validate refuses) agrees with analysis/health.py: a
+    version 2 experiment gets a check using a threshold exactly when the table says its data
+    are there, and never one using a threshold the table leaves out."""
+    import json
+
+    from analysis import health
+    from netrepro.spec import Spec
+    keys = json.loads((model.SCHEMA_V2_PATH.parent / "experiment.schema.json").read_text())["properties"]["health"]
+    keys = set(keys["properties"])
+    assert set(model.HEALTH_NEEDS) < keys
+    for name in ("pie-lab", "codel-lab", "pacing-lab"):
+        spec = Spec.from_data(load_yaml_file(model.SCHEMA_V2_PATH.parents[2] / "experiments" / name / "experiment.yml"))
+        kinds = model.data_kinds(spec.model)
+        used = {health.CHECKS["sampling" if cid.startswith("sampling_") else cid][0]
+                for cid, _ in health._measures(spec)}
+        assert used <= set(model.HEALTH_NEEDS), used
+        assert used == {k for k, needs in model.HEALTH_NEEDS.items() if not needs or kinds & set(needs)}
+        no_ping = copy.deepcopy(spec.data)
+        for t in no_ping["trials"]:
+            t.pop("traffic", None)
+        no_ping["traffic"] = [it for it in no_ping["traffic"] if it["kind"] != "ping"]
+        no_ping["collectors"] = []
+        no_ping["figures"] = []
+        no_ping["claims"] = [{"id": "c", "text": "t", "check": {"kind": "bound", "select": {
+            "statistic": "total_throughput_mbit"}, "min": 0}}]
+        no_ping["health"] = {"nodes_cpu_busy_max_fraction": 0.6}
+        m = Spec.from_data(no_ping).model
+        assert "collector_sampling_min_fraction" not in {
+            health.CHECKS["sampling" if cid.startswith("sampling_") else cid][0]
+            for cid, _ in health._measures(Spec.from_data(no_ping))}
+        with pytest.raises(model.ModelError, match="health.collector_sampling_min_fraction: nothing in this file"):
+            model.build({**no_ping, "health": {"collector_sampling_min_fraction": 0.9}})
+        assert m.trials
+
+
+def test_reserved_columns_are_the_analysis_columns():
+    from analysis import generic, repetitions
+    assert set(generic.SUMMARY_KEYS) | set(repetitions.STATS_COLUMNS) <= set(model.RESERVED_COLUMNS)

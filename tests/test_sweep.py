@@ -91,17 +91,15 @@ def test_paths_index_lists_by_position_or_by_an_items_id():
      "sweep.factors[1].name", "'t' is used twice; expected unique names"),
 ])
 def test_a_factor_the_trials_cannot_vary_is_refused_in_one_line(block, field, problem):
-    spec = Spec.from_data(_data(**block), "x.yml")
-    with pytest.raises(SpecError) as exc:
-        sweep.points(spec)
+    with pytest.raises(SpecError) as exc:  # validating the file resolves its sweep as run --sweep does
+        Spec.from_data(_data(**block), "x.yml")
     assert str(exc.value) == f"x.yml: {field}: {problem}"
 
 
 def test_a_point_that_is_not_a_valid_experiment_is_refused_before_anything_runs():
-    spec = Spec.from_data(_data(factors=[{"name": "target", "path": "aqms.pie.params.target_ms", "values": [20, -5]}]),
-                          "x.yml")
     with pytest.raises(SpecError) as exc:
-        sweep.points(spec)
+        Spec.from_data(_data(factors=[{"name": "target", "path": "aqms.pie.params.target_ms", "values": [20, -5]}]),
+                       "x.yml")
     msg = str(exc.value)
     assert msg.startswith("x.yml: sweep: the point target=-5 is not a valid experiment: x.yml: aqms.pie.params.target_ms")
     assert "\n" not in msg
