@@ -215,3 +215,35 @@ def test_task_times_from_events():
               {"event": "playbook_on_stats", "created": at(6)}]
     assert ansible.task_times(events, t0) == [("(startup)", 2.0), ("a", 3.5), ("b", 0.5)]
     assert ansible.task_times([], t0) == []
+
+
+# --- extra vars are data, never templates -------------------------------------------------------
+def test_extra_vars_are_never_rendered(tmp_path, playbooks):
+    """A value from an experiment file that holds Jinja (here a ``pipe`` lookup that would
+    create a marker file on the controller) reaches the playbook's tasks as literal text, as a
+    value, a key and a list item, through the expressions the roles use (roles/tcp_settings'
+    command line, a conditional, a loop, ``| int``, a module argument)."""
+    import shutil
+
+    shutil.copy(Path(__file__).parent / "data" / "playbooks" / "extravars.yml", playbooks / "extravars.yml")
+    marker = tmp_path / "marker"
+    evil = "{{ lookup('pipe', 'touch %s') }}" % shlex.quote(str(marker))
+    evil_key = "net.{{ lookup('pipe', 'touch %s') }}" % shlex.quote(str(marker) + "-key")
+    extravars = {"netrepro": {
+        "node": "localhost",
+        "count": "41",
+        "sysctls": {"localhost": {"net.ipv4.tcp_congestion_control": evil, evil_key: "1"}},
+        "words": ["plain", evil, "skip", "{% raw %}x{% endraw %}"],
+    }}
+    private = tmp_path / "state" / "ansible"
+    res = run_playbook("extravars", _local_inventory(tmp_path / "inv.yml"), extravars, private, quiet=True)
+    assert list(tmp_path.glob("marker*")) == []
+    seen = res.facts_set["localhost"]
+    assert seen["seen_value"] == evil and seen["seen_stdout"] == evil
+    assert seen["seen_keys"] == ["net.ipv4.tcp_congestion_control", evil_key]
+    assert seen["seen_line"] == " ".join(shlex.quote(f"{k}={v}") for k, v in
+                                         extravars["netrepro"]["sysctls"]["localhost"].items()) + " "
+    assert int(seen["seen_count"]) == 42
+    assert seen["seen_items"] == ["plain", evil, "{% raw %}x{% endraw %}"]
+    # the file that carried them is gone with runner's others
+    assert [p for p in private.rglob("*") if p.is_file()] == [res.log]
