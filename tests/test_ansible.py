@@ -7,6 +7,7 @@ connection, or against a closed port; no VM, namespace or daemon.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import socket
@@ -247,3 +248,40 @@ def test_extra_vars_are_never_rendered(tmp_path, playbooks):
     assert seen["seen_items"] == ["plain", evil, "{% raw %}x{% endraw %}"]
     # the file that carried them is gone with runner's others
     assert [p for p in private.rglob("*") if p.is_file()] == [res.log]
+
+
+# A network namespace of the test's own (unshare -rn: no root needed where user namespaces are
+# allowed), where the probe makes its veth pair; `make test` runs it with the netns tests.
+@pytest.mark.netns
+def test_probe_words_reach_tc_whole(tmp_path):
+    """roles/kernel_capability's probe task, run by run_playbook against localhost in a network
+    namespace of its own: each word of a probe's argv reaches tc (or the congestion control
+    check) as one argument, whatever it holds: spaces, ``:``, ``-b FILE``, ``;``, ``$(...)``."""
+    marker = tmp_path / "marker"
+    batch = tmp_path / "batch"
+    batch.write_text("qdisc add dev nrprobe0 root pfifo limit 7\n")
+    evil = f"y:-b {batch};$(touch {marker})"
+    probes = {
+        "good": ["qdisc", "add", "dev", "@dev@", "root", "pfifo", "limit", "10"],
+        "limit": ["qdisc", "add", "dev", "@dev@", "root", "pfifo", "limit", f"10 -b {batch}"],
+        f"tcp_{evil}": ["tcp_congestion", evil],
+        f"x:-b {batch}": ["qdisc", "add", "dev", "@dev@", "root", "pfifo", "limit", "11"],
+    }
+    code = (
+        "import json, sys\nfrom pathlib import Path\nfrom netrepro import ansible\n"
+        "ansible.PLAYBOOKS = Path(sys.argv[1])\n"
+        "res = ansible.run_playbook('probe', Path(sys.argv[2]), json.loads(sys.argv[3]), Path(sys.argv[4]), quiet=True)\n"
+        "print(json.dumps(res.facts_set['localhost']['kernel_capability_result']))\n")
+    inv = _local_inventory(tmp_path / "inv.yml")
+    out = subprocess.run(["unshare", "-rn", sys.executable, "-c", code, str(Path(__file__).parent / "data" / "playbooks"),
+                          str(inv), json.dumps({"netrepro": {"probes": probes}}), str(tmp_path / "a")],
+                         capture_output=True, text=True, timeout=300, cwd=Path(__file__).parent.parent)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])["probes"]
+    assert not marker.exists()
+    assert sorted(result) == sorted(probes)
+    assert result["good"] == {"ok": True, "error": ""} and result[f"x:-b {batch}"]["ok"] is True
+    # "10 -b FILE" is one word: tc cannot read it as a limit (split, it would say 'What is "-b"?')
+    assert result["limit"]["ok"] is False and '"-b"' not in result["limit"]["error"]
+    assert result[f"tcp_{evil}"] == {"ok": False, "error": result[f"tcp_{evil}"]["error"]}
+    assert result[f"tcp_{evil}"]["error"].startswith(f"no TCP congestion control {evil} (available: ")

@@ -33,7 +33,7 @@ def test_stack_script_installs_keeps_and_resets(tmp_path):
         pytest.fail("needs root (ip netns)")
     ns = f"nrqs{os.getpid()}"
     cmds = tc.stack_commands([{"kind": "htb", "rate_mbit": 10}, {"kind": "pfifo", "handle": "10:", "limit_packets": 50}])
-    lines = [w for c in cmds for w in [*c, "--"]][:-1]  # as roles/qdisc_stack passes them
+    lines = [w for c in cmds for w in [str(len(c)), *c]]  # as roles/qdisc_stack passes them
 
     def run(reset: str, words: list[str] = lines) -> subprocess.CompletedProcess:
         return subprocess.run(["ip", "netns", "exec", ns, "sh", str(SCRIPT), "d0", str(tmp_path / "st"), reset, *words],
