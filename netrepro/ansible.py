@@ -17,17 +17,35 @@ Two of ansible-runner's (2.4.3) defaults are unsafe here and are overridden:
   ``ansible_ssh_common_args`` (``ansible/plugins/connection/ssh.py``, ``_build_command``);
   ssh(1) takes the first value of an option, so the inventory's checking was void. Here it
   is set to True: host keys are checked as the inventory says (netrepro/inventory.py).
+
+Extra vars are data, never templates. ansible-core 2.19 renders Jinja found in a string it
+trusts as a template, and it trusts the extra vars given on the command line
+(``ansible/cli/arguments/option_helpers.py``: a ``-e`` argument is tagged TrustedAsTemplate)
+and those read from an ``-e @file`` (``ansible/utils/vars.py``, ``load_extra_vars``:
+``load_from_file(..., trusted_as_template=True)``), which is how ansible-runner passes a dict
+(as inline JSON). A string tagged ``!unsafe`` in that file is never trusted
+(``ansible/_internal/_yaml/_constructor.py``, ``AnsibleConstructor.trusted_as_template`` is
+false inside ``construct_yaml_unsafe``): the playbooks' own expressions use it as a value
+(conditionals, loops, filters, module arguments) but never render its text. So
+:func:`run_playbook` writes the extra vars to a YAML file in which every string, key or value,
+is tagged ``!unsafe`` (:func:`unsafe_yaml`), and passes ``-e @file``: a value from an
+experiment file such as ``{{ lookup('pipe', 'id') }}`` reaches the nodes as those characters.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from netrepro.spec import REPO_ROOT
 
@@ -111,6 +129,34 @@ def task_times(events: list[dict], started: float) -> list[tuple[str, float]]:
     return [(name, round(marks[i + 1][1] - t, 2)) for i, (name, t) in enumerate(marks[:-1])]
 
 
+class _UnsafeDumper(yaml.SafeDumper):
+    """YAML dumper that writes every string as a double-quoted scalar tagged ``!unsafe``."""
+
+
+_UnsafeDumper.add_representer(
+    str, lambda dumper, s: dumper.represent_scalar("!unsafe", s, style='"'))
+
+
+def unsafe_yaml(data: dict[str, Any]) -> str:
+    """``data`` (JSON-serialisable: dicts, lists, strings, numbers, booleans, None) as YAML text
+    in which every string, mapping keys included, is tagged ``!unsafe``: Ansible reads it as
+    plain data and never renders Jinja in it (see the module docstring). Tuples become lists.
+
+    Raises:
+        TypeError: ``data`` holds something JSON cannot represent.
+    """
+    plain = json.loads(json.dumps(data))
+    return yaml.dump(plain, Dumper=_UnsafeDumper, sort_keys=False, allow_unicode=False, width=1 << 16)
+
+
+def _write_extravars(folder: Path, extravars: dict[str, Any]) -> Path:
+    """Write :func:`unsafe_yaml` of ``extravars`` to a new file in ``folder`` (mode 0600)."""
+    fd, name = tempfile.mkstemp(prefix="extravars-", suffix=".yml", dir=folder)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(unsafe_yaml(extravars))
+    return Path(name)
+
+
 def fact_cache_dir(artifact_dir: Path) -> Path:
     """Where the fact cache of a site lives (beside its artifacts); cleared by ``up``."""
     return artifact_dir.parent / "facts"
@@ -177,7 +223,9 @@ def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact
 
     ``artifact_dir`` is ansible-runner's private data folder; afterwards it holds only
     ``logs/<time>-<name>.log`` (the run's output) besides earlier logs. The environment of
-    ansible-playbook is :func:`playbook_env` (see the module docstring).
+    ansible-playbook is :func:`playbook_env`; ``extravars`` reach it as ``-e @file`` with
+    every string tagged ``!unsafe`` (:func:`unsafe_yaml`), a file in ``artifact_dir`` that is
+    removed afterwards (see the module docstring).
 
     Raises:
         PlaybookError: the playbook failed or a host was unreachable; names the log file.
@@ -187,6 +235,7 @@ def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact
     playbook = PLAYBOOKS / f"{name}.yml"
     artifact_dir.mkdir(parents=True, exist_ok=True)
     env = playbook_env()
+    varsfile = _write_extravars(artifact_dir, extravars) if extravars else None
     events: list[dict] = []
 
     def keep_event(ev: dict) -> bool:
@@ -194,31 +243,36 @@ def run_playbook(name: str, inventory: Path, extravars: dict[str, Any], artifact
         return False  # kept in memory only: no job_events/ files
 
     t0 = time.time()
-    r = init_runner(
-        private_data_dir=str(artifact_dir),
-        playbook=str(playbook),
-        inventory=str(inventory),
-        extravars=extravars,
-        envvars=env,
-        limit=limit,
-        quiet=quiet,
-        verbosity=verbosity,
-        suppress_env_files=True,
-        json_mode=False,
-        event_handler=keep_event,
-        # Facts set with cacheable=true (interfaces_by_network, kernel versions) outlive one
-        # playbook run, so the trial playbooks need not find the interfaces again. An
-        # absolute path: ansible-runner's default is a new cache per run.
-        fact_cache_type="jsonfile",
-        fact_cache=str(fact_cache_dir(artifact_dir)),
-    )
-    # Runner copied our whole environment into its config; it is written to disk by run().
-    keep = set(env) | set(RUNNER_ENV)
-    r.config.env = {k: v for k, v in r.config.env.items() if k in keep}
     try:
-        r.run()
+        r = init_runner(
+            private_data_dir=str(artifact_dir),
+            playbook=str(playbook),
+            inventory=str(inventory),
+            # never runner's extravars: it passes them as inline JSON, which Ansible templates
+            cmdline=shlex.join(["-e", f"@{varsfile}"]) if varsfile else None,
+            envvars=env,
+            limit=limit,
+            quiet=quiet,
+            verbosity=verbosity,
+            suppress_env_files=True,
+            json_mode=False,
+            event_handler=keep_event,
+            # Facts set with cacheable=true (interfaces_by_network, kernel versions) outlive one
+            # playbook run, so the trial playbooks need not find the interfaces again. An
+            # absolute path: ansible-runner's default is a new cache per run.
+            fact_cache_type="jsonfile",
+            fact_cache=str(fact_cache_dir(artifact_dir)),
+        )
+        # Runner copied our whole environment into its config; it is written to disk by run().
+        keep = set(env) | set(RUNNER_ENV)
+        r.config.env = {k: v for k, v in r.config.env.items() if k in keep}
+        try:
+            r.run()
+        finally:
+            log = _keep_log(artifact_dir, Path(r.config.artifact_dir), name, t0, task_times(events, t0))
     finally:
-        log = _keep_log(artifact_dir, Path(r.config.artifact_dir), name, t0, task_times(events, t0))
+        if varsfile is not None:
+            varsfile.unlink(missing_ok=True)
     res = PlaybookResult(name, r.rc, _stats(events), time.time() - t0, _facts_set(events), log)
     if r.rc != 0 or r.status != "successful":
         failed = sorted(set((res.stats.get("failures") or {})) | set((res.stats.get("dark") or {})))

@@ -38,6 +38,53 @@ def _time_scale(value: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _hours(value: str) -> float:
+    """``--hours`` / ``$HOURS``: how long to extend a reservation, hours (> 0, at most a year)."""
+    try:
+        h = float(str(value).strip())
+    except ValueError:
+        h = math.nan
+    if not 0 < h <= 24 * 366:
+        raise argparse.ArgumentTypeError(f"HOURS: {value!r}: expected a number of hours above 0 (e.g. 6)")
+    return h
+
+
+def _sweep_env(value: str) -> bool:
+    """``$SWEEP``: "1" runs the sweep, "" or "0" does not (``--sweep`` wins)."""
+    if value.strip() in ("", "0", "1"):
+        return value.strip() == "1"
+    raise ValueError(f"SWEEP: {value!r}: expected 1 (run the sweep) or 0 or nothing")
+
+
+def _ansible_timeout() -> None:
+    """``$ANSIBLE_TIMEOUT`` (netrepro.ansible.playbook_env passes it on): a whole number of
+    seconds, 1 to 3600, when set. Raises ValueError (one line) otherwise."""
+    raw = os.environ.get("ANSIBLE_TIMEOUT")
+    if raw is None:
+        return
+    if not (re.fullmatch(r"[0-9]{1,4}", raw.strip()) and 1 <= int(raw) <= 3600):
+        raise ValueError(f"ANSIBLE_TIMEOUT: {raw!r}: expected Ansible's connection timeout, a whole number of "
+                         f"seconds from 1 to 3600")
+
+
+def _check_environment(args, spec) -> None:
+    """The environment variables ``args.command`` reads, checked before anything is built or
+    contacted: ANSIBLE_TIMEOUT (provision, run, reproduce: the commands that run playbooks), RATE_SCALE against the
+    experiment (provision, run and reproduce, dry runs too: netrepro.model.rate_scale_option),
+    NETREPRO_LEAD_S (run, reproduce: netrepro.controller.lead_from_env). SWEEP is read by
+    :func:`_schedule_args`, HOURS and the others by their options' types. Raises ValueError
+    naming the variable (one line, exit 2)."""
+    from netrepro import controller
+    from netrepro.model import rate_scale_option
+    cmd = args.command
+    if cmd in ("provision", "run", "reproduce"):
+        _ansible_timeout()
+    if cmd in ("provision", "run", "reproduce"):
+        rate_scale_option(spec.model, os.environ.get("RATE_SCALE"))
+    if cmd in ("run", "reproduce"):
+        controller.lead_from_env()
+
+
 def cmd_validate(args) -> int:
     """Validate the file, and refuse what the default site (local, with its default
     management subnet) would refuse of it: an address inside that subnet."""
@@ -92,7 +139,9 @@ def cmd_up(args) -> int:
 
 def cmd_provision(args) -> int:
     from netrepro import controller
-    controller.provision(load_spec(args.experiment), args.site, _options(args))
+    spec = load_spec(args.experiment)
+    _check_environment(args, spec)
+    controller.provision(spec, args.site, _options(args))
     return 0
 
 
@@ -131,7 +180,8 @@ def _schedule_args(args) -> dict:
     """The repetition options of run/reproduce for controller.run and controller.dry_run. A
     resumed run keeps its own repetitions: REPEAT from the environment alone does not count."""
     repeat = args.repeat if not args.resume or getattr(args, "repeat_given", False) else None
-    return {"repeat": repeat, "shuffle": not args.no_shuffle, "seed": args.seed, "sweep": bool(args.sweep)}
+    sweep = args.sweep if isinstance(args.sweep, bool) else _sweep_env(args.sweep)
+    return {"repeat": repeat, "shuffle": not args.no_shuffle, "seed": args.seed, "sweep": sweep}
 
 
 def _dry_run(args, spec) -> int:
@@ -146,6 +196,7 @@ def _dry_run(args, spec) -> int:
 def cmd_run(args) -> int:
     from netrepro import controller
     spec = load_spec(args.experiment)
+    _check_environment(args, spec)
     if args.dry_run:
         return _dry_run(args, spec)
     sched = _schedule_args(args)
@@ -218,6 +269,7 @@ def cmd_reproduce(args) -> int:
     """up -> provision -> run -> analyze -> down; the site is released even on failure/Ctrl-C."""
     from netrepro import controller
     spec = load_spec(args.experiment)
+    _check_environment(args, spec)
     if args.dry_run:
         return _dry_run(args, spec)
     opts = _options(args)
@@ -339,7 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results/<experiment>/<run-id>)")
     sp.add_argument("--out", help="folder to write compare-<time>/ into (default: the first run's experiment folder)")
     sp = add("renew", cmd_renew, "extend the reservation")
-    sp.add_argument("--hours", type=float, default=float(os.environ.get("HOURS", "6")))
+    sp.add_argument("--hours", type=_hours, default=os.environ.get("HOURS") or "6",
+                    help="hours to extend the reservation by (default: $HOURS or 6)")
     sp = add("reproduce", cmd_reproduce, "up, provision, run, analyze, down")
     sp.add_argument("--time-scale", type=_time_scale, default=os.environ.get("TIME_SCALE", "1"), action=_Given,
                     help="multiply every duration of the schedule (default: $TIME_SCALE or 1; "
@@ -360,7 +413,8 @@ def _add_schedule(sp) -> None:
                     help="run each block in the file's order (default with --repeat > 1: a random order whose "
                          "seed run.json records)")
     sp.add_argument("--seed", type=_seed, default=None, help="the shuffle's seed (default: a fresh one, recorded)")
-    sp.add_argument("--sweep", action="store_true", default=os.environ.get("SWEEP") == "1",
+    # $SWEEP is read (and checked) by _schedule_args, only by the commands that run trials.
+    sp.add_argument("--sweep", action="store_true", default=os.environ.get("SWEEP", ""),
                     help="run each trial at every combination of the values of the experiment's sweep.factors "
                          "(default: $SWEEP=1; with --resume: the run's own)")
     sp.add_argument("--dry-run", action="store_true",

@@ -15,6 +15,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -405,6 +406,27 @@ def _spec_arg(spec: Spec) -> str:
 
 def _site_arg(site_name: str) -> str:
     return "" if site_name == "local" else f" --site {site_name}"
+
+
+def lead_from_env() -> float:
+    """The barrier's least lead, seconds: ``$NETREPRO_LEAD_S`` when set and non-empty, else
+    :data:`BARRIER_LEAD_MIN_S`.
+
+    Raises:
+        ValueError: one line naming NETREPRO_LEAD_S when it is not a number of seconds from
+            :data:`BARRIER_GUARD_S` (the least margin a node may acknowledge with) to 3600.
+    """
+    raw = os.environ.get("NETREPRO_LEAD_S", "")
+    if not raw.strip():
+        return BARRIER_LEAD_MIN_S
+    try:
+        lead = float(raw)
+    except ValueError:
+        lead = math.nan
+    if not BARRIER_GUARD_S <= lead <= 3600:
+        raise ValueError(f"NETREPRO_LEAD_S: {raw!r}: expected the barrier's lead in seconds, "
+                         f"from {BARRIER_GUARD_S:g} to 3600")
+    return lead
 
 
 def _playbook(name: str, inv: Path, extravars: dict, site: Site, quiet: bool = False,
@@ -1056,7 +1078,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         log(f"[run] resuming {run_dir} at trial {pending[0] if pending else '(none left)'}: "
             f"{len(order) - len(pending)} of {len(order)} trials kept")
     else:
-        lead = lead_s if lead_s is not None else float(os.environ.get("NETREPRO_LEAD_S", BARRIER_LEAD_MIN_S))
+        lead = lead_s if lead_s is not None else lead_from_env()
         run_dir = new_run_dir(spec, site_name)
         lock = _lock_run(run_dir, "run folder")
         order = [i.id for i in instances]

@@ -1061,6 +1061,40 @@ def highest_rate_mbit(m: Model) -> float:
     return max(rates, default=0.0)
 
 
+def rate_scale_option(m: Model, option: str | float | None) -> float | None:
+    """RATE_SCALE (``option``, from the environment) checked against the experiment before
+    anything is built: None when unset or empty, else the scale k.
+
+    Raises:
+        ValueError: one line naming RATE_SCALE and, when the file forbids it, the file and
+            its field: ``option`` is not a number in (0, 1]; or it asks for k < 1 while the
+            file's ``rate_scale.allowed`` is not true (a schema_version 1 file never scales
+            its rates); or k is below the file's ``rate_scale.min``.
+    """
+    if option is None or (isinstance(option, str) and not option.strip()):
+        return None
+    try:
+        k = float(option)
+    except (TypeError, ValueError):
+        k = math.nan
+    if not (math.isfinite(k) and 0 < k <= 1):
+        raise ValueError(f"RATE_SCALE: expected a number in (0, 1], got {option!r}")
+    if k == 1:
+        return k
+    rs = m.data["rate_scale"]
+    if m.data.get("schema_version") != 2:
+        raise ValueError(f"RATE_SCALE={option}: {m.path}: only schema_version 2 files scale their rates; "
+                         f"unset RATE_SCALE or set it to 1")
+    if not rs.get("allowed"):
+        raise ValueError(f"RATE_SCALE={option}: {m.path}: rate_scale.allowed: the file does not allow scaling its "
+                         f"rates (expected rate_scale.allowed: true); unset RATE_SCALE or set it to 1")
+    lo = float(rs.get("min", 0) or 0)
+    if k < lo:
+        raise ValueError(f"RATE_SCALE={option}: {m.path}: rate_scale.min: {k:g} is below the experiment's "
+                         f"rate_scale.min {lo:g}, where its claims lose their meaning")
+    return k
+
+
 def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float | None = None) -> tuple[float, str]:
     """(k, why): the rate scale to run ``m`` at. ``option`` (RATE_SCALE) wins; else, when
     the experiment allows scaling (``rate_scale.allowed``) and the site measured its
@@ -1075,21 +1109,14 @@ def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float
     387-525 Mbit/s from one run to the next).
 
     Raises:
-        ValueError: ``option`` is not a number in (0, 1], or below ``rate_scale.min``.
+        ValueError: ``option`` is refused by :func:`rate_scale_option` (not a number in
+            (0, 1], scaling not allowed by the file, below ``rate_scale.min``).
     """
     rs = m.data["rate_scale"]
     lo = float(rs.get("min", 0) or 0)
-    if option not in (None, ""):
-        try:
-            k = float(option)
-        except (TypeError, ValueError):
-            k = math.nan
-        if not 0 < k <= 1:
-            raise ValueError(f"RATE_SCALE: expected a number in (0, 1], got {option!r}")
-        if k < lo:
-            raise ValueError(f"RATE_SCALE: {k:g} is below the experiment's rate_scale.min {lo:g}, where its claims "
-                             f"lose their meaning")
-        return k, f"RATE_SCALE={k:g}"
+    k_option = rate_scale_option(m, option)
+    if k_option is not None:
+        return k_option, f"RATE_SCALE={k_option:g}"
     top = highest_rate_mbit(m)
     share = float(rs.get("capacity_share") or RATE_SCALE_CAPACITY_SHARE)
     if not rs.get("allowed") or not capacity_mbit or top <= capacity_mbit * share:

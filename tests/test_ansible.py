@@ -7,6 +7,7 @@ connection, or against a closed port; no VM, namespace or daemon.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import socket
@@ -215,3 +216,72 @@ def test_task_times_from_events():
               {"event": "playbook_on_stats", "created": at(6)}]
     assert ansible.task_times(events, t0) == [("(startup)", 2.0), ("a", 3.5), ("b", 0.5)]
     assert ansible.task_times([], t0) == []
+
+
+# --- extra vars are data, never templates -------------------------------------------------------
+def test_extra_vars_are_never_rendered(tmp_path, playbooks):
+    """A value from an experiment file that holds Jinja (here a ``pipe`` lookup that would
+    create a marker file on the controller) reaches the playbook's tasks as literal text, as a
+    value, a key and a list item, through the expressions the roles use (roles/tcp_settings'
+    command line, a conditional, a loop, ``| int``, a module argument)."""
+    import shutil
+
+    shutil.copy(Path(__file__).parent / "data" / "playbooks" / "extravars.yml", playbooks / "extravars.yml")
+    marker = tmp_path / "marker"
+    evil = "{{ lookup('pipe', 'touch %s') }}" % shlex.quote(str(marker))
+    evil_key = "net.{{ lookup('pipe', 'touch %s') }}" % shlex.quote(str(marker) + "-key")
+    extravars = {"netrepro": {
+        "node": "localhost",
+        "count": "41",
+        "sysctls": {"localhost": {"net.ipv4.tcp_congestion_control": evil, evil_key: "1"}},
+        "words": ["plain", evil, "skip", "{% raw %}x{% endraw %}"],
+    }}
+    private = tmp_path / "state" / "ansible"
+    res = run_playbook("extravars", _local_inventory(tmp_path / "inv.yml"), extravars, private, quiet=True)
+    assert list(tmp_path.glob("marker*")) == []
+    seen = res.facts_set["localhost"]
+    assert seen["seen_value"] == evil and seen["seen_stdout"] == evil
+    assert seen["seen_keys"] == ["net.ipv4.tcp_congestion_control", evil_key]
+    assert seen["seen_line"] == " ".join(shlex.quote(f"{k}={v}") for k, v in
+                                         extravars["netrepro"]["sysctls"]["localhost"].items()) + " "
+    assert int(seen["seen_count"]) == 42
+    assert seen["seen_items"] == ["plain", evil, "{% raw %}x{% endraw %}"]
+    # the file that carried them is gone with runner's others
+    assert [p for p in private.rglob("*") if p.is_file()] == [res.log]
+
+
+# A network namespace of the test's own (unshare -rn: no root needed where user namespaces are
+# allowed), where the probe makes its veth pair; `make test` runs it with the netns tests.
+@pytest.mark.netns
+def test_probe_words_reach_tc_whole(tmp_path):
+    """roles/kernel_capability's probe task, run by run_playbook against localhost in a network
+    namespace of its own: each word of a probe's argv reaches tc (or the congestion control
+    check) as one argument, whatever it holds: spaces, ``:``, ``-b FILE``, ``;``, ``$(...)``."""
+    marker = tmp_path / "marker"
+    batch = tmp_path / "batch"
+    batch.write_text("qdisc add dev nrprobe0 root pfifo limit 7\n")
+    evil = f"y:-b {batch};$(touch {marker})"
+    probes = {
+        "good": ["qdisc", "add", "dev", "@dev@", "root", "pfifo", "limit", "10"],
+        "limit": ["qdisc", "add", "dev", "@dev@", "root", "pfifo", "limit", f"10 -b {batch}"],
+        f"tcp_{evil}": ["tcp_congestion", evil],
+        f"x:-b {batch}": ["qdisc", "add", "dev", "@dev@", "root", "pfifo", "limit", "11"],
+    }
+    code = (
+        "import json, sys\nfrom pathlib import Path\nfrom netrepro import ansible\n"
+        "ansible.PLAYBOOKS = Path(sys.argv[1])\n"
+        "res = ansible.run_playbook('probe', Path(sys.argv[2]), json.loads(sys.argv[3]), Path(sys.argv[4]), quiet=True)\n"
+        "print(json.dumps(res.facts_set['localhost']['kernel_capability_result']))\n")
+    inv = _local_inventory(tmp_path / "inv.yml")
+    out = subprocess.run(["unshare", "-rn", sys.executable, "-c", code, str(Path(__file__).parent / "data" / "playbooks"),
+                          str(inv), json.dumps({"netrepro": {"probes": probes}}), str(tmp_path / "a")],
+                         capture_output=True, text=True, timeout=300, cwd=Path(__file__).parent.parent)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])["probes"]
+    assert not marker.exists()
+    assert sorted(result) == sorted(probes)
+    assert result["good"] == {"ok": True, "error": ""} and result[f"x:-b {batch}"]["ok"] is True
+    # "10 -b FILE" is one word: tc cannot read it as a limit (split, it would say 'What is "-b"?')
+    assert result["limit"]["ok"] is False and '"-b"' not in result["limit"]["error"]
+    assert result[f"tcp_{evil}"] == {"ok": False, "error": result[f"tcp_{evil}"]["error"]}
+    assert result[f"tcp_{evil}"]["error"].startswith(f"no TCP congestion control {evil} (available: ")

@@ -306,3 +306,22 @@ def test_ansible_refuses_a_node_whose_host_key_changed(real_sshd, monkeypatch):
     assert "UNREACHABLE" in log and ("Host key verification failed" in log or "IDENTIFICATION HAS CHANGED" in log)
     res = run_playbook("raw", inventory(real_sshd["host_pub"]), {}, d / "a", limit="router", quiet=True)
     assert res.stats["ok"] == {"router": 1} and "changed: [router]" in res.log.read_text()
+
+
+# --- the shell line that boots the machine ------------------------------------------------------
+def test_boot_shell_line_quotes_every_word(tmp_path, monkeypatch):
+    """A state folder under a path with a space, a quote and ``$(...)``: sh sees each word of
+    the machine's argv and the log path as one literal word, and runs nothing it holds."""
+    from netrepro.sites.local import boot_shell_line
+
+    monkeypatch.chdir(tmp_path)
+    state = tmp_path / "my checkout" / "it's $(touch x); `touch y` \"q\" *" / ".state"
+    state.mkdir(parents=True)
+    argv = ["printf", "%s|", str(state / "vm-main.sh"), "init=" + str(state / "a b"), "-x;y"]
+    log = state / "vm-console.log"
+    line = boot_shell_line(argv, log)
+    assert shlex.split(line) == [*argv, "<", "/dev/null", "2>&1", "|", "cat", ">>", str(log)]
+    res = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=10)
+    assert res.returncode == 0 and res.stdout == "" and res.stderr == ""
+    assert log.read_text() == "|".join(argv[2:]) + "|"
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

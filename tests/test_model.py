@@ -232,6 +232,13 @@ def test_choose_rate_scale(lab):
     assert k == 0.005 and "would need 0.002, below the experiment's min" in why and "health checks" in why
     m2 = model.build(lab, "x.yml")  # no rate_scale: as written
     assert model.choose_rate_scale(m2, 500) == (1.0, "rates as written (the experiment does not allow scaling)")
+    # RATE_SCALE asks for nothing the file forbids: k < 1 only where rate_scale.allowed
+    with pytest.raises(ValueError, match=r"^RATE_SCALE=0.5: x.yml: rate_scale.allowed: "):
+        model.choose_rate_scale(m2, 500, "0.5")
+    assert model.choose_rate_scale(m2, 500, "1") == (1.0, "RATE_SCALE=1")
+    for junk in ("0", "-0.5", "nan", "inf", "half", " "):
+        assert junk == " " or pytest.raises(ValueError, model.rate_scale_option, m, junk)
+    assert model.rate_scale_option(m, " ") is None and model.rate_scale_option(m, None) is None
 
 
 def test_a_trials_stack_does_not_last_into_the_next(lab):

@@ -33,7 +33,7 @@ def test_stack_script_installs_keeps_and_resets(tmp_path):
         pytest.fail("needs root (ip netns)")
     ns = f"nrqs{os.getpid()}"
     cmds = tc.stack_commands([{"kind": "htb", "rate_mbit": 10}, {"kind": "pfifo", "handle": "10:", "limit_packets": 50}])
-    lines = [w for c in cmds for w in [*c, "--"]][:-1]  # as roles/qdisc_stack passes them
+    lines = [w for c in cmds for w in [str(len(c)), *c]]  # as roles/qdisc_stack passes them
 
     def run(reset: str, words: list[str] = lines) -> subprocess.CompletedProcess:
         return subprocess.run(["ip", "netns", "exec", ns, "sh", str(SCRIPT), "d0", str(tmp_path / "st"), reset, *words],
@@ -58,6 +58,37 @@ def test_stack_script_installs_keeps_and_resets(tmp_path):
         assert "CHANGED" in run("0").stdout
     finally:
         subprocess.run(["ip", "netns", "del", ns])
+
+
+# A network namespace of the test's own (unshare -rn), where the script's veth lives.
+@pytest.mark.netns
+def test_stack_script_gives_tc_each_word_whole(tmp_path):
+    """stack.sh runs tc with exactly the words it is given (a count, then the words): a word
+    holding spaces, ``-b FILE``, ``;`` or ``$(...)`` reaches tc as one word, and a malformed
+    count is refused before tc runs."""
+    marker = tmp_path / "marker"
+    evil = f"10 -b {tmp_path / 'batch'};$(touch {marker})"
+    good = tc.stack_commands([{"kind": "pfifo", "limit_packets": 50}])
+    bad = [c if "pfifo" not in c else [("" if w == "50" else w) or evil for w in c] for c in good]
+
+    def words(cmds):
+        return [w for c in cmds for w in [str(len(c)), *c]]
+
+    code = ('ip link add d0 type veth peer name d1 || exit 9; sh "$@"; echo "rc=$?"; '
+            'tc -j qdisc show dev d0')
+
+    def run(args):
+        return subprocess.run(["unshare", "-rn", "sh", "-c", code, "sh", str(SCRIPT), "d0", str(tmp_path / "st"),
+                               "0", *args], capture_output=True, text=True, timeout=60)
+
+    ok = run(words(good))
+    assert "rc=0" in ok.stdout and "CHANGED" in ok.stdout, ok.stderr
+    assert [(q["kind"], q["options"]["limit"]) for q in json.loads(ok.stdout.splitlines()[-1])] == [("pfifo", 50)]
+    refused = run(words(bad))
+    assert "rc=1" in refused.stdout and f'"{evil}"' in refused.stderr, refused.stderr  # tc quotes the one word
+    assert not marker.exists()
+    short = run(["9", "qdisc", "del"])
+    assert "rc=2" in short.stdout and "announces 9 words, 2 are left" in short.stderr
 
 
 def test_iperf3_argv_as_the_manuals_write_it():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -401,9 +402,7 @@ class LocalSite(Site):
               extra_state: dict | None = None) -> None:
         """Start ``argv`` in its own session with its console appended to vm-console.log, record
         who it is in the state, and wait for the guest's ``vm-ready`` (boot_timeout_s)."""
-        log_path = self.state_dir / "vm-console.log"
-        # The console is written to fd 1: a pipe keeps it appendable (and UML cannot poll a file).
-        shell = " ".join(subprocess.list2cmdline([a]) for a in argv) + f" < /dev/null 2>&1 | cat >> {log_path}"
+        shell = boot_shell_line(argv, self.state_dir / "vm-console.log")
         t0 = time.time()
         proc = subprocess.Popen(["sh", "-c", shell], start_new_session=True, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -466,7 +465,6 @@ class LocalSite(Site):
     def ssh_argv(self, login: NodeLogin, command: str) -> list[str]:
         """ssh(1) argv running ``command`` on a node (through the jump host if any)."""
         from netrepro.inventory import control_dir, ssh_common_args
-        import shlex
         known = str(self.state_dir / "ssh" / "known_hosts")
         # Multiplexed through one jump connection (the micro-VM's handshakes are slow); the
         # node masters are the ones Ansible reuses (the inventory names the same folder).
@@ -552,7 +550,8 @@ class LocalSite(Site):
             argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", str(self.client_key),
                     "-o", "IdentitiesOnly=yes", "-o", f"UserKnownHostsFile={self.known_hosts}",
                     "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes",
-                    "-o", "LogLevel=ERROR", "-p", str(jump.port), f"root@{jump.host}", f"touch {st['runtime_dir']}/stop"]
+                    "-o", "LogLevel=ERROR", "-p", str(jump.port), f"root@{jump.host}",
+                    "touch " + shlex.quote(f"{st['runtime_dir']}/stop")]
             try:
                 _run(argv, timeout=30)
             except subprocess.TimeoutExpired:
@@ -588,6 +587,15 @@ class LocalSite(Site):
         st = self.load_state()
         return {"netrepro_local_mode": st.get("mode", ""), "packages_install": False,
                 "kernel_capability_upgrade": False}
+
+
+def boot_shell_line(argv: list[str], log_path: Path) -> str:
+    """The ``sh -c`` line that starts the machine: ``argv`` with stdin from /dev/null and its
+    console (stdout and stderr) piped to ``cat >> log_path``; a pipe keeps the console
+    appendable, and UML cannot poll a file. Every word of ``argv`` and the log path is quoted
+    with :func:`shlex.quote`, so that sh(1) sees each as one literal word, whatever it holds
+    (spaces, quotes, ``$(...)``, ``;``): a checkout or state folder may be under any path."""
+    return f"{shlex.join(argv)} < /dev/null 2>&1 | cat >> {shlex.quote(str(log_path))}"
 
 
 def jump_sshd_config(layout: netns.Layout) -> str:

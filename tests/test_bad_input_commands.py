@@ -1,0 +1,138 @@
+"""Bad input from the environment (issue 20): the variables the Makefile exports or a user
+sets (HOURS, RATE_SCALE, SWEEP, NETREPRO_LEAD_S, ANSIBLE_TIMEOUT) are checked by the commands
+that read them, before any site is touched: one line naming the variable (and, where the
+experiment file forbids the value, the file and its field) and what was expected; exit 2;
+nothing changed (tests/badinput.py). Commands that do not read a variable ignore it.
+
+The RATE_SCALE rows run ``run`` and ``reproduce`` with ``--dry-run`` too: a dry run must refuse
+what the real run would refuse. ``reproduce`` is run only as a dry run here: were the check
+lost, a real ``reproduce`` would bring a site up; ``run`` and ``provision`` on a site that is
+not up stop before touching anything. The experiment rows copy the committed
+experiments/pie-lab/experiment.yml (schema_version 2) into the row's folder and edit its text.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from badinput import REPO, Row, run_row
+
+REAL = REPO / "experiments" / "pie-lab" / "experiment.yml"
+TEXT = REAL.read_text()
+FILE = "{tmp}/experiment.yml"
+RATE_SCALE_NUMBER = "RATE_SCALE: expected a number in (0, 1]"
+
+
+def edited(*pairs: tuple[str, str]):
+    """A row setup writing the committed pie-lab experiment with each (old, new) text replaced
+    (each ``old`` must occur exactly once)."""
+    def setup(tmp: Path) -> None:
+        text = TEXT
+        for old, new in pairs:
+            assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {REAL}"
+            text = text.replace(old, new)
+        (tmp / "experiment.yml").write_text(text)
+    return setup
+
+
+COPY = edited()
+NOT_ALLOWED = edited(("rate_scale:\n  allowed: true\n", "rate_scale:\n  allowed: false\n"))
+
+
+def _rate_rows() -> list[Row]:
+    rows = []
+    for cmd in (["run", FILE, "--dry-run"], ["reproduce", FILE, "--dry-run"], ["run", FILE], ["provision", FILE]):
+        name = "-".join(a.strip("-") for a in cmd if a != FILE)
+        for value, tag in (("junk", "junk"), ("0", "zero"), ("-0.5", "negative"), ("2", "above-1"),
+                           ("nan", "nan"), ("inf", "inf")):
+            rows.append(Row(f"rate-scale-{tag}-{name}", cmd, [RATE_SCALE_NUMBER, repr(value)], setup=COPY,
+                            env={"RATE_SCALE": value}))
+        rows.append(Row(f"rate-scale-not-allowed-{name}", cmd,
+                        ["RATE_SCALE=0.5", FILE, "rate_scale.allowed", "expected rate_scale.allowed: true"],
+                        setup=NOT_ALLOWED, env={"RATE_SCALE": "0.5"}))
+        rows.append(Row(f"rate-scale-below-min-{name}", cmd,
+                        ["RATE_SCALE=0.01", FILE, "rate_scale.min", "below the experiment's rate_scale.min 0.02"],
+                        setup=COPY, env={"RATE_SCALE": "0.01"}))
+    return rows
+
+
+ROWS = [
+    # --- HOURS (renew; the Makefile exports it to every command) --------------------------
+    Row("hours-words", ["renew", "pie-lab"], ["HOURS", "'six'", "expected a number of hours above 0"],
+        env={"HOURS": "six"}),
+    Row("hours-zero", ["renew", "pie-lab"], ["HOURS", "'0'", "expected a number of hours above 0"],
+        env={"HOURS": "0"}),
+    Row("hours-negative", ["renew", "pie-lab"], ["HOURS", "'-3'", "expected a number of hours above 0"],
+        env={"HOURS": "-3"}),
+    Row("hours-nan", ["renew", "pie-lab"], ["HOURS", "'nan'", "expected a number of hours above 0"],
+        env={"HOURS": "nan"}),
+    Row("hours-option-words", ["renew", "pie-lab", "--hours", "six"], ["HOURS", "'six'", "expected a number of hours"]),
+    # --- RATE_SCALE (run, reproduce, their dry runs, provision) ---------------------------
+    *_rate_rows(),
+    Row("rate-scale-schema-1-run-dry-run", ["run", "pie-vs-red", "--dry-run"],
+        ["RATE_SCALE=0.5", "experiments/pie-vs-red/experiment.yml", "only schema_version 2 files scale their rates"],
+        env={"RATE_SCALE": "0.5"}),
+    # --- SWEEP, NETREPRO_LEAD_S, ANSIBLE_TIMEOUT ------------------------------------------
+    Row("sweep-yes-run-dry-run", ["run", FILE, "--dry-run"], ["SWEEP", "'yes'", "expected 1"], setup=COPY,
+        env={"SWEEP": "yes"}),
+    Row("sweep-yes-reproduce-dry-run", ["reproduce", FILE, "--dry-run"], ["SWEEP", "'yes'", "expected 1"],
+        setup=COPY, env={"SWEEP": "yes"}),
+    Row("sweep-yes-run", ["run", FILE], ["SWEEP", "'yes'", "expected 1"], setup=COPY, env={"SWEEP": "yes"}),
+    Row("lead-words-run", ["run", FILE], ["NETREPRO_LEAD_S", "'soon'", "expected the barrier's lead in seconds"],
+        setup=COPY, env={"NETREPRO_LEAD_S": "soon"}),
+    Row("lead-zero-reproduce-dry-run", ["reproduce", FILE, "--dry-run"], ["NETREPRO_LEAD_S", "'0'", "from 0.2 to 3600"],
+        setup=COPY, env={"NETREPRO_LEAD_S": "0"}),
+    Row("ansible-timeout-words-run", ["run", FILE], ["ANSIBLE_TIMEOUT", "'ten'", "whole number of seconds"],
+        setup=COPY, env={"ANSIBLE_TIMEOUT": "ten"}),
+    Row("ansible-timeout-words-reproduce-dry-run", ["reproduce", FILE, "--dry-run"],
+        ["ANSIBLE_TIMEOUT", "'ten'", "whole number of seconds"], setup=COPY, env={"ANSIBLE_TIMEOUT": "ten"}),
+    Row("ansible-timeout-zero-provision", ["provision", FILE], ["ANSIBLE_TIMEOUT", "'0'", "from 1 to 3600"],
+        setup=COPY, env={"ANSIBLE_TIMEOUT": "0"}),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_bad_input(row, tmp_path):
+    run_row(row, tmp_path)
+
+
+def test_rows_are_many_and_unique():
+    ids = [r.id for r in ROWS]
+    assert len(ids) == len(set(ids)) and len(ids) >= 40
+
+
+@pytest.mark.parametrize("env", [{"HOURS": "six"}, {"RATE_SCALE": "junk"}, {"SWEEP": "yes"},
+                                 {"NETREPRO_LEAD_S": "soon"}, {"ANSIBLE_TIMEOUT": "ten"}],
+                         ids=lambda e: next(iter(e)))
+def test_commands_that_do_not_read_a_variable_ignore_it(env, tmp_path):
+    """``validate`` and ``plan`` read none of these: a junk value does not stop them."""
+    import os
+    COPY(tmp_path)
+    full = {**{k: v for k, v in os.environ.items() if not k.startswith("NETREPRO_")}, **env,
+            "NETREPRO_STATE": str(tmp_path / "state"), "NETREPRO_RESULTS": str(tmp_path / "results")}
+    for argv in (["validate", str(tmp_path / "experiment.yml")], ["plan", str(tmp_path / "experiment.yml")]):
+        proc = subprocess.run([sys.executable, "-m", "netrepro", *argv], cwd=REPO, env=full,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{argv[0]} with {env}: {proc.stderr}"
+
+
+def test_good_values_pass_the_check(tmp_path):
+    """The control: the same dry runs with good values (RATE_SCALE at the min, at 1, unset
+    on a file that forbids scaling; SWEEP=0) succeed."""
+    import os
+    base = {k: v for k, v in os.environ.items() if k not in ("RATE_SCALE", "SWEEP") and not k.startswith("NETREPRO_")}
+    base.update(NETREPRO_STATE=str(tmp_path / "state"), NETREPRO_RESULTS=str(tmp_path / "results"))
+    COPY(tmp_path)
+    allowed = tmp_path / "experiment.yml"
+    (tmp_path / "forbids").mkdir()
+    NOT_ALLOWED(tmp_path / "forbids")
+    forbids = tmp_path / "forbids" / "experiment.yml"
+    for path, env in ((allowed, {"RATE_SCALE": "0.02"}), (allowed, {"RATE_SCALE": "1", "SWEEP": "0"}),
+                      (forbids, {"RATE_SCALE": "1"}), (forbids, {"RATE_SCALE": ""}), (forbids, {})):
+        proc = subprocess.run([sys.executable, "-m", "netrepro", "run", str(path), "--dry-run"], cwd=REPO,
+                              env={**base, **env}, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and "[dry-run]" in proc.stdout, f"{path} {env}: {proc.stderr}"
