@@ -69,3 +69,19 @@ def test_an_unusable_answer_names_the_node_the_command_and_what_came_back(node, 
     assert answer.strip()[:30].replace('"', '\\"') in log
     assert "expected a JSON list of interfaces" in log
     assert "Expecting value" not in log
+
+
+@pytest.mark.parametrize("answer", ["", "sh: 1: cannot create /dev/null: Permission denied\n{\"kernel\": \"x\"}"])
+def test_an_unusable_probe_answer_names_the_node_and_what_came_back(node, tmp_path, monkeypatch, answer):
+    """roles/kernel_capability's probe (tests/data/playbooks/probe.yml runs its task file) with
+    an ``sh`` on PATH that answers as a node might instead of running probe.sh."""
+    inv, bindir = node
+    monkeypatch.setattr(ansible, "PLAYBOOKS", Path(__file__).parent / "data" / "playbooks")
+    fake = bindir / "sh"
+    fake.write_text("#!/bin/sh\ncat <<'EOF'\n" + answer + "\nEOF\n")
+    fake.chmod(0o755)
+    with pytest.raises(PlaybookError) as exc:
+        run_playbook("probe", inv, {"netrepro": {"probes": {}}}, tmp_path / "art", quiet=True)
+    log = exc.value.log.read_text()
+    assert "nodeA: the qdisc probe (roles/kernel_capability/files/probe.sh) exited 0 and printed" in log
+    assert "expected one JSON object" in log and "Expecting value" not in log
