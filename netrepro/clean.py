@@ -30,6 +30,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from netrepro.inventory import generated_inventory
 from netrepro.spec import SpecError, load_spec
 
 
@@ -55,20 +56,6 @@ def _split(folder: Path, sites: list[str]) -> tuple[str, str] | None:
         if folder.name.endswith("-" + site) and len(folder.name) > len(site) + 1:
             return folder.name[: -len(site) - 1], site
     return None
-
-
-def generated_inventory(path: Path) -> bool:
-    """Whether ``path`` is a regular file (not a symbolic link) beginning with the header
-    netrepro writes into every inventory it generates (:func:`netrepro.inventory.dump_inventory`)."""
-    from netrepro.inventory import GENERATED_HEADER
-    try:
-        if path.is_symlink() or not path.is_file():
-            return False
-        with open(path, "rb") as f:
-            head = f.read(len(GENERATED_HEADER.encode()))
-    except OSError:
-        return False
-    return head == GENERATED_HEADER.encode()
 
 
 def _refuse(entry: Path, sites: list[str], log) -> None:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from netrepro import controller
+from netrepro.inventory import write_inventory
 from netrepro.spec import Spec, load_spec
 
 DATA = Path(__file__).resolve().parent / "data" / "specs"
@@ -521,3 +522,24 @@ RESUME_ROWS = [
 @pytest.mark.parametrize("row", RESUME_ROWS, ids=lambda r: r.id)
 def test_bad_input(row, tmp_path):
     run_row(row, tmp_path)
+
+
+def test_up_and_down_leave_an_inventory_netrepro_did_not_write(spec, tmp_path, monkeypatch):
+    """A user's own file where the site's inventory goes is neither overwritten (``up``
+    refuses before it reserves anything) nor removed (``down``); netrepro's own is."""
+    monkeypatch.setattr(controller, "INVENTORY_DIR", tmp_path / "inventory")
+    monkeypatch.setattr(controller, "STATE_ROOT", tmp_path / "state")
+    mine = tmp_path / "inventory" / "pie-vs-red-local.yml"
+    mine.parent.mkdir()
+    mine.write_text("all:\n  hosts: {mybox: {}}\n")
+    with pytest.raises(ValueError, match="an inventory netrepro did not generate"):
+        controller.up(spec, "local", {"mode": "host"})
+    assert not (tmp_path / "state").exists()
+    controller.down(spec, "local", {"mode": "host"})
+    assert mine.read_text() == "all:\n  hosts: {mybox: {}}\n"
+    with pytest.raises(FileExistsError):
+        write_inventory({"all": {}}, mine)
+    mine.unlink()
+    write_inventory({"all": {}}, mine)
+    controller.down(spec, "local", {"mode": "host"})
+    assert not mine.exists()
