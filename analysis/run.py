@@ -124,11 +124,13 @@ def _phases(path: Path, where: str, phases) -> list[dict]:
 
 def read_run_json(run_dir: Path | str) -> tuple[Path, dict]:
     """``(run_dir, data)``: run.json parsed, or AnalysisError naming what is wrong (the folder
-    missing, run.json missing, unreadable, not UTF-8 JSON, or not an object)."""
+    missing, run.json missing, a symbolic link, unreadable, not UTF-8 JSON, or not an object)."""
     run_dir = Path(run_dir)
     path = run_dir / "run.json"
     if not run_dir.is_dir():
         raise AnalysisError(path, "no run.json: the run folder does not exist; expected results/<experiment>/<run-id>/")
+    if path.is_symlink():
+        raise AnalysisError(path, "a symbolic link; expected the run record `netrepro run` wrote in this folder")
     if not path.is_file():
         raise AnalysisError(path, "no run.json: expected the run record written by `netrepro run`")
     try:

@@ -89,11 +89,15 @@ def _raw_link(target: str, rel: str = "raw"):
     def setup(tmp: Path):
         run = _copy(tmp)
         p = run / rel
+        dest = target
+        if dest.startswith("{tmp}"):  # a copy of the file, elsewhere in the row's folder
+            dest = dest.replace("{tmp}", str(tmp))
+            shutil.copy(p, dest)
         if p.is_dir():
             shutil.rmtree(p)
         else:
             p.unlink()
-        p.symlink_to(target)
+        p.symlink_to(dest)
     return setup
 
 
@@ -163,6 +167,9 @@ ROWS += [
     Row("analyze-partial-raw-file-linked-out", ANALYZE + ["--partial"],
         [f"{{tmp}}/run/{RAW}/ping.txt: a symbolic link (to /etc/passwd)", "regular file inside the run's raw/"],
         _raw_link("/etc/passwd", f"{RAW}/ping.txt")),
+    Row("analyze-run-json-linked-out", ANALYZE, ["{tmp}/run/run.json: a symbolic link",
+                                                 "expected the run record `netrepro run` wrote in this folder"],
+        _raw_link("{tmp}/elsewhere.json", "run.json")),
     # issue 20: compare checks every argument before it writes anything (never into a run)
     Row("compare-the-same-run-twice", ["compare", "{tmp}/run", "{tmp}/run"],
         ["RUN {tmp}/run: the same run as {tmp}/run", "expected each run once"], _two_runs),
