@@ -129,24 +129,32 @@ def task_times(events: list[dict], started: float) -> list[tuple[str, float]]:
     return [(name, round(marks[i + 1][1] - t, 2)) for i, (name, t) in enumerate(marks[:-1])]
 
 
-class _UnsafeDumper(yaml.SafeDumper):
-    """YAML dumper that writes every string as a double-quoted scalar tagged ``!unsafe``."""
+class _QuotedDumper(yaml.SafeDumper):
+    """YAML dumper that writes every string as a double-quoted scalar, so that a reader never
+    resolves one as another type (``1:10`` is a sexagesimal int, ``yes`` a bool in YAML 1.1)."""
 
 
-_UnsafeDumper.add_representer(
-    str, lambda dumper, s: dumper.represent_scalar("!unsafe", s, style='"'))
+_QuotedDumper.add_representer(
+    str, lambda dumper, s: dumper.represent_scalar("tag:yaml.org,2002:str", s, style='"'))
 
 
 def unsafe_yaml(data: dict[str, Any]) -> str:
     """``data`` (JSON-serialisable: dicts, lists, strings, numbers, booleans, None) as YAML text
-    in which every string, mapping keys included, is tagged ``!unsafe``: Ansible reads it as
-    plain data and never renders Jinja in it (see the module docstring). Tuples become lists.
+    whose root mapping is tagged ``!unsafe``: Ansible reads everything in it as plain data and
+    never renders Jinja in it (see the module docstring). Tuples become lists.
+
+    Only the root carries the tag. ansible-core 2.19 resolves the type of a node tagged
+    ``!unsafe`` as if it were a plain scalar (``_constructor.py``,
+    ``_resolve_and_construct_object``): a tagged ``"1:10"`` (an HTB class id) arrives as the
+    integer 70 and ``"yes"`` as True. Under a tagged root, each string keeps its double-quoted
+    style and so its type, and is still untrusted (the constructor's ``_unsafe_depth``).
 
     Raises:
         TypeError: ``data`` holds something JSON cannot represent.
     """
     plain = json.loads(json.dumps(data))
-    return yaml.dump(plain, Dumper=_UnsafeDumper, sort_keys=False, allow_unicode=False, width=1 << 16)
+    return "--- !unsafe\n" + yaml.dump(plain, Dumper=_QuotedDumper, sort_keys=False, allow_unicode=False,
+                                        width=1 << 16)
 
 
 def _write_extravars(folder: Path, extravars: dict[str, Any]) -> Path:

@@ -285,3 +285,20 @@ def test_probe_words_reach_tc_whole(tmp_path):
     assert result["limit"]["ok"] is False and '"-b"' not in result["limit"]["error"]
     assert result[f"tcp_{evil}"] == {"ok": False, "error": result[f"tcp_{evil}"]["error"]}
     assert result[f"tcp_{evil}"]["error"].startswith(f"no TCP congestion control {evil} (available: ")
+
+
+def test_extra_vars_keep_their_types(tmp_path, playbooks):
+    """Strings YAML 1.1 would read as other types (an HTB class id ``1:10`` is the sexagesimal
+    70, ``yes`` a bool, ``0x10`` an int) reach the playbook as the strings they are, numbers and
+    booleans as themselves: a ``!unsafe`` tag on each string re-resolved its type (the class
+    1:10 became 1:70 on the node)."""
+    given = {"classid": "1:10", "word": "yes", "hexa": "0x10", "n": 3, "f": 1.5, "b": True,
+             "nested": {"argv": ["parent", "1:10", "no"]}}
+    (playbooks / "types.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "record what arrived", "ansible.builtin.set_fact": {
+            "seen": "{{ {'classid': classid, 'word': word, 'hexa': hexa, 'n': n, 'f': f, 'b': b, 'nested': nested} }}",
+            "kinds": "{{ [classid is string, word is string, hexa is string, n is number, b is boolean] }}"}}]}]))
+    res = run_playbook("types", _local_inventory(tmp_path / "inv.yml"), given, tmp_path / "a", quiet=True)
+    facts = res.facts_set["localhost"]
+    assert facts["seen"] == given
+    assert facts["kinds"] == [True, True, True, True, True]
