@@ -87,7 +87,7 @@ def write_site_inventory(spec: Spec, site: Site) -> Path:
     logins = site.logins()
     write_known_hosts(logins, known)
     inv = build_inventory(spec, logins, site.name, site.inventory_vars(),
-                          known_hosts=str(known), control_dir=control_dir(site.state_dir))
+                          known_hosts=str(known), control_dir=control_dir(site.state_dir, make=True))
     return write_inventory(inv, inventory_path(spec, site.name))
 
 

@@ -61,9 +61,10 @@ def _split_jump(proxy_jump: str) -> tuple[str, str, int]:
 CONTROL_ROOT = Path("/tmp/netrepro-cp")
 
 
-def control_dir(state: Path) -> str:
+def control_dir(state: Path, make: bool = False) -> str:
     """The folder of the SSH control sockets of one site's reservation (``state``: its state
-    folder): ``/tmp/netrepro-cp/<12 hex digits of sha1(state folder)>``, made mode 0700.
+    folder): ``/tmp/netrepro-cp/<12 hex digits of sha1(state folder)>``; made (mode 0700) when
+    ``make``, for a command that opens connections.
 
     One folder per reservation, never shared: ssh's ``%C`` hashes only the local host, the
     node's address, port and user (ssh_config(5), OpenSSH 9.2), so two sites that give nodes
@@ -75,8 +76,9 @@ def control_dir(state: Path) -> str:
     closed"). The path stays short: a unix socket's path holds at most 107 bytes (unix(7)),
     and ssh adds a 17-character suffix while it binds."""
     d = CONTROL_ROOT / hashlib.sha1(str(Path(state).resolve()).encode()).hexdigest()[:12]
-    CONTROL_ROOT.mkdir(mode=0o700, exist_ok=True)
-    d.mkdir(mode=0o700, exist_ok=True)
+    if make:
+        CONTROL_ROOT.mkdir(mode=0o700, exist_ok=True)
+        d.mkdir(mode=0o700, exist_ok=True)
     return str(d)
 
 

@@ -470,7 +470,7 @@ class LocalSite(Site):
         # node masters are the ones Ansible reuses (the inventory names the same folder).
         return (["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", "-i", str(self.client_key),
                  "-o", "IdentitiesOnly=yes", "-p", str(login.port)]
-                + shlex.split(ssh_common_args(login, known, control_dir(self.state_dir)))
+                + shlex.split(ssh_common_args(login, known, control_dir(self.state_dir, make=True)))
                 + [f"{login.user}@{login.host}", command])
 
     def wait_ready(self, timeout_s: float = 300, log=print) -> None:
