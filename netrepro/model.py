@@ -538,6 +538,7 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     stacked = [p for p in in_order if any(p in t["qdiscs"] for t in trials)]
     for t in trials:
         t["qdiscs"] = {p: t["qdiscs"].get(p, []) for p in stacked}
+    _check_buckets(path, data, int(data.get("links", {}).get("mtu_bytes", 1500)))
     phases = data.get("phases", [])
     longest = max(t["duration_s"] for t in trials)
     prev = 0.0
@@ -732,6 +733,33 @@ def _check_item_ids(data: dict, path) -> None:
             if it["id"] == TRIAL_SUBJECT:
                 _fail(path, f"{field}[{j}].id", f"{TRIAL_SUBJECT!r} names the subject of a trial's own statistics "
                                                 f"(total_throughput_mbit, jain_index); expected another id")
+
+
+#: Bytes of an Ethernet header: a full-size frame is the MTU plus these (IEEE 802.3).
+ETHERNET_HEADER_BYTES = 14
+#: TBF parameters that size its token bucket, bytes.
+TBF_BUCKET_KEYS = ("burst_bytes", "buffer_bytes", "maxburst_bytes")
+
+
+def _check_buckets(path, data: dict, mtu_bytes: int) -> None:
+    """A TBF's bucket holds at least one full-size frame (``links.mtu_bytes`` + 14 B of
+    Ethernet header): tbf_enqueue drops a packet larger than the bucket (sch_tbf.c, unless it
+    can segment a GSO packet), so a smaller burst passes no full-size frame at all (tc-tbf(8):
+    the burst must be at least the MTU). Checked where the file gives a stack (``qdiscs`` and
+    each trial's), so the message names the field written. Raises ModelError."""
+    frame = mtu_bytes + ETHERNET_HEADER_BYTES
+    where = [("qdiscs", data.get("qdiscs", {}))]
+    where += [(f"trials[{i}].qdiscs", t.get("qdiscs", {})) for i, t in enumerate(data["trials"])]
+    for field, qd in where:
+        for port, stack in qd.items():
+            for j, layer in enumerate(stack):
+                if layer.get("kind") != "tbf":
+                    continue
+                for key in TBF_BUCKET_KEYS:
+                    v = layer.get(key)
+                    if isinstance(v, (int, float)) and not isinstance(v, bool) and v < frame:
+                        _fail(path, f"{field}.{port}[{j}].{key}", f"{v:g} B holds no full-size frame; expected at least "
+                              f"{frame} B (links.mtu_bytes {mtu_bytes} + {ETHERNET_HEADER_BYTES} B of Ethernet header)")
 
 
 def _check_claims(m: Model, path) -> None:
