@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from netrepro.sites import capacity, microvm, netns, uml
+from netrepro.spec import REPO_ROOT
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, _origin, matches, mgmt_subnet, one_of,
                                  positive_int, positive_number)
 
@@ -155,6 +157,12 @@ def host_routes_overlapping(subnet: str) -> list[str]:
             dev = words[words.index("dev") + 1] if "dev" in words else "?"
             out.append(f"route {pfx} dev {dev}")
     return out
+
+
+#: The paths the local site writes into files that cannot quote (sshd_config(5) takes a
+#: path up to the first space; a kernel command line parameter, such as UML's ``init=`` or
+#: virtme's mounts, ends at a space): the state folder and the checkout must match this.
+SAFE_PATH = re.compile(r"[A-Za-z0-9_./+@~-]+")
 
 
 class LocalSite(Site):
@@ -295,6 +303,11 @@ class LocalSite(Site):
         if self.load_state().get("logins"):
             log(f"[local] already up in {self.load_state()['mode']} mode (state {self.state_file})")
             return
+        for what, folder in (("the state folder (NETREPRO_STATE)", self.state_dir), ("the checkout", REPO_ROOT)):
+            if not SAFE_PATH.fullmatch(str(Path(folder).resolve())):
+                raise SiteError(f"site local: {what} {str(folder)!r} holds a character other than letters, digits and "
+                                f"'_./+@~-'; expected such a path: it goes into sshd_config files and the micro-VM's "
+                                f"kernel command line, which cannot quote a space")
         try:
             self._reserve(log)
         except BaseException:
