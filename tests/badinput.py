@@ -80,3 +80,19 @@ def run_row(row: Row, tmp: Path) -> subprocess.CompletedProcess:
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     assert not changed, f"{row.id}: files changed: {changed[:10]}"
     return proc
+
+
+def edited_copy(real: Path, *pairs: tuple[str, str], tail: str = "") -> Callable[[Path], None]:
+    """A row setup writing the committed experiment file ``real`` as ``experiment.yml`` in the
+    row's folder, with each ``(old, new)`` text replaced and ``tail`` (top-level YAML) added at
+    its end.
+
+    Each ``old`` must occur exactly once, so a row cannot silently stop testing anything when
+    the experiment file changes (AssertionError otherwise)."""
+    def setup(tmp: Path) -> None:
+        text = real.read_text()
+        for old, new in pairs:
+            assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {real}"
+            text = text.replace(old, new)
+        (tmp / "experiment.yml").write_text(text.rstrip("\n") + "\n\n" + tail if tail else text)
+    return setup

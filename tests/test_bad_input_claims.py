@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from badinput import REPO, Row, run_row
+from badinput import REPO, Row, edited_copy, run_row
 
 REAL = REPO / "experiments" / "pie-lab" / "experiment.yml"
 TEXT = REAL.read_text()
@@ -25,15 +25,9 @@ VALIDATE = ["validate", FILE]
 
 
 def edited(*pairs: tuple[str, str], tail: str = ""):
-    """A row setup writing the committed experiment with each (old, new) text replaced (each
-    ``old`` must occur exactly once) and ``tail`` (top-level YAML) added at its end."""
-    def setup(tmp: Path) -> None:
-        text = TEXT
-        for old, new in pairs:
-            assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {REAL}"
-            text = text.replace(old, new)
-        (tmp / "experiment.yml").write_text(text.rstrip("\n") + "\n\n" + tail if tail else text)
-    return setup
+    """A row setup writing the committed experiment with each (old, new) text replaced and
+    ``tail`` (top-level YAML) added at its end (:func:`badinput.edited_copy`)."""
+    return edited_copy(REAL, *pairs, tail=tail)
 
 
 def appended(extra: str):

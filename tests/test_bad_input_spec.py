@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from badinput import REPO, Row, run_row
+from badinput import REPO, Row, edited_copy, run_row
 
 REAL = REPO / "experiments" / "pie-vs-red" / "experiment.yml"
 TEXT = REAL.read_text()
@@ -30,17 +30,9 @@ def _line(text: str) -> int:
 
 
 def edited(*pairs: tuple[str, str]):
-    """A row setup writing the committed experiment with each (old, new) text replaced.
-
-    Each ``old`` must occur exactly once, so a row cannot silently stop testing anything
-    when the experiment file changes."""
-    def setup(tmp: Path) -> None:
-        text = TEXT
-        for old, new in pairs:
-            assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {REAL}"
-            text = text.replace(old, new)
-        (tmp / "experiment.yml").write_text(text)
-    return setup
+    """A row setup writing the committed experiment with each (old, new) text replaced
+    (:func:`badinput.edited_copy`)."""
+    return edited_copy(REAL, *pairs)
 
 
 def raw(data: bytes):

@@ -19,8 +19,9 @@ pie-lab's parsed YAML) is either
     ``--`` (roles/kernel_capability/files/probe.sh);
   * in every extra var handed to Ansible (:func:`netrepro.rolevars.model_vars`, and each
     trial's :func:`netrepro.controller.model_trial_vars`, which holds
-    :func:`netrepro.model.trial_plan`), every string holding it, key or value, is tagged
-    ``!unsafe`` in the file :func:`netrepro.ansible.run_playbook` passes (never templated), and
+    :func:`netrepro.model.trial_plan`), every string holding it, key or value, arrives as the
+    same string and untrusted when Ansible reads the file :func:`netrepro.ansible.run_playbook`
+    passes (never templated), and
     the roles quote each word for the node's shell (tests/test_ansible.py runs them for real).
 
 The test checks this property, not which fields have patterns today: a field that gains a
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -109,18 +111,33 @@ def argv_problems(argv: list[str], value: str, what: str) -> list[str]:
 
 
 def vars_problems(extravars: dict, what: str) -> list[str]:
-    """Strings holding MARK that the extra-vars file of run_playbook does not tag !unsafe."""
+    """Strings holding MARK that Ansible would trust as templates, or that change on the way,
+    when it reads the extra-vars file of run_playbook as ansible-playbook reads ``-e @file``
+    (ansible/utils/vars.py load_extra_vars: ``load_from_file(..., trusted_as_template=True)``,
+    ansible-core 2.19)."""
+    from ansible._internal._datatag._tags import TrustedAsTemplate
+    from ansible.parsing.dataloader import DataLoader
+    with tempfile.NamedTemporaryFile("w", suffix=".yml") as f:
+        f.write(ansible.unsafe_yaml(extravars))
+        f.flush()
+        loaded = DataLoader().load_from_file(f.name, trusted_as_template=True)
     out = []
-    text = ansible.unsafe_yaml(extravars)
-    stack = [yaml.compose(text, Loader=yaml.SafeLoader)]
+    stack = [(extravars, loaded)]
     while stack:
-        node = stack.pop()
-        if isinstance(node, yaml.MappingNode):
-            stack += [n for kv in node.value for n in kv]
-        elif isinstance(node, yaml.SequenceNode):
-            stack += node.value
-        elif MARK in str(node.value) and node.tag != "!unsafe":
-            out.append(f"{what}: {node.value!r} reaches Ansible as {node.tag}")
+        given, got = stack.pop()
+        if isinstance(given, dict):
+            if sorted(given) != sorted(got):
+                out.append(f"{what}: keys {sorted(given)[:5]} arrive as {sorted(got)[:5]}")
+                continue
+            stack += [(k, k2) for k, k2 in zip(sorted(given), sorted(got))]
+            stack += [(given[k], got[k]) for k in given]
+        elif isinstance(given, (list, tuple)):
+            stack += list(zip(given, got))
+        elif isinstance(given, str) and MARK in given:
+            if got != given or not isinstance(got, str):
+                out.append(f"{what}: {given!r} reaches Ansible as {got!r}")
+            elif TrustedAsTemplate.is_tagged_on(got):
+                out.append(f"{what}: {given!r} reaches Ansible trusted as a template")
     return out
 
 
@@ -189,8 +206,13 @@ def test_the_checks_can_fail():
     assert not argv_problems(["-c", "10.0.0.1", "-C", v], v, "iperf3")
     assert not vars_problems({"a": {VALUES["jinja"]: [VALUES["jinja"]]}}, "vars")
     assert vars_problems({"a": 1}, "vars") == []
-    plain = yaml.safe_dump({"a": [VALUES["jinja"]]})
-    assert MARK in plain and "!unsafe" not in plain  # what a dump without the tags would hand Ansible
+    # what a dump without the root tag would hand Ansible: trusted as a template
+    saved = ansible.unsafe_yaml
+    try:
+        ansible.unsafe_yaml = lambda d: yaml.safe_dump(d)
+        assert vars_problems({"a": [VALUES["jinja"]]}, "vars")
+    finally:
+        ansible.unsafe_yaml = saved
     err = model.ModelError("f.yml", "claims[0].check", "bad")
     assert names_the_field(err, ("claims", 0, "check", "kind"))
     assert not names_the_field(err, ("claims", 1, "check", "kind"))

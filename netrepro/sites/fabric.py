@@ -153,17 +153,19 @@ def segment_keys(spec: Spec) -> dict[tuple[str, str], str]:
 
 def describe_slice(slc) -> str:
     """A text description of a (built or submitted) fablib slice: nodes with site, cores,
-    RAM, disk, image, and each NIC's interface, network and address; then the networks."""
+    RAM, disk, image, and each NIC's interface, network and address; then the networks.
+    Components, interfaces and networks are listed sorted by name: fablib (2.0.9) returns
+    them in no fixed order, and the same plan must print the same text."""
     lines = [f"slice {slc.get_name()}"]
     for node in slc.get_nodes():
         lines.append(f"  node {node.get_name()}: site {node.get_site()}, {node.get_requested_cores()} cores, "
                      f"{node.get_requested_ram()} GB RAM, {node.get_requested_disk()} GB disk, image {node.get_image()}")
-        for comp in node.get_components():
-            for iface in comp.get_interfaces():
+        for comp in sorted(node.get_components(), key=lambda c: c.get_name()):
+            for iface in sorted(comp.get_interfaces(), key=lambda i: i.get_name()):
                 net = iface.get_network()
                 lines.append(f"    {comp.get_model()} {comp.get_name()}: {iface.get_name()} -> "
                              f"{net.get_name() if net else '-'} {iface.get_ip_addr()} (mode {iface.get_mode()})")
-    for net in slc.get_networks():
+    for net in sorted(slc.get_networks(), key=lambda n: n.get_name()):
         members = ", ".join(sorted(i.get_name() for i in net.get_interfaces()))
         lines.append(f"  network {net.get_name()}: {net.get_type()} {net.get_subnet()} [{members}]")
     return "\n".join(lines)
