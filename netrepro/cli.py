@@ -79,7 +79,6 @@ def _check_environment(args, spec) -> None:
     cmd = args.command
     if cmd in ("provision", "run", "reproduce"):
         _ansible_timeout()
-    if cmd in ("provision", "run", "reproduce"):
         rate_scale_option(spec.model, os.environ.get("RATE_SCALE"))
     if cmd in ("run", "reproduce"):
         controller.lead_from_env()

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from netrepro import ansible
-from netrepro.inventory import build_inventory, control_dir, generated_inventory, write_inventory, write_known_hosts
+from netrepro.inventory import (build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
+                                write_known_hosts)
 from netrepro.rolevars import role_vars
 from netrepro.sites import Site, get_site, site_class
 from netrepro.sites.local import _pg_alive  # one process-group liveness check for both
@@ -95,10 +96,9 @@ def write_site_inventory(spec: Spec, site: Site) -> Path:
 def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> Site:
     """Reserve the site, wait until every node answers, write the inventory."""
     site = open_site(spec, site_name, options)
-    inv = inventory_path(spec, site_name)
-    if not simulated(site) and (inv.exists() or inv.is_symlink()) and not generated_inventory(inv):
-        raise ValueError(f"{inv}: an inventory netrepro did not generate (its first line is not netrepro's "
-                         f"header); expected it absent: move it away, `up` writes the site's inventory there")
+    problem = None if simulated(site) else foreign_inventory(inventory_path(spec, site_name))
+    if problem:  # checked before anything is reserved
+        raise ValueError(problem)
     t0 = time.time()
     # Facts cached from an earlier reservation (interface names) may not hold any more.
     # (Nothing is created here: a site that fails to reserve leaves no folder behind.)

@@ -267,6 +267,16 @@ def generated_inventory(path: Path) -> bool:
     return head == GENERATED_HEADER.encode()
 
 
+def foreign_inventory(path: Path) -> str | None:
+    """One line saying that ``path`` holds a file netrepro did not generate
+    (:func:`generated_inventory`), which it must neither overwrite nor remove; None when
+    ``path`` is free or netrepro's own."""
+    if (path.exists() or path.is_symlink()) and not generated_inventory(path):
+        return (f"{path}: an inventory netrepro did not generate (its first line is not netrepro's header); "
+                f"expected it absent: move it away, netrepro writes the site's inventory there")
+    return None
+
+
 def dump_inventory(inv: dict) -> str:
     """YAML text of an inventory dict, beginning with :data:`GENERATED_HEADER`."""
     return GENERATED_HEADER + yaml.safe_dump(inv, sort_keys=False, default_flow_style=False)
@@ -279,9 +289,9 @@ def write_inventory(inv: dict, path: Path) -> Path:
         FileExistsError: ``path`` exists and netrepro did not generate it
             (:func:`generated_inventory`): a user's own inventory is never overwritten.
     """
-    if (path.exists() or path.is_symlink()) and not generated_inventory(path):
-        raise FileExistsError(f"{path}: an inventory netrepro did not generate (its first line is not "
-                              f"netrepro's header); expected it absent: move it away, netrepro writes its own there")
+    problem = foreign_inventory(path)
+    if problem:
+        raise FileExistsError(problem)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(dump_inventory(inv))
