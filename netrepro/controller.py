@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro import ansible
-from netrepro.inventory import (build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
+from netrepro.inventory import (CONTROL_ROOT, build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
                                 write_known_hosts)
 from netrepro.rolevars import role_vars
 from netrepro.sites import Site, get_site, site_class
@@ -1693,10 +1693,6 @@ def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> N
     close_ssh_masters(sockets)
     site.release()
     close_ssh_masters(sockets)  # any the release itself opened, and stale sockets
-    try:
-        Path(control_dir(site.state_dir)).rmdir()  # this site's own folder, when empty
-    except OSError:
-        pass
     inv = inventory_path(spec, site_name)
     if generated_inventory(inv):  # a file netrepro did not write stays
         inv.unlink()
@@ -1726,7 +1722,9 @@ def ssh_control_paths(site: Site) -> list[str]:
 
 def close_ssh_masters(paths: list[str]) -> list[str]:
     """Ask the SSH master behind each control socket to exit (``ssh -O exit``); remove a
-    socket nobody answers on (its master is gone). Returns the sockets that were there."""
+    socket nobody answers on (its master is gone), then each site's control folder
+    (:func:`netrepro.inventory.control_dir`) the sockets were in, once empty. Returns the
+    sockets that were there."""
     there = [p for p in paths if os.path.exists(p)]
     for path in there:
         try:
@@ -1740,5 +1738,10 @@ def close_ssh_masters(paths: list[str]) -> list[str]:
         try:
             os.unlink(path)  # a stale socket (the master died without removing it)
         except FileNotFoundError:
+            pass
+    for folder in {Path(p).parent for p in paths if Path(p).parent.parent == CONTROL_ROOT}:
+        try:
+            folder.rmdir()  # only when empty: a master that would not exit keeps it
+        except OSError:
             pass
     return there

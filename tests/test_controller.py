@@ -430,6 +430,18 @@ def test_close_ssh_masters_removes_stale_sockets(tmp_path):
     assert not path.exists()
 
 
+def test_closing_a_sites_masters_removes_its_control_folder(tmp_path):
+    import socket
+    from netrepro.inventory import control_dir
+    folder = Path(control_dir(tmp_path / "state", make=True))
+    stale = folder / "stale"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(stale))
+    s.close()
+    assert controller.close_ssh_masters([str(stale), str(folder / "none")]) == [str(stale)]
+    assert not folder.exists()
+
+
 def test_ssh_control_paths_expands_percent_c(spec, tmp_path, monkeypatch):
     from netrepro.inventory import control_dir
     from netrepro.sites.base import NodeLogin

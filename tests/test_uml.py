@@ -318,3 +318,4 @@ def test_pie_vs_red_up_and_down_in_uml_mode(tmp_path):
     assert _links("nrt-") == taps_before
     assert not (state_dir / "state.json").exists() and not (state_dir / capacity.RESULT_FILE).exists()
     assert not [s for s in sockets if os.path.exists(s)]
+    assert not [s for s in sockets if os.path.exists(os.path.dirname(s))]  # nor the site's control folder
