@@ -375,8 +375,12 @@ def test_build_and_teardown_for_real(real_site):
         assert Path(layout.runtime_dir, node, "sshd.pid").is_file()
     r = _sh("ssh", "-i", str(real_site["key"]), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
             "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", f"root@{mgmt[c_]}",
-            "ip -br addr show eth1", timeout=30)
+            "ip -br addr show eth1; echo SHLVL=$SHLVL", timeout=30)
     assert "192.168.10.2/24" in r.stdout
+    # sshd's SetEnv SHLVL=1 reaches the node's login shell; bash then skips ~/.bashrc and
+    # counts itself level 2 (a shell that keeps no level, as dash, leaves it at 1)
+    bash = __import__("pwd").getpwuid(0).pw_shell.endswith("bash")
+    assert ("SHLVL=2" if bash else "SHLVL=1") in r.stdout.split()
 
     # teardown, twice: both succeed and nothing named by the test remains
     sshd_pids = [int(Path(layout.runtime_dir, n, "sshd.pid").read_text()) for n in spec.nodes]

@@ -97,6 +97,12 @@ def sshd_config(node: str, mgmt_addr: str, layout: Layout) -> str:
     UsePAM stays on: without PAM, OpenSSH refuses root when its password field is locked,
     which it is on most systems. StrictModes is off because the key files live in the run
     folder, whose modes we do not control on a 9p mount.
+
+    ``SetEnv SHLVL=1``: the nodes share the controller's root account, and bash reads
+    ~/.bashrc for a command sshd runs only when SHLVL is unset or 0 (bash(1), INVOCATION;
+    ``run_startup_files`` in bash's shell.c). A node's commands then neither depend on the
+    controller user's shell setup nor pay for it (a ``pyenv init`` there cost ~0.1 s of CPU
+    per command, and its messages preceded the nodes' answers).
     """
     cfg = Path(layout.config_dir) / node
     run = Path(layout.runtime_dir) / node
@@ -114,6 +120,7 @@ def sshd_config(node: str, mgmt_addr: str, layout: Layout) -> str:
         "StrictModes no",
         "UseDNS no",
         "PrintMotd no",
+        "SetEnv SHLVL=1",
         f"PidFile {run}/sshd.pid",
         "Subsystem sftp internal-sftp",
         "",
