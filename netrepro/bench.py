@@ -137,12 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     from analysis.run import AnalysisError
 
     ap = _Parser(prog="netrepro.bench", description=__doc__.splitlines()[0])
-    ap.add_argument("experiment", nargs="?", default="pie-vs-red")
+    ap.add_argument("experiment", nargs="?", help="the experiment whose latest run to measure (make passes EXPERIMENT)")
     ap.add_argument("--run", help="run folder (default: results/<experiment>/latest)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--partial", action="store_true",
                     help="measure a run whose raw files differ from run.json's record (default: refuse it)")
     a = ap.parse_args(argv)
+    if not a.experiment and not a.run:
+        ap.error("expected an experiment (its latest run is measured) or --run RUN_FOLDER")
     run_dir = Path(a.run) if a.run else REPO_ROOT / "results" / a.experiment / "latest"
     try:
         f = figures(run_dir.resolve(), a.partial)

@@ -183,6 +183,8 @@ ROWS += [
         ["{tmp}/lab/run.json: experiment: runs of pie-lab, pie-vs-red", "expected runs of one experiment"], _two_runs),
     Row("bench-timings-json-junk", ["pie-vs-red", "--run", "{tmp}/run"], ["timings.json", "step -> seconds", PARTIAL],
         _write("timings.json", JUNK), module="netrepro.bench"),
+    Row("bench-neither-experiment-nor-run", [], ["expected an experiment", "or --run RUN_FOLDER"],
+        lambda tmp: None, module="netrepro.bench"),
     Row("bench-unknown-option", ["pie-vs-red", "--run", "{tmp}/run", "--partail"], ["--partail"],
         lambda tmp: _copy(tmp) and None, module="netrepro.bench"),
 ]
