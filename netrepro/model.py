@@ -398,7 +398,8 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     health threshold has data to judge (:data:`HEALTH_NEEDS`); claims and figures select
     only trials, phases, statistics, subjects and metrics the analysis has for this file
     (:func:`statistics`, :func:`metrics`), with min <= max and figure text that matplotlib
-    can draw (:func:`_check_claims`).
+    can draw (:func:`_check_claims`); a figure's facet and hue name a column it has,
+    shade_phases has phases, and a phase's label is text matplotlib can draw (:func:`_check_figures`).
     """
     import copy
     from netrepro.spec import check_plain_data
