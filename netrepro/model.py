@@ -857,7 +857,7 @@ def _check_claims(m: Model, path) -> None:
 
 
 #: The columns a figure's ``facet`` and ``hue`` may name besides the trials' label keys
-#: (analysis/generic.py ``figure``): each trial's id and each line's subject.
+#: (analysis/generic_figures.py ``figure``): each trial's id and each line's subject.
 FIGURE_COLUMNS = ("trial", "subject")
 
 
