@@ -159,3 +159,34 @@ def test_the_file_options_validate(recorded):
                             "rolling": {"window_s": 1, "statistic": "p95"}, "shade_phases": True})
     m = build(data, path)
     assert m.data["figures"][-1]["facet"] == "rate" and m.data["phases"][0]["label"] == "$10^3$ packets"
+
+
+def test_analysis_scales_the_phases_like_the_run(tmp_path, monkeypatch):
+    """Through the whole analysis of a recorded schema 2 run (pie-lab at TIME_SCALE 0.2, its
+    file given phases and a figure using every option): the phases are shaded at their scaled
+    times, and the window is scaled too."""
+    import shutil
+
+    from analysis import analyze, generic_figures
+    src = Path(__file__).resolve().parent / "data" / "labs" / "pie-lab-local-0.2"
+    run_dir = tmp_path / "run"
+    shutil.copytree(src, run_dir, ignore=shutil.ignore_patterns("expected", "README.md"))
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["time_scale"] == 0.2
+    run["spec"]["phases"] = [{"name": "a", "start_s": 0, "end_s": 45, "label": "first half"},
+                             {"name": "b", "start_s": 45, "end_s": 90}]
+    run["spec"]["figures"] = [{"id": "shaded", "metric": "rtt_ms", "subjects": ["h2-h3"], "facet": "rate",
+                               "hue": "aqm", "shade_phases": True, "rolling": {"window_s": 5, "statistic": "median"}}]
+    (run_dir / "run.json").write_text(json.dumps(run))
+    drawn = []
+    real_save = generic_figures._save
+    monkeypatch.setattr(generic_figures, "_save", lambda f, target: drawn.append(f) or real_save(f, target))
+    analyze(run_dir)
+    assert (run_dir / "figures" / "shaded.png").stat().st_size > 10_000
+    f = drawn[0]
+    assert [ax.get_title() for ax in f.axes] == ["rate: 1gbit", "rate: 100mbit"]
+    for ax in f.axes:
+        spans = [(round(p.get_x(), 6), round(p.get_x() + p.get_width(), 6)) for p in ax.patches]
+        assert spans == [(0, 9), (9, 18)]
+        assert [t.get_text() for t in ax.texts] == ["first half", "b"]
+    assert _legend(f) == ["droptail (median per 1 s)", "pie (median per 1 s)"]
