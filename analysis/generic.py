@@ -58,6 +58,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.generic_figures import draw, figure_specs
 from analysis.raw import parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields, parse_qdisc_stack
 from analysis.tidy import read_raw
 from netrepro.model import SUMMARY_COLUMNS
@@ -422,51 +423,6 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
     return {"reproduced": reproduced, "verdict": verdict, "health_failures": failures, "claims": out}
 
 
-def figure_specs(model, tidy: pd.DataFrame) -> list[dict]:
-    """The experiment's ``figures``, or one per metric measured (metric over time, a panel per
-    trial, a line per subject) when it declares none."""
-    if model.data["figures"]:
-        return model.data["figures"]
-    return [{"id": m.replace("_", "-"), "metric": m} for m in
-            ["throughput_mbit", "rtt_ms", "cwnd_bytes", "retransmits", "backlog_bytes"] if m in set(tidy["metric"])]
-
-
-def draw(model, tidy: pd.DataFrame, fig: dict, out_dir: Path) -> list[Path]:
-    """One figure (PNG and PDF): ``fig["metric"]`` over time, a panel per trial (``trials`` to
-    choose), a line per subject (the sum of an item's streams; ``subjects`` to choose),
-    ``lines`` drawn across."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    d = tidy[tidy["metric"] == fig["metric"]]
-    if fig.get("subjects"):
-        d = d[d["subject"].isin(fig["subjects"])]
-    if (d["stream"] == -1).any():  # an item's sum where there is one
-        d = d[d["stream"] == -1]
-    else:  # per stream (cwnd, TCP RTT): a line for each
-        d = d.assign(subject=d["subject"] + " stream " + d["stream"].astype(str))
-    trials = [t["id"] for t in model.trials if t["id"] in set(d["trial"])
-              and t["id"] in (fig.get("trials") or [t["id"]])]
-    if not trials:
-        return []
-    f, axes = plt.subplots(len(trials), 1, figsize=(8, 2.6 * len(trials)), sharex=True, squeeze=False)
-    for ax, t in zip(axes[:, 0], trials):
-        sns.lineplot(data=d[d["trial"] == t], x="t_s", y="value", hue="subject", ax=ax, linewidth=0.8,
-                     estimator=None, sort=True)
-        for line in fig.get("lines", []):
-            ax.axhline(line["y"], color="0.3", linestyle="--", linewidth=0.8, label=line["label"])
-        ax.set_title(t, fontsize=9)
-        ax.set_ylabel(fig["metric"])
-        ax.legend(fontsize=7, loc="upper right")
-    axes[-1, 0].set_xlabel("time since the trial's start (s)")
-    f.suptitle(fig.get("title", f"{fig['metric']} ({model.name})"), fontsize=10)
-    f.tight_layout()
-    from analysis.figures import _save
-    return [_save(f, out_dir / f"{fig['id']}.{ext}") for ext in ("png", "pdf")]
-
-
 def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: bool = True,
             tidy_file: bool = True) -> dict:
     """Analyse a run of a schema_version 2 experiment into ``out`` (tidy.csv.gz unless not
@@ -515,7 +471,8 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     with atomic_path(out / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
     outputs.append(out / "summary.csv")
-    figs = [p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures")] if figures else []
+    figs = ([p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures", ts)]
+            if figures else [])
     outputs += figs
     from analysis.flent import write_trials
     outputs += write_trials(tidy, records, m.name, out)

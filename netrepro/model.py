@@ -398,7 +398,8 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     health threshold has data to judge (:data:`HEALTH_NEEDS`); claims and figures select
     only trials, phases, statistics, subjects and metrics the analysis has for this file
     (:func:`statistics`, :func:`metrics`), with min <= max and figure text that matplotlib
-    can draw (:func:`_check_claims`).
+    can draw (:func:`_check_claims`); a figure's facet and hue name a column it has,
+    shade_phases has phases, and a phase's label is text matplotlib can draw (:func:`_check_figures`).
     """
     import copy
     from netrepro.spec import check_plain_data
@@ -565,6 +566,7 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     _check_item_ids(data, path)
     _check_health(m, path)
     _check_claims(m, path)
+    _check_figures(m, path)
     return m
 
 
@@ -852,6 +854,30 @@ def _check_claims(m: Model, path) -> None:
             _check_text(path, f + ".title", fig["title"])
         for j, line in enumerate(fig.get("lines", [])):
             _check_text(path, f"{f}.lines[{j}].label", line["label"])
+
+
+#: The columns a figure's ``facet`` and ``hue`` may name besides the trials' label keys
+#: (analysis/generic_figures.py ``figure``): each trial's id and each line's subject.
+FIGURE_COLUMNS = ("trial", "subject")
+
+
+def _check_figures(m: Model, path) -> None:
+    """A figure's ``facet`` and ``hue`` name ``trial``, ``subject`` or a label key some trial
+    has; ``shade_phases`` needs the file's phases; a phase's ``label`` is text matplotlib can
+    draw (:func:`_check_text`). (Metrics, subjects, trials, titles and lines: :func:`_check_claims`;
+    ``rolling``'s window and statistic: the schema.)"""
+    keys = list(dict.fromkeys(k for t in m.trials for k in t["labels"]))
+    for i, ph in enumerate(m.data["phases"]):
+        if "label" in ph:
+            _check_text(path, f"phases[{i}].label", ph["label"])
+    for i, fig in enumerate(m.data["figures"]):
+        for opt in ("facet", "hue"):
+            if opt in fig and fig[opt] not in FIGURE_COLUMNS + tuple(keys):
+                _fail(path, f"figures[{i}].{opt}", f"unknown column {fig[opt]!r}; expected trial, subject or a label "
+                                                   f"key of the trials: {', '.join(keys) or '(the trials have no labels)'}")
+        if fig.get("shade_phases") and not m.data["phases"]:
+            _fail(path, f"figures[{i}].shade_phases", "the file has no phases to shade; expected top-level "
+                                                      "phases: [{name, start_s, end_s}] or no shade_phases")
 
 
 #: Which data each threshold of ``health:`` needs in an experiment of schema_version 2: the

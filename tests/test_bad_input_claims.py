@@ -63,6 +63,8 @@ def sweep(*factors: str) -> str:
 
 #: The pie trial's PIE layer, by path (the trial's id, the port, the layer's place).
 PIE = "trials.pie.qdiscs.s2:s2-eth2.1"
+#: The queue figure, the file's figures[2], without its closing brace.
+QUEUE_FIGURE = 'title: "Queue of s2-eth2 (bytes)"'
 RISE = ("{kind: rise_and_fall, select: {statistic: rtt_median_ms, subjects: [h2-h3], trials: [droptail, pie]}, "
         "order: trials, peak: pie-100m, tolerance: 1, min_rise: 1}")
 
@@ -124,6 +126,28 @@ ROWS = [
     Row("figure-line-label-bad-mathtext", VALIDATE,
         [FILE, "figures[0].lines[0].label", "mathtext cannot parse", "x_"],
         setup=edited(("label: \"20 ms base + PIE's 22 ms target\"", 'label: "$x_$ ms"'))),
+    Row("figure-facet-unknown-label", VALIDATE,
+        [FILE, "figures[2].facet", "unknown column 'variant'", "expected trial, subject or a label key", "aqm, rate"],
+        setup=edited((QUEUE_FIGURE, QUEUE_FIGURE + ", facet: variant"))),
+    Row("figure-hue-unknown-label", VALIDATE,
+        [FILE, "figures[2].hue", "unknown column 'qdisc'", "expected trial, subject or a label key", "aqm, rate"],
+        setup=edited((QUEUE_FIGURE, QUEUE_FIGURE + ", hue: qdisc"))),
+    Row("figure-rolling-window-zero", VALIDATE,
+        [FILE, "figures[2].rolling.window_s", "0 is less than or equal to the minimum of 0"],
+        setup=edited((QUEUE_FIGURE, QUEUE_FIGURE + ", rolling: {window_s: 0, statistic: median}"))),
+    Row("figure-rolling-window-negative", VALIDATE,
+        [FILE, "figures[2].rolling.window_s", "-1 is less than or equal to the minimum of 0"],
+        setup=edited((QUEUE_FIGURE, QUEUE_FIGURE + ", rolling: {window_s: -1, statistic: median}"))),
+    Row("figure-rolling-unknown-statistic", VALIDATE,
+        [FILE, "figures[2].rolling.statistic", "'p50' is not one of", "'median', 'mean', 'p95', 'max', 'min'"],
+        setup=edited((QUEUE_FIGURE, QUEUE_FIGURE + ", rolling: {window_s: 1, statistic: p50}"))),
+    Row("figure-shade-phases-without-phases", VALIDATE,
+        [FILE, "figures[2].shade_phases", "the file has no phases to shade", "expected top-level phases"],
+        setup=edited((QUEUE_FIGURE, QUEUE_FIGURE + ", shade_phases: true"))),
+    Row("phase-label-bad-mathtext", VALIDATE,
+        [FILE, "phases[0].label", "mathtext cannot parse", "expected valid mathtext"],
+        setup=edited(("\nfigures:\n", '\nphases:\n  - {name: a, start_s: 0, end_s: 90, label: "$10^$ flows"}\n'
+                                      "\nfigures:\n"))),
     # --- labels named like a column of the statistics tables -----------------------------
     Row("label-named-value", VALIDATE,
         [FILE, "trials[0].labels.value", "'value' names a column of the analysis's statistics tables"],

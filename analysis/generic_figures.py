@@ -1,0 +1,181 @@
+"""Figures of a run of any experiment of schema_version 2 (the file's ``figures``, read by
+:mod:`analysis.generic`), drawn with matplotlib's object API on the Agg canvas (no pyplot,
+so the caller's backend is untouched and no figure is left open).
+
+A figure draws one metric of the tidy table (``trial, subject, stream, t_s, metric, value``)
+over time:
+
+- panels: one per value of ``facet`` (default ``trial``; ``subject`` or a key of the trials'
+  labels: trials sharing the value share the panel), stacked, sharing the time axis;
+- lines: one colour per value of ``hue`` (default ``subject``; ``trial`` or a label key).
+  Without ``rolling`` every series (a trial's subject) is a line of its own; where a panel
+  holds several series of one colour, the line style tells their subject apart (their trial
+  when ``hue`` is ``subject``).
+- ``rolling: {window_s, statistic}``: instead, one line per panel and colour: the statistic
+  (median, mean, p95, max, min) of all its samples, pooled over its trials and subjects, in
+  consecutive windows of ``window_s`` (:func:`rolling`), over the samples themselves as light
+  points. Fig. 8 of Pan et al. (PIE, HPSR 2013) is the per-second median of the three
+  clients' pings.
+- ``shade_phases``: the file's phases shaded alternately darker and lighter, each phase's
+  ``label`` (default: its name) written at the top of every panel;
+- ``lines``: horizontal reference lines; one legend below the panels names every colour,
+  line style and reference line.
+
+Times: ``t_s`` counts real seconds from the trial's start, so the file's phases and
+``window_s`` are multiplied by the run's TIME_SCALE, as the trials' schedules were.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.transforms import blended_transform_factory
+
+from analysis.figures import _save
+
+#: The statistics ``rolling`` computes over a window's samples (p95: pandas' quantile 0.95,
+#: linear interpolation between the closest ranks).
+ROLLING_STATISTICS = ("median", "mean", "p95", "max", "min")
+#: Line styles telling apart the series of one colour in a panel, in turn.
+STYLES = ("-", "--", ":", "-.")
+#: Figure width (in) and height per panel (in).
+WIDTH_IN, PANEL_IN = 8.0, 2.6
+
+
+def figure_specs(model, tidy: pd.DataFrame) -> list[dict]:
+    """The experiment's ``figures``, or one per metric measured (metric over time, a panel per
+    trial, a line per subject) when it declares none."""
+    if model.data["figures"]:
+        return model.data["figures"]
+    return [{"id": m.replace("_", "-"), "metric": m} for m in
+            ["throughput_mbit", "rtt_ms", "cwnd_bytes", "retransmits", "backlog_bytes"] if m in set(tidy["metric"])]
+
+
+def rolling(samples: pd.DataFrame, window_s: float, statistic: str, by: list[str] | None = None) -> pd.DataFrame:
+    """The ``statistic`` (one of :data:`ROLLING_STATISTICS`) of the ``value`` of ``samples``
+    (rows with ``t_s`` in s), pooled per ``by`` (columns; none: all together), in
+    consecutive windows [k w, (k+1) w) of ``window_s`` = w seconds from t = 0.
+
+    Returns the columns ``by + ["t_s", "value"]``, one row per window from a group's first to
+    its last window with samples, ``t_s`` at the window's centre (k + 0.5) w; a window
+    without samples between them has value NaN (a gap in the drawn line). ValueError for a
+    window <= 0 or an unknown statistic."""
+    if not window_s > 0:
+        raise ValueError(f"rolling window {window_s!r} s; expected > 0")
+    if statistic not in ROLLING_STATISTICS:
+        raise ValueError(f"rolling statistic {statistic!r}; expected one of {', '.join(ROLLING_STATISTICS)}")
+    by = list(by or [])
+    if samples.empty:
+        return pd.DataFrame(columns=by + ["t_s", "value"])
+    d = samples.assign(_k=np.floor(samples["t_s"].to_numpy(float) / window_s).astype(np.int64))
+    out = []
+    for key, g in (d.groupby(by, sort=False) if by else [((), d)]):
+        grouped = g.groupby("_k")["value"]
+        v = grouped.quantile(0.95) if statistic == "p95" else grouped.agg(statistic)
+        ks = np.arange(v.index.min(), v.index.max() + 1)
+        v = v.reindex(ks)
+        row = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        out.append(pd.DataFrame({**row, "t_s": (ks + 0.5) * window_s, "value": v.to_numpy(float)}))
+    return pd.concat(out, ignore_index=True)[by + ["t_s", "value"]]
+
+
+def _column(d: pd.DataFrame, model, name: str) -> pd.Series:
+    """The values of a figure's ``facet`` or ``hue`` column for each sample: its trial, its
+    subject, or its trial's label ``name`` (``no <name>`` for a trial without it)."""
+    if name in ("trial", "subject"):
+        return d[name].astype(str)
+    labels = {t["id"]: t.get("labels", {}).get(name, f"no {name}") for t in model.trials}
+    return d["trial"].map(labels)
+
+
+def _shade_phases(ax, phases: list[dict], time_scale: float) -> None:
+    """The phases shaded alternately darker and lighter (every phase is one patch), each
+    phase's label (default: its name) at the top of the panel."""
+    trans = blended_transform_factory(ax.transData, ax.transAxes)
+    for i, ph in enumerate(phases):
+        lo, hi = ph["start_s"] * time_scale, ph["end_s"] * time_scale
+        ax.axvspan(lo, hi, color="0.5", alpha=0.10 if i % 2 == 0 else 0.03, lw=0)
+        ax.text((lo + hi) / 2, 0.98, ph.get("label", ph["name"]), transform=trans, ha="center", va="top",
+                fontsize=8, color="0.3")
+
+
+def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0) -> Figure | None:
+    """The matplotlib Figure of one of the file's ``figures`` (see the module docstring), or
+    None when no chosen trial has samples of its metric. ``model``: the run's
+    :class:`netrepro.model.Model` (its trials, their labels and the file's phases);
+    ``time_scale``: the run's TIME_SCALE."""
+    d = tidy[tidy["metric"] == fig["metric"]]
+    if fig.get("subjects"):
+        d = d[d["subject"].isin(fig["subjects"])]
+    if (d["stream"] == -1).any():  # an item's sum where there is one
+        d = d[d["stream"] == -1]
+    else:  # per stream (cwnd, TCP RTT): a line for each
+        d = d.assign(subject=d["subject"] + " stream " + d["stream"].astype(str))
+    order = {t["id"]: i for i, t in enumerate(model.trials)}
+    d = d[d["trial"].isin(fig.get("trials") or list(order))]
+    if d.empty:
+        return None
+    d = d.iloc[np.argsort(d["trial"].map(order).to_numpy(), kind="stable")]
+    facet, hue, roll = fig.get("facet", "trial"), fig.get("hue", "subject"), fig.get("rolling")
+    d = d.assign(_facet=_column(d, model, facet), _hue=_column(d, model, hue))
+    panels = list(dict.fromkeys(d["_facet"]))
+    hues = list(dict.fromkeys(d["_hue"]))
+    palette = dict(zip(hues, sns.color_palette("colorblind", len(hues))))
+    # the series of one colour in a panel are told apart by subject (by trial when hue is subject)
+    style_col = "subject" if hue != "subject" else "trial"
+    styled = not roll and bool((d.groupby(["_facet", "_hue"])[style_col].nunique() > 1).any())
+    styles = {v: STYLES[i % len(STYLES)] for i, v in enumerate(dict.fromkeys(d[style_col]))}
+    phases = model.data.get("phases", []) if fig.get("shade_phases") else []
+
+    f = Figure(figsize=(WIDTH_IN, PANEL_IN * len(panels)), layout="constrained")
+    FigureCanvasAgg(f)
+    axes = f.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, p in zip(axes, panels):
+        _shade_phases(ax, phases, time_scale)
+        dp = d[d["_facet"] == p]
+        if roll:
+            w = roll["window_s"] * time_scale
+            for h in hues:
+                s = dp[dp["_hue"] == h]
+                if s.empty:
+                    continue
+                ax.scatter(s["t_s"], s["value"], s=3, alpha=0.2, color=palette[h], lw=0, rasterized=True)
+                r = rolling(s, w, roll["statistic"])
+                ax.plot(r["t_s"], r["value"], color=palette[h], lw=1.6, label=f"{h} ({roll['statistic']} per {w:g} s)")
+        else:
+            for (_, _), s in dp.groupby(["trial", "subject"], sort=False):
+                h, st = s["_hue"].iloc[0], s[style_col].iloc[0]
+                s = s.sort_values("t_s", kind="stable")
+                ax.plot(s["t_s"], s["value"], color=palette[h], ls=styles[st] if styled else "-", lw=0.8,
+                        label=f"{h}, {st}" if styled else h)
+        for line in fig.get("lines", []):
+            ax.axhline(line["y"], color="0.3", linestyle="--", linewidth=0.8, label=line["label"])
+        if phases:  # room at the top for the phases' labels
+            lo, hi = ax.get_ylim()
+            ax.set_ylim(lo, hi + 0.10 * (hi - lo))
+        ax.set_title(p if facet == "trial" else f"{facet}: {p}", fontsize=9)
+        ax.set_ylabel(fig["metric"])
+    axes[-1].set_xlabel("time since the trial's start (s)" + (f", TIME_SCALE {time_scale:g}" if time_scale != 1 else ""))
+    handles: dict[str, object] = {}
+    for ax in axes:
+        for hd, lb in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lb, hd)
+    if handles:
+        f.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(4, len(handles)),
+                 fontsize=7, frameon=False)
+    f.suptitle(fig.get("title", f"{fig['metric']} ({model.name})"), fontsize=10)
+    return f
+
+
+def draw(model, tidy: pd.DataFrame, fig: dict, out_dir: Path, time_scale: float = 1.0) -> list[Path]:
+    """Write one figure (:func:`figure`) as PNG and PDF to ``out_dir/<id>.*``; returns their
+    paths, none when it has no data."""
+    f = figure(model, tidy, fig, time_scale)
+    if f is None:
+        return []
+    return [_save(f, Path(out_dir) / f"{fig['id']}.{ext}") for ext in ("png", "pdf")]
