@@ -7,31 +7,43 @@ built against the C++ libraries of the PyPI ``ns3`` wheel (:data:`NS3_VERSION`, 
 verdict are the ones every site gets. No node, SSH or Ansible: up and provision have nothing
 to do, and a trial takes seconds of CPU, not its schedule's length.
 
-How the experiment (schema_version 1) becomes a simulation, :func:`scenario`:
+How the experiment's model (``spec.model``, :mod:`netrepro.model`: the one every site reads;
+a schema_version 1 file's through :func:`netrepro.model.from_v1`) becomes a simulation,
+:func:`scenario`:
 
-- each network (LAN) is a hub node linked to each member by a :data:`LAN_RATE_BPS` link;
-  ns-3's global routing gives the routes (the file's ``routes`` agree with it);
-- the bottleneck node's port on the bottleneck network is a link at the bottleneck rate
-  (the emulation's HTB class) with the AQM as its queue disc; every other port has a FIFO
-  of 1000 packets (pfifo_fast's default length) and a one-packet device queue, so that
-  queues build in the queue discs;
-- a netem delay of D ms on a node's port becomes a link delay of D/2 each way: the same
-  RTT, split over both directions (netem delays the port's egress only);
+- each network (LAN) is a hub node linked to each member by a :data:`LAN_RATE_BPS` link, each
+  cable a link between its two nodes; the experiment's addresses label the files only
+  (netrepro-sim gives each link a /30) and ns-3's global routing gives the routes (shortest
+  paths: the file's ``routes`` are not read, so a file whose routes take a longer path is
+  simulated on the shortest one);
+- each trial's stacks, port by port: a shaper (htb or tbf, :data:`SHAPERS`) at the stack's
+  root makes its ``rate_mbit`` the rate of the port's link (the emulation's HTB class or TBF;
+  its burst is not modelled); the stack's last layer becomes the port's queue disc
+  (:data:`QUEUE_DISCS`, keyed by qdisc kind: :func:`pie_attributes`, :func:`red_attributes`,
+  :func:`fifo_attributes`); every other port has a FIFO of 1000 packets (pfifo_fast's default
+  length) and every device a one-packet queue, so that queues build in the queue discs;
+- a netem delay of D ms on a port (netem alone in its stack) becomes its link's delay, D/2
+  each way: the same RTT, split over both directions (netem delays the port's egress only);
 - TCP: the senders' ``tcp_congestion_control`` (:data:`CONGESTION_CONTROL`: reno is
   Linux's reno, ``TcpLinuxReno``), SACK as
   ``tcp_sack`` says, MSS = MTU - 52 B (Linux with timestamps), Linux's initial window (10),
   least RTO (200 ms, ``TCP_RTO_MIN``) and delayed-ACK timeout (40 ms, ``TCP_DELACK_MIN``:
   :data:`DELACK_TIMEOUT_S`), 4 MiB socket buffers (autotuning's reach);
-- FTP sources: one TCP connection per flow, a BulkSend application when unlimited, else an
+- FTP items: one TCP connection per flow, a BulkSend application when unlimited, else an
   OnOff application writing ``max_rate_bytes_per_s`` into the socket (vsftpd's
-  ``anon_max_rate`` keeps each connection's average at the limit by sleeping);
-- the AQMs' parameters: :func:`pie_attributes`, :func:`red_attributes`;
+  ``anon_max_rate`` keeps each connection's average at the limit by sleeping); ping items as
+  ``ping -D -O`` writes them, after the base-RTT pings of each;
+- a ``qdisc_stats`` collector samples its port's queue disc (``tc -s -j`` lines);
 - repetition k of a repeated run uses ns-3's run number k (``RngRun``; ns-3 manual,
   "Random Variables": independent replications change the run number, not the seed): the
   same trial simulated twice gives the same files, another repetition other random drops.
 
-Anything else is refused with one line naming it (:func:`unmodelled`): a qdisc kind,
-congestion control or sysctl without a model here, and experiments of schema_version 2.
+Anything else the model can hold is refused before anything is built, in one line naming the
+file and each field (:func:`unmodelled`, :meth:`Ns3Site.check_experiment`): switches, a
+qdisc kind or parameter without a model here (codel, fq_codel, fq, cake, netem's jitter,
+...), netem with other layers, a second shaper in a stack or at the other end of a link, a
+congestion control or sysctl without a model, senders with different TCP settings, iperf3
+items, offloads on, and ``classes`` sampling.
 """
 
 from __future__ import annotations
