@@ -1149,7 +1149,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
             staging = run_dir / ".fetch" / tid
             shutil_rm(staging)
             tv = {**trial_vars(tspec, trial, time_scale, staging / "archives", lead), "id": tid,
-                  "repetition": ts.get("repetition", 1)}
+                  "trial": trial_id, "time_scale": time_scale, "repetition": ts.get("repetition", 1)}
             factor_values = sweeps.trial_factors(meta["sweep"]["factors"], point, trial_id) if point else {}
             if point:
                 tv.update(point=point.id, factors=factor_values)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from analysis.raw import parse_flows, parse_ping
 from netrepro import controller
@@ -21,11 +22,23 @@ from netrepro.sites.base import SiteError
 from netrepro.spec import Spec, load_spec
 
 REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+#: pie-vs-red in schema_version 2 (a copy of the draft): the same experiment as the v1 file.
+PIE_VS_RED_V2 = DATA / "experiments" / "pie-vs-red-v2.yml"
 
 
 def _tv(spec, aqm="pie", variant="limited", time_scale=0.1, **more):
-    return {**controller.trial_vars(spec, {"aqm": aqm, "variant": variant}, time_scale, Path("/nonexistent"), 2.0),
-            **more}
+    """The trial vars the controller gives ``simulate`` (controller.run: trial_vars, then the
+    instance's id, trial, time scale and repetition)."""
+    trial = f"{aqm}-{variant}"
+    by_id = {t["id"]: t for t in spec.model.trials} if spec.model.data["schema_version"] == 2 else \
+        {f"{t['aqm']}-{t['variant']}": t for t in spec["trials"]}
+    return {**controller.trial_vars(spec, by_id[trial], time_scale, Path("/nonexistent"), 2.0),
+            "id": trial, "trial": trial, "time_scale": time_scale, **more}
+
+
+def _scenario(spec, trial, time_scale=0.1, epoch0=1000.0, repetition=3):
+    return ns3.scenario(spec.model, spec.model.trial(trial), time_scale, epoch0, repetition)
 
 
 # --- the scenario (no simulation) -------------------------------------------------------------------
@@ -39,7 +52,7 @@ def test_the_linux_red_weight_is_tc_reds():
 
 def test_pie_vs_red_becomes_a_scenario_with_the_papers_parameters():
     spec = load_spec("pie-vs-red")
-    text = ns3.scenario(spec, _tv(spec, repetition=3), 1000.0)
+    text = _scenario(spec, "pie-limited")
     lines = text.splitlines()
     assert "run 3" in lines and "epoch0 1000.000000" in lines
     assert "tcp ns3::TcpLinuxReno 1448 0.2 10 4194304 4194304" in lines  # Linux's reno, not NewReno
@@ -56,7 +69,7 @@ def test_pie_vs_red_becomes_a_scenario_with_the_papers_parameters():
     # 10 limited flows from server1 to client1 over the whole schedule (25 s at 0.1), 25 kB/s each
     assert "flows server1 client1 10.10.2.1 10 3.500 28.500 200000 client1/flows.csv" in lines
     assert "ping client1 server1 10.10.2.1 0.1 0 3.000 client1/base_rtt.txt" in lines
-    red = ns3.scenario(spec, _tv(spec, aqm="red", variant="unlimited"), 0.0)
+    red = _scenario(spec, "red-unlimited", epoch0=0.0, repetition=1)
     q = next(ln for ln in red.splitlines() if ln.startswith("qdisc "))
     for kv in ("MaxSize=200000B", "MinTh=50000", "MaxTh=150000", "QW=0.03125", "LInterm=10", "Gentle=false",
                "Wait=false"):
@@ -64,28 +77,82 @@ def test_pie_vs_red_becomes_a_scenario_with_the_papers_parameters():
     assert "flows server1 client1 10.10.2.1 10 3.500 28.500 0 client1/flows.csv" in red  # unlimited
 
 
+@pytest.mark.parametrize("trial", ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"])
+def test_pie_vs_red_gives_the_same_scenario_from_either_schema_version_as_before(trial):
+    """The scenario of each trial from the schema_version 1 file (through netrepro.model.from_v1)
+    and from its schema_version 2 version are the same text, and the one the site wrote from the
+    v1 file's own fields before it read the model (tests/data/ns3/, recorded then)."""
+    before = (DATA / "ns3" / f"pie-vs-red-{trial}-0.1-r3.scenario.txt").read_text()
+    v1, v2 = load_spec("pie-vs-red"), load_spec(PIE_VS_RED_V2)
+    assert v1.model.data["schema_version"] == 1 and v2.model.data["schema_version"] == 2
+    assert _scenario(v1, trial) == before
+    assert _scenario(v2, trial) == before
+    assert ns3.unmodelled(v1) == [] and ns3.unmodelled(v2) == []
+
+
+def test_the_scenario_follows_the_models_stacks_not_an_experiments_names():
+    """A v2 trial's stacks: a TBF alone is the link's rate and its byte FIFO; a pfifo under an
+    HTB; the sampled port's leaf and its handle (given, or 1:, 2:, ... down the stack)."""
+    data = yaml.safe_load(PIE_VS_RED_V2.read_text())
+    t = data["trials"]
+    t[0]["qdiscs"]["router:eth1"] = [{"kind": "tbf", "rate_mbit": 20, "burst_bytes": 15000, "limit_bytes": 30000}]
+    t[1]["qdiscs"]["router:eth1"][1]["bandwidth_mbit"] = 5
+    t[1]["qdiscs"]["router:eth1"][0]["rate_mbit"] = 5
+    t[2]["qdiscs"]["router:eth1"] = [{"kind": "htb", "rate_mbit": 10}, {"kind": "pfifo", "limit_packets": 50}]
+    data.pop("sweep")
+    spec = Spec.from_data(data, "x.yml")
+    assert ns3.unmodelled(spec) == []
+    tbf = _scenario(spec, "pie-unlimited").splitlines()
+    assert "link router lan-clients_lan 20000000 0 1" in tbf
+    assert "qdisc router lan-clients_lan ns3::FifoQueueDisc MaxSize=30000B" in tbf
+    assert "sample router lan-clients_lan 0.1 3.500 29.000 router/qdisc.jsonl clients_lan 1: tbf" in tbf
+    red = _scenario(spec, "red-unlimited")
+    assert "link router lan-clients_lan 5000000 0 1" in red and "LinkBandwidth=5Mbps" in red
+    fifo = _scenario(spec, "pie-limited").splitlines()
+    assert "qdisc router lan-clients_lan ns3::FifoQueueDisc MaxSize=50p" in fifo
+    assert "sample router lan-clients_lan 0.1 3.500 29.000 router/qdisc.jsonl clients_lan 2: pfifo" in fifo
+
+
 def test_what_ns3_cannot_model_is_refused_naming_it():
-    data = json.loads(json.dumps(load_spec("pie-vs-red").data))
-    data["aqms"]["pie"] = {"qdisc": "fq_codel", "params": {}}
+    data = yaml.safe_load(PIE_VS_RED_V2.read_text())
     data.pop("sweep")  # it varies PIE's target, which an fq_codel has not
-    data["hosts"][0]["sysctls"]["net.ipv4.tcp_congestion_control"] = "vegas"
-    data["hosts"][0]["sysctls"]["net.core.default_qdisc"] = "fq"
-    problems = ns3.unmodelled(Spec.from_data(data, "x.yml"))
-    assert problems == ["aqms.pie.qdisc: 'fq_codel' (modelled: pie, red)",
-                        "hosts[0].sysctls.net.ipv4.tcp_congestion_control: 'vegas' (modelled: reno, cubic, bbr)",
-                        "hosts[0].sysctls.net.core.default_qdisc: no model in the simulation"]
-    assert ns3.unmodelled(load_spec("codel-lab")) == [
-        "schema_version 2 (switches, qdisc stacks, iperf3): only schema_version 1 is simulated"]
+    t = data["trials"]
+    t[0]["qdiscs"]["router:eth1"][1] = {"kind": "fq_codel"}
+    t[1]["qdiscs"]["router:eth1"].insert(1, {"kind": "tbf", "rate_mbit": 5, "burst_bytes": 5000, "limit_bytes": 9000})
+    t[2]["qdiscs"]["client1:eth1"] = [{"kind": "netem", "delay_ms": 100, "jitter_ms": 5}]
+    data["sysctls"][0]["set"]["net.ipv4.tcp_congestion_control"] = "vegas"
+    data["sysctls"][0]["set"]["net.core.default_qdisc"] = "fq"
+    data["traffic"][0] = {"kind": "iperf3", "id": "group1", "from": "server1", "to": "client1", "duration_s": 250}
+    data["collectors"][0]["classes"] = True
+    assert ns3.unmodelled(Spec.from_data(data, "x.yml")) == [
+        "trials[0].qdiscs.router:eth1[1].kind: 'fq_codel' has no model in the simulation "
+        "(modelled: netem, htb, tbf, pie, red, pfifo, bfifo)",
+        "trials[0].sysctls.server1.net.ipv4.tcp_congestion_control: 'vegas' (modelled: reno, cubic, bbr)",
+        "trials[0].sysctls.server1.net.core.default_qdisc: no model in the simulation",
+        "trials[0].sysctls.server2.net.ipv4.tcp_congestion_control: 'vegas' (modelled: reno, cubic, bbr)",
+        "trials[0].sysctls.server2.net.core.default_qdisc: no model in the simulation",
+        "trials[0].sysctls.server3.net.ipv4.tcp_congestion_control: 'vegas' (modelled: reno, cubic, bbr)",
+        "trials[0].sysctls.server3.net.core.default_qdisc: no model in the simulation",
+        "trials[0].traffic[0].kind: 'iperf3' (item group1) has no model in the simulation (modelled: ftp, ping)",
+        "trials[1].qdiscs.router:eth1[1]: a tbf under htb (the simulation makes one shaper, the stack's root, "
+        "the port's link rate)",
+        "trials[2].qdiscs.client1:eth1[0].jitter_ms: netem's jitter_ms has no model in the simulation",
+        "collectors[0].classes: true (the simulated queue discs have no classes)"]
+    assert ns3.unmodelled(load_spec("codel-lab"))[:1] == [
+        "topology.nodes.s1.kind: switch (a Linux bridge) has no model in the simulation (modelled: host, router)"]
 
 
 def test_an_unmodelled_experiment_gets_one_line_and_exit_2(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "netrepro", "reproduce", "codel-lab", "--site", "ns3"], cwd=REPO,
-                       capture_output=True, text=True, env={**os.environ, "NETREPRO_STATE": str(tmp_path / "s"),
-                                                            "NETREPRO_RESULTS": str(tmp_path / "r")})
+    p = subprocess.run([sys.executable, "-m", "netrepro", "reproduce", "tests/data/experiments/gateway-fifo.yml",
+                        "--site", "ns3"], cwd=REPO, capture_output=True, text=True,
+                       env={**os.environ, "NETREPRO_STATE": str(tmp_path / "s"), "NETREPRO_RESULTS": str(tmp_path / "r")})
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().splitlines() == [
-        "netrepro: site ns3: codel-lab is an experiment of schema_version 2 (switches, named links, qdisc stacks "
-        "on any port), which this site does not build yet; run it on a site that does: local, instageni, fabric, static"]
+        "netrepro: site ns3: tests/data/experiments/gateway-fifo.yml: cannot be simulated: "
+        "topology.nodes.swa.kind: switch (a Linux bridge) has no model in the simulation (modelled: host, router); "
+        "topology.nodes.swb.kind: switch (a Linux bridge) has no model in the simulation (modelled: host, router); "
+        "trials[0].traffic[0].kind: 'iperf3' (item cubic-flow) has no model in the simulation (modelled: ftp, ping); "
+        "trials[0].traffic[1].kind: 'iperf3' (item reno-flow) has no model in the simulation (modelled: ftp, ping)"]
     assert not (tmp_path / "r").exists()
 
 
@@ -126,6 +193,29 @@ def test_the_same_trial_simulated_twice_gives_the_same_files_and_another_run_num
     assert line["qdisc"][0]["kind"] == "red" and line["qdisc"][0]["handle"] == "10:" and line["tx_bytes"] > 0
 
 
+def test_either_schema_version_of_pie_vs_red_gives_the_same_simulation(simulator, tmp_path, monkeypatch):
+    """One short trial (RED, 25 kB/s sources, TIME_SCALE 0.05) simulated from the schema_version 1
+    file and from its schema_version 2 version: the same files, byte for byte (the same start
+    time for both, so that the time stamps agree)."""
+    outs = []
+    for name, spec in (("v1", load_spec("pie-vs-red")), ("v2", load_spec(PIE_VS_RED_V2))):
+        site = ns3.Ns3Site(spec, tmp_path / name / "state")
+        site.reserve()
+        monkeypatch.setattr(ns3.time, "time", lambda: 1_800_000_000.0)
+        sim = site.simulate(spec, _tv(spec, aqm="red", variant="limited", time_scale=0.05, repetition=2),
+                            tmp_path / name / "out")
+        monkeypatch.undo()
+        outs.append((tmp_path / name / "out", sim))
+    (a, sim_a), (b, sim_b) = outs
+    files = sorted(str(f.relative_to(a)) for f in a.rglob("*") if f.is_file())
+    assert files == sorted(str(f.relative_to(b)) for f in b.rglob("*") if f.is_file())
+    assert {"scenario.txt", "router/qdisc.jsonl", "client3/ping.txt", "client3/flows.csv"} <= set(files)
+    assert len((a / "client1" / "ping.txt").read_text().splitlines()) > 100
+    for f in files:
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+    assert sim_a["start_epoch_s"] == sim_b["start_epoch_s"] and sim_a["scenario_sha256"] == sim_b["scenario_sha256"]
+
+
 def test_rate_limited_flows_keep_their_rate_with_linux_delayed_acks(simulator, tmp_path, monkeypatch):
     """The flows of p3 (50 flows offering 10 Mbit/s to RED) each get most of their 25 kB/s, as on
     Linux (docs/runs/pie-vs-red-repeat5-local-vm-2026-11-23: least 19.8 kB/s). With ns-3's own
@@ -149,10 +239,11 @@ def test_rate_limited_flows_keep_their_rate_with_linux_delayed_acks(simulator, t
     assert min(ns3_default) < 0.5 * 25000, sorted(ns3_default)
 
 
-def _phase_delays_ms(out: Path, tv: dict, phases: list[dict]) -> list[float]:
-    """Median queueing delay (ping RTT - the client's median base RTT, ms) of each phase, over
-    the three clients' pings of a simulated trial in ``out``."""
-    start = ns3.trial_start_s(tv) + float(re.search(r"^epoch0 (\S+)$", (out / "scenario.txt").read_text(), re.M)[1])
+def _phase_delays_ms(out: Path, spec, time_scale: float) -> list[float]:
+    """Median queueing delay (ping RTT - the client's median base RTT, ms) of each phase (at
+    ``time_scale``), over the three clients' pings of a simulated trial in ``out``."""
+    phases = [{"start_s": p["start_s"] * time_scale, "end_s": p["end_s"] * time_scale} for p in spec.model.data["phases"]]
+    start = ns3.trial_start_s(spec.model, time_scale) + float(re.search(r"^epoch0 (\S+)$", (out / "scenario.txt").read_text(), re.M)[1])
     delays = []
     for c in ("client1", "client2", "client3"):
         base = parse_ping((out / c / "base_rtt.txt").read_text())["rtt_ms"].median()
@@ -171,7 +262,7 @@ def test_a_flow_ends_at_its_schedule_as_when_curl_gives_up(simulator, tmp_path):
     site.reserve()
     tv = _tv(spec, aqm="red", variant="unlimited", time_scale=0.2)
     site.simulate(spec, tv, tmp_path / "out")
-    p1, p2, p3, p4, p5 = _phase_delays_ms(tmp_path / "out", tv, spec.scaled(0.2)["phases"])
+    p1, p2, p3, p4, p5 = _phase_delays_ms(tmp_path / "out", spec, 0.2)
     assert p3 - p4 >= 10 and p4 - p5 >= 15 and abs(p5 - p1) <= 10, (p1, p2, p3, p4, p5)
 
 

@@ -7,31 +7,43 @@ built against the C++ libraries of the PyPI ``ns3`` wheel (:data:`NS3_VERSION`, 
 verdict are the ones every site gets. No node, SSH or Ansible: up and provision have nothing
 to do, and a trial takes seconds of CPU, not its schedule's length.
 
-How the experiment (schema_version 1) becomes a simulation, :func:`scenario`:
+How the experiment's model (``spec.model``, :mod:`netrepro.model`: the one every site reads;
+a schema_version 1 file's through :func:`netrepro.model.from_v1`) becomes a simulation,
+:func:`scenario`:
 
-- each network (LAN) is a hub node linked to each member by a :data:`LAN_RATE_BPS` link;
-  ns-3's global routing gives the routes (the file's ``routes`` agree with it);
-- the bottleneck node's port on the bottleneck network is a link at the bottleneck rate
-  (the emulation's HTB class) with the AQM as its queue disc; every other port has a FIFO
-  of 1000 packets (pfifo_fast's default length) and a one-packet device queue, so that
-  queues build in the queue discs;
-- a netem delay of D ms on a node's port becomes a link delay of D/2 each way: the same
-  RTT, split over both directions (netem delays the port's egress only);
+- each network (LAN) is a hub node linked to each member by a :data:`LAN_RATE_BPS` link, each
+  cable a link between its two nodes; the experiment's addresses label the files only
+  (netrepro-sim gives each link a /30) and ns-3's global routing gives the routes (shortest
+  paths: the file's ``routes`` are not read, so a file whose routes take a longer path is
+  simulated on the shortest one);
+- each trial's stacks, port by port: a shaper (htb or tbf, :data:`SHAPERS`) at the stack's
+  root makes its ``rate_mbit`` the rate of the port's link (the emulation's HTB class or TBF;
+  its burst is not modelled); the stack's last layer becomes the port's queue disc
+  (:data:`QUEUE_DISCS`, keyed by qdisc kind: :func:`pie_attributes`, :func:`red_attributes`,
+  :func:`fifo_attributes`); every other port has a FIFO of 1000 packets (pfifo_fast's default
+  length) and every device a one-packet queue, so that queues build in the queue discs;
+- a netem delay of D ms on a port (netem alone in its stack) becomes its link's delay, D/2
+  each way: the same RTT, split over both directions (netem delays the port's egress only);
 - TCP: the senders' ``tcp_congestion_control`` (:data:`CONGESTION_CONTROL`: reno is
   Linux's reno, ``TcpLinuxReno``), SACK as
   ``tcp_sack`` says, MSS = MTU - 52 B (Linux with timestamps), Linux's initial window (10),
   least RTO (200 ms, ``TCP_RTO_MIN``) and delayed-ACK timeout (40 ms, ``TCP_DELACK_MIN``:
   :data:`DELACK_TIMEOUT_S`), 4 MiB socket buffers (autotuning's reach);
-- FTP sources: one TCP connection per flow, a BulkSend application when unlimited, else an
+- FTP items: one TCP connection per flow, a BulkSend application when unlimited, else an
   OnOff application writing ``max_rate_bytes_per_s`` into the socket (vsftpd's
-  ``anon_max_rate`` keeps each connection's average at the limit by sleeping);
-- the AQMs' parameters: :func:`pie_attributes`, :func:`red_attributes`;
+  ``anon_max_rate`` keeps each connection's average at the limit by sleeping); ping items as
+  ``ping -D -O`` writes them, after the base-RTT pings of each;
+- a ``qdisc_stats`` collector samples its port's queue disc (``tc -s -j`` lines);
 - repetition k of a repeated run uses ns-3's run number k (``RngRun``; ns-3 manual,
   "Random Variables": independent replications change the run number, not the seed): the
   same trial simulated twice gives the same files, another repetition other random drops.
 
-Anything else is refused with one line naming it (:func:`unmodelled`): a qdisc kind,
-congestion control or sysctl without a model here, and experiments of schema_version 2.
+Anything else the model can hold is refused before anything is built, in one line naming the
+file and each field (:func:`unmodelled`, :meth:`Ns3Site.check_experiment`): switches, a
+qdisc kind or parameter without a model here (codel, fq_codel, fq, cake, netem's jitter,
+...), netem with other layers, a second shaper in a stack or at the other end of a link, a
+congestion control or sysctl without a model, senders with different TCP settings, iperf3
+items, offloads on, and ``classes`` sampling.
 """
 
 from __future__ import annotations
@@ -46,6 +58,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from netrepro.model import Model
 from netrepro.sites.base import NodeLogin, Site, SiteError
 from netrepro.spec import REPO_ROOT, Spec
 
@@ -158,120 +171,305 @@ def tc_red_eval_ewma(qmin_bytes: float, burst: float, avpkt_bytes: float) -> int
     raise ValueError("no RED weight fits burst")
 
 
-def pie_attributes(params: dict, limit_packets: int, mtu: int) -> dict[str, str]:
-    """ns3::PieQueueDisc attributes of a Linux sch_pie configuration (tc-pie(8) units:
-    ``alpha``/``beta`` in 1/16: the paper's 0.125 and 1.25 are 2 and 20)."""
-    return {"MaxSize": f"{limit_packets}p", "QueueDelayReference": f"{params.get('target_ms', 15)}ms",
-            "Tupdate": f"{params.get('tupdate_ms', 15)}ms", "A": f"{params.get('alpha', 2) / 16:g}",
-            "B": f"{params.get('beta', 20) / 16:g}", "MeanPktSize": str(mtu),
-            "UseDequeueRateEstimator": str(bool(params.get("dq_rate_estimator", False))).lower(),
-            "UseEcn": str(bool(params.get("ecn", False))).lower()}
+#: Linux's default transmit queue length (ip-link(8) txqueuelen): the default limit of a
+#: pfifo or bfifo (tc-pfifo(8): txqueuelen packets, or txqueuelen x MTU bytes) and of HTB's
+#: default leaf (sch_htb creates a pfifo of txqueuelen packets under a class).
+TXQUEUELEN = 1000
+#: The kinds that shape a port: their ``rate_mbit`` becomes the rate of the port's link.
+SHAPERS = ("htb", "tbf")
+#: The parameters netrepro-sim builds, per layer kind; a layer of another kind, or with
+#: another parameter, is refused (:func:`unmodelled`). A netem delay becomes its link's delay
+#: (its ``limit_packets`` is not modelled: the simulated delay holds any number of packets);
+#: a shaper's ``burst_bytes`` is not modelled either (the link sends at its rate, a packet at
+#: a time).
+MODELLED_PARAMS = {
+    "netem": ("delay_ms", "limit_packets"),
+    "htb": ("rate_mbit", "burst_bytes"),
+    "tbf": ("rate_mbit", "burst_bytes", "limit_bytes", "latency_ms"),
+    "pie": ("limit_packets", "target_ms", "tupdate_ms", "alpha", "beta", "ecn", "dq_rate_estimator"),
+    "red": ("limit_bytes", "min_bytes", "max_bytes", "avpkt_bytes", "burst_packets", "probability",
+            "bandwidth_mbit", "ecn", "adaptive"),
+    "pfifo": ("limit_packets",),
+    "bfifo": ("limit_bytes",),
+}
+#: RED's parameters the simulation needs given (tc-red(8) derives the others' defaults from them).
+RED_REQUIRED = ("limit_bytes", "min_bytes", "max_bytes", "avpkt_bytes", "burst_packets", "probability")
+#: Traffic item kinds netrepro-sim runs.
+TRAFFIC_KINDS = ("ftp", "ping")
 
 
-def red_attributes(params: dict, rate_mbit: float, delay_s: float) -> dict[str, str]:
-    """ns3::RedQueueDisc attributes of a Linux sch_red configuration (tc-red(8)): byte
+def pie_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
+    """ns3::PieQueueDisc attributes of a Linux sch_pie layer (tc-pie(8) units: ``alpha``/
+    ``beta`` in 1/16: the paper's 0.125 and 1.25 are 2 and 20; defaults as sch_pie's: limit
+    1000 packets, target 15 ms, tupdate 15 ms, alpha 2, beta 20). ``rate_mbit`` and
+    ``delay_s`` are not used (PIE measures both)."""
+    return {"MaxSize": f"{layer.get('limit_packets', TXQUEUELEN)}p",
+            "QueueDelayReference": f"{layer.get('target_ms', 15)}ms",
+            "Tupdate": f"{layer.get('tupdate_ms', 15)}ms", "A": f"{layer.get('alpha', 2) / 16:g}",
+            "B": f"{layer.get('beta', 20) / 16:g}", "MeanPktSize": str(mtu),
+            "UseDequeueRateEstimator": str(bool(layer.get("dq_rate_estimator", False))).lower(),
+            "UseEcn": str(bool(layer.get("ecn", False))).lower()}
+
+
+def red_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
+    """ns3::RedQueueDisc attributes of a Linux sch_red layer (tc-red(8)): byte
     thresholds and limit (the queue counts bytes), max_p = ``probability`` (LInterm =
     1/max_p), the weight of :func:`tc_red_eval_ewma`, not gentle (Linux RED drops every
     packet above max), adaptive as ``adaptive``, and drops spaced as Linux spaces them
     (``Wait=false``): include/net/red.h, red_action, drops when ``p_b * count`` exceeds a
     uniform random number, so that the packets between drops are uniform on [1, 1/p_b], the
     RED paper's method; ns-3's default, ns-2's "wait" option, makes them uniform on
-    [1/p_b, 2/p_b], a third of the drop rate, and RED's queue longer."""
-    wlog = tc_red_eval_ewma(params["min_bytes"], params["burst_packets"], params["avpkt_bytes"])
-    return {"MaxSize": f"{params['limit_bytes']}B", "MinTh": str(params["min_bytes"]), "MaxTh": str(params["max_bytes"]),
-            "MeanPktSize": str(params["avpkt_bytes"]), "QW": f"{2.0 ** -wlog:.10g}",
-            "LInterm": f"{1 / params['probability']:g}", "Gentle": "false", "Wait": "false",
-            "ARED": str(bool(params.get("adaptive", False))).lower(),
-            "LinkBandwidth": f"{params.get('bandwidth_mbit', rate_mbit):g}Mbps", "LinkDelay": f"{delay_s:g}s",
-            "UseEcn": str(bool(params.get("ecn", False))).lower()}
+    [1/p_b, 2/p_b], a third of the drop rate, and RED's queue longer. ``rate_mbit``: the
+    port's rate (``bandwidth_mbit`` when not given); ``delay_s``: ns-3's ``LinkDelay`` (the
+    trial's largest netem delay)."""
+    wlog = tc_red_eval_ewma(layer["min_bytes"], layer["burst_packets"], layer["avpkt_bytes"])
+    return {"MaxSize": f"{layer['limit_bytes']}B", "MinTh": str(layer["min_bytes"]), "MaxTh": str(layer["max_bytes"]),
+            "MeanPktSize": str(layer["avpkt_bytes"]), "QW": f"{2.0 ** -wlog:.10g}",
+            "LInterm": f"{1 / layer['probability']:g}", "Gentle": "false", "Wait": "false",
+            "ARED": str(bool(layer.get("adaptive", False))).lower(),
+            "LinkBandwidth": f"{layer.get('bandwidth_mbit', rate_mbit):g}Mbps", "LinkDelay": f"{delay_s:g}s",
+            "UseEcn": str(bool(layer.get("ecn", False))).lower()}
 
 
-def unmodelled(spec: Spec) -> list[str]:
-    """What of ``spec`` netrepro-sim cannot model, one phrase each naming the field ([] when
-    every trial can be simulated)."""
-    if spec.model.data["schema_version"] != 1:
-        return ["schema_version 2 (switches, qdisc stacks, iperf3): only schema_version 1 is simulated"]
+def fifo_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
+    """ns3::FifoQueueDisc attributes of the FIFO a layer ends in: a pfifo's ``limit_packets``
+    or a bfifo's ``limit_bytes`` (tc-pfifo(8) defaults: txqueuelen packets, txqueuelen x MTU
+    bytes); a TBF alone queues in its own bfifo of ``limit_bytes``, or of rate x
+    ``latency_ms`` + ``burst_bytes`` (iproute2 tc/q_tbf.c); an HTB alone in its class's
+    default pfifo of txqueuelen packets (sch_htb)."""
+    kind = layer["kind"]
+    if kind == "pfifo" or kind == "htb":
+        return {"MaxSize": f"{layer.get('limit_packets', TXQUEUELEN)}p"}
+    if kind == "tbf" and "limit_bytes" not in layer:
+        return {"MaxSize": f"{int(layer['rate_mbit'] * 1e6 / 8 * layer['latency_ms'] / 1000 + layer['burst_bytes'])}B"}
+    return {"MaxSize": f"{layer.get('limit_bytes', TXQUEUELEN * mtu)}B"}
+
+
+#: The queue discs of this site, by the kind of a stack's last layer: its ns-3 TypeId and
+#: the builder of its attributes ``(layer, rate_mbit, delay_s, mtu) -> {name: value}``.
+QUEUE_DISCS = {"pie": ("ns3::PieQueueDisc", pie_attributes), "red": ("ns3::RedQueueDisc", red_attributes),
+               "pfifo": ("ns3::FifoQueueDisc", fifo_attributes), "bfifo": ("ns3::FifoQueueDisc", fifo_attributes),
+               "tbf": ("ns3::FifoQueueDisc", fifo_attributes), "htb": ("ns3::FifoQueueDisc", fifo_attributes)}
+
+
+def _stack_problems(stack: list[dict], field: str) -> list[str]:
+    """Why netrepro-sim cannot build one port's stack, one phrase per layer (``field``: the
+    stack's field, e.g. ``trials[0].qdiscs.router:eth1``). Built: ``[netem]`` alone, or at most
+    one shaper (:data:`SHAPERS`) with at most one queue (pie, red, pfifo, bfifo) under it."""
     out = []
-    for name, a in spec["aqms"].items():
-        if a["qdisc"] not in ("pie", "red"):
-            out.append(f"aqms.{name}.qdisc: {a['qdisc']!r} (modelled: pie, red)")
-    for i, h in enumerate(spec.get("hosts") or []):
-        for k, v in (h.get("sysctls") or {}).items():
-            if k not in SYSCTLS:
-                out.append(f"hosts[{i}].sysctls.{k}: no model in the simulation")
-            elif k == "net.ipv4.tcp_congestion_control" and v not in CONGESTION_CONTROL:
-                out.append(f"hosts[{i}].sysctls.{k}: {v!r} (modelled: {', '.join(CONGESTION_CONTROL)})")
-    if (spec.get("sources") or {}).get("kind", "ftp") != "ftp":
-        out.append(f"sources.kind: {spec['sources']['kind']!r} (modelled: ftp)")
+    for j, layer in enumerate(stack):
+        kind = layer["kind"]
+        if kind not in MODELLED_PARAMS:
+            out.append(f"{field}[{j}].kind: {kind!r} has no model in the simulation (modelled: {', '.join(MODELLED_PARAMS)})")
+            continue
+        for key in layer:
+            if key not in ("kind", "handle", *MODELLED_PARAMS[kind]):
+                out.append(f"{field}[{j}].{key}: {kind}'s {key} has no model in the simulation")
+        if kind == "netem" and len(stack) > 1:
+            out.append(f"{field}[{j}]: netem with other layers in its stack (the simulation makes netem's delay its "
+                       f"link's; expected netem alone)")
+        elif kind in SHAPERS and j > 0:
+            out.append(f"{field}[{j}]: a {kind} under {stack[j - 1]['kind']} (the simulation makes one shaper, the "
+                       f"stack's root, the port's link rate)")
+        elif kind not in SHAPERS and kind != "netem" and j != len(stack) - 1:
+            out.append(f"{field}[{j}]: a {kind} with a layer under it")
+        if kind == "red":
+            out += [f"{field}[{j}].{k}: missing (the simulation needs RED's {', '.join(RED_REQUIRED)})"
+                    for k in RED_REQUIRED if k not in layer]
+        if kind == "tbf" and len(stack) == 1 and "limit_bytes" not in layer and "latency_ms" not in layer:
+            out.append(f"{field}[{j}]: a tbf alone needs limit_bytes or latency_ms (its queue)")
     return out
 
 
-def _sysctl(spec: Spec, nodes: list[str], key: str, default: Any) -> Any:
-    for h in spec.get("hosts") or []:
-        if set(spec.select(h["nodes"])) & set(nodes) and key in (h.get("sysctls") or {}):
-            return h["sysctls"][key]
-    return default
+def _hub(network: str) -> str:
+    return f"lan-{network}"
 
 
-def scenario(spec: Spec, tv: dict, epoch0: float) -> str:
-    """netrepro-sim's scenario of one trial (``tv``: :func:`netrepro.controller.trial_vars`,
-    durations already time-scaled) whose simulated time 0 is Unix time ``epoch0``: the
-    base-RTT pings over [0, base_rtt_s), then the trial from :func:`trial_start_s`."""
-    from analysis.run import variant_rate_mbit
-    t0 = trial_start_s(tv)
-    hub = {net: f"lan-{net}" for net in spec.networks}
-    addr = {i["address"]: n for n, node in spec.nodes.items() for i in node["interfaces"]}
-    delay_ms: dict[tuple[str, str], float] = {}
-    for d in spec["links"].get("delays") or []:
-        for n in spec.select(d["nodes"]):
-            delay_ms[(n, d["network"])] = float(d["delay_ms"])
-    bn = spec["bottleneck"]
-    rate = variant_rate_mbit(spec, tv["variant"])
-    mtu = int(spec["links"]["mtu_bytes"])
-    senders = sorted({addr[g["server_address"]] for gs in tv["flows"].values() for g in gs})
-    cc = CONGESTION_CONTROL[_sysctl(spec, senders, "net.ipv4.tcp_congestion_control", "cubic")]
-    sack = str(int(_sysctl(spec, senders, "net.ipv4.tcp_sack", 1)) == 1).lower()
-    stop = t0 + tv["duration_s"] + 1.5  # ping's closing statistics come 1 s after its end
-    lines = [f"# {spec.name}, trial {tv['id']} (netrepro.sites.ns3.scenario)", f"epoch0 {epoch0:.6f}", f"stop {stop:.3f}",
-             f"run {int(tv.get('repetition', 1))}",
+def _peer(m: Model, node: str, ifname: str) -> str:
+    """The simulation node at the other end of a port's link: its LAN's hub, or the node its
+    cable joins."""
+    itf = m.nodes[node]["interfaces"][ifname]
+    return _hub(itf["network"]) if itf["network"] else itf["link"].split(":")[0]
+
+
+def _senders(trial: dict) -> list[str]:
+    return sorted({it["from"] for it in trial["traffic"] if it["kind"] == "ftp"})
+
+
+def unmodelled(spec: Spec) -> list[str]:
+    """What of ``spec``'s model (:attr:`netrepro.spec.Spec.model`) netrepro-sim cannot build,
+    one phrase each naming the model's field ([] when every trial can be simulated): a
+    switch, two links between one pair of nodes, offloads on, a stack other than those of
+    :func:`_stack_problems`, shapers at both ends of one link (a simulated link has one rate),
+    a sysctl outside :data:`SYSCTLS` or a congestion control outside
+    :data:`CONGESTION_CONTROL`, senders of one trial with different TCP settings (netrepro-sim
+    has one TCP for all), traffic other than :data:`TRAFFIC_KINDS`, a collector with
+    ``classes`` or at a port with no queue in the simulation (netem or no stack)."""
+    m = spec.model
+    out: list[str] = []
+    cables: dict[frozenset, int] = {}
+    for a, b in m.data["links"]:
+        pair = frozenset((a.split(":")[0], b.split(":")[0]))
+        cables[pair] = cables.get(pair, 0) + 1
+        if cables[pair] == 2:
+            out.append(f"topology.nodes.{a.replace(':', '.interfaces.')}.link: a second link between "
+                       f"{' and '.join(sorted(pair))} (netrepro-sim names a link by its two nodes)")
+    for n, nd in m.nodes.items():
+        if nd["kind"] == "switch":
+            out.append(f"topology.nodes.{n}.kind: switch (a Linux bridge) has no model in the simulation "
+                       f"(modelled: host, router)")
+        if n in {_hub(net) for net in m.data["networks"]}:
+            out.append(f"topology.nodes.{n}: the simulation names a LAN's hub so; expected another node name")
+    out += [f"links.offloads.{k}: true (the simulation sends packets of one MSS: offloads off)"
+            for k, on in m.data["offloads"].items() if on]
+    seen: set[str] = set()
+
+    def once(field_in_trial: str, problem: str, i: int) -> None:
+        if (field_in_trial, problem) not in seen:
+            seen.add((field_in_trial, problem))
+            out.append(f"trials[{i}].{problem}")
+
+    for i, t in enumerate(m.trials):
+        for port, stack in t["qdiscs"].items():
+            for p in _stack_problems(stack, f"qdiscs.{port}"):
+                once(p, p, i)
+        for a, b in _links(m):
+            if _shaper(t, a) and _shaper(t, b):
+                once(f"{a} {b}", f"qdiscs.{b}: a shaper at both ends of the link {a} - {b} (a simulated link has "
+                                 f"one rate)", i)
+        for node, kv in t["sysctls"].items():
+            for k, v in kv.items():
+                if k not in SYSCTLS:
+                    once(f"{node} {k}", f"sysctls.{node}.{k}: no model in the simulation", i)
+                elif k == "net.ipv4.tcp_congestion_control" and v not in CONGESTION_CONTROL:
+                    once(f"{node} {k}", f"sysctls.{node}.{k}: {v!r} (modelled: {', '.join(CONGESTION_CONTROL)})", i)
+        for k in ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_sack"):
+            values = {str(t["sysctls"].get(s, {}).get(k)) for s in _senders(t)}
+            if len(values) > 1:
+                once(k, f"sysctls: the senders {', '.join(_senders(t))} differ in {k} (netrepro-sim has one TCP for "
+                        f"all)", i)
+        for j, it in enumerate(t["traffic"]):
+            if it["kind"] not in TRAFFIC_KINDS:
+                once(f"traffic {it['id']}", f"traffic[{j}].kind: {it['kind']!r} (item {it['id']}) has no model in the "
+                                            f"simulation (modelled: {', '.join(TRAFFIC_KINDS)})", i)
+        for j, c in enumerate(m.data["collectors"]):
+            if c["kind"] == "qdisc_stats" and not _queue(t, c["at"]):
+                once(f"collectors {j}", f"qdiscs.{c['at']}: no shaper or queue for collectors[{j}] to sample "
+                                        f"(netem or no stack: the simulated port has a plain FIFO)", i)
+    for j, c in enumerate(m.data["collectors"]):
+        if c.get("classes"):
+            out.append(f"collectors[{j}].classes: true (the simulated queue discs have no classes)")
+    return out
+
+
+def _links(m: Model) -> list[tuple[str, str]]:
+    """Every simulated link as its two ports: a LAN port and its hub (``lan-<network>``), or
+    a cable's two ports; in node and interface order."""
+    out = []
+    for n, nd in m.nodes.items():
+        for ifname, itf in nd["interfaces"].items():
+            here = f"{n}:{ifname}"
+            if itf["network"]:
+                out.append((here, _hub(itf["network"])))
+            elif [itf["link"], here] not in [list(x) for x in out]:
+                out.append((here, itf["link"]))
+    return out
+
+
+def _shaper(trial: dict, port: str) -> dict | None:
+    stack = trial["qdiscs"].get(port) or []
+    return stack[0] if stack and stack[0]["kind"] in SHAPERS else None
+
+
+def _queue(trial: dict, port: str) -> dict | None:
+    """The layer whose queue disc the port gets: the stack's last layer, unless it is netem."""
+    stack = trial["qdiscs"].get(port) or []
+    return stack[-1] if stack and stack[-1]["kind"] != "netem" else None
+
+
+def _netem_ms(trial: dict, port: str) -> float:
+    stack = trial["qdiscs"].get(port) or []
+    return sum(float(x["delay_ms"]) for x in stack if x["kind"] == "netem")
+
+
+def base_rtt_s(m: Model, time_scale: float) -> float:
+    """Simulated length (s) of the base-RTT pings: ``base_rtt.duration_s`` x ``time_scale`` (0
+    without ``base_rtt``)."""
+    return round(float(m.data["base_rtt"].get("duration_s", 0)) * time_scale, 3)
+
+
+def trial_start_s(m: Model, time_scale: float) -> float:
+    """Simulated time (s) of a trial's common start: after its base-RTT pings and :data:`GAP_S`."""
+    return round(base_rtt_s(m, time_scale) + GAP_S, 3)
+
+
+def _tcp_setting(trial: dict, key: str, default: str) -> str:
+    """The senders' value of a sysctl (:func:`unmodelled` refuses senders that differ)."""
+    return next((str(trial["sysctls"][s][key]) for s in _senders(trial) if key in trial["sysctls"].get(s, {})), default)
+
+
+def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition: int = 1,
+             instance: str | None = None) -> str:
+    """netrepro-sim's scenario (the directives of netrepro/ns3/netrepro-sim.cc) of one trial
+    of the model ``m`` (``trial``: one of ``m.trials``) at ``time_scale`` (every start and
+    length multiplied by it), whose simulated time 0 is Unix time ``epoch0``: the base-RTT
+    pings over [0, :func:`base_rtt_s`), then the trial from :func:`trial_start_s`.
+    ``repetition`` is ns-3's run number; ``instance`` (the run's name of this trial instance)
+    goes into the first line's comment only. Assumes :func:`unmodelled` found nothing."""
+    k = time_scale
+    t0 = trial_start_s(m, k)
+    base = base_rtt_s(m, k)
+    duration = round(trial["duration_s"] * k, 3)
+    mtu = int(m.data["mtu_bytes"])
+    links = _links(m)
+    cc = CONGESTION_CONTROL[_tcp_setting(trial, "net.ipv4.tcp_congestion_control", "cubic")]
+    sack = str(int(_tcp_setting(trial, "net.ipv4.tcp_sack", "1")) == 1).lower()
+    stop = t0 + duration + 1.5  # ping's closing statistics come 1 s after its end
+    lines = [f"# {m.name}, trial {instance or trial['id']} (netrepro.sites.ns3.scenario)", f"epoch0 {epoch0:.6f}",
+             f"stop {stop:.3f}", f"run {int(repetition)}",
              f"tcp {cc} {mtu - 52} {MIN_RTO_S} {INITIAL_CWND} {SOCKET_BUFFER_BYTES} {SOCKET_BUFFER_BYTES}",
              f"default ns3::TcpSocketBase::Sack {sack}",
              f"default ns3::TcpSocket::DelAckTimeout {DELACK_TIMEOUT_S * 1000:g}ms"]
-    lines += [f"node {n}" for n in spec.nodes] + [f"node {h}" for h in hub.values()]
-    for n, node in spec.nodes.items():
-        for i in node["interfaces"]:
-            shaped = (n, i["network"]) == (bn["node"], bn["network"])
-            one_way_s = delay_ms.get((n, i["network"]), 0.0) / 2 / 1000
-            lines.append(f"link {n} {hub[i['network']]} {round(rate * 1e6) if shaped else LAN_RATE_BPS} "
-                         f"{one_way_s:g} 1")
-    aqm = spec["aqms"][tv["aqm"]]
-    path_delay = max(delay_ms.values(), default=0.0) / 1000
-    attrs = (pie_attributes(aqm.get("params") or {}, spec.pie_limit_packets(), mtu) if aqm["qdisc"] == "pie"
-             else red_attributes(aqm["params"], rate, path_delay))
-    qtype = {"pie": "ns3::PieQueueDisc", "red": "ns3::RedQueueDisc"}[aqm["qdisc"]]
-    lines.append(f"qdisc {bn['node']} {hub[bn['network']]} {qtype} " + " ".join(f"{k}={v}" for k, v in attrs.items()))
-    ping_end = t0 + tv["duration_s"]
-    for node, p in tv["ping"].items():
-        target = addr[p["target"]]
-        if tv["base_rtt_s"] > 0:
-            lines.append(f"ping {node} {target} {p['target']} {p['interval_s']} 0 {tv['base_rtt_s']:.3f} {node}/base_rtt.txt")
-        lines.append(f"ping {node} {target} {p['target']} {p['interval_s']} {t0:.3f} {ping_end:.3f} {node}/ping.txt")
-    for node, q in tv["qdisc_stats"].items():
-        lines.append(f"sample {node} {hub[q['network']]} {q['interval_s']} {t0:.3f} {ping_end + 0.5:.3f} "
-                     f"{node}/qdisc.jsonl {q['network']} {bn.get('aqm_handle', '10:')} {aqm['qdisc']}")
-    src = (spec["variants"][tv["variant"]].get("source") or {}).get("max_rate_bytes_per_s", 0)
-    for client, groups in tv["flows"].items():
-        for g in groups:
-            server = addr[g["server_address"]]
-            start = t0 + g["start_s"]
-            lines.append(f"flows {server} {client} {g['server_address']} {g['flows']} {start:.3f} "
-                         f"{start + g['duration_s']:.3f} {int(src) * 8} {client}/flows.csv")
+    lines += [f"node {n}" for n in m.nodes] + [f"node {_hub(net)}" for net in m.data["networks"]]
+    rate_mbit: dict[str, float] = {}
+    for a, b in links:
+        shaper = _shaper(trial, a) or _shaper(trial, b)
+        one_way_s = (_netem_ms(trial, a) + _netem_ms(trial, b)) / 2 / 1000
+        if shaper:
+            rate_mbit[a] = rate_mbit[b] = float(shaper["rate_mbit"])
+        lines.append(f"link {a.split(':')[0]} {b.split(':')[0]} "
+                     f"{round(shaper['rate_mbit'] * 1e6) if shaper else LAN_RATE_BPS} {one_way_s:g} 1")
+    delay_s = max((_netem_ms(trial, p) for p in trial["qdiscs"]), default=0.0) / 1000
+    for n, nd in m.nodes.items():
+        for ifname in nd["interfaces"]:
+            layer = _queue(trial, f"{n}:{ifname}")
+            if layer:
+                typeid, attributes = QUEUE_DISCS[layer["kind"]]
+                attrs = attributes(layer, rate_mbit.get(f"{n}:{ifname}", LAN_RATE_BPS / 1e6), delay_s, mtu)
+                lines.append(f"qdisc {n} {_peer(m, n, ifname)} {typeid} " + " ".join(f"{a}={v}" for a, v in attrs.items()))
+    for it in trial["traffic"]:
+        if it["kind"] == "ping":
+            node, label = it["from"], m.address_toward(it["from"], it["to"])
+            start = t0 + round(it["start_s"] * k, 3)
+            if base > 0:
+                lines.append(f"ping {node} {it['to']} {label} {it['interval_s']} 0 {base:.3f} {node}/base_rtt.txt")
+            lines.append(f"ping {node} {it['to']} {label} {it['interval_s']} {start:.3f} "
+                         f"{start + round(it['duration_s'] * k, 3):.3f} {node}/ping.txt")
+    for c in m.data["collectors"]:
+        node, ifname = c["at"].split(":")
+        stack = trial["qdiscs"][c["at"]]
+        layer = _queue(trial, c["at"])
+        handle = layer.get("handle", f"{stack.index(layer) + 1:x}:")
+        dev = next(key for key, i in m.data_plane(node).items() if i["interface"] == ifname)
+        lines.append(f"sample {node} {_peer(m, node, ifname)} {c['interval_s']} {t0:.3f} {t0 + duration + 0.5:.3f} "
+                     f"{node}/qdisc.jsonl {dev} {handle} {layer['kind']}")
+    for it in trial["traffic"]:
+        if it["kind"] == "ftp":
+            start = t0 + round(it["start_s"] * k, 3)
+            lines.append(f"flows {it['from']} {it['to']} {m.address_toward(it['to'], it['from'])} {it['flows']} "
+                         f"{start:.3f} {start + round(it['duration_s'] * k, 3):.3f} "
+                         f"{int(it['max_rate_bytes_per_s']) * 8} {it['to']}/flows.csv")
     return "\n".join(lines) + "\n"
-
-
-def trial_start_s(tv: dict) -> float:
-    """Simulated time (s) of a trial's common start: after its base-RTT pings and :data:`GAP_S`."""
-    return round(tv["base_rtt_s"] + GAP_S, 3)
 
 
 class Ns3Site(Site):
@@ -285,20 +483,29 @@ class Ns3Site(Site):
     TRIAL_WALL_PER_SCHEDULED_S = 0.05
     TRIAL_OVERHEAD_S = 1.0
 
+    #: Both formats: a schema_version 1 file is simulated from its model too
+    #: (:func:`netrepro.model.from_v1`); what a model holds that cannot be simulated is refused
+    #: by :meth:`check_experiment`.
+    SCHEMA_VERSIONS = (1, 2)
+
+    @classmethod
+    def check_experiment(cls, spec: Spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:
+        """Refuse (SiteError, one line naming the file and each field) an experiment whose
+        model holds what netrepro-sim cannot build (:func:`unmodelled`): before anything is
+        built or run, ``plan`` and a dry run included."""
+        problems = unmodelled(spec)
+        if problems:
+            raise SiteError(f"site ns3: {spec.path}: cannot be simulated: " + "; ".join(problems))
+
     def plan(self) -> str:
-        problems = unmodelled(self.spec)
         head = (f"site ns3: {self.spec.name} simulated in ns-3 {NS3_VERSION} (netrepro-sim, {SOURCE.relative_to(REPO_ROOT)}); "
                 "no machine is reserved")
-        if problems:
-            return head + "\ncannot be simulated: " + "; ".join(problems)
-        return head + "\n" + "\n".join(f"  {n}: {', '.join(i['network'] for i in node['interfaces'])}"
-                                       for n, node in self.spec.nodes.items())
+        m = self.spec.model
+        return head + "\n" + "\n".join(f"  {n}: {', '.join(m.data_plane(n))}" for n in m.nodes)
 
     def preflight(self) -> None:
-        """Refuse what cannot be simulated (one line naming the fields)."""
-        problems = unmodelled(self.spec)
-        if problems:
-            raise SiteError(f"site ns3: {self.spec.name} cannot be simulated: " + "; ".join(problems))
+        """Refuse what cannot be simulated (:meth:`check_experiment`)."""
+        self.check_experiment(self.spec, self.options)
 
     def reserve(self) -> None:
         self.preflight()
@@ -320,22 +527,27 @@ class Ns3Site(Site):
                 "simulator": st.get("simulator")}
 
     def simulate(self, spec: Spec, tv: dict, out_dir: Path) -> dict:
-        """Run one trial: write its scenario (``out_dir/scenario.txt``) and its raw files
-        (``out_dir/<node>/``) and return ``{"start_epoch_s", "wall_s", "scenario_sha256"}``.
+        """Run one trial instance: ``tv`` is the controller's trial vars, of which this reads
+        ``trial`` (the trial's id in ``spec.model``), ``time_scale``, ``repetition`` and ``id``
+        (the instance); the rest comes from ``spec.model`` (:func:`scenario`). Writes the
+        scenario (``out_dir/scenario.txt``) and the raw files (``out_dir/<node>/``) and returns
+        ``{"start_epoch_s", "wall_s", "scenario_sha256"}``.
 
         Raises:
             SiteError: netrepro-sim failed (its first line of stderr).
         """
         sim = Path(self.load_state().get("simulator") or build())
-        for n in spec.nodes:
+        m = spec.model
+        for n in m.nodes:
             (out_dir / n).mkdir(parents=True, exist_ok=True)
         epoch0 = time.time()
+        k = float(tv["time_scale"])
         scen = out_dir / "scenario.txt"  # kept with the raw files: the simulation's input
-        scen.write_text(scenario(spec, tv, epoch0))
+        scen.write_text(scenario(m, m.trial(tv["trial"]), k, epoch0, int(tv.get("repetition", 1)), tv["id"]))
         t = time.time()
         p = subprocess.run([str(sim), str(scen), str(out_dir)], capture_output=True, text=True)
         if p.returncode != 0:
             raise SiteError(f"site ns3: netrepro-sim failed (exit {p.returncode}): "
                             + (p.stderr.strip().splitlines() or ["no message"])[0][:300])
-        return {"start_epoch_s": round(epoch0 + trial_start_s(tv), 6), "wall_s": round(time.time() - t, 2),
+        return {"start_epoch_s": round(epoch0 + trial_start_s(m, k), 6), "wall_s": round(time.time() - t, 2),
                 "scenario_sha256": hashlib.sha256(scen.read_bytes()).hexdigest()}
