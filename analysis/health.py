@@ -16,30 +16,32 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
   which also counts the arming of the collectors and flows; ``fraction``;
   ``nodes_cpu_busy_max_fraction``. On the local site every node shares one machine (the same
   /proc/stat); on a testbed each node is its own, and the busiest one counts.
-- ``ping_received``: per pinging node, echo replies to the probes sent within the schedule
-  ``[start - interval, start + duration]`` / the probes the schedule asks for (duration / interval,
-  as roles/collectors/files/nr-ping.sh counts them); the smallest; ``fraction``;
+- ``ping_received``: per ping item of the trial (:mod:`netrepro.model`), echo replies to the
+  probes sent within its schedule (``[start, start + length)`` shifted back half an
+  interval) / the probes the schedule asks for (length / interval, as
+  roles/collectors/files/nr-ping.sh counts them); the smallest; ``fraction``;
   ``ping_received_min_fraction``. Probes dropped by the AQM count as missing here too.
-- ``flow_start_lag``: for each time of the schedule at which flow groups start (the phases
-  they open), the latest flow start behind the schedule, ``start_epoch_s - (trial start +
-  group start_s)``; the largest; ``ms``; ``flow_start_lag_max_ms``.
-- ``flow_start_skew``: for each such time, max - min of the flow starts of the groups
-  (clients) starting then; the largest; ``ms``; ``flow_start_skew_max_ms``.
-- ``sampling_<kind>`` for each collector kind of the spec (``sampling_ping``,
-  ``sampling_qdisc_stats``): per node, samples recorded within the schedule / samples the
-  schedule asks for (duration / interval); the smallest; ``fraction``;
-  ``collector_sampling_min_fraction``. A ping sample is a probe sent (answered or reported
-  ``no answer yet`` by ``ping -O``); a queue sample a line of qdisc.jsonl.
-- ``queue_delay_excess``: per pinging node and phase, the share of its echo replies whose
-  queueing delay (ping RTT - the node's base RTT, as :mod:`analysis.tidy` computes it) exceeds
-  the time the bottleneck's buffer takes to drain, ``buffer_bytes * 8 / (rate_mbit * 1e6)`` s
-  (the variant's rate), by more than ``queue_delay_excess_max_ms`` (the tolerance, default 0):
-  such a delay is physically impossible in a faithful emulation; the largest share;
-  ``fraction``; ``queue_delay_excess_max_fraction``. A share, not the largest delay: the
-  claims read each phase's median, which a few delayed samples cannot move (one 250 ms stall
-  of the micro-VM delays ~3 of a full-length phase's 500 samples per node), while a substrate
-  that delays more than that share is what this check is for. The detail names the worst
-  node and phase and the largest queueing delay seen.
+- ``flow_start_lag``: for each time at which iperf3 or FTP items start, the latest recorded
+  start behind the schedule, ``start - (trial start + start_s)`` (iperf3: ``.json.t0``; FTP:
+  flows.csv's ``start_epoch_s``); the largest; ``ms``; ``flow_start_lag_max_ms``.
+- ``flow_start_skew``: for each time at which two or more such items start, max - min of
+  their starts; the largest; ``ms``; ``flow_start_skew_max_ms``. Without such a time it is
+  not measured (one FTP item's flows are one curl process: their spread is no skew).
+- ``sampling_<kind>`` (``sampling_ping``, ``sampling_qdisc_stats``): per ping item or queue
+  collector, samples recorded within the schedule / samples the schedule asks for; the
+  smallest; ``fraction``; ``collector_sampling_min_fraction``. A ping sample is a probe sent
+  (answered or reported ``no answer yet`` by ``ping -O``); a queue sample a line of qdisc.jsonl.
+- ``queue_delay_excess``: per ping item and phase, the share of its echo replies whose
+  queueing delay (ping RTT - its node's base RTT, run.json or base_rtt.txt) exceeds the time
+  the buffers on its path there and back take to drain (:func:`netrepro.model.ping_buffers`:
+  each shaped port's leaf limit x 8 / the stack's shaping rate, summed) by more than
+  ``queue_delay_excess_max_ms`` (the tolerance, default 0): such a delay is physically
+  impossible in a faithful emulation; the largest share; ``fraction``;
+  ``queue_delay_excess_max_fraction``. A share, not the largest delay: the claims read each
+  phase's median, which a few delayed samples cannot move (one 250 ms stall of the micro-VM
+  delays ~3 of a full-length phase's 500 samples per node). Not measured without ``base_rtt``
+  or a shaped buffer on any ping's path. The detail names the worst item and phase and the
+  largest queueing delay seen.
 - ``controller_load``: the larger 1-minute load average of the controller machine read
   before and after the trial (run.json ``controller_loadavg``), per core
   (``controller_cores``); ``load per core``; ``controller_load_per_core_max``.
@@ -47,11 +49,10 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
   trial (run.json ``controller_cpu_busy``, from its own /proc/stat); ``fraction``;
   ``controller_cpu_busy_max_fraction``.
 
-An experiment of schema_version 2 (:mod:`netrepro.model`) has no fixed bottleneck, flow
-groups or base RTT: it gets ``nodes_cpu_busy``; ``flow_start_lag`` of its iperf3 clients (each
-client's ``iperf3-<id>.json.t0`` against trial start + its ``start_s``); ``sampling_ping`` per
-ping item (probes sent in its schedule shifted back half an interval / the probes it asks
-for) and ``sampling_qdisc_stats`` per queue collector; and the two controller checks.
+Every experiment, of schema_version 1 (through :func:`netrepro.model.from_v1`) or 2, gets
+these checks from its model, each where its data exist (:func:`_measures`);
+:data:`netrepro.model.HEALTH_NEEDS` says which data each threshold needs. A check the
+experiment gives nothing to measure says ``not measured`` and is not judged: it never passes.
 
 A check whose threshold the experiment file leaves out is measured but not judged
 (``passed: null``). A judged check that cannot be measured (a file missing or unreadable, a
