@@ -16,30 +16,32 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
   which also counts the arming of the collectors and flows; ``fraction``;
   ``nodes_cpu_busy_max_fraction``. On the local site every node shares one machine (the same
   /proc/stat); on a testbed each node is its own, and the busiest one counts.
-- ``ping_received``: per pinging node, echo replies to the probes sent within the schedule
-  ``[start - interval, start + duration]`` / the probes the schedule asks for (duration / interval,
-  as roles/collectors/files/nr-ping.sh counts them); the smallest; ``fraction``;
+- ``ping_received``: per ping item of the trial (:mod:`netrepro.model`), echo replies to the
+  probes sent within its schedule (``[start, start + length)`` shifted back half an
+  interval) / the probes the schedule asks for (length / interval, as
+  roles/collectors/files/nr-ping.sh counts them); the smallest; ``fraction``;
   ``ping_received_min_fraction``. Probes dropped by the AQM count as missing here too.
-- ``flow_start_lag``: for each time of the schedule at which flow groups start (the phases
-  they open), the latest flow start behind the schedule, ``start_epoch_s - (trial start +
-  group start_s)``; the largest; ``ms``; ``flow_start_lag_max_ms``.
-- ``flow_start_skew``: for each such time, max - min of the flow starts of the groups
-  (clients) starting then; the largest; ``ms``; ``flow_start_skew_max_ms``.
-- ``sampling_<kind>`` for each collector kind of the spec (``sampling_ping``,
-  ``sampling_qdisc_stats``): per node, samples recorded within the schedule / samples the
-  schedule asks for (duration / interval); the smallest; ``fraction``;
-  ``collector_sampling_min_fraction``. A ping sample is a probe sent (answered or reported
-  ``no answer yet`` by ``ping -O``); a queue sample a line of qdisc.jsonl.
-- ``queue_delay_excess``: per pinging node and phase, the share of its echo replies whose
-  queueing delay (ping RTT - the node's base RTT, as :mod:`analysis.tidy` computes it) exceeds
-  the time the bottleneck's buffer takes to drain, ``buffer_bytes * 8 / (rate_mbit * 1e6)`` s
-  (the variant's rate), by more than ``queue_delay_excess_max_ms`` (the tolerance, default 0):
-  such a delay is physically impossible in a faithful emulation; the largest share;
-  ``fraction``; ``queue_delay_excess_max_fraction``. A share, not the largest delay: the
-  claims read each phase's median, which a few delayed samples cannot move (one 250 ms stall
-  of the micro-VM delays ~3 of a full-length phase's 500 samples per node), while a substrate
-  that delays more than that share is what this check is for. The detail names the worst
-  node and phase and the largest queueing delay seen.
+- ``flow_start_lag``: for each time at which iperf3 or FTP items start, the latest recorded
+  start behind the schedule, ``start - (trial start + start_s)`` (iperf3: ``.json.t0``; FTP:
+  flows.csv's ``start_epoch_s``); the largest; ``ms``; ``flow_start_lag_max_ms``.
+- ``flow_start_skew``: for each time at which two or more such items start, max - min of
+  their starts; the largest; ``ms``; ``flow_start_skew_max_ms``. Without such a time it is
+  not measured (one FTP item's flows are one curl process: their spread is no skew).
+- ``sampling_<kind>`` (``sampling_ping``, ``sampling_qdisc_stats``): per ping item or queue
+  collector, samples recorded within the schedule / samples the schedule asks for; the
+  smallest; ``fraction``; ``collector_sampling_min_fraction``. A ping sample is a probe sent
+  (answered or reported ``no answer yet`` by ``ping -O``); a queue sample a line of qdisc.jsonl.
+- ``queue_delay_excess``: per ping item and phase, the share of its echo replies whose
+  queueing delay (ping RTT - its node's base RTT, run.json or base_rtt.txt) exceeds the time
+  the buffers on its path there and back take to drain (:func:`netrepro.model.ping_buffers`:
+  each shaped port's leaf limit x 8 / the stack's shaping rate, summed) by more than
+  ``queue_delay_excess_max_ms`` (the tolerance, default 0): such a delay is physically
+  impossible in a faithful emulation; the largest share; ``fraction``;
+  ``queue_delay_excess_max_fraction``. A share, not the largest delay: the claims read each
+  phase's median, which a few delayed samples cannot move (one 250 ms stall of the micro-VM
+  delays ~3 of a full-length phase's 500 samples per node). Not measured without ``base_rtt``
+  or a shaped buffer on any ping's path. The detail names the worst item and phase and the
+  largest queueing delay seen.
 - ``controller_load``: the larger 1-minute load average of the controller machine read
   before and after the trial (run.json ``controller_loadavg``), per core
   (``controller_cores``); ``load per core``; ``controller_load_per_core_max``.
@@ -47,11 +49,10 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
   trial (run.json ``controller_cpu_busy``, from its own /proc/stat); ``fraction``;
   ``controller_cpu_busy_max_fraction``.
 
-An experiment of schema_version 2 (:mod:`netrepro.model`) has no fixed bottleneck, flow
-groups or base RTT: it gets ``nodes_cpu_busy``; ``flow_start_lag`` of its iperf3 clients (each
-client's ``iperf3-<id>.json.t0`` against trial start + its ``start_s``); ``sampling_ping`` per
-ping item (probes sent in its schedule shifted back half an interval / the probes it asks
-for) and ``sampling_qdisc_stats`` per queue collector; and the two controller checks.
+Every experiment, of schema_version 1 (through :func:`netrepro.model.from_v1`) or 2, gets
+these checks from its model, each where its data exist (:func:`_measures`);
+:data:`netrepro.model.HEALTH_NEEDS` says which data each threshold needs. A check the
+experiment gives nothing to measure says ``not measured`` and is not judged: it never passes.
 
 A check whose threshold the experiment file leaves out is measured but not judged
 (``passed: null``). A judged check that cannot be measured (a file missing or unreadable, a
@@ -69,7 +70,8 @@ from typing import Callable
 
 import pandas as pd
 
-from analysis.raw import base_rtt_ms, parse_ping, parse_qdisc_jsonl
+from analysis.raw import base_rtt_ms, parse_flows, parse_ping, parse_qdisc_stack
+from netrepro.model import STARTED_KINDS, data_kinds, ping_buffers
 
 #: check id (or id prefix for ``sampling_<kind>``) -> (threshold key in ``health:``, unit,
 #: "max" when the value must not exceed the threshold, "min" when it must reach it).
@@ -94,6 +96,12 @@ class _NotMeasured(Exception):
 
 class _NotApplicable(Exception):
     """A check with nothing to measure in this trial (no item of its kind): not judged."""
+
+
+class _Unmeasurable(Exception):
+    """A check this experiment's design gives nothing to measure (no two items starting
+    together, no base RTT, no shaped buffer on a ping's path): reported "not measured",
+    never judged, so that it never passes for what it did not measure."""
 
 
 def host_cpu_ticks(path: str | Path = "/proc/stat") -> str | None:
@@ -166,14 +174,21 @@ def _nodes_cpu_busy(spec, record: dict, trial_dir: Path, **_) -> tuple[float, st
     return busy[top], detail
 
 
-def _ping_nodes(spec) -> dict[str, float]:
-    """Pinging node -> its collector's interval (s), in node order."""
-    out = {}
-    for c in spec["collectors"]:
-        if c["kind"] == "ping":
-            for node in spec.select(c["nodes"]):
-                out.setdefault(node, float(c["interval_s"]))
-    return out
+def _model_trial(spec, record: dict, trial_dir: Path) -> dict:
+    """The model's trial of a trial record: its ``trial`` (a repeated run's instance
+    ``<trial>.r<k>``, netrepro.schedule), else the raw folder's name (``raw/<trial id>``)."""
+    tid = record.get("trial") or trial_dir.name
+    for t in spec.model.trials:
+        if t["id"] == tid:
+            return t
+    raise _NotMeasured(f"no trial {tid!r} in the experiment")
+
+
+def _items(spec, record, trial_dir, kinds: tuple[str, ...]) -> list[dict]:
+    items = [it for it in _model_trial(spec, record, trial_dir)["traffic"] if it["kind"] in kinds]
+    if not items:
+        raise _NotApplicable(f"no {' or '.join(kinds)} item in the trial")
+    return items
 
 
 def _probes(text: str, interval_s: float) -> pd.DataFrame:
@@ -192,202 +207,196 @@ def _probes(text: str, interval_s: float) -> pd.DataFrame:
     return rows.drop_duplicates("seq").reset_index(drop=True)
 
 
-def _ping_counts(spec, start: float, duration: float, trial_dir: Path) -> dict[str, tuple[int, int, int]]:
-    """Pinging node -> (probes sent within the schedule, of them answered, probes expected)."""
+def _ping_counts(spec, record, trial_dir, start: float, time_scale: float) -> dict[str, tuple[int, int, int]]:
+    """Ping item id -> (probes sent within its schedule, of them answered, probes the schedule
+    asks for: length / interval, as roles/collectors/files/nr-ping.sh counts them). The
+    schedule is the item's [start, start + length) shifted back half an interval: a probe
+    due at the start counts if the node's clock is a little early, one after the end not."""
     out = {}
-    for node, interval in _ping_nodes(spec).items():
-        p = _probes(_text(trial_dir / node / "ping.txt"), interval)
-        # the first probe may go up to one interval early (the node's clock against the start's)
-        inside = p[(p["sent_epoch_s"] >= start - interval) & (p["sent_epoch_s"] <= start + duration)]
-        out[node] = (len(inside), int(inside["answered"].sum()), max(1, round(duration / interval)))
+    for it in _items(spec, record, trial_dir, ("ping",)):
+        lo, length, iv = start + it["start_s"] * time_scale, it["duration_s"] * time_scale, it["interval_s"]
+        p = _probes(_text(trial_dir / it["from"] / "ping.txt"), iv)
+        inside = p[(p["sent_epoch_s"] >= lo - iv / 2) & (p["sent_epoch_s"] < lo + length - iv / 2)]
+        want = max(1, round(length / iv))
+        out[it["id"]] = (min(len(inside), want), min(int(inside["answered"].sum()), want), want)
     return out
 
 
-def _ping_received(spec, record: dict, trial_dir: Path, start: float, duration: float, **_) -> tuple[float, str]:
-    counts = _ping_counts(spec, start, duration, trial_dir)
-    if not counts:
-        raise _NotMeasured("no ping collector in the experiment")
+def _ping_received(spec, record, trial_dir, start, time_scale, **_) -> tuple[float, str]:
+    counts = _ping_counts(spec, record, trial_dir, start, time_scale)
     share = {n: got / want for n, (_, got, want) in counts.items()}
     low = min(share, key=share.get)
     return share[low], f"lowest {low} ({counts[low][1]} of {counts[low][2]}); " + ", ".join(
         f"{n} {_pct(v)}" for n, v in share.items())
 
 
-def _flow_starts(spec, record: dict, trial_dir: Path, start: float, time_scale: float) -> dict[float, dict]:
-    """Scheduled start (s from the trial's start) -> {"label", "lags_s": [actual - scheduled
-    of every flow of the groups starting then], "missing": [files without a start]}."""
-    from analysis.raw import parse_flows
-    from netrepro.controller import flows_files
-
-    phases = record.get("phases") if isinstance(record.get("phases"), list) else spec.scaled(time_scale)["phases"]
-    names = {round(p["start_s"], 3): p["name"] for p in phases if isinstance(p, dict) and _num(p.get("start_s")) is not None}
-    out: dict[float, dict] = {}
-    for fg, path in zip(spec.scaled(time_scale)["flows"], flows_files(spec, trial_dir)):
-        at = round(fg["start_s"], 3)
-        slot = out.setdefault(at, {"label": names.get(at, f"t={at:g} s"), "lags_s": [], "missing": []})
-        try:
-            flows = parse_flows(_text(path))
-        except _NotMeasured as exc:
-            slot["missing"].append(str(exc))
-            continue
-        starts = flows["start_epoch_s"].dropna()
-        if starts.empty:
-            slot["missing"].append(f"{fg['client']}/{path.name} has no flow start")
-        slot["lags_s"] += [float(s) - (start + fg["start_s"]) for s in starts]
-    return dict(sorted(out.items()))
-
-
-def _flow_start(spec, record, trial_dir, start, time_scale, what: str) -> tuple[float, str]:
-    slots = _flow_starts(spec, record, trial_dir, start, time_scale)
-    missing = [m for s in slots.values() for m in s["missing"]]
-    if missing:
-        raise _NotMeasured("; ".join(missing))
-    per = {}
-    for s in slots.values():
-        lags = s["lags_s"]
-        per[s["label"]] = 1000 * (max(lags) if what == "lag" else max(lags) - min(lags))
-    worst = max(per, key=lambda k: per[k])
-    return per[worst], f"worst {worst}; " + ", ".join(f"{k} {round(v):+d}" if what == "lag" else f"{k} {round(v):d}"
-                                                      for k, v in per.items()) + " ms"
-
-
-def _flow_start_lag(spec, record, trial_dir, start, time_scale, **_):
-    return _flow_start(spec, record, trial_dir, start, time_scale, "lag")
-
-
-def _flow_start_skew(spec, record, trial_dir, start, time_scale, **_):
-    return _flow_start(spec, record, trial_dir, start, time_scale, "skew")
-
-
 def _sampling(kind: str) -> Callable:
-    def measure(spec, record, trial_dir, start, duration, **_) -> tuple[float, str]:
-        share, counts = {}, {}
-        if kind == "ping":
-            for node, (sent, _, want) in _ping_counts(spec, start, duration, trial_dir).items():
-                share[node], counts[node] = sent / want, (sent, want)
-        else:
-            handle = spec["bottleneck"].get("aqm_handle")
-            for c in spec["collectors"]:
-                if c["kind"] != kind:
-                    continue
-                for node in spec.select(c["nodes"]):
-                    q = parse_qdisc_jsonl(_text(trial_dir / node / "qdisc.jsonl"), handle=handle)
-                    t = q["t_epoch_s"]
-                    got = int(((t >= start) & (t < start + duration)).sum())
-                    want = max(1, round(duration / float(c["interval_s"])))
-                    share[node], counts[node] = got / want, (got, want)
-        if not share:
-            raise _NotMeasured(f"no {kind} collector in the experiment")
-        low = min(share, key=share.get)
-        return share[low], f"lowest {low} ({counts[low][0]} of {counts[low][1]} samples in the schedule); " + \
-            ", ".join(f"{n} {_pct(v)}" for n, v in share.items())
-    return measure
-
-
-def _queue_delay_excess(spec, record, trial_dir, start, duration, time_scale, **_) -> tuple[float, str]:
-    from analysis.run import variant_rate_mbit
-
-    rate = variant_rate_mbit(spec, record.get("variant"))
-    drain_ms = spec["bottleneck"]["buffer_bytes"] * 8 / (rate * 1e6) * 1000
-    tolerance_ms = _num((spec.get("health") or {}).get("queue_delay_excess_max_ms")) or 0.0
-    statistic = spec.get("base_rtt", {}).get("statistic", "median")
-    recorded = record.get("base_rtt_ms") if isinstance(record.get("base_rtt_ms"), dict) else {}
-    phases = record.get("phases") if isinstance(record.get("phases"), list) else spec.scaled(time_scale)["phases"]
-    largest: tuple[float, str, float] | None = None  # (queueing delay ms, node, t_s)
-    worst: tuple[float, str, str, int, int] | None = None  # (share, node, phase, over, samples)
-    for node in _ping_nodes(spec):
-        base = _num(recorded.get(node))
-        if base is None:
-            base = base_rtt_ms(parse_ping(_text(trial_dir / node / "base_rtt.txt"))["rtt_ms"], statistic)
-        if not math.isfinite(base):
-            raise _NotMeasured(f"no base RTT for {node}")
-        p = parse_ping(_text(trial_dir / node / "ping.txt"))
-        p = p[pd.notna(p["t_epoch_s"]) & pd.notna(p["rtt_ms"])]
-        t = p["t_epoch_s"].to_numpy() - start
-        q = p["rtt_ms"].to_numpy() - base
-        if len(q):
-            i = int(q.argmax())
-            if largest is None or q[i] > largest[0]:
-                largest = (float(q[i]), node, float(t[i]))
-        for ph in phases:
-            inside = (t >= ph["start_s"]) & (t < ph["end_s"])
-            n = int(inside.sum())
-            if n:
-                over = int((q[inside] > drain_ms + tolerance_ms).sum())
-                if worst is None or over / n > worst[0]:
-                    worst = (over / n, node, ph["name"], over, n)
-    if worst is None or largest is None:
-        raise _NotMeasured("no echo reply within the phases" if _ping_nodes(spec) else "no ping collector in the experiment")
-    share, node, phase, over, n = worst
-    q, qnode, t = largest
-    return share, (f"worst {node} {phase}: {over} of {n} samples more than {tolerance_ms:g} ms above the buffer's "
-                   f"drain time ({spec['bottleneck']['buffer_bytes']} B at {rate:g} Mbit/s: {drain_ms:.1f} ms); "
-                   f"largest queueing delay {q:.1f} ms ({qnode} at {t:.1f} s)")
-
-
-def _model_trial(spec, record: dict, trial_dir: Path) -> dict:
-    """The model's trial of a trial record: its ``trial`` (a repeated run's instance
-    ``<trial>.r<k>``, netrepro.schedule), else the raw folder's name (``raw/<trial id>``)."""
-    tid = record.get("trial") or trial_dir.name
-    for t in spec.model.trials:
-        if t["id"] == tid:
-            return t
-    raise _NotMeasured(f"no trial {tid!r} in the experiment")
-
-
-def _item_sampling(kind: str) -> Callable:
-    """``sampling_<kind>`` of an experiment of schema_version 2: per queue collector (its
-    node's qdisc.jsonl lines) or ping item (its probes sent, answered or not), the samples
-    within its schedule / the samples the schedule asks for; the smallest."""
+    """``sampling_<kind>``: per ping item (its probes sent, answered or not) or queue
+    collector (its node's qdisc.jsonl lines), the samples within its schedule / the samples
+    the schedule asks for; the smallest."""
     def measure(spec, record, trial_dir, start, duration, time_scale, **_) -> tuple[float, str]:
-        from analysis.raw import parse_qdisc_stack
         share, counts = {}, {}
         if kind == "ping":
-            for it in _model_trial(spec, record, trial_dir)["traffic"]:
-                if it["kind"] != "ping":
-                    continue
-                lo = start + it["start_s"] * time_scale
-                length = it["duration_s"] * time_scale
-                p = _probes(_text(trial_dir / it["from"] / "ping.txt"), it["interval_s"])
-                # a window of the schedule's length shifted back half an interval: a probe due
-                # at the start counts if the node's clock is a little early, one after the end not
-                half = it["interval_s"] / 2
-                got = int(((p["sent_epoch_s"] >= lo - half) & (p["sent_epoch_s"] < lo + length - half)).sum())
-                want = max(1, round(length / it["interval_s"]))
-                share[it["id"]], counts[it["id"]] = min(1.0, got / want), (got, want)
+            for iid, (sent, _, want) in _ping_counts(spec, record, trial_dir, start, time_scale).items():
+                share[iid], counts[iid] = sent / want, (sent, want)
         else:
             for c in spec.model.data["collectors"]:
-                node = c["at"].split(":")[0]
-                t = parse_qdisc_stack(_text(trial_dir / node / "qdisc.jsonl"))["t_epoch_s"]
+                t = parse_qdisc_stack(_text(trial_dir / c["at"].split(":")[0] / "qdisc.jsonl"))["t_epoch_s"]
                 got = int(((t >= start) & (t < start + duration)).sum())
                 want = max(1, round(duration / float(c["interval_s"])))
                 share[c["at"]], counts[c["at"]] = got / want, (got, want)
-        if not share:
-            raise _NotApplicable(f"no {kind} in the trial")
         low = min(share, key=share.get)
         return share[low], f"lowest {low} ({counts[low][0]} of {counts[low][1]} samples in the schedule); " + \
             ", ".join(f"{n} {_pct(v)}" for n, v in share.items())
     return measure
 
 
-def _iperf3_start_lag(spec, record, trial_dir, start, time_scale, **_) -> tuple[float, str]:
-    """``flow_start_lag`` of an experiment of schema_version 2: each iperf3 client's start
-    (``iperf3-<id>.json.t0``, the epoch time nr-iperf3.sh wrote as it started the client)
-    behind its schedule (trial start + start_s); the largest, ms."""
-    lags = {}
-    for it in _model_trial(spec, record, trial_dir)["traffic"]:
-        if it["kind"] != "iperf3":
-            continue
-        f = trial_dir / it["from"] / f"iperf3-{it['id']}.json.t0"
+def _phase_names(spec, record, time_scale) -> dict[float, str]:
+    phases = record.get("phases") if isinstance(record.get("phases"), list) else None
+    if phases is None:
+        phases = [{**p, "start_s": p["start_s"] * time_scale} for p in spec.model.data["phases"]]
+    return {round(p["start_s"], 3): p["name"] for p in phases
+            if isinstance(p, dict) and _num(p.get("start_s")) is not None}
+
+
+def _item_starts(spec, record, trial_dir: Path) -> dict[str, list[float]]:
+    """Traffic item id -> the epoch times (s) its client recorded starting it: an iperf3
+    item's ``iperf3-<id>.json.t0`` (nr-iperf3.sh), an FTP item's ``start_epoch_s`` of every
+    flow in its receiver's flows.csv (the receiver's k-th FTP item of the trial, k >= 1:
+    flows-<k>.csv; roles/flow_clients). Raises _NotMeasured naming the files without one."""
+    out, missing, nth = {}, [], {}
+    for it in _items(spec, record, trial_dir, STARTED_KINDS):
         try:
-            t0 = float(_text(f).split()[0])
-        except (IndexError, ValueError):
-            raise _NotMeasured(f"{it['from']}/{f.name} has no start time") from None
-        lags[it["id"]] = 1000 * (t0 - (start + it["start_s"] * time_scale))
-    if not lags:
-        raise _NotApplicable("no iperf3 item in the trial")
-    worst = max(lags, key=lags.get)
-    return lags[worst], f"worst {worst}; " + ", ".join(f"{k} {round(v):+d}" for k, v in lags.items()) + " ms"
+            if it["kind"] == "iperf3":
+                f = trial_dir / it["from"] / f"iperf3-{it['id']}.json.t0"
+                try:
+                    out[it["id"]] = [float(_text(f).split()[0])]
+                except (IndexError, ValueError):
+                    raise _NotMeasured(f"{it['from']}/{f.name} has no start time") from None
+            else:
+                k = nth[it["to"]] = nth.get(it["to"], -1) + 1
+                f = trial_dir / it["to"] / ("flows.csv" if k == 0 else f"flows-{k}.csv")
+                starts = [float(x) for x in parse_flows(_text(f))["start_epoch_s"].dropna()]
+                if not starts:
+                    raise _NotMeasured(f"{it['to']}/{f.name} has no flow start")
+                out[it["id"]] = starts
+        except _NotMeasured as exc:
+            missing.append(str(exc))
+    if missing:
+        raise _NotMeasured("; ".join(missing))
+    return out
+
+
+def _start_slots(spec, record, trial_dir, start, time_scale) -> list[dict]:
+    """The times at which traffic items start, in order: ``[{"label", "items", "lags_s"}]``,
+    lags_s: every recorded start of those items minus (trial start + the item's start_s at
+    ``time_scale``). A slot's label is the phase that opens then, else its items' ids."""
+    starts = _item_starts(spec, record, trial_dir)
+    names = _phase_names(spec, record, time_scale)
+    slots: dict[float, dict] = {}
+    for it in _items(spec, record, trial_dir, STARTED_KINDS):
+        at = round(it["start_s"] * time_scale, 3)
+        slot = slots.setdefault(at, {"at": at, "items": [], "lags_s": []})
+        slot["items"].append(it["id"])
+        slot["lags_s"] += [s - (start + it["start_s"] * time_scale) for s in starts[it["id"]]]
+    for at, slot in slots.items():
+        slot["label"] = names.get(at) or ", ".join(slot["items"])
+    return [slots[k] for k in sorted(slots)]
+
+
+def _flow_start_lag(spec, record, trial_dir, start, time_scale, **_) -> tuple[float, str]:
+    """``flow_start_lag``: per start time, the latest recorded start of the items starting
+    then behind their schedule; the largest, ms."""
+    per = {s["label"]: 1000 * max(s["lags_s"]) for s in _start_slots(spec, record, trial_dir, start, time_scale)}
+    worst = max(per, key=per.get)
+    return per[worst], f"worst {worst}; " + ", ".join(f"{k} {round(v):+d}" for k, v in per.items()) + " ms"
+
+
+def _flow_start_skew(spec, record, trial_dir, start, time_scale, **_) -> tuple[float, str]:
+    """``flow_start_skew``: per start time at which two or more items start, max - min of
+    their recorded starts; the largest, ms. Without such a time the check measures nothing
+    (the flows of one FTP item are one curl process with one start): not measured."""
+    slots = [s for s in _start_slots(spec, record, trial_dir, start, time_scale) if len(s["items"]) > 1]
+    if not slots:
+        raise _Unmeasurable("no two iperf3 or FTP items of this trial start at the same time (each start time "
+                            "opens one item): there is no skew to measure")
+    per = {s["label"]: 1000 * (max(s["lags_s"]) - min(s["lags_s"])) for s in slots}
+    worst = max(per, key=per.get)
+    return per[worst], f"worst {worst}; " + ", ".join(f"{k} {round(v):d}" for k, v in per.items()) + " ms"
+
+
+def _phase_windows(spec, record, duration, time_scale) -> list[tuple[str, float, float]]:
+    """(name, start s, end s) of the trial's phases (run.json's, else the file's at
+    ``time_scale``), or the whole schedule as ``all`` without phases."""
+    phases = record.get("phases") if isinstance(record.get("phases"), list) else None
+    if not phases:
+        phases = [{**p, "start_s": p["start_s"] * time_scale, "end_s": p["end_s"] * time_scale}
+                  for p in spec.model.data["phases"]]
+    return [(p["name"], p["start_s"], p["end_s"]) for p in phases] or [("all", 0.0, duration or math.inf)]
+
+
+def queue_delay_ms(ping: pd.DataFrame, base_ms: float, start: float) -> pd.DataFrame:
+    """Queueing delay of a ping item's echo replies: ``t_s`` (s from the trial's start) and
+    ``queue_ms`` (RTT - the path's base RTT, ms), from :func:`analysis.raw.parse_ping`'s
+    frame; replies without a time or an RTT are left out."""
+    p = ping[pd.notna(ping["t_epoch_s"]) & pd.notna(ping["rtt_ms"])]
+    return pd.DataFrame({"t_s": p["t_epoch_s"].to_numpy() - start, "queue_ms": p["rtt_ms"].to_numpy() - base_ms})
+
+
+def _queue_delay_excess(spec, record, trial_dir, start, duration, time_scale, **_) -> tuple[float, str]:
+    """``queue_delay_excess``: per ping item and phase, the share of its echo replies whose
+    queueing delay exceeds the time the buffers of its path take to drain
+    (:func:`netrepro.model.ping_buffers`: the sum over its shaped ports of limit bytes x 8 /
+    rate) by more than ``queue_delay_excess_max_ms``; the largest share."""
+    m = spec.model
+    if not m.data["base_rtt"]:
+        raise _Unmeasurable("the experiment has no base_rtt: no queueing delay without the unloaded RTT")
+    trial = _model_trial(spec, record, trial_dir)
+    tolerance_ms = _num((spec.get("health") or {}).get("queue_delay_excess_max_ms")) or 0.0
+    statistic = m.data["base_rtt"].get("statistic", "median")
+    recorded = record.get("base_rtt_ms") if isinstance(record.get("base_rtt_ms"), dict) else {}
+    windows = _phase_windows(spec, record, duration, time_scale)
+    largest: tuple[float, str, float] | None = None  # (queueing delay ms, item, t_s)
+    worst: tuple[float, str, str, int, int] | None = None  # (share, item, phase, over, samples)
+    drains, unbounded = {}, []
+    for it in _items(spec, record, trial_dir, ("ping",)):
+        try:
+            bufs = ping_buffers(m, trial, it)
+        except ValueError as exc:
+            raise _NotMeasured(f"{it['id']}: {exc}") from None
+        if not bufs:
+            unbounded.append(it["id"])
+            continue
+        drain_ms = sum(b * 8 / (r * 1e6) * 1000 for _, b, r in bufs)
+        drains[it["id"]] = (drain_ms, "; ".join(f"{p}: {b} B at {r:g} Mbit/s" for p, b, r in bufs))
+        base = _num(recorded.get(it["from"]))
+        if base is None:
+            base = base_rtt_ms(parse_ping(_text(trial_dir / it["from"] / "base_rtt.txt"))["rtt_ms"], statistic)
+        if not math.isfinite(base):
+            raise _NotMeasured(f"no base RTT for {it['id']} ({it['from']}/base_rtt.txt)")
+        q = queue_delay_ms(parse_ping(_text(trial_dir / it["from"] / "ping.txt")), base, start)
+        t, d = q["t_s"].to_numpy(), q["queue_ms"].to_numpy()
+        if len(d):
+            i = int(d.argmax())
+            if largest is None or d[i] > largest[0]:
+                largest = (float(d[i]), it["id"], float(t[i]))
+        for name, lo, hi in windows:
+            inside = (t >= lo) & (t < hi)
+            n = int(inside.sum())
+            if n:
+                over = int((d[inside] > drain_ms + tolerance_ms).sum())
+                if worst is None or over / n > worst[0]:
+                    worst = (over / n, it["id"], name, over, n)
+    if not drains:
+        raise _Unmeasurable(f"no ping item's path crosses a port with a shaper and a limit ({', '.join(unbounded)})")
+    if worst is None or largest is None:
+        raise _NotMeasured("no echo reply within the phases")
+    share, iid, phase, over, n = worst
+    q, qid, t = largest
+    return share, (f"worst {iid} {phase}: {over} of {n} samples more than {tolerance_ms:g} ms above the buffers' "
+                   f"drain time ({drains[iid][1]}: {drains[iid][0]:.1f} ms); "
+                   f"largest queueing delay {q:.1f} ms ({qid} at {t:.1f} s)"
+                   + (f"; no shaped buffer on the path of {', '.join(unbounded)}" if unbounded else ""))
 
 
 def _controller_load(spec, record, **_) -> tuple[float, str]:
@@ -409,29 +418,21 @@ def _controller_cpu_busy(spec, record, **_) -> tuple[float, str]:
 
 
 def _measures(spec) -> list[tuple[str, Callable]]:
-    """(check id, measurement) in report order; one sampling check per collector kind.
-
-    An experiment of schema_version 2 gets the CPU checks, and those of what it has:
-    ``flow_start_lag`` of its iperf3 clients, ``sampling_ping`` of its ping items,
-    ``sampling_qdisc_stats`` of its queue collectors (:func:`_item_sampling`); in a trial
-    without such items (one with its own traffic) that check is not applicable (not judged).
-    The ping and queue delay checks of version 1 read its fixed bottleneck and base RTT, which
-    version 2 does not have."""
-    if spec.model.data["schema_version"] == 2:
-        # which threshold needs which data: netrepro.model.HEALTH_NEEDS, checked by validate
-        from netrepro.model import data_kinds
-        kinds = data_kinds(spec.model)
-        return ([("nodes_cpu_busy", _nodes_cpu_busy)]
-                + ([("flow_start_lag", _iperf3_start_lag)] if "iperf3" in kinds else [])
-                + ([("sampling_ping", _item_sampling("ping"))] if "ping" in kinds else [])
-                + ([("sampling_qdisc_stats", _item_sampling("qdisc_stats"))] if "qdisc_stats" in kinds else [])
-                + [("controller_load", _controller_load), ("controller_cpu_busy", _controller_cpu_busy)])
-    kinds = list(dict.fromkeys(c["kind"] for c in spec["collectors"]))
-    return ([("nodes_cpu_busy", _nodes_cpu_busy), ("ping_received", _ping_received),
-             ("flow_start_lag", _flow_start_lag), ("flow_start_skew", _flow_start_skew)]
-            + [(f"sampling_{k}", _sampling(k)) for k in kinds]
-            + [("queue_delay_excess", _queue_delay_excess), ("controller_load", _controller_load),
-               ("controller_cpu_busy", _controller_cpu_busy)])
+    """(check id, measurement) in report order: the same checks for every experiment, each
+    where the experiment has its data (:func:`netrepro.model.data_kinds`): the CPU checks
+    always; ``ping_received``, ``sampling_ping`` and ``queue_delay_excess`` with a ping
+    item; ``flow_start_lag`` and ``flow_start_skew`` with an iperf3 or FTP item;
+    ``sampling_qdisc_stats`` with a queue collector. In a trial without an item of the kind
+    that check is not applicable (not judged)."""
+    kinds = data_kinds(spec.model)
+    ping, started = "ping" in kinds, bool(kinds & set(STARTED_KINDS))
+    return ([("nodes_cpu_busy", _nodes_cpu_busy)]
+            + ([("ping_received", _ping_received)] if ping else [])
+            + ([("flow_start_lag", _flow_start_lag), ("flow_start_skew", _flow_start_skew)] if started else [])
+            + ([("sampling_ping", _sampling("ping"))] if ping else [])
+            + ([("sampling_qdisc_stats", _sampling("qdisc_stats"))] if "qdisc_stats" in kinds else [])
+            + ([("queue_delay_excess", _queue_delay_excess)] if ping else [])
+            + [("controller_load", _controller_load), ("controller_cpu_busy", _controller_cpu_busy)])
 
 
 def _round(x: float | None, unit: str) -> float | None:
@@ -501,6 +502,8 @@ def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dic
                                     duration=duration, time_scale=time_scale)
         except _NotApplicable as exc:
             detail, applies = f"not applicable: {exc}", False
+        except _Unmeasurable as exc:
+            detail, applies = f"not measured: {exc}", False
         except _NotMeasured as exc:
             detail = f"not measured: {exc}"
         except Exception as exc:  # noqa: BLE001 - odd data must never stop a run or an analysis

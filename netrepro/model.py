@@ -880,19 +880,174 @@ def _check_figures(m: Model, path) -> None:
                                                       "phases: [{name, start_s, end_s}] or no shade_phases")
 
 
-#: Which data each threshold of ``health:`` needs in an experiment of schema_version 2: the
-#: check analysis/health.py (``_measures``) judges with it, and the kinds of traffic items or
-#: collectors that check measures (any one suffices; an empty tuple: the machines, always
-#: measured). A threshold absent from this table has no check in version 2 (ping_received,
-#: flow_start_skew and queue_delay_excess read version 1's fixed bottleneck, flow groups and
-#: base RTT). validate refuses a threshold whose check can never run for the file.
+#: The bytes a full-sized packet occupies in a qdisc's byte count: the MTU plus the 14-byte
+#: Ethernet header (the backlog of a qdisc counts ``qdisc_pkt_len(skb)``, skb->len at the
+#: egress of an Ethernet device, include/net/sch_generic.h).
+ETHERNET_HEADER_BYTES = 14
+
+
+def stack_buffer(stack: list[dict], mtu_bytes: int) -> tuple[int, float] | None:
+    """The buffer of one port's qdisc stack and the rate that drains it: ``(bytes,
+    rate_mbit)``, or None when the stack has no shaper or its leaf no explicit limit.
+
+    The rate is the stack's lowest shaping rate (:func:`shaping_rate_mbit`). Packets wait in
+    the leaf, the last layer (a shaper's ``limit`` makes its own bfifo only when it has no
+    child, tc-tbf(8)): its ``limit_bytes``, or its ``limit_packets`` x (``mtu_bytes`` + 14),
+    full-sized frames as the qdisc counts them (:data:`ETHERNET_HEADER_BYTES`). A leaf without
+    an explicit limit (the kernel's default, e.g. pfifo's txqueuelen) gives None: its size is
+    not in the file."""
+    rate = shaping_rate_mbit(stack)
+    if not rate or not stack:
+        return None
+    leaf = stack[-1]
+    if "limit_bytes" in leaf:
+        return int(leaf["limit_bytes"]), rate
+    if "limit_packets" in leaf:
+        return int(leaf["limit_packets"]) * (int(mtu_bytes) + ETHERNET_HEADER_BYTES), rate
+    return None
+
+
+def path_ports(m: Model, src: str, dst: str) -> list[str]:
+    """The ports (``NODE:INTERFACE``) a packet from ``src`` to ``dst``'s address
+    (:meth:`Model.address_toward`) leaves by, in order: at each host or router the interface
+    on the destination's subnet, else the one toward the ``via`` of its longest matching
+    route, then every switch port on the way to the node holding that next-hop address
+    (switches bridge: the shortest way through links, LANs and switches).
+
+    Raises:
+        ValueError: a node on the way has no route to the destination, the next hop cannot
+            be reached through switches, or the routes loop.
+    """
+    target = ipaddress.ip_address(m.address_toward(src, dst))
+    owner = {ipaddress.ip_interface(i["address"]).ip: n
+             for n, nd in m.nodes.items() for i in nd["interfaces"].values() if i["address"]}
+    ports: list[str] = []
+    node, seen = src, set()
+    while owner.get(target) != node:
+        if node in seen:
+            raise ValueError(f"the routes toward {target} loop at {node}")
+        seen.add(node)
+        mine = {name: ipaddress.ip_interface(i["address"])
+                for name, i in m.nodes[node]["interfaces"].items() if i["address"]}
+        hop = target
+        if not any(target in a.network for a in mine.values()):
+            routes = [r for r in m.nodes[node]["routes"] if target in ipaddress.ip_network(r["to"])]
+            if not routes:
+                raise ValueError(f"{node} has no route to {target}")
+            hop = ipaddress.ip_address(max(routes, key=lambda r: ipaddress.ip_network(r["to"]).prefixlen)["via"])
+        egress = next((name for name, a in mine.items() if hop in a.network), None)
+        if egress is None or hop not in owner:
+            raise ValueError(f"{node} reaches no node at {hop}")
+        ports += _l2_way(m, _port(node, egress), owner[hop])
+        node = owner[hop]
+    return ports
+
+
+def _l2_way(m: Model, start: str, to: str) -> list[str]:
+    """Egress ports from port ``start`` through links, LANs and switches to a port of node
+    ``to`` (breadth first: the fewest switches). Raises ValueError when there is none."""
+    def peers(port: str) -> list[str]:
+        n, itf = port.split(":")
+        i = m.nodes[n]["interfaces"][itf]
+        if i["link"]:
+            return [i["link"]]
+        return [_port(o, name) for o, nd in m.nodes.items() for name, j in nd["interfaces"].items()
+                if j["network"] == i["network"] and (o, name) != (n, itf)]
+
+    queue, visited = [[start]], {start}
+    while queue:
+        way = queue.pop(0)
+        for peer in peers(way[-1]):
+            node, itf = peer.split(":")
+            if node == to:
+                return way
+            if m.nodes[node]["kind"] != "switch":
+                continue
+            for other in m.nodes[node]["interfaces"]:
+                out = _port(node, other)
+                if other != itf and out not in visited:
+                    visited.add(out)
+                    queue.append(way + [out])
+    raise ValueError(f"no way from {start} to {to} through links and switches")
+
+
+def ping_buffers(m: Model, trial: dict, item: dict) -> list[tuple[str, int, float]]:
+    """The buffers a ping item's probes and replies can wait in: ``[(port, bytes, rate_mbit)]``
+    for every port of its path there and back (:func:`path_ports`) whose stack in ``trial``
+    has a shaper and a limit (:func:`stack_buffer`). Ports without a shaper drain at the
+    link's own speed and are left out. Raises ValueError when the path cannot be found."""
+    out = []
+    for port in path_ports(m, item["from"], item["to"]) + path_ports(m, item["to"], item["from"]):
+        buf = stack_buffer(trial["qdiscs"].get(port, []), m.data["mtu_bytes"])
+        if buf:
+            out.append((port, *buf))
+    return out
+
+
+def simultaneous_starts(trial: dict) -> list[float]:
+    """The start times (s, unscaled) at which two or more traffic items that record their
+    start (iperf3, FTP: :data:`STARTED_KINDS`) of ``trial`` start together, sorted."""
+    starts: dict[float, int] = {}
+    for it in trial["traffic"]:
+        if it["kind"] in STARTED_KINDS:
+            starts[float(it["start_s"])] = starts.get(float(it["start_s"]), 0) + 1
+    return sorted(t for t, k in starts.items() if k >= 2)
+
+
+#: The traffic items whose clients record when they started: iperf3 (``iperf3-<id>.json.t0``)
+#: and FTP (the ``start_epoch_s`` of flows.csv), roles/flow_clients.
+STARTED_KINDS = ("iperf3", "ftp")
+
+#: What each threshold of ``health:`` needs in the file, for every schema_version: the check
+#: analysis/health.py judges with it can be computed only when the file has all of these
+#: (:func:`health_data`). An empty tuple: the machines, always measured. validate refuses a
+#: threshold whose check can never be computed for the file (version 2; version 1 reports
+#: such a check "not measured").
 HEALTH_NEEDS: dict[str, tuple[str, ...]] = {
     "nodes_cpu_busy_max_fraction": (),
-    "flow_start_lag_max_ms": ("iperf3",),
-    "collector_sampling_min_fraction": ("ping", "qdisc_stats"),
+    "ping_received_min_fraction": ("ping",),
+    "flow_start_lag_max_ms": ("started",),
+    "flow_start_skew_max_ms": ("started_together",),
+    "collector_sampling_min_fraction": ("sampled",),
+    "queue_delay_excess_max_ms": ("base_rtt", "ping_buffer"),
+    "queue_delay_excess_max_fraction": ("base_rtt", "ping_buffer"),
     "controller_load_per_core_max": (),
     "controller_cpu_busy_max_fraction": (),
 }
+
+#: The data names of :data:`HEALTH_NEEDS`, as validate's messages say them.
+HEALTH_DATA: dict[str, str] = {
+    "ping": "a ping item",
+    "started": "an iperf3 or FTP item",
+    "started_together": "two iperf3 or FTP items of one trial starting at the same time",
+    "sampled": "a ping item or a qdisc_stats collector",
+    "base_rtt": "base_rtt (the unloaded RTT a queueing delay is measured from)",
+    "ping_buffer": "a ping item whose path crosses a port with a shaper (htb, tbf rate_mbit) and a limit "
+                   "(limit_bytes or limit_packets on the stack's leaf)",
+}
+
+
+def health_data(m: Model) -> set[str]:
+    """Which data of :data:`HEALTH_DATA` a run of ``m`` has (in at least one trial)."""
+    kinds = data_kinds(m)
+    out = {k for k in ("ping",) if k in kinds}
+    if kinds & set(STARTED_KINDS):
+        out.add("started")
+    if any(simultaneous_starts(t) for t in m.trials):
+        out.add("started_together")
+    if kinds & {"ping", "qdisc_stats"}:
+        out.add("sampled")
+    if m.data["base_rtt"]:
+        out.add("base_rtt")
+    for t in m.trials:
+        for it in t["traffic"]:
+            if it["kind"] == "ping":
+                try:
+                    if ping_buffers(m, t, it):
+                        out.add("ping_buffer")
+                except ValueError:
+                    pass
+    return out
 
 
 def data_kinds(m: Model) -> set[str]:
@@ -903,16 +1058,12 @@ def data_kinds(m: Model) -> set[str]:
 
 def _check_health(m: Model, path) -> None:
     """Every threshold of ``health:`` has data to judge (:data:`HEALTH_NEEDS`)."""
-    kinds = data_kinds(m)
+    have = health_data(m)
     for key in m.data["health"]:
-        if key not in HEALTH_NEEDS:
-            _fail(path, f"health.{key}", f"no check of a schema_version 2 experiment uses it (it reads version 1's "
-                                         f"bottleneck and flow groups); expected one of: {', '.join(HEALTH_NEEDS)}")
-        needs = HEALTH_NEEDS[key]
-        if needs and not kinds & set(needs):
+        missing = [HEALTH_DATA[d] for d in HEALTH_NEEDS[key] if d not in have]
+        if missing:
             _fail(path, f"health.{key}", f"nothing in this file measures it: expected "
-                                         f"{' or '.join(needs)} data (a traffic item or collector of that kind), "
-                                         f"or leave this threshold out")
+                                         f"{' and '.join(missing)}, or leave this threshold out")
 
 
 def from_v1(spec) -> Model:

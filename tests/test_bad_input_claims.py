@@ -41,6 +41,7 @@ PIE_LOWER = "lower: {statistic: rtt_median_ms, trials: [pie], subjects: [h2-h3]}
 DROPTAIL_LABELS = "labels: {aqm: droptail, rate: 1gbit}"
 COLLECTOR = '  - {kind: qdisc_stats, at: "s2:s2-eth2", interval_s: 0.1}\n'
 IPERF3 = "{kind: iperf3, id: h1-h3, from: h1, to: h3, duration_s: 90}"
+PING = "  - {kind: ping, id: h2-h3, from: h2, to: h3, interval_s: 1, duration_s: 90}\n"
 
 #: The "billion laughs": nine levels of nine aliases, 9^9 = 387,420,489 strings in 300 bytes.
 BOMB = "laughs:\n  a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
@@ -159,18 +160,32 @@ ROWS = [
         [FILE, "trials[0].labels.phase", "'phase' names a column"],
         setup=edited((DROPTAIL_LABELS, "labels: {aqm: droptail, phase: 1gbit}"))),
     # --- health thresholds without data to judge ------------------------------------------
-    Row("health-flow-start-lag-without-iperf3", VALIDATE,
-        [FILE, "health.flow_start_lag_max_ms", "nothing in this file measures it", "iperf3"],
-        setup=edited((IPERF3, "{kind: ftp, id: h1-h3, from: h3, to: h1, flows: 1, duration_s: 90}"))),
+    Row("health-flow-start-lag-without-iperf3-or-ftp", VALIDATE,
+        [FILE, "health.flow_start_lag_max_ms", "nothing in this file measures it", "an iperf3 or FTP item"],
+        setup=edited(("  - " + IPERF3 + "\n", ""))),
+    Row("health-skew-without-two-items-starting-together", VALIDATE,
+        [FILE, "health.flow_start_skew_max_ms", "nothing in this file measures it",
+         "two iperf3 or FTP items of one trial starting at the same time", "or leave this threshold out"],
+        setup=edited(("  flow_start_lag_max_ms: 100\n", "  flow_start_lag_max_ms: 100\n  flow_start_skew_max_ms: 20\n"))),
+    Row("health-ping-received-without-ping-item", VALIDATE,
+        [FILE, "health.ping_received_min_fraction", "nothing in this file measures it", "expected a ping item"],
+        setup=edited((PING, ""), ("  flow_start_lag_max_ms: 100\n",
+                                  "  flow_start_lag_max_ms: 100\n  ping_received_min_fraction: 0.9\n"))),
+    Row("health-queue-delay-excess-without-base-rtt", VALIDATE,
+        [FILE, "health.queue_delay_excess_max_fraction", "nothing in this file measures it", "expected base_rtt"],
+        setup=edited(("  flow_start_lag_max_ms: 100\n",
+                      "  flow_start_lag_max_ms: 100\n  queue_delay_excess_max_fraction: 0.01\n"))),
+    Row("health-queue-delay-tolerance-without-shaped-buffer-on-the-ping-path", VALIDATE,
+        [FILE, "health.queue_delay_excess_max_ms", "nothing in this file measures it",
+         "a ping item whose path crosses a port with a shaper"],
+        setup=edited((PING, PING.replace("to: h3", "to: h1")),
+                     ("  flow_start_lag_max_ms: 100\n", "  flow_start_lag_max_ms: 100\n  queue_delay_excess_max_ms: 20\n"),
+                     tail="base_rtt: {duration_s: 10, statistic: median}\n")),
     Row("health-sampling-without-collector-or-ping", VALIDATE,
-        [FILE, "health.collector_sampling_min_fraction", "nothing in this file measures it", "ping or qdisc_stats"],
-        setup=edited(("  - {kind: ping, id: h2-h3, from: h2, to: h3, interval_s: 1, duration_s: 90}\n", ""),
+        [FILE, "health.collector_sampling_min_fraction", "nothing in this file measures it", "a ping item or a qdisc_stats collector"],
+        setup=edited((PING, ""),
                      ("\ncollectors:\n" + "  # The manual plots the queue of s2-eth2 (plot_q.sh); here it is sampled "
                       "every 0.1 s.\n" + COLLECTOR, "\ncollectors: []\n"))),
-    Row("health-version-1-only-threshold", VALIDATE,
-        [FILE, "health.ping_received_min_fraction", "no check of a schema_version 2 experiment uses it"],
-        setup=edited(("  nodes_cpu_busy_max_fraction: 0.6\n",
-                      "  nodes_cpu_busy_max_fraction: 0.6\n  ping_received_min_fraction: 0.9\n"))),
     # --- two qdisc_stats collectors on one node: the second would replace the first -------
     Row("qdisc-stats-twice-on-a-node", VALIDATE,
         [FILE, "collectors[1].at", "s2 already has a qdisc_stats collector (collectors[0])", "one per node"],
