@@ -223,7 +223,8 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
         # interpolated at the trial's start and end (:func:`phase_utilization`)
         first, last = max(int(np.searchsorted(te, window[0], "left")) - 1, 0), int(np.searchsorted(te, window[1], "right"))
         tx = tx.iloc[first:last + 1]
-        add(c["at"], -1, tx["t_epoch_s"] - start, "tx_bytes", tx["tx_bytes"])
+        # the collector's clock has microseconds: rounded to them, the time drops float noise
+        add(c["at"], -1, np.round(tx["t_epoch_s"] - start, 6), "tx_bytes", tx["tx_bytes"])
         f = parse_qdisc_fields(text)
         f = f[(f["t_epoch_s"] >= window[0]) & (f["t_epoch_s"] <= window[1])]
         for (kind, field), g in f.groupby(["kind", "field"], sort=True):
