@@ -6,7 +6,9 @@ the trial's traffic items and collectors, and what is judged from the file's ``c
 - **tidy** (one row per sample, long form): ``trial, subject, stream, t_s, metric, value``;
   subjects are traffic item ids (iperf3: ``throughput_mbit``, ``retransmits``,
   ``cwnd_bytes``, ``rtt_ms`` per stream and interval, stream -1 = the item's sum; ping:
-  ``rtt_ms``) and sampled ports (``backlog_bytes``, ``backlog_packets``, ``drops``, each
+  ``rtt_ms``, and ``queue_delay_ms`` with ``base_rtt``) and sampled ports (``backlog_bytes``,
+  ``backlog_packets``, ``drops``, ``tx_bytes`` (the interface's counter, with the sample
+  before and after the trial), each
   qdisc's own fields as ``<kind>_<field>`` (:func:`analysis.raw.parse_qdisc_fields`), and with
   the collector's ``classes``: ``class_backlog_packets`` per class of the leaf qdisc (stream =
   the class's minor number: fq_codel's bucket + 1) and ``busy_classes``);
@@ -23,24 +25,31 @@ the trial's traffic items and collectors, and what is judged from the file's ``c
                                   (Jain's index over its parallel streams), ``share`` (of the
                                   trial's total)
   ping item                       ``rtt_median_ms``, ``rtt_mean_ms``, ``rtt_p95_ms``, ``rtt_min_ms``,
-                                  ``ping_received_fraction``
+                                  ``ping_received_fraction``; with ``base_rtt``,
+                                  ``queue_delay_median_ms``, ``queue_delay_mean_ms``,
+                                  ``queue_delay_p95_ms`` (of RTT - base RTT: :func:`base_rtt_of`)
+                                  and ``queue_delay_samples``
   sampled port (``node:if``)      ``backlog_mean_bytes``, ``backlog_max_bytes``,
                                   ``backlog_mean_ms`` and ``backlog_max_ms`` (bytes x 8 / the
                                   stack's shaping rate), ``drops``, ``utilization`` (the
-                                  iperf3 items' total over that rate); with ``classes``,
+                                  iperf3 items' total over that rate), ``sent_utilization``
+                                  (the interface's sent bytes over that rate:
+                                  :func:`phase_utilization`); with ``classes``,
                                   ``busy_classes_max`` (the most classes of the leaf qdisc
                                   holding packets at once) and ``classes_in_use`` (classes
                                   that held packets in >= CLASS_IN_USE_SHARE of the samples
                                   where any did: fq_codel's buckets the flows hashed into)
   ``all`` (the trial)             ``total_throughput_mbit``, ``jain_index`` (over its iperf3
-                                  items), ``retransmits``
+                                  items), ``retransmits``; with ``base_rtt``, the queueing delay
+                                  statistics of the ping items' samples pooled
   ==============================  ==================================================================
 
   Jain's fairness index: J = (sum x)^2 / (n sum x^2) (R. Jain, D. Chiu, W. Hawe, DEC-TR-301,
   1984), 1/n .. 1; the coefficient of variation: population std / mean.
 - **claims**: ``bound`` (every selected value within min/max), ``difference`` and ``ratio``
-  (each value of ``higher`` against the value of ``lower`` in the same position: difference
-  >= min, ratio >= min), ``rise_and_fall`` (over ``order`` = phases or trials, non-decreasing
+  (each value of ``higher`` against the value of ``lower`` in the same position: min <=
+  difference <= max, its absolute value with ``absolute``; ratio >= min), ``all_of`` (every
+  one of its ``checks`` holds; not evaluable when one is), ``rise_and_fall`` (over ``order`` = phases or trials, non-decreasing
   to ``peak`` then non-increasing, each step within ``tolerance``, peak above both ends by
   ``min_rise``). A selection lists values in the order trials x subjects x phases (phase
   ``all`` by default; subjects by default those the model says compute the statistic:
@@ -59,7 +68,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.generic_figures import draw, figure_specs
-from analysis.raw import parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields, parse_qdisc_stack
+from analysis.raw import (base_rtt_ms, parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields,
+                          parse_qdisc_jsonl, parse_qdisc_stack)
 from analysis.tidy import read_raw
 from netrepro.model import SUMMARY_COLUMNS
 from netrepro.model import shaping_rate_mbit as _shaping_rate_mbit
@@ -70,6 +80,46 @@ TIDY_COLUMNS = ["trial", "subject", "stream", "t_s", "metric", "value"]
 #: that, and a stray packet (ARP, a probe) sits in a bucket well under 1 % of the samples.
 CLASS_IN_USE_SHARE = 0.1
 SUMMARY_KEYS = list(SUMMARY_COLUMNS)
+
+
+#: A phase's utilization is computed only if tx_bytes samples cover at least this share of it.
+MIN_COVERAGE = 0.9
+
+
+def phase_utilization(t_s, tx_bytes, start_s: float, end_s: float, rate_mbit: float,
+                      min_coverage: float = MIN_COVERAGE) -> float:
+    """Share of a shaped port's capacity used during [start_s, end_s] (the phase's ``sent_utilization``;
+    pie-vs-red's ``utilization`` in its schema_version 1 analysis, analysis/summary.py).
+
+    utilization = (tx_bytes(b) - tx_bytes(a)) / (rate_mbit * 1e6 / 8 * (b - a)), clipped to
+    0..1, where tx_bytes(.) is the interface byte counter linearly interpolated between
+    samples (numpy.interp) and [a, b] = [start_s, end_s] intersected with the span of the
+    samples (never extrapolated).
+
+    Args:
+        t_s: sample times (s), any order; tx_bytes: counter values (bytes) at those times.
+        start_s, end_s: phase boundaries (s); rate_mbit: bottleneck rate (Mbit/s).
+        min_coverage: fraction of the phase the samples must span, else NaN.
+    Returns:
+        utilization in 0..1, or NaN (too little coverage, no samples, or the counter
+        decreased inside the phase, e.g. a reset).
+    """
+    t = np.asarray(t_s, dtype=float)
+    b = np.asarray(tx_bytes, dtype=float)
+    ok = np.isfinite(t) & np.isfinite(b)
+    t, b = t[ok], b[ok]
+    if t.size < 2 or not end_s > start_s or not rate_mbit > 0:
+        return math.nan
+    order = np.argsort(t, kind="stable")
+    t, b = t[order], b[order]
+    a_, b_ = max(start_s, t[0]), min(end_s, t[-1])
+    if b_ - a_ < min_coverage * (end_s - start_s):
+        return math.nan
+    inside = (t > a_) & (t < b_)
+    if np.any(np.diff(np.concatenate(([np.interp(a_, t, b)], b[inside], [np.interp(b_, t, b)]))) < 0):
+        return math.nan
+    sent = np.interp(b_, t, b) - np.interp(a_, t, b)
+    return float(np.clip(sent / (rate_mbit * 1e6 / 8 * (b_ - a_)), 0.0, 1.0))
 
 
 def jain_index(x) -> float:
@@ -145,11 +195,17 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
             if text is None:
                 continue
             p = parse_ping(text)
-            # the probes sent within the item's schedule (-D prints the reply's time)
-            sent = p["t_epoch_s"] - p["rtt_ms"] / 1000 - start
+            # the probes within the item's schedule, placed at their send time (-D prints the
+            # reply's time) or, with ``timestamp: received``, at the reply's
+            at = (p["t_epoch_s"] - start if it.get("timestamp") == "received"
+                  else p["t_epoch_s"] - p["rtt_ms"] / 1000 - start)
             lo, hi = it["start_s"] * time_scale, (it["start_s"] + it["duration_s"]) * time_scale
-            keep = (sent >= lo) & (sent < hi)
-            add(it["id"], -1, sent[keep], "rtt_ms", p.loc[keep, "rtt_ms"])
+            keep = (at >= lo) & (at < hi)
+            add(it["id"], -1, at[keep], "rtt_ms", p.loc[keep, "rtt_ms"])
+            if model.data.get("base_rtt"):
+                base = base_rtt_of(model, node, record, trial_dir, problems)
+                if math.isfinite(base):
+                    add(it["id"], -1, at[keep], "queue_delay_ms", p.loc[keep, "rtt_ms"] - base)
     for c in model.data["collectors"]:
         node = c["at"].split(":")[0]
         text = read_raw(trial_dir / node / "qdisc.jsonl", problems, run_dir)
@@ -162,6 +218,14 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
         add(c["at"], -1, t, "backlog_packets", q["backlog_packets"])
         add(c["at"], -1, t, "drops", q["drops"] - (q["drops"].iloc[0] if len(q) else 0))
         window = (start, start + trial["duration_s"] * time_scale)
+        tx = parse_qdisc_jsonl(text, handle=None, dev=c["at"].split(":")[1]).dropna(subset=["t_epoch_s", "tx_bytes"])
+        te = tx["t_epoch_s"].to_numpy()
+        # the samples inside the trial and the one on each side, so that the counter can be
+        # interpolated at the trial's start and end (:func:`phase_utilization`)
+        first, last = max(int(np.searchsorted(te, window[0], "left")) - 1, 0), int(np.searchsorted(te, window[1], "right"))
+        tx = tx.iloc[first:last + 1]
+        # the collector's clock has microseconds: rounded to them, the time drops float noise
+        add(c["at"], -1, np.round(tx["t_epoch_s"] - start, 6), "tx_bytes", tx["tx_bytes"])
         f = parse_qdisc_fields(text)
         f = f[(f["t_epoch_s"] >= window[0]) & (f["t_epoch_s"] <= window[1])]
         for (kind, field), g in f.groupby(["kind", "field"], sort=True):
@@ -177,6 +241,24 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
             add(c["at"], -1, t, "busy_classes", busy.reindex(q["t_epoch_s"], fill_value=0).to_numpy())
     tidy = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=TIDY_COLUMNS)
     return tidy[TIDY_COLUMNS], ends
+
+
+def base_rtt_of(model, node: str, record: dict, trial_dir: Path, problems: list[str]) -> float:
+    """The base RTT (ms) of the path a node pings: run.json's ``base_rtt_ms[node]`` for the
+    trial when recorded, else the file's ``base_rtt.statistic`` (default median:
+    :func:`analysis.raw.base_rtt_ms`) of the RTTs in the node's ``base_rtt.txt`` (the pings
+    sent under no load before the trial). NaN, with a line in ``problems``, when neither
+    gives one. The same definition as pie-vs-red's schema_version 1 analysis
+    (analysis/tidy.py): queueing delay = ping RTT - base RTT, not clipped at 0."""
+    recorded = (record.get("base_rtt_ms") or {}).get(node)
+    if recorded is not None:
+        return float(recorded)
+    text = read_raw(trial_dir / node / "base_rtt.txt", problems, trial_dir.parent.parent)
+    base = (base_rtt_ms(parse_ping(text)["rtt_ms"], model.data["base_rtt"].get("statistic", "median"))
+            if text is not None else math.nan)
+    if not math.isfinite(base):
+        problems.append(f"raw/{trial_dir.name}/{node}: no base RTT, so no queueing delay")
+    return base
 
 
 def delivered_bps(end: dict) -> float:
@@ -207,9 +289,22 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
             rows.append({"trial": trial["id"], "phase": phase, "subject": subject, "statistic": statistic,
                          "value": float(value)})
 
+    def put_delays(phase, subject, q):
+        """Queueing delay statistics of the samples ``q`` (ms): median, mean, p95 (pandas
+        quantile, linear interpolation) and how many there are."""
+        if len(q):
+            put(phase, subject, "queue_delay_median_ms", q.median())
+            put(phase, subject, "queue_delay_mean_ms", q.mean())
+            put(phase, subject, "queue_delay_p95_ms", q.quantile(0.95))
+        put(phase, subject, "queue_delay_samples", len(q))
+
+    pings = [it["id"] for it in trial["traffic"] if it["kind"] == "ping"]
+    tx = tidy[tidy["metric"] == "tx_bytes"]
     windows = [("all", -math.inf, math.inf)] + [(p["name"], p["start_s"], p["end_s"]) for p in phases]
     for phase, lo, hi in windows:
         d = tidy[(tidy["t_s"] > lo) & (tidy["t_s"] <= hi)] if phase != "all" else tidy
+        if pings and model.data.get("base_rtt"):  # pooled over the trial's ping items
+            put_delays(phase, "all", d[d["subject"].isin(pings) & (d["metric"] == "queue_delay_ms")]["value"])
         thr = {}
         for it in trial["traffic"]:
             s = d[d["subject"] == it["id"]]
@@ -236,6 +331,8 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
                     put(phase, it["id"], "rtt_mean_ms", r.mean())
                     put(phase, it["id"], "rtt_p95_ms", r.quantile(0.95))
                     put(phase, it["id"], "rtt_min_ms", r.min())
+                if model.data.get("base_rtt"):
+                    put_delays(phase, it["id"], s[s["metric"] == "queue_delay_ms"]["value"])
                 if phase == "all":
                     expected = it["duration_s"] * time_scale / it["interval_s"]
                     put(phase, it["id"], "ping_received_fraction", min(1.0, len(r) / expected) if expected else math.nan)
@@ -248,6 +345,9 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
                 rate = shaping_rate_mbit(trial["qdiscs"].get(c["at"], []))
                 if rate:
                     put(phase, c["at"], "backlog_mean_ms", b.mean() * 8 / (rate * 1e6) * 1000)
+                    sent = tx[tx["subject"] == c["at"]]
+                    a, z = (0.0, trial["duration_s"] * time_scale) if phase == "all" else (lo, hi)
+                    put(phase, c["at"], "sent_utilization", phase_utilization(sent["t_s"], sent["value"], a, z, rate))
                     put(phase, c["at"], "backlog_max_ms", b.max() * 8 / (rate * 1e6) * 1000)
                 busy = s[(s["metric"] == "busy_classes") & (s["value"] > 0)]["value"]
                 if len(busy):
@@ -301,6 +401,14 @@ def select(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
     return out
 
 
+def selections(check: dict) -> list[dict]:
+    """Every selection a check reads (``select``, ``higher``, ``lower``), those of the checks
+    of an ``all_of`` too, in order."""
+    if check["kind"] == "all_of":
+        return [s for sub in check["checks"] for s in selections(sub)]
+    return [check[k] for k in ("select", "higher", "lower") if k in check]
+
+
 def _f(x: float) -> str:
     return "missing" if not math.isfinite(x) else f"{x:.4g}"
 
@@ -327,10 +435,19 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
         if _missing(vals):
             return None, evidence + "; missing: " + ", ".join(_missing(vals))
         return all(lo <= v <= hi for _, v in vals), evidence
+    if kind == "all_of":
+        results = [check_claim(summary, sub, trial_ids, computed) for sub in check["checks"]]
+        evidence = "all of: " + "; ".join(f"({i}) {ev}" for i, (_, ev) in enumerate(results, 1))
+        if any(h is None for h, _ in results):
+            return None, evidence
+        return all(h for h, _ in results), evidence
     if kind in ("difference", "ratio"):
         hi_v = select(summary, check["higher"], trial_ids, computed)
         lo_v = select(summary, check["lower"], trial_ids, computed)
-        least = check.get("min", 0 if kind == "difference" else 1)
+        # a difference with only a max has no least value
+        least = check.get("min", 1 if kind == "ratio" else (-math.inf if "max" in check else 0))
+        most = check.get("max", math.inf)
+        absolute = kind == "difference" and check.get("absolute", False)
         if len(hi_v) != len(lo_v) or not hi_v:
             return None, f"higher selects {len(hi_v)} values and lower {len(lo_v)}; expected the same number"
         parts, ok, undefined = [], True, []
@@ -343,9 +460,13 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
                 val = math.nan
             else:
                 val = vh - vl if kind == "difference" else vh / vl
-                ok &= val >= least
+                val = abs(val) if absolute else val
+                ok &= least <= val <= most
             parts.append(f"{kh} {_f(vh)} vs {kl} {_f(vl)}: {kind} {_f(val)}")
-        evidence = f"{kind} >= {_f(least)}: " + "; ".join(parts)
+        name = f"|{kind}|" if absolute else kind
+        evidence = (f"{name} >= {_f(least)}: " if most == math.inf else
+                    f"{name} <= {_f(most)}: " if least == -math.inf else
+                    f"{name} within [{_f(least)}, {_f(most)}]: ") + "; ".join(parts)
         if undefined:
             return None, evidence + "; not evaluable: " + "; ".join(undefined)
         return ok, evidence
@@ -360,8 +481,8 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
                             f"with the peak {check['peak']} among them")
         p = order.index(check["peak"])
         tol = check["tolerance"]
-        rising = all(v[i + 1] >= v[i] - tol for i in range(p))
-        falling = all(v[i + 1] <= v[i] + tol for i in range(p, len(v) - 1))
+        rising = all(v[i + 1] - v[i] >= -tol for i in range(p))  # each step within tolerance
+        falling = all(v[i + 1] - v[i] <= tol for i in range(p, len(v) - 1))
         rise = min(v[p] - v[0], v[p] - v[-1])
         ok = rising and falling and rise >= check["min_rise"]
         return ok, (f"{sel['statistic']} over {', '.join(order)}: " + " ".join(_f(x) for x in v)
@@ -387,7 +508,7 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
     out = []
     for c in claims:
         ch = c["check"]
-        sels = [ch[k] for k in ("select", "higher", "lower") if k in ch]
+        sels = selections(ch)
         read = sorted({t for s in sels for t in (s.get("trials") or trial_ids)})
         sick = [f for t in read for f in unhealthy.get(t, [])]
         holds, evidence = check_claim(summary, ch, trial_ids, computed)

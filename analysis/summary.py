@@ -5,54 +5,15 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
+from analysis.generic import phase_utilization
 from analysis.run import TrialInfo
 
 SUMMARY_COLUMNS = [
     "aqm", "variant", "phase", "flows", "start_s", "end_s", "samples",
     "delay_median_ms", "delay_mean_ms", "delay_p95_ms", "utilization",
 ]
-
-#: A phase's utilization is computed only if tx_bytes samples cover at least this share of it.
-MIN_COVERAGE = 0.9
-
-
-def phase_utilization(t_s, tx_bytes, start_s: float, end_s: float, rate_mbit: float,
-                      min_coverage: float = MIN_COVERAGE) -> float:
-    """Share of the bottleneck's capacity used during [start_s, end_s].
-
-    utilization = (tx_bytes(b) - tx_bytes(a)) / (rate_mbit * 1e6 / 8 * (b - a)), clipped to
-    0..1, where tx_bytes(.) is the interface byte counter linearly interpolated between
-    samples (numpy.interp) and [a, b] = [start_s, end_s] intersected with the span of the
-    samples (never extrapolated).
-
-    Args:
-        t_s: sample times (s), any order; tx_bytes: counter values (bytes) at those times.
-        start_s, end_s: phase boundaries (s); rate_mbit: bottleneck rate (Mbit/s).
-        min_coverage: fraction of the phase the samples must span, else NaN.
-    Returns:
-        utilization in 0..1, or NaN (too little coverage, no samples, or the counter
-        decreased inside the phase, e.g. a reset).
-    """
-    t = np.asarray(t_s, dtype=float)
-    b = np.asarray(tx_bytes, dtype=float)
-    ok = np.isfinite(t) & np.isfinite(b)
-    t, b = t[ok], b[ok]
-    if t.size < 2 or not end_s > start_s or not rate_mbit > 0:
-        return math.nan
-    order = np.argsort(t, kind="stable")
-    t, b = t[order], b[order]
-    a_, b_ = max(start_s, t[0]), min(end_s, t[-1])
-    if b_ - a_ < min_coverage * (end_s - start_s):
-        return math.nan
-    inside = (t > a_) & (t < b_)
-    if np.any(np.diff(np.concatenate(([np.interp(a_, t, b)], b[inside], [np.interp(b_, t, b)]))) < 0):
-        return math.nan
-    sent = np.interp(b_, t, b) - np.interp(a_, t, b)
-    return float(np.clip(sent / (rate_mbit * 1e6 / 8 * (b_ - a_)), 0.0, 1.0))
-
 
 def summarize(tidy: pd.DataFrame, trials: Sequence[TrialInfo]) -> pd.DataFrame:
     """One row per trial x phase, columns SUMMARY_COLUMNS, in trial then phase order.

@@ -323,6 +323,26 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_migrate(args) -> int:
+    """netrepro migrate FILE [-o OUT]: the schema_version 2 YAML of a schema_version 1 file
+    (netrepro.migrate), printed, or written to OUT, which must not exist yet."""
+    from netrepro.migrate import migrate
+    text = migrate(args.experiment)
+    if not args.output:
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.output)
+    try:
+        with open(out, "x", encoding="utf-8") as f:
+            f.write(text)
+    except FileExistsError:
+        raise ValueError(f"{out}: already exists; expected a new file (migrate never overwrites one)") from None
+    except OSError as exc:
+        raise ValueError(f"{out}: cannot write it ({exc.strerror})") from None
+    print(f"wrote {out}")
+    return 0
+
+
 class _Given(argparse.Action):
     """Store the option's value and note that it was given (``<dest>_given``)."""
 
@@ -357,6 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     add("validate", cmd_validate, "check an experiment file against the schema", site=False)
+    sp = add("migrate", cmd_migrate, "print the schema_version 2 form of a schema_version 1 experiment file",
+             site=False)
+    sp.add_argument("-o", "--output", help="write it to this new file instead (never overwrites one)")
     sp = add("setup", cmd_setup, "install what a site needs (Debian packages, the micro-VM kernel)", exp=False)
     sp.add_argument("--check", action="store_true", help="only report what is missing; change nothing")
     sp.add_argument("--dev", action="store_true", help="the build tools of the tests' Python packages instead")

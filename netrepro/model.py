@@ -582,33 +582,44 @@ RESERVED_COLUMNS = SUMMARY_COLUMNS + ("repetition", "point", "run") + (
 
 #: The statistics analysis/generic.py (``trial_statistics``) computes, by what the subject is.
 #: ``iperf3``: of each iperf3 item (its id); ``iperf3_streams``: of an iperf3 item with
-#: ``parallel`` > 1 (over its streams); ``ping``: of each ping item; ``port``: of each
-#: ``qdisc_stats`` collector's port; ``port_rate``: of such a port whose stack has a shaper
-#: (htb or tbf ``rate_mbit``: :func:`shaping_rate_mbit`); ``port_rate_iperf3``: the same when
-#: the trial has iperf3 items; ``port_classes``: of a collector with ``classes``; ``trial``:
-#: of subject ``all`` when the trial has iperf3 items; ``trial_iperf3s``: the same with two
-#: or more. FTP items have no statistics (curl's transfers are not sampled).
+#: ``parallel`` > 1 (over its streams); ``ping``: of each ping item; ``ping_base_rtt``: of
+#: each ping item when the file has ``base_rtt`` (queueing delay = RTT - base RTT);
+#: ``port``: of each ``qdisc_stats`` collector's port; ``port_rate``: of such a port whose
+#: stack has a shaper (htb or tbf ``rate_mbit``: :func:`shaping_rate_mbit`), ``sent_utilization``
+#: from the interface's sent-bytes counter whatever the traffic; ``port_rate_iperf3``: the
+#: same when the trial has iperf3 items (``utilization`` from their throughput);
+#: ``port_classes``: of a collector with ``classes``; ``trial``: of subject ``all`` when the
+#: trial has iperf3 items; ``trial_iperf3s``: the same with two or more; ``trial_pings_base_rtt``:
+#: of subject ``all`` when the trial has ping items and the file ``base_rtt``, pooled over
+#: the samples of all its ping items. FTP items have no statistics (curl's transfers are
+#: not sampled).
 STATISTICS = {
     "iperf3": ("throughput_mbit", "throughput_cov", "retransmits", "rtt_mean_ms", "cwnd_mean_bytes", "share"),
     "iperf3_streams": ("stream_jain_index", "stream_throughput_cov"),
     "ping": ("rtt_median_ms", "rtt_mean_ms", "rtt_p95_ms", "rtt_min_ms", "ping_received_fraction"),
+    "ping_base_rtt": ("queue_delay_median_ms", "queue_delay_mean_ms", "queue_delay_p95_ms", "queue_delay_samples"),
     "port": ("backlog_mean_bytes", "backlog_max_bytes", "drops"),
-    "port_rate": ("backlog_mean_ms", "backlog_max_ms"),
+    "port_rate": ("backlog_mean_ms", "backlog_max_ms", "sent_utilization"),
     "port_rate_iperf3": ("utilization",),
     "port_classes": ("busy_classes_max", "classes_in_use"),
     "trial": ("total_throughput_mbit", "retransmits"),
     "trial_iperf3s": ("jain_index",),
+    "trial_pings_base_rtt": ("queue_delay_median_ms", "queue_delay_mean_ms", "queue_delay_p95_ms",
+                             "queue_delay_samples"),
 }
 #: Statistics computed for the whole trial (phase ``all``) only: the probes a ping item
 #: received against those its schedule asks for.
 WHOLE_TRIAL_STATISTICS = ("ping_received_fraction",)
 #: The samples (tidy.csv metrics) analysis/generic.py (``trial_tidy``) records, by subject:
-#: an iperf3 item's, a ping item's, a collector's port's (and with ``classes`` its classes').
+#: an iperf3 item's, a ping item's (its queueing delay too when the file has ``base_rtt``),
+#: a collector's port's (``tx_bytes`` is the interface's sent-bytes counter; with
+#: ``classes`` its classes' too).
 #: A port also records each field its qdiscs report as ``<kind>_<field>`` (which fields
 #: depends on iproute2 and the kernel: analysis.raw.parse_qdisc_fields), written
 #: ``<kind>_*`` in :func:`metrics`.
 METRICS = {"iperf3": ("throughput_mbit", "retransmits", "cwnd_bytes", "rtt_ms"), "ping": ("rtt_ms",),
-           "port": ("backlog_bytes", "backlog_packets", "drops"),
+           "ping_base_rtt": ("queue_delay_ms",),
+           "port": ("backlog_bytes", "backlog_packets", "drops", "tx_bytes"),
            "port_classes": ("class_backlog_packets", "busy_classes")}
 #: The subject of a trial's own statistics (analysis/generic.py).
 TRIAL_SUBJECT = "all"
@@ -628,23 +639,27 @@ def statistics(m: Model) -> dict[str, dict[str, list[str]]]:
     claim that selects a statistic not listed here, and the analysis takes a selection's
     subjects from here when the claim names none."""
     out: dict[str, dict[str, list[str]]] = {}
+    base = bool(m.data.get("base_rtt"))
     for t in m.trials:
         iperf = [it for it in t["traffic"] if it["kind"] == "iperf3"]
+        pings = [it for it in t["traffic"] if it["kind"] == "ping"]
         subj: dict[str, list[str]] = {}
         for it in t["traffic"]:
             if it["kind"] == "iperf3":
                 subj[it["id"]] = list(STATISTICS["iperf3"]) + (list(STATISTICS["iperf3_streams"])
                                                               if it.get("parallel", 1) > 1 else [])
             elif it["kind"] == "ping":
-                subj[it["id"]] = list(STATISTICS["ping"])
+                subj[it["id"]] = list(STATISTICS["ping"]) + (list(STATISTICS["ping_base_rtt"]) if base else [])
         for c in m.data["collectors"]:
             stack = t["qdiscs"].get(c["at"], [])
             rate = shaping_rate_mbit(stack)
             subj[c["at"]] = (list(STATISTICS["port"]) + (list(STATISTICS["port_rate"]) if rate else [])
                              + (list(STATISTICS["port_rate_iperf3"]) if rate and iperf else [])
                              + (list(STATISTICS["port_classes"]) if c.get("classes") and stack else []))
-        if iperf:
-            subj[TRIAL_SUBJECT] = list(STATISTICS["trial"]) + (list(STATISTICS["trial_iperf3s"]) if len(iperf) > 1 else [])
+        whole = ((list(STATISTICS["trial"]) + (list(STATISTICS["trial_iperf3s"]) if len(iperf) > 1 else []))
+                 if iperf else []) + (list(STATISTICS["trial_pings_base_rtt"]) if pings and base else [])
+        if whole:
+            subj[TRIAL_SUBJECT] = whole
         out[t["id"]] = subj
     return out
 
@@ -661,7 +676,8 @@ def metrics(m: Model) -> dict[str, list[str]]:
     for t in m.trials:
         for it in t["traffic"]:
             if it["kind"] in METRICS:
-                add(it["id"], METRICS[it["kind"]])
+                add(it["id"], list(METRICS[it["kind"]]) + (list(METRICS["ping_base_rtt"]) if it["kind"] == "ping"
+                                                           and m.data.get("base_rtt") else []))
         for c in m.data["collectors"]:
             stack = t["qdiscs"].get(c["at"], [])
             add(c["at"], list(METRICS["port"]) + (list(METRICS["port_classes"]) if c.get("classes") and stack else [])
@@ -767,7 +783,8 @@ def _check_buckets(path, data: dict, mtu_bytes: int) -> None:
 def _check_claims(m: Model, path) -> None:
     """Every trial, phase, statistic and subject a claim selects, and every trial, phase,
     metric and subject a figure draws, is one the analysis has for this file
-    (:func:`statistics`, :func:`metrics`); ``min`` <= ``max``; a difference or ratio
+    (:func:`statistics`, :func:`metrics`), in every check of an ``all_of`` too; ``min`` <=
+    ``max`` (bound, difference, when); a difference or ratio
     selects as many values in ``higher`` as in ``lower`` (they are compared in pairs); a
     ``rise_and_fall`` selects one value per step of its ``order``, which holds its ``peak``;
     figure titles and line labels are text matplotlib can draw (:func:`_check_text`)."""
@@ -816,16 +833,15 @@ def _check_claims(m: Model, path) -> None:
         if "min" in d and "max" in d and d["min"] > d["max"]:
             _fail(path, field + ".min", f"{d['min']} is above max {d['max']}; expected min <= max")
 
-    for i, cl in enumerate(m.data["claims"]):
-        ch = cl["check"]
-        f = f"claims[{i}].check"
+    def check_one(f, ch):
+        if ch["kind"] == "all_of":
+            for j, sub in enumerate(ch["checks"]):
+                check_one(f"{f}.checks[{j}]", sub)
+            return
         counts = {key: check_stat(f"{f}.{key}", ch[key]) for key in ("select", "higher", "lower") if key in ch}
-        if "when" in cl:
-            check_stat(f"claims[{i}].when.select", cl["when"]["select"])
-            check_range(f"claims[{i}].when", cl["when"])
-        if ch["kind"] == "bound":
+        if ch["kind"] in ("bound", "difference"):
             check_range(f, ch)
-        elif ch["kind"] in ("difference", "ratio") and counts["higher"] != counts["lower"]:
+        if ch["kind"] in ("difference", "ratio") and counts["higher"] != counts["lower"]:
             _fail(path, f + ".lower", f"selects {counts['lower']} values and higher {counts['higher']}; expected the "
                                       f"same number (each value of higher is compared with the one of lower in its place)")
         elif ch["kind"] == "rise_and_fall":
@@ -837,6 +853,12 @@ def _check_claims(m: Model, path) -> None:
                 _fail(path, f + ".select", f"selects {counts['select']} values over {len(order)} {ch['order']}; expected "
                                            f"one value per step of the order (one subject, and one "
                                            f"{'trial' if ch['order'] == 'phases' else 'phase'})")
+
+    for i, cl in enumerate(m.data["claims"]):
+        if "when" in cl:
+            check_stat(f"claims[{i}].when.select", cl["when"]["select"])
+            check_range(f"claims[{i}].when", cl["when"])
+        check_one(f"claims[{i}].check", cl["check"])
     mets = metrics(m)
     all_mets = list(dict.fromkeys(x for names in mets.values() for x in names))
     for i, fig in enumerate(m.data["figures"]):
