@@ -32,7 +32,9 @@ from pathlib import Path
 
 import yaml
 
-from netrepro.spec import SpecError, load_spec
+from netrepro.model import HEALTH_DATA, HEALTH_NEEDS, health_data
+from netrepro.spec import SpecError, Spec, resolve_path
+from netrepro.yamlfile import load_yaml_file
 
 #: Version 1's summary columns a claim may read -> (version 2 statistic, subject): the
 #: queueing delay statistics of the pings pooled on the trial subject ``all``; the
@@ -125,10 +127,15 @@ def migrate(path: str | Path) -> str:
         SpecError: the file is missing, unreadable or invalid (:func:`netrepro.spec.load_spec`),
             or not of schema_version 1 (one line naming the file and the field).
     """
-    spec = load_spec(path)
-    if spec.data.get("schema_version") != 1:
-        raise SpecError(spec.path, "schema_version", f"expected 1 (the file to migrate), got "
-                                                     f"{spec.data.get('schema_version')}: it is already version 2")
+    where = resolve_path(path)
+    if not where.is_file():
+        raise SpecError(where, "(file)", "no such experiment file; expected a schema_version 1 experiment to migrate")
+    data = load_yaml_file(where, "experiment file")
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != 1:  # before validating: a version 2 file is refused for what it is, not for its content
+        raise SpecError(where, "schema_version", f"expected 1 (the file to migrate), got {version!r}"
+                        + (": it is already version 2" if version == 2 else ""))
+    spec = Spec.from_data(data, where)
     d, m = spec.data, spec.model
     b = d["bottleneck"]
     bport = next(p for t in m.trials for p, st in t["qdiscs"].items() if st and st[0]["kind"] == "htb")
@@ -180,7 +187,16 @@ def migrate(path: str | Path) -> str:
         out["base_rtt"] = {k: v for k, v in d["base_rtt"].items() if k != "interval_s"}
     out["collectors"] = [dict(c) for c in m.data["collectors"]]
     if d.get("health"):
-        out["health"] = dict(d["health"])
+        # version 2 refuses a threshold whose check can never be computed for the file (version
+        # 1 reported it "not measured"): such a threshold is left out, with a note
+        have = health_data(m)
+        out["health"] = {}
+        for k, v in d["health"].items():
+            lacking = [HEALTH_DATA[x] for x in HEALTH_NEEDS.get(k, ()) if x not in have]
+            if lacking:
+                notes.append(f"health.{k} is left out: nothing in the file measures it (it needs {'; '.join(lacking)})")
+            else:
+                out["health"][k] = v
     out["figures"] = [{"id": "queue-delay", "metric": "queue_delay_ms",
                        "title": "Queueing delay (ping RTT - base RTT) of each client"}]
     out["claims"] = [_claim(cl, bport) for cl in d["claims"]]

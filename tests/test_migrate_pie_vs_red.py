@@ -108,6 +108,8 @@ def test_migrate_command(tmp_path, capsys):
     out = tmp_path / "pvr.yml"
     assert main(["migrate", "pie-vs-red", "-o", str(out)]) == 0
     assert yaml.safe_load(out.read_text())["schema_version"] == 2
+    assert main(["validate", str(out)]) == 0  # the whole output is a valid version 2 file
+    assert "health.flow_start_skew_max_ms is left out" in out.read_text()  # unmeasurable in version 2
     capsys.readouterr()
     assert main(["migrate", "pie-vs-red", "-o", str(out)]) == 2  # never overwrites
     err = capsys.readouterr().err
