@@ -409,6 +409,13 @@ class Spec:
         }
 
 
+def variant_rate_mbit(spec: Spec, variant: str) -> float:
+    """Bottleneck rate (Mbit/s) of a variant of a schema_version 1 experiment: ``variants.<v>.bottleneck.rate_mbit`` if set,
+    else ``bottleneck.rate_mbit``."""
+    v = spec["variants"].get(variant, {})
+    return float(v.get("bottleneck", {}).get("rate_mbit", spec["bottleneck"]["rate_mbit"]))
+
+
 class SpecV2(Spec):
     """An experiment file of schema_version 2 (:mod:`netrepro.model`): the views every site
     and the inventory use, read from its :class:`netrepro.model.Model`. The version 1 views

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro.sites.base import NodeLogin, Site, SiteError
-from netrepro.spec import REPO_ROOT, Spec
+from netrepro.spec import REPO_ROOT, Spec, variant_rate_mbit
 
 #: The ns-3 release of the PyPI wheel whose C++ headers and libraries netrepro-sim is built
 #: against (``pip install --no-deps ns3==3.44.post0``: its cppyy Python bindings are not used).
@@ -217,7 +217,6 @@ def scenario(spec: Spec, tv: dict, epoch0: float) -> str:
     """netrepro-sim's scenario of one trial (``tv``: :func:`netrepro.controller.trial_vars`,
     durations already time-scaled) whose simulated time 0 is Unix time ``epoch0``: the
     base-RTT pings over [0, base_rtt_s), then the trial from :func:`trial_start_s`."""
-    from analysis.run import variant_rate_mbit
     t0 = trial_start_s(tv)
     hub = {net: f"lan-{net}" for net in spec.networks}
     addr = {i["address"]: n for n, node in spec.nodes.items() for i in node["interfaces"]}
