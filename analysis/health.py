@@ -70,6 +70,7 @@ from typing import Callable
 import pandas as pd
 
 from analysis.raw import base_rtt_ms, parse_ping, parse_qdisc_jsonl
+from netrepro.runfolder import cpu_busy, flows_files, host_cpu_ticks
 
 #: check id (or id prefix for ``sampling_<kind>``) -> (threshold key in ``health:``, unit,
 #: "max" when the value must not exceed the threshold, "min" when it must reach it).
@@ -96,21 +97,6 @@ class _NotApplicable(Exception):
     """A check with nothing to measure in this trial (no item of its kind): not judged."""
 
 
-def host_cpu_ticks(path: str | Path = "/proc/stat") -> str | None:
-    """This machine's cumulative CPU ticks: the numbers of the ``cpu`` line of /proc/stat
-    (proc(5): user nice system idle iowait irq softirq steal guest guest_nice), as text in
-    the format of the nodes' ``cpu_ticks`` (roles/collectors/files/nr-meta.sh), so that
-    ``netrepro.controller.cpu_busy`` takes two of them. None when it cannot be read."""
-    try:
-        with open(path, encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("cpu "):
-                    return " ".join(line.split()[1:])
-    except OSError:
-        return None
-    return None
-
-
 def _text(path: Path) -> str:
     try:
         return path.read_bytes().decode("utf-8", errors="replace")
@@ -132,8 +118,6 @@ def _pct(x: float) -> str:
 
 # --- the measurements: each returns (value, detail) or raises _NotMeasured -------------------
 def _nodes_cpu_busy(spec, record: dict, trial_dir: Path, **_) -> tuple[float, str]:
-    from netrepro.controller import cpu_busy
-
     barrier = record.get("barrier") if isinstance(record.get("barrier"), dict) else {}
     released = barrier.get("cpu_ticks") if isinstance(barrier.get("cpu_ticks"), dict) else {}
     busy, missing, from_release = {}, [], 0
@@ -217,7 +201,6 @@ def _flow_starts(spec, record: dict, trial_dir: Path, start: float, time_scale: 
     """Scheduled start (s from the trial's start) -> {"label", "lags_s": [actual - scheduled
     of every flow of the groups starting then], "missing": [files without a start]}."""
     from analysis.raw import parse_flows
-    from netrepro.controller import flows_files
 
     phases = record.get("phases") if isinstance(record.get("phases"), list) else spec.scaled(time_scale)["phases"]
     names = {round(p["start_s"], 3): p["name"] for p in phases if isinstance(p, dict) and _num(p.get("start_s")) is not None}
