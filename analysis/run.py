@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis.errors import AnalysisError
 from analysis.integrity import RawCheck, verify_raw
 from netrepro.spec import Spec, SpecError, variant_rate_mbit
 
@@ -27,14 +28,6 @@ _TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 #: How the refusals end: the way to analyze a damaged run anyway.
 PARTIAL_HINT = "to analyze what is there, add --partial"
-
-
-class AnalysisError(ValueError):
-    """The run directory cannot be analysed. ``str(err)`` is one line: file: what was expected."""
-
-    def __init__(self, path: Path | str, problem: str):
-        self.path, self.problem = str(path), problem
-        super().__init__(f"{path}: {problem}")
 
 
 @dataclass
