@@ -24,17 +24,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.repetitions import analyze_repeated, repeated
-from analysis.run import AnalysisError, read_run_json
-from analysis.single import AnalysisResult, analyze_model, analyze_v1
-from analysis.sweep import analyze_swept, swept
+from analysis.errors import AnalysisError
+from analysis.run import read_run_json
 from netrepro.spec import Spec
 
 __all__ = ["analyze_run", "analyze", "AnalysisResult", "AnalysisError"]
 
 
+def __getattr__(name: str):
+    """``analysis.AnalysisResult`` (:class:`analysis.single.AnalysisResult`), imported when
+    first asked for, as :func:`analyze` imports the analysis itself."""
+    if name == "AnalysisResult":
+        from analysis.single import AnalysisResult
+        return AnalysisResult
+    raise AttributeError(f"module 'analysis' has no attribute {name!r}")
+
+
 def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
-            partial: bool = False, out_dir: Path | None = None) -> AnalysisResult:
+            partial: bool = False, out_dir: Path | None = None) -> "AnalysisResult":
     """Analyse a run directory and write one output set into it.
 
     Args:
@@ -56,6 +63,12 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
             naming the file and field). Nothing is written then.
         SpecError: the spec in run.json is invalid.
     """
+    # Imported here, not at the top: they import matplotlib, which writes its font cache and
+    # config folder under $HOME when imported; the command line imports this package for
+    # every command, and a command refused for bad input must write nothing.
+    from analysis.repetitions import analyze_repeated, repeated
+    from analysis.single import analyze_model, analyze_v1
+    from analysis.sweep import analyze_swept, swept
     rdir, data = read_run_json(run_dir)
     if spec is None and isinstance(data.get("spec"), dict) and data["spec"].get("schema_version") == 2:
         spec = Spec.from_data(data["spec"], f"{rdir / 'run.json'}:spec")
