@@ -54,7 +54,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
-# The tests' and linter's packages (pytest, ansible-lint, fablib for the fabric site's tests).
+# The tests' and linters' packages (pytest, ansible-lint, import-linter, fablib for the fabric site's tests).
 $(DEV_STAMP): $(STAMP) requirements-dev.txt requirements-fabric.txt
 	$(NETREPRO) setup --dev
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
@@ -101,9 +101,10 @@ rspec: $(STAMP) ## Regenerate rspecs/<experiment>.xml from the experiment's topo
 validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
 	$(NETREPRO) validate $(EXPERIMENT)
 
-test: setup $(DEV_STAMP) ## All tests: unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root
+test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports), unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
+	$(VENV)/bin/lint-imports --config .importlinter
 	$(PY) -m pytest -q -n auto -m "not integration and not netns" tests
 	$(PY) -m pytest -q -m "integration or netns" tests
 
@@ -121,8 +122,9 @@ test-integration: setup $(DEV_STAMP) ## The end-to-end test only
 faults: setup $(DEV_STAMP) ## Inject each fault for real on the local site; check nothing is lost (root)
 	$(PY) -m pytest -q tests/test_faults.py
 
-lint: $(DEV_STAMP) ## ansible-lint (production profile) on roles and playbooks
+lint: $(DEV_STAMP) ## ansible-lint (production profile) on roles and playbooks; lint-imports: the layers of .importlinter
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-lint --profile production roles playbooks
+	$(VENV)/bin/lint-imports --config .importlinter
 
 compare: $(STAMP) ## One report and figure across RUNS="<run folder> <run folder> ..." (sites, repetitions), with the published results
 	$(NETREPRO) compare $(RUNS)

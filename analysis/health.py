@@ -72,6 +72,7 @@ import pandas as pd
 
 from analysis.raw import base_rtt_ms, parse_flows, parse_ping, parse_qdisc_stack
 from netrepro.model import STARTED_KINDS, data_kinds, ping_buffers
+from netrepro.runfolder import cpu_busy
 
 #: check id (or id prefix for ``sampling_<kind>``) -> (threshold key in ``health:``, unit,
 #: "max" when the value must not exceed the threshold, "min" when it must reach it).
@@ -104,21 +105,6 @@ class _Unmeasurable(Exception):
     never judged, so that it never passes for what it did not measure."""
 
 
-def host_cpu_ticks(path: str | Path = "/proc/stat") -> str | None:
-    """This machine's cumulative CPU ticks: the numbers of the ``cpu`` line of /proc/stat
-    (proc(5): user nice system idle iowait irq softirq steal guest guest_nice), as text in
-    the format of the nodes' ``cpu_ticks`` (roles/collectors/files/nr-meta.sh), so that
-    ``netrepro.controller.cpu_busy`` takes two of them. None when it cannot be read."""
-    try:
-        with open(path, encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("cpu "):
-                    return " ".join(line.split()[1:])
-    except OSError:
-        return None
-    return None
-
-
 def _text(path: Path) -> str:
     try:
         return path.read_bytes().decode("utf-8", errors="replace")
@@ -140,8 +126,6 @@ def _pct(x: float) -> str:
 
 # --- the measurements: each returns (value, detail) or raises _NotMeasured -------------------
 def _nodes_cpu_busy(spec, record: dict, trial_dir: Path, **_) -> tuple[float, str]:
-    from netrepro.controller import cpu_busy
-
     barrier = record.get("barrier") if isinstance(record.get("barrier"), dict) else {}
     released = barrier.get("cpu_ticks") if isinstance(barrier.get("cpu_ticks"), dict) else {}
     busy, missing, from_release = {}, [], 0

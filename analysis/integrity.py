@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from analysis.errors import AnalysisError
+
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -82,7 +84,6 @@ class RawCheck:
 
 
 def _check_record(record, run_json: Path) -> dict[str, str]:
-    from analysis.run import AnalysisError  # the one error type of the analysis
 
     if record is None:
         raise AnalysisError(run_json, "raw_sha256: missing; expected the sha256 of every raw file "
@@ -113,7 +114,6 @@ def raw_files(raw_dir: Path) -> list[Path]:
     import os
     import stat
 
-    from analysis.run import AnalysisError
 
     what = "expected a real folder or regular file inside the run's raw/ (links are not followed)"
     if raw_dir.is_symlink():

@@ -30,6 +30,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis import generic
+from analysis.figures import _new_figure, _save
+from analysis.io import atomic_path, write_gzip, write_text
+from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
+from analysis.run import RunInfo, verified_raw
+from analysis.single import AnalysisResult, analyze_v1
+from netrepro.spec import Spec
+
 #: The columns of a schema_version 1 summary.csv that describe a phase, not a measurement.
 V1_KEYS = ["aqm", "variant", "phase", "flows", "start_s", "end_s"]
 
@@ -161,7 +169,6 @@ def draw_spread(stats: pd.DataFrame, summary: pd.DataFrame, statistics: list[str
     """figures/repetitions.png and .pdf: for each of ``statistics`` a panel with the phases
     on x; per trial (and subject) each repetition's value as a dot and the mean with its
     95 % t interval as a bar. ``summary``: long rows with ``repetition``; ``stats``: :func:`across`."""
-    from analysis.figures import _new_figure, _save
     statistics = [s for s in statistics if (stats["statistic"] == s).any()]
     if not statistics:
         return []
@@ -243,10 +250,6 @@ def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bo
 
     Raises: as :func:`analysis.analyze` (the raw files are checked once, before anything is
     written)."""
-    from analysis import AnalysisResult
-    from analysis.provenance import incomplete_problems, output_dir, run_record, seal
-    from analysis.run import RunInfo, verified_raw
-    from netrepro.spec import Spec
 
     if spec is None:
         spec = Spec.from_data(data["spec"], f"{run_dir / 'run.json'}:spec")
@@ -267,10 +270,6 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
     verdict.json and report.md, each repetition analysed with ``record`` as its provenance.
     ``problems``: lines known beforehand (the run's INCOMPLETE marker), extended. Returns
     ``{"tidy", "summary", "verdict", "problems", "outputs", "health"}``; writes no analysis.json."""
-    from analysis import _analyze_v1
-    from analysis import generic
-    from analysis.io import atomic_path, write_gzip, write_text
-    from analysis.provenance import INCOMPLETE_PROBLEM
     v2 = spec.model.data["schema_version"] == 2
     n = int(data["repetitions"]["repeat"])
     tidies, summaries, verdicts, health, outputs = [], [], {}, {}, []
@@ -284,7 +283,7 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
             tidy, summary, verdict, probs, outs, h = (res["tidy"], res["summary"], res["verdict"], res["problems"],
                                                       res["outputs"], res["health"])
         else:
-            res = _analyze_v1(run_dir, v, spec, figures=False, partial=partial, out=sub, record=record,
+            res = analyze_v1(run_dir, v, spec, figures=False, partial=partial, out=sub, record=record,
                               tidy_file=False)
             tidy, summary, verdict, probs, outs, h = (res.tidy, res.summary, res.verdict, res.problems, res.outputs,
                                                       res.health)

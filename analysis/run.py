@@ -19,22 +19,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis.errors import AnalysisError
 from analysis.integrity import RawCheck, verify_raw
-from netrepro.spec import Spec, SpecError
+from netrepro.spec import Spec, SpecError, variant_rate_mbit
 
 #: A trial id is also a folder name under raw/: a plain name, never a path.
 _TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 #: How the refusals end: the way to analyze a damaged run anyway.
 PARTIAL_HINT = "to analyze what is there, add --partial"
-
-
-class AnalysisError(ValueError):
-    """The run directory cannot be analysed. ``str(err)`` is one line: file: what was expected."""
-
-    def __init__(self, path: Path | str, problem: str):
-        self.path, self.problem = str(path), problem
-        super().__init__(f"{path}: {problem}")
 
 
 @dataclass
@@ -97,13 +90,6 @@ class RunInfo:
     def incomplete_pairs(self) -> dict[tuple[str, str], list[str]]:
         """(aqm, variant) -> reasons its data is incomplete, for every incomplete trial."""
         return {(t.aqm, t.variant): t.incomplete for t in self.trials if t.incomplete}
-
-
-def variant_rate_mbit(spec: Spec, variant: str) -> float:
-    """Bottleneck rate (Mbit/s) of a variant: ``variants.<v>.bottleneck.rate_mbit`` if set,
-    else ``bottleneck.rate_mbit``."""
-    v = spec["variants"].get(variant, {})
-    return float(v.get("bottleneck", {}).get("rate_mbit", spec["bottleneck"]["rate_mbit"]))
 
 
 def _is_num(x) -> bool:

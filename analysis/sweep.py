@@ -29,6 +29,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis import generic
+from analysis.figures import _save
+from analysis.io import atomic_path, write_gzip, write_text
+from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
+from analysis.repetitions import across, claim_statistics, long_summary, repeated, repeated_into
+from analysis.run import RunInfo, verified_raw
+from analysis.single import AnalysisResult, analyze_v1
+from netrepro import sweep as sweeps
+from netrepro.spec import Spec
+
 
 def swept(data: dict) -> bool:
     """Whether run.json ``data`` is of a sweep."""
@@ -40,7 +50,6 @@ def view(data: dict, spec, point) -> dict:
     """run.json ``data`` as a run of ``point`` alone: for each trial, the records of its
     instances at the point where it ran with this point's values (every repetition); no
     ``sweep``; ``spec`` is the point's experiment data."""
-    from netrepro import sweep as sweeps
     fs = data["sweep"]["factors"]
     pts = sweeps.from_record(None, data["sweep"])
     src = {t: sweeps.source_point(pts, fs, point, t) for t in spec.trial_ids}
@@ -107,7 +116,6 @@ def draw(stats: pd.DataFrame, statistics: list[str], pts, out_dir: Path) -> list
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from analysis.figures import _save
     statistics = [s for s in statistics if (stats["statistic"] == s).any()]
     if not statistics:
         return []
@@ -180,13 +188,6 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
 
     Raises: as :func:`analysis.analyze`; SpecError when a recorded point is no longer a valid
     experiment (the raw files are checked once, before anything is written)."""
-    from analysis import AnalysisResult, _analyze_v1, generic
-    from analysis.io import atomic_path, write_gzip, write_text
-    from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
-    from analysis.repetitions import across, claim_statistics, long_summary, repeated, repeated_into
-    from analysis.run import RunInfo, verified_raw
-    from netrepro import sweep as sweeps
-    from netrepro.spec import Spec
 
     if spec is None:
         spec = Spec.from_data(data["spec"], f"{run_dir / 'run.json'}:spec")
@@ -210,7 +211,7 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
         elif v2:
             res = generic.analyze(run_dir, pspec, v, sub, record, figures=False, tidy_file=False)
         else:
-            r = _analyze_v1(run_dir, v, pspec, figures=False, partial=partial, out=sub, record=record, tidy_file=False)
+            r = analyze_v1(run_dir, v, pspec, figures=False, partial=partial, out=sub, record=record, tidy_file=False)
             res = {"tidy": r.tidy, "summary": r.summary, "verdict": r.verdict, "problems": r.problems,
                    "outputs": r.outputs, "health": r.health}
         summary = long_summary(res["summary"])

@@ -16,22 +16,33 @@ import sys
 import time
 from pathlib import Path
 
-from netrepro.spec import REPO_ROOT, SpecError, load_spec
-
-#: Environment variables the Makefile passes through as site options (defined with the sites).
-from netrepro.sites import OPTION_ENV
+from analysis import analyze, analyze_run
+from analysis.compare import compare
+from analysis.verdict import LABEL, verdict_line
+from netrepro import controller
+from netrepro import sweep as sweeps
+from netrepro.ansible import PlaybookError
+from netrepro.clean import clean
+from netrepro.cli_sites import inventory_from_manifest, plan_text, write_rspec
+from netrepro.model import rate_scale_option
+from netrepro.pipeline import judge_trial
+from netrepro.schedule import REPEAT_MAX
+from netrepro.setup import setup
+# OPTION_ENV: the environment variables the Makefile passes through as site options.
+from netrepro.sites import OPTION_ENV, site_options
+from netrepro.sites.base import SiteError
+from netrepro.sites.local import default_mgmt_problem
+from netrepro.spec import REPO_ROOT, SpecError, check_time_scale, load_spec
 
 
 def _options(args) -> dict:
     """The site options of ``args`` (environment, then ``--option``); each site checks them
     against its declared options when it is made (unknown keys and bad values: one line)."""
-    from netrepro.sites import site_options
     return site_options(getattr(args, "option", None), os.environ)
 
 
 def _time_scale(value: str) -> float:
     """``--time-scale`` / ``$TIME_SCALE``: netrepro.spec.check_time_scale's range (0.001 .. 100)."""
-    from netrepro.spec import check_time_scale
     try:
         return check_time_scale(value)
     except ValueError as exc:
@@ -74,8 +85,6 @@ def _check_environment(args, spec) -> None:
     NETREPRO_LEAD_S (run, reproduce: netrepro.controller.lead_from_env). SWEEP is read by
     :func:`_schedule_args`, HOURS and the others by their options' types. Raises ValueError
     naming the variable (one line, exit 2)."""
-    from netrepro import controller
-    from netrepro.model import rate_scale_option
     cmd = args.command
     if cmd in ("provision", "run", "reproduce"):
         _ansible_timeout()
@@ -87,7 +96,6 @@ def _check_environment(args, spec) -> None:
 def cmd_validate(args) -> int:
     """Validate the file, and refuse what the default site (local, with its default
     management subnet) would refuse of it: an address inside that subnet."""
-    from netrepro.sites.local import default_mgmt_problem
     spec = load_spec(args.experiment)
     m = spec.model
     problem = default_mgmt_problem(spec)
@@ -99,37 +107,31 @@ def cmd_validate(args) -> int:
 
 
 def cmd_setup(args) -> int:
-    from netrepro.setup import setup
     return setup(site=args.site, check_only=args.check, dev=args.dev)
 
 
 def cmd_plan(args) -> int:
     spec = load_spec(args.experiment)
     if args.site == "local":
-        from netrepro.controller import open_site
-        print(open_site(spec, "local", _options(args)).plan())
+        print(controller.open_site(spec, "local", _options(args)).plan())
         return 0
-    from netrepro.cli_sites import plan_text
     print(plan_text(spec, args.site, _options(args)))
     return 0
 
 
 def cmd_rspec(args) -> int:
-    from netrepro.cli_sites import write_rspec
     spec = load_spec(args.experiment)
     print(f"wrote {write_rspec(spec)}")
     return 0
 
 
 def cmd_inventory(args) -> int:
-    from netrepro.cli_sites import inventory_from_manifest
     spec = load_spec(args.experiment)
     sys.stdout.write(inventory_from_manifest(spec, Path(args.manifest), args.user, site=args.site, key_file=args.key))
     return 0
 
 
 def cmd_up(args) -> int:
-    from netrepro import controller
     spec, opts = load_spec(args.experiment), _options(args)
     controller.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
     controller.up(spec, args.site, opts)
@@ -137,7 +139,6 @@ def cmd_up(args) -> int:
 
 
 def cmd_provision(args) -> int:
-    from netrepro import controller
     spec = load_spec(args.experiment)
     _check_environment(args, spec)
     controller.provision(spec, args.site, _options(args))
@@ -154,7 +155,6 @@ def _run_time_scale(args) -> float | None:
 
 def _repeat(value: str) -> int:
     """REPEAT / --repeat: a whole number of repetitions, 1 to netrepro.schedule.REPEAT_MAX."""
-    from netrepro.schedule import REPEAT_MAX
     try:
         n = int(str(value).strip())
     except ValueError:
@@ -184,7 +184,6 @@ def _schedule_args(args) -> dict:
 
 
 def _dry_run(args, spec) -> int:
-    from netrepro import controller
     sched = _schedule_args(args)
     controller.dry_run(spec, args.site, _run_time_scale(args), _options(args), trial_ids=getattr(args, "trial", None),
                        repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
@@ -193,7 +192,6 @@ def _dry_run(args, spec) -> int:
 
 
 def cmd_run(args) -> int:
-    from netrepro import controller
     spec = load_spec(args.experiment)
     _check_environment(args, spec)
     if args.dry_run:
@@ -201,13 +199,13 @@ def cmd_run(args) -> int:
     sched = _schedule_args(args)
     run_dir = controller.run(spec, args.site, _run_time_scale(args), _options(args),
                              trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
-                             repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"])
+                             repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"],
+                             judge=judge_trial)
     print(f"[run] raw data and run.json in {run_dir}")
     return 0
 
 
 def _print_verdict(verdict: dict, run_dir: Path) -> None:
-    from analysis.verdict import LABEL, verdict_line
     for c in verdict["claims"]:
         status = c.get("status") or ("holds" if c["holds"] else "fails")
         print(f"  [{LABEL.get(status, status.upper())}] {c['id']}: {c.get('reason') or c['evidence']}")
@@ -218,8 +216,6 @@ def _print_verdict(verdict: dict, run_dir: Path) -> None:
 
 def cmd_analyze(args) -> int:
     """Check the run's raw files against run.json, analyze, print the verdict (analysis.analyze)."""
-    from analysis import analyze
-    from netrepro import controller
     target = Path(args.run) if args.run else controller.RESULTS_ROOT / load_spec(args.experiment).name / "latest"
     res = analyze(target.resolve(), partial=args.partial)
     for p in res.problems:
@@ -229,20 +225,17 @@ def cmd_analyze(args) -> int:
 
 
 def cmd_down(args) -> int:
-    from netrepro import controller
     controller.down(load_spec(args.experiment), args.site, _options(args))
     return 0
 
 
 def cmd_status(args) -> int:
-    from netrepro.controller import open_site
-    print(json.dumps(open_site(load_spec(args.experiment), args.site, _options(args)).status(), indent=1, default=str))
+    print(json.dumps(controller.open_site(load_spec(args.experiment), args.site, _options(args)).status(), indent=1, default=str))
     return 0
 
 
 def cmd_renew(args) -> int:
-    from netrepro.controller import open_site
-    open_site(load_spec(args.experiment), args.site, _options(args)).renew(args.hours)
+    controller.open_site(load_spec(args.experiment), args.site, _options(args)).renew(args.hours)
     return 0
 
 
@@ -250,8 +243,6 @@ def cmd_clean(args) -> int:
     """Tear down local sites and remove the state folders netrepro made, keeping any live
     testbed reservation; anything in the state root netrepro did not make is left alone and
     named (then one line on stderr and exit 2)."""
-    from netrepro import controller
-    from netrepro.clean import clean
     res = clean(controller.STATE_ROOT, controller.INVENTORY_DIR)
     if res.kept:
         print(f"[clean] {len(res.kept)} state folder(s) kept: they hold reservations (see above)")
@@ -266,7 +257,6 @@ def cmd_clean(args) -> int:
 
 def cmd_reproduce(args) -> int:
     """up -> provision -> run -> analyze -> down; the site is released even on failure/Ctrl-C."""
-    from netrepro import controller
     spec = load_spec(args.experiment)
     _check_environment(args, spec)
     if args.dry_run:
@@ -278,8 +268,7 @@ def cmd_reproduce(args) -> int:
     if resume:  # refused before anything is built (reads only)
         controller.load_resume(spec, args.site, resume, _run_time_scale(args), None, sched["repeat"])
     elif sched["sweep"]:  # every point checked before anything is built
-        from netrepro import sweep
-        sweep.points(spec)
+        sweeps.points(spec)
     t0 = time.time()
     timings = {}
     try:
@@ -292,10 +281,10 @@ def cmd_reproduce(args) -> int:
         t = time.time()
         run_dir = controller.run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce",
                                  repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
-                                 sweep=sched["sweep"])
+                                 sweep=sched["sweep"], judge=judge_trial)
         timings["trials_s"] = round(time.time() - t, 1)
         t = time.time()
-        verdict = controller.analyze(run_dir)
+        verdict = analyze_run(run_dir)
         timings["analyze_s"] = round(time.time() - t, 1)
     except controller.StepIncomplete as exc:
         if args.keep:
@@ -317,7 +306,6 @@ def cmd_reproduce(args) -> int:
 
 def cmd_compare(args) -> int:
     """netrepro compare RUN RUN ...: analysis.compare; prints where the comparison is."""
-    from analysis.compare import compare
     out = compare([Path(r) for r in args.runs], Path(args.out) if args.out else None)
     print(f"[compare] {len(args.runs)} runs: report {out / 'report.md'}, figure {out / 'figures' / 'compare.png'}")
     return 0
@@ -456,10 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     except argparse.ArgumentTypeError as exc:
         print(f"netrepro: {exc}", file=sys.stderr)
         return 2
-    from netrepro.sites.base import SiteError
-    from netrepro.ansible import PlaybookError
     if getattr(args, "verbose", False):
-        from netrepro import controller
         controller.VERBOSE = True
     try:
         return args.func(args)

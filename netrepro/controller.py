@@ -1,4 +1,6 @@
-"""The steps of a reproduction: up, provision, run (trials), analyze, down.
+"""The runner: the steps of a reproduction that touch the site, up, provision, run (trials)
+and down (the analysis is the ``analysis`` package's, which the command line calls on the
+run folder: this module does not import it).
 
 Each step is usable on its own (``netrepro up|provision|run|analyze|down``) and finds the
 state of the previous ones on disk: the site's state in ``.state/<experiment>-<site>/``, the
@@ -30,12 +32,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from netrepro import ansible
 from netrepro.inventory import (CONTROL_ROOT, build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
                                 write_known_hosts)
 from netrepro.rolevars import role_vars
+from netrepro.runfolder import cpu_busy, flows_files, host_cpu_ticks
 from netrepro.sites import Site, get_site, site_class
 from netrepro.sites.local import _pg_alive  # one process-group liveness check for both
 from netrepro.spec import REPO_ROOT, Spec, SpecError, SpecV2
@@ -55,6 +58,13 @@ BARRIER_GUARD_S = 0.2
 #: Ansible's task lines on the console (the command line's -v, or NETREPRO_VERBOSE=1); else
 #: they go only to each playbook's log file (the site's state folder, and the run's logs/).
 VERBOSE = os.environ.get("NETREPRO_VERBOSE", "") not in ("", "0")
+
+#: How a run judges a trial's health as it completes (:func:`run`'s ``judge``): called with
+#: the spec, the trial's record for run.json, its raw folder (``raw/<trial>/``) and TIME_SCALE;
+#: returns the record's ``health`` (``{"passed": bool, "checks": [...]}``) and each failed check
+#: in a line for the console. It must not raise. The runner does not import the analysis:
+#: the command line hands in :func:`netrepro.pipeline.judge_trial`.
+TrialJudge = Callable[[Spec, dict, Path, float], tuple[dict, list[str]]]
 
 
 def log(msg: str) -> None:
@@ -328,18 +338,6 @@ def phase_start_skew(spec: Spec, time_scale: float, trial_dir: Path, start_epoch
         out[ph["name"]] = {"events": len(ev), "lag_ms": round(lag, 1),
                            "spread_ms": round((max(ev) - min(ev)) * 1000, 1),
                            "skew_ms": round(lag - first_lag, 1)}
-    return out
-
-
-def flows_files(spec: Spec, trial_dir: Path) -> list[Path]:
-    """The flows CSV of each flow group, in spec order: a client's first group writes
-    flows.csv, its k-th (k >= 1) flows-<k>.csv (roles/flow_clients)."""
-    seen: dict[str, int] = {}
-    out = []
-    for fg in spec["flows"]:
-        k = seen.get(fg["client"], 0)
-        seen[fg["client"]] = k + 1
-        out.append(trial_dir / fg["client"] / ("flows.csv" if k == 0 else f"flows-{k}.csv"))
     return out
 
 
@@ -998,7 +996,7 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
 def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
         trial_ids: list[str] | None = None, lead_s: float | None = None, resume: Path | None = None,
         command: str = "run", repeat: int | None = None, shuffle: bool = True, seed: int | None = None,
-        progress_tty: bool | None = None, sweep: bool = False) -> Path:
+        progress_tty: bool | None = None, sweep: bool = False, judge: TrialJudge | None = None) -> Path:
     """Run the spec's trials (or ``trial_ids``) on a provisioned site; return the run folder.
 
     ``repeat``: run every trial that many times, in blocks of one of each, each block in a
@@ -1014,6 +1012,9 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     resumed run keeps its own sweep.
     ``progress_tty``: the progress display (:class:`netrepro.progress.RunProgress`): rich's
     on a terminal (default: when stdout is one), else timestamped lines.
+    ``judge``: judges each trial's health as it completes (:data:`TrialJudge`; the command
+    line hands in the analysis's, :func:`netrepro.pipeline.judge_trial`), recorded as the
+    trial's ``health`` in run.json; None: not judged during the run.
 
     A new run gets a new folder (:func:`new_run_dir`). ``resume``: the folder of an earlier
     run that stopped, continued from its first trial not complete, with the trials, time
@@ -1160,9 +1161,9 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
                            or [{"name": "trial", "start_s": 0, "end_s": tv["duration_s"]}],
                            lambda: started.get("start_epoch_s"), None if inv is None else _delay_probe(inv, tv))
             try:
-                record = (_simulate_trial(tspec, site, tv, time_scale, run_dir, len(ts["attempts"]), started)
+                record = (_simulate_trial(tspec, site, tv, time_scale, run_dir, len(ts["attempts"]), started, judge=judge)
                           if inv is None else
-                          _run_trial(tspec, site, inv, tv, time_scale, run_dir, len(ts["attempts"]), started))
+                          _run_trial(tspec, site, inv, tv, time_scale, run_dir, len(ts["attempts"]), started, judge=judge))
                 record.update(trial=ts.get("trial") or tid, repetition=ts.get("repetition", 1),
                               **({"point": point.id, "factors": factor_values} if point else {}))
             except _TrialFailed as exc:
@@ -1358,7 +1359,7 @@ def _shown(path: Path) -> Path:
 
 
 def _simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir: Path, attempt: int,
-                    started: dict | None = None) -> dict:
+                    started: dict | None = None, judge: TrialJudge | None = None) -> dict:
     """One trial on a simulating site (:func:`simulated`): its ``simulate`` writes the raw
     files, which pass the same checks as fetched ones (:func:`check_trial_data`) and are
     moved to raw/<trial>/ once. Returns its record for run.json (``simulated``: true; no
@@ -1388,7 +1389,7 @@ def _simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir
         "bottleneck_interface": (next(iter(tv["qdisc_stats"].values()))["network"] if tv.get("qdisc_stats") else None),
         "controller_loadavg": {"before": None, "after": [round(x, 2) for x in os.getloadavg()]},
     }
-    _judge_health(spec, record, dest, time_scale)
+    _judge_health(judge, spec, record, dest, time_scale)
     log(f"[run] trial {tid} simulated in {record['wall_s']:.1f} s (schedule {tv['duration_s']} s)")
     return record
 
@@ -1414,14 +1415,14 @@ def _keep_trial_data(run_dir: Path, tdir: Path, tid: str, attempt: int, problems
     return dest
 
 
-def _judge_health(spec: Spec, record: dict, dest: Path, time_scale: float) -> None:
-    """The trial's health (``record["health"]``), judged by the spec's thresholds from its raw
-    folder ``dest`` (never raises: odd data fail a check); the failed checks on the console."""
-    from analysis import health
-    record["health"] = health.trial_health(spec, record, dest, time_scale)
+def _judge_health(judge: TrialJudge | None, spec: Spec, record: dict, dest: Path, time_scale: float) -> None:
+    """The trial's health (``record["health"]``), judged by ``judge`` from its record and raw
+    folder ``dest``; the failed checks on the console. Without a judge the record has none."""
+    if judge is None:
+        return
+    record["health"], failed = judge(spec, record, dest, time_scale)
     if not record["health"]["passed"]:
-        log(f"[run] trial {record['id']}: health checks failed: " + "; ".join(
-            health.describe(c) for c in record["health"]["checks"] if c["passed"] is False))
+        log(f"[run] trial {record['id']}: health checks failed: " + "; ".join(failed))
 
 
 def _settings_text(spec: Spec, trial: dict) -> str:
@@ -1471,9 +1472,10 @@ def nodes_variant(tv: dict) -> str | None:
 
 
 def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, run_dir: Path, attempt: int,
-               started: dict | None = None) -> dict:
+               started: dict | None = None, judge: TrialJudge | None = None) -> dict:
     """Run one trial (playbooks/trial.yml) and move its checked data to raw/<trial>/.
-    ``started``: gets ``start_epoch_s`` as soon as the barrier has released the trial.
+    ``started``: gets ``start_epoch_s`` as soon as the barrier has released the trial;
+    ``judge``: judges its health (:data:`TrialJudge`).
 
     Returns its record for run.json. Raises _TrialFailed (the playbook failed: processes may
     be left; the data does not cover the schedule; a node clock was stepped), or what the
@@ -1490,7 +1492,6 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
             site.save_state(st)
     log(f"[run] trial {tid}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
     load_before = os.getloadavg()
-    from analysis import health  # the trial's health checks, and this machine's /proc/stat
     t0 = time.time()
     if v2:
         from netrepro.rolevars import model_vars
@@ -1512,7 +1513,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
             raise _TrialFailed(str(exc), stop=True) from None
         if started is not None:
             started["start_epoch_s"] = barrier["start_epoch_s"]
-        ticks_before = health.host_cpu_ticks()  # this machine's CPU from the release on
+        ticks_before = host_cpu_ticks()  # this machine's CPU from the release on
         # Every node's clock as the release read it: a clock stepped from then to the end of
         # the trial is caught (clock_problems), without reading the clocks again before it.
         clocks_before = barrier["clocks"]
@@ -1576,12 +1577,12 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         "controller_loadavg": {"before": [round(x, 2) for x in load_before],
                                "after": [round(x, 2) for x in os.getloadavg()]},
         # the controller machine's own CPU busy from the release on (its /proc/stat) and its cores
-        "controller_cpu_busy": cpu_busy({"cpu_ticks": ticks_before}, {"cpu_ticks": health.host_cpu_ticks()}),
+        "controller_cpu_busy": cpu_busy({"cpu_ticks": ticks_before}, {"cpu_ticks": host_cpu_ticks()}),
         "controller_cores": os.cpu_count(),
         # every node's clock against the controller's, at the release and after (clock_problems)
         "clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps},
     }
-    _judge_health(spec, record, dest, time_scale)
+    _judge_health(judge, spec, record, dest, time_scale)
     log(f"[run] trial {tid} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
     return record
 
@@ -1628,20 +1629,6 @@ def shutil_rm(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def cpu_busy(before: dict, after: dict) -> float | None:
-    """Share of CPU time (0..1) not idle between two node snapshots (``cpu_ticks``: the
-    ``cpu`` line of /proc/stat, proc(5): user nice system idle iowait irq softirq steal ...)."""
-    try:
-        a = [int(x) for x in before["cpu_ticks"].split()]
-        b = [int(x) for x in after["cpu_ticks"].split()]
-    except (KeyError, ValueError, AttributeError):
-        return None
-    d = [y - x for x, y in zip(a, b)]
-    total = sum(d[:8])
-    idle = d[3] + (d[4] if len(d) > 4 else 0)
-    return round(1 - idle / total, 3) if total > 0 else None
-
-
 def _bottleneck_dev(meta: dict, address: str) -> str | None:
     """The interface holding ``address`` in a node's ``ip -j addr`` dump (meta "addresses")."""
     for link in meta.get("addresses") or []:
@@ -1671,16 +1658,6 @@ def _stop_trial(spec: Spec, inv: Path, site: Site, tv: dict) -> None:
         log(f"[run] stopped trial {tv['id']}'s processes on the nodes")
     except Exception as exc:  # noqa: BLE001 - best effort while already failing
         log(f"[run] could not stop trial {tv['id']} on the nodes: {playbook_failure(exc)}")
-
-
-def analyze(run_dir: Path, partial: bool = False) -> dict:
-    """Run the analysis package on ``run_dir`` (its raw files are checked against run.json's
-    sha256 sums first; see analysis.analyze); returns the verdict dict.
-
-    Raises analysis.AnalysisError (a ValueError, one line) for a damaged run unless ``partial``.
-    """
-    from analysis import analyze_run
-    return analyze_run(run_dir, partial=partial)
 
 
 def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> None:

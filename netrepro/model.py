@@ -28,6 +28,7 @@ from typing import Any
 import jsonschema
 
 from netrepro import tc
+from netrepro.errors import _field_path, _pick_error, check_plain_data  # one reporting style for both versions
 
 SCHEMA_V2_PATH = Path(__file__).resolve().parent / "schemas" / "experiment-v2.schema.json"
 
@@ -192,7 +193,6 @@ def _port(node: str, ifname: str) -> str:
 
 def validate_v2_schema(data: Any, path: Path | str) -> None:
     """Check ``data`` against experiment-v2.schema.json; ModelError naming the first bad field."""
-    from netrepro.spec import _field_path, _pick_error  # one reporting style for both versions
     schema = json.loads(SCHEMA_V2_PATH.read_text())
     # `health` has the same thresholds as in version 1: its definition is taken from there.
     v1 = json.loads((SCHEMA_V2_PATH.parent / "experiment.schema.json").read_text())
@@ -402,7 +402,6 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     shade_phases has phases, and a phase's label is text matplotlib can draw (:func:`_check_figures`).
     """
     import copy
-    from netrepro.spec import check_plain_data
     check_plain_data(data, path)
     validate_v2_schema(data, path)
     data = copy.deepcopy(data)  # the model shares nothing with the caller's data
@@ -1088,6 +1087,28 @@ def _check_health(m: Model, path) -> None:
                                          f"{' and '.join(missing)}, or leave this threshold out")
 
 
+def _sysctl_value(v: Any) -> str:
+    return str(v)
+
+
+def node_sysctls(spec) -> dict[str, dict[str, str]]:
+    """Node -> {sysctl key: value as a string}, for every node (possibly empty), of a
+    schema_version 1 :class:`netrepro.spec.Spec`.
+
+    From ``hosts[]`` in file order (a later entry wins for the same key), plus
+    ``net.ipv4.ip_forward = 1`` for nodes with ``forwarding: true``.
+    """
+    out: dict[str, dict[str, str]] = {n: {} for n in spec.nodes}
+    for node, nd in spec.nodes.items():
+        if nd.get("forwarding"):
+            out[node]["net.ipv4.ip_forward"] = "1"
+    for entry in spec.get("hosts", []):
+        for node in spec.select(entry["nodes"]):
+            for key, value in entry.get("sysctls", {}).items():
+                out[node][key] = _sysctl_value(value)
+    return out
+
+
 def from_v1(spec) -> Model:
     """The model of a schema_version 1 experiment (:class:`netrepro.spec.Spec`, pie-vs-red's
     format: AQM x variant trials, one HTB bottleneck, FTP flow groups, ping collectors).
@@ -1102,7 +1123,6 @@ def from_v1(spec) -> Model:
     ``groups`` is its v1 role in the plural. Claims, phases, base RTT and health are kept as
     the file gives them (``claims`` in the version 1 shape, ``schema_version`` 1).
     """
-    from netrepro.rolevars import node_sysctls
     d = spec.data
 
     def ifname(node: str, network: str) -> str:
@@ -1219,6 +1239,24 @@ def layer_probes(m: Model, dev: str) -> list[tuple[str, str, str, list[str]]]:
     return out
 
 
+def stack_vars(model, trial: dict) -> dict[str, list[dict[str, Any]]]:
+    """Node -> ``[{"interface", "key", "commands"}]``: the trial's qdisc stacks
+    (roles/qdisc_stack), each as :func:`netrepro.tc.stack_commands` builds it with
+    :data:`netrepro.tc.DEV` for the device, in the order of the model's ports; ``key`` is
+    what roles/interfaces maps to the device (the interface's LAN, else its name). Every
+    node has a list (empty: no stack).
+
+    Args:
+        model: a :class:`netrepro.model.Model`; trial: one of its ``trials``.
+    """
+    out: dict[str, list[dict[str, Any]]] = {n: [] for n in model.nodes}
+    for port, stack in trial["qdiscs"].items():
+        node, itf = port.split(":")
+        key = model.nodes[node]["interfaces"][itf]["network"] or itf
+        out[node].append({"interface": itf, "key": key, "commands": tc.stack_commands(stack)})
+    return out
+
+
 def trial_plan(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
     """What each node does in one trial, as playbooks/trial.yml's ``trial`` var needs it.
 
@@ -1237,7 +1275,6 @@ def trial_plan(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
         ValueError: a node has two ping items, or two FTP items from one sender ask for
             different rates (vsftpd's anon_max_rate is one per server).
     """
-    from netrepro.rolevars import stack_vars
     conflict = traffic_conflict(trial["traffic"])
     if conflict:
         raise ValueError(f"trial {trial['id']}: {conflict}")

@@ -16,31 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from netrepro import tc
+from netrepro.model import congestion_controls, layer_probes, node_sysctls, trial_plan
 from netrepro.spec import Spec
 
 #: ethtool -K feature names of the spec's links.offloads keys.
 OFFLOAD_FEATURES = ("tso", "gso", "gro")
-
-
-def _sysctl_value(v: Any) -> str:
-    return str(v)
-
-
-def node_sysctls(spec: Spec) -> dict[str, dict[str, str]]:
-    """Node -> {sysctl key: value as a string}, for every node (possibly empty).
-
-    From ``hosts[]`` in file order (a later entry wins for the same key), plus
-    ``net.ipv4.ip_forward = 1`` for nodes with ``forwarding: true``.
-    """
-    out: dict[str, dict[str, str]] = {n: {} for n in spec.nodes}
-    for node, nd in spec.nodes.items():
-        if nd.get("forwarding"):
-            out[node]["net.ipv4.ip_forward"] = "1"
-    for entry in spec.get("hosts", []):
-        for node in spec.select(entry["nodes"]):
-            for key, value in entry.get("sysctls", {}).items():
-                out[node][key] = _sysctl_value(value)
-    return out
 
 
 def node_netem(spec: Spec) -> dict[str, list[dict[str, Any]]]:
@@ -154,7 +134,7 @@ def role_vars(spec: Spec, variant: str | None = None) -> dict[str, Any]:
     Returns:
         ``{"experiment", "variant", "nodes", "sysctls", "offloads", "offload_networks",
         "netem", "probes", "bottleneck", "aqm", "ftp_source", "routes", "mtu_bytes"}``; see
-        docs in the keys' builders: :func:`node_sysctls`, :func:`node_netem`,
+        docs in the keys' builders: :func:`netrepro.model.node_sysctls`, :func:`node_netem`,
         :func:`capability_probes`, :func:`bottleneck_vars`, :func:`ftp_source_vars`,
         :func:`node_routes`. ``aqm`` is {AQM name: {qdisc, argv}}; ``offloads`` is
         {feature: "on"|"off"} for ethtool -K; ``offload_networks`` node -> every network
@@ -186,24 +166,6 @@ def role_vars(spec: Spec, variant: str | None = None) -> dict[str, Any]:
     }
 
 
-def stack_vars(model, trial: dict) -> dict[str, list[dict[str, Any]]]:
-    """Node -> ``[{"interface", "key", "commands"}]``: the trial's qdisc stacks
-    (roles/qdisc_stack), each as :func:`netrepro.tc.stack_commands` builds it with
-    :data:`netrepro.tc.DEV` for the device, in the order of the model's ports; ``key`` is
-    what roles/interfaces maps to the device (the interface's LAN, else its name). Every
-    node has a list (empty: no stack).
-
-    Args:
-        model: a :class:`netrepro.model.Model`; trial: one of its ``trials``.
-    """
-    out: dict[str, list[dict[str, Any]]] = {n: [] for n in model.nodes}
-    for port, stack in trial["qdiscs"].items():
-        node, itf = port.split(":")
-        key = model.nodes[node]["interfaces"][itf]["network"] or itf
-        out[node].append({"interface": itf, "key": key, "commands": tc.stack_commands(stack)})
-    return out
-
-
 def iperf3_argv(item: dict, address: str, time_scale: float = 1.0) -> list[str]:
     """The iperf3 client's arguments for a traffic item of kind iperf3 (iperf3(1), 3.12 as in
     Debian 12): ``-c ADDRESS -p PORT -t DURATION -i INTERVAL -P N -O OMIT -J``, and
@@ -232,7 +194,7 @@ def model_vars(spec: Spec) -> dict[str, Any]:
     Returns ``{"experiment", "nodes", "probes": {node: {label: tc argv}}, "routes",
     "mtu_bytes", "offloads": {feature: on|off}, "offload_networks": {node: [key]},
     "sysctls": {node: {...}} (the first trial's), "stacks": {node: [...]} (the first
-    trial's, :func:`stack_vars`), "ftp_source": {nodes, listen_address, files,
+    trial's, :func:`netrepro.model.stack_vars`), "ftp_source": {nodes, listen_address, files,
     file_size_bytes} | None}``. ``offload_networks`` lists each node's experiment interfaces
     by the key roles/interfaces maps to a device (the LAN for a LAN interface, else the
     interface's name). ``probes``: every distinct qdisc layer any trial puts on the node,
@@ -240,7 +202,6 @@ def model_vars(spec: Spec) -> dict[str, Any]:
     trial asks of the node (label ``tcp_<name>``, argv ``["tcp_congestion", name]``,
     :func:`netrepro.model.congestion_controls`), for roles/kernel_capability.
     """
-    from netrepro.model import congestion_controls, layer_probes, trial_plan
     m = spec.model
     offl = m.data["offloads"]
     probes: dict[str, dict[str, list[str]]] = {n: {} for n in m.nodes}

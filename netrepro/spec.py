@@ -23,7 +23,9 @@ from typing import Any
 
 import jsonschema
 
-from netrepro import tc
+from netrepro import model, sweep, tc
+from netrepro.errors import SpecError, _field_path, _pick_error, check_plain_data
+from netrepro.model import KIND_GROUPS, from_v1, scale_rates
 from netrepro.yamlfile import load_yaml_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -32,21 +34,6 @@ SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "experiment.schema.j
 
 #: Node roles and the Ansible inventory group each maps to.
 ROLE_GROUPS = {"client": "clients", "server": "servers", "router": "routers"}
-
-
-class SpecError(ValueError):
-    """An experiment file is missing or invalid. ``str(err)`` is one line: file: field: problem."""
-
-    def __init__(self, path: Path | str, field: str, problem: str):
-        self.path, self.field, self.problem = str(path), field, problem
-        super().__init__(f"{path}: {field}: {problem}")
-
-
-def _field_path(parts) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
 
 
 def resolve_path(name_or_path: str | Path) -> Path:
@@ -102,41 +89,6 @@ def check_time_scale(value: Any) -> float:
     return k
 
 
-def _yaml_number(x: float) -> str:
-    """A non-finite float as YAML writes it (``.inf``, ``-.inf``, ``.nan``)."""
-    return ".nan" if math.isnan(x) else (".inf" if x > 0 else "-.inf")
-
-
-def check_plain_data(data: Any, path: Path | str) -> None:
-    """What the JSON Schema cannot see: refuse a top level that is not a mapping, a key that
-    is not text (YAML reads ``on:``/``yes:`` as true, ``1:`` as a number) and a number that
-    is not finite (YAML's ``.inf``, ``.nan``, or ``1.0e+999``), naming the field.
-
-    Raises:
-        SpecError: one line, ``<path>: <field>: <problem>``.
-    """
-    if not isinstance(data, dict):
-        kinds = {list: "a list", str: "text", int: "a number", float: "a number", bool: "true/false"}
-        found = "an empty file" if data is None else kinds.get(type(data), type(data).__name__)
-        raise SpecError(path, "(top level)", f"expected a mapping of the experiment's fields (schema_version, name, "
-                                             f"topology, ...), found {found}")
-
-    def walk(x: Any, parts: list) -> None:
-        if isinstance(x, dict):
-            for k, v in x.items():
-                if not isinstance(k, str):
-                    raise SpecError(path, _field_path(parts), f"expected text keys, got the key {k!r} "
-                                                              f"(quote it: YAML reads yes/no/on/off and numbers as such)")
-                walk(v, parts + [k])
-        elif isinstance(x, list):
-            for i, v in enumerate(x):
-                walk(v, parts + [i])
-        elif isinstance(x, float) and not math.isfinite(x):
-            raise SpecError(path, _field_path(parts), f"expected a finite number, got {_yaml_number(x)}")
-
-    walk(data, [])
-
-
 def _range_text(schema: dict) -> str:
     """``an integer >= 1 and <= 1000`` from a schema's type and bounds."""
     bounds = [(k, op) for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"),
@@ -152,21 +104,6 @@ def _show(x: Any) -> str:
     if isinstance(x, float) and x != 0 and not 1e-4 <= abs(x) < 1e6:
         return f"{x:.6g}"
     return repr(x)
-
-
-def _pick_error(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
-    """For a ``oneOf`` whose branches are told apart by a ``kind`` constant (the claims'
-    checks), the error of the branch the instance's kind chose; else ``err`` itself."""
-    if err.validator != "oneOf" or not isinstance(err.instance, dict) or not err.context:
-        return err
-    branches: dict[int, list] = {}
-    for e in err.context:
-        branches.setdefault(e.relative_schema_path[0], []).append(e)
-    chosen = [i for i, sub in enumerate(err.validator_value)
-              if sub.get("properties", {}).get("kind", {}).get("const") == err.instance.get("kind")]
-    if len(chosen) == 1 and branches.get(chosen[0]):
-        return _pick_error(jsonschema.exceptions.best_match(branches[chosen[0]]))
-    return err
 
 
 def validate_schema(data: Any, path: Path | str) -> None:
@@ -213,7 +150,6 @@ def check_sweep(spec: "Spec") -> None:
     every point validated as an experiment of its own, so that a file that validates also
     sweeps. Raises SpecError (one line)."""
     if spec.data.get("sweep"):
-        from netrepro import sweep
         sweep.points(spec)
 
 
@@ -247,7 +183,6 @@ class Spec:
     def model(self):
         """The experiment as a :class:`netrepro.model.Model` (what sites, playbooks and the
         analysis read): :func:`netrepro.model.from_v1` of this version 1 file."""
-        from netrepro.model import from_v1
         return from_v1(self)
 
     @property
@@ -474,6 +409,13 @@ class Spec:
         }
 
 
+def variant_rate_mbit(spec: Spec, variant: str) -> float:
+    """Bottleneck rate (Mbit/s) of a variant of a schema_version 1 experiment: ``variants.<v>.bottleneck.rate_mbit`` if set,
+    else ``bottleneck.rate_mbit``."""
+    v = spec["variants"].get(variant, {})
+    return float(v.get("bottleneck", {}).get("rate_mbit", spec["bottleneck"]["rate_mbit"]))
+
+
 class SpecV2(Spec):
     """An experiment file of schema_version 2 (:mod:`netrepro.model`): the views every site
     and the inventory use, read from its :class:`netrepro.model.Model`. The version 1 views
@@ -482,7 +424,6 @@ class SpecV2(Spec):
     @classmethod
     def from_data(cls, data: Any, path: Path | str = "<memory>") -> "SpecV2":
         """Validate and resolve (:func:`netrepro.model.build`). Raises SpecError (one line)."""
-        from netrepro import model
         try:
             m = model.build(data, path)
         except model.ModelError as exc:
@@ -504,7 +445,6 @@ class SpecV2(Spec):
     @cached_property
     def groups(self) -> dict[str, list[str]]:
         """Inventory group -> node names: one per kind in the plural, and each node's groups."""
-        from netrepro.model import KIND_GROUPS
         out: dict[str, list[str]] = {g: [] for g in KIND_GROUPS.values()}
         for n, nd in self.nodes.items():
             for g in [KIND_GROUPS[nd["kind"]], *nd["groups"]]:
@@ -517,7 +457,6 @@ class SpecV2(Spec):
     def at_rate_scale(self, k: float) -> "SpecV2":
         """This experiment with every rate and byte size multiplied by ``k``
         (:func:`netrepro.model.scale_rates`); the file's data (``data``) is unchanged."""
-        from netrepro.model import scale_rates
         other = SpecV2(self.data, self.path)
         other.__dict__["model"] = scale_rates(self.model, k)
         return other

@@ -38,9 +38,13 @@ import copy
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from netrepro.spec import Spec, SpecError
+from netrepro.errors import SpecError
+from netrepro.model import RESERVED_COLUMNS
+
+if TYPE_CHECKING:  # annotations only: netrepro.spec validates a file's sweep with this module
+    from netrepro.spec import Spec
 
 #: Top-level keys a factor may change, per schema_version (see the module docstring).
 PER_TRIAL_KEYS = {1: ("bottleneck", "aqms", "variants", "flows", "phases"),
@@ -128,15 +132,16 @@ def point_data(data: dict, fs: list[dict], values: dict) -> dict:
 
 
 def point_spec(spec: Spec, values: dict) -> Spec:
-    """The experiment at one point, validated (:meth:`netrepro.spec.Spec.from_data`).
-    Raises SpecError naming the point when the combination is not a valid experiment."""
+    """The experiment at one point, validated as ``spec`` was (its class's
+    :meth:`netrepro.spec.Spec.from_data`). Raises SpecError naming the point when the
+    combination is not a valid experiment."""
     fs = factors(spec)
     try:
         data = point_data(spec.data, fs, values)
     except KeyError as exc:
         raise SpecError(spec.path, "sweep.factors", exc.args[0]) from None
     try:
-        return Spec.from_data(data, spec.path)
+        return type(spec).from_data(data, spec.path)
     except SpecError as exc:
         label = ", ".join(f"{k}={v}" for k, v in values.items())
         raise SpecError(spec.path, "sweep", f"the point {label} is not a valid experiment: {exc}") from None
@@ -185,7 +190,6 @@ def _reserved_columns(spec: Spec) -> set[str]:
     """Columns a factor may not be named like, since the swept analysis adds a column per
     factor to the statistics tables: theirs (:data:`netrepro.model.RESERVED_COLUMNS`), a
     version 1 summary's keys (``aqm``, ``variant``, ...) and a version 2 file's trial labels."""
-    from netrepro.model import RESERVED_COLUMNS
     out = set(RESERVED_COLUMNS)
     if spec.data.get("schema_version", 1) == 2:
         out |= {k for t in spec.data.get("trials") or [] for k in (t.get("labels") or {})}

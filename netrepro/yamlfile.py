@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from netrepro.errors import SpecError
+
 
 #: The most values (scalars and collections, each alias counted as everything it stands for)
 #: a file may hold once its aliases are expanded. The committed experiments hold 394
@@ -41,7 +43,6 @@ def check_bounds(text: str, path: Path | str = "<string>") -> None:
         SpecError: one line naming ``path`` and the line where the bound was passed.
         yaml.YAMLError: the text is not YAML (the caller reports it).
     """
-    from netrepro.spec import SpecError
 
     sizes: dict[str, int] = {}  # anchor -> how many values it stands for
     stack: list[list] = []  # open collections: [anchor, values counted so far]
@@ -98,7 +99,6 @@ class UniqueKeyLoader(yaml.SafeLoader):
 def loads(text: str, path: Path | str = "<string>") -> Any:
     """Parse YAML ``text`` strictly, within :func:`check_bounds`. Raises SpecError(path,
     'line N', problem) on any error."""
-    from netrepro.spec import SpecError
 
     try:
         check_bounds(text, path)
@@ -116,7 +116,6 @@ def load_yaml_file(path: Path | str, what: str = "YAML file") -> Any:
     Raises:
         SpecError: missing, unreadable, not UTF-8 text, or not valid YAML (one line).
     """
-    from netrepro.spec import SpecError
 
     p = Path(path)
     try:

@@ -39,7 +39,7 @@ def recorded_site(tmp_path, monkeypatch):
     given: dict[str, tuple] = {}
     stop_at: dict = {}
 
-    def run_trial(spec, site, inv, tv, time_scale, run_dir, attempt, started=None):
+    def run_trial(spec, site, inv, tv, time_scale, run_dir, attempt, started=None, judge=None):
         tid = tv["id"]
         if stop_at.get("id") == tid:
             raise KeyboardInterrupt("SIGINT")

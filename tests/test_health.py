@@ -21,7 +21,8 @@ import pytest
 import analysis
 from analysis import health as health_mod
 from analysis.__main__ import main as analysis_main
-from analysis.health import host_cpu_ticks, trial_health
+from analysis.health import trial_health
+from netrepro.runfolder import host_cpu_ticks
 from analysis.verdict import verdict_line
 from netrepro import bench
 from netrepro.controller import cpu_busy, sha256_tree
@@ -366,6 +367,7 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     from types import SimpleNamespace
 
     from netrepro import controller
+    from netrepro.pipeline import judge_trial
 
     spec = load_spec("pie-vs-red")
     recorded = next(t for t in json.loads((DATA / "run.json").read_text())["trials"] if t["id"] == "red-limited")
@@ -401,7 +403,7 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     monkeypatch.setattr(controller, "node_clocks", lambda inv, samples=3: steady)
     state: dict = {}
     site = SimpleNamespace(load_state=lambda: dict(state), save_state=state.update)
-    record = controller._run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 1)
+    record = controller._run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 1, judge=judge_trial)
 
     busy = record["controller_cpu_busy"]  # None when no tick passed between the two readings
     assert busy is None or 0 <= busy <= 1

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from netrepro import rolevars, tc
+from netrepro import model, rolevars, tc
 from netrepro.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,7 +20,7 @@ SCRIPT = REPO / "roles" / "qdisc_stack" / "files" / "stack.sh"
 
 def test_stack_vars_per_node():
     spec = load_spec(REPO / "tests" / "data" / "experiments" / "lab19-like.yml")
-    v = rolevars.stack_vars(spec.model, spec.model.trial("pie"))
+    v = model.stack_vars(spec.model, spec.model.trial("pie"))
     assert set(v) == {"h1", "h2", "h3", "s1", "s2"} and v["h1"] == []
     assert [(p["interface"], p["key"]) for p in v["s2"]] == [("s2-eth2", "s2-eth2")] and [p["interface"] for p in v["s1"]] == ["s1-eth1"]
     assert v["s2"][0]["commands"][0] == ["qdisc", "del", "dev", tc.DEV, "root"]

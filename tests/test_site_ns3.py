@@ -15,8 +15,10 @@ import pandas as pd
 import pytest
 import yaml
 
+from analysis import analyze_run
 from analysis.raw import parse_flows, parse_ping
 from netrepro import controller
+from netrepro.pipeline import judge_trial
 from netrepro.sites import ns3
 from netrepro.sites.base import SiteError
 from netrepro.spec import Spec, load_spec
@@ -272,8 +274,8 @@ def test_pie_vs_red_reproduces_on_ns3_with_the_same_analysis(simulator, tmp_path
     spec = load_spec("pie-vs-red")
     controller.up(spec, "ns3")
     controller.provision(spec, "ns3")
-    run_dir = controller.run(spec, "ns3", 0.1, progress_tty=False)
-    verdict = controller.analyze(run_dir)
+    run_dir = controller.run(spec, "ns3", 0.1, progress_tty=False, judge=judge_trial)
+    verdict = analyze_run(run_dir)
     controller.down(spec, "ns3")
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["mode"] == "simulation" and all(t["simulated"] for t in meta["trials"])

@@ -1,19 +1,20 @@
 """Sites: where an experiment's nodes come from. One module per site, one class each.
 
-``SITES`` maps a site name to ``module:Class``; modules are imported only when used, so a
-site's optional dependencies (fablib, ...) are needed only by users of that site. To add a
-site, write ``netrepro/sites/<name>.py`` with a :class:`~netrepro.sites.base.Site` subclass
-and add one line here (docs/adding-a-site.md walks through it).
+``SITES`` (defined in :mod:`netrepro.sites.base`, next to the Site class that names the sites
+building a schema version) maps a site name to ``module:Class``; modules are imported only
+when used, so a site's optional dependencies (fablib, ...) are needed only by users of that
+site. To add a site, write ``netrepro/sites/<name>.py`` with a
+:class:`~netrepro.sites.base.Site` subclass and add one line to ``SITES``
+(docs/adding-a-site.md walks through it).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import NodeLogin, Site, SiteError, SiteOptions
+from netrepro.sites.base import SITES, NodeLogin, Site, SiteError, SiteOptions, site_class
 from netrepro.spec import Spec, SpecError
 
 #: Environment variables (make variables) passed as site options: variable -> option key.
@@ -26,24 +27,8 @@ OPTION_ENV: dict[str, str] = {
     "INSTALL_PACKAGES": "install_packages",
 }
 
-SITES: dict[str, str] = {
-    "local": "netrepro.sites.local:LocalSite",
-    "instageni": "netrepro.sites.instageni:InstaGENISite",
-    "fabric": "netrepro.sites.fabric:FabricSite",
-    "static": "netrepro.sites.static:StaticSite",
-    "ns3": "netrepro.sites.ns3:Ns3Site",
-}
-
 __all__ = ["OPTION_ENV", "SITES", "NodeLogin", "Site", "SiteError", "SiteOptions", "get_site", "site_class",
            "site_options"]
-
-
-def site_class(name: str) -> type[Site]:
-    """The Site subclass registered as ``name``. Raises SiteError for an unknown name."""
-    if name not in SITES:
-        raise SiteError(f"SITE={name}: unknown site; expected one of: {', '.join(SITES)}")
-    module, _, cls = SITES[name].partition(":")
-    return getattr(importlib.import_module(module), cls)
 
 
 def get_site(name: str, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None) -> Site:

@@ -20,6 +20,7 @@ created) lives in ``state_dir/state.json`` so that a later ``down``, ``status`` 
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import json
 import math
@@ -556,7 +557,25 @@ def interfaces_text(spec: Spec, node: str) -> str:
                      for k, i in spec.model.data_plane(node).items())
 
 
+#: Site name -> ``module:Class``; :func:`site_class` imports a site's module only when it is
+#: used, so a site's optional dependencies (fablib, ...) are needed only by users of that site.
+SITES: dict[str, str] = {
+    "local": "netrepro.sites.local:LocalSite",
+    "instageni": "netrepro.sites.instageni:InstaGENISite",
+    "fabric": "netrepro.sites.fabric:FabricSite",
+    "static": "netrepro.sites.static:StaticSite",
+    "ns3": "netrepro.sites.ns3:Ns3Site",
+}
+
+
+def site_class(name: str) -> type[Site]:
+    """The Site subclass registered as ``name``. Raises SiteError for an unknown name."""
+    if name not in SITES:
+        raise SiteError(f"SITE={name}: unknown site; expected one of: {', '.join(SITES)}")
+    module, _, cls = SITES[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
 def sites_building(version: int) -> list[str]:
     """Names of the sites that build experiments of schema_version ``version``."""
-    from netrepro.sites import SITES, site_class
     return [n for n in SITES if version in site_class(n).SCHEMA_VERSIONS]

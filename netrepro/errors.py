@@ -1,0 +1,79 @@
+"""How an experiment file's errors are found and reported, for both schema versions
+(:mod:`netrepro.spec`, :mod:`netrepro.model`) and the strict YAML reader
+(:mod:`netrepro.yamlfile`): :class:`SpecError`, whose message is one line naming the file,
+the field and what was expected; :func:`check_plain_data`, what a JSON Schema cannot see; and
+the choice of the one schema error to report (:func:`_pick_error`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+
+class SpecError(ValueError):
+    """An experiment file is missing or invalid. ``str(err)`` is one line: file: field: problem."""
+
+    def __init__(self, path: Path | str, field: str, problem: str):
+        self.path, self.field, self.problem = str(path), field, problem
+        super().__init__(f"{path}: {field}: {problem}")
+
+
+def _field_path(parts) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _yaml_number(x: float) -> str:
+    """A non-finite float as YAML writes it (``.inf``, ``-.inf``, ``.nan``)."""
+    return ".nan" if math.isnan(x) else (".inf" if x > 0 else "-.inf")
+
+
+def check_plain_data(data: Any, path: Path | str) -> None:
+    """What the JSON Schema cannot see: refuse a top level that is not a mapping, a key that
+    is not text (YAML reads ``on:``/``yes:`` as true, ``1:`` as a number) and a number that
+    is not finite (YAML's ``.inf``, ``.nan``, or ``1.0e+999``), naming the field.
+
+    Raises:
+        SpecError: one line, ``<path>: <field>: <problem>``.
+    """
+    if not isinstance(data, dict):
+        kinds = {list: "a list", str: "text", int: "a number", float: "a number", bool: "true/false"}
+        found = "an empty file" if data is None else kinds.get(type(data), type(data).__name__)
+        raise SpecError(path, "(top level)", f"expected a mapping of the experiment's fields (schema_version, name, "
+                                             f"topology, ...), found {found}")
+
+    def walk(x: Any, parts: list) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if not isinstance(k, str):
+                    raise SpecError(path, _field_path(parts), f"expected text keys, got the key {k!r} "
+                                                              f"(quote it: YAML reads yes/no/on/off and numbers as such)")
+                walk(v, parts + [k])
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, parts + [i])
+        elif isinstance(x, float) and not math.isfinite(x):
+            raise SpecError(path, _field_path(parts), f"expected a finite number, got {_yaml_number(x)}")
+
+    walk(data, [])
+
+
+def _pick_error(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """For a ``oneOf`` whose branches are told apart by a ``kind`` constant (the claims'
+    checks), the error of the branch the instance's kind chose; else ``err`` itself."""
+    if err.validator != "oneOf" or not isinstance(err.instance, dict) or not err.context:
+        return err
+    branches: dict[int, list] = {}
+    for e in err.context:
+        branches.setdefault(e.relative_schema_path[0], []).append(e)
+    chosen = [i for i, sub in enumerate(err.validator_value)
+              if sub.get("properties", {}).get("kind", {}).get("const") == err.instance.get("kind")]
+    if len(chosen) == 1 and branches.get(chosen[0]):
+        return _pick_error(jsonschema.exceptions.best_match(branches[chosen[0]]))
+    return err
