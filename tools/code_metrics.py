@@ -7,7 +7,8 @@ Prints, for the Python files of the package and the analysis (tests excluded):
 - the largest module (lines) and the longest function (lines from ``def`` to its last line);
 - project imports inside function bodies (``import``/``from`` statements below a ``def``);
 - import cycles between project modules: strongly connected components of more than one
-  module in the graph of every project import, at module top or in a function (Tarjan's
+  module in the graph of every project import, at module top or in a function, except those
+  under ``if TYPE_CHECKING:`` (never executed) (Tarjan's
   algorithm, Tarjan 1972, "Depth-first search and linear graph algorithms");
 - schema version branches: comparisons that read ``schema_version`` or name a ``v1``/``v2``
   path (``_v1``, ``SpecV2``, ``from_v1``, ...).
@@ -108,6 +109,8 @@ def main(repo: Path) -> int:
             if n > longest[1]:
                 longest = (f"{f.relative_to(repo)}:{fn.name}", n)
         in_func = {id(n) for fn in funcs for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))}
+        typing_only = {id(n) for b in ast.walk(tree) if isinstance(b, ast.If) and "TYPE_CHECKING" in ast.unparse(b.test)
+                       for n in ast.walk(b) if isinstance(n, (ast.Import, ast.ImportFrom))}
         for n in ast.walk(tree):
             if isinstance(n, ast.Import):
                 targets = [_target(a.name, names) for a in n.names]
@@ -115,6 +118,8 @@ def main(repo: Path) -> int:
                 base = _resolve(mod, f.name == "__init__.py", n)
                 targets = [_target(f"{base}.{a.name}", names) or _target(base, names) for a in n.names]
             else:
+                continue
+            if id(n) in typing_only:  # for annotations only: never executed
                 continue
             targets = [t for t in targets if t and t != mod]
             graph[mod].update(targets)
