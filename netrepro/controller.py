@@ -41,7 +41,7 @@ from netrepro.rolevars import role_vars
 from netrepro.runfolder import cpu_busy, flows_files, host_cpu_ticks
 from netrepro.sites import Site, get_site, site_class
 from netrepro.sites.local import _pg_alive  # one process-group liveness check for both
-from netrepro.spec import REPO_ROOT, Spec, SpecError, SpecV2
+from netrepro.spec import REPO_ROOT, Spec, SpecError, SpecV2, check_time_scale
 
 STATE_ROOT = Path(os.environ.get("NETREPRO_STATE", REPO_ROOT / ".state"))
 RESULTS_ROOT = Path(os.environ.get("NETREPRO_RESULTS", REPO_ROOT / "results"))
@@ -209,8 +209,11 @@ def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead
     experiment of schema_version 2, :func:`model_trial_vars` (playbooks/trial-model.yml).
 
     Durations and offsets are the spec's times ``time_scale``; the ping collector of a client
-    targets the server of its (first) flow group.
+    targets the server of its (first) flow group. Raises ValueError (``TIME_SCALE: ...``, one
+    line) for a scale outside :func:`netrepro.spec.check_time_scale`'s range, of either
+    schema_version (a resumed run's scale comes from its run.json).
     """
+    check_time_scale(time_scale)
     if isinstance(spec, SpecV2):
         return model_trial_vars(spec, trial, time_scale, fetch_dir, lead_s)
     sched = spec.scaled(time_scale)

@@ -1,8 +1,9 @@
 """Bad input, experiment file and TIME_SCALE (issue 6, section 2): one line naming the file,
 the field (or line, or option) and what was expected; exit 2; nothing changed.
 
-Every experiment-file row copies the committed experiments/pie-vs-red/experiment.yml into
-its temporary folder and edits the text, so a duplicate key is really a duplicate in the
+Every experiment-file row copies pie-vs-red's schema_version 1 file
+(tests/data/specs/pie-vs-red-v1.yml, conftest.PIE_VS_RED_V1: these rows check the version 1
+schema and cross-checks) into its temporary folder and edits the text, so a duplicate key is really a duplicate in the
 file the user would write, and runs ``netrepro validate <file>`` through the real command
 line (tests/badinput.py). The TIME_SCALE rows run ``netrepro run`` / ``reproduce``, which
 must refuse the value before anything touches a site (the harness checks that no file of
@@ -16,21 +17,22 @@ from pathlib import Path
 import pytest
 
 from badinput import REPO, Row, edited_copy, run_row
+from conftest import PIE_VS_RED_V1
 
-REAL = REPO / "experiments" / "pie-vs-red" / "experiment.yml"
+REAL = PIE_VS_RED_V1
 TEXT = REAL.read_text()
 FILE = "{tmp}/experiment.yml"
 VALIDATE = ["validate", FILE]
 
 
 def _line(text: str) -> int:
-    """1-based line of ``text`` (which must occur once) in the committed experiment."""
+    """1-based line of ``text`` (which must occur once) in the version 1 file."""
     assert TEXT.count(text) == 1, f"{text!r} occurs {TEXT.count(text)} times in {REAL}"
     return TEXT[: TEXT.index(text)].count("\n") + 1
 
 
 def edited(*pairs: tuple[str, str]):
-    """A row setup writing the committed experiment with each (old, new) text replaced
+    """A row setup writing the version 1 file with each (old, new) text replaced
     (:func:`badinput.edited_copy`)."""
     return edited_copy(REAL, *pairs)
 
@@ -49,7 +51,7 @@ CLAIM0_AQM = "      kind: bound                 # every selected row's statistic
 
 
 def health_as(value: str):
-    """The committed experiment with its whole ``health:`` section replaced by ``health: <value>``."""
+    """The version 1 file with its whole ``health:`` section replaced by ``health: <value>``."""
     start = TEXT.index("\nhealth:\n") + 1
     end = TEXT.index("\n\n", start) + 1
     return edited((TEXT[start:end], f"health: {value}\n"))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import PIE_VS_RED_V1
 
 from netrepro import controller
 from netrepro.inventory import write_inventory
@@ -26,6 +27,13 @@ def spec() -> Spec:
     return load_spec("pie-vs-red")
 
 
+@pytest.fixture(scope="module")
+def spec_v1() -> Spec:
+    """pie-vs-red's schema_version 1 file: the version 1 path's trial variables
+    (playbooks/trial.yml) and phase start skew are computed from it only."""
+    return load_spec(PIE_VS_RED_V1)
+
+
 @pytest.fixture(autouse=True)
 def no_real_results(tmp_path, monkeypatch):
     """Every test writes run folders under tmp_path, never into the repository's results/."""
@@ -33,8 +41,8 @@ def no_real_results(tmp_path, monkeypatch):
 
 
 # --- trial_vars --------------------------------------------------------------------------------
-def test_trial_vars(spec, tmp_path):
-    tv = controller.trial_vars(spec, {"aqm": "red", "variant": "limited"}, 0.1, tmp_path / "fetch", 7.5)
+def test_trial_vars(spec_v1, tmp_path):
+    tv = controller.trial_vars(spec_v1, {"aqm": "red", "variant": "limited"}, 0.1, tmp_path / "fetch", 7.5)
     assert (tv["id"], tv["aqm"], tv["variant"]) == ("red-limited", "red", "limited")
     assert tv["lead_s"] == 7.5 and tv["fetch_dir"] == str(tmp_path / "fetch")
     assert tv["duration_s"] == 25.0 and tv["base_rtt_s"] == 3.0
@@ -50,7 +58,8 @@ def test_trial_vars(spec, tmp_path):
     assert tv["files"] == [f"file{i:02d}" for i in range(1, 21)]
 
 
-def test_trial_vars_unscaled_and_rounded(spec, tmp_path):
+def test_trial_vars_unscaled_and_rounded(spec_v1, tmp_path):
+    spec = spec_v1
     tv = controller.trial_vars(spec, spec["trials"][0], 1.0, tmp_path, 30.0)
     assert tv["id"] == "pie-unlimited"
     assert tv["duration_s"] == 250 and tv["base_rtt_s"] == 30
@@ -61,13 +70,21 @@ def test_trial_vars_unscaled_and_rounded(spec, tmp_path):
                                          "start_s": 33.333, "duration_s": 16.667}
 
 
-def test_trial_vars_rejects_bad_scale(spec, tmp_path):
+def test_trial_vars_rejects_bad_scale(spec_v1, tmp_path):
     with pytest.raises(ValueError, match="TIME_SCALE"):
-        controller.trial_vars(spec, spec["trials"][0], 0, tmp_path, 1.0)
+        controller.trial_vars(spec_v1, spec_v1["trials"][0], 0, tmp_path, 1.0)
 
 
-def test_trial_vars_qdisc_network_defaults_to_bottleneck(spec, tmp_path):
-    data = copy.deepcopy(spec.data)
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), 1e300])
+def test_trial_vars_of_schema_version_2_rejects_bad_scale(spec, tmp_path, bad):
+    """A run resumed from a run.json whose time_scale is out of range is refused as a fresh one is
+    (it used to give a schedule of zero, negative or NaN durations)."""
+    with pytest.raises(ValueError, match="TIME_SCALE: expected a number from 0.001 to 100"):
+        controller.trial_vars(spec, spec.model.trials[0], bad, tmp_path, 1.0)
+
+
+def test_trial_vars_qdisc_network_defaults_to_bottleneck(spec_v1, tmp_path):
+    data = copy.deepcopy(spec_v1.data)
     del data["collectors"][1]["network"]
     data["bottleneck"]["network"] = "servers_lan"
     s = Spec.from_data(data)
@@ -139,7 +156,7 @@ def _flows_csv(path: Path, rows: list[tuple]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_phase_start_skew(spec, tmp_path):
+def test_phase_start_skew(spec_v1, tmp_path):
     t0 = 1_700_000_000.0
     trial = tmp_path / "trial"
     # client1: 0 -> 250 s; two flows start 10 and 30 ms late
@@ -148,7 +165,7 @@ def test_phase_start_skew(spec, tmp_path):
     _flows_csv(trial / "client2" / "flows.csv", [(t0 + 50.0, t0 + 200.1), (t0 + 49.995, t0 + 200.04)])
     # client3: 100 -> 150 s; starts 200 ms late, ends on time; one row without an end is ignored
     _flows_csv(trial / "client3" / "flows.csv", [(t0 + 100.2, t0 + 150.0), (t0 + 100.9, "")])
-    got = controller.phase_start_skew(spec, 1.0, trial, t0)
+    got = controller.phase_start_skew(spec_v1, 1.0, trial, t0)
     assert got == {
         # lag = median(actual - scheduled); skew = lag - p1's lag; spread = max - min
         "p1": {"events": 2, "lag_ms": 20.0, "spread_ms": 20.0, "skew_ms": 0.0},
@@ -159,17 +176,17 @@ def test_phase_start_skew(spec, tmp_path):
     }
 
 
-def test_phase_start_skew_scaled_and_missing_client(spec, tmp_path):
+def test_phase_start_skew_scaled_and_missing_client(spec_v1, tmp_path):
     t0 = 1000.0
     trial = tmp_path / "trial"
     # TIME_SCALE 0.1: client1 0 -> 25 s, client2 5 -> 20 s; no file from client3
     _flows_csv(trial / "client1" / "flows.csv", [(t0 + 0.004, t0 + 25.0)])
     _flows_csv(trial / "client2" / "flows.csv", [(t0 + 5.050, t0 + 20.010), (t0 + 5.010, t0 + 20.030)])
-    got = controller.phase_start_skew(spec, 0.1, trial, t0)
+    got = controller.phase_start_skew(spec_v1, 0.1, trial, t0)
     assert got == {"p1": {"events": 1, "lag_ms": 4.0, "spread_ms": 0.0, "skew_ms": 0.0},
                    "p2": {"events": 2, "lag_ms": 30.0, "spread_ms": 40.0, "skew_ms": 26.0},
                    "p5": {"events": 2, "lag_ms": 20.0, "spread_ms": 20.0, "skew_ms": 16.0}}
-    assert controller.phase_start_skew(spec, 0.1, tmp_path / "nothing", t0) == {}
+    assert controller.phase_start_skew(spec_v1, 0.1, tmp_path / "nothing", t0) == {}
 
 
 def test_phase_start_skew_two_groups_on_one_client(tmp_path):
@@ -245,14 +262,19 @@ RECORDED = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 
 @pytest.fixture
 def recorded_trial(spec, tmp_path):
-    """A copy of the recorded pie-limited trial (TIME_SCALE 0.1), its variables and start."""
+    """A copy of the recorded pie-limited trial (TIME_SCALE 0.1), its variables and start.
+
+    The run was recorded from pie-vs-red's schema_version 1 file; the variables are those of the
+    schema_version 2 file's pie-limited trial, whose schedule, flows, pings and queue sampler
+    are the same (check_trial_data reads only those)."""
     import json
     import shutil
     tdir = tmp_path / "pie-limited"
     shutil.copytree(RECORDED / "raw" / "pie-limited", tdir)
     run = json.loads((RECORDED / "run.json").read_text())
     start = next(t["start_epoch_s"] for t in run["trials"] if t["id"] == "pie-limited")
-    tv = controller.trial_vars(spec, {"aqm": "pie", "variant": "limited"}, 0.1, tmp_path / "fetch", 30)
+    trial = next(t for t in spec.model.trials if t["id"] == "pie-limited")
+    tv = controller.trial_vars(spec, trial, 0.1, tmp_path / "fetch", 30)
     return tv, tdir, start
 
 

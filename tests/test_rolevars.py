@@ -1,9 +1,11 @@
-"""Unit tests of netrepro.rolevars against the pie-vs-red experiment."""
+"""Unit tests of netrepro.rolevars (the version 1 path's role variables) against pie-vs-red's
+schema_version 1 file (conftest.PIE_VS_RED_V1)."""
 
 import copy
 import json
 
 import pytest
+from conftest import PIE_VS_RED_V1
 
 from netrepro import tc
 from netrepro.rolevars import role_vars
@@ -12,7 +14,7 @@ from netrepro.spec import Spec, load_spec
 
 @pytest.fixture(scope="module")
 def spec():
-    return load_spec("pie-vs-red")
+    return load_spec(PIE_VS_RED_V1)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """Unit tests of netrepro/spec.py: the real experiment's views, and one-line SpecErrors for
-realistic mistakes (each built by mutating a deep copy of the real YAML)."""
+realistic mistakes (each built by mutating a deep copy of pie-vs-red's schema_version 1 file,
+conftest.PIE_VS_RED_V1: they check the version 1 schema and cross-checks)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import PIE_VS_RED_V1
 
 from netrepro.spec import EXPERIMENTS_DIR, SCHEMA_PATH, Spec, SpecError, check_time_scale, load_spec, resolve_path
 
@@ -21,8 +23,15 @@ def spec() -> Spec:
 
 
 @pytest.fixture(scope="module")
+def spec_v1() -> Spec:
+    """pie-vs-red's schema_version 1 file, for the version 1 views (roles, bottleneck, flows)."""
+    return load_spec(PIE_VS_RED_V1)
+
+
+@pytest.fixture(scope="module")
 def base_data() -> dict:
-    return yaml.safe_load(REAL.read_text())
+    """pie-vs-red's schema_version 1 file, parsed: the bad cases below mutate version 1 fields."""
+    return yaml.safe_load(PIE_VS_RED_V1.read_text())
 
 
 # --- the real experiment -------------------------------------------------------------------
@@ -34,10 +43,16 @@ def test_load_by_name_path_and_folder_agree(spec):
     assert spec.name == "pie-vs-red"
 
 
-def test_groups(spec):
-    assert spec.groups == {"clients": ["client1", "client2", "client3"],
-                           "servers": ["server1", "server2", "server3"],
-                           "routers": ["router"]}
+def test_groups(spec, spec_v1):
+    # schema_version 2: a group per node kind, in the plural, then the file's own groups
+    assert spec.groups == {"hosts": ["client1", "client2", "client3", "server1", "server2", "server3"],
+                           "routers": ["router"], "switches": [],
+                           "clients": ["client1", "client2", "client3"],
+                           "servers": ["server1", "server2", "server3"]}
+    # schema_version 1: a group per role
+    assert spec_v1.groups == {"clients": ["client1", "client2", "client3"],
+                              "servers": ["server1", "server2", "server3"],
+                              "routers": ["router"]}
 
 
 def test_select(spec):
@@ -48,7 +63,8 @@ def test_select(spec):
     assert spec.select(["nosuch"]) == []
 
 
-def test_address_and_prefixlen(spec):
+def test_address_and_prefixlen(spec_v1):
+    spec = spec_v1
     assert spec.address("client1", "clients_lan") == "10.10.1.1"
     assert spec.address("router", "servers_lan") == "10.10.2.254"
     assert spec.address("router", "clients_lan") == "10.10.1.254"
@@ -57,13 +73,15 @@ def test_address_and_prefixlen(spec):
     assert spec.prefixlen("clients_lan") == 24
 
 
-def test_trials_duration_and_pie_limit(spec):
-    assert spec.trial_ids == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
-    assert spec.duration_s == 250
-    assert spec.pie_limit_packets() == 134  # ceil(200000 / 1500)
+def test_trials_duration_and_pie_limit(spec, spec_v1):
+    for s in (spec, spec_v1):
+        assert s.trial_ids == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
+        assert s.duration_s == 250
+    assert spec_v1.pie_limit_packets() == 134  # ceil(200000 / 1500)
 
 
-def test_scaled(spec):
+def test_scaled(spec_v1):
+    spec = spec_v1
     s = spec.scaled(0.1)
     assert s["duration_s"] == pytest.approx(25.0)
     assert s["base_rtt_s"] == pytest.approx(3.0)
@@ -80,9 +98,9 @@ def test_scaled(spec):
 
 
 @pytest.mark.parametrize("bad", [0, -1, -0.5, float("nan"), float("inf"), 1e-300, 1e300, 0.0009, 100.5])
-def test_scaled_rejects_out_of_range(spec, bad):
+def test_scaled_rejects_out_of_range(spec_v1, bad):
     with pytest.raises(ValueError, match="TIME_SCALE: expected a number from 0.001 to 100"):
-        spec.scaled(bad)
+        spec_v1.scaled(bad)
 
 
 @pytest.mark.parametrize("given,expected", [("0.001", 0.001), ("1", 1.0), (0.1, 0.1), ("100", 100.0), ("1e-1", 0.1)])
@@ -230,7 +248,7 @@ def test_bad_spec(tmp_path, base_data, case, mutate, field, words):
 
 def test_unmutated_copy_is_valid(tmp_path, base_data):
     """The bad cases fail because of their mutation, not because of the round trip."""
-    load_spec(_write(tmp_path, copy.deepcopy(base_data)))
+    assert load_spec(_write(tmp_path, copy.deepcopy(base_data)))["schema_version"] == 1
 
 
 def test_from_data_names_memory(base_data):
