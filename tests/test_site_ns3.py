@@ -23,6 +23,8 @@ from netrepro.sites import ns3
 from netrepro.sites.base import SiteError
 from netrepro.spec import Spec, load_spec
 
+from conftest import PIE_VS_RED_V1
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
 #: pie-vs-red in schema_version 2 (a copy of the draft): the same experiment as the v1 file.
@@ -82,13 +84,15 @@ def test_pie_vs_red_becomes_a_scenario_with_the_papers_parameters():
 @pytest.mark.parametrize("trial", ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"])
 def test_pie_vs_red_gives_the_same_scenario_from_either_schema_version_as_before(trial):
     """The scenario of each trial from the schema_version 1 file (through netrepro.model.from_v1)
-    and from its schema_version 2 version are the same text, and the one the site wrote from the
-    v1 file's own fields before it read the model (tests/data/ns3/, recorded then)."""
+    and from its schema_version 2 versions (the test copy and experiments/pie-vs-red) are the
+    same text, and the one the site wrote from the v1 file's own fields before it read the
+    model (tests/data/ns3/, recorded then)."""
     before = (DATA / "ns3" / f"pie-vs-red-{trial}-0.1-r3.scenario.txt").read_text()
-    v1, v2 = load_spec("pie-vs-red"), load_spec(PIE_VS_RED_V2)
+    v1, v2 = load_spec(PIE_VS_RED_V1), load_spec(PIE_VS_RED_V2)
     assert v1.model.data["schema_version"] == 1 and v2.model.data["schema_version"] == 2
     assert _scenario(v1, trial) == before
     assert _scenario(v2, trial) == before
+    assert _scenario(load_spec("pie-vs-red"), trial) == before   # the flagship, schema_version 2 now
     assert ns3.unmodelled(v1) == [] and ns3.unmodelled(v2) == []
 
 
@@ -228,7 +232,7 @@ def test_either_schema_version_of_pie_vs_red_gives_the_same_simulation(simulator
     file and from its schema_version 2 version: the same files, byte for byte (the same start
     time for both, so that the time stamps agree)."""
     outs = []
-    for name, spec in (("v1", load_spec("pie-vs-red")), ("v2", load_spec(PIE_VS_RED_V2))):
+    for name, spec in (("v1", load_spec(PIE_VS_RED_V1)), ("v2", load_spec(PIE_VS_RED_V2))):
         site = ns3.Ns3Site(spec, tmp_path / name / "state")
         site.reserve()
         monkeypatch.setattr(ns3.time, "time", lambda: 1_800_000_000.0)
