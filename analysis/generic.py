@@ -218,7 +218,10 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
         add(c["at"], -1, t, "backlog_packets", q["backlog_packets"])
         add(c["at"], -1, t, "drops", q["drops"] - (q["drops"].iloc[0] if len(q) else 0))
         window = (start, start + trial["duration_s"] * time_scale)
-        tx = parse_qdisc_jsonl(text, handle=None, dev=c["at"].split(":")[1]).dropna(subset=["t_epoch_s", "tx_bytes"])
+        # the node's one collector (netrepro/model.py) wrote every line, each labelled with the
+        # device as its site names it (the machine's own name on a testbed, the data-plane key
+        # on ns3), which need not be the model's: read under any label, as the backlog is
+        tx = parse_qdisc_jsonl(text, handle=None).dropna(subset=["t_epoch_s", "tx_bytes"])
         te = tx["t_epoch_s"].to_numpy()
         # the samples inside the trial and the one on each side, so that the counter can be
         # interpolated at the trial's start and end (:func:`phase_utilization`)

@@ -32,8 +32,8 @@ def test_request_has_seven_vms_two_lans_and_the_spec_addresses(spec):
         assert n.find("{%s}routable_control_ip" % rspec.EMULAB_NS) is not None
         got = {i.get("client_id"): (i.find(G + "ip").get("address"), i.find(G + "ip").get("netmask"))
                for i in n.findall(G + "interface")}
-        want = {f"{n.get('client_id')}:{i['network']}": (i["address"], "255.255.255.0")
-                for i in spec.nodes[n.get("client_id")]["interfaces"]}
+        want = {f"{n.get('client_id')}:{i['network']}": (i["address"].partition("/")[0], "255.255.255.0")
+                for i in spec.nodes[n.get("client_id")]["interfaces"].values()}
         assert got == want
     links = {l.get("client_id"): sorted(r.get("client_id") for r in l.findall(G + "interface_ref"))
              for l in root.findall(G + "link")}
@@ -44,11 +44,17 @@ def test_request_has_seven_vms_two_lans_and_the_spec_addresses(spec):
 
 
 def test_netmask_follows_the_subnet(spec):
+    # clients_lan widened to a /23, its addresses with it (a /16 would overlap servers_lan's
+    # 10.10.2.0/24, which schema 2 refuses: subnets of different L2 domains lie apart)
     data = copy.deepcopy(spec.data)
-    data["topology"]["networks"]["clients_lan"]["subnet"] = "10.10.0.0/16"
+    data["topology"]["networks"]["clients_lan"]["subnet"] = "10.10.0.0/23"
+    for nd in data["topology"]["nodes"].values():
+        for itf in nd["interfaces"].values():
+            if itf.get("network") == "clients_lan":
+                itf["address"] = itf["address"].replace("/24", "/23")
     root = etree.fromstring(rspec.request_xml(Spec.from_data(data)).encode())
     ip = root.find(f"{G}node[@client_id='client1']/{G}interface/{G}ip")
-    assert ip.get("netmask") == "255.255.0.0"
+    assert ip.get("netmask") == "255.255.254.0"
 
 
 def test_options_change_image_type_binding_and_control_ip(spec):

@@ -15,13 +15,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import analyze_run
+from analysis import analyze_run, generic
 from analysis.raw import parse_flows, parse_ping
 from netrepro import controller
 from netrepro.pipeline import judge_trial
 from netrepro.sites import ns3
 from netrepro.sites.base import SiteError
 from netrepro.spec import Spec, load_spec
+
+from conftest import PIE_VS_RED_V1
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -82,13 +84,15 @@ def test_pie_vs_red_becomes_a_scenario_with_the_papers_parameters():
 @pytest.mark.parametrize("trial", ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"])
 def test_pie_vs_red_gives_the_same_scenario_from_either_schema_version_as_before(trial):
     """The scenario of each trial from the schema_version 1 file (through netrepro.model.from_v1)
-    and from its schema_version 2 version are the same text, and the one the site wrote from the
-    v1 file's own fields before it read the model (tests/data/ns3/, recorded then)."""
+    and from its schema_version 2 versions (the test copy and experiments/pie-vs-red) are the
+    same text, and the one the site wrote from the v1 file's own fields before it read the
+    model (tests/data/ns3/, recorded then)."""
     before = (DATA / "ns3" / f"pie-vs-red-{trial}-0.1-r3.scenario.txt").read_text()
-    v1, v2 = load_spec("pie-vs-red"), load_spec(PIE_VS_RED_V2)
+    v1, v2 = load_spec(PIE_VS_RED_V1), load_spec(PIE_VS_RED_V2)
     assert v1.model.data["schema_version"] == 1 and v2.model.data["schema_version"] == 2
     assert _scenario(v1, trial) == before
     assert _scenario(v2, trial) == before
+    assert _scenario(load_spec("pie-vs-red"), trial) == before   # the flagship, schema_version 2 now
     assert ns3.unmodelled(v1) == [] and ns3.unmodelled(v2) == []
 
 
@@ -113,6 +117,34 @@ def test_the_scenario_follows_the_models_stacks_not_an_experiments_names():
     fifo = _scenario(spec, "pie-limited").splitlines()
     assert "qdisc router lan-clients_lan ns3::FifoQueueDisc MaxSize=50p" in fifo
     assert "sample router lan-clients_lan 0.1 3.500 29.000 router/qdisc.jsonl clients_lan 2: pfifo" in fifo
+
+
+def test_the_sampled_ports_sent_bytes_are_analysed_whatever_its_device_is_called(tmp_path):
+    """ns3 has no devices: its sampler labels each qdisc.jsonl line with the port's data-plane
+    key (``clients_lan``), as a testbed's labels them with the machine's own device name (found
+    by address). The generic analysis reads the collector's sent bytes from the node's one
+    qdisc.jsonl under any label, as it reads its backlog: the bottleneck's sent_utilization, which
+    pie-vs-red's third claim compares, is there (10 Mbit/s sent through the 10 Mbit/s HTB: 1)."""
+    spec = load_spec("pie-vs-red")
+    trial = spec.model.trial("pie-unlimited")
+    sample = next(ln.split() for ln in _scenario(spec, "pie-unlimited").splitlines() if ln.startswith("sample "))
+    assert sample[1] == "router" and sample[7] == "clients_lan"   # not the model's eth1
+    d = tmp_path / "run" / "raw" / trial["id"] / "router"
+    d.mkdir(parents=True)
+    # one sample every 0.1 s from the trial's start (epoch 100) to past its 25 s at TIME_SCALE
+    # 0.1, 125000 B sent in each: 10 Mbit/s
+    d.joinpath("qdisc.jsonl").write_text("".join(
+        json.dumps({"t": 100 + i / 10, "dev": sample[7], "tx_bytes": 125000 * i, "tx_packets": 90 * i,
+                    "qdisc": [{"kind": "htb", "handle": "1:", "root": True, "backlog": 0, "qlen": 0, "drops": 0},
+                              {"kind": "pie", "handle": "10:", "parent": "1:10", "backlog": 3000, "qlen": 2, "drops": 0}]})
+        + "\n" for i in range(260)))
+    problems: list[str] = []
+    tidy, ends = generic.trial_tidy(spec.model, trial, {"start_epoch_s": 100.0}, d.parent, 0.1, problems)
+    assert len(tidy[(tidy["subject"] == "router:eth1") & (tidy["metric"] == "tx_bytes")]) >= 250
+    phases = [{**p, "start_s": p["start_s"] * 0.1, "end_s": p["end_s"] * 0.1} for p in spec.model.data["phases"]]
+    sent = {r["phase"]: r["value"] for r in generic.trial_statistics(spec.model, trial, tidy, ends, phases, 0.1)
+            if r["subject"] == "router:eth1" and r["statistic"] == "sent_utilization"}
+    assert set(sent) == {"all", "p1", "p2", "p3", "p4", "p5"} and all(v == pytest.approx(1.0) for v in sent.values()), sent
 
 
 def test_what_ns3_cannot_model_is_refused_naming_it():
@@ -200,7 +232,7 @@ def test_either_schema_version_of_pie_vs_red_gives_the_same_simulation(simulator
     file and from its schema_version 2 version: the same files, byte for byte (the same start
     time for both, so that the time stamps agree)."""
     outs = []
-    for name, spec in (("v1", load_spec("pie-vs-red")), ("v2", load_spec(PIE_VS_RED_V2))):
+    for name, spec in (("v1", load_spec(PIE_VS_RED_V1)), ("v2", load_spec(PIE_VS_RED_V2))):
         site = ns3.Ns3Site(spec, tmp_path / name / "state")
         site.reserve()
         monkeypatch.setattr(ns3.time, "time", lambda: 1_800_000_000.0)

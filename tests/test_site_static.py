@@ -35,8 +35,11 @@ def home(tmp_path, monkeypatch):
 
 
 def nodes_data(spec):
+    """A valid nodes file of pie-vs-red: each node's addresses keyed by its LAN (the topology's
+    ``interfaces: {eth1: {network: clients_lan, address: 10.10.1.1/24}}`` gives
+    ``clients_lan: 10.10.1.1``), read from the experiment file rather than the model."""
     return {"nodes": {n: {"host": f"192.0.2.{10 + i}", "user": "ubuntu", "key": "~/.ssh/id_ed25519",
-                          "addresses": {x["network"]: x["address"] for x in nd["interfaces"]}}
+                          "addresses": {x["network"]: x["address"].partition("/")[0] for x in nd["interfaces"].values()}}
                       for i, (n, nd) in enumerate(spec.nodes.items())}}
 
 
