@@ -21,10 +21,13 @@ from analysis.run import AnalysisError, TrialInfo
 from analysis.summary import SUMMARY_COLUMNS, phase_utilization, summarize
 from analysis.tidy import TIDY_COLUMNS, assign_phase
 from analysis.verdict import evaluate
+from conftest import PIE_VS_RED_V1
 from netrepro.controller import sha256_tree
 
 REPO = Path(__file__).resolve().parent.parent
-SPEC_FILE = REPO / "experiments" / "pie-vs-red" / "experiment.yml"
+#: the synthetic run is one of pie-vs-red's schema_version 1 file (aqm x variant trials, the
+#: version 1 analysis: analysis.tidy, summary, verdict)
+SPEC_FILE = PIE_VS_RED_V1
 HEADER = "aqm,variant,phase,flows,start_s,end_s,samples,delay_median_ms,delay_mean_ms,delay_p95_ms,utilization"
 
 
