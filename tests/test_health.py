@@ -535,3 +535,15 @@ def test_version_2_skew_is_measured_where_two_items_start_together(tmp_path):
     c = _checks(trial_health(spec, record, run / "raw" / "droptail", data["time_scale"]))
     assert c["flow_start_lag"]["passed"] is False and c["flow_start_skew"]["passed"] is False
     assert 1990 < c["flow_start_skew"]["value"] < 2010
+
+
+def test_a_version_2_trial_without_its_record_fails_each_check_by_name(tmp_path):
+    """pie-vs-red's schema_version 2 file has no version 1 schedule (Spec.scaled): a trial
+    without its record still gets each check, failed for the reason it cannot be measured,
+    not one check named ``health`` failed on the missing schedule."""
+    h = trial_health(load_spec("pie-vs-red"), None, tmp_path / "no-such-trial", 0.1)
+    c = _checks(h)
+    assert h["passed"] is False and "health" not in c
+    assert c["flow_start_lag"]["passed"] is False
+    assert c["flow_start_lag"]["detail"] == "not measured: run.json has no start_epoch_s for the trial"
+    assert c["controller_cpu_busy"]["detail"] == "not measured: run.json has no controller_cpu_busy"
