@@ -548,11 +548,12 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
 
 
 def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: bool = True,
-            tidy_file: bool = True) -> dict:
+            tidy_file: bool = True, problems: list[str] | None = None) -> dict:
     """Analyse a run of a schema_version 2 experiment into ``out`` (tidy.csv.gz unless not
     ``tidy_file``, summary.csv, figures/, verdict.json, report.md; analysis.json is the
     caller's) and return ``{"tidy", "summary", "verdict", "problems", "outputs", "health"}``.
-    ``data``: run.json, or one repetition's view of it (:mod:`analysis.repetitions`)."""
+    ``data``: run.json, or one repetition's view of it (:mod:`analysis.repetitions`);
+    ``problems``: lines the caller found already, reported first."""
     from analysis.health import failures, trial_health
     from analysis.io import atomic_path, write_gzip, write_text
 
@@ -560,7 +561,7 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     # the experiment as it ran: every rate and byte size at the run's rate scale
     m = scale_rates(spec.model, float((data.get("rate_scale") or {}).get("k", 1)))
     ts = float(data.get("time_scale", 1))
-    problems: list[str] = []
+    problems = list(problems or [])
     tidies, rows, health = [], [], {}
     # a repeated run's view of one repetition (analysis.repetitions) records instance ids
     # (raw folder names) with the experiment's trial id in ``trial``

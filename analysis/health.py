@@ -73,6 +73,7 @@ import pandas as pd
 from analysis.raw import base_rtt_ms, parse_flows, parse_ping, parse_qdisc_stack
 from netrepro.model import STARTED_KINDS, data_kinds, ping_buffers
 from netrepro.runfolder import cpu_busy
+from netrepro.spec import check_time_scale
 
 #: check id (or id prefix for ``sampling_<kind>``) -> (threshold key in ``health:``, unit,
 #: "max" when the value must not exceed the threshold, "min" when it must reach it).
@@ -431,7 +432,8 @@ def trial_health(spec, record: dict, trial_dir: Path | str, time_scale: float) -
             section (each optional).
         record: the trial's record in run.json. Fields read: ``start_epoch_s`` (the common
             start, Unix s; required for the flow and sampling checks), ``duration_s`` (the
-            schedule, s; default the spec's at ``time_scale``), ``variant`` (its bottleneck
+            schedule, s; default the spec's at ``time_scale``: the longest trial's in a
+            schema_version 2 file), ``variant`` (its bottleneck
             rate), ``phases`` (names of the schedule's times), ``base_rtt_ms`` (node -> ms;
             else base_rtt.txt), ``controller_loadavg`` ({before, after}: 1/5/15-min load
             averages), ``controller_cores`` and ``controller_cpu_busy`` (0..1).
@@ -467,7 +469,9 @@ def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dic
     start = _num(record.get("start_epoch_s")) if isinstance(record, dict) else None
     record = record if isinstance(record, dict) else {}
     try:
-        duration = _num(record.get("duration_s")) or spec.scaled(time_scale)["duration_s"]
+        # the record's; else the schedule at time_scale (the longest trial's in a schema_version 2
+        # file, which has no version 1 schedule, Spec.scaled)
+        duration = _num(record.get("duration_s")) or spec.duration_s * check_time_scale(time_scale)
     except (TypeError, ValueError):
         duration = None
     checks = []

@@ -220,6 +220,42 @@ def load_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = Fals
     return RunInfo(dir=run_dir, data=data, spec=spec, time_scale=float(ts), trials=trials, partial=partial)
 
 
+def model_run_records(path: Path, data: dict, partial: bool) -> tuple[dict, list[str]]:
+    """run.json of a schema_version 2 run (``data``, read from ``path``) checked for what
+    :mod:`analysis.generic` reads from it: ``time_scale`` (a number > 0) and each trial
+    record's ``start_epoch_s`` (Unix seconds > 0), as :func:`load_run` checks a version 1 one.
+
+    Returns ``(data, problems)``: ``data`` itself, or with ``partial`` a copy without the
+    trial records that lack their start (the analysis then reports those trials not run),
+    and one line per record left out.
+    Raises:
+        AnalysisError: ``time_scale`` missing or not a number > 0; ``trials`` not a list; a
+            record without its start time, unless ``partial``.
+    """
+    ts = data.get("time_scale")
+    if not _is_num(ts) or not ts > 0:
+        raise AnalysisError(path, f"time_scale: expected a number > 0, got {ts!r}"
+                            if "time_scale" in data else "time_scale: missing; expected a number > 0")
+    raw_trials = data.get("trials")
+    if not isinstance(raw_trials, list):
+        raise AnalysisError(path, "trials: expected a list of the trials run"
+                            if "trials" in data else "trials: missing; expected a list of the trials run")
+    kept, problems = [], []
+    for i, t in enumerate(raw_trials):
+        start = t.get("start_epoch_s") if isinstance(t, dict) else None
+        if not isinstance(t, dict):
+            raise AnalysisError(path, f"trials[{i}]: expected an object")
+        if not _is_num(start) or start <= 0:
+            problem = (f"trials[{i}].start_epoch_s: " + ("missing" if start is None else f"got {start!r}")
+                       + "; expected the trial's common start in Unix seconds")
+            if not partial:
+                raise AnalysisError(path, f"{problem}; {PARTIAL_HINT}")
+            problems.append(f"run.json: {problem}; the trial is left out")
+            continue
+        kept.append(t)
+    return ({**data, "trials": kept} if problems else data), problems
+
+
 def claim_files(spec: Spec, trial: TrialInfo) -> list[str]:
     """The raw files (relative to raw/) the summary's statistics read for ``trial``: each ping
     collector node's ``ping.txt`` (and ``base_rtt.txt`` when run.json has no base RTT for

@@ -20,7 +20,7 @@ from analysis.health import failures, trial_health
 from analysis.io import atomic_path, write_gzip, write_text
 from analysis.provenance import incomplete_problems, output_dir, run_record, seal
 from analysis.report import render_report
-from analysis.run import RunInfo, open_run, verified_raw
+from analysis.run import RunInfo, model_run_records, open_run, verified_raw
 from analysis.summary import summarize
 from analysis.tidy import build_tidy
 from analysis.verdict import evaluate
@@ -97,13 +97,15 @@ def analyze_v1(rdir: Path, data: dict, spec: Spec | None, figures: bool, partial
 def analyze_model(run_dir: Path, data: dict, spec: Spec, figures: bool, partial: bool,
                    out: Path | None = None) -> AnalysisResult:
     """:func:`analysis.analyze` for an experiment of schema_version 2 (:mod:`analysis.generic`): the same
-    raw check, write-once output folder (or ``out``) and analysis.json record."""
+    raw check, write-once output folder (or ``out``) and analysis.json record. run.json's time
+    scale and trials' start times are checked first (:func:`analysis.run.model_run_records`)."""
 
+    data, left_out = model_run_records(run_dir / "run.json", data, partial)
     check = verified_raw(run_dir, data, partial)
     record = run_record(run_dir, check, figures)
     if out is None:
-        out = output_dir(run_dir, record, not check.damaged)
-    res = generic.analyze(run_dir, spec, data, out, record, figures)
+        out = output_dir(run_dir, record, not check.damaged and not left_out)
+    res = generic.analyze(run_dir, spec, data, out, record, figures, problems=left_out)
     outputs = seal(out, record, res["outputs"])
     return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), res["tidy"], res["summary"],
                           res["verdict"], res["problems"], outputs, out, record, res["health"])

@@ -29,9 +29,10 @@ class _RecordedSite(SimpleNamespace):
 @pytest.fixture
 def recorded_site(tmp_path, monkeypatch):
     """``controller.run`` on a site that runs nothing: each trial instance becomes the recorded
-    trial of the same aqm x variant in :data:`V1_RUN` (its raw folder copied as a fetch leaves
-    it; its record with the instance's id, 60 s of wall time for a 25 s schedule), and the
-    site is its saved state. Results go under ``tmp_path/results``.
+    trial of the same trial id in :data:`V1_RUN` (its raw folder copied as a fetch leaves
+    it, the same layout in either schema; its record with the instance's id, 60 s of wall time
+    for a 25 s schedule, and for a schema_version 2 file the trial's labels in place of its
+    aqm and variant), and the site is its saved state. Results go under ``tmp_path/results``.
 
     Returns a namespace: ``ran`` (instance ids in the order run), ``given`` (instance id ->
     the experiment and trial vars it was run with), ``stop_at`` (set ``stop_at["id"]`` to make
@@ -48,9 +49,13 @@ def recorded_site(tmp_path, monkeypatch):
             raise KeyboardInterrupt("SIGINT")
         ran.append(tid)
         given[tid] = (spec, tv)
-        base = f"{tv['aqm']}-{tv['variant']}"
+        base = tv["trial"]  # the file's trial id: pie-vs-red's are the recorded run's in either schema
         shutil.copytree(V1_RUN / "raw" / base, run_dir / "raw" / tid)
-        return {**recorded[base], "id": tid, "wall_s": 60.0, "duration_s": 25.0}
+        record = {**recorded[base], "id": tid, "wall_s": 60.0, "duration_s": 25.0}
+        if "labels" in tv:  # schema_version 2: the trial's labels, as controller._run_trial records them
+            record = {k: v for k, v in record.items() if k not in ("aqm", "variant")}
+            record.update(labels=tv["labels"], phase_start_skew_ms={})
+        return record
 
     state = {"provisioned": True}
     site = _RecordedSite(load_state=lambda: dict(state), save_state=state.update, status=lambda: {"mode": "vm"})

@@ -21,10 +21,13 @@ from analysis.run import AnalysisError, TrialInfo
 from analysis.summary import SUMMARY_COLUMNS, phase_utilization, summarize
 from analysis.tidy import TIDY_COLUMNS, assign_phase
 from analysis.verdict import evaluate
+from conftest import PIE_VS_RED_V1
 from netrepro.controller import sha256_tree
 
 REPO = Path(__file__).resolve().parent.parent
-SPEC_FILE = REPO / "experiments" / "pie-vs-red" / "experiment.yml"
+#: the synthetic run is one of pie-vs-red's schema_version 1 file (aqm x variant trials, the
+#: version 1 analysis: analysis.tidy, summary, verdict)
+SPEC_FILE = PIE_VS_RED_V1
 HEADER = "aqm,variant,phase,flows,start_s,end_s,samples,delay_median_ms,delay_mean_ms,delay_p95_ms,utilization"
 
 
@@ -441,4 +444,27 @@ def test_bad_run_dir(tmp_path, capsys):
         analysis.analyze_run(tmp_path)
     (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "trials": [trial]}))
     with pytest.raises(AnalysisError, match=r"run.json: time_scale: missing"):
+        analysis.analyze_run(tmp_path)
+
+
+def test_bad_run_json_of_a_version_2_run_is_refused_in_one_line(tmp_path):
+    """A schema_version 2 run.json without its time scale or a trial's start time is refused
+    naming the field, as a version 1 one is (test_bad_run_dir), not analysed with a default
+    time scale or a KeyError; with --partial the trial without its start is left out."""
+    spec = yaml.safe_load((REPO / "experiments" / "pie-vs-red" / "experiment.yml").read_text())
+    assert spec["schema_version"] == 2
+    trial = {"id": "pie-limited", "labels": {"aqm": "pie", "variant": "limited"}}
+    (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "time_scale": 1, "trials": [trial], "raw_sha256": {}}))
+    with pytest.raises(AnalysisError, match=r"run.json: trials\[0\].start_epoch_s: missing; .*add --partial"):
+        analysis.analyze_run(tmp_path)
+    res = analysis.analyze(tmp_path, figures=False, partial=True)
+    assert res.problems[0] == ("run.json: trials[0].start_epoch_s: missing; expected the trial's common start in "
+                               "Unix seconds; the trial is left out")
+    assert "trial pie-limited: not run (no record in run.json)" in res.problems
+    assert res.out_dir.name.endswith("-partial")
+    # as every trial not run, in a version 2 run: each claim inconclusive
+    assert all(c["status"] == "inconclusive" and c["holds"] is None for c in res.verdict["claims"])
+    assert "pie-limited: not_run" in res.verdict["claims"][0]["reason"]
+    (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "trials": [{**trial, "start_epoch_s": START0}]}))
+    with pytest.raises(AnalysisError, match=r"run.json: time_scale: missing; expected a number > 0"):
         analysis.analyze_run(tmp_path)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from badinput import REPO, Row, edited_copy, run_row
+from conftest import PIE_VS_RED_V1
 
 REAL = REPO / "experiments" / "pie-lab" / "experiment.yml"
 TEXT = REAL.read_text()
@@ -54,11 +55,11 @@ RMEM_FIELD = "sysctls[0].set.net.ipv4.tcp_rmem"
 SYSCTL_EXPECTED = ("expected the sysctl's value: a whole number of at most 64 bits (0 .. 2^64-1), or text of one to "
                    "eight space-separated whole numbers")
 #: The schema_version 1 experiment, for its sysctl values (the same definition as version 2's).
-V1 = REPO / "experiments" / "pie-vs-red" / "experiment.yml"
+V1 = PIE_VS_RED_V1  # pie-vs-red's schema_version 1 file
 
 
 def edited_v1(old: str, new: str):
-    """A row setup writing pie-vs-red's experiment with ``old`` (which occurs once) replaced."""
+    """A row setup writing pie-vs-red's version 1 file with ``old`` (which occurs once) replaced."""
     def setup(tmp: Path) -> None:
         text = V1.read_text()
         assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {V1}"

@@ -62,20 +62,20 @@ def test_no_subcommand_is_an_error(nr):
 def test_validate_ok(nr):
     rc, out, err = nr("validate", "pie-vs-red")
     assert rc == 0, err
-    assert out.strip() == f"{REAL}: valid (schema_version 1: 7 nodes, 4 trials, 5 phases)"
+    assert out.strip() == f"{REAL}: valid (schema_version 2: 7 nodes, 4 trials, 5 phases)"
     assert err == ""
 
 
 def test_validate_bad_file(nr, tmp_path):
     data = yaml.safe_load(REAL.read_text())
     bad = copy.deepcopy(data)
-    bad["bottleneck"]["rate_mbit"] = "ten"
+    bad["trials"][0]["qdiscs"]["router:eth1"][0]["rate_mbit"] = "ten"  # the bottleneck's HTB rate
     path = tmp_path / "bad.yml"
     path.write_text(yaml.safe_dump(bad))
     rc, out, err = nr("validate", str(path))
     assert rc == 2 and out == ""
     line = _one_error_line(err)
-    assert str(path) in line and "bottleneck.rate_mbit" in line and "expected" in line
+    assert str(path) in line and "trials[0].qdiscs.router:eth1[0].rate_mbit" in line and "expected" in line
 
 
 def test_validate_missing_experiment(nr):
@@ -193,7 +193,7 @@ def test_main_in_process(capsys, monkeypatch):
     import signal
     monkeypatch.setattr(signal, "signal", lambda *a: None)  # main() would install a SIGTERM handler in pytest
     assert cli.main(["validate", "pie-vs-red"]) == 0
-    assert "valid (schema_version 1: 7 nodes" in capsys.readouterr().out
+    assert "valid (schema_version 2: 7 nodes" in capsys.readouterr().out
     assert cli.main(["validate", "/nonexistent/x.yml"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("netrepro: /nonexistent/x.yml: (file): ") and err.count("\n") == 1

@@ -297,8 +297,10 @@ def test_static_site_that_does_not_answer(tmp_path):
     key = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     spec = load_spec("pie-vs-red")
+    # each node's addresses as the static site expects them (network -> address: the model's data plane)
     nodes = {n: {"host": "127.0.0.1", "port": port, "user": "root", "key": str(key),
-                 "addresses": {i["network"]: i["address"] for i in nd["interfaces"]}} for n, nd in spec.nodes.items()}
+                 "addresses": {k: i["address"] for k, i in spec.model.data_plane(n).items() if i["address"]}}
+             for n in spec.nodes}
     static = tmp_path / "nodes.yml"
     static.write_text(yaml.safe_dump({"nodes": nodes}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NETREPRO_", "TIME_SCALE", "STATIC_FILE"))}

@@ -1,7 +1,8 @@
 """The health checks of a trial's substrate (analysis/health.py) and what they do to the verdict.
 
 On copies of the real recorded run tests/data/pie-vs-red-local-0.1 (never modified), judged by
-the thresholds of the committed experiments/pie-vs-red/experiment.yml. That run predates the
+the thresholds of pie-vs-red's schema_version 1 file (conftest.PIE_VS_RED_V1, the spec that run
+embeds; the version 2 file leaves out flow_start_skew_max_ms, which it cannot measure). That run predates the
 snapshots of /proc/stat and the controller's CPU record, so each copy first gets them (45 %
 busy nodes, a quiet controller); then its raw files are altered the way a sick substrate
 would leave them (a flow started 2 s late, pings lost or never sent, a 900 ms RTT, a busy
@@ -24,12 +25,13 @@ from analysis.__main__ import main as analysis_main
 from analysis.health import trial_health
 from netrepro.runfolder import host_cpu_ticks
 from analysis.verdict import verdict_line
+from conftest import PIE_VS_RED_V1
 from netrepro import bench
 from netrepro.controller import cpu_busy, sha256_tree
 from netrepro.spec import Spec, load_spec
 
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
-HEALTH = load_spec("pie-vs-red")["health"]
+HEALTH = load_spec(PIE_VS_RED_V1)["health"]
 #: /proc/stat cpu lines (user nice system idle iowait irq softirq steal guest guest_nice), 45 % busy between them
 TICKS_BEFORE, TICKS_AFTER = "1000 0 1000 8000 0 0 0 0 0 0", "1300 0 1150 8550 0 0 0 0 0 0"
 CONTROLLER = {"controller_loadavg": {"before": [0.8, 0.7, 0.6], "after": [1.2, 0.9, 0.7]},
@@ -258,7 +260,7 @@ def test_odd_data_fails_checks_and_never_raises(run, monkeypatch):
     assert c["controller_cpu_busy"]["detail"] == "not measured: run.json has no controller_cpu_busy"
 
     # no start time, no raw folder, not even a record
-    h = trial_health(load_spec("pie-vs-red"), None, run / "raw" / "no-such-trial", 0.1)
+    h = trial_health(load_spec(PIE_VS_RED_V1), None, run / "raw" / "no-such-trial", 0.1)
     assert h["passed"] is False and all(c["passed"] is False and c["value"] is None for c in h["checks"])
     assert _checks(h)["flow_start_lag"]["detail"] == "not measured: run.json has no start_epoch_s for the trial"
 
@@ -369,7 +371,7 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     from netrepro import controller
     from netrepro.pipeline import judge_trial
 
-    spec = load_spec("pie-vs-red")
+    spec = load_spec(PIE_VS_RED_V1)  # the version 1 trial path (playbooks/trial.yml), as the run was recorded
     recorded = next(t for t in json.loads((DATA / "run.json").read_text())["trials"] if t["id"] == "red-limited")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -533,3 +535,15 @@ def test_version_2_skew_is_measured_where_two_items_start_together(tmp_path):
     c = _checks(trial_health(spec, record, run / "raw" / "droptail", data["time_scale"]))
     assert c["flow_start_lag"]["passed"] is False and c["flow_start_skew"]["passed"] is False
     assert 1990 < c["flow_start_skew"]["value"] < 2010
+
+
+def test_a_version_2_trial_without_its_record_fails_each_check_by_name(tmp_path):
+    """pie-vs-red's schema_version 2 file has no version 1 schedule (Spec.scaled): a trial
+    without its record still gets each check, failed for the reason it cannot be measured,
+    not one check named ``health`` failed on the missing schedule."""
+    h = trial_health(load_spec("pie-vs-red"), None, tmp_path / "no-such-trial", 0.1)
+    c = _checks(h)
+    assert h["passed"] is False and "health" not in c
+    assert c["flow_start_lag"]["passed"] is False
+    assert c["flow_start_lag"]["detail"] == "not measured: run.json has no start_epoch_s for the trial"
+    assert c["controller_cpu_busy"]["detail"] == "not measured: run.json has no controller_cpu_busy"

@@ -19,10 +19,11 @@ import yaml
 from analysis import analyze
 from analysis import generic
 from analysis.verdict import CHECKS
+from conftest import PIE_VS_RED_V1
 from netrepro.cli import main
 from netrepro.migrate import migrate
 from netrepro.model import HEALTH_NEEDS, data_kinds, statistics
-from netrepro.spec import REPO_ROOT, Spec
+from netrepro.spec import Spec, load_spec
 
 RUN = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 #: Version 1 summary column -> (version 2 statistic, subject); the bottleneck port is the router's eth1.
@@ -60,7 +61,7 @@ def both(tmp_path_factory):
 
 
 def test_the_converted_file_validates_but_for_the_health_thresholds_v2_lacks():
-    d = _v2_data(REPO_ROOT / "experiments" / "pie-vs-red" / "experiment.yml")
+    d = _v2_data(PIE_VS_RED_V1)
     m = Spec.from_data(d, "migrated").model
     assert [t["id"] for t in m.trials] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
     assert [t["labels"] for t in m.trials][1] == {"aqm": "red", "variant": "unlimited"}
@@ -106,17 +107,20 @@ def test_same_claim_statuses_on_the_same_numbers(both):
 
 def test_migrate_command(tmp_path, capsys):
     out = tmp_path / "pvr.yml"
-    assert main(["migrate", "pie-vs-red", "-o", str(out)]) == 0
+    assert main(["migrate", str(PIE_VS_RED_V1), "-o", str(out)]) == 0
     assert yaml.safe_load(out.read_text())["schema_version"] == 2
     assert main(["validate", str(out)]) == 0  # the whole output is a valid version 2 file
     assert "health.flow_start_skew_max_ms is left out" in out.read_text()  # unmeasurable in version 2
     capsys.readouterr()
-    assert main(["migrate", "pie-vs-red", "-o", str(out)]) == 2  # never overwrites
+    assert main(["migrate", str(PIE_VS_RED_V1), "-o", str(out)]) == 2  # never overwrites
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(out) in err
     assert main(["migrate", str(out)]) == 2  # already version 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "schema_version" in err and str(out) in err
+    assert main(["migrate", "pie-vs-red"]) == 2  # the committed file is version 2 already
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "it is already version 2" in err and "experiments/pie-vs-red/experiment.yml" in err
     bad = tmp_path / "bad.yml"
     bad.write_text("schema_version: [1\n")
     assert main(["migrate", str(bad)]) == 2
@@ -136,3 +140,29 @@ def test_queue_delay_is_rtt_minus_the_recorded_base_rtt(both):
             qd = rows[rows["metric"] == "queue_delay_ms"]["value"].to_numpy()
             base = rtt - qd
             assert len(rtt) > 100 and base.max() - base.min() < 1e-9 and 100 <= base[0] < 120, (t, client, base)
+
+
+def _as_compared(m) -> dict:
+    """A model's data without what only describes or draws it: descriptions, the phases'
+    labels (their text in the figures) and the figures."""
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k not in ("description", "label")}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+    return strip({k: v for k, v in m.data.items() if k != "figures"})
+
+
+def test_the_committed_version_2_file_is_the_migrated_version_1_file():
+    """experiments/pie-vs-red/experiment.yml is the model `netrepro migrate` makes of the version
+    1 file: the same topology, trials (stacks, sysctls, traffic), phases, collectors, claims,
+    health thresholds and sweep; only descriptions and figures were written anew."""
+    migrated = Spec.from_data(yaml.safe_load(migrate(PIE_VS_RED_V1)), "migrated").model
+    committed = load_spec("pie-vs-red").model
+    assert committed.data["schema_version"] == 2
+    want, got = _as_compared(migrated), _as_compared(committed)
+    assert sorted(got) == sorted(want)
+    for key in want:
+        assert got[key] == want[key], key
+    assert migrated.data["figures"] != committed.data["figures"]  # the committed file draws Fig. 8

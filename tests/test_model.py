@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import PIE_VS_RED_V1
 from netrepro import model
 from netrepro.yamlfile import load_yaml_file
 
@@ -105,7 +106,7 @@ def test_pie_vs_red_as_a_model():
     """The version 1 file becomes the same kind of model: each trial's complete stacks,
     sysctls and traffic (what its roles applied until now, from the same numbers)."""
     from netrepro.spec import load_spec
-    m = model.from_v1(load_spec("pie-vs-red"))
+    m = model.from_v1(load_spec(PIE_VS_RED_V1))
     assert [t["id"] for t in m.trials] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
     pie = m.trial("pie-unlimited")
     assert pie["labels"] == {"aqm": "pie", "variant": "unlimited"} and pie["duration_s"] == 250
@@ -116,7 +117,7 @@ def test_pie_vs_red_as_a_model():
     assert pie["qdiscs"]["client1:eth1"] == [{"kind": "netem", "delay_ms": 100, "limit_packets": 1000}]
     # the stack gives the same tc commands as the version 1 roles did (HTB, then the AQM leaf)
     from netrepro import rolevars, tc
-    spec = load_spec("pie-vs-red")
+    spec = load_spec(PIE_VS_RED_V1)
     cmds = tc.stack_commands(pie["qdiscs"]["router:eth1"])
     bv = rolevars.bottleneck_vars(spec, "unlimited")
     assert cmds[1:] == [bv["qdisc_argv"], bv["class_argv"], rolevars.role_vars(spec)["aqm"]["pie"]["argv"]]
@@ -145,11 +146,12 @@ def test_trial_plan_says_what_each_node_does(lab):
 
 
 def test_trial_plan_of_pie_vs_red_matches_its_version_1_trial_vars(tmp_path):
-    """The model's plan of pie-vs-red gives the collectors and flow groups that
-    controller.trial_vars gives today (the same targets, addresses, offsets and lengths)."""
+    """The model's plan of pie-vs-red's version 1 file gives the collectors and flow groups that
+    its version 1 controller.trial_vars gives (the same targets, addresses, offsets and
+    lengths); the version 2 file's plan of every trial is the same plan."""
     from netrepro import controller
     from netrepro.spec import load_spec
-    spec = load_spec("pie-vs-red")
+    spec = load_spec(PIE_VS_RED_V1)
     tv = controller.trial_vars(spec, {"aqm": "red", "variant": "limited"}, 0.1, tmp_path, 7.5)
     p = model.trial_plan(spec.model, spec.model.trial("red-limited"), 0.1)
     assert {n: {k: v[k] for k in ("target", "interval_s")} for n, v in p["ping"].items()} == tv["ping"]
@@ -158,6 +160,10 @@ def test_trial_plan_of_pie_vs_red_matches_its_version_1_trial_vars(tmp_path):
     assert p["ftp_sources"] == {"server1": 25000, "server2": 25000, "server3": 25000}
     assert p["qdisc_stats"]["router"]["network"] == tv["qdisc_stats"]["router"]["network"] == "clients_lan"
     assert p["duration_s"] == tv["duration_s"] == 25
+    v2 = load_spec("pie-vs-red").model
+    assert v2.data["schema_version"] == 2
+    for tid in spec.trial_ids:
+        assert model.trial_plan(v2, v2.trial(tid), 0.1) == model.trial_plan(spec.model, spec.model.trial(tid), 0.1), tid
     with pytest.raises(ValueError, match="client1 has two ping items"):
         t = spec.model.trial("red-limited")
         model.trial_plan(spec.model, {**t, "traffic": t["traffic"] + [t["traffic"][3]]})

@@ -16,12 +16,13 @@ import pandas as pd
 import pytest
 
 from netrepro import controller, schedule, sweep
-from netrepro.rolevars import role_vars
 from netrepro.spec import Spec, SpecError, load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 V1_RUN = REPO / "tests" / "data" / "pie-vs-red-local-0.1"
 PIES = ("pie-unlimited", "pie-limited")
+#: PIE's target delay in pie-vs-red's pie-limited trial (its stack on router:eth1: HTB, then PIE)
+PIE_TARGET = "trials.pie-limited.qdiscs.router:eth1.1.target_ms"
 
 
 def _data(**sweep_block):
@@ -53,18 +54,27 @@ def test_pie_vs_red_sweeps_rate_and_pies_target_with_red_run_once_per_rate():
     assert sweep.trial_factors(fs, pts[1], "red-limited") == {"rate_mbit": 5}
 
 
-def test_a_point_is_the_file_with_every_path_of_each_factor_set():
+def _stack(data: dict, trial: str) -> list[dict]:
+    """The qdisc stack on pie-vs-red's bottleneck port (router:eth1) in one trial of ``data``."""
+    return next(t for t in data["trials"] if t["id"] == trial)["qdiscs"]["router:eth1"]
+
+
+def _commands(spec: Spec, trial: str, tmp_path: Path) -> str:
+    """Every tc command the trial playbook runs for one trial of ``spec``, joined."""
+    tv = controller.trial_vars(spec, next(t for t in spec.model.trials if t["id"] == trial), 1.0, tmp_path, 2.0)
+    return " ".join(" ".join(c) for s in tv["stacks"].values() for layer in s for c in layer["commands"])
+
+
+def test_a_point_is_the_file_with_every_path_of_each_factor_set(tmp_path):
     spec = load_spec("pie-vs-red")
     p = sweep.point_spec(spec, {"rate_mbit": 20, "pie_target_ms": 5})
-    assert p["bottleneck"]["rate_mbit"] == 20 and p["aqms"]["red"]["params"]["bandwidth_mbit"] == 20
-    assert p["aqms"]["pie"]["params"]["target_ms"] == 5 and "sweep" not in p.data
-    assert spec["bottleneck"]["rate_mbit"] == 10  # the file's own data untouched
+    assert _stack(p.data, "pie-limited")[0]["rate_mbit"] == 20 and _stack(p.data, "red-unlimited")[1]["bandwidth_mbit"] == 20
+    assert _stack(p.data, "pie-unlimited")[1]["target_ms"] == 5 and "sweep" not in p.data
+    assert _stack(spec.data, "pie-limited")[0]["rate_mbit"] == 10  # the file's own data untouched
     # what the trial playbooks apply: the bottleneck's HTB rate and PIE's target
-    rv = role_vars(p, "unlimited")
-    argv = rv["bottleneck"]["class_argv"]
-    assert argv[argv.index("rate") + 1] == "20mbit"
-    argv = rv["aqm"]["pie"]["argv"]
-    assert argv[argv.index("target") + 1] == "5ms"
+    pie = _commands(p, "pie-unlimited", tmp_path)
+    assert " rate 20mbit" in pie and " target 5ms " in pie and " rate 10mbit" not in pie
+    assert " rate 20mbit" in _commands(p, "red-limited", tmp_path)
 
 
 def test_paths_index_lists_by_position_or_by_an_items_id():
@@ -77,17 +87,17 @@ def test_paths_index_lists_by_position_or_by_an_items_id():
 
 
 @pytest.mark.parametrize("block, field, problem", [
-    ({"factors": [{"name": "delay", "path": "links.delays.0.delay_ms", "values": [50, 100]}]},
-     "sweep.factors[0].paths", "'links.delays.0.delay_ms' is set when the nodes are provisioned, not before each "
-                               "trial; expected a path under: bottleneck, aqms, variants, flows, phases"),
-    ({"factors": [{"name": "rate", "path": "bottleneck.rate_mbits", "values": [5]}]},
-     "sweep.factors[0].paths", "bottleneck: no key 'rate_mbits' (expected one of: node, network, rate_mbit, "
-                               "buffer_bytes, aqm_handle)"),
-    ({"factors": [{"name": "t", "path": "aqms.pie.params.target_ms", "values": [5], "trials": ["pie-fast"]}]},
+    ({"factors": [{"name": "delay", "path": "topology.nodes.client1.interfaces.eth1.address", "values": ["10.10.1.9/24"]}]},
+     "sweep.factors[0].paths", "'topology.nodes.client1.interfaces.eth1.address' is set when the nodes are provisioned, "
+                               "not before each trial; expected a path under: trials, qdiscs, sysctls, traffic, phases"),
+    ({"factors": [{"name": "rate", "path": "trials.pie-limited.qdiscs.router:eth1.0.rate_mbits", "values": [5]}]},
+     "sweep.factors[0].paths", "trials.pie-limited.qdiscs.router:eth1.0: no key 'rate_mbits' (expected one of: "
+                               "kind, rate_mbit)"),
+    ({"factors": [{"name": "t", "path": PIE_TARGET, "values": [5], "trials": ["pie-fast"]}]},
      "sweep.factors[0].trials", "'pie-fast' is not a trial; expected one of: pie-unlimited, red-unlimited, "
                                 "pie-limited, red-limited"),
-    ({"factors": [{"name": "t", "path": "aqms.pie.params.target_ms", "values": [5]},
-                  {"name": "t", "path": "bottleneck.rate_mbit", "values": [5]}]},
+    ({"factors": [{"name": "t", "path": PIE_TARGET, "values": [5]},
+                  {"name": "t", "path": "trials.pie-limited.qdiscs.router:eth1.0.rate_mbit", "values": [5]}]},
      "sweep.factors[1].name", "'t' is used twice; expected unique names"),
 ])
 def test_a_factor_the_trials_cannot_vary_is_refused_in_one_line(block, field, problem):
@@ -98,10 +108,10 @@ def test_a_factor_the_trials_cannot_vary_is_refused_in_one_line(block, field, pr
 
 def test_a_point_that_is_not_a_valid_experiment_is_refused_before_anything_runs():
     with pytest.raises(SpecError) as exc:
-        Spec.from_data(_data(factors=[{"name": "target", "path": "aqms.pie.params.target_ms", "values": [20, -5]}]),
-                       "x.yml")
+        Spec.from_data(_data(factors=[{"name": "target", "path": PIE_TARGET, "values": [20, -5]}]), "x.yml")
     msg = str(exc.value)
-    assert msg.startswith("x.yml: sweep: the point target=-5 is not a valid experiment: x.yml: aqms.pie.params.target_ms")
+    assert msg.startswith("x.yml: sweep: the point target=-5 is not a valid experiment: x.yml: "
+                          "trials[2].qdiscs.router:eth1[1].target_ms: expected a number > 0")
     assert "\n" not in msg
 
 
@@ -164,11 +174,11 @@ def fake_site(recorded_site):
 
 
 def _given(fake_site, instance: str) -> tuple:
-    """(bottleneck rate, PIE target, point, factors) of the experiment and trial vars an
-    instance ran with."""
+    """(bottleneck rate of the instance's trial, PIE's target in pie-limited, point, factors) of
+    the experiment and trial vars an instance ran with."""
     spec, tv = fake_site.given[instance]
-    return (spec["bottleneck"]["rate_mbit"], spec["aqms"]["pie"]["params"]["target_ms"], tv.get("point"),
-            tv.get("factors"))
+    return (_stack(spec.data, tv["trial"])[0]["rate_mbit"], _stack(spec.data, "pie-limited")[1]["target_ms"],
+            tv.get("point"), tv.get("factors"))
 
 
 def test_each_instance_runs_its_points_experiment_and_records_its_factor_values(fake_site):
@@ -241,8 +251,8 @@ def test_a_faster_bottleneck_drains_redss_queue_faster(simulated_sweep):
     """Unlimited sources keep RED's average queue near its thresholds in bytes, so its delay
     in time falls as the rate rises: a check that the rate reached the simulation."""
     table = pd.read_csv(simulated_sweep.dir / "sweep.csv")
-    sel = table[(table["trial"] == "red-unlimited") & (table["phase"] == "p3")
-                & (table["statistic"] == "delay_median_ms")].groupby("rate_mbit")["mean"].first()
+    sel = table[(table["trial"] == "red-unlimited") & (table["phase"] == "p3") & (table["subject"] == "all")
+                & (table["statistic"] == "queue_delay_median_ms")].groupby("rate_mbit")["mean"].first()
     assert sel[5] > sel[10] > sel[20], sel
 
 
