@@ -233,15 +233,16 @@ def model_vars(spec: Spec) -> dict[str, Any]:
 
 def model_ftp_source(m) -> dict[str, Any] | None:
     """The FTP sources of a model's trials: ``{nodes, listen_address: {node: ip},
-    files, file_size_bytes}`` (each sender listens on its address toward its first
-    receiver; as many files as the largest item has flows, :func:`ftp_file_names`), or None
+    files, file_size_bytes}`` (each sender listens on the address its first receiver
+    connects to, :meth:`netrepro.model.Model.address_toward` from the receiver; as many files as the largest item has flows, :func:`ftp_file_names`), or None
     when no trial has an FTP item."""
     senders: dict[str, str] = {}
     flows = 1
     for t in m.trials:
         for it in t["traffic"]:
             if it["kind"] == "ftp":
-                senders.setdefault(it["from"], m.address_toward(it["from"], it["to"]))
+                # the address its receiver's curl connects to (trial_plan's server_address)
+                senders.setdefault(it["from"], m.address_toward(it["to"], it["from"]))
                 flows = max(flows, it["flows"])
     if not senders:
         return None

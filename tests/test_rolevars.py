@@ -139,3 +139,17 @@ def test_routes_are_copies_with_only_to_and_via(spec):
                                        {"to": "10.10.3.7/32", "via": "10.10.1.254"}]
     rv["routes"]["client1"].clear()  # the result does not share lists with the spec
     assert len(data["topology"]["nodes"]["client1"]["routes"]) == 2
+
+
+def test_an_ftp_source_listens_where_its_clients_connect():
+    """Schema 2 (the model): each FTP sender's vsftpd listens on the address its receiver's
+    flows connect to (trial_plan's ``server_address``), its own, never the receiver's."""
+    from netrepro.model import trial_plan
+    from netrepro.rolevars import model_ftp_source
+    m = load_spec("pie-vs-red").model
+    listen = model_ftp_source(m)["listen_address"]
+    assert listen == {"server1": "10.10.2.1", "server2": "10.10.2.2", "server3": "10.10.2.3"}
+    for t in m.trials:
+        for client, groups in trial_plan(m, t, 1.0)["flows"].items():
+            for g in groups:
+                assert g["server_address"] in listen.values()
