@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from netrepro import tc
+from conftest import PIE_VS_RED_V1
 from netrepro.rolevars import role_vars
 from netrepro.spec import load_spec
 
@@ -176,13 +177,13 @@ TBF = tc.Generic("tbf", {"rate_mbit": 100, "burst": "32k", "latency_ms": 100}, p
 
 
 def lab_vars(variant: str | None = None) -> dict:
-    """role_vars of pie-vs-red, reduced to what runs on two server namespaces here.
+    """role_vars of pie-vs-red's version 1 file, reduced to what runs on two server namespaces here.
 
     server1 stands in for the router (bottleneck on servers_lan); no netem (the kernel
     lacks it: server2 gets a root tbf through the netem role instead); htb is probed;
     AQMs are FIFOs this kernel has.
     """
-    rv = role_vars(load_spec("pie-vs-red"), variant)
+    rv = role_vars(load_spec(PIE_VS_RED_V1), variant)
     rv["nodes"] = list(SERVERS)
     rv["bottleneck"].update(node="server1", network="servers_lan")
     rv["probes"] = {"server1": {"htb": rv["probes"]["router"]["htb"]}, "server2": {}}

@@ -49,9 +49,12 @@ def local_site(tmp_path_factory):
 def _static_file(path: Path, logins: dict, spec, change: dict | None = None) -> Path:
     nodes = {}
     for name, lg in logins.items():
-        addrs = {i["network"]: i["address"] for i in spec.nodes[name]["interfaces"]}
+        # keyed by LAN as Model.data_plane keys them; the nodes file gives addresses bare
+        addrs = {i["network"]: i["address"].split("/")[0] for i in spec.nodes[name]["interfaces"].values()}
         addrs.update((change or {}).get(name, {}))
+        # the nodes are namespaces of one host: each keeps its files in a folder of its own
         nodes[name] = {"host": lg["host"], "port": lg["port"], "user": lg["user"], "key": lg["key_file"],
+                       "work_dir": f"{path.parent}/work/{name}",
                        "addresses": addrs}
         if lg.get("proxy_jump"):
             nodes[name]["proxy_jump"] = lg["proxy_jump"]

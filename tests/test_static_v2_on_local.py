@@ -61,7 +61,9 @@ def run(tmp_path_factory):
         nodes = {}
         for name, lg in state["logins"].items():
             dp = spec.model.data_plane(name)
-            nodes[name] = {"host": lg["host"], "port": lg["port"], "user": lg["user"], "key": lg["key_file"]}
+            # the nodes are namespaces of one host: each keeps its files in a folder of its own
+            nodes[name] = {"host": lg["host"], "port": lg["port"], "user": lg["user"], "key": lg["key_file"],
+                           "work_dir": f"{base}/work/{name}"}
             if lg.get("proxy_jump"):
                 nodes[name]["proxy_jump"] = lg["proxy_jump"]
             addrs = {k: i["address"] for k, i in dp.items() if i["address"]}

@@ -15,6 +15,7 @@ File format (validated by :data:`STATIC_SCHEMA`; errors name file, field and exp
         user: ubuntu              # login user; sudo is used when not root (default root)
         key: ~/.ssh/id_ed25519    # private key (default: SSH agent / ~/.ssh/config)
         proxy_jump: me@jump.example.org:22   # optional jump host (user@host:port)
+        work_dir: /var/lib/netrepro          # where netrepro keeps its files there (default)
         addresses:                # network -> data-plane IPv4 address, as in the topology
           clients_lan: 10.10.1.254
           servers_lan: 10.10.2.254
@@ -26,6 +27,11 @@ LAN's name for an interface on a LAN, else the model's interface name (``h1-eth0
 10.0.0.1``). A switch of a version 2 file has no address: its ``ports`` name the device of
 each of its interfaces where the machine's name differs (``ports: {s1-eth1: ens4}``;
 unnamed ones are the model's names), and the provisioning bridges them (roles/switch_bridge).
+
+``work_dir`` is the folder netrepro keeps its scripts, trial files and FTP root in on that
+machine (default /var/lib/netrepro): an absolute path of letters, digits, ``_``, ``.`` and
+``-``, no part starting with ``.``. Nodes that share one file system (containers or
+namespaces of one host) each need their own.
 
 The data-plane addresses must already be configured on the machines, each with the prefix
 length of its network's subnet (``ip -j addr`` over SSH is compared with the topology).
@@ -72,6 +78,7 @@ STATIC_SCHEMA: dict[str, Any] = {
                     "user": {"type": "string", "minLength": 1},
                     "key": {"type": "string", "minLength": 1},
                     "proxy_jump": {"type": "string", "pattern": r"^[^@\s]+@[^\s]+:[0-9]+$"},
+                    "work_dir": {"type": "string", "pattern": r"^(/[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}){1,16}$"},
                     "addresses": {
                         "type": "object",
                         "additionalProperties": {"type": "string", "format": "ipv4"},
@@ -140,6 +147,9 @@ def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
             problem = f"expected an IPv4 address, got {err.instance!r}"
         elif err.validator == "pattern" and "ports" in err.absolute_path:
             problem = f"expected a network device name (1-15 characters, not starting with '-'), got {err.instance!r}"
+        elif err.validator == "pattern" and "work_dir" in err.absolute_path:
+            problem = (f"expected an absolute path of letters, digits, '_', '.' and '-' (no part starting with '.'), "
+                       f"got {err.instance!r}")
         elif err.validator == "pattern":
             problem = f"expected user@host:port, got {err.instance!r}"
         else:
@@ -168,7 +178,9 @@ def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
                             f"of: {', '.join(unaddressed) or '(none: this node has none)'}")
         out[name] = NodeLogin(name=name, host=entry["host"], port=entry.get("port", 22), user=entry.get("user", "root"),
                               key_file=str(Path(entry["key"]).expanduser()) if entry.get("key") else None,
-                              proxy_jump=entry.get("proxy_jump"), extra={"addresses": want, "ports": dict(ports)})
+                              proxy_jump=entry.get("proxy_jump"),
+                              extra={"addresses": want, "ports": dict(ports),
+                                     **({"node_dir": entry["work_dir"]} if entry.get("work_dir") else {})})
     return out
 
 
