@@ -2,11 +2,12 @@
 
 Reads ``run.json`` and ``raw/`` (never modified), checks every raw file against run.json's
 ``raw_sha256`` first (refusing a damaged run unless ``partial=True``), and writes, atomically
-and deterministically, one output set: ``tidy.csv.gz`` (every sample, long form),
-``summary.csv`` (per aqm x variant x phase), ``figures/`` (queueing-delay.png/.pdf,
-utilization.png, backlog.png), ``verdict.json`` (the spec's claims checked, and the health
-checks of the substrate that failed: :mod:`analysis.health`), ``report.md``
-and ``analysis.json`` (which toolkit made them, from which inputs). Results are written
+and deterministically, one output set (:mod:`analysis.generic`): ``tidy.csv.gz`` (every
+sample, long form), ``summary.csv`` (every statistic per trial, phase and subject, long form),
+``figures/`` (the experiment file's figures), ``flent/`` (each trial in Flent's format),
+``verdict.json`` (the file's claims checked, and the health checks of the substrate that
+failed: :mod:`analysis.health`), ``report.md`` and ``analysis.json`` (which toolkit made
+them, from which inputs). Results are written
 once: the first analysis goes into the run folder, re-analysing with the same toolkit
 version leaves those bytes as they are, and another version writes into
 ``<run>/analysis-<version>/`` (:mod:`analysis.provenance`).
@@ -15,6 +16,10 @@ A run that repeated its trials (``netrepro run --repeat N``) is analysed repetit
 repetition, each as a run of its own, and across them (:mod:`analysis.repetitions`).
 A sweep (``netrepro run --sweep``) is analysed point by point, each as a run of the experiment
 at that point, and across the points (:mod:`analysis.sweep`).
+
+A run recorded with a schema_version 1 experiment file (pie-vs-red's format before it was
+migrated) is analysed as the schema_version 2 form of that file: :func:`analysis.run.read_run`
+converts it once, in memory, and nothing else here knows version 1.
 
 Entry points: :func:`analyze_run` (returns the verdict), :func:`analyze` (returns everything)
 and ``python -m analysis <run_dir> [--partial]``.
@@ -25,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis.errors import AnalysisError
-from analysis.run import read_run_json
+from analysis.run import read_run
 from netrepro.spec import Spec
 
 __all__ = ["analyze_run", "analyze", "AnalysisResult", "AnalysisError"]
@@ -46,7 +51,8 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
 
     Args:
         run_dir: the run directory (holds run.json and raw/).
-        spec: the experiment spec; default ``Spec.from_data(run.json["spec"])``.
+        spec: the experiment spec; default run.json's (:func:`analysis.run.read_run`, which
+            converts a schema_version 1 one).
         figures: False skips drawing (faster; the report then has no figure).
         partial: analyse a run whose raw files differ from run.json's record (or with a
             trial lacking its start time): every claim reading such a trial is reported
@@ -59,33 +65,31 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
         AnalysisResult (``out_dir``: the run folder, or ``<run>/analysis-<version>...``).
     Raises:
         AnalysisError: run.json missing or malformed, raw files missing/altered/unlisted
-            without ``partial``, or a bad NETREPRO_TOOLKIT_VERSION (one-line message
-            naming the file and field). Nothing is written then.
+            without ``partial``, a version 1 sweep factor without a version 2 path, or a bad
+            NETREPRO_TOOLKIT_VERSION (one-line message naming the file and field). Nothing is
+            written then.
         SpecError: the spec in run.json is invalid.
     """
     # Imported here, not at the top: they import matplotlib, which writes its font cache and
     # config folder under $HOME when imported; the command line imports this package for
     # every command, and a command refused for bad input must write nothing.
     from analysis.repetitions import analyze_repeated, repeated
-    from analysis.single import analyze_model, analyze_v1
+    from analysis.single import analyze_single
     from analysis.sweep import analyze_swept, swept
-    rdir, data = read_run_json(run_dir)
-    if spec is None and isinstance(data.get("spec"), dict) and data["spec"].get("schema_version") == 2:
-        spec = Spec.from_data(data["spec"], f"{rdir / 'run.json'}:spec")
+    rdir, data, spec = read_run(run_dir, spec)
     if swept(data):
         return analyze_swept(rdir, data, spec, figures, partial, out=out_dir)
     if repeated(data):
         return analyze_repeated(rdir, data, spec, figures, partial, out=out_dir)
-    if spec is not None and spec.model.data["schema_version"] == 2:
-        return analyze_model(rdir, data, spec, figures, partial, out=out_dir)
-    return analyze_v1(rdir, data, spec, figures, partial, out=out_dir)
+    return analyze_single(rdir, data, spec, figures, partial, out=out_dir)
 
 
 def analyze_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False) -> dict:
     """Analyse ``run_dir`` (see :func:`analyze`) and return the verdict:
     ``{"reproduced": bool, "verdict": "reproduced"|"not reproduced"|"inconclusive",
     "health_failures": [...], "claims": [{"id", "text", "status", "holds", "evidence"[, "reason"]}]}``
-    (:func:`analysis.verdict.evaluate`).
+    (:func:`analysis.generic.evaluate`; a repeated run or a sweep adds how the repetitions or
+    points were combined).
 
     Raises:
         AnalysisError, SpecError: as :func:`analyze`.

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.run import AnalysisError
+from analysis.run import AnalysisError, read_run
 
 
 def run_label(data: dict, run_dir: Path) -> str:
@@ -44,9 +44,8 @@ def load(run_dir: Path, out_dir: Path | None = None):
     are the run's own report's business) into ``out_dir`` when given, so that the run folder
     is not written (compare never writes into a run)."""
     import analysis
-    from analysis.run import read_run_json
-    rdir, data = read_run_json(run_dir)
-    return data, analysis.analyze(rdir, figures=False, out_dir=out_dir)
+    rdir, data, spec = read_run(run_dir)
+    return data, analysis.analyze(rdir, spec, figures=False, out_dir=out_dir)
 
 
 def _check_out_root(root: Path) -> Path:
@@ -103,15 +102,14 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
     import shutil
     import tempfile
 
-    from netrepro.spec import Spec
-
     if not runs:
         raise AnalysisError("command line", "RUN: expected at least one run folder")
-    from analysis.run import read_run_json
     from analysis.sweep import swept
     given: list[tuple[Path, Path, dict]] = []  # (as given, the real folder, run.json)
+    specs = []
     for r in runs:
-        rdir, data = read_run_json(Path(r))
+        rdir, data, spec = read_run(Path(r))
+        specs.append(spec)
         if swept(data):
             raise AnalysisError(rdir / "run.json", "sweep: a sweep's points have different settings; expected runs "
                                                    "at one setting (the sweep's own report.md compares its points)")
@@ -127,9 +125,8 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
         raise AnalysisError(given[odd][1] / "run.json", f"experiment: runs of {', '.join(sorted(map(str, set(names))))}; "
                                                         "expected runs of one experiment")
     name = names[0]
-    first_dir, first = given[0][1], given[0][2]
-    spec = Spec.from_data(first["spec"], f"{first_dir / 'run.json'}:spec")
-    claims = spec.model.data["claims"] if spec.model.data["schema_version"] == 2 else spec["claims"]
+    first_dir, spec = given[0][1], specs[0]
+    claims = spec.model.data["claims"]
     ids = [c["id"] for c in claims]
     # the published results as the experiment file says them now (runs made before it had
     # them recorded none), else as the first run recorded them
@@ -180,15 +177,15 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
     checked everything first); returns ``out``."""
     import shutil
 
-    from analysis.figures import _new_figure, _save
+    from analysis.generic_figures import new_figure, save_figure
     from analysis.io import atomic_path, write_text
-    from analysis.repetitions import across, claim_statistics, long_summary
+    from analysis.repetitions import across, claim_statistics
     loaded = [(real, *load(real, out / ".runs" / str(i))) for i, (_, real, _) in enumerate(given)]
     labels = _labels(loaded)
     statistics = claim_statistics(claims)
     rows, table = [], []
     for (run_dir, data, res), label in zip(loaded, labels):
-        summary = long_summary(res.summary)
+        summary = res.summary
         if "repetition" not in summary.columns:
             summary = summary.assign(repetition=1)
         stats = across(summary[summary["statistic"].isin(statistics)])
@@ -219,7 +216,7 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
         present = [s for s in statistics if (stats["statistic"] == s).any()]
         ncols = min(2, len(trials))
         per = math.ceil(len(trials) / ncols)  # rows of panels per statistic
-        fig, axes = _new_figure(len(present) * per, ncols)
+        fig, axes = new_figure(len(present) * per, ncols)
         axes = np.atleast_2d(axes).reshape(len(present) * per, ncols)
         labels = list(dict.fromkeys(stats["run"]))
         used: set[int] = set()
@@ -249,7 +246,7 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
                 ax.set_visible(False)
         axes[0, 0].legend(fontsize=6)
         fig.suptitle("mean and 95 % t interval over each run's repetitions", fontsize=9)
-        figs = [_save(fig, out / "figures" / f"compare.{ext}") for ext in ("png", "pdf")]
+        figs = [save_figure(fig, out / "figures" / f"compare.{ext}") for ext in ("png", "pdf")]
 
     # the report
     lines = [f"# Comparison of {len(loaded)} runs of `{name}`", "",

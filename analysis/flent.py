@@ -5,15 +5,16 @@ JSON of flent/resultset.py, file format version 4).
 A trial is written as Flent's ``tcp_nup`` test (flent/tests/tcp_nup.conf), whatever the
 direction of its traffic; the title says so:
 
-- ``TCP upload::<i>``: each throughput stream of the tidy table (metric ``throughput_mbit``;
-  an iperf3 stream, or the bottleneck's rate of a schema_version 1 run, whose flows are counted
-  only at their end), Mbit/s; its subject's ``rtt_ms`` samples, if any, ride along as
-  ``tcp_rtt`` (Flent's ``tcp_rtt`` plot);
+- ``TCP upload::<i>``: each throughput stream of the tidy table (metric ``throughput_mbit``:
+  an iperf3 stream), Mbit/s; its subject's ``rtt_ms`` samples, if any, ride along as
+  ``tcp_rtt`` (Flent's ``tcp_rtt`` plot). A trial without one (its flows FTP transfers,
+  counted only at their end) gets each sampled port's sent rate instead: the difference of
+  its ``tx_bytes`` counter between consecutive samples x 8 / their interval;
 - ``Ping (ms) ICMP``: the first pinging subject's RTT; the others as ``ping_hosts`` extras
   (``Ping (ms) ICMP <subject> (extra)``);
-- ``qdisc_stats_<subject>``: the first queue-sampled subject's backlog (bytes, packets), drops
-  per interval and PIE's delay estimate (ms), with ``qdisc_stats_hosts``/``_interfaces``
-  (Flent's ``backlog``, ``drops`` and ``delay`` plots).
+- ``qdisc_stats_<subject>``: the first queue-sampled subject's backlog (bytes, packets) and
+  drops per interval, with ``qdisc_stats_hosts``/``_interfaces`` (Flent's ``backlog`` and
+  ``drops`` plots).
 
 Times: Flent's T0 is the trial's common start (``start_epoch_s``), its ``x_values`` a grid of
 :data:`STEP_S` over the schedule; each series' samples are averaged per grid step, and the raw
@@ -39,8 +40,19 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _subject_column(tidy: pd.DataFrame) -> str:
-    return "subject" if "subject" in tidy.columns else "node"
+def sent_rate(tidy: pd.DataFrame) -> pd.DataFrame:
+    """Each sampled port's sent rate from its ``tx_bytes`` rows: tidy rows of metric
+    ``throughput_mbit`` (stream -1), (bytes(i) - bytes(i-1)) x 8 / (t(i) - t(i-1)) / 1e6 placed
+    at the later sample; a step back in time or of the counter gives no row."""
+    out = []
+    for s, g in tidy[tidy["metric"] == "tx_bytes"].groupby("subject", sort=False):
+        g = g.sort_values("t_s", kind="stable")
+        t, b = g["t_s"].to_numpy(dtype=float), g["value"].to_numpy(dtype=float)
+        dt, db = np.diff(t), np.diff(b)
+        ok = (dt > 0) & (db >= 0)
+        out.append(pd.DataFrame({"trial": g["trial"].iloc[0], "subject": s, "stream": -1, "t_s": t[1:][ok],
+                                 "metric": "throughput_mbit", "value": db[ok] * 8 / dt[ok] / 1e6}))
+    return pd.concat(out, ignore_index=True) if out else tidy.iloc[0:0]
 
 
 def _grid(samples: pd.DataFrame, n: int, step: float) -> list:
@@ -62,7 +74,9 @@ def trial_flent(tidy: pd.DataFrame, trial: str, start_epoch_s: float, duration_s
                 step_s: float = STEP_S) -> dict:
     """The Flent result set (a JSON-ready dict) of one trial's tidy rows (``tidy``: that
     trial's rows of tidy.csv.gz, times ``t_s`` from its common start)."""
-    subj = _subject_column(tidy)
+    subj = "subject"
+    if not (tidy["metric"] == "throughput_mbit").any():
+        tidy = pd.concat([tidy, sent_rate(tidy)], ignore_index=True)
     tidy = tidy[(tidy["t_s"] >= 0) & (tidy["t_s"] <= duration_s)]
     n = int(math.floor(duration_s / step_s + 1e-9)) + 1
     x = [round(i * step_s, 6) for i in range(n)]
@@ -115,7 +129,7 @@ def trial_flent(tidy: pd.DataFrame, trial: str, start_epoch_s: float, duration_s
         params.update(qdisc_stats_hosts=host, qdisc_stats_interfaces=str(q))
         frame = None
         for metric, key in (("backlog_bytes", "backlog_bytes"), ("backlog_packets", "backlog_pkts"),
-                            ("drops", "dropped"), ("pie_delay_ms", "delay")):
+                            ("drops", "dropped")):
             r = rows(q, metric)[["t_s", "value"]].rename(columns={"value": key})
             if r.empty:
                 continue
@@ -129,7 +143,7 @@ def trial_flent(tidy: pd.DataFrame, trial: str, start_epoch_s: float, duration_s
                       **{k: float(r[k]) for k in frame.columns if k != "t_s" and pd.notna(r[k])}}
                      for _, r in frame.iterrows()]
         meta[name] = {"UNITS": "misc", "RUNNER": "TcRunner"}
-        units = {"backlog_bytes": "B", "backlog_pkts": "packets", "dropped": "packets", "delay": "ms"}
+        units = {"backlog_bytes": "B", "backlog_pkts": "packets", "dropped": "packets"}
         for key in [c for c in frame.columns if c != "t_s"]:
             results[f"{name}::{key}"] = _grid(frame[["t_s", key]].rename(columns={key: "value"}), n, step_s)
             meta[f"{name}::{key}"] = {"UNITS": units[key], "RUNNER": "NullRunner"}

@@ -1,4 +1,4 @@
-"""Analysis of a run of any experiment of schema_version 2 (:mod:`netrepro.model`).
+"""Analysis of a run of any experiment (:mod:`netrepro.model`).
 
 Nothing here knows an experiment, a qdisc or a claim by name: what is measured follows from
 the trial's traffic items and collectors, and what is judged from the file's ``claims``.
@@ -54,8 +54,9 @@ the trial's traffic items and collectors, and what is judged from the file's ``c
   ``min_rise``). A selection lists values in the order trials x subjects x phases (phase
   ``all`` by default; subjects by default those the model says compute the statistic:
   :func:`netrepro.model.statistics`). A claim reading a trial that failed a health check is
-  inconclusive; a claim whose values are missing or undefined (no row, NaN, a ratio over 0,
-  an empty selection) is *not evaluable*, with the reason: it never holds on data it lacks.
+  inconclusive; a claim reading a trial whose raw files are damaged (analysed with
+  ``--partial``) or whose values are missing or undefined (no row, NaN, a ratio over 0, an
+  empty selection) is *not evaluable*, with the reason: it never holds on data it lacks.
 """
 
 from __future__ import annotations
@@ -67,11 +68,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.flent import write_trials
 from analysis.generic_figures import draw, figure_specs
+from analysis.health import failure_line, failures, trial_health
+from analysis.io import atomic_path, write_gzip, write_text
 from analysis.raw import (base_rtt_ms, parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields,
-                          parse_qdisc_jsonl, parse_qdisc_stack)
-from analysis.tidy import read_raw
-from netrepro.model import SUMMARY_COLUMNS
+                          parse_qdisc_stack, parse_tx_bytes)
+from analysis.report import render_report
+from netrepro.model import SUMMARY_COLUMNS, scale_rates, statistics
 from netrepro.model import shaping_rate_mbit as _shaping_rate_mbit
 
 TIDY_COLUMNS = ["trial", "subject", "stream", "t_s", "metric", "value"]
@@ -88,8 +92,7 @@ MIN_COVERAGE = 0.9
 
 def phase_utilization(t_s, tx_bytes, start_s: float, end_s: float, rate_mbit: float,
                       min_coverage: float = MIN_COVERAGE) -> float:
-    """Share of a shaped port's capacity used during [start_s, end_s] (the phase's ``sent_utilization``;
-    pie-vs-red's ``utilization`` in its schema_version 1 analysis, analysis/summary.py).
+    """Share of a shaped port's capacity used during [start_s, end_s] (the phase's ``sent_utilization``).
 
     utilization = (tx_bytes(b) - tx_bytes(a)) / (rate_mbit * 1e6 / 8 * (b - a)), clipped to
     0..1, where tx_bytes(.) is the interface byte counter linearly interpolated between
@@ -146,6 +149,16 @@ def shaping_rate_mbit(stack: list[dict]) -> float | None:
     return _shaping_rate_mbit(stack)
 
 
+def read_raw(path: Path, problems: list[str], run_dir: Path) -> str | None:
+    """A raw file's text (bytes that are not UTF-8 replaced), or None after adding
+    ``<path relative to run_dir>: missing`` (or why it cannot be read) to ``problems``."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError as exc:
+        problems.append(f"{path.relative_to(run_dir)}: {'missing' if not path.exists() else exc.strerror}")
+        return None
+
+
 def _t0(path: Path) -> float | None:
     try:
         return float(path.read_text().split()[0])
@@ -175,7 +188,7 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
             try:
                 iv, end = parse_iperf3(f.read_text(errors="replace"))
             except (OSError, ValueError) as exc:
-                problems.append(f"raw/{trial['id']}/{node}/{f.name}: {exc}")
+                problems.append(f"raw/{trial_dir.name}/{node}/{f.name}: {exc}")
                 continue
             ends[it["id"]] = end
             t0 = _t0(f.with_name(f.name + ".t0"))
@@ -195,6 +208,8 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
             if text is None:
                 continue
             p = parse_ping(text)
+            if p.empty:
+                problems.append(f"raw/{trial_dir.name}/{node}/ping.txt: no echo replies")
             # the probes within the item's schedule, placed at their send time (-D prints the
             # reply's time) or, with ``timestamp: received``, at the reply's
             at = (p["t_epoch_s"] - start if it.get("timestamp") == "received"
@@ -212,6 +227,8 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
         if text is None:
             continue
         q = parse_qdisc_stack(text)
+        if q.empty:
+            problems.append(f"raw/{trial_dir.name}/{node}/qdisc.jsonl: no samples")
         q = q[(q["t_epoch_s"] >= start) & (q["t_epoch_s"] <= start + trial["duration_s"] * time_scale)]
         t = q["t_epoch_s"] - start
         add(c["at"], -1, t, "backlog_bytes", q["backlog_bytes"])
@@ -221,7 +238,7 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
         # the node's one collector (netrepro/model.py) wrote every line, each labelled with the
         # device as its site names it (the machine's own name on a testbed, the data-plane key
         # on ns3), which need not be the model's: read under any label, as the backlog is
-        tx = parse_qdisc_jsonl(text, handle=None).dropna(subset=["t_epoch_s", "tx_bytes"])
+        tx = parse_tx_bytes(text)
         te = tx["t_epoch_s"].to_numpy()
         # the samples inside the trial and the one on each side, so that the counter can be
         # interpolated at the trial's start and end (:func:`phase_utilization`)
@@ -251,8 +268,8 @@ def base_rtt_of(model, node: str, record: dict, trial_dir: Path, problems: list[
     trial when recorded, else the file's ``base_rtt.statistic`` (default median:
     :func:`analysis.raw.base_rtt_ms`) of the RTTs in the node's ``base_rtt.txt`` (the pings
     sent under no load before the trial). NaN, with a line in ``problems``, when neither
-    gives one. The same definition as pie-vs-red's schema_version 1 analysis
-    (analysis/tidy.py): queueing delay = ping RTT - base RTT, not clipped at 0."""
+    gives one. Queueing delay = ping RTT - base RTT (the RTT measured before any load), not
+    clipped at 0."""
     recorded = (record.get("base_rtt_ms") or {}).get(node)
     if recorded is not None:
         return float(recorded)
@@ -495,10 +512,14 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
 
 def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
              unhealthy: dict[str, list[dict]], rate_scale: float = 1.0,
-             computed: dict[str, dict[str, list[str]]] | None = None) -> dict:
-    """The verdict: each claim's status (holds, fails, inconclusive when it reads a trial that
-    failed a health check, not evaluable when its values or its condition's are missing or
-    undefined (:func:`check_claim`), or not applicable when the claim has a ``when``
+             computed: dict[str, dict[str, list[str]]] | None = None,
+             incomplete: dict[str, list[str]] | None = None) -> dict:
+    """The verdict: each claim's status (holds, fails, not evaluable when it reads a trial
+    whose data are ``incomplete`` (trial id -> why: its damaged raw files, analysed with
+    ``--partial``) or when its values or its condition's are missing or undefined
+    (:func:`check_claim`), inconclusive when it reads a trial that failed a health check
+    (``unhealthy``: trial id -> its :func:`analysis.health.failures`), or not applicable when
+    the claim has a ``when``
     condition, a bound on a selection, that the run does not meet), ``reproduced`` when every
     applicable claim holds (and at least one applies), ``verdict`` inconclusive when any
     claim is inconclusive or not evaluable. A claim whose ``rate_scale_min`` is above the
@@ -509,10 +530,12 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
     ``fq_codel flows 2`` puts two flows in one bucket half the time, and a claim of fairness
     then applies only when two of its buckets were in use (``classes_in_use``)."""
     out = []
+    incomplete = incomplete or {}
     for c in claims:
         ch = c["check"]
         sels = selections(ch)
         read = sorted({t for s in sels for t in (s.get("trials") or trial_ids)})
+        gaps = [t for t in read if incomplete.get(t)]
         sick = [f for t in read for f in unhealthy.get(t, [])]
         holds, evidence = check_claim(summary, ch, trial_ids, computed)
         entry = {"id": c["id"], "text": c["text"], "evidence": evidence}
@@ -520,10 +543,13 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
                         else (True, ""))
         if "when" in c:
             entry["condition"] = why
-        if sick:
+        if gaps:
+            entry.update(status="not evaluable", holds=None, reason="data incomplete: " + "; ".join(
+                f"{t}: {', '.join(incomplete[t])}" for t in gaps))
+        elif sick:
             entry.update(status="inconclusive", holds=None,
-                         reason="the substrate failed health checks: " + "; ".join(
-                f"{f['trial']}: {f['check']} {f.get('value')}" for f in sick))
+                         reason="the substrate failed health checks: " + "; ".join(failure_line(f) for f in sick)
+                         + (f"; the numbers alone: {'holds' if holds else 'fails'}" if holds is not None else ""))
             if holds is not None:  # the numbers alone, when they can be judged at all
                 entry["numbers_hold"] = bool(holds)
         elif c.get("rate_scale_min", 0) > rate_scale:
@@ -548,21 +574,26 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
 
 
 def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: bool = True,
-            tidy_file: bool = True, problems: list[str] | None = None) -> dict:
-    """Analyse a run of a schema_version 2 experiment into ``out`` (tidy.csv.gz unless not
-    ``tidy_file``, summary.csv, figures/, verdict.json, report.md; analysis.json is the
-    caller's) and return ``{"tidy", "summary", "verdict", "problems", "outputs", "health"}``.
-    ``data``: run.json, or one repetition's view of it (:mod:`analysis.repetitions`);
-    ``problems``: lines the caller found already, reported first."""
-    from analysis.health import failures, trial_health
-    from analysis.io import atomic_path, write_gzip, write_text
+            tidy_file: bool = True, problems: list[str] | None = None,
+            damaged: dict[str, list[str]] | None = None) -> dict:
+    """Analyse a run into ``out`` (tidy.csv.gz unless not ``tidy_file``, summary.csv,
+    figures/, flent/, verdict.json, report.md; analysis.json is the caller's) and return
+    ``{"tidy", "summary", "verdict", "problems", "outputs", "health", "incomplete"}``.
 
-    from netrepro.model import scale_rates
+    ``data``: run.json (its ``spec`` of schema_version 2: :func:`analysis.run.read_run`), or
+    one repetition's or sweep point's view of it (:mod:`analysis.repetitions`); ``record``:
+    analysis.json's record (for the report); ``problems``: lines the caller found already,
+    reported first; ``damaged``: raw folder (a trial record's ``id``) -> its damaged files
+    (:meth:`analysis.integrity.RawCheck.by_trial`), which make the trial's data incomplete
+    and every claim reading it not evaluable. A trial of the experiment without a record
+    fails the health check ``not_run``, which makes the claims reading it inconclusive."""
     # the experiment as it ran: every rate and byte size at the run's rate scale
-    m = scale_rates(spec.model, float((data.get("rate_scale") or {}).get("k", 1)))
+    k = float((data.get("rate_scale") or {}).get("k", 1))
+    m = scale_rates(spec.model, k)
     ts = float(data.get("time_scale", 1))
     problems = list(problems or [])
-    tidies, rows, health = [], [], {}
+    damaged = damaged or {}
+    tidies, rows, health, incomplete = [], [], {}, {}
     # a repeated run's view of one repetition (analysis.repetitions) records instance ids
     # (raw folder names) with the experiment's trial id in ``trial``
     records = {t.get("trial") or t["id"]: t for t in data.get("trials", [])}
@@ -571,26 +602,27 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
         if rec is None:
             problems.append(f"trial {trial['id']}: not run (no record in run.json)")
             continue
+        if damaged.get(rec["id"]):
+            incomplete[trial["id"]] = list(damaged[rec["id"]])
         tdir = run_dir / "raw" / rec["id"]
         tidy, ends = trial_tidy(m, trial, rec, tdir, ts, problems)
         tidies.append(tidy)
         phases = rec.get("phases") or []
         rows += trial_statistics(m, trial, tidy, ends, phases, ts)
         health[trial["id"]] = trial_health(spec, rec, tdir, ts)
+    tidies = [t for t in tidies if len(t)]  # a trial without any sample adds no row
     tidy = pd.concat(tidies, ignore_index=True) if tidies else pd.DataFrame(columns=TIDY_COLUMNS)
     summary = pd.DataFrame(rows, columns=SUMMARY_KEYS)
     labels = sorted({k for t in m.trials for k in t["labels"]})
-    for k in labels:
-        summary.insert(1, k, summary["trial"].map({t["id"]: t["labels"].get(k, "") for t in m.trials}))
+    for key in labels:
+        summary.insert(1, key, summary["trial"].map({t["id"]: t["labels"].get(key, "") for t in m.trials}))
     unhealthy: dict[str, list[dict]] = {}
     for f in failures(health):
         unhealthy.setdefault(f["trial"], []).append(f)
-    missing = [t["id"] for t in m.trials if t["id"] not in records]
-    for t in missing:
-        unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None})
-    from netrepro.model import statistics
-    verdict = evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy,
-                       float((data.get("rate_scale") or {}).get("k", 1)), statistics(m))
+    for t in (t["id"] for t in m.trials if t["id"] not in records):
+        unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None, "threshold": None,
+                                            "unit": None, "detail": "no record in run.json"})
+    verdict = evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy, k, statistics(m), incomplete)
     outputs = ([write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
                if tidy_file else [])
     with atomic_path(out / "summary.csv") as tmp:
@@ -599,49 +631,10 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     figs = ([p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures", ts)]
             if figures else [])
     outputs += figs
-    from analysis.flent import write_trials
     outputs += write_trials(tidy, records, m.name, out)
     outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
-    outputs.append(write_text(out / "report.md", render_report(spec, data, summary, verdict, problems,
-                                                               [p.relative_to(out).as_posix() for p in figs
-                                                                if p.suffix == ".png"], health)))
+    outputs.append(write_text(out / "report.md", render_report(
+        spec, data, summary, verdict, problems, [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"],
+        health, run_dir=run_dir, out_dir=out, record=record, incomplete=incomplete)))
     return {"tidy": tidy, "summary": summary, "verdict": verdict, "problems": problems, "outputs": outputs,
-            "health": health}
-
-
-def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, problems: list[str],
-                  figures: list[str], health: dict) -> str:
-    """report.md: what was run, the verdict and each claim with its evidence, the health
-    checks, the statistics of phase ``all`` (a row per trial and subject), the figures."""
-    from analysis.health import describe
-    m = spec.model
-    rs = data.get("rate_scale") or {"k": 1, "why": "rates as written"}
-    lines = [f"# {m.data['title']}", "", f"Experiment `{m.name}`, site {data.get('site')} ({data.get('mode')}), "
-             f"TIME_SCALE {data.get('time_scale')}, toolkit {str(data.get('toolkit_commit'))[:12]}.", "",
-             f"Rate scale {rs['k']:g} ({rs['why']}): every rate and byte size of the experiment file was multiplied by it; "
-             "delays, AQM time constants and packet counts were kept.", ""]
-    if m.data["rate_scale"].get("note"):
-        lines += [f"What keeps its meaning at a rate scale: {m.data['rate_scale']['note']}", ""]
-    lines += [f"**Verdict: {verdict['verdict']}**", ""]
-    for c in verdict["claims"]:
-        lines.append(f"- `{c['id']}` **{c['status']}**: {c['text']}  \n  {c['evidence']}"
-                     + (f"  \n  ({c['reason']})" if c.get("reason") else "")
-                     + (f"  \n  (applies: {c['condition']})" if c.get("condition") and not c.get("reason") else ""))
-    lines += ["", "## Health of the substrate", ""]
-    for tid, h in health.items():
-        lines.append(f"- {tid}: " + ("pass" if h["passed"] else "FAILED") + ": "
-                     + ", ".join(describe(c) for c in h["checks"]))
-    lines += ["", "## Statistics (whole trials)", ""]
-    whole = summary[summary["phase"] == "all"]
-    if len(whole):
-        wide = whole.pivot_table(index=["trial", "subject"], columns="statistic", values="value", sort=False)
-        cols = list(wide.columns)
-        lines.append("| trial | subject | " + " | ".join(cols) + " |")
-        lines.append("|---|---|" + "---|" * len(cols))
-        for (t, s), r in wide.iterrows():
-            lines.append(f"| {t} | {s} | " + " | ".join("" if pd.isna(r[c]) else f"{r[c]:.4g}" for c in cols) + " |")
-    if problems:
-        lines += ["", "## Data problems", ""] + [f"- {p}" for p in problems]
-    if figures:
-        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
-    return "\n".join(lines) + "\n"
+            "health": health, "incomplete": incomplete}

@@ -1,6 +1,7 @@
-"""Figures of a run of any experiment of schema_version 2 (the file's ``figures``, read by
-:mod:`analysis.generic`), drawn with matplotlib's object API on the Agg canvas (no pyplot,
-so the caller's backend is untouched and no figure is left open).
+"""Figures of a run of any experiment (the file's ``figures``, read by :mod:`analysis.generic`),
+drawn with matplotlib's object API on the Agg canvas (no pyplot, so the caller's backend is
+untouched and no figure is left open), and written byte for byte the same for the same data
+(:func:`save_figure`; the figures across repetitions, sweep points and runs use it too).
 
 A figure draws one metric of the tidy table (``trial, subject, stream, t_s, metric, value``)
 over time:
@@ -32,11 +33,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
-from analysis.figures import _save
+from analysis.io import atomic_path
 
 #: The statistics ``rolling`` computes over a window's samples (p95: pandas' quantile 0.95,
 #: linear interpolation between the closest ranks).
@@ -45,6 +47,30 @@ ROLLING_STATISTICS = ("median", "mean", "p95", "max", "min")
 STYLES = ("-", "--", ":", "-.")
 #: Figure width (in) and height per panel (in).
 WIDTH_IN, PANEL_IN = 8.0, 2.6
+
+
+#: Metadata that would carry the wall-clock time, removed so that equal data give equal
+#: bytes (matplotlib Figure.savefig ``metadata``: PDF CreationDate/ModDate, SVG Date; PNG
+#: gets no time stamp from matplotlib).
+NO_TIME = {"pdf": {"CreationDate": None, "ModDate": None}, "svg": {"Date": None}, "png": {}}
+
+
+def save_figure(fig: Figure, target: Path) -> Path:
+    """Write ``fig`` to ``target`` (its format from the suffix: png, pdf, svg; 150 dpi)
+    atomically and byte for byte the same for the same figure: no time stamp, SVG ids salted
+    (matplotlibrc ``svg.hashsalt``). Returns ``target``."""
+    fmt = target.suffix.lstrip(".")
+    with atomic_path(target) as tmp, rc_context({"svg.hashsalt": "netrepro"}):
+        fig.savefig(tmp, format=fmt, dpi=150, metadata=NO_TIME.get(fmt) or None)
+    return target
+
+
+def new_figure(n_rows: int, n_cols: int, height: float = 3.6) -> tuple[Figure, np.ndarray]:
+    """A figure on the Agg canvas (no pyplot) with ``n_rows`` x ``n_cols`` panels sharing
+    their x axis, 6 in wide and ``height`` in high each: ``(figure, 2-d array of axes)``."""
+    fig = Figure(figsize=(6.0 * n_cols, height * n_rows), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(n_rows, n_cols, squeeze=False, sharex=True)
 
 
 def figure_specs(model, tidy: pd.DataFrame) -> list[dict]:
@@ -178,4 +204,4 @@ def draw(model, tidy: pd.DataFrame, fig: dict, out_dir: Path, time_scale: float 
     f = figure(model, tidy, fig, time_scale)
     if f is None:
         return []
-    return [_save(f, Path(out_dir) / f"{fig['id']}.{ext}") for ext in ("png", "pdf")]
+    return [save_figure(f, Path(out_dir) / f"{fig['id']}.{ext}") for ext in ("png", "pdf")]

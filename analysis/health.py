@@ -4,7 +4,7 @@ shaped its result?
 Each trial measures the machine it ran on from its raw files (``raw/<trial>/<node>/``) and
 its record in run.json, and judges every measurement against the thresholds of the
 experiment file's ``health:`` section (netrepro/schemas/experiment.schema.json). A trial
-that fails a check makes every claim that reads it *inconclusive* (:mod:`analysis.verdict`):
+that fails a check makes every claim that reads it *inconclusive* (:func:`analysis.generic.evaluate`):
 a result shaped by a saturated CPU or late flows says nothing about the paper.
 
 The checks, in this order (``id``: value, unit; threshold key; sources):
@@ -49,8 +49,7 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
   trial (run.json ``controller_cpu_busy``, from its own /proc/stat); ``fraction``;
   ``controller_cpu_busy_max_fraction``.
 
-Every experiment, of schema_version 1 (through :func:`netrepro.model.from_v1`) or 2, gets
-these checks from its model, each where its data exist (:func:`_measures`);
+Every experiment gets these checks from its model, each where its data exist (:func:`_measures`);
 :data:`netrepro.model.HEALTH_NEEDS` says which data each threshold needs. A check the
 experiment gives nothing to measure says ``not measured`` and is not judged: it never passes.
 
@@ -432,14 +431,13 @@ def trial_health(spec, record: dict, trial_dir: Path | str, time_scale: float) -
             section (each optional).
         record: the trial's record in run.json. Fields read: ``start_epoch_s`` (the common
             start, Unix s; required for the flow and sampling checks), ``duration_s`` (the
-            schedule, s; default the spec's at ``time_scale``: the longest trial's in a
-            schema_version 2 file), ``variant`` (its bottleneck
-            rate), ``phases`` (names of the schedule's times), ``base_rtt_ms`` (node -> ms;
+            schedule, s; default the longest trial's at ``time_scale``), ``phases`` (names
+            of the schedule's times), ``base_rtt_ms`` (node -> ms;
             else base_rtt.txt), ``controller_loadavg`` ({before, after}: 1/5/15-min load
             averages), ``controller_cores`` and ``controller_cpu_busy`` (0..1).
         trial_dir: ``raw/<trial>/``, one folder per node (ping.txt, base_rtt.txt, flows.csv
             and flows-<k>.csv, qdisc.jsonl, meta-before.json, meta-after.json).
-        time_scale: the run's TIME_SCALE (scales the flow groups' start times).
+        time_scale: the run's TIME_SCALE (scales the traffic items' start times).
     Returns:
         ``{"passed": bool, "checks": [{"id", "value", "threshold", "unit", "passed",
         "detail"}, ...]}``, checks in the order of the module docstring. ``value``: float
@@ -469,8 +467,7 @@ def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dic
     start = _num(record.get("start_epoch_s")) if isinstance(record, dict) else None
     record = record if isinstance(record, dict) else {}
     try:
-        # the record's; else the schedule at time_scale (the longest trial's in a schema_version 2
-        # file, which has no version 1 schedule, Spec.scaled)
+        # the record's; else the longest trial's schedule at time_scale
         duration = _num(record.get("duration_s")) or spec.duration_s * check_time_scale(time_scale)
     except (TypeError, ValueError):
         duration = None
@@ -528,6 +525,16 @@ def describe(check: dict) -> str:
     return text + {True: "", False: ": FAILED", None: ""}[check.get("passed")]
 
 
+def failure_line(f: dict) -> str:
+    """One failed check of :func:`failures` in a line: ``<trial>: flow_start_lag 15700 ms (max
+    100 ms)``, its detail in brackets when it was not measured; a failure that is no
+    measurement (``unit`` None: a trial not run) as ``<trial>: not_run (<detail>)``."""
+    if f.get("unit") is None:
+        return f"{f['trial']}: {f['check']}" + (f" ({f['detail']})" if f.get("detail") else "")
+    c = {"id": f["check"], "value": f["value"], "threshold": f.get("threshold"), "unit": f["unit"], "passed": None}
+    return f"{f['trial']}: {describe(c)}" + (f" [{f['detail']}]" if f["value"] is None and f.get("detail") else "")
+
+
 def failures(health_by_trial: dict[str, dict]) -> list[dict]:
     """Every failed check of every trial, in trial then check order:
     ``[{"trial", "check", "value", "threshold", "unit", "detail"}]``."""
@@ -536,4 +543,4 @@ def failures(health_by_trial: dict[str, dict]) -> list[dict]:
             for tid, h in health_by_trial.items() for c in h.get("checks", []) if c.get("passed") is False]
 
 
-__all__ = ["CHECKS", "trial_health", "host_cpu_ticks", "format_value", "describe", "failures"]
+__all__ = ["CHECKS", "trial_health", "format_value", "describe", "failure_line", "failures"]

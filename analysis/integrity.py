@@ -6,7 +6,7 @@ analysing, every recorded file is hashed again and every file under ``raw/`` is 
 recorded file that is gone is *missing*, one whose bytes differ is *altered* (or
 *unreadable*), and a file that the record does not name is *unlisted*. Any of these is
 damage: the analysis refuses the run unless told to analyze what is there
-(:func:`analysis.run.open_run`). Nothing is written here.
+(:func:`analysis.run.verified_raw`). Nothing is written here.
 """
 
 from __future__ import annotations

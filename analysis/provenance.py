@@ -50,12 +50,14 @@ _REPO = _ANALYSIS_DIR.parent
 
 
 def _sources() -> list[Path]:
-    """The files whose code shapes an analysis's outputs: analysis/*.py and the spec reader."""
+    """The files whose code shapes an analysis's outputs: analysis/*.py, the spec reader, the
+    model and the conversion of a version 1 file (netrepro/migrate.py)."""
     import netrepro.spec as spec_mod
 
     spec_dir = Path(spec_mod.__file__).resolve().parent
     files = sorted(_ANALYSIS_DIR.glob("*.py"))
-    files += [spec_dir / "spec.py", spec_dir / "yamlfile.py"] + sorted((spec_dir / "schemas").glob("*"))
+    files += [spec_dir / n for n in ("spec.py", "yamlfile.py", "model.py", "migrate.py")]
+    files += sorted((spec_dir / "schemas").glob("*"))
     return [f for f in files if f.is_file()]
 
 

@@ -107,13 +107,12 @@ def parse_flows(text: str) -> pd.DataFrame:
 
 
 # --- qdisc.jsonl -----------------------------------------------------------------------------
-QDISC_COLUMNS = [
-    "t_epoch_s", "tx_bytes", "tx_packets", "kind", "backlog_bytes", "backlog_packets",
-    "drops", "pie_prob", "pie_delay_ms", "red_early_drops",
-]
-
+# One JSON object per line, written by the queue collector (roles/collectors/files/
+# nr-qdisc-stats.sh) every interval: {"t": epoch s, "dev": ..., "tx_bytes": int, "tx_packets": int,
+# "qdisc": <the list printed by tc -s -j qdisc show dev DEV>[, "classes": <tc -s class show text>]}.
+# Fields follow iproute2's JSON names: ``backlog`` (bytes), ``qlen`` (packets), ``drops``
+# (cumulative count) and each qdisc's own statistics.
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
-_TIME_UNITS_MS = {"us": 1e-3, "usec": 1e-3, "ms": 1.0, "msec": 1.0, "s": 1e3, "sec": 1e3, "ns": 1e-6}
 
 
 def _num(x) -> float:
@@ -138,79 +137,26 @@ def _size_bytes(x) -> float:
     return _num(x)
 
 
-def _delay_ms(x) -> float:
-    """PIE's delay: iproute2 -j prints the kernel's tc_pie_xstats.delay, an integer in
-    microseconds (include/uapi/linux/pkt_sched.h; q_pie.c print_uint "delay"), so a number
-    is divided by 1000. Text with a unit (``20.0ms``, ``500us``) is converted by its unit."""
-    if isinstance(x, str):
-        m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*", x)
-        if m and m.group(2) in _TIME_UNITS_MS:
-            return float(m.group(1)) * _TIME_UNITS_MS[m.group(2)]
-        if m and m.group(2) == "":
-            return float(m.group(1)) / 1000.0
-        return math.nan
-    return _num(x) / 1000.0
+TX_COLUMNS = ["t_epoch_s", "tx_bytes"]
 
 
-def select_aqm(qdiscs: list, handle: str | None = None, kind: str | None = None) -> dict | None:
-    """Pick the AQM's entry from a ``tc -s -j qdisc show`` list.
-
-    Preference: the entry whose ``handle`` equals ``handle`` (e.g. ``"10:"``); else the first
-    whose ``kind`` equals ``kind``; else the first pie or red entry. None if there is none.
-    """
-    entries = [q for q in qdiscs if isinstance(q, dict)] if isinstance(qdiscs, list) else []
-    for pred in (
-        lambda q: handle is not None and q.get("handle") == handle,
-        lambda q: kind is not None and q.get("kind") == kind,
-        lambda q: q.get("kind") in ("pie", "red"),
-    ):
-        for q in entries:
-            if pred(q):
-                return q
-    return None
-
-
-def parse_qdisc_jsonl(text: str, handle: str | None = "10:", kind: str | None = None,
-                      dev: str | None = None) -> pd.DataFrame:
-    """Parse the router's ``qdisc.jsonl`` (one JSON object per line, sampled every 0.1 s).
-
-    Each line: ``{"t": epoch s, "dev": ..., "tx_bytes": int, "tx_packets": int,
-    "qdisc": <list printed by tc -s -j qdisc show dev DEV>}``. The AQM entry is chosen with
-    :func:`select_aqm`. Fields follow iproute2's JSON names: generic ``backlog`` (bytes),
-    ``qlen`` (packets), ``drops`` (cumulative count); pie ``prob`` (0..1) and ``delay``
-    (microseconds, converted to ms); red ``early`` (cumulative early drops).
-
-    Args:
-        text: the file's content.
-        handle, kind: which qdisc to read (see select_aqm).
-        dev: if given, lines whose ``dev`` is present and differs are skipped.
-    Returns:
-        DataFrame with QDISC_COLUMNS, sorted by ``t_epoch_s``; a missing field is NaN (``kind``
-        is "" when no AQM entry is found). Lines that are not JSON objects or lack ``t`` are
-        skipped.
-    """
+def parse_tx_bytes(text: str) -> pd.DataFrame:
+    """The interface's sent-bytes counter of ``qdisc.jsonl``: TX_COLUMNS (Unix seconds, bytes),
+    one row per line that is a JSON object with a time and a counter, sorted by time, whatever
+    the line's ``dev`` label (the node's one collector wrote every line: netrepro/model.py).
+    Lines that are not JSON objects, or lack the time or the counter, are skipped."""
     rows = []
     for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
         try:
             obj = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(obj, dict) or not math.isfinite(_num(obj.get("t"))):
+        if not isinstance(obj, dict):
             continue
-        if dev is not None and obj.get("dev") not in (None, dev):
-            continue
-        q = select_aqm(obj.get("qdisc"), handle, kind) or {}
-        rows.append((
-            _num(obj.get("t")), _num(obj.get("tx_bytes")), _num(obj.get("tx_packets")),
-            str(q.get("kind", "")), _size_bytes(q.get("backlog")), _num(q.get("qlen")),
-            _num(q.get("drops")), _num(q.get("prob")),
-            _delay_ms(q["delay"]) if "delay" in q else math.nan, _num(q.get("early")),
-        ))
-    df = pd.DataFrame(rows, columns=QDISC_COLUMNS)
-    df = df.astype({c: float for c in QDISC_COLUMNS if c != "kind"})
+        t, tx = _num(obj.get("t")), _num(obj.get("tx_bytes"))
+        if math.isfinite(t) and math.isfinite(tx):
+            rows.append((t, tx))
+    df = pd.DataFrame(rows, columns=TX_COLUMNS).astype(float)
     return df.sort_values("t_epoch_s", kind="stable").reset_index(drop=True)
 
 
@@ -258,8 +204,7 @@ STACK_COLUMNS = ["t_epoch_s", "backlog_bytes", "backlog_packets", "drops"]
 
 
 def parse_qdisc_stack(text: str) -> pd.DataFrame:
-    """The queue of a whole stack of qdiscs from ``qdisc.jsonl`` (as :func:`parse_qdisc_jsonl`
-    reads it): the root qdisc's ``backlog`` (bytes) and ``qlen`` (packets), which hold its
+    """The queue of a whole stack of qdiscs from ``qdisc.jsonl``: the root qdisc's ``backlog`` (bytes) and ``qlen`` (packets), which hold its
     children's, and the drops of every qdisc of the stack summed (each counts its own).
 
     Returns a DataFrame with STACK_COLUMNS sorted by time; lines without a time or a root

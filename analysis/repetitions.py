@@ -31,15 +31,11 @@ import numpy as np
 import pandas as pd
 
 from analysis import generic
-from analysis.figures import _new_figure, _save
+from analysis.generic_figures import new_figure, save_figure
 from analysis.io import atomic_path, write_gzip, write_text
 from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
-from analysis.run import RunInfo, verified_raw
-from analysis.single import AnalysisResult, analyze_v1
-from netrepro.spec import Spec
-
-#: The columns of a schema_version 1 summary.csv that describe a phase, not a measurement.
-V1_KEYS = ["aqm", "variant", "phase", "flows", "start_s", "end_s"]
+from analysis.run import RunInfo, model_run_records, verified_raw
+from analysis.single import AnalysisResult
 
 STATS_COLUMNS = ["n", "mean", "median", "sd", "ci95_low", "ci95_high", "cv", "min", "max"]
 
@@ -58,23 +54,9 @@ def view(data: dict, k: int) -> dict:
     return out
 
 
-def long_summary(summary: pd.DataFrame) -> pd.DataFrame:
-    """A summary as long rows ``trial, phase, subject, statistic, value`` (+ label columns).
-    A schema_version 2 summary already is; a version 1 one (a column per statistic) is
-    melted, its trial being ``<aqm>-<variant>`` and its subject ``all``."""
-    if {"statistic", "value"} <= set(summary.columns):
-        return summary.copy()
-    keys = [c for c in V1_KEYS if c in summary.columns]
-    df = summary.melt(id_vars=keys, value_vars=[c for c in summary.columns if c not in keys],
-                      var_name="statistic", value_name="value")
-    df.insert(0, "trial", df["aqm"].astype(str) + "-" + df["variant"].astype(str))
-    df.insert(3, "subject", "all")
-    return df.drop(columns=[c for c in ("flows", "start_s", "end_s") if c in df.columns])
-
-
 def across(summary: pd.DataFrame) -> pd.DataFrame:
-    """Every statistic across repetitions (``summary``: long rows with a ``repetition``
-    column, :func:`long_summary`): one row per key with :data:`STATS_COLUMNS`. NaN values
+    """Every statistic across repetitions (``summary``: summary.csv's long rows with a
+    ``repetition`` column): one row per key with :data:`STATS_COLUMNS`. NaN values
     (a statistic a repetition could not compute) are left out of n."""
     from scipy import stats
     keys = [c for c in summary.columns if c not in ("repetition", "value")]
@@ -128,7 +110,7 @@ def combine_verdicts(verdicts: dict[int, dict]) -> dict:
             counts[s] = counts.get(s, 0) + 1
         applied = n - counts.get("not applicable", 0)
         held = counts.get("holds", 0)
-        # what the numbers said where the substrate failed a health check (analysis.verdict)
+        # what the numbers said where the substrate failed a health check (analysis.generic.evaluate)
         numbers = held + sum(1 for c in per.values() if c and c.get("numbers_hold") is True)
         judgeable = held + counts.get("fails", 0) + sum(1 for c in per.values() if c and "numbers_hold" in c)
         first = next(c for c in per.values() if c)
@@ -172,7 +154,7 @@ def draw_spread(stats: pd.DataFrame, summary: pd.DataFrame, statistics: list[str
     statistics = [s for s in statistics if (stats["statistic"] == s).any()]
     if not statistics:
         return []
-    fig, axes = _new_figure(len(statistics), 1)
+    fig, axes = new_figure(len(statistics), 1)
     axes = np.atleast_1d(axes).ravel()
     for ax, st in zip(axes, statistics):
         s = stats[stats["statistic"] == st]
@@ -200,7 +182,7 @@ def draw_spread(stats: pd.DataFrame, summary: pd.DataFrame, statistics: list[str
         ax.legend(fontsize=7, ncols=2)
     axes[0].set_title(f"across {int(summary['repetition'].nunique())} repetitions: mean and 95 % t interval "
                       "(bars), each repetition (dots)", fontsize=9)
-    return [_save(fig, out_dir / f"repetitions.{ext}") for ext in ("png", "pdf")]
+    return [save_figure(fig, out_dir / f"repetitions.{ext}") for ext in ("png", "pdf")]
 
 
 def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statistics: list[str],
@@ -208,7 +190,7 @@ def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statisti
     """report.md of a repeated run: how it was run, the verdict with each claim's count, the
     run-to-run variation of the claims' statistics per phase, each repetition's verdict."""
     rep = data["repetitions"]
-    title = spec.model.data.get("title") if spec is not None else data.get("experiment")
+    title = spec.model.data["title"]
     lines = [f"# {title}", "",
              f"Experiment `{data.get('experiment')}`, site {data.get('site')} ({data.get('mode')}), "
              f"TIME_SCALE {data.get('time_scale')}, toolkit {str(data.get('toolkit_commit'))[:12]}.", "",
@@ -246,59 +228,55 @@ def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bo
     """:func:`analysis.analyze` for a repeated run (see the module docstring), into ``out``
     when given (else the run's own place, :func:`analysis.provenance.output_dir`). Returns an
     AnalysisResult whose ``verdict`` is the combined one; ``tidy`` and ``summary`` have a
-    ``repetition`` column (the summary in long rows, :func:`long_summary`).
+    ``repetition`` column; ``health`` is keyed by trial instance (``<trial>.r<k>``, its record's ``id``).
 
-    Raises: as :func:`analysis.analyze` (the raw files are checked once, before anything is
-    written)."""
+    Raises: as :func:`analysis.analyze` (run.json's records and the raw files are checked
+    once, before anything is written)."""
 
-    if spec is None:
-        spec = Spec.from_data(data["spec"], f"{run_dir / 'run.json'}:spec")
+    data, left_out = model_run_records(run_dir / "run.json", data, partial)
     check = verified_raw(run_dir, data, partial)
-    record = run_record(run_dir, check, figures)
+    intact = not check.damaged and not left_out
+    record = {**run_record(run_dir, check, figures), "partial": not intact}
     if out is None:
-        out = output_dir(run_dir, record, not check.damaged)
-    res = repeated_into(run_dir, data, spec, figures, partial, out, record, incomplete_problems(run_dir))
+        out = output_dir(run_dir, record, intact)
+    res = repeated_into(run_dir, data, spec, figures, out, record, incomplete_problems(run_dir) + left_out,
+                        check.by_trial())
+    record["incomplete_trials"] = res["incomplete"]
     outputs = seal(out, record, res["outputs"])
     return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), res["tidy"], res["summary"],
                           res["verdict"], res["problems"], outputs, out, record, res["health"])
 
 
-def repeated_into(run_dir: Path, data: dict, spec, figures: bool, partial: bool, out: Path, record: dict,
-                  problems: list[str]) -> dict:
+def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, record: dict,
+                  problems: list[str], damaged: dict[str, list[str]] | None = None) -> dict:
     """The analysis of a repeated run (or of a sweep's point, :mod:`analysis.sweep`) written
     into ``out``: repetitions/r<k>/, tidy.csv.gz, summary.csv, repetitions.csv, figures/,
     verdict.json and report.md, each repetition analysed with ``record`` as its provenance.
-    ``problems``: lines known beforehand (the run's INCOMPLETE marker), extended. Returns
-    ``{"tidy", "summary", "verdict", "problems", "outputs", "health"}``; writes no analysis.json."""
-    v2 = spec.model.data["schema_version"] == 2
+    ``problems``: lines known beforehand (the run's INCOMPLETE marker), extended; ``damaged``:
+    raw folder -> its damaged files (:func:`analysis.generic.analyze`). Returns ``{"tidy",
+    "summary", "verdict", "problems", "outputs", "health", "incomplete"}`` (health and
+    incomplete keyed by trial instance: its record's ``id``); writes no analysis.json."""
     n = int(data["repetitions"]["repeat"])
-    tidies, summaries, verdicts, health, outputs = [], [], {}, {}, []
+    tidies, summaries, verdicts, health, incomplete, outputs = [], [], {}, {}, {}, []
     problems = list(problems)
     for k in range(1, n + 1):
         sub = out / "repetitions" / f"r{k}"
         sub.mkdir(parents=True, exist_ok=True)
         v = view(data, k)
-        if v2:
-            res = generic.analyze(run_dir, spec, v, sub, record, figures=False, tidy_file=False)
-            tidy, summary, verdict, probs, outs, h = (res["tidy"], res["summary"], res["verdict"], res["problems"],
-                                                      res["outputs"], res["health"])
-        else:
-            res = analyze_v1(run_dir, v, spec, figures=False, partial=partial, out=sub, record=record,
-                              tidy_file=False)
-            tidy, summary, verdict, probs, outs, h = (res.tidy, res.summary, res.verdict, res.problems, res.outputs,
-                                                      res.health)
-        tidies.append(tidy.assign(repetition=k))
-        summaries.append(long_summary(summary).assign(repetition=k))
-        verdicts[k] = verdict
-        health.update(h)
-        problems += [f"r{k}: {p}" for p in probs if not p.startswith(INCOMPLETE_PROBLEM)]
-        outputs += outs
+        res = generic.analyze(run_dir, spec, v, sub, record, figures=False, tidy_file=False, damaged=damaged)
+        instance = {r.get("trial") or r["id"]: r["id"] for r in v["trials"]}  # trial -> its raw folder
+        tidies.append(res["tidy"].assign(repetition=k))
+        summaries.append(res["summary"].assign(repetition=k))
+        verdicts[k] = res["verdict"]
+        health.update({instance[t]: h for t, h in res["health"].items()})
+        incomplete.update({instance[t]: why for t, why in res["incomplete"].items()})
+        problems += [f"r{k}: {p}" for p in res["problems"] if not p.startswith(INCOMPLETE_PROBLEM)]
+        outputs += res["outputs"]
     tidy = pd.concat(tidies, ignore_index=True)
     summary = pd.concat(summaries, ignore_index=True)
     stats = across(summary)
     verdict = combine_verdicts(verdicts)
-    claims = spec.model.data["claims"] if v2 else spec["claims"]
-    statistics = claim_statistics(claims)
+    statistics = claim_statistics(spec.model.data["claims"])
     outputs.append(write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode()))
     with atomic_path(out / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
@@ -313,4 +291,4 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
         data, spec, verdict, stats, statistics, verdicts,
         [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"], problems)))
     return {"tidy": tidy, "summary": summary, "verdict": verdict, "problems": problems, "outputs": outputs,
-            "health": health}
+            "health": health, "incomplete": incomplete}

@@ -1,27 +1,32 @@
-"""``report.md``: the run explained to an artifact evaluator who was not there."""
+"""``report.md`` of one run (or of one repetition or sweep point of a run): the run explained to
+an artifact evaluator who was not there.
+
+Sections: the reference the experiment reproduces, the verdict with each claim's evidence, how
+the run was made (site, time and rate scale, toolkit, raw files checked, the trials, the
+software on the nodes), the health of the substrate (every check of every trial), the
+statistics of each whole trial, the data problems, the figures and how to regenerate the
+outputs. Everything comes from run.json, the analysis's tables and its record (analysis.json):
+no wall-clock time of the analysis and no absolute path, so equal inputs give equal text.
+Nothing here knows an experiment by name.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
+from pathlib import Path
 
 import pandas as pd
 
-from analysis.run import RunInfo
+from analysis.health import format_value
 
-FINDING_2016 = (
-    "In the 2016 GENI reproduction (B. Yan, F. Fund, run-my-experiment-on-geni-blog, "
-    "2016-08-23), unlimited FTP sources saturated the 10 Mbit/s link even with 10 flows, so "
-    "RED's delay stayed flat across phases; only with rate-limited sources (vsftpd "
-    "anon_max_rate=25000 B/s per connection) did RED's delay rise and fall with the number of "
-    "flows, while PIE stayed near its 20 ms target. This is why the spec checks RED's rise and "
-    "fall on the limited variant only."
-)
+#: A claim's status in a sentence.
+STATUS_WORDS = {"holds": "holds", "fails": "does not hold", "not evaluable": "not evaluable",
+                "inconclusive": "inconclusive", "not applicable": "not applicable"}
 
 
-def _utc(epoch: float | None) -> str:
-    if epoch is None or not math.isfinite(epoch):
+def _utc(epoch) -> str:
+    if not isinstance(epoch, (int, float)) or isinstance(epoch, bool) or not math.isfinite(epoch):
         return "not recorded"
     return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
@@ -29,7 +34,7 @@ def _utc(epoch: float | None) -> str:
 def _cell(x, digits: int) -> str:
     if isinstance(x, float):
         return "" if math.isnan(x) else f"{x:.{digits}f}"
-    return str(x).replace("|", "\\|")
+    return str(x).replace("|", "\\|").replace("\n", " ")
 
 
 def markdown_table(df: pd.DataFrame, digits: dict[str, int] | None = None) -> str:
@@ -42,26 +47,17 @@ def markdown_table(df: pd.DataFrame, digits: dict[str, int] | None = None) -> st
     return "\n".join(lines)
 
 
-def _value(v) -> str:
-    return json.dumps(v) if isinstance(v, (dict, list)) else str(v)
-
-
 def _spec_file(v) -> str:
     """run.json's spec_file without the controller's absolute path (from experiments/ on)."""
     parts = str(v).replace("\\", "/").split("/")
     return "/".join(parts[parts.index("experiments"):]) if "experiments" in parts else parts[-1]
 
 
-_STATUS = {"holds": "holds", "fails": "does not hold", "not evaluable": "not evaluable",
-           "inconclusive": "inconclusive"}
-
-
 def health_table(health: dict[str, dict]) -> pd.DataFrame:
     """Every check of every trial (trial id -> :func:`analysis.health.trial_health`) as one
     table: trial, check, value, threshold, result (pass, FAIL, or "not judged" when the
-    experiment file sets no threshold), detail. Values in their units (% for fractions)."""
-    from analysis.health import format_value
-
+    experiment file sets no threshold or the check does not apply), detail. Values in their
+    units (% for fractions)."""
     rows = []
     for tid, h in health.items():
         for c in h.get("checks", []):
@@ -72,140 +68,139 @@ def health_table(health: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["trial", "check", "value", "threshold", "result", "detail"])
 
 
-def render_report(run: RunInfo, summary: pd.DataFrame, verdict: dict, problems: list[str],
-                  figures: list[str], record: dict | None = None, out_dir=None,
-                  health: dict[str, dict] | None = None) -> str:
-    """Build report.md's text: only from the run's data and the analysis's record (no
-    wall-clock time of the analysis, no absolute path), so equal inputs give equal text.
+def _verdict_line(verdict: dict) -> str:
+    claims = verdict["claims"]
+    count = {s: sum(c["status"] == s for c in claims) for s in STATUS_WORDS}
+    parts = [f"{count['holds']} of {len(claims)} claims hold"]
+    if count["not evaluable"]:
+        parts.append(f"{count['not evaluable']} not evaluable: their data are incomplete or missing")
+    if count["inconclusive"]:
+        parts.append(f"{count['inconclusive']} inconclusive: a trial they read failed a health check of its substrate")
+    if count["not applicable"]:
+        parts.append(f"{count['not applicable']} not applicable")
+    return f"**Verdict: {verdict['verdict']}** ({'; '.join(parts)})."
+
+
+def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, problems: list[str],
+                  figures: list[str], health: dict[str, dict], run_dir: Path | None = None,
+                  out_dir: Path | None = None, record: dict | None = None,
+                  incomplete: dict[str, list[str]] | None = None) -> str:
+    """report.md's text (see the module docstring).
 
     Args:
-        run: the run (run.json fields used when present: site, mode, time_scale, nodes,
-            toolkit_commit, phase_start_skew_ms, spec_file; other fields are listed as is).
-        summary: summary.csv's table; verdict: verdict.json's dict.
-        problems: data problems from :func:`analysis.tidy.build_tidy`.
-        figures: figure paths relative to the report's folder.
-        record: analysis.json's content (toolkit version, raw check), if any.
-        out_dir: the folder the report goes into (the run folder or an analysis-* folder in it).
-        health: trial id -> its health checks (:func:`analysis.health.trial_health`), for
-            the section "Health of the substrate".
+        spec: the experiment as run (:class:`netrepro.spec.Spec`); data: run.json (or one
+            repetition's or sweep point's view of it: :mod:`analysis.repetitions`).
+        summary: summary.csv's long table; verdict: verdict.json's dict
+            (:func:`analysis.generic.evaluate`).
+        problems: data problems, one line each; figures: the figures' paths relative to
+            the report's folder.
+        health: trial id -> its checks (:func:`analysis.health.trial_health`).
+        run_dir: the run folder; out_dir: the folder the report goes into (the run folder,
+            an ``analysis-*`` folder in it, or a repetition's or point's folder).
+        record: analysis.json's record (toolkit version, raw check), if any.
+        incomplete: trial id -> why its data are incomplete (damaged raw files).
     Returns:
         Markdown text.
     """
-    spec, d = run.spec, run.data
-    ref = spec.get("reference", {})
-    n_hold = sum(c["holds"] is True for c in verdict["claims"])
-    n_na = sum(c.get("status") == "not evaluable" for c in verdict["claims"])
-    n_inc = sum(c.get("status") == "inconclusive" for c in verdict["claims"])
-    out = [f"# {spec.get('title', spec.name)}", ""]
-    out += [f"- Paper: {ref.get('paper', '').strip()}, {ref.get('figure', '')}",
-            f"- Earlier reproduction: {ref.get('reproduction', '').strip()}",
-            f"- Run directory: `{run.dir.name}` (experiment `{d.get('experiment', spec.name)}`)", ""]
-    from analysis.verdict import verdict_line
+    m = spec.model
+    ref = m.data.get("reference") or {}
+    rs = data.get("rate_scale") or {"k": 1, "why": "rates as written"}
+    lines = [f"# {m.data['title']}", ""]
+    if ref.get("paper"):
+        lines.append(f"- Paper: {' '.join(str(ref['paper']).split())}" + (f", {ref['figure']}" if ref.get("figure") else ""))
+    if ref.get("reproduction"):
+        lines.append(f"- Earlier reproduction: {' '.join(str(ref['reproduction']).split())}")
+    lines += [f"- Run directory: `{run_dir.name if run_dir else '?'}` (experiment `{data.get('experiment', m.name)}`)", "",
+              _verdict_line(verdict), ""]
+    for c in verdict["claims"]:
+        lines.append(f"- `{c['id']}` **{c['status']}**: {c['text']}  \n  {c['evidence']}"
+                     + (f"  \n  ({c['reason']})" if c.get("reason") else "")
+                     + (f"  \n  (applies: {c['condition']})" if c.get("condition") and not c.get("reason") else ""))
+    lines += ["", "Thresholds are those of the experiment file (section `claims`), fixed before any run.", ""]
 
-    word = verdict.get("verdict") or ("reproduced" if verdict["reproduced"] else "not reproduced")
-    out += [f"**Verdict: {word}** "
-            f"({n_hold} of {len(verdict['claims'])} claims hold"
-            + (f"; {n_na} not evaluable: their data are incomplete" if n_na else "")
-            + (f"; {n_inc} inconclusive: a trial they read failed a health check of its substrate" if n_inc else "")
-            + ")."
-            + (f" Inconclusive because {verdict_line(verdict)[len(word) + 2:]}; see \"Health of the substrate\"."
-               if word == "inconclusive" and verdict.get("health_failures") else ""), ""]
-
-    out += ["## How this run was made", ""]
-    starts = [t.start_epoch_s for t in run.trials if t.start_epoch_s is not None]
-    out += [f"- Site: {d.get('site', 'not recorded')}; mode: {d.get('mode', 'not recorded')}",
-            f"- Time scale: {run.time_scale:g} (every phase and flow offset multiplied by it; "
-            f"one trial lasts {max((p['end_s'] for t in run.trials for p in t.phases), default=0):g} s)",
-            f"- First trial start: {_utc(min(starts) if starts else None)}",
-            f"- Toolkit commit: {d.get('toolkit_commit', 'not recorded')}"]
-    skip = {"experiment", "spec", "trials", "nodes", "site", "mode", "time_scale", "toolkit_commit",
-            "phase_start_skew_ms", "raw_sha256", "spec_file"}
-    if "spec_file" in d:
-        out.append(f"- Experiment file: {_spec_file(d['spec_file'])}")
-    for k, v in d.items():
-        if k not in skip:
-            out.append(f"- {k}: {_value(v)}")
-    if isinstance(d.get("raw_sha256"), dict):
-        out.append(f"- Raw files: {len(d['raw_sha256'])}, each with its sha256 in run.json (`raw_sha256`)")
-    if run.raw_check is not None:
-        out.append(f"- Raw files checked before this analysis: {run.raw_check.summary()}")
+    lines += ["## How this run was made", "",
+              f"- Site: {data.get('site', 'not recorded')}; mode: {data.get('mode', 'not recorded')}",
+              f"- Time scale: {data.get('time_scale')} (every phase and traffic start multiplied by it)",
+              f"- Rate scale: {rs['k']:g} ({rs['why']}): every rate and byte size of the experiment file was "
+              "multiplied by it; delays, AQM time constants and packet counts were kept"]
+    if m.data["rate_scale"].get("note"):
+        lines.append(f"- What keeps its meaning at a rate scale: {m.data['rate_scale']['note']}")
+    trials = [t for t in data.get("trials") or [] if isinstance(t, dict)]
+    starts = [t["start_epoch_s"] for t in trials if isinstance(t.get("start_epoch_s"), (int, float))]
+    lines += [f"- First trial start: {_utc(min(starts) if starts else None)}",
+              f"- Toolkit commit: {data.get('toolkit_commit', 'not recorded')}"]
+    if data.get("spec_file"):
+        lines.append(f"- Experiment file: {_spec_file(data['spec_file'])}")
+    if isinstance(data.get("raw_sha256"), dict):
+        lines.append(f"- Raw files: {len(data['raw_sha256'])}, each with its sha256 in run.json (`raw_sha256`)")
     if record:
-        mb = record.get("made_by", {})
-        out.append(f"- Analysed by toolkit version {mb.get('version')} ({mb.get('version_from')}); "
-                   "what made this analysis and from what: `analysis.json`")
-    skew = d.get("phase_start_skew_ms")
-    if isinstance(skew, dict) and skew:
-        out += ["", "Phase-start skew (ms): for each phase, the median lag of the flow starts/ends that open it "
-                "behind the schedule, minus the first phase's (`skew_ms`); `lag_ms` is relative to the start "
-                "recorded for the trial.", ""]
-        rows = [{"trial": tid, **{ph: (v.get("skew_ms") if isinstance(v, dict) else v) for ph, v in phs.items()}}
-                for tid, phs in skew.items() if isinstance(phs, dict)]
-        if rows:
-            out.append(markdown_table(pd.DataFrame(rows)))
-    out += ["", "Trials, in run order:", ""]
-    out += [markdown_table(pd.DataFrame([{
-        "trial": t.id, "aqm": t.aqm, "variant": t.variant, "start": _utc(t.start_epoch_s),
-        "bottleneck interface": t.bottleneck_interface or "", "bottleneck rate (Mbit/s)": t.rate_mbit,
-        "base RTT (ms)": ", ".join(f"{k} {v:.1f} ({t.base_rtt_origin.get(k, 'run.json')})"
-                                   for k, v in t.base_rtt_ms.items()) or "none",
-    } for t in run.trials])), ""]
-    nodes = d.get("nodes")
+        if (record.get("inputs") or {}).get("raw_check"):
+            lines.append(f"- Raw files checked before this analysis: {record['inputs']['raw_check']}")
+        mb = record.get("made_by") or {}
+        lines.append(f"- Analysed by toolkit version {mb.get('version')} ({mb.get('version_from')}); "
+                     "what made this analysis and from what: `analysis.json`")
+    if trials:
+        labels = {t["id"]: t["labels"] for t in m.trials}
+
+        def base(t: dict) -> str:
+            if not m.data["base_rtt"]:
+                return "none (no base_rtt)"
+            rec = t.get("base_rtt_ms") if isinstance(t.get("base_rtt_ms"), dict) else {}
+            return ", ".join(f"{k} {v:.1f}" for k, v in rec.items() if isinstance(v, (int, float))) or \
+                f"each node's {m.data['base_rtt'].get('statistic', 'median')} of its base_rtt.txt"
+        lines += ["", "Trials, in run order:", "", markdown_table(pd.DataFrame([{
+            "record": t.get("id"), "trial": t.get("trial") or t.get("id"),
+            "labels": ", ".join(f"{k}={v}" for k, v in labels.get(t.get("trial") or t.get("id"), {}).items()),
+            "start": _utc(t.get("start_epoch_s")), "base RTT (ms)": base(t)} for t in trials]))]
+    nodes = data.get("nodes")
     if isinstance(nodes, dict) and nodes:
         rows = []
         for name, info in nodes.items():
             info = info if isinstance(info, dict) else {}
-            rows.append({"node": name, **{k: info.get(k, "") for k in ("kernel", "iproute2", "vsftpd", "openssh")},
+            rows.append({"node": name, **{k: info.get(k, "") for k in ("kernel", "iproute2", "iperf3", "vsftpd")},
                          "sysctls": ", ".join(f"{k}={v}" for k, v in (info.get("sysctls") or {}).items())})
-        out += ["Software on the nodes:", "", markdown_table(pd.DataFrame(rows)), ""]
+        lines += ["", "Software on the nodes:", "", markdown_table(pd.DataFrame(rows))]
 
-    out += ["## Queueing delay", ""]
-    for f in figures:
-        if f.endswith("queueing-delay.png"):
-            out += [f"![Queueing delay of PIE and RED vs time]({f})", ""]
-    others = [f for f in figures if not f.endswith("queueing-delay.png")]
-    if others:
-        out += ["Also: " + ", ".join(f"[{f}]({f})" for f in others), ""]
-    out += ["Queueing delay = ping RTT minus the client's base RTT (the "
-            f"{spec.get('base_rtt', {}).get('statistic', 'median')} of a ping run before any load).", ""]
-
-    out += ["## Summary per phase", "",
-            "samples = ping samples of all clients in the phase; delay statistics in ms over those "
-            "samples; utilization = bytes sent on the bottleneck in the phase / (rate x duration).", "",
-            markdown_table(summary, {"utilization": 2}), ""]
-
-    out += ["## The paper's claims", ""]
-    for c in verdict["claims"]:
-        status = c.get("status") or ("holds" if c["holds"] else "fails")
-        out += [f"### {c['id']}: {_STATUS.get(status, status)}", "", f"> {c['text']}", ""]
-        if c.get("reason"):
-            what = "Inconclusive" if status == "inconclusive" else "Not evaluable"
-            out += [f"{what}: {c['reason']}. What is there: {c['evidence']}", ""]
-        else:
-            out += [c["evidence"], ""]
-    out += ["Thresholds are those fixed in the experiment spec before any run (section `claims`).", ""]
-
+    lines += ["", "## Health of the substrate", ""]
     if health:
-        out += ["## Health of the substrate", "",
-                "Each trial's own data checked against the thresholds of the experiment file (section "
-                "`health`; analysis/health.py says how each is measured): CPU busy of the nodes' machine, "
-                "ping samples received, flow-start lag and skew per phase, the collectors' sampling, "
-                "queueing delay beyond the buffer's drain time, and the controller machine's load. A trial "
-                "that fails one makes the claims reading it inconclusive.", "",
-                markdown_table(health_table(health)), ""]
+        lines += ["Each trial's own data checked against the thresholds of the experiment file (section `health`; "
+                  "analysis/health.py says how each is measured). A trial that fails one makes the claims reading "
+                  "it inconclusive.", ""]
+        lines += [markdown_table(health_table(health))]
+    else:
+        lines.append("No trial was measured.")
 
-    out += ["## Data problems", ""]
-    incomplete = [t for t in run.trials if t.incomplete]
-    out += [f"- trial {t.id} incomplete: {', '.join(t.incomplete)}" for t in incomplete]
-    out += [f"- {p}" for p in problems]
+    lines += ["", "## Statistics (whole trials)", ""]
+    whole = summary[summary["phase"] == "all"]
+    if len(whole):
+        wide = whole.pivot_table(index=["trial", "subject"], columns="statistic", values="value", sort=False)
+        cols = list(wide.columns)
+        lines.append("| trial | subject | " + " | ".join(cols) + " |")
+        lines.append("|---|---|" + "---|" * len(cols))
+        for (t, s), r in wide.iterrows():
+            lines.append(f"| {t} | {s} | " + " | ".join("" if pd.isna(r[c]) else f"{r[c]:.4g}" for c in cols) + " |")
+    lines.append("")
+    lines.append("Every statistic of every phase is in `summary.csv`; every sample in `tidy.csv.gz`.")
+
+    lines += ["", "## Data problems", ""]
+    lines += [f"- trial {t} incomplete: {', '.join(why)}" for t, why in (incomplete or {}).items()]
+    lines += [f"- {p}" for p in problems]
     if not problems and not incomplete:
-        out += ["None: every expected raw file was present."]
-    if spec.name == "pie-vs-red":
-        out += ["", "## The 2016 finding", "", FINDING_2016]
-    where = f"results/{d.get('experiment', spec.name)}/{run.dir.name}"
-    sub = "" if out_dir is None or out_dir == run.dir else f" (this one is in `{out_dir.name}/`)"
-    out += ["", "## Regenerate", "", f"`python -m analysis {where}{' --partial' if (record or {}).get('partial') else ''}` "
-            "checks raw/ against run.json and writes tidy.csv.gz, summary.csv, verdict.json, figures/, "
-            "this report and analysis.json from run.json and raw/ (both only read). The same toolkit "
-            "version writes the same bytes again; another version writes into a new "
-            f"`analysis-<version>/` folder of the run, keeping this one{sub}.", ""]
-    return "\n".join(out)
+        lines.append("None: every raw file the analysis reads was there.")
+    if figures:
+        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    if run_dir is not None:
+        where = f"results/{data.get('experiment', m.name)}/{run_dir.name}"
+        sub = ("" if out_dir is None or out_dir == run_dir
+               else f" (this one is in `{out_dir.relative_to(run_dir).as_posix()}/`)"
+               if out_dir.is_relative_to(run_dir) else f" (this one is in `{out_dir.name}/`)")
+        lines += ["", "## Regenerate", "",
+                  f"`python -m analysis {where}{' --partial' if (record or {}).get('partial') else ''}` checks raw/ "
+                  "against run.json and writes tidy.csv.gz, summary.csv, verdict.json, figures/, report.md and "
+                  "analysis.json from run.json and raw/ (both only read). The same toolkit version writes the same "
+                  "bytes again; another version writes into a new `analysis-<version>/` folder of the run, keeping "
+                  f"this one{sub}."]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["render_report", "markdown_table", "health_table", "STATUS_WORDS"]

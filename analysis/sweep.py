@@ -30,14 +30,13 @@ import numpy as np
 import pandas as pd
 
 from analysis import generic
-from analysis.figures import _save
+from analysis.generic_figures import save_figure
 from analysis.io import atomic_path, write_gzip, write_text
 from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
-from analysis.repetitions import across, claim_statistics, long_summary, repeated, repeated_into
-from analysis.run import RunInfo, verified_raw
-from analysis.single import AnalysisResult, analyze_v1
+from analysis.repetitions import across, claim_statistics, repeated, repeated_into
+from analysis.run import RunInfo, model_run_records, verified_raw
+from analysis.single import AnalysisResult
 from netrepro import sweep as sweeps
-from netrepro.spec import Spec
 
 
 def swept(data: dict) -> bool:
@@ -143,13 +142,13 @@ def draw(stats: pd.DataFrame, statistics: list[str], pts, out_dir: Path) -> list
             if j == 0:
                 ax.set_ylabel(st)
     axes[0, -1].legend(fontsize=6)
-    return [_save(fig, out_dir / f"sweep.{ext}") for ext in ("png", "pdf")]
+    return [save_figure(fig, out_dir / f"sweep.{ext}") for ext in ("png", "pdf")]
 
 
 def render_report(data: dict, spec, verdict: dict, pts, fs: list[dict], per_point: dict[str, dict],
                   figures: list[str], problems: list[str]) -> str:
     """report.md of a sweep (see the module docstring)."""
-    title = spec.model.data.get("title") if spec is not None else data.get("experiment")
+    title = spec.model.data["title"]
     rep = data.get("repetitions") or {}
     base = verdict["sweep"]["base_point"]
     lines = [f"# {title}", "",
@@ -187,34 +186,31 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
     and ``summary`` have the ``point`` and factor columns (the summary in long rows).
 
     Raises: as :func:`analysis.analyze`; SpecError when a recorded point is no longer a valid
-    experiment (the raw files are checked once, before anything is written)."""
+    experiment (run.json's records and the raw files are checked once, before anything is
+    written)."""
 
-    if spec is None:
-        spec = Spec.from_data(data["spec"], f"{run_dir / 'run.json'}:spec")
+    data, left_out = model_run_records(run_dir / "run.json", data, partial)
     check = verified_raw(run_dir, data, partial)
-    record = run_record(run_dir, check, figures)
+    intact = not check.damaged and not left_out
+    record = {**run_record(run_dir, check, figures), "partial": not intact}
     fs = data["sweep"]["factors"]
     pts = sweeps.from_record(spec, data["sweep"])
     specs = {p.id: sweeps.point_spec(spec, p.values) for p in pts}  # before anything is written
     if out is None:
-        out = output_dir(run_dir, record, not check.damaged)
-    problems = incomplete_problems(run_dir)
-    v2 = spec.model.data["schema_version"] == 2
-    tidies, summaries, per_point, health, outputs = [], [], {}, {}, []
+        out = output_dir(run_dir, record, intact)
+    problems = incomplete_problems(run_dir) + left_out
+    damaged = check.by_trial()
+    tidies, summaries, per_point, health, incomplete, outputs = [], [], {}, {}, {}, []
     for p in pts:
         pspec = specs[p.id]
         v = view(data, pspec, p)
         sub = out / "sweep" / p.id
         sub.mkdir(parents=True, exist_ok=True)
         if repeated(v):
-            res = repeated_into(run_dir, v, pspec, False, partial, sub, record, [])
-        elif v2:
-            res = generic.analyze(run_dir, pspec, v, sub, record, figures=False, tidy_file=False)
+            res = repeated_into(run_dir, v, pspec, False, sub, record, [], damaged)
         else:
-            r = analyze_v1(run_dir, v, pspec, figures=False, partial=partial, out=sub, record=record, tidy_file=False)
-            res = {"tidy": r.tidy, "summary": r.summary, "verdict": r.verdict, "problems": r.problems,
-                   "outputs": r.outputs, "health": r.health}
-        summary = long_summary(res["summary"])
+            res = generic.analyze(run_dir, pspec, v, sub, record, figures=False, tidy_file=False, damaged=damaged)
+        summary = res["summary"].copy()
         if "repetition" not in summary.columns:
             summary = summary.assign(repetition=1)
         tidy = res["tidy"]
@@ -227,6 +223,7 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
         summaries.append(summary.assign(point=p.id))
         per_point[p.id] = res["verdict"]
         health.update({f"{p.id}/{k}": h for k, h in res["health"].items()})
+        incomplete.update({f"{p.id}/{k}": why for k, why in res["incomplete"].items()})
         problems += [f"{p.id}: {x}" for x in res["problems"] if not x.startswith(INCOMPLETE_PROBLEM)]
         outputs += res["outputs"]
     base = base_values(spec, fs)
@@ -237,8 +234,7 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
     lead = ["point"] + [f["name"] for f in fs]
     summary = summary[lead + [c for c in summary.columns if c not in lead]]
     stats = across(summary.drop(columns=[f["name"] for f in fs]))
-    claims = spec.model.data["claims"] if v2 else spec["claims"]
-    statistics = claim_statistics(claims)
+    statistics = claim_statistics(spec.model.data["claims"])
     outputs.append(write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode()))
     with atomic_path(out / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
@@ -254,6 +250,7 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
     outputs.append(write_text(out / "report.md", render_report(
         data, spec, verdict, pts, fs, per_point,
         [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"], problems)))
+    record["incomplete_trials"] = incomplete
     outputs = seal(out, record, outputs)
     return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), tidy, summary, verdict, problems,
                           outputs, out, record, health)

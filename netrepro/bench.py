@@ -15,10 +15,12 @@ Prints, from run.json, timings.json (written by ``netrepro reproduce``) and raw/
   beyond the buffer's drain time, the controller machine's load and CPU busy; each against
   the experiment file's ``health:`` thresholds.
 
-Like the analysis, it first validates run.json and checks every raw file against its
-sha256 sums (analysis.run.open_run): a damaged run is refused (exit 2, one line naming each
-missing, altered or unlisted file) unless ``--partial`` (``make bench PARTIAL=1``), which
-computes the figures from what is there and lists the incomplete trials. Nothing is written.
+Like the analysis, it reads the run as the analysis does (analysis.run.read_run: a run
+recorded with a schema_version 1 file is measured as its schema_version 2 form), checks
+run.json's trial records and every raw file against its sha256 sums
+(analysis.run.verified_raw): a damaged run is refused (exit 2, one line naming each missing,
+altered or unlisted file) unless ``--partial`` (``make bench PARTIAL=1``), which computes the
+figures from what is there and lists the incomplete trials. Nothing is written.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import sys
 from pathlib import Path
 
 from netrepro.sites.capacity import describe as describe_capacity
-from netrepro.spec import REPO_ROOT, Spec, SpecError
+from netrepro.spec import REPO_ROOT, SpecError
 
 
 def _num(x) -> float | None:
@@ -42,11 +44,6 @@ def _num(x) -> float | None:
 
 def _dict(x) -> dict:
     return x if isinstance(x, dict) else {}
-
-
-def _duration_s(record: dict, phases: list[dict]) -> float:
-    """A trial's schedule (s): run.json's ``duration_s``, else the end of its last phase."""
-    return _num(record.get("duration_s")) or max(p["end_s"] for p in phases)
 
 
 def _timings(run_dir: Path, partial: bool) -> tuple[dict, list[str]]:
@@ -80,27 +77,17 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
         SpecError: the spec in run.json does not validate.
     """
     from analysis.health import trial_health
-    from analysis.run import open_run, read_run_json, verified_raw
+    from analysis.run import model_run_records, read_run, verified_raw
 
-    rdir, data = read_run_json(run_dir)
-    spec_data = data.get("spec") if isinstance(data.get("spec"), dict) else {}
-    if spec_data.get("schema_version") == 2:
-        # an experiment of schema_version 2: its trials as run.json records them
-        spec = Spec.from_data(spec_data, f"{rdir / 'run.json'}:spec")
-        check = verified_raw(rdir, data, partial)
-        time_scale = float(data.get("time_scale", 1))
-        records = {t.get("id"): t for t in data.get("trials", []) if isinstance(t, dict)}
-        ran, raw_summary, incomplete = list(records), check.summary(), {}
-        sched = sum((_num(r.get("duration_s")) or 0) + (_num(r.get("base_rtt_s")) or 0) for r in records.values())
-    else:
-        run = open_run(run_dir, partial=partial)
-        data, spec, time_scale = run.data, run.spec, run.time_scale
-        records = {t.get("id"): t for t in data["trials"]}
-        ran = [t.id for t in run.trials if t.ran]
-        raw_summary = run.raw_check.summary()
-        incomplete = {t.id: t.incomplete for t in run.trials if t.incomplete}
-        sched = sum(_duration_s(records[t.id], t.phases) + (_num(records[t.id].get("base_rtt_s")) or 0)
-                    for t in run.trials if t.ran)
+    rdir, data, spec = read_run(run_dir)
+    data, left_out = model_run_records(rdir / "run.json", data, partial)
+    check = verified_raw(rdir, data, partial)
+    time_scale = float(data["time_scale"])
+    # the trials as run.json records them (a repeated run's or a sweep's instances each)
+    records = {t["id"]: t for t in data["trials"]}
+    ran, raw_summary, incomplete = list(records), check.summary(), check.by_trial()
+    sched = sum((_num(r.get("duration_s")) or spec.duration_s * time_scale) + (_num(r.get("base_rtt_s")) or 0)
+                for r in records.values())
     timings, notes = _timings(rdir, partial)
     wall_trials = _num(data.get("wall_s")) or sum(_num(records[t].get("wall_s")) or 0 for t in ran)
     wall_total = _num(timings.get("total_s")) or wall_trials
@@ -124,7 +111,7 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
         "health": health, "health_passed": all(h["passed"] for h in health.values()),
         "raw_check": raw_summary,
         "incomplete_trials": incomplete,
-        "notes": notes,
+        "notes": left_out + notes,
     }
 
 

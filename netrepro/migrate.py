@@ -2,9 +2,11 @@
 
 Version 1 is pie-vs-red's format (AQM x variant trials around one HTB bottleneck, FTP flow
 groups, ping collectors: :func:`netrepro.model.from_v1` reads it). :func:`migrate` writes the
-same experiment in version 2 (docs/experiment-format.md), so that the generic analysis
-(analysis/generic.py) computes and judges what version 1's did (analysis/summary.py,
-analysis/verdict.py), with the same numbers:
+same experiment in version 2 (docs/experiment-format.md), and :func:`migrate_data` gives it as
+data, so that the analysis (analysis/generic.py) computes and judges what version 1's analysis
+did, with the same numbers (tests/test_recorded_v1_runs.py: a run recorded with the version 1
+file, against the outputs version 1's analysis wrote for it); runs recorded with a version 1
+file are analysed through it:
 
 - topology: a node's interfaces are named ``eth1``, ``eth2``, ... in file order (as
   :func:`~netrepro.model.from_v1` and the sites name them); a node that forwards is a
@@ -120,24 +122,30 @@ def _sweep_paths(path: str, spec, bport: str) -> list[str] | None:
     return None
 
 
-def migrate(path: str | Path) -> str:
-    """The schema_version 2 YAML (text) of the schema_version 1 experiment at ``path``.
+def _plain(x):
+    """``x`` with its YAML styling (:class:`_Flow`) removed: plain dicts and lists."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    return x
 
-    Raises:
-        SpecError: the file is missing, unreadable or invalid (:func:`netrepro.spec.load_spec`),
-            or not of schema_version 1 (one line naming the file and the field).
-    """
-    where = resolve_path(path)
-    if not where.is_file():
-        raise SpecError(where, "(file)", "no such experiment file; expected a schema_version 1 experiment to migrate")
-    data = load_yaml_file(where, "experiment file")
+
+def _version_1(data, where) -> None:
+    """Raise SpecError unless ``data`` is of schema_version 1 (checked before validating: a
+    version 2 file is refused for what it is, not for its content)."""
     version = data.get("schema_version") if isinstance(data, dict) else None
-    if version != 1:  # before validating: a version 2 file is refused for what it is, not for its content
+    if version != 1:
         raise SpecError(where, "schema_version", f"expected 1 (the file to migrate), got {version!r}"
                         + (": it is already version 2" if version == 2 else ""))
+
+
+def _convert(data: dict, where) -> tuple[dict, list[str], str]:
+    """``(version 2 data, notes, bottleneck port)`` of the version 1 ``data`` (see the module
+    docstring); the notes name what version 2 cannot keep. Raises SpecError as
+    :func:`migrate_data`."""
     spec = Spec.from_data(data, where)
     d, m = spec.data, spec.model
-    b = d["bottleneck"]
     bport = next(p for t in m.trials for p, st in t["qdiscs"].items() if st and st[0]["kind"] == "htb")
     notes: list[str] = []
     nodes = {}
@@ -218,7 +226,41 @@ def migrate(path: str | Path) -> str:
                 factors.append(g)
         if factors:
             out["sweep"] = {"factors": factors}
-    head = [f"# {d['name']}: written by `netrepro migrate {path}` from its schema_version 1 file.",
+    return out, notes, bport
+
+
+def migrate_data(data: dict, where: str | Path = "<memory>") -> dict:
+    """The schema_version 2 data of the schema_version 1 experiment ``data`` (a parsed file,
+    or the ``spec`` of a run's run.json: the analysis reads a run recorded with a version 1
+    file through this, :func:`analysis.run.read_run`). What version 2 cannot keep is left out
+    (:func:`migrate` names it in its output's comments): a health threshold nothing in the
+    file measures, a sweep factor without a version 2 path. ``where`` names the data in
+    error messages. ``data`` is not changed.
+
+    Raises:
+        SpecError: ``data`` is not of schema_version 1, or invalid (one line naming
+            ``where`` and the field).
+    """
+    _version_1(data, where)
+    return _plain(_convert(data, where)[0])
+
+
+def migrate(path: str | Path) -> str:
+    """The schema_version 2 YAML (text) of the schema_version 1 experiment at ``path``
+    (:func:`migrate_data`, with a comment at the top naming what it left out).
+
+    Raises:
+        SpecError: the file is missing, unreadable or invalid (:func:`netrepro.spec.load_spec`),
+            or not of schema_version 1 (one line naming the file and the field).
+    """
+    where = resolve_path(path)
+    if not where.is_file():
+        raise SpecError(where, "(file)", "no such experiment file; expected a schema_version 1 experiment to migrate")
+    data = load_yaml_file(where, "experiment file")
+    _version_1(data, where)
+    out, notes, bport = _convert(data, where)
+    b = data["bottleneck"]
+    head = [f"# {out['name']}: written by `netrepro migrate {path}` from its schema_version 1 file.",
             f"# The bottleneck ({b['node']} on {b['network']}) is port {bport}; the pings' samples are placed at",
             "# their replies' times (timestamp: received), as version 1's analysis placed them."]
     head += [f"# NOTE: {n}" for n in notes]

@@ -1,5 +1,8 @@
-"""Tests of the analysis package: parsers, summary math, verdict checks, end to end on a
-synthetic run directory generated here (not a recorded dataset)."""
+"""Tests of the analysis package: parsers, the statistics of a trial, the claims' checks, end to
+end on a synthetic run directory generated here (not a recorded dataset). The synthetic run is
+recorded with pie-vs-red's schema_version 1 file (conftest.PIE_VS_RED_V1), as users' old runs
+are: the analysis converts its spec once (analysis.run.read_run) and analyses it like any run.
+"""
 
 from __future__ import annotations
 
@@ -15,20 +18,20 @@ import pytest
 import yaml
 
 import analysis
+from analysis import generic
 from analysis.__main__ import main
-from analysis.raw import base_rtt_ms, parse_flows, parse_ping, parse_qdisc_jsonl
-from analysis.run import AnalysisError, TrialInfo
-from analysis.summary import SUMMARY_COLUMNS, phase_utilization, summarize
-from analysis.tidy import TIDY_COLUMNS, assign_phase
-from analysis.verdict import evaluate
+from analysis.generic import TIDY_COLUMNS, phase_utilization, trial_statistics
+from analysis.raw import base_rtt_ms, parse_flows, parse_ping, parse_qdisc_fields, parse_qdisc_stack, parse_tx_bytes
+from analysis.run import AnalysisError
 from conftest import PIE_VS_RED_V1
 from netrepro.controller import sha256_tree
+from netrepro.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
-#: the synthetic run is one of pie-vs-red's schema_version 1 file (aqm x variant trials, the
-#: version 1 analysis: analysis.tidy, summary, verdict)
+#: the synthetic run is one of pie-vs-red's schema_version 1 file (aqm x variant trials, FTP
+#: flow groups, ping collectors), converted by the analysis (netrepro.migrate)
 SPEC_FILE = PIE_VS_RED_V1
-HEADER = "aqm,variant,phase,flows,start_s,end_s,samples,delay_median_ms,delay_mean_ms,delay_p95_ms,utilization"
+TRIALS = ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
 
 
 # --- parsers ----------------------------------------------------------------------------------
@@ -85,79 +88,85 @@ def test_parse_flows_coerces_and_fills():
 HTB = {"kind": "htb", "handle": "1:", "root": True, "bytes": 999, "backlog": 0, "qlen": 0}
 
 
-def test_parse_qdisc_pie_red_and_odd_lines():
+def test_parse_qdisc_lines_pie_red_and_odd_ones():
     pie = {"kind": "pie", "handle": "10:", "parent": "1:10", "bytes": 1000, "packets": 5, "drops": 7,
            "overlimits": 0, "requeues": 0, "backlog": 30280, "qlen": 20, "prob": 0.0123, "delay": 21500,
            "pkts_in": 100, "overlimit": 3, "dropped": 7, "maxq": 40, "ecn_mark": 0}
     red = {"kind": "red", "handle": "10:", "parent": "1:10", "drops": 3, "backlog": "12Kb", "qlen": 8,
            "marked": 0, "early": 2, "pdrop": 1, "other": 0}
     lines = [
-        json.dumps({"t": 1795343450.6, "dev": "eth1", "tx_bytes": 5000, "tx_packets": 4, "qdisc": [HTB, pie]}),
+        json.dumps({"t": 1795343450.6, "dev": "eth1", "tx_bytes": 5000, "tx_packets": 4,
+                    "qdisc": [{**HTB, "backlog": 30280, "qlen": 20}, pie]}),
         "not json",
         json.dumps({"dev": "eth1", "tx_bytes": 1}),  # no time
-        json.dumps({"t": 1795343450.5, "dev": "eth1", "tx_bytes": 4000, "qdisc": [HTB, red]}),
-        json.dumps({"t": 1795343450.7, "dev": "eth2", "tx_bytes": 1, "qdisc": []}),  # other device
-        json.dumps({"t": 1795343450.8, "dev": "eth1", "tx_bytes": 6000, "qdisc": [HTB]}),  # no AQM entry
+        json.dumps({"t": 1795343450.5, "dev": "eth1", "tx_bytes": 4000, "qdisc": [{**HTB, "backlog": "12Kb", "qlen": 8}, red]}),
+        json.dumps({"t": 1795343450.7, "dev": "eth2", "qdisc": []}),  # no counter, no root qdisc
+        json.dumps({"t": 1795343450.8, "dev": "eth1", "tx_bytes": 6000, "qdisc": [HTB]}),  # the root alone
         "",
     ]
-    df = parse_qdisc_jsonl("\n".join(lines), handle="10:", dev="eth1")
-    assert df["t_epoch_s"].tolist() == pytest.approx([1795343450.5, 1795343450.6, 1795343450.8])  # sorted
-    r, p, none = df.iloc[0], df.iloc[1], df.iloc[2]
-    assert r["kind"] == "red" and r["backlog_bytes"] == 12 * 1024 and r["red_early_drops"] == 2
-    assert math.isnan(r["pie_prob"]) and math.isnan(r["pie_delay_ms"]) and math.isnan(r["tx_packets"])
-    assert p["kind"] == "pie" and p["backlog_bytes"] == 30280 and p["backlog_packets"] == 20
-    assert p["pie_delay_ms"] == pytest.approx(21.5) and p["pie_prob"] == pytest.approx(0.0123)
-    assert p["drops"] == 7 and p["tx_bytes"] == 5000 and math.isnan(p["red_early_drops"])
-    assert none["kind"] == "" and none["tx_bytes"] == 6000 and math.isnan(none["backlog_bytes"])
-    assert parse_qdisc_jsonl("").empty
+    text = "\n".join(lines)
+    tx = parse_tx_bytes(text)  # sorted by time, whatever the device label
+    assert tx.to_dict("list") == {"t_epoch_s": pytest.approx([1795343450.5, 1795343450.6, 1795343450.8]),
+                                  "tx_bytes": [4000.0, 5000.0, 6000.0]}
+    q = parse_qdisc_stack(text)  # the root's backlog (text with a unit too), every qdisc's drops summed
+    assert q["backlog_bytes"].tolist() == [12 * 1024, 30280, 0] and q["backlog_packets"].tolist() == [8, 20, 0]
+    assert q["drops"].tolist() == [3, 7, 0]
+    f = parse_qdisc_fields(text)  # each qdisc's own, in tc's units: pie's delay in microseconds
+    own = {(k, x): v for k, x, v in zip(f["kind"], f["field"], f["value"])}
+    assert own[("pie", "delay")] == 21500 and own[("pie", "prob")] == pytest.approx(0.0123)
+    assert own[("red", "early")] == 2 and ("red", "backlog") not in own and ("htb", "drops") not in own
+    assert parse_tx_bytes("").empty and parse_qdisc_stack("").empty
 
 
-def test_pie_delay_with_unit_text():
-    line = json.dumps({"t": 1.0, "qdisc": [{"kind": "pie", "handle": "10:", "delay": "18.5ms"}]})
-    assert parse_qdisc_jsonl(line)["pie_delay_ms"].iloc[0] == pytest.approx(18.5)
-
-
-# --- summary math ----------------------------------------------------------------------------
-def _trial(phases, rate=10.0, tid="pie-limited"):
-    aqm, variant = tid.split("-")
-    return TrialInfo(id=tid, aqm=aqm, variant=variant, start_epoch_s=0.0, phases=phases, rate_mbit=rate)
-
-
+# --- the statistics of a trial ------------------------------------------------------------------
 PH2 = [{"name": "p1", "start_s": 0.0, "end_s": 10.0, "flows": 10},
        {"name": "p2", "start_s": 10.0, "end_s": 20.0, "flows": 30}]
 
 
-def _rows(tid, node, source, metric, ts, vals):
-    aqm, variant = tid.split("-")
-    return pd.DataFrame({"trial": tid, "aqm": aqm, "variant": variant, "node": node, "source": source,
-                         "metric": metric, "t_s": ts, "phase": assign_phase(ts, PH2), "value": vals})
+def _rows(trial, subject, metric, ts, vals):
+    return pd.DataFrame({"trial": trial, "subject": subject, "stream": -1, "t_s": ts, "metric": metric, "value": vals})
 
 
-def test_assign_phase():
-    assert assign_phase([-1, 0, 9.99, 10, 19.9, 20], PH2).tolist() == ["", "p1", "p1", "p2", "p2", ""]
+def _stat(rows: list[dict], phase: str, subject: str, statistic: str):
+    got = [r["value"] for r in rows if (r["phase"], r["subject"], r["statistic"]) == (phase, subject, statistic)]
+    assert len(got) <= 1
+    return got[0] if got else None
 
 
-def test_summary_known_values():
-    # p1: delays 1..5 from two clients (median 3, mean 3, p95 4.8); p2: 10, 30 (median 20).
-    # tx counter: 625000 B/s (50% of 10 Mbit/s) until t=10, then 1e6 B/s (80%).
+def test_phase_statistics_known_values():
+    """pie-vs-red's pie-limited trial (three ping items, the bottleneck router:eth1 shaped to
+    10 Mbit/s): p1 delays 1..5 from two clients (median 3, mean 3, p95 4.8), p2 10 and 30
+    (median 20); the tx counter at 625000 B/s (50 % of 10 Mbit/s) until t=10, then 1e6 B/s (80 %)."""
+    m = load_spec("pie-vs-red").model
+    trial = next(t for t in m.trials if t["id"] == "pie-limited")
     c = lambda t: 625000 * (t + 1) if t <= 10 else 6875000 + 1e6 * (t - 10)
     tx_t = [-1.0, 4.0, 10.0, 21.0]
     tidy = pd.concat([
-        _rows("pie-limited", "client1", "ping", "queueing_delay_ms", [1, 2, 3], [1, 2, 3]),
-        _rows("pie-limited", "client2", "ping", "queueing_delay_ms", [4, 5, 11, 12], [4, 5, 10, 30]),
-        _rows("pie-limited", "client1", "ping", "rtt_ms", [1, 2, 3, -0.5], [101, 102, 103, 99]),
-        _rows("pie-limited", "client2", "ping", "rtt_ms", [4, 5, 11, 12], [104, 105, 110, 130]),
-        _rows("pie-limited", "router", "qdisc", "tx_bytes", tx_t, [c(t) for t in tx_t]),
+        _rows("pie-limited", "ping-client1", "queue_delay_ms", [1, 2, 3], [1, 2, 3]),
+        _rows("pie-limited", "ping-client2", "queue_delay_ms", [4, 5, 11, 12], [4, 5, 10, 30]),
+        _rows("pie-limited", "ping-client1", "rtt_ms", [1, 2, 3, -0.5], [101, 102, 103, 99]),
+        _rows("pie-limited", "ping-client2", "rtt_ms", [4, 5, 11, 12], [104, 105, 110, 130]),
+        _rows("pie-limited", "router:eth1", "tx_bytes", tx_t, [c(t) for t in tx_t]),
+        _rows("pie-limited", "router:eth1", "backlog_bytes", [1, 11], [12500, 25000]),
     ], ignore_index=True)
-    s = summarize(tidy, [_trial(PH2), _trial(PH2, tid="red-limited")])
-    assert list(s.columns) == SUMMARY_COLUMNS and len(s) == 4
-    p1, p2 = s.iloc[0], s.iloc[1]
-    assert (p1["samples"], p2["samples"]) == (5, 2)  # the sample at -0.5 s is outside every phase
-    assert p1["delay_median_ms"] == 3 and p1["delay_mean_ms"] == 3 and p1["delay_p95_ms"] == pytest.approx(4.8)
-    assert p2["delay_median_ms"] == 20 and p2["delay_p95_ms"] == pytest.approx(29.0)
-    assert p1["utilization"] == pytest.approx(0.5) and p2["utilization"] == pytest.approx(0.8)
-    red = s.iloc[2]  # no data at all for this trial
-    assert red["samples"] == 0 and math.isnan(red["delay_median_ms"]) and math.isnan(red["utilization"])
+    rows = trial_statistics(m, trial, tidy, {}, PH2, 1.0)
+    assert {tuple(r) for r in rows} == {tuple(generic.SUMMARY_KEYS)}
+    assert (_stat(rows, "p1", "all", "queue_delay_samples"), _stat(rows, "p2", "all", "queue_delay_samples")) == (5, 2)
+    assert _stat(rows, "p1", "all", "queue_delay_median_ms") == 3 and _stat(rows, "p1", "all", "queue_delay_mean_ms") == 3
+    assert _stat(rows, "p1", "all", "queue_delay_p95_ms") == pytest.approx(4.8)
+    assert _stat(rows, "p2", "all", "queue_delay_median_ms") == 20
+    assert _stat(rows, "p2", "all", "queue_delay_p95_ms") == pytest.approx(29.0)
+    assert _stat(rows, "p1", "ping-client1", "rtt_median_ms") == 102  # the sample at -0.5 s is in no phase
+    assert _stat(rows, "all", "ping-client1", "rtt_min_ms") == 99  # but in the whole trial
+    assert _stat(rows, "p1", "router:eth1", "sent_utilization") == pytest.approx(0.5)
+    assert _stat(rows, "p2", "router:eth1", "sent_utilization") == pytest.approx(0.8)
+    assert _stat(rows, "p2", "router:eth1", "backlog_mean_ms") == pytest.approx(20)  # 25000 B at 10 Mbit/s
+    # no data at all for a trial: no value, and no sample
+    red = trial_statistics(m, next(t for t in m.trials if t["id"] == "red-limited"),
+                           tidy.iloc[0:0], {}, PH2, 1.0)
+    assert _stat(red, "p1", "all", "queue_delay_samples") == 0
+    assert _stat(red, "p1", "all", "queue_delay_median_ms") is None
+    assert _stat(red, "p1", "router:eth1", "sent_utilization") is None
 
 
 def test_phase_utilization_edges():
@@ -170,77 +179,94 @@ def test_phase_utilization_edges():
     assert math.isnan(phase_utilization([], [], 0, 10, 10))
 
 
-# --- verdict ---------------------------------------------------------------------------------
+# --- the claims' checks (pie-vs-red's, as its schema_version 2 file writes them) -------------------
 def _summary(values: dict, util: dict | None = None) -> pd.DataFrame:
-    rows = [{"aqm": a, "variant": v, "phase": p, "delay_median_ms": x,
-             "utilization": (util or {}).get((a, v, p), 0.95)} for (a, v, p), x in values.items()]
-    return pd.DataFrame(rows)
+    """Long rows: (trial, phase) -> the pooled queueing delay median, and the bottleneck's
+    utilisation (default 0.95)."""
+    rows = []
+    for (t, p), x in values.items():
+        rows.append({"trial": t, "phase": p, "subject": "all", "statistic": "queue_delay_median_ms", "value": x})
+        rows.append({"trial": t, "phase": p, "subject": "router:eth1", "statistic": "sent_utilization",
+                     "value": (util or {}).get((t, p), 0.95)})
+    return pd.DataFrame(rows, columns=generic.SUMMARY_KEYS)
 
 
-BOUND = {"id": "b", "text": "t", "check": {"kind": "bound", "aqm": "pie", "variants": ["limited"],
-                                          "phases": ["p1", "p2"], "statistic": "delay_median_ms", "max": 40}}
-RISE = {"id": "r", "text": "t", "check": {"kind": "rise_and_fall", "aqm": "red", "variants": ["limited"],
-                                         "phases": ["p1", "p2", "p3", "p4", "p5"], "peak_phase": "p3",
-                                         "statistic": "delay_median_ms", "tolerance_ms": 5, "min_rise_ms": 20}}
-CMP = {"id": "c", "text": "t", "check": {"kind": "compare", "higher": "red", "lower": "pie", "variants": ["limited"],
-                                        "phases": ["p3"], "statistic": "delay_median_ms", "min_difference_ms": 20,
-                                        "max_utilization_difference": 0.1}}
+def _sel(trials, phases, statistic="queue_delay_median_ms", subject="all"):
+    return {"statistic": statistic, "trials": trials, "subjects": [subject], "phases": phases}
+
+
+BOUND = {"id": "b", "text": "t", "check": {"kind": "bound", "select": _sel(["pie-limited"], ["p1", "p2"]), "max": 40}}
+RISE = {"id": "r", "text": "t", "check": {"kind": "rise_and_fall", "order": "phases", "peak": "p3", "tolerance": 5,
+                                         "min_rise": 20,
+                                         "select": _sel(["red-limited"], ["p1", "p2", "p3", "p4", "p5"])}}
+DIFF = {"kind": "difference", "higher": _sel(["red-limited"], ["p3"]), "lower": _sel(["pie-limited"], ["p3"]), "min": 20}
+UTIL = {"kind": "difference", "absolute": True, "max": 0.1,
+        "higher": _sel(["red-limited"], ["p3"], "sent_utilization", "router:eth1"),
+        "lower": _sel(["pie-limited"], ["p3"], "sent_utilization", "router:eth1")}
+CMP = {"id": "c", "text": "t", "check": {"kind": "all_of", "checks": [DIFF, UTIL]}}
+
+
+def _evaluate(summary, claims):
+    return generic.evaluate(summary, claims, TRIALS, {})
 
 
 def test_bound():
-    ok = evaluate(_summary({("pie", "limited", "p1"): 19.0, ("pie", "limited", "p2"): 40.0}), [BOUND])
-    assert ok["reproduced"] and ok["claims"][0]["holds"] and "19.0" in ok["claims"][0]["evidence"]
-    bad = evaluate(_summary({("pie", "limited", "p1"): 19.0, ("pie", "limited", "p2"): 40.1}), [BOUND])
-    assert not bad["reproduced"] and not bad["claims"][0]["holds"]
+    ok = _evaluate(_summary({("pie-limited", "p1"): 19.0, ("pie-limited", "p2"): 40.0}), [BOUND])
+    assert ok["reproduced"] and ok["claims"][0]["holds"] and "pie-limited/all/p1 19" in ok["claims"][0]["evidence"]
+    bad = _evaluate(_summary({("pie-limited", "p1"): 19.0, ("pie-limited", "p2"): 40.1}), [BOUND])
+    assert not bad["reproduced"] and bad["claims"][0]["holds"] is False
     lo = copy.deepcopy(BOUND)
-    lo["check"].update(min=10, max=None)
+    lo["check"]["min"] = 10
     del lo["check"]["max"]
-    assert not evaluate(_summary({("pie", "limited", "p1"): 9.0, ("pie", "limited", "p2"): 50.0}), [lo])["reproduced"]
-    missing = evaluate(_summary({("pie", "limited", "p1"): 19.0, ("pie", "limited", "p2"): math.nan}), [BOUND])
-    assert not missing["claims"][0]["holds"] and "no data" in missing["claims"][0]["evidence"]
+    assert not _evaluate(_summary({("pie-limited", "p1"): 9.0, ("pie-limited", "p2"): 50.0}), [lo])["reproduced"]
+    missing = _evaluate(_summary({("pie-limited", "p1"): 19.0, ("pie-limited", "p2"): math.nan}), [BOUND])
+    # a missing value: neither holds nor fails
+    assert missing["claims"][0]["status"] == "not evaluable" and missing["claims"][0]["holds"] is None
+    assert "pie-limited/all/p2 missing" in missing["claims"][0]["reason"]
 
 
 def _red(vals):
-    return _summary({("red", "limited", f"p{i + 1}"): x for i, x in enumerate(vals)})
+    return _summary({("red-limited", f"p{i + 1}"): x for i, x in enumerate(vals)})
 
 
 def test_rise_and_fall():
-    assert evaluate(_red([15, 50, 100, 50, 15]), [RISE])["reproduced"]
-    assert evaluate(_red([15, 12, 100, 104, 80]), [RISE])["reproduced"]  # wrong-way steps within 5 ms
-    flat = evaluate(_red([90, 91, 92, 91, 90]), [RISE])
-    assert not flat["reproduced"] and "rise 2.0" in flat["claims"][0]["evidence"]
-    dip = evaluate(_red([15, 50, 100, 40, 46]), [RISE])  # rises again by 6 > 5 after the peak
-    assert not dip["reproduced"] and "p4->p5 +6.0" in dip["claims"][0]["evidence"]
-    early = evaluate(_red([15, 60, 100, 50, 15]).replace({60: 9}), [RISE])  # drops 6 before the peak
-    assert not early["reproduced"]
-    no_fall = evaluate(_red([15, 50, 100, 95, 90]), [RISE])  # peak - last = 10 < 20
-    assert not no_fall["reproduced"]
-    gap = evaluate(_red([15, 50, math.nan, 50, 15]), [RISE])
-    assert not gap["reproduced"] and "missing" in gap["claims"][0]["evidence"]
+    assert _evaluate(_red([15, 50, 100, 50, 15]), [RISE])["reproduced"]
+    assert _evaluate(_red([15, 12, 100, 104, 80]), [RISE])["reproduced"]  # wrong-way steps within 5 ms
+    flat = _evaluate(_red([90, 91, 92, 91, 90]), [RISE])
+    assert not flat["reproduced"] and "above both ends by 2 (min 20)" in flat["claims"][0]["evidence"]
+    dip = _evaluate(_red([15, 50, 100, 40, 46]), [RISE])  # rises again by 6 > 5 after the peak
+    assert not dip["reproduced"] and dip["claims"][0]["holds"] is False
+    early = _evaluate(_red([15, 9, 100, 50, 15]), [RISE])  # drops 6 before the peak
+    assert early["claims"][0]["holds"] is False
+    no_fall = _evaluate(_red([15, 50, 100, 95, 90]), [RISE])  # peak - last = 10 < 20
+    assert no_fall["claims"][0]["holds"] is False and "above both ends by 10" in no_fall["claims"][0]["evidence"]
+    gap = _evaluate(_red([15, 50, math.nan, 50, 15]), [RISE])
+    assert gap["claims"][0]["status"] == "not evaluable" and "missing" in gap["claims"][0]["reason"]
 
 
 def test_compare():
-    base = {("red", "limited", "p3"): 100.0, ("pie", "limited", "p3"): 20.0}
-    assert evaluate(_summary(base), [CMP])["reproduced"]
-    assert not evaluate(_summary({**base, ("red", "limited", "p3"): 39.0}), [CMP])["reproduced"]
-    util = {("red", "limited", "p3"): 0.95, ("pie", "limited", "p3"): 0.80}
-    res = evaluate(_summary(base, util), [CMP])
-    assert not res["reproduced"] and "0.95 vs 0.80" in res["claims"][0]["evidence"]
-    assert not evaluate(_summary({("red", "limited", "p3"): 100.0}), [CMP])["reproduced"]  # no PIE row
-    no_u = copy.deepcopy(CMP)
-    del no_u["check"]["max_utilization_difference"]
-    assert evaluate(_summary(base, util), [no_u])["reproduced"]
+    base = {("red-limited", "p3"): 100.0, ("pie-limited", "p3"): 20.0}
+    assert _evaluate(_summary(base), [CMP])["reproduced"]
+    assert not _evaluate(_summary({**base, ("red-limited", "p3"): 39.0}), [CMP])["reproduced"]
+    util = {("red-limited", "p3"): 0.95, ("pie-limited", "p3"): 0.80}
+    res = _evaluate(_summary(base, util), [CMP])
+    assert res["claims"][0]["holds"] is False
+    assert "red-limited/router:eth1/p3 0.95 vs pie-limited/router:eth1/p3 0.8: difference 0.15" in res["claims"][0]["evidence"]
+    no_pie = _evaluate(_summary({("red-limited", "p3"): 100.0}), [CMP])  # no PIE row
+    assert no_pie["claims"][0]["status"] == "not evaluable" and "pie-limited/all/p3 missing" in no_pie["claims"][0]["reason"]
+    no_u = {**CMP, "check": DIFF}
+    assert _evaluate(_summary(base, util), [no_u])["reproduced"]
 
 
 def test_all_claims_needed_and_unknown_kind():
-    s = _summary({("pie", "limited", "p1"): 19.0, ("pie", "limited", "p2"): 20.0,
-                  ("red", "limited", "p3"): 30.0, ("pie", "limited", "p3"): 20.0})
-    v = evaluate(s, [BOUND, CMP])
+    s = _summary({("pie-limited", "p1"): 19.0, ("pie-limited", "p2"): 20.0,
+                  ("red-limited", "p3"): 30.0, ("pie-limited", "p3"): 20.0})
+    v = _evaluate(s, [BOUND, CMP])
     assert [c["holds"] for c in v["claims"]] == [True, False] and not v["reproduced"]
     assert set(v["claims"][0]) == {"id", "text", "status", "holds", "evidence"}
-    assert [c["status"] for c in v["claims"]] == ["holds", "fails"]
+    assert [c["status"] for c in v["claims"]] == ["holds", "fails"] and v["verdict"] == "not reproduced"
     with pytest.raises(ValueError):
-        evaluate(s, [{"id": "x", "text": "t", "check": {"kind": "nope"}}])
+        _evaluate(s, [{"id": "x", "text": "t", "check": {"kind": "nope"}}])
 
 
 # --- end to end on a synthetic run -----------------------------------------------------------
@@ -330,28 +356,37 @@ def make_synthetic_run(root: Path, time_scale: float = 0.1, seed: int = 1) -> Pa
     return run_dir
 
 
+def _stats(summary: pd.DataFrame, statistic: str, subject: str = "all") -> pd.Series:
+    """(trial, phase) -> value of one statistic of one subject in a long summary."""
+    rows = summary[(summary["statistic"] == statistic) & (summary["subject"] == subject)]
+    return rows.set_index(["trial", "phase"])["value"]
+
+
 def test_end_to_end(tmp_path, capsys):
     run_dir = make_synthetic_run(tmp_path)
     raw_before = sorted((p.relative_to(run_dir), p.stat().st_mtime_ns) for p in (run_dir / "raw").rglob("*"))
+    run_json = (run_dir / "run.json").read_bytes()
     assert main([str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert "HOLDS pie-near-target" in out and "verdict: reproduced" in out
-    for name in ["tidy.csv.gz", "summary.csv", "verdict.json", "report.md", "figures/queueing-delay.png",
-                 "figures/queueing-delay.pdf", "figures/utilization.png", "figures/backlog.png"]:
+    for name in ["tidy.csv.gz", "summary.csv", "verdict.json", "report.md", "analysis.json",
+                 "figures/queue-delay.png", "figures/queue-delay.pdf", *(f"flent/{t}.flent.gz" for t in TRIALS)]:
         assert (run_dir / name).is_file() and (run_dir / name).stat().st_size > 0, name
     assert sorted((p.relative_to(run_dir), p.stat().st_mtime_ns) for p in (run_dir / "raw").rglob("*")) == raw_before
+    assert (run_dir / "run.json").read_bytes() == run_json  # the version 1 spec is converted in memory only
     assert not list(run_dir.rglob("*.tmp"))
 
     lines = (run_dir / "summary.csv").read_text().splitlines()
-    assert lines[0] == HEADER and len(lines) == 21
+    assert lines[0] == "trial,variant,aqm,phase,subject,statistic,value"  # long form, the trials' labels
     s = pd.read_csv(run_dir / "summary.csv")
-    assert (s["samples"] == 150).all()  # 3 clients x 50 pings per 5 s phase
-    pie = s[s["aqm"] == "pie"]
-    assert pie["delay_median_ms"].between(15, 25).all()
-    red = s[(s["aqm"] == "red") & (s["variant"] == "limited")].set_index("phase")["delay_median_ms"]
-    assert red["p3"] == pytest.approx(100, abs=5) and red["p1"] == pytest.approx(15, abs=5)
-    lim = s[s["variant"] == "limited"].set_index(["aqm", "phase"])["utilization"]
-    assert lim[("pie", "p1")] == pytest.approx(0.194, abs=0.01) and lim[("pie", "p3")] == pytest.approx(0.97, abs=0.01)
+    n = _stats(s, "queue_delay_samples")
+    assert len(n) == 4 * 6 and (n.drop(index="all", level="phase") == 150).all()  # 3 clients x 50 pings per 5 s phase
+    delay = _stats(s, "queue_delay_median_ms").drop(index="all", level="phase")
+    assert delay[["pie-unlimited", "pie-limited"]].between(15, 25).all()
+    assert delay[("red-limited", "p3")] == pytest.approx(100, abs=5) and delay[("red-limited", "p1")] == pytest.approx(15, abs=5)
+    u = _stats(s, "sent_utilization", "router:eth1")
+    assert u[("pie-limited", "p1")] == pytest.approx(0.194, abs=0.01) and u[("pie-limited", "p3")] == pytest.approx(0.97, abs=0.01)
+    assert u[("pie-unlimited", "all")] == pytest.approx(0.97, abs=0.01)
 
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert set(verdict) == {"reproduced", "verdict", "health_failures", "claims"} and verdict["reproduced"] is True
@@ -363,24 +398,26 @@ def test_end_to_end(tmp_path, capsys):
     with gzip.open(run_dir / "tidy.csv.gz", "rt") as fh:
         tidy = pd.read_csv(fh, keep_default_na=False, na_values=[""])
     assert list(tidy.columns) == TIDY_COLUMNS
-    assert set(tidy["source"]) == {"ping", "qdisc", "flow"}
-    got = set(tidy["metric"])
-    assert {"rtt_ms", "queueing_delay_ms", "backlog_bytes", "backlog_packets", "drops", "pie_prob", "pie_delay_ms",
-            "red_early_drops", "tx_bytes", "throughput_mbit", "flow_start_offset_s"} <= got
-    q = tidy[(tidy["trial"] == "pie-unlimited") & (tidy["node"] == "client1") & (tidy["metric"] == "queueing_delay_ms")]
+    assert set(tidy["subject"]) == {"ping-client1", "ping-client2", "ping-client3", "router:eth1"}
+    assert {"rtt_ms", "queue_delay_ms", "backlog_bytes", "backlog_packets", "drops", "tx_bytes", "pie_prob",
+            "pie_delay", "red_early"} <= set(tidy["metric"])
+    q = tidy[(tidy["trial"] == "pie-unlimited") & (tidy["subject"] == "ping-client1") & (tidy["metric"] == "queue_delay_ms")]
     assert len(q) == 250
-    thr = tidy[(tidy["trial"] == "pie-unlimited") & (tidy["metric"] == "throughput_mbit")]["value"]
-    assert thr.median() == pytest.approx(9.7, abs=0.1)
-    lag = tidy[(tidy["trial"] == "red-limited") & (tidy["node"] == "client3") & (tidy["metric"] == "flow_start_lag_s")]
-    assert lag["value"].max() == pytest.approx(0.0095, abs=1e-4)
+    # each client's base RTT: run.json's for client1 of the first trial, else base_rtt.txt's median
+    rtt = tidy[(tidy["trial"] == "pie-unlimited") & (tidy["subject"] == "ping-client1") & (tidy["metric"] == "rtt_ms")]
+    assert (rtt["value"].to_numpy() - q["value"].to_numpy()) == pytest.approx(np.full(250, 100.5))
+    # the flows of each group start 0.5 ms apart: client2's and client3's 20th 9.5 ms behind the schedule
+    assert analysis.analyze(run_dir, figures=True).health["red-limited"]["checks"][2] == {
+        "id": "flow_start_lag", "value": 9.5, "threshold": 100, "unit": "ms", "passed": True,
+        "detail": "worst p2; p1 +4, p2 +10, p3 +10 ms"}
 
     report = (run_dir / "report.md").read_text()
-    for text in ["Fig. 8", "figures/queueing-delay.png", "| aqm | variant | phase |", "pie-near-target",
+    for text in ["Fig. 8", "figures/queue-delay.png", "| trial | subject |", "`pie-near-target` **holds**",
                  "6.1.0-test", "abc1234", "2016", "Time scale: 0.1", "## Health of the substrate",
-                 "| pie-unlimited | nodes_cpu_busy | 40.0 % | 60.0 % | pass |"]:
+                 "| pie-unlimited | nodes_cpu_busy | 40.0 % | 60.0 % | pass |", "client1 100.5"]:
         assert text in report, text
 
-    assert analysis.analyze_run(run_dir) == verdict  # re-run replaces outputs with the same result
+    assert analysis.analyze_run(run_dir) == verdict  # re-run: the same result
 
 
 def test_missing_files_refused_then_partial(tmp_path):
@@ -396,32 +433,39 @@ def test_missing_files_refused_then_partial(tmp_path):
     res = analysis.analyze(run_dir, figures=False, partial=True)
     assert res.out_dir.parent == run_dir and res.out_dir.name.endswith("-partial")
     assert "raw/red-limited/client3/ping.txt: missing" in res.problems
-    assert "raw/red-unlimited/: missing" in res.problems
-    s = res.summary
-    assert len(s) == 20
-    assert (s[(s["aqm"] == "red") & (s["variant"] == "unlimited")]["samples"] == 0).all()
-    assert (s[(s["aqm"] == "red") & (s["variant"] == "limited")]["samples"] == 100).all()
-    assert s[(s["aqm"] == "pie") & (s["variant"] == "limited")]["utilization"].isna().all()
+    assert "raw/red-unlimited/client1/ping.txt: missing" in res.problems
+    n = _stats(res.summary, "queue_delay_samples").drop(index="all", level="phase")
+    assert (n["red-unlimited"] == 0).all()
+    assert (n["red-limited"] == 100).all()  # two clients' pings left
+    assert "pie-limited" not in set(_stats(res.summary, "sent_utilization", "router:eth1").index.get_level_values(0))
     v = res.verdict
-    assert v["reproduced"] is False
+    assert v["reproduced"] is False and v["verdict"] == "inconclusive"
     assert [c["status"] for c in v["claims"]] == ["not evaluable"] * 3 and all(c["holds"] is None for c in v["claims"])
-    assert "pie/limited: raw/pie-limited/router/qdisc.jsonl (missing)" in v["claims"][0]["reason"]
-    assert "raw/red-unlimited/: missing" in (res.out_dir / "report.md").read_text()
+    assert "pie-limited: raw/pie-limited/router/qdisc.jsonl (missing)" in v["claims"][0]["reason"]
+    assert set(res.record["incomplete_trials"]) == {"red-unlimited", "pie-limited", "red-limited"}
+    report = (res.out_dir / "report.md").read_text()
+    assert "raw/red-unlimited/client1/ping.txt: missing" in report
+    assert "- trial red-limited incomplete: raw/red-limited/client3/ping.txt (missing)" in report
 
 
 def test_trial_missing_from_run_json(tmp_path):
     run_dir = make_synthetic_run(tmp_path)
     data = json.loads((run_dir / "run.json").read_text())
     data["trials"] = data["trials"][:3]
+    data["raw_sha256"] = {k: v for k, v in data["raw_sha256"].items() if not k.startswith("red-limited/")}
+    import shutil
+    shutil.rmtree(run_dir / "raw" / "red-limited")
     (run_dir / "run.json").write_text(json.dumps(data))
     (run_dir / "INCOMPLETE").write_text("interrupted or failed: KeyboardInterrupt: \n")  # as netrepro run marks it
     res = analysis.analyze(run_dir, figures=False)  # a shorter record is intact: no --partial needed
     assert res.problems[0] == "the run is marked INCOMPLETE: interrupted or failed: KeyboardInterrupt:"
     assert "- the run is marked INCOMPLETE" in (run_dir / "report.md").read_text()
-    assert len(res.summary) == 20 and any("red-limited" in p for p in res.problems)
-    # red-follows-load and red-above-pie-under-load read red/limited, which did not run
-    assert [c["status"] for c in res.verdict["claims"]] == ["holds", "not evaluable", "not evaluable"]
-    assert "red/limited: not run" in res.verdict["claims"][1]["reason"]
+    assert "trial red-limited: not run (no record in run.json)" in res.problems
+    assert set(res.summary["trial"]) == {"pie-unlimited", "red-unlimited", "pie-limited"}
+    # red-follows-load and red-above-pie-under-load read red-limited, which did not run: not judged
+    assert [c["status"] for c in res.verdict["claims"]] == ["holds", "inconclusive", "inconclusive"]
+    assert res.verdict["claims"][1]["reason"] == ("the substrate failed health checks: red-limited: not_run "
+                                                  "(no record in run.json)")
     assert res.out_dir == run_dir
 
 
@@ -437,7 +481,16 @@ def test_bad_run_dir(tmp_path, capsys):
     (tmp_path / "run.json").write_text(json.dumps({"spec": {"name": "x"}}))
     assert main([str(tmp_path)]) == 2
     assert "run.json:spec" in capsys.readouterr().err
+    (tmp_path / "run.json").write_text(json.dumps({"time_scale": 1, "trials": []}))
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "run.json: spec: missing; expected the experiment file as run" in err and err.count("\n") == 1
     spec = yaml.safe_load(SPEC_FILE.read_text())
+    bad = {**spec, "trials": [{"aqm": "codel", "variant": "limited"}]}  # a version 1 spec the conversion refuses
+    (tmp_path / "run.json").write_text(json.dumps({"spec": bad, "time_scale": 1, "trials": [], "raw_sha256": {}}))
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'run.json'}:spec: trials" in err and err.count("\n") == 1
     trial = {"id": "pie-limited", "aqm": "pie", "variant": "limited"}
     (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "time_scale": 1, "trials": [trial], "raw_sha256": {}}))
     with pytest.raises(AnalysisError, match=r"run.json: trials\[0\].start_epoch_s: missing; .*add --partial"):
@@ -445,11 +498,12 @@ def test_bad_run_dir(tmp_path, capsys):
     (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "trials": [trial]}))
     with pytest.raises(AnalysisError, match=r"run.json: time_scale: missing"):
         analysis.analyze_run(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]  # nothing written
 
 
 def test_bad_run_json_of_a_version_2_run_is_refused_in_one_line(tmp_path):
     """A schema_version 2 run.json without its time scale or a trial's start time is refused
-    naming the field, as a version 1 one is (test_bad_run_dir), not analysed with a default
+    naming the field, as a converted version 1 one is (test_bad_run_dir), not analysed with a default
     time scale or a KeyError; with --partial the trial without its start is left out."""
     spec = yaml.safe_load((REPO / "experiments" / "pie-vs-red" / "experiment.yml").read_text())
     assert spec["schema_version"] == 2

@@ -8,7 +8,7 @@ On copies of the real recorded run tests/data/pie-vs-red-local-0.1 (never modifi
   into ``<run>/analysis-<version>/`` and keeps the earlier outputs; raw/ and run.json are
   never written;
 - with --partial, every claim reading a trial whose data are incomplete is NOT EVALUABLE,
-  decided from the claim's AQMs and variants; junk raw files do not crash the analysis or
+  decided from the trials the claim selects; junk raw files do not crash the analysis or
   bench.
 """
 
@@ -27,13 +27,14 @@ import pytest
 
 import analysis
 from analysis.provenance import VERSION_ENV
+from analysis import generic
 from analysis.run import AnalysisError
-from analysis.verdict import evaluate
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
-OUTPUTS = ["tidy.csv.gz", "summary.csv", "verdict.json", "report.md", "analysis.json", "figures/queueing-delay.png",
-           "figures/queueing-delay.pdf", "figures/utilization.png", "figures/backlog.png",
+#: the figure is the one `netrepro migrate` gives the recorded run's version 1 file
+OUTPUTS = ["tidy.csv.gz", "summary.csv", "verdict.json", "report.md", "analysis.json", "figures/queue-delay.png",
+           "figures/queue-delay.pdf",
            *(f"flent/{t}.flent.gz" for t in ("pie-unlimited", "red-unlimited", "pie-limited", "red-limited"))]
 CLAIMS = ["pie-near-target", "red-follows-load", "red-above-pie-under-load"]
 
@@ -87,10 +88,10 @@ def test_reanalysis_changes_no_byte(tmp_path, version):
     gz = (run / "tidy.csv.gz").read_bytes()
     assert gz[:3] == b"\x1f\x8b\x08" and gz[3] & 0x08 == 0 and gz[4:8] == b"\0\0\0\0"  # no FNAME, MTIME 0
     with gzip.open(run / "tidy.csv.gz", "rt") as fh:
-        assert fh.readline().strip() == "trial,aqm,variant,node,source,metric,t_s,phase,value"
-    pdf = (run / "figures" / "queueing-delay.pdf").read_bytes()
+        assert fh.readline().strip() == "trial,subject,stream,t_s,metric,value"
+    pdf = (run / "figures" / "queue-delay.pdf").read_bytes()
     assert b"/CreationDate" not in pdf and b"/ModDate" not in pdf
-    png = (run / "figures" / "backlog.png").read_bytes()
+    png = (run / "figures" / "queue-delay.png").read_bytes()
     assert b"tIME" not in png and b"Creation Time" not in png
     text = "".join((run / f).read_text() for f in ("report.md", "verdict.json", "analysis.json", "summary.csv"))
     assert str(tmp_path) not in text and "/work/" not in text
@@ -172,20 +173,22 @@ def test_partial_reports_claims_not_evaluable(tmp_path, version):
     assert res.out_dir == run / "analysis-test-1-partial"
     v = json.loads((res.out_dir / "verdict.json").read_text())
     by_id = {c["id"]: c for c in v["claims"]}
-    # pie-near-target reads pie/unlimited+limited; red-above-pie-under-load reads red and pie
-    # on both variants; red-follows-load reads red/limited only, so it is judged as usual
+    # pie-near-target reads pie-unlimited and pie-limited; red-above-pie-under-load reads red and
+    # pie on both variants; red-follows-load reads red-limited only, so it is judged as usual
     for cid in ("pie-near-target", "red-above-pie-under-load"):
         assert by_id[cid]["status"] == "not evaluable" and by_id[cid]["holds"] is None
-        assert "pie/limited: raw/pie-limited/client1/ping.txt (missing)" in by_id[cid]["reason"]
+        assert "pie-limited: raw/pie-limited/client1/ping.txt (missing)" in by_id[cid]["reason"]
     assert by_id["red-follows-load"]["status"] == "holds" and by_id["red-follows-load"]["holds"] is True
     assert v["reproduced"] is False
     report = (res.out_dir / "report.md").read_text()
-    assert "### pie-near-target: not evaluable" in report and "2 not evaluable" in report
-    assert json.loads((res.out_dir / "analysis.json").read_text())["partial"] is True
+    assert "`pie-near-target` **not evaluable**" in report and "2 not evaluable" in report
+    record = json.loads((res.out_dir / "analysis.json").read_text())
+    assert record["partial"] is True
+    assert record["incomplete_trials"] == {"pie-limited": ["raw/pie-limited/client1/ping.txt (missing)"]}
 
     p = _cli("analyze", "pie-vs-red", "--run", str(run), "--partial", env={VERSION_ENV: "test-1"})
     assert p.returncode == 0, p.stderr
-    assert "[NOT EVALUABLE] pie-near-target: data incomplete: pie/limited" in p.stdout
+    assert "[NOT EVALUABLE] pie-near-target: data incomplete: pie-limited" in p.stdout
     assert "[HOLDS] red-follows-load" in p.stdout and "reproduced: no" in p.stdout
 
 
@@ -198,10 +201,15 @@ def test_partial_trial_without_start_time(tmp_path, version):
     with pytest.raises(AnalysisError, match=r"trials\[1\]\.start_epoch_s"):
         analysis.analyze(run, figures=False)
     res = analysis.analyze(run, figures=False, partial=True)
+    assert res.out_dir.name.endswith("-partial")
+    assert res.problems[0] == ("run.json: trials[1].start_epoch_s: missing; expected the trial's common start in "
+                               "Unix seconds; the trial is left out")
+    # the trial left out is one not run: the claim reading it is not judged, the others are
     status = {c["id"]: c["status"] for c in res.verdict["claims"]}
-    assert status == {"pie-near-target": "fails", "red-follows-load": "holds", "red-above-pie-under-load": "not evaluable"}
-    assert "red/unlimited: no start time in run.json" in res.verdict["claims"][2]["reason"]
-    assert (res.summary[(res.summary["aqm"] == "red") & (res.summary["variant"] == "unlimited")]["samples"] == 0).all()
+    assert status == {"pie-near-target": "fails", "red-follows-load": "holds", "red-above-pie-under-load": "inconclusive"}
+    assert res.verdict["claims"][2]["holds"] is None
+    assert "red-unlimited: not_run (no record in run.json)" in res.verdict["claims"][2]["reason"]
+    assert "red-unlimited" not in set(res.summary["trial"])
 
 
 def test_partial_junk_raw_files_do_not_crash(tmp_path, version):
@@ -218,9 +226,9 @@ def test_partial_junk_raw_files_do_not_crash(tmp_path, version):
     assert all(c["status"] == "not evaluable" for c in res.verdict["claims"])  # every trial touched
     assert set(res.record["incomplete_trials"]) == {"pie-unlimited", "red-unlimited", "pie-limited", "red-limited"}
     assert "raw/pie-unlimited/client1/ping.txt: no echo replies" in res.problems
-    s = res.summary.set_index(["aqm", "variant", "phase"])
+    s = res.summary.set_index(["trial", "subject", "statistic", "phase"])["value"]
     # the junk line is skipped: pie-limited's queue samples still give its utilization
-    assert s.loc[("pie", "limited", "p3"), "utilization"] > 0.5
+    assert s[("pie-limited", "router:eth1", "sent_utilization", "p3")] > 0.5
     # bench measures the same damaged run with --partial, and refuses it without
     p = _cli("pie-vs-red", "--run", str(run), "--json", "--partial", module="netrepro.bench")
     assert p.returncode == 0, p.stderr
@@ -247,21 +255,22 @@ def test_bench_on_an_intact_run(tmp_path):
 # --- which claims a trial's data feed, from the claims' own data ------------------------------
 def test_claims_depend_on_the_trials_they_read_not_on_their_names():
     import pandas as pd
-    rows = [{"aqm": a, "variant": v, "phase": "p3", "delay_median_ms": d, "utilization": 0.9}
-            for a, v, d in [("pie", "limited", 20), ("red", "limited", 90), ("pie", "unlimited", 20),
-                            ("red", "unlimited", 95)]]
-    summary = pd.DataFrame(rows)
+    rows = [{"trial": t, "phase": "p3", "subject": "all", "statistic": "queue_delay_median_ms", "value": d}
+            for t, d in [("pie-limited", 20), ("red-limited", 90), ("pie-unlimited", 20), ("red-unlimited", 95)]]
+    summary = pd.DataFrame(rows, columns=generic.SUMMARY_KEYS)
+
+    def sel(trial):
+        return {"statistic": "queue_delay_median_ms", "trials": [trial], "subjects": ["all"], "phases": ["p3"]}
     claims = [  # ids that name no AQM, and one that names the wrong one
-        {"id": "claim-a", "text": "t", "check": {"kind": "bound", "aqm": "pie", "variants": ["limited"],
-                                                "phases": ["p3"], "statistic": "delay_median_ms", "max": 40}},
-        {"id": "red-only", "text": "t", "check": {"kind": "compare", "higher": "red", "lower": "pie",
-                                                  "variants": ["unlimited"], "phases": ["p3"],
-                                                  "statistic": "delay_median_ms", "min_difference_ms": 20}},
-        {"id": "claim-c", "text": "t", "check": {"kind": "bound", "aqm": "red", "variants": ["limited"],
-                                                "phases": ["p3"], "statistic": "delay_median_ms", "min": 50}},
+        {"id": "claim-a", "text": "t", "check": {"kind": "bound", "select": sel("pie-limited"), "max": 40}},
+        {"id": "red-only", "text": "t", "check": {"kind": "difference", "higher": sel("red-unlimited"),
+                                                  "lower": sel("pie-unlimited"), "min": 20}},
+        {"id": "claim-c", "text": "t", "check": {"kind": "bound", "select": sel("red-limited"), "min": 50}},
     ]
-    v = evaluate(summary, claims, {("pie", "unlimited"): ["raw/pie-unlimited/router/qdisc.jsonl (altered)"]})
+    ids = ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
+    v = generic.evaluate(summary, claims, ids, {},
+                         incomplete={"pie-unlimited": ["raw/pie-unlimited/router/qdisc.jsonl (altered)"]})
     assert [c["status"] for c in v["claims"]] == ["holds", "not evaluable", "holds"]
-    assert v["claims"][1]["reason"] == "data incomplete: pie/unlimited: raw/pie-unlimited/router/qdisc.jsonl (altered)"
+    assert v["claims"][1]["reason"] == "data incomplete: pie-unlimited: raw/pie-unlimited/router/qdisc.jsonl (altered)"
     assert v["reproduced"] is False  # never reproduced while a claim is not evaluable
-    assert evaluate(summary, claims)["reproduced"] is True
+    assert generic.evaluate(summary, claims, ids, {})["reproduced"] is True

@@ -1,7 +1,8 @@
 """The figure options of schema_version 2 (analysis/generic_figures.py) drawn from a real run:
 tests/data/pie-vs-red-local-0.1 (four trials aqm x variant, three clients pinging every 0.1 s,
-five phases of 10, 30, 50, 30 and 10 flows, TIME_SCALE 0.1), read as the generic analysis
-reads a run (netrepro.model.from_v1 gives its trials the labels aqm and variant). Each test
+five phases of 10, 30, 50, 30 and 10 flows, TIME_SCALE 0.1), read as the analysis reads a run
+recorded with a version 1 file (netrepro.migrate.migrate_data gives its trials the labels aqm
+and variant). Each test
 asserts on the drawn figure: its panels, lines and their data, phase patches and texts, and
 the legend.
 """
@@ -19,7 +20,7 @@ from matplotlib.colors import to_hex
 
 from analysis import generic
 from analysis.generic_figures import draw, figure, rolling
-from netrepro.model import from_v1
+from netrepro.migrate import migrate_data
 from netrepro.spec import Spec
 
 RUN = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
@@ -36,7 +37,7 @@ FIG8 = {"id": "fig8", "metric": "rtt_ms", "subjects": PINGS, "facet": "variant",
 def recorded():
     """(model, tidy, time_scale) of the recorded run; the phases labelled with their flows."""
     data = json.loads((RUN / "run.json").read_text())
-    m = from_v1(Spec.from_data(data["spec"]))
+    m = Spec.from_data(migrate_data(data["spec"])).model
     m.data["phases"] = [{**p, "label": f"{p['flows']} flows"} for p in m.data["phases"]]
     records = {t["id"]: t for t in data["trials"]}
     problems: list[str] = []
@@ -179,8 +180,8 @@ def test_analysis_scales_the_phases_like_the_run(tmp_path, monkeypatch):
                                "hue": "aqm", "shade_phases": True, "rolling": {"window_s": 5, "statistic": "median"}}]
     (run_dir / "run.json").write_text(json.dumps(run))
     drawn = []
-    real_save = generic_figures._save
-    monkeypatch.setattr(generic_figures, "_save", lambda f, target: drawn.append(f) or real_save(f, target))
+    real_save = generic_figures.save_figure
+    monkeypatch.setattr(generic_figures, "save_figure", lambda f, target: drawn.append(f) or real_save(f, target))
     analyze(run_dir)
     assert (run_dir / "figures" / "shaded.png").stat().st_size > 10_000
     f = drawn[0]
