@@ -355,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name, func, help_, site=True, exp=True):
         sp = sub.add_parser(name, help=help_, description=help_)
         if exp:
-            sp.add_argument("experiment", help="experiment name under experiments/ (e.g. pie-vs-red) or a path")
+            sp.add_argument("experiment", metavar="EXPERIMENT",
+                            help="an experiment's folder name under experiments/, or the path of its experiment.yml")
         if site:
             sp.add_argument("--site", default=os.environ.get("SITE", "local"), help="site name (default: local)")
             sp.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="site option (repeatable)")

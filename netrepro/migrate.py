@@ -34,6 +34,7 @@ from pathlib import Path
 
 import yaml
 
+from netrepro import tc
 from netrepro.model import HEALTH_DATA, HEALTH_NEEDS, health_data
 from netrepro.spec import SpecError, Spec, resolve_path
 from netrepro.yamlfile import load_yaml_file
@@ -146,7 +147,8 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
     :func:`migrate_data`."""
     spec = Spec.from_data(data, where)
     d, m = spec.data, spec.model
-    bport = next(p for t in m.trials for p, st in t["qdiscs"].items() if st and st[0]["kind"] == "htb")
+    # the bottleneck: the port whose stack is rooted in a shaper (version 1's HTB)
+    bport = next(p for t in m.trials for p, st in t["qdiscs"].items() if st and st[0]["kind"] in tc.SHAPERS)
     notes: list[str] = []
     nodes = {}
     for n, nd in m.nodes.items():
@@ -160,7 +162,7 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
             node["routes"] = [dict(r) for r in nd["routes"]]
         nodes[n] = node
     networks = {k: dict(v) for k, v in d["topology"]["networks"].items()}
-    netem = {p: st for p, st in m.trials[0]["qdiscs"].items() if p != bport}
+    delays = {p: st for p, st in m.trials[0]["qdiscs"].items() if p != bport}  # links.delays' stacks
     default_traffic = m.trials[0]["traffic"]
 
     def item(it: dict) -> dict:
@@ -186,7 +188,7 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
         out["reference_results"] = d["reference_results"]
     out["topology"] = {"networks": networks, "nodes": nodes}
     out["links"] = {"mtu_bytes": m.data["mtu_bytes"], "offloads": dict(m.data["offloads"])}
-    out["qdiscs"] = netem
+    out["qdiscs"] = delays
     out["sysctls"] = [{"nodes": _Flow(h["nodes"]), "set": dict(h["sysctls"])} for h in d.get("hosts", [])]
     out["trials"] = trials
     out["traffic"] = [item(it) for it in default_traffic]

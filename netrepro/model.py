@@ -625,9 +625,9 @@ TRIAL_SUBJECT = "all"
 
 
 def shaping_rate_mbit(stack: list[dict]) -> float | None:
-    """The lowest rate (Mbit/s) a stack's shapers (htb, tbf) allow, None without a shaper."""
-    rates = [float(layer["rate_mbit"]) for layer in stack if layer["kind"] in ("htb", "tbf") and "rate_mbit" in layer]
-    return min(rates) if rates else None
+    """The lowest rate (Mbit/s) a stack's shapers allow, None without a shaper
+    (:func:`netrepro.tc.shaping_rate_mbit`; the analysis reads it here, from the model)."""
+    return tc.shaping_rate_mbit(stack)
 
 
 def statistics(m: Model) -> dict[str, dict[str, list[str]]]:
@@ -754,13 +754,11 @@ def _check_item_ids(data: dict, path) -> None:
 
 #: Bytes of an Ethernet header: a full-size frame is the MTU plus these (IEEE 802.3).
 ETHERNET_HEADER_BYTES = 14
-#: TBF parameters that size its token bucket, bytes.
-TBF_BUCKET_KEYS = ("burst_bytes", "buffer_bytes", "maxburst_bytes")
 
 
 def _check_buckets(path, data: dict, mtu_bytes: int) -> None:
-    """A TBF's bucket holds at least one full-size frame (``links.mtu_bytes`` + 14 B of
-    Ethernet header): tbf_enqueue drops a packet larger than the bucket (sch_tbf.c, unless it
+    """A TBF's bucket (:data:`netrepro.tc.BUCKET_KEYS`) holds at least one full-size frame
+    (``links.mtu_bytes`` + 14 B of Ethernet header): tbf_enqueue drops a packet larger than the bucket (sch_tbf.c, unless it
     can segment a GSO packet), so a smaller burst passes no full-size frame at all (tc-tbf(8):
     the burst must be at least the MTU). Checked where the file gives a stack (``qdiscs`` and
     each trial's), so the message names the field written. Raises ModelError."""
@@ -770,9 +768,7 @@ def _check_buckets(path, data: dict, mtu_bytes: int) -> None:
     for field, qd in where:
         for port, stack in qd.items():
             for j, layer in enumerate(stack):
-                if layer.get("kind") != "tbf":
-                    continue
-                for key in TBF_BUCKET_KEYS:
+                for key in tc.bucket_keys(layer):
                     v = layer.get(key)
                     if isinstance(v, (int, float)) and not isinstance(v, bool) and v < frame:
                         _fail(path, f"{field}.{port}[{j}].{key}", f"{v:g} B holds no full-size frame; expected at least "
@@ -1043,8 +1039,8 @@ HEALTH_DATA: dict[str, str] = {
     "started_together": "two iperf3 or FTP items of one trial starting at the same time",
     "sampled": "a ping item or a qdisc_stats collector",
     "base_rtt": "base_rtt (the unloaded RTT a queueing delay is measured from)",
-    "ping_buffer": "a ping item whose path crosses a port with a shaper (htb, tbf rate_mbit) and a limit "
-                   "(limit_bytes or limit_packets on the stack's leaf)",
+    "ping_buffer": f"a ping item whose path crosses a port with a shaper ({', '.join(tc.SHAPERS)} rate_mbit) and "
+                   "a limit (limit_bytes or limit_packets on the stack's leaf)",
 }
 
 

@@ -613,6 +613,38 @@ NETEM_KEYS = ("delay_ms", "jitter_ms", "limit_packets")
 HTB_KEYS = ("rate_mbit", "burst_bytes")
 HANDLE_RE = re.compile(r"^[1-9a-f][0-9a-f]{0,3}:$")
 
+# --- what a stack's layers mean to the rest of netrepro ------------------------------------
+#: The kinds that shape a port: a layer's ``rate_mbit`` is the most its port sends (tc-htb(8):
+#: its one class's rate and ceil; tc-tbf(8): the bucket's rate).
+SHAPERS = ("htb", "tbf")
+#: The kind that delays: every packet leaving the port waits a layer's ``delay_ms``
+#: (tc-netem(8)).
+DELAY_KIND = "netem"
+#: The parameters that size a kind's token bucket, bytes, by kind (tc-tbf(8): ``burst``,
+#: ``buffer`` or ``maxburst``; sch_tbf.c drops a packet larger than the bucket, so each must
+#: hold one full-size frame: :func:`netrepro.model.build` checks it).
+BUCKET_KEYS: dict[str, tuple[str, ...]] = {"tbf": ("burst_bytes", "buffer_bytes", "maxburst_bytes")}
+
+
+def shaping_rate_mbit(stack: list[Mapping[str, Any]]) -> float | None:
+    """The lowest rate (Mbit/s) the shapers of a stack (:data:`SHAPERS`) allow, None without a
+    shaper. ``stack``: layers as :func:`stack_commands` takes them."""
+    rates = [float(layer["rate_mbit"]) for layer in stack if layer["kind"] in SHAPERS and "rate_mbit" in layer]
+    return min(rates) if rates else None
+
+
+def delay_ms(stack: list[Mapping[str, Any]]) -> float:
+    """The delay (ms) a stack adds to every packet leaving its port: the sum of its
+    :data:`DELAY_KIND` layers' ``delay_ms`` (0.0 without one)."""
+    return sum((float(layer["delay_ms"]) for layer in stack if layer["kind"] == DELAY_KIND), 0.0)
+
+
+def bucket_keys(layer: Mapping[str, Any]) -> tuple[str, ...]:
+    """The parameter names that size ``layer``'s token bucket (:data:`BUCKET_KEYS`; () for a
+    kind without one)."""
+    kind = layer.get("kind")
+    return BUCKET_KEYS.get(kind, ()) if isinstance(kind, str) else ()
+
 
 class StackError(ValueError):
     """A stack tc would not take. ``where`` is ``[i]`` or ``[i].param`` (the layer and key)."""

@@ -374,3 +374,15 @@ def test_tbf_needs_its_rate_bucket_and_limit():
         with pytest.raises(tc.StackError) as err:
             tc.stack_commands([{k: v for k, v in ok.items() if k != drop}], strict=True)
         assert words in err.value.problem, str(err.value)
+
+
+def test_what_a_stack_does_is_told_by_tc():
+    """The kinds that shape, delay or have a token bucket are named here (tc.SHAPERS,
+    tc.DELAY_KIND, tc.BUCKET_KEYS), so the model and the sites ask instead of naming them."""
+    stack = [{"kind": "netem", "delay_ms": 20}, {"kind": "tbf", "rate_mbit": 100, "burst_bytes": 5000},
+             {"kind": "htb", "rate_mbit": 10}, {"kind": "pie"}]
+    assert tc.shaping_rate_mbit(stack) == 10
+    assert tc.shaping_rate_mbit([{"kind": "fq_codel"}]) is None
+    assert tc.delay_ms(stack) == 20 and tc.delay_ms([{"kind": "pie"}]) == 0.0
+    assert [tc.bucket_keys(layer) for layer in stack] == [(), ("burst_bytes", "buffer_bytes", "maxburst_bytes"), (), ()]
+    assert {*tc.SHAPERS, tc.DELAY_KIND, *tc.BUCKET_KEYS} <= set(tc.STACK_KINDS)

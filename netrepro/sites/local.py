@@ -316,7 +316,7 @@ class LocalSite(Site):
 
     def _reserve(self, log) -> None:
         if os.geteuid() != 0:
-            raise SiteError("site local: needs root (network namespaces, bridges, sshd); run as root, e.g. `sudo make reproduce-pie-vs-red`")
+            raise SiteError("site local: needs root (network namespaces, bridges, sshd); run as root, e.g. `sudo make reproduce EXPERIMENT=<name>`")
         for tool in ("ip", "tc", "ssh", "ssh-keygen", "/usr/sbin/sshd"):
             if not shutil.which(tool):
                 raise SiteError(f"site local: {tool} not found; run `make setup` (installs iproute2, openssh-server, ...)")

@@ -16,12 +16,14 @@ a schema_version 1 file's through :func:`netrepro.model.from_v1`) becomes a simu
   (netrepro-sim gives each link a /30) and ns-3's global routing gives the routes (shortest
   paths: the file's ``routes`` are not read, so a file whose routes take a longer path is
   simulated on the shortest one);
-- each trial's stacks, port by port: a shaper (htb or tbf, :data:`SHAPERS`) at the stack's
-  root makes its ``rate_mbit`` the rate of the port's link (the emulation's HTB class or TBF;
-  its burst is not modelled); the stack's last layer becomes the port's queue disc
-  (:data:`QUEUE_DISCS`, keyed by qdisc kind: :func:`pie_attributes`, :func:`red_attributes`,
-  :func:`fifo_attributes`); every other port has a FIFO of 1000 packets (pfifo_fast's default
-  length) and every device a one-packet queue, so that queues build in the queue discs;
+- each trial's stacks, port by port, as :mod:`netrepro.tc_ns3` translates them: a shaper
+  (htb or tbf, :data:`netrepro.tc_ns3.SHAPERS`) at the stack's root makes its ``rate_mbit``
+  the rate of the port's link (the emulation's HTB class or TBF; its burst is not modelled);
+  the stack's last layer becomes the port's queue disc (:data:`netrepro.tc_ns3.QUEUE_DISCS`,
+  keyed by qdisc kind: :func:`~netrepro.tc_ns3.pie_attributes`,
+  :func:`~netrepro.tc_ns3.red_attributes`, :func:`~netrepro.tc_ns3.fifo_attributes`); every
+  other port has a FIFO of 1000 packets (pfifo_fast's default length) and every device a
+  one-packet queue, so that queues build in the queue discs;
 - a netem delay of D ms on a port (netem alone in its stack) becomes its link's delay, D/2
   each way: the same RTT, split over both directions (netem delays the port's egress only);
 - TCP: the senders' ``tcp_congestion_control`` (:data:`CONGESTION_CONTROL`: reno is
@@ -58,6 +60,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from netrepro import tc, tc_ns3
 from netrepro.model import Model
 from netrepro.sites.base import NodeLogin, Site, SiteError
 from netrepro.spec import REPO_ROOT, Spec
@@ -152,133 +155,8 @@ def build(log=print) -> Path:
 
 
 # --- the experiment as a simulation -----------------------------------------------------------------
-def tc_red_eval_ewma(qmin_bytes: float, burst: float, avpkt_bytes: float) -> int:
-    """Wlog of Linux RED's average-queue weight W = 2**-Wlog that tc-red(8) derives from
-    ``burst``, ``min`` and ``avpkt``: the least Wlog with burst + 1 - min/avpkt <=
-    (1 - (1 - W)**burst) / W (iproute2 tc/tc_red.c, tc_red_eval_ewma).
-
-    Raises:
-        ValueError: burst too small for min/avpkt (tc refuses it too), or no Wlog below 32.
-    """
-    a = burst + 1 - qmin_bytes / avpkt_bytes
-    if a < 1.0:
-        raise ValueError(f"burst {burst:g} is too small for min {qmin_bytes:g} B / avpkt {avpkt_bytes:g} B")
-    w = 0.5
-    for wlog in range(1, 32):
-        if a <= (1 - (1 - w) ** burst) / w:
-            return wlog
-        w /= 2
-    raise ValueError("no RED weight fits burst")
-
-
-#: Linux's default transmit queue length (ip-link(8) txqueuelen): the default limit of a
-#: pfifo or bfifo (tc-pfifo(8): txqueuelen packets, or txqueuelen x MTU bytes) and of HTB's
-#: default leaf (sch_htb creates a pfifo of txqueuelen packets under a class).
-TXQUEUELEN = 1000
-#: The kinds that shape a port: their ``rate_mbit`` becomes the rate of the port's link.
-SHAPERS = ("htb", "tbf")
-#: The parameters netrepro-sim builds, per layer kind; a layer of another kind, or with
-#: another parameter, is refused (:func:`unmodelled`). A netem delay becomes its link's delay
-#: (its ``limit_packets`` is not modelled: the simulated delay holds any number of packets);
-#: a shaper's ``burst_bytes`` is not modelled either (the link sends at its rate, a packet at
-#: a time).
-MODELLED_PARAMS = {
-    "netem": ("delay_ms", "limit_packets"),
-    "htb": ("rate_mbit", "burst_bytes"),
-    "tbf": ("rate_mbit", "burst_bytes", "limit_bytes", "latency_ms"),
-    "pie": ("limit_packets", "target_ms", "tupdate_ms", "alpha", "beta", "ecn", "dq_rate_estimator"),
-    "red": ("limit_bytes", "min_bytes", "max_bytes", "avpkt_bytes", "burst_packets", "probability",
-            "bandwidth_mbit", "ecn", "adaptive"),
-    "pfifo": ("limit_packets",),
-    "bfifo": ("limit_bytes",),
-}
-#: RED's parameters the simulation needs given (tc-red(8) derives the others' defaults from them).
-RED_REQUIRED = ("limit_bytes", "min_bytes", "max_bytes", "avpkt_bytes", "burst_packets", "probability")
 #: Traffic item kinds netrepro-sim runs.
 TRAFFIC_KINDS = ("ftp", "ping")
-
-
-def pie_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
-    """ns3::PieQueueDisc attributes of a Linux sch_pie layer (tc-pie(8) units: ``alpha``/
-    ``beta`` in 1/16: the paper's 0.125 and 1.25 are 2 and 20; defaults as sch_pie's: limit
-    1000 packets, target 15 ms, tupdate 15 ms, alpha 2, beta 20). ``rate_mbit`` and
-    ``delay_s`` are not used (PIE measures both)."""
-    return {"MaxSize": f"{layer.get('limit_packets', TXQUEUELEN)}p",
-            "QueueDelayReference": f"{layer.get('target_ms', 15)}ms",
-            "Tupdate": f"{layer.get('tupdate_ms', 15)}ms", "A": f"{layer.get('alpha', 2) / 16:g}",
-            "B": f"{layer.get('beta', 20) / 16:g}", "MeanPktSize": str(mtu),
-            "UseDequeueRateEstimator": str(bool(layer.get("dq_rate_estimator", False))).lower(),
-            "UseEcn": str(bool(layer.get("ecn", False))).lower()}
-
-
-def red_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
-    """ns3::RedQueueDisc attributes of a Linux sch_red layer (tc-red(8)): byte
-    thresholds and limit (the queue counts bytes), max_p = ``probability`` (LInterm =
-    1/max_p), the weight of :func:`tc_red_eval_ewma`, not gentle (Linux RED drops every
-    packet above max), adaptive as ``adaptive``, and drops spaced as Linux spaces them
-    (``Wait=false``): include/net/red.h, red_action, drops when ``p_b * count`` exceeds a
-    uniform random number, so that the packets between drops are uniform on [1, 1/p_b], the
-    RED paper's method; ns-3's default, ns-2's "wait" option, makes them uniform on
-    [1/p_b, 2/p_b], a third of the drop rate, and RED's queue longer. ``rate_mbit``: the
-    port's rate (``bandwidth_mbit`` when not given); ``delay_s``: ns-3's ``LinkDelay`` (the
-    trial's largest netem delay)."""
-    wlog = tc_red_eval_ewma(layer["min_bytes"], layer["burst_packets"], layer["avpkt_bytes"])
-    return {"MaxSize": f"{layer['limit_bytes']}B", "MinTh": str(layer["min_bytes"]), "MaxTh": str(layer["max_bytes"]),
-            "MeanPktSize": str(layer["avpkt_bytes"]), "QW": f"{2.0 ** -wlog:.10g}",
-            "LInterm": f"{1 / layer['probability']:g}", "Gentle": "false", "Wait": "false",
-            "ARED": str(bool(layer.get("adaptive", False))).lower(),
-            "LinkBandwidth": f"{layer.get('bandwidth_mbit', rate_mbit):g}Mbps", "LinkDelay": f"{delay_s:g}s",
-            "UseEcn": str(bool(layer.get("ecn", False))).lower()}
-
-
-def fifo_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
-    """ns3::FifoQueueDisc attributes of the FIFO a layer ends in: a pfifo's ``limit_packets``
-    or a bfifo's ``limit_bytes`` (tc-pfifo(8) defaults: txqueuelen packets, txqueuelen x MTU
-    bytes); a TBF alone queues in its own bfifo of ``limit_bytes``, or of rate x
-    ``latency_ms`` + ``burst_bytes`` (iproute2 tc/q_tbf.c); an HTB alone in its class's
-    default pfifo of txqueuelen packets (sch_htb)."""
-    kind = layer["kind"]
-    if kind == "pfifo" or kind == "htb":
-        return {"MaxSize": f"{layer.get('limit_packets', TXQUEUELEN)}p"}
-    if kind == "tbf" and "limit_bytes" not in layer:
-        return {"MaxSize": f"{int(layer['rate_mbit'] * 1e6 / 8 * layer['latency_ms'] / 1000 + layer['burst_bytes'])}B"}
-    return {"MaxSize": f"{layer.get('limit_bytes', TXQUEUELEN * mtu)}B"}
-
-
-#: The queue discs of this site, by the kind of a stack's last layer: its ns-3 TypeId and
-#: the builder of its attributes ``(layer, rate_mbit, delay_s, mtu) -> {name: value}``.
-QUEUE_DISCS = {"pie": ("ns3::PieQueueDisc", pie_attributes), "red": ("ns3::RedQueueDisc", red_attributes),
-               "pfifo": ("ns3::FifoQueueDisc", fifo_attributes), "bfifo": ("ns3::FifoQueueDisc", fifo_attributes),
-               "tbf": ("ns3::FifoQueueDisc", fifo_attributes), "htb": ("ns3::FifoQueueDisc", fifo_attributes)}
-
-
-def _stack_problems(stack: list[dict], field: str) -> list[str]:
-    """Why netrepro-sim cannot build one port's stack, one phrase per layer (``field``: the
-    stack's field, e.g. ``trials[0].qdiscs.router:eth1``). Built: ``[netem]`` alone, or at most
-    one shaper (:data:`SHAPERS`) with at most one queue (pie, red, pfifo, bfifo) under it."""
-    out = []
-    for j, layer in enumerate(stack):
-        kind = layer["kind"]
-        if kind not in MODELLED_PARAMS:
-            out.append(f"{field}[{j}].kind: {kind!r} has no model in the simulation (modelled: {', '.join(MODELLED_PARAMS)})")
-            continue
-        for key in layer:
-            if key not in ("kind", "handle", *MODELLED_PARAMS[kind]):
-                out.append(f"{field}[{j}].{key}: {kind}'s {key} has no model in the simulation")
-        if kind == "netem" and len(stack) > 1:
-            out.append(f"{field}[{j}]: netem with other layers in its stack (the simulation makes netem's delay its "
-                       f"link's; expected netem alone)")
-        elif kind in SHAPERS and j > 0:
-            out.append(f"{field}[{j}]: a {kind} under {stack[j - 1]['kind']} (the simulation makes one shaper, the "
-                       f"stack's root, the port's link rate)")
-        elif kind not in SHAPERS and kind != "netem" and j != len(stack) - 1:
-            out.append(f"{field}[{j}]: a {kind} with a layer under it")
-        if kind == "red":
-            out += [f"{field}[{j}].{k}: missing (the simulation needs RED's {', '.join(RED_REQUIRED)})"
-                    for k in RED_REQUIRED if k not in layer]
-        if kind == "tbf" and len(stack) == 1 and "limit_bytes" not in layer and "latency_ms" not in layer:
-            out.append(f"{field}[{j}]: a tbf alone needs limit_bytes or latency_ms (its queue)")
-    return out
 
 
 def _hub(network: str) -> str:
@@ -300,7 +178,7 @@ def unmodelled(spec: Spec) -> list[str]:
     """What of ``spec``'s model (:attr:`netrepro.spec.Spec.model`) netrepro-sim cannot build,
     one phrase each naming the model's field ([] when every trial can be simulated): a
     switch, two links between one pair of nodes, offloads on, a stack other than those of
-    :func:`_stack_problems`, shapers at both ends of one link (a simulated link has one rate),
+    :func:`netrepro.tc_ns3.stack_problems`, shapers at both ends of one link (a simulated link has one rate),
     a sysctl outside :data:`SYSCTLS` or a congestion control outside
     :data:`CONGESTION_CONTROL`, senders of one trial with different TCP settings (netrepro-sim
     has one TCP for all), traffic other than :data:`TRAFFIC_KINDS`, a collector with
@@ -331,7 +209,7 @@ def unmodelled(spec: Spec) -> list[str]:
 
     for i, t in enumerate(m.trials):
         for port, stack in t["qdiscs"].items():
-            for p in _stack_problems(stack, f"qdiscs.{port}"):
+            for p in tc_ns3.stack_problems(stack, f"qdiscs.{port}"):
                 once(p, p, i)
         for a, b in _links(m):
             if _shaper(t, a) and _shaper(t, b):
@@ -355,7 +233,7 @@ def unmodelled(spec: Spec) -> list[str]:
         for j, c in enumerate(m.data["collectors"]):
             if c["kind"] == "qdisc_stats" and not _queue(t, c["at"]):
                 once(f"collectors {j}", f"qdiscs.{c['at']}: no shaper or queue for collectors[{j}] to sample "
-                                        f"(netem or no stack: the simulated port has a plain FIFO)", i)
+                                        f"({tc_ns3.NO_QUEUE})", i)
     for j, c in enumerate(m.data["collectors"]):
         if c.get("classes"):
             out.append(f"collectors[{j}].classes: true (the simulated queue discs have no classes)")
@@ -376,20 +254,24 @@ def _links(m: Model) -> list[tuple[str, str]]:
     return out
 
 
+def _stack(trial: dict, port: str) -> list[dict]:
+    """The port's stack in ``trial`` ([] without one)."""
+    return trial["qdiscs"].get(port) or []
+
+
 def _shaper(trial: dict, port: str) -> dict | None:
-    stack = trial["qdiscs"].get(port) or []
-    return stack[0] if stack and stack[0]["kind"] in SHAPERS else None
+    """The port's shaper, which sets its link's rate (:func:`netrepro.tc_ns3.root_shaper`)."""
+    return tc_ns3.root_shaper(_stack(trial, port))
 
 
 def _queue(trial: dict, port: str) -> dict | None:
-    """The layer whose queue disc the port gets: the stack's last layer, unless it is netem."""
-    stack = trial["qdiscs"].get(port) or []
-    return stack[-1] if stack and stack[-1]["kind"] != "netem" else None
+    """The layer whose queue disc the port gets (:func:`netrepro.tc_ns3.queue_layer`)."""
+    return tc_ns3.queue_layer(_stack(trial, port))
 
 
-def _netem_ms(trial: dict, port: str) -> float:
-    stack = trial["qdiscs"].get(port) or []
-    return sum(float(x["delay_ms"]) for x in stack if x["kind"] == "netem")
+def _delay_ms(trial: dict, port: str) -> float:
+    """The delay the port's stack adds, ms (:func:`netrepro.tc.delay_ms`)."""
+    return tc.delay_ms(_stack(trial, port))
 
 
 def base_rtt_s(m: Model, time_scale: float) -> float:
@@ -434,18 +316,17 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
     rate_mbit: dict[str, float] = {}
     for a, b in links:
         shaper = _shaper(trial, a) or _shaper(trial, b)
-        one_way_s = (_netem_ms(trial, a) + _netem_ms(trial, b)) / 2 / 1000
+        one_way_s = (_delay_ms(trial, a) + _delay_ms(trial, b)) / 2 / 1000
         if shaper:
             rate_mbit[a] = rate_mbit[b] = float(shaper["rate_mbit"])
         lines.append(f"link {a.split(':')[0]} {b.split(':')[0]} "
                      f"{round(shaper['rate_mbit'] * 1e6) if shaper else LAN_RATE_BPS} {one_way_s:g} 1")
-    delay_s = max((_netem_ms(trial, p) for p in trial["qdiscs"]), default=0.0) / 1000
+    delay_s = max((_delay_ms(trial, p) for p in trial["qdiscs"]), default=0.0) / 1000
     for n, nd in m.nodes.items():
         for ifname in nd["interfaces"]:
             layer = _queue(trial, f"{n}:{ifname}")
             if layer:
-                typeid, attributes = QUEUE_DISCS[layer["kind"]]
-                attrs = attributes(layer, rate_mbit.get(f"{n}:{ifname}", LAN_RATE_BPS / 1e6), delay_s, mtu)
+                typeid, attrs = tc_ns3.queue_disc(layer, rate_mbit.get(f"{n}:{ifname}", LAN_RATE_BPS / 1e6), delay_s, mtu)
                 lines.append(f"qdisc {n} {_peer(m, n, ifname)} {typeid} " + " ".join(f"{a}={v}" for a, v in attrs.items()))
     for it in trial["traffic"]:
         if it["kind"] == "ping":
