@@ -44,9 +44,10 @@ def forbidden_names(repo: Path = REPO) -> set[str]:
 
 def name_pattern(names: set[str]) -> re.Pattern:
     """A regex matching any of ``names`` as a whole word (not inside a longer word of letters,
-    digits or ``_``), the longest name first (``pie-vs-red`` before ``pie``)."""
+    digits or ``_``, nor at the end of a hyphenated one: ``--fq-rate``, iperf3's option, is not
+    the trial id ``fq-rate``), the longest name first (``pie-vs-red`` before ``pie``)."""
     alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    return re.compile(rf"(?<![A-Za-z0-9_])(?:{alternatives})(?![A-Za-z0-9_])")
+    return re.compile(rf"(?<![A-Za-z0-9_-])(?:{alternatives})(?![A-Za-z0-9_])")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -115,10 +116,10 @@ def pie_attributes(layer):  # a comment naming red
     """Docstring naming netem."""
     if layer["kind"] == "htb":
         return f"{layer} is not a tbf"
-    return "piecemeal tbfx fq_codelx"
+    return ["piecemeal tbfx fq_codelx", "--fq-rate", "pie-limited"]
 '''
-    hits = names_in_code(source, name_pattern({"pie", "red", "netem", "htb", "tbf", "fq_codel"}))
-    assert hits == [(3, "pie", "pie_attributes"), (5, "htb", "htb"), (6, "tbf", " is not a tbf")]
+    hits = names_in_code(source, name_pattern({"pie", "red", "netem", "htb", "tbf", "fq_codel", "fq-rate"}))
+    assert hits == [(3, "pie", "pie_attributes"), (5, "htb", "htb"), (6, "tbf", " is not a tbf"), (7, "pie", "pie-limited")]
 
 
 def test_names_are_read_from_the_project():
