@@ -15,8 +15,8 @@ Prints, from run.json, timings.json (written by ``netrepro reproduce``) and raw/
   beyond the buffer's drain time, the controller machine's load and CPU busy; each against
   the experiment file's ``health:`` thresholds.
 
-Like the analysis, it first validates run.json and checks every raw file against its
-sha256 sums (analysis.run.open_run): a damaged run is refused (exit 2, one line naming each
+Like the analysis, it first reads run.json, validates the experiment it recorded and checks
+every raw file against its sha256 sums (analysis.run.verified_raw): a damaged run is refused (exit 2, one line naming each
 missing, altered or unlisted file) unless ``--partial`` (``make bench PARTIAL=1``), which
 computes the figures from what is there and lists the incomplete trials. Nothing is written.
 """
@@ -44,11 +44,6 @@ def _dict(x) -> dict:
     return x if isinstance(x, dict) else {}
 
 
-def _duration_s(record: dict, phases: list[dict]) -> float:
-    """A trial's schedule (s): run.json's ``duration_s``, else the end of its last phase."""
-    return _num(record.get("duration_s")) or max(p["end_s"] for p in phases)
-
-
 def _timings(run_dir: Path, partial: bool) -> tuple[dict, list[str]]:
     """timings.json (step -> seconds) if there is one; a junk one is refused unless partial."""
     from analysis.run import PARTIAL_HINT, AnalysisError
@@ -73,35 +68,32 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
 
     Args:
         run_dir: the run folder.
-        partial: accept raw files that differ from run.json's record (figures from what is there).
+        partial: accept raw files that differ from run.json's record (figures from what is
+            there) and trial records without their start (left out, named in ``notes``:
+            :func:`analysis.run.model_run_records`).
     Raises:
         analysis.AnalysisError: run.json missing or malformed, raw files damaged (unless
             partial), timings.json junk (unless partial); one line naming the file and field.
         SpecError: the spec in run.json does not validate.
     """
     from analysis.health import trial_health
-    from analysis.run import open_run, read_run_json, verified_raw
+    from analysis.run import AnalysisError, model_run_records, read_run_json, verified_raw
 
     rdir, data = read_run_json(run_dir)
-    spec_data = data.get("spec") if isinstance(data.get("spec"), dict) else {}
-    if spec_data.get("schema_version") == 2:
-        # an experiment of schema_version 2: its trials as run.json records them
-        spec = Spec.from_data(spec_data, f"{rdir / 'run.json'}:spec")
-        check = verified_raw(rdir, data, partial)
-        time_scale = float(data.get("time_scale", 1))
-        records = {t.get("id"): t for t in data.get("trials", []) if isinstance(t, dict)}
-        ran, raw_summary, incomplete = list(records), check.summary(), {}
-        sched = sum((_num(r.get("duration_s")) or 0) + (_num(r.get("base_rtt_s")) or 0) for r in records.values())
-    else:
-        run = open_run(run_dir, partial=partial)
-        data, spec, time_scale = run.data, run.spec, run.time_scale
-        records = {t.get("id"): t for t in data["trials"]}
-        ran = [t.id for t in run.trials if t.ran]
-        raw_summary = run.raw_check.summary()
-        incomplete = {t.id: t.incomplete for t in run.trials if t.incomplete}
-        sched = sum(_duration_s(records[t.id], t.phases) + (_num(records[t.id].get("base_rtt_s")) or 0)
-                    for t in run.trials if t.ran)
+    path = rdir / "run.json"
+    # the experiment and its trials as run.json records them
+    if not isinstance(data.get("spec"), dict):
+        raise AnalysisError(path, "spec: expected an object (the experiment.yml as run)")
+    spec = Spec.from_data(data["spec"], f"{path}:spec")
+    data, left_out = model_run_records(path, data, partial)
+    check = verified_raw(rdir, data, partial)
+    time_scale = float(data["time_scale"])
+    records = {t.get("id"): t for t in data["trials"]}
+    ran, raw_summary = list(records), check.summary()
+    incomplete = {t: why for t, why in check.by_trial().items() if t in records}
+    sched = sum((_num(r.get("duration_s")) or 0) + (_num(r.get("base_rtt_s")) or 0) for r in records.values())
     timings, notes = _timings(rdir, partial)
+    notes = left_out + notes
     wall_trials = _num(data.get("wall_s")) or sum(_num(records[t].get("wall_s")) or 0 for t in ran)
     wall_total = _num(timings.get("total_s")) or wall_trials
     # recomputed from raw/ and run.json, so runs recorded by older versions are measured alike
