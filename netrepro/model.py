@@ -1328,8 +1328,8 @@ def rate_scale_option(m: Model, option: str | float | None) -> float | None:
     Raises:
         ValueError: one line naming RATE_SCALE and, when the file forbids it, the file and
             its field: ``option`` is not a number in (0, 1]; or it asks for k < 1 while the
-            file's ``rate_scale.allowed`` is not true (a schema_version 1 file never scales
-            its rates); or k is below the file's ``rate_scale.min``.
+            file's ``rate_scale.allowed`` is not true; or k is below the file's
+            ``rate_scale.min``.
     """
     if option is None or (isinstance(option, str) and not option.strip()):
         return None
@@ -1342,9 +1342,6 @@ def rate_scale_option(m: Model, option: str | float | None) -> float | None:
     if k == 1:
         return k
     rs = m.data["rate_scale"]
-    if m.data.get("schema_version") != 2:
-        raise ValueError(f"RATE_SCALE={option}: {m.path}: only schema_version 2 files scale their rates; "
-                         f"unset RATE_SCALE or set it to 1")
     if not rs.get("allowed"):
         raise ValueError(f"RATE_SCALE={option}: {m.path}: rate_scale.allowed: the file does not allow scaling its "
                          f"rates (expected rate_scale.allowed: true); unset RATE_SCALE or set it to 1")
