@@ -70,7 +70,9 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
 
     Args:
         run_dir: the run folder.
-        partial: accept raw files that differ from run.json's record (figures from what is there).
+        partial: accept raw files that differ from run.json's record (figures from what is
+            there) and trial records without their start (left out, named in ``notes``:
+            :func:`analysis.run.model_run_records`).
     Raises:
         analysis.AnalysisError: run.json missing or malformed, raw files damaged (unless
             partial), timings.json junk (unless partial); one line naming the file and field.
@@ -85,7 +87,8 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
     time_scale = float(data["time_scale"])
     # the trials as run.json records them (a repeated run's or a sweep's instances each)
     records = {t["id"]: t for t in data["trials"]}
-    ran, raw_summary, incomplete = list(records), check.summary(), check.by_trial()
+    ran, raw_summary = list(records), check.summary()
+    incomplete = {t: why for t, why in check.by_trial().items() if t in records}
     sched = sum((_num(r.get("duration_s")) or spec.duration_s * time_scale) + (_num(r.get("base_rtt_s")) or 0)
                 for r in records.values())
     timings, notes = _timings(rdir, partial)

@@ -384,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--time-scale", type=_time_scale, default=os.environ.get("TIME_SCALE", "1"), action=_Given,
                     help="multiply every duration of the schedule (default: $TIME_SCALE or 1; "
                          "with --resume: the run's own)")
-    sp.add_argument("--trial", action="append", help="run only this trial (aqm-variant); repeatable")
+    sp.add_argument("--trial", action="append", help="run only this trial (its id in the file); repeatable")
     sp.add_argument("--resume", metavar="RUN", help="continue the interrupted run in folder RUN from its first "
                                                     "incomplete trial, keeping the completed ones")
     _add_schedule(sp)

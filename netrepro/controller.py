@@ -37,11 +37,12 @@ from typing import Any, Callable
 from netrepro import ansible
 from netrepro.inventory import (CONTROL_ROOT, build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
                                 write_known_hosts)
-from netrepro.rolevars import role_vars
-from netrepro.runfolder import cpu_busy, flows_files, host_cpu_ticks
+from netrepro.model import choose_rate_scale, trial_plan
+from netrepro.rolevars import iperf3_argv, model_ftp_source, model_vars
+from netrepro.runfolder import cpu_busy, host_cpu_ticks
 from netrepro.sites import Site, get_site, site_class
 from netrepro.sites.local import _pg_alive  # one process-group liveness check for both
-from netrepro.spec import REPO_ROOT, Spec, SpecError, SpecV2, check_time_scale
+from netrepro.spec import REPO_ROOT, Spec, SpecError, check_time_scale
 
 STATE_ROOT = Path(os.environ.get("NETREPRO_STATE", REPO_ROOT / ".state"))
 RESULTS_ROOT = Path(os.environ.get("NETREPRO_RESULTS", REPO_ROOT / "results"))
@@ -137,7 +138,8 @@ def _vars_file_dir(site: Site) -> Path:
 
 
 def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> ansible.PlaybookResult:
-    """Run playbooks/provision.yml on the site's nodes.
+    """Run playbooks/provision.yml on the site's nodes, with the experiment at the site's rate
+    scale (:func:`_at_rate_scale`, chosen here) as :func:`netrepro.rolevars.model_vars` gives it.
 
     The site counts as provisioned only once the playbook has succeeded (``run`` refuses
     until then).
@@ -156,20 +158,14 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
         log("[provision] nothing to provision: the site simulates its trials")
         return ansible.PlaybookResult("(none)", 0, {}, 0.0)
     inv = write_site_inventory(spec, site)
-    v2 = isinstance(spec, SpecV2)
-    variant = None if v2 else spec["trials"][0]["variant"]
     st = site.load_state()
     st["provisioned"] = False
     site.save_state(st)
     again = f"run `netrepro provision {_spec_arg(spec)}{_site_arg(site_name)}` again, or `netrepro down {_spec_arg(spec)}{_site_arg(site_name)}`"
     t0 = time.time()
     try:
-        if v2:
-            from netrepro.rolevars import model_vars
-            scaled = _at_rate_scale(spec, site, choose=True)
-            res = _playbook("provision-model", inv, {"netrepro": model_vars(scaled)}, site)
-        else:
-            res = _playbook("provision", inv, {"netrepro": role_vars(spec, variant)}, site)
+        scaled = _at_rate_scale(spec, site, choose=True)
+        res = _playbook("provision", inv, {"netrepro": model_vars(scaled)}, site)
     except ansible.PlaybookError as exc:
         raise StepIncomplete(f"provisioning failed ({playbook_failure(exc)})",
                              hint=f"the site is still up: {again}") from None
@@ -181,19 +177,23 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
     st = site.load_state()
     st.setdefault("timings_s", {})["provision"] = round(time.time() - t0, 1)
     st["provisioned"] = True
-    st["variant"] = variant
     site.save_state(st)
     log(f"[provision] done in {res.seconds:.0f} s ({res.changed} changes)")
     return res
 
 
-def model_trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead_s: float) -> dict:
-    """Extra var ``trial`` for playbooks/trial-model.yml (an experiment of schema_version 2;
-    see that playbook's header for the shape): :func:`netrepro.model.trial_plan` at
-    ``time_scale``, with each iperf3 client's arguments (:func:`netrepro.rolevars.iperf3_argv`),
-    the base RTT's length (0 without ``base_rtt``) and the FTP files."""
-    from netrepro.model import trial_plan
-    from netrepro.rolevars import iperf3_argv, model_ftp_source
+def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead_s: float) -> dict:
+    """Extra var ``trial`` for playbooks/trial.yml (see its header for the shape): the plan of
+    one of the model's trials (:func:`netrepro.model.trial_plan`) at ``time_scale``, with each
+    iperf3 client's arguments (:func:`netrepro.rolevars.iperf3_argv`), the base RTT's length
+    (0 without ``base_rtt``), the FTP files (:func:`netrepro.rolevars.model_ftp_source`),
+    ``id``, ``labels``, ``lead_s`` and ``fetch_dir``.
+
+    Raises ValueError (``TIME_SCALE: ...``, one line) for a scale outside
+    :func:`netrepro.spec.check_time_scale`'s range (a resumed run's scale comes from its
+    run.json), or a trial whose traffic cannot run (:func:`netrepro.model.trial_plan`).
+    """
+    check_time_scale(time_scale)
     plan = trial_plan(spec.model, trial, time_scale)
     plan["iperf3"] = {n: [{"id": x["id"], "start_s": x["start_s"], "argv": iperf3_argv(x["item"], x["address"], time_scale)}
                           for x in items] for n, items in plan["iperf3"].items()}
@@ -202,46 +202,6 @@ def model_trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path
     return {"id": trial["id"], "labels": trial["labels"], "lead_s": lead_s,
             "base_rtt_s": round(base.get("duration_s", 0) * time_scale, 3), "files": ftp.get("files", []),
             "fetch_dir": str(fetch_dir), **plan}
-
-
-def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead_s: float) -> dict:
-    """Extra var ``trial`` for playbooks/trial.yml (see its header for the shape); for an
-    experiment of schema_version 2, :func:`model_trial_vars` (playbooks/trial-model.yml).
-
-    Durations and offsets are the spec's times ``time_scale``; the ping collector of a client
-    targets the server of its (first) flow group. Raises ValueError (``TIME_SCALE: ...``, one
-    line) for a scale outside :func:`netrepro.spec.check_time_scale`'s range, of either
-    schema_version (a resumed run's scale comes from its run.json).
-    """
-    check_time_scale(time_scale)
-    if isinstance(spec, SpecV2):
-        return model_trial_vars(spec, trial, time_scale, fetch_dir, lead_s)
-    sched = spec.scaled(time_scale)
-
-    def data_addr(node: str) -> str:
-        return spec.nodes[node]["interfaces"][0]["address"]
-
-    server_of: dict[str, str] = {}
-    flows: dict[str, list[dict]] = {}
-    for fg in sched["flows"]:
-        server_of.setdefault(fg["client"], fg["server"])
-        flows.setdefault(fg["client"], []).append({
-            "server_address": data_addr(fg["server"]), "flows": fg["flows"],
-            "start_s": round(fg["start_s"], 3), "duration_s": round(fg["duration_s"], 3)})
-    ping, qdisc = {}, {}
-    for c in spec["collectors"]:
-        for node in spec.select(c["nodes"]):
-            if c["kind"] == "ping" and node in server_of:
-                ping[node] = {"target": data_addr(server_of[node]), "interval_s": c["interval_s"]}
-            elif c["kind"] == "qdisc_stats":
-                qdisc[node] = {"network": c.get("network") or spec["bottleneck"]["network"], "interval_s": c["interval_s"]}
-    files = role_vars(spec, trial["variant"]).get("ftp_source", {}) or {}
-    return {
-        "id": f"{trial['aqm']}-{trial['variant']}", "aqm": trial["aqm"], "variant": trial["variant"],
-        "lead_s": lead_s, "duration_s": round(sched["duration_s"], 3),
-        "base_rtt_s": round(sched["base_rtt_s"], 3), "files": files.get("files", []),
-        "ping": ping, "qdisc_stats": qdisc, "flows": flows, "fetch_dir": str(fetch_dir),
-    }
 
 
 def new_run_dir(spec: Spec, site: str) -> Path:
@@ -298,50 +258,6 @@ def _git_commit() -> str:
         return rev + ("-dirty" if dirty else "") if rev else "unknown"
     except OSError:
         return "unknown"
-
-
-def phase_start_skew(spec: Spec, time_scale: float, trial_dir: Path, start_epoch_s: float) -> dict[str, dict]:
-    """Per phase: when the flow events that open it happened, against the schedule.
-
-    The events of a phase boundary are the actual starts of the flows scheduled to start
-    there and the actual ends of those scheduled to end there (each client's flows.csv).
-    For each phase with events: ``events``; ``lag_ms``, the median of (actual - scheduled);
-    ``spread_ms``, max - min of (actual - scheduled) over the events; and ``skew_ms``,
-    ``lag_ms`` minus the first phase's ``lag_ms``: how far this phase boundary moved relative
-    to the schedule as the first clients realized it. That is the phase-start skew across
-    clients (each phase is opened by a different client here).
-    """
-    import csv
-    import statistics
-
-    sched = spec.scaled(time_scale)
-    events: dict[float, list[float]] = {}
-    for fg, path in zip(sched["flows"], flows_files(spec, trial_dir)):
-        if not path.is_file():
-            continue
-        with path.open() as fh:
-            for row in csv.DictReader(fh):
-                try:
-                    s, e = float(row["start_epoch_s"]), float(row["end_epoch_s"])
-                except (KeyError, TypeError, ValueError):
-                    continue
-                t_start = start_epoch_s + fg["start_s"]
-                t_end = t_start + fg["duration_s"]
-                events.setdefault(round(fg["start_s"], 3), []).append(s - t_start)
-                events.setdefault(round(fg["start_s"] + fg["duration_s"], 3), []).append(e - t_end)
-    out: dict[str, dict] = {}
-    first_lag = None
-    for ph in sched["phases"]:
-        ev = events.get(round(ph["start_s"], 3))
-        if not ev:
-            continue
-        lag = statistics.median(ev) * 1000
-        if first_lag is None:
-            first_lag = lag
-        out[ph["name"]] = {"events": len(ev), "lag_ms": round(lag, 1),
-                           "spread_ms": round((max(ev) - min(ev)) * 1000, 1),
-                           "skew_ms": round(lag - first_lag, 1)}
-    return out
 
 
 def sha256_tree(root: Path) -> dict[str, str]:
@@ -1109,8 +1025,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
             meta["sweep"] = {"factors": sweeps.factors(spec),
                              "points": [{**p.as_dict(), "trials": [t for t in p.trials if t in ran]} for p in points],
                              "design": "full factorial: each trial at every combination of the factors that apply to it"}
-        if isinstance(spec, SpecV2):  # every rate and byte size of the experiment times k
-            meta["rate_scale"] = site.load_state().get("rate_scale")
+        meta["rate_scale"] = site.load_state().get("rate_scale")  # every rate and byte size times k
         pending = list(order)
         log(f"[run] {spec.name} on {site_name} ({mode}), TIME_SCALE={time_scale}"
             + (f", REPEAT={repeat}" if repeat > 1 else "")
@@ -1215,7 +1130,6 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         meta["finished_at"] = datetime.now(timezone.utc).isoformat()
         meta["wall_s"] = round(float(meta.get("wall_s") or 0) + time.time() - t_run, 1)
         meta["nodes"] = _nodes_meta(raw, spec)
-        meta["phase_start_skew_ms"] = {t["id"]: t.get("phase_start_skew_ms", {}) for t in meta["trials"]}
         meta["timings_s"] = {**site.load_state().get("timings_s", {}), "trials": meta["wall_s"]}
         kept = [s["id"] for s in meta["trial_status"] if s["status"] == "complete"]
         complete = len(kept) == len(meta["trial_status"])
@@ -1255,10 +1169,8 @@ def _checked_trial_ids(spec: Spec, trial_ids: list[str] | None) -> list[str]:
 
 
 def _trials_by_id(spec: Spec) -> dict[str, dict]:
-    """Trial id -> the spec's trial: a schema_version 2 model trial, or a version 1 aqm x variant."""
-    if isinstance(spec, SpecV2):
-        return {t["id"]: t for t in spec.model.trials}
-    return {f"{t['aqm']}-{t['variant']}": t for t in spec["trials"]}
+    """Trial id -> the model's trial."""
+    return {t["id"]: t for t in spec.model.trials}
 
 
 def _planned(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffle: bool, seed: int | None,
@@ -1291,8 +1203,7 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
     (:func:`_instance_estimate_s`: the latest complete run's of this experiment and site when
     there is one, else the site's own, :attr:`netrepro.sites.base.Site.TRIAL_OVERHEAD_S`); up,
     provisioning and teardown are not in it.
-    Rates are as written: a schema_version 2 experiment's rate scale is chosen when the site
-    is provisioned.
+    Rates are as written: the rate scale is chosen when the site is provisioned.
 
     Raises:
         SpecError: a bad ``trial_ids``, ``repeat``, ``resume`` or sweep (one line).
@@ -1383,10 +1294,8 @@ def _simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir
     if started is not None:
         started["start_epoch_s"] = sim["start_epoch_s"]
     dest = _keep_trial_data(run_dir, staging, tid, attempt, check_trial_data(tv, staging, sim["start_epoch_s"]))
-    v2 = isinstance(spec, SpecV2)
     record = {
-        "id": tid, **({"labels": tv["labels"]} if v2 else {"aqm": tv["aqm"], "variant": tv["variant"]}),
-        "status": "complete", "simulated": True, "start_epoch_s": sim["start_epoch_s"],
+        "id": tid, "labels": tv["labels"], "status": "complete", "simulated": True, "start_epoch_s": sim["start_epoch_s"],
         "phases": _scaled_phases(spec, time_scale), "duration_s": tv["duration_s"], "base_rtt_s": tv["base_rtt_s"],
         "wall_s": round(time.time() - t0, 1), "simulation": {k: v for k, v in sim.items() if k != "start_epoch_s"},
         "bottleneck_interface": (next(iter(tv["qdisc_stats"].values()))["network"] if tv.get("qdisc_stats") else None),
@@ -1429,11 +1338,8 @@ def _judge_health(judge: TrialJudge | None, spec: Spec, record: dict, dest: Path
 
 
 def _settings_text(spec: Spec, trial: dict) -> str:
-    """One phrase of a trial's settings for the progress lines: its labels (schema_version 2)
-    or its AQM and variant."""
-    if isinstance(spec, SpecV2):
-        return ", ".join(f"{k} {v}" for k, v in (trial.get("labels") or {}).items()) or trial["id"]
-    return f"aqm {trial['aqm']}, variant {trial['variant']}"
+    """One phrase of a trial's settings for the progress lines: its labels, else its id."""
+    return ", ".join(f"{k} {v}" for k, v in (trial.get("labels") or {}).items()) or trial["id"]
 
 
 def _instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], site_cls: type[Site]) -> float:
@@ -1443,7 +1349,7 @@ def _instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], sit
     plus the median time they took beyond it (:func:`netrepro.schedule.overhead_s`)."""
     from netrepro import schedule
     over = schedule.overhead_s(records)
-    base = (spec.model.data["base_rtt"] if isinstance(spec, SpecV2) else spec["base_rtt"]).get("duration_s", 0)
+    base = spec.model.data["base_rtt"].get("duration_s", 0)
     if over is not None:  # wall_s - duration_s: the base-RTT pings are in it
         return max(0.0, spec.duration_s * time_scale + over)
     return (spec.duration_s + base) * time_scale * site_cls.TRIAL_WALL_PER_SCHEDULED_S + site_cls.TRIAL_OVERHEAD_S
@@ -1463,17 +1369,6 @@ def _delay_probe(inv: Path, tv: dict):
                                 node_trial_dir(hv, tv["id"]))
 
 
-def nodes_variant(tv: dict) -> str | None:
-    """What the site's state records as the nodes' variant after trial ``tv`` of a
-    schema_version 1 experiment: the variant, and at a sweep's point the point too (its
-    bottleneck or FTP sources' rate may differ from another point's), so that
-    playbooks/set-variant.yml runs whenever either changes. None for version 2 (its trial
-    playbook applies everything)."""
-    if "variant" not in tv:
-        return None
-    return tv["variant"] + (f"@{tv['point']}" if tv.get("point") else "")
-
-
 def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, run_dir: Path, attempt: int,
                started: dict | None = None, judge: TrialJudge | None = None) -> dict:
     """Run one trial (playbooks/trial.yml) and move its checked data to raw/<trial>/.
@@ -1485,33 +1380,20 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     playbook step raises (KeyboardInterrupt, OSError).
     """
     tid = tv["id"]
-    v2 = isinstance(spec, SpecV2)
-    st = site.load_state()
-    variant_key = nodes_variant(tv)
-    if not v2:
-        tv["variant_changed"] = st.get("variant") != variant_key
-        if tv["variant_changed"]:
-            st["variant"] = None  # unknown until the trial's set-variant step succeeds
-            site.save_state(st)
     log(f"[run] trial {tid}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
     load_before = os.getloadavg()
     t0 = time.time()
-    if v2:
-        from netrepro.rolevars import model_vars
-        extra = {"netrepro": model_vars(spec), "trial": tv}
-    else:
-        extra = {"netrepro": role_vars(spec, tv["variant"]), "aqm_name": tv["aqm"], "trial": tv}
+    extra = {"netrepro": model_vars(spec), "trial": tv}
     armed = sorted(set(tv["ping"]) | set(tv["qdisc_stats"]) | set(tv["flows"]) | set(tv.get("iperf3", {}))
                    | set(tv.get("iperf3_servers", {})))
     bn = _sampled_node(spec)
     try:
         logs = run_dir / "logs"
-        _playbook("trial-model" if v2 else "trial", inv, extra, site,
-                  keep_log=logs / f"{tid}-{attempt}-{'trial-model' if v2 else 'trial'}.log")
+        _playbook("trial", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial.log")
         try:
             # Every node acknowledges the release, the armed ones after their FIFOs: each one's
             # /proc/stat then starts the window of the nodes' CPU check (analysis.health).
-            barrier = release_trial(inv, sorted(set(armed) | set(spec.nodes)), tid, bn, lead_min_s=tv["lead_s"])
+            barrier = release_trial(inv, sorted(set(armed) | set(spec.model.nodes)), tid, bn, lead_min_s=tv["lead_s"])
         except BarrierLate as exc:
             raise _TrialFailed(str(exc), stop=True) from None
         if started is not None:
@@ -1525,7 +1407,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         extra["trial"] = {**tv, "start_epoch_s": barrier["start_epoch_s"]}
         _playbook("trial-end", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial-end.log")
         try:
-            fetch_archives(inv, sorted(set(armed) | set(spec.nodes)), tid, Path(tv["fetch_dir"]))
+            fetch_archives(inv, sorted(set(armed) | set(spec.model.nodes)), tid, Path(tv["fetch_dir"]))
         except FetchFailed as exc:
             raise _TrialFailed(str(exc), stop=True) from None
     except ansible.PlaybookError as exc:
@@ -1539,10 +1421,6 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     wall = time.time() - t0
     # One reading per node: they are idle now, and a step is judged against half the round trips.
     clocks_after = node_clocks(inv, samples=1)
-    if not v2:
-        st = site.load_state()
-        st["variant"] = variant_key
-        site.save_state(st)
     fetched = Path(tv["fetch_dir"])
     tdir = fetched.parent / "nodes"
     for archive in sorted(fetched.glob("*.tar.gz")):
@@ -1557,14 +1435,11 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     steps, problems = clock_problems(clocks_before, clocks_after)
     dest = _keep_trial_data(run_dir, tdir, tid, attempt, check_trial_data(tv, tdir, start) + problems,
                             {"clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps}})
-    if v2:  # the interface the queue sampler reads, as the experiment names it
-        bdev = next((c["at"].split(":")[1] for c in spec.model.data["collectors"] if c["at"].split(":")[0] == bn), None)
-    else:
-        bdev = _bottleneck_dev(before, spec.address(bn, spec["bottleneck"]["network"]))
+    # the interface the queue sampler reads, as the experiment names it
+    bdev = next((c["at"].split(":")[1] for c in spec.model.data["collectors"] if c["at"].split(":")[0] == bn), None)
     released = (barrier.get("cpu_ticks") or {}).get(bn)  # the bottleneck node's /proc/stat at the release
     record = {
-        "id": tid, **({"labels": tv["labels"]} if v2 else {"aqm": tv["aqm"], "variant": tv["variant"]}),
-        "status": "complete", "start_epoch_s": start, "phases": _scaled_phases(spec, time_scale),
+        "id": tid, "labels": tv["labels"], "status": "complete", "start_epoch_s": start, "phases": _scaled_phases(spec, time_scale),
         "duration_s": tv["duration_s"],
         "base_rtt_s": tv["base_rtt_s"], "wall_s": round(wall, 1), "bottleneck_interface": bdev,
         # the barrier: lead chosen, each node's round trip, how early it acknowledged and its
@@ -1572,7 +1447,6 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         "barrier": {k: barrier[k] for k in ("lead_s", "round_trip_s", "ack_margin_s", "cpu_ticks") if k in barrier},
         "qdisc_before": [q for q in before.get("qdiscs") or [] if q.get("dev") == bdev],
         "qdisc_after": [q for q in after.get("qdiscs") or [] if q.get("dev") == bdev],
-        "phase_start_skew_ms": phase_start_skew(spec, time_scale, dest, start) if start and not v2 else {},
         # how busy the bottleneck node's CPU was from the release on (all nodes' in the local micro-VM)
         "bottleneck_cpu_busy": cpu_busy({"cpu_ticks": released} if released else before, after),
         # the controller machine's 1/5/15-min load averages before and after the trial
@@ -1591,17 +1465,14 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
 
 
 def _at_rate_scale(spec: Spec, site: Site, choose: bool = False) -> Spec:
-    """An experiment of schema_version 2 at the rate scale of this site (:func:`netrepro.model.
-    choose_rate_scale`: RATE_SCALE, else from the site's measured forwarding capacity). The
-    scale is chosen when provisioning (``choose``), said on the console and kept in the site's
-    state; the run uses the same one and records it. Other specs are returned as they are.
+    """The experiment at the rate scale k of this site (:func:`netrepro.model.choose_rate_scale`:
+    RATE_SCALE, else from the site's measured forwarding capacity; ``spec`` itself at k = 1).
+    The scale is chosen when provisioning (``choose``), said on the console and kept in the
+    site's state; the run uses the same one and records it.
 
     Raises:
         ValueError: a bad RATE_SCALE, or a scale below the experiment's ``rate_scale.min``.
     """
-    if not isinstance(spec, SpecV2):
-        return spec
-    from netrepro.model import choose_rate_scale
     st = site.load_state()
     if choose or "rate_scale" not in st:
         cap = (site.status().get("capacity") or {}).get("forwarding_mbit")
@@ -1610,15 +1481,14 @@ def _at_rate_scale(spec: Spec, site: Site, choose: bool = False) -> Spec:
         st["rate_scale"] = {"k": k, "why": why}
         site.save_state(st)
         log(f"[provision] rate scale {k:g}: {why}")
-    return spec.at_rate_scale(float(st["rate_scale"]["k"]))
+    k = float(st["rate_scale"]["k"])
+    return spec if k == 1 else spec.at_rate_scale(k)
 
 
 def _sampled_node(spec: Spec) -> str:
     """The node whose clock the barrier's start is chosen on and whose qdisc dumps run.json
-    keeps: version 1's bottleneck; else the first queue sampler's node, or the first node."""
-    if not isinstance(spec, SpecV2):
-        return spec["bottleneck"]["node"]
-    return next((c["at"].split(":")[0] for c in spec.model.data["collectors"]), next(iter(spec.nodes)))
+    keeps: the first queue sampler's node, or the first node."""
+    return next((c["at"].split(":")[0] for c in spec.model.data["collectors"]), next(iter(spec.model.nodes)))
 
 
 def _scaled_phases(spec: Spec, time_scale: float) -> list[dict]:
@@ -1632,18 +1502,9 @@ def shutil_rm(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _bottleneck_dev(meta: dict, address: str) -> str | None:
-    """The interface holding ``address`` in a node's ``ip -j addr`` dump (meta "addresses")."""
-    for link in meta.get("addresses") or []:
-        for ai in link.get("addr_info", []):
-            if ai.get("local") == address:
-                return link.get("ifname")
-    return None
-
-
 def _nodes_meta(raw: Path, spec: Spec) -> dict:
     out = {}
-    for node in spec.nodes:
+    for node in spec.model.nodes:
         metas = sorted(raw.glob(f"*/{node}/meta-before.json"))
         if not metas:
             continue

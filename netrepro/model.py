@@ -1229,7 +1229,8 @@ def rate_scale_option(m: Model, option: str | float | None) -> float | None:
     Raises:
         ValueError: one line naming RATE_SCALE and, when the file forbids it, the file and
             its field: ``option`` is not a number in (0, 1]; or it asks for k < 1 while the
-            file's ``rate_scale.allowed`` is not true; or k is below the file's ``rate_scale.min``.
+            file's ``rate_scale.allowed`` is not true; or k is below the file's
+            ``rate_scale.min``.
     """
     if option is None or (isinstance(option, str) and not option.strip()):
         return None

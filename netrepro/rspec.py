@@ -104,11 +104,11 @@ def interface_id(node: str, key: str) -> str:
 def build_request(spec: Spec, opts: RSpecOptions | None = None):
     """The request RSpec of ``spec``'s topology as an lxml ``_Element`` (root ``<rspec>``).
 
-    Read from the experiment's model, so both schema versions take one path: one VM per
-    node (hosts, routers and switches alike: a switch is a VM whose ports the provisioning
-    bridges, roles/switch_bridge), one ``<interface>`` per experiment interface (with
-    ``<ip>`` when the model gives it an address; a switch's port has none), one ``<link>``
-    per L2 segment (:meth:`netrepro.model.Model.segments`: each LAN, each cable ``link-N``).
+    Read from the experiment's model: one VM per node (hosts, routers and switches alike: a
+    switch is a VM whose ports the provisioning bridges, roles/switch_bridge), one
+    ``<interface>`` per experiment interface (with ``<ip>`` when the model gives it an address;
+    a switch's port has none), one ``<link>`` per L2 segment
+    (:meth:`netrepro.model.Model.segments`: each LAN, each cable ``link-N``).
     """
     from lxml import etree
 

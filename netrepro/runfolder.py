@@ -1,26 +1,13 @@
 """What the files of a run folder mean, for the runner that writes them
-(:mod:`netrepro.controller`) and the analysis that reads them (:mod:`analysis.health`):
-where a trial's flow groups write their flows (:func:`flows_files`), and the CPU readings
-recorded with a trial (``cpu_ticks``: the numbers of /proc/stat's ``cpu`` line, proc(5)), this
-machine's (:func:`host_cpu_ticks`) and the share of busy time between two (:func:`cpu_busy`).
+(:mod:`netrepro.controller`) and the analysis that reads them (:mod:`analysis.health`): the
+CPU readings recorded with a trial (``cpu_ticks``: the numbers of /proc/stat's ``cpu`` line,
+proc(5)), this machine's (:func:`host_cpu_ticks`) and the share of busy time between two
+(:func:`cpu_busy`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-
-def flows_files(spec, trial_dir: Path) -> list[Path]:
-    """The flows CSV of each flow group of a schema_version 1 experiment (``spec``: a
-    :class:`netrepro.spec.Spec`), in its order: a client's first group writes
-    flows.csv, its k-th (k >= 1) flows-<k>.csv (roles/flow_clients)."""
-    seen: dict[str, int] = {}
-    out = []
-    for fg in spec["flows"]:
-        k = seen.get(fg["client"], 0)
-        seen[fg["client"]] = k + 1
-        out.append(trial_dir / fg["client"] / ("flows.csv" if k == 0 else f"flows-{k}.csv"))
-    return out
 
 
 def host_cpu_ticks(path: str | Path = "/proc/stat") -> str | None:

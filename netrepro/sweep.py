@@ -5,12 +5,12 @@ An experiment may declare factors in its file::
     sweep:
       factors:
         - name: rate_mbit                       # a column of the results
-          paths: [bottleneck.rate_mbit, aqms.red.params.bandwidth_mbit]
+          paths: [trials.pie.qdiscs.router:eth1.0.rate_mbit, trials.red.qdiscs.router:eth1.0.rate_mbit]
           values: [5, 10, 20]
         - name: pie_target_ms
-          paths: [aqms.pie.params.target_ms]
+          paths: [trials.pie.qdiscs.router:eth1.1.target_ms]
           values: [5, 20]
-          trials: [pie-unlimited, pie-limited]  # only these trials vary it (default: all)
+          trials: [pie]                         # only these trials vary it (default: all)
 
 and ``netrepro run --sweep`` runs each trial at every point of the cross product of the
 factors that apply to it (a full factorial design: D. C. Montgomery, *Design and Analysis of
@@ -18,13 +18,12 @@ Experiments*, 8th ed., 2013, ch. 5). A point is the experiment file with each fa
 ``paths`` set to one of its values; it is validated as a file of its own (schema and
 cross-checks), so a combination the experiment cannot run is refused before anything runs.
 
-A factor may only change what the trial playbooks put in place before every trial, since the
-nodes are provisioned once per run: in a schema_version 1 file the bottleneck, the AQMs, the
-variants, the flow groups and the phases (playbooks/trial.yml applies the AQM and, through
-set-variant.yml, the bottleneck rate and the FTP sources' rate); in a version 2 file the
-trials, the default qdiscs, sysctls and traffic, and the phases (playbooks/trial-model.yml
-installs each trial's qdisc stacks, sysctls and traffic afresh). Anything else (topology,
-link delays, offloads, host sysctls of version 1) is refused with the factor named.
+A factor may only change what the trial playbook puts in place before every trial, since the
+nodes are provisioned once per run: each trial's qdisc stacks, sysctls and traffic
+(playbooks/trial.yml installs them afresh), and the phases. Each point's model
+(:mod:`netrepro.model`) is compared with the file's: a point that changes any other part
+(:data:`PER_TRIAL_PARTS`: the topology, the links' MTU and offloads, the collectors, the base
+RTT, health, claims, figures) is refused, naming the path that changes it.
 
 A path is keys joined by dots; in a list, a segment is an index (``flows.1.flows``) or the
 ``id`` of an item (``trials.codel.qdiscs``). Points are ``p1``, ``p2``, ... in the order of
@@ -46,9 +45,11 @@ from netrepro.model import RESERVED_COLUMNS
 if TYPE_CHECKING:  # annotations only: netrepro.spec validates a file's sweep with this module
     from netrepro.spec import Spec
 
-#: Top-level keys a factor may change, per schema_version (see the module docstring).
-PER_TRIAL_KEYS = {1: ("bottleneck", "aqms", "variants", "flows", "phases"),
-                  2: ("trials", "qdiscs", "sysctls", "traffic", "phases")}
+#: The parts of the model (:attr:`netrepro.model.Model.data`) a point may change: each trial
+#: (its qdisc stacks, sysctls and traffic, which playbooks/trial.yml installs before it) and
+#: the phases (which the analysis cuts each trial into). Every other part is set when the
+#: nodes are provisioned or read for the whole run.
+PER_TRIAL_PARTS = ("trials", "phases")
 
 #: The most points a sweep may have (a pie-vs-red trial is ~5 min: 200 points are 17 hours).
 POINTS_MAX = 200
@@ -149,17 +150,15 @@ def point_spec(spec: Spec, values: dict) -> Spec:
 
 def check(spec: Spec) -> list[dict]:
     """The factors, checked: each name is unique and no column of the analysis's tables
-    (:func:`_reserved_columns`), each path exists and changes only per-trial settings
-    (:data:`PER_TRIAL_KEYS`), each ``trials`` entry is a trial of the file, and the grid is
-    within :func:`size`'s bounds. Raises SpecError (one line, naming ``sweep.factors[i]``); a
-    file without factors raises one too."""
+    (:func:`_reserved_columns`), each path exists, each ``trials`` entry is a trial of the
+    file, and the grid is within :func:`size`'s bounds. (That a path changes only per-trial
+    settings is checked on each point's model: :func:`points`.) Raises SpecError (one line,
+    naming ``sweep.factors[i]``); a file without factors raises one too."""
     fs = factors(spec)
     where = "sweep.factors"
     if not fs:
         raise SpecError(spec.path, "sweep", "--sweep needs factors to vary: add sweep.factors "
                                             "(name, paths, values) to the experiment file")
-    version = spec.data.get("schema_version", 1)
-    allowed = PER_TRIAL_KEYS[version]
     columns = _reserved_columns(spec)
     names = set()
     for i, f in enumerate(fs):
@@ -170,10 +169,6 @@ def check(spec: Spec) -> list[dict]:
             raise SpecError(spec.path, f"{where}[{i}].name", f"{f['name']!r} names a column of the analysis's "
                             f"statistics tables (or a trial label); expected another name")
         for p in f["paths"]:
-            top = _segments(p)[0]
-            if top not in allowed:
-                raise SpecError(spec.path, f"{where}[{i}].paths", f"{p!r} is set when the nodes are provisioned, "
-                                f"not before each trial; expected a path under: {', '.join(allowed)}")
             try:
                 point_data(spec.data, [f], {f["name"]: f["values"][0]})
             except KeyError as exc:
@@ -188,14 +183,9 @@ def check(spec: Spec) -> list[dict]:
 
 def _reserved_columns(spec: Spec) -> set[str]:
     """Columns a factor may not be named like, since the swept analysis adds a column per
-    factor to the statistics tables: theirs (:data:`netrepro.model.RESERVED_COLUMNS`), a
-    version 1 summary's keys (``aqm``, ``variant``, ...) and a version 2 file's trial labels."""
-    out = set(RESERVED_COLUMNS)
-    if spec.data.get("schema_version", 1) == 2:
-        out |= {k for t in spec.data.get("trials") or [] for k in (t.get("labels") or {})}
-    else:
-        out |= {"aqm", "variant", "flows", "start_s", "end_s"}
-    return out
+    factor to the statistics tables: theirs (:data:`netrepro.model.RESERVED_COLUMNS`) and the
+    trials' labels."""
+    return set(RESERVED_COLUMNS) | {k for t in spec.model.trials for k in t["labels"]}
 
 
 def size(spec: Spec, fs: list[dict]) -> tuple[int, int]:
@@ -226,7 +216,8 @@ def applies(factor: dict, trial: str) -> bool:
 def points(spec: Spec) -> list[Point]:
     """Every point of the sweep (the full cross product of the factors' values, the first
     factor varying slowest), each with the trials run at it, every point's experiment
-    validated (:func:`point_spec`).
+    validated (:func:`point_spec`) and changing only the model's :data:`PER_TRIAL_PARTS`
+    (:func:`_check_per_trial`).
 
     A trial that a factor does not apply to (``trials``) runs once per combination of the
     factors that do, at the first point with it; the analysis of the other points with that
@@ -234,7 +225,8 @@ def points(spec: Spec) -> list[Point]:
 
     Raises:
         SpecError: as :func:`check` (more than :data:`POINTS_MAX` points or
-            :data:`INSTANCES_MAX` trial instances among them), or an invalid point.
+            :data:`INSTANCES_MAX` trial instances among them), an invalid point, or a point
+            that changes what the nodes are provisioned with.
     """
     fs = check(spec)  # the grid's size is checked before it is built
     grid = list(itertools.product(*[f["values"] for f in fs]))
@@ -242,7 +234,7 @@ def points(spec: Spec) -> list[Point]:
     out = []
     for i, vals in enumerate(grid, 1):
         values = {f["name"]: v for f, v in zip(fs, vals)}
-        point_spec(spec, values)
+        _check_per_trial(spec, fs, values, point_spec(spec, values))
         run_here = []
         for t in spec.trial_ids:
             key = (t, tuple((f["name"], repr(values[f["name"]])) for f in fs if applies(f, t)))
@@ -251,6 +243,35 @@ def points(spec: Spec) -> list[Point]:
                 run_here.append(t)
         out.append(Point(f"p{i}", values, tuple(run_here)))
     return out
+
+
+def _provisioned(spec: Spec) -> dict:
+    """The parts of ``spec``'s model other than :data:`PER_TRIAL_PARTS`."""
+    return {k: v for k, v in spec.model.data.items() if k not in PER_TRIAL_PARTS}
+
+
+def _check_per_trial(spec: Spec, fs: list[dict], values: dict, point: Spec) -> None:
+    """Refuse ``point`` (the experiment at ``values``) when its model differs from ``spec``'s
+    outside :data:`PER_TRIAL_PARTS`: SpecError naming the first path that changes it alone
+    (``sweep.factors[i].paths``), else the point and the parts it changes (``sweep``)."""
+    base = _provisioned(spec)
+    got = _provisioned(point)
+    if got == base:
+        return
+    expected = "expected paths that change only the trials (their qdiscs, sysctls and traffic) or the phases"
+    for i, f in enumerate(fs):
+        for p in f["paths"]:
+            try:
+                alone = type(spec).from_data(point_data(spec.data, [{**f, "paths": [p]}], values), spec.path)
+            except SpecError:
+                continue  # not a valid experiment alone: the point as a whole is refused below
+            if _provisioned(alone) != base:
+                raise SpecError(spec.path, f"sweep.factors[{i}].paths",
+                                f"{p!r} is set when the nodes are provisioned, not before each trial; {expected}")
+    parts = ", ".join(sorted(k for k in base.keys() | got.keys() if base.get(k) != got.get(k)))
+    label = ", ".join(f"{k}={v}" for k, v in values.items())
+    raise SpecError(spec.path, "sweep", f"the point {label} changes the experiment's {parts}, set when the nodes "
+                                        f"are provisioned, not before each trial; {expected}")
 
 
 def trial_factors(fs: list[dict], point: Point, trial: str) -> dict:

@@ -14,8 +14,8 @@ from netrepro.sites import Site
 
 #: A recorded run of pie-vs-red on the local site at TIME_SCALE 0.1 (its run.json says how it was made).
 V1_RUN = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
-#: pie-vs-red's schema_version 1 file, for the tests of the version 1 path (experiments/pie-vs-red
-#: is schema_version 2); goes with that path.
+#: pie-vs-red's schema_version 1 file, for the tests of the version 1 format (netrepro.spec.Spec,
+#: netrepro migrate; experiments/pie-vs-red is schema_version 2); goes with that format.
 PIE_VS_RED_V1 = Path(__file__).resolve().parent / "data" / "specs" / "pie-vs-red-v1.yml"
 
 
@@ -30,9 +30,9 @@ class _RecordedSite(SimpleNamespace):
 def recorded_site(tmp_path, monkeypatch):
     """``controller.run`` on a site that runs nothing: each trial instance becomes the recorded
     trial of the same trial id in :data:`V1_RUN` (its raw folder copied as a fetch leaves
-    it, the same layout in either schema; its record with the instance's id, 60 s of wall time
-    for a 25 s schedule, and for a schema_version 2 file the trial's labels in place of its
-    aqm and variant), and the site is its saved state. Results go under ``tmp_path/results``.
+    it, the same layout as the trial playbook's; its record with the instance's id, 60 s of
+    wall time for a 25 s schedule, and the trial's labels in place of its aqm and variant), and
+    the site is its saved state. Results go under ``tmp_path/results``.
 
     Returns a namespace: ``ran`` (instance ids in the order run), ``given`` (instance id ->
     the experiment and trial vars it was run with), ``stop_at`` (set ``stop_at["id"]`` to make
@@ -49,13 +49,11 @@ def recorded_site(tmp_path, monkeypatch):
             raise KeyboardInterrupt("SIGINT")
         ran.append(tid)
         given[tid] = (spec, tv)
-        base = tv["trial"]  # the file's trial id: pie-vs-red's are the recorded run's in either schema
+        base = tv["trial"]  # the file's trial id: pie-vs-red's are the recorded run's
         shutil.copytree(V1_RUN / "raw" / base, run_dir / "raw" / tid)
-        record = {**recorded[base], "id": tid, "wall_s": 60.0, "duration_s": 25.0}
-        if "labels" in tv:  # schema_version 2: the trial's labels, as controller._run_trial records them
-            record = {k: v for k, v in record.items() if k not in ("aqm", "variant")}
-            record.update(labels=tv["labels"], phase_start_skew_ms={})
-        return record
+        record = {k: v for k, v in recorded[base].items() if k not in ("aqm", "variant", "phase_start_skew_ms")}
+        # the trial's labels, as controller._run_trial records them
+        return {**record, "id": tid, "wall_s": 60.0, "duration_s": 25.0, "labels": tv["labels"]}
 
     state = {"provisioned": True}
     site = _RecordedSite(load_state=lambda: dict(state), save_state=state.update, status=lambda: {"mode": "vm"})

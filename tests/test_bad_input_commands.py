@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from badinput import REPO, Row, run_row
-from conftest import PIE_VS_RED_V1
 
 REAL = REPO / "experiments" / "pie-lab" / "experiment.yml"
 TEXT = REAL.read_text()
@@ -74,9 +73,6 @@ ROWS = [
     Row("hours-option-words", ["renew", "pie-lab", "--hours", "six"], ["HOURS", "'six'", "expected a number of hours"]),
     # --- RATE_SCALE (run, reproduce, their dry runs, provision) ---------------------------
     *_rate_rows(),
-    Row("rate-scale-schema-1-run-dry-run", ["run", str(PIE_VS_RED_V1), "--dry-run"],
-        ["RATE_SCALE=0.5", "tests/data/specs/pie-vs-red-v1.yml", "only schema_version 2 files scale their rates"],
-        env={"RATE_SCALE": "0.5"}),
     Row("rate-scale-pie-vs-red-run-dry-run", ["run", "pie-vs-red", "--dry-run"],
         ["RATE_SCALE=0.5", "experiments/pie-vs-red/experiment.yml", "rate_scale.allowed",
          "expected rate_scale.allowed: true"], env={"RATE_SCALE": "0.5"}),

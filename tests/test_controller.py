@@ -1,37 +1,24 @@
 """Tests of the pure parts of netrepro/controller.py: trial variables, run folders, the
-``latest`` link, phase start skew, checksums and the bottleneck interface lookup. Nothing
-here touches a site, the real results/ folder or .state/."""
+``latest`` link and checksums. Nothing here touches a site, the real results/ folder or
+.state/."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import os
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import PIE_VS_RED_V1
 
 from netrepro import controller
 from netrepro.inventory import write_inventory
 from netrepro.spec import Spec, load_spec
 
-DATA = Path(__file__).resolve().parent / "data" / "specs"
-HEADER = "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes"
-
 
 @pytest.fixture(scope="module")
 def spec() -> Spec:
     return load_spec("pie-vs-red")
-
-
-@pytest.fixture(scope="module")
-def spec_v1() -> Spec:
-    """pie-vs-red's schema_version 1 file: the version 1 path's trial variables
-    (playbooks/trial.yml) and phase start skew are computed from it only."""
-    return load_spec(PIE_VS_RED_V1)
 
 
 @pytest.fixture(autouse=True)
@@ -41,55 +28,61 @@ def no_real_results(tmp_path, monkeypatch):
 
 
 # --- trial_vars --------------------------------------------------------------------------------
-def test_trial_vars(spec_v1, tmp_path):
-    tv = controller.trial_vars(spec_v1, {"aqm": "red", "variant": "limited"}, 0.1, tmp_path / "fetch", 7.5)
-    assert (tv["id"], tv["aqm"], tv["variant"]) == ("red-limited", "red", "limited")
+def test_trial_vars(spec, tmp_path):
+    """The trial playbook's ``trial`` var: the model's plan of one trial at TIME_SCALE 0.1
+    (each client pings the server of its flow group; the FTP rate of the trial's items), its
+    stacks afresh and the FTP files provisioning made."""
+    tv = controller.trial_vars(spec, spec.model.trial("red-limited"), 0.1, tmp_path / "fetch", 7.5)
+    assert (tv["id"], tv["labels"]) == ("red-limited", {"aqm": "red", "variant": "limited"})
     assert tv["lead_s"] == 7.5 and tv["fetch_dir"] == str(tmp_path / "fetch")
     assert tv["duration_s"] == 25.0 and tv["base_rtt_s"] == 3.0
-    # each client pings the server of its flow group, on the servers' LAN
-    assert tv["ping"] == {"client1": {"target": "10.10.2.1", "interval_s": 0.1},
-                          "client2": {"target": "10.10.2.2", "interval_s": 0.1},
-                          "client3": {"target": "10.10.2.3", "interval_s": 0.1}}
-    assert tv["qdisc_stats"] == {"router": {"network": "clients_lan", "interval_s": 0.1}}
+    assert tv["ping"] == {"client1": {"target": "10.10.2.1", "interval_s": 0.1, "id": "ping-client1"},
+                          "client2": {"target": "10.10.2.2", "interval_s": 0.1, "id": "ping-client2"},
+                          "client3": {"target": "10.10.2.3", "interval_s": 0.1, "id": "ping-client3"}}
+    assert tv["qdisc_stats"] == {"router": {"interface": "eth1", "network": "clients_lan", "interval_s": 0.1,
+                                            "classes": False}}
     assert tv["flows"] == {
-        "client1": [{"server_address": "10.10.2.1", "flows": 10, "start_s": 0.0, "duration_s": 25.0}],
-        "client2": [{"server_address": "10.10.2.2", "flows": 20, "start_s": 5.0, "duration_s": 15.0}],
-        "client3": [{"server_address": "10.10.2.3", "flows": 20, "start_s": 10.0, "duration_s": 5.0}]}
-    assert tv["files"] == [f"file{i:02d}" for i in range(1, 21)]
+        "client1": [{"server_address": "10.10.2.1", "flows": 10, "start_s": 0.0, "duration_s": 25.0, "id": "group1"}],
+        "client2": [{"server_address": "10.10.2.2", "flows": 20, "start_s": 5.0, "duration_s": 15.0, "id": "group2"}],
+        "client3": [{"server_address": "10.10.2.3", "flows": 20, "start_s": 10.0, "duration_s": 5.0, "id": "group3"}]}
+    assert tv["ftp_sources"] == {"server1": 25000, "server2": 25000, "server3": 25000}
+    assert tv["files"] == [f"file{i:02d}" for i in range(1, 21)]  # as many as the largest item has flows
+    assert tv["iperf3"] == {} and tv["iperf3_servers"] == {}
+    assert [" ".join(c) for c in tv["stacks"]["router"][0]["commands"][2:]] == [
+        "class replace dev @dev@ parent 1: classid 1:10 htb rate 10mbit ceil 10mbit burst 15140 cburst 15140",
+        "qdisc replace dev @dev@ parent 1:10 handle 10: red limit 200000 min 50000 max 150000 avpkt 1500 burst 56 "
+        "probability 0.1 bandwidth 10mbit"]
+    assert tv["sysctls"]["server1"] == {"net.ipv4.tcp_congestion_control": "reno", "net.ipv4.tcp_sack": "1"}
 
 
-def test_trial_vars_unscaled_and_rounded(spec_v1, tmp_path):
-    spec = spec_v1
-    tv = controller.trial_vars(spec, spec["trials"][0], 1.0, tmp_path, 30.0)
+def test_trial_vars_unscaled_and_rounded(spec, tmp_path):
+    trial = spec.model.trials[0]
+    tv = controller.trial_vars(spec, trial, 1.0, tmp_path, 30.0)
     assert tv["id"] == "pie-unlimited"
     assert tv["duration_s"] == 250 and tv["base_rtt_s"] == 30
     assert tv["flows"]["client2"][0]["start_s"] == 50 and tv["flows"]["client2"][0]["duration_s"] == 150
-    tv = controller.trial_vars(spec, spec["trials"][0], 1 / 3, tmp_path, 30.0)
+    assert tv["ftp_sources"] == {"server1": 0, "server2": 0, "server3": 0}
+    tv = controller.trial_vars(spec, trial, 1 / 3, tmp_path, 30.0)
     assert tv["duration_s"] == 83.333
     assert tv["flows"]["client3"][0] == {"server_address": "10.10.2.3", "flows": 20,
-                                         "start_s": 33.333, "duration_s": 16.667}
-
-
-def test_trial_vars_rejects_bad_scale(spec_v1, tmp_path):
-    with pytest.raises(ValueError, match="TIME_SCALE"):
-        controller.trial_vars(spec_v1, spec_v1["trials"][0], 0, tmp_path, 1.0)
+                                         "start_s": 33.333, "duration_s": 16.667, "id": "group3"}
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("nan"), 1e300])
-def test_trial_vars_of_schema_version_2_rejects_bad_scale(spec, tmp_path, bad):
+def test_trial_vars_rejects_bad_scale(spec, tmp_path, bad):
     """A run resumed from a run.json whose time_scale is out of range is refused as a fresh one is
     (it used to give a schedule of zero, negative or NaN durations)."""
     with pytest.raises(ValueError, match="TIME_SCALE: expected a number from 0.001 to 100"):
         controller.trial_vars(spec, spec.model.trials[0], bad, tmp_path, 1.0)
 
 
-def test_trial_vars_qdisc_network_defaults_to_bottleneck(spec_v1, tmp_path):
-    data = copy.deepcopy(spec_v1.data)
-    del data["collectors"][1]["network"]
-    data["bottleneck"]["network"] = "servers_lan"
-    s = Spec.from_data(data)
-    tv = controller.trial_vars(s, s["trials"][0], 1, tmp_path, 1)
-    assert tv["qdisc_stats"] == {"router": {"network": "servers_lan", "interval_s": 0.1}}
+def test_trial_vars_sample_the_collectors_port(tmp_path):
+    """The queue sampler runs where the file's collector is (its node and interface, no LAN
+    for a cable's port, its classes), and the barrier's clock is that node's (codel-lab: s2)."""
+    s = load_spec("codel-lab")
+    tv = controller.trial_vars(s, s.model.trials[0], 1, tmp_path, 1)
+    assert tv["qdisc_stats"] == {"s2": {"interface": "s2-eth2", "network": None, "interval_s": 0.1, "classes": True}}
+    assert controller._sampled_node(s) == "s2"
 
 
 # --- run folders ---------------------------------------------------------------------------------
@@ -148,63 +141,6 @@ def test_point_latest(tmp_path):
     assert sorted(p.name for p in base.iterdir()) == sorted([one.name, two.name, "latest"])  # no temp link left
 
 
-# --- phase start skew ---------------------------------------------------------------------------
-def _flows_csv(path: Path, rows: list[tuple]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [HEADER] + [",".join(str(x) for x in (i, "10.10.2.1", "file01", s, e, 0, 1000))
-                        for i, (s, e) in enumerate(rows)]
-    path.write_text("\n".join(lines) + "\n")
-
-
-def test_phase_start_skew(spec_v1, tmp_path):
-    t0 = 1_700_000_000.0
-    trial = tmp_path / "trial"
-    # client1: 0 -> 250 s; two flows start 10 and 30 ms late
-    _flows_csv(trial / "client1" / "flows.csv", [(t0 + 0.010, t0 + 250.5), (t0 + 0.030, t0 + 250.2)])
-    # client2: 50 -> 200 s; starts on time and 5 ms early; ends 100 and 40 ms late
-    _flows_csv(trial / "client2" / "flows.csv", [(t0 + 50.0, t0 + 200.1), (t0 + 49.995, t0 + 200.04)])
-    # client3: 100 -> 150 s; starts 200 ms late, ends on time; one row without an end is ignored
-    _flows_csv(trial / "client3" / "flows.csv", [(t0 + 100.2, t0 + 150.0), (t0 + 100.9, "")])
-    got = controller.phase_start_skew(spec_v1, 1.0, trial, t0)
-    assert got == {
-        # lag = median(actual - scheduled); skew = lag - p1's lag; spread = max - min
-        "p1": {"events": 2, "lag_ms": 20.0, "spread_ms": 20.0, "skew_ms": 0.0},
-        "p2": {"events": 2, "lag_ms": -2.5, "spread_ms": 5.0, "skew_ms": -22.5},
-        "p3": {"events": 1, "lag_ms": 200.0, "spread_ms": 0.0, "skew_ms": 180.0},
-        "p4": {"events": 1, "lag_ms": 0.0, "spread_ms": 0.0, "skew_ms": -20.0},   # client3's end opens p4
-        "p5": {"events": 2, "lag_ms": 70.0, "spread_ms": 60.0, "skew_ms": 50.0},  # client2's ends open p5
-    }
-
-
-def test_phase_start_skew_scaled_and_missing_client(spec_v1, tmp_path):
-    t0 = 1000.0
-    trial = tmp_path / "trial"
-    # TIME_SCALE 0.1: client1 0 -> 25 s, client2 5 -> 20 s; no file from client3
-    _flows_csv(trial / "client1" / "flows.csv", [(t0 + 0.004, t0 + 25.0)])
-    _flows_csv(trial / "client2" / "flows.csv", [(t0 + 5.050, t0 + 20.010), (t0 + 5.010, t0 + 20.030)])
-    got = controller.phase_start_skew(spec_v1, 0.1, trial, t0)
-    assert got == {"p1": {"events": 1, "lag_ms": 4.0, "spread_ms": 0.0, "skew_ms": 0.0},
-                   "p2": {"events": 2, "lag_ms": 30.0, "spread_ms": 40.0, "skew_ms": 26.0},
-                   "p5": {"events": 2, "lag_ms": 20.0, "spread_ms": 20.0, "skew_ms": 16.0}}
-    assert controller.phase_start_skew(spec_v1, 0.1, tmp_path / "nothing", t0) == {}
-
-
-def test_phase_start_skew_two_groups_on_one_client(tmp_path):
-    data = yaml.safe_load((DATA / "good-minimal.yml").read_text())
-    data["flows"] = [{"client": "c", "server": "s", "flows": 2, "start_s": 0, "duration_s": 10},
-                     {"client": "c", "server": "s", "flows": 3, "start_s": 5, "duration_s": 5}]
-    data["phases"] = [{"name": "one", "start_s": 0, "end_s": 5, "flows": 2},
-                      {"name": "two", "start_s": 5, "end_s": 10, "flows": 5}]
-    data["claims"][0]["check"]["phases"] = ["one", "two"]
-    s = Spec.from_data(data)
-    t0 = 1000.0
-    _flows_csv(tmp_path / "c" / "flows.csv", [(t0 + 0.010, t0 + 10.0)])
-    _flows_csv(tmp_path / "c" / "flows-1.csv", [(t0 + 5.050, t0 + 10.0)])
-    assert controller.phase_start_skew(s, 1.0, tmp_path, t0) == {
-        "one": {"events": 1, "lag_ms": 10.0, "spread_ms": 0.0, "skew_ms": 0.0},
-        "two": {"events": 1, "lag_ms": 50.0, "spread_ms": 0.0, "skew_ms": 40.0}}
-
-
 def test_sha256_tree(tmp_path):
     root = tmp_path / "raw"
     (root / "pie-limited" / "router").mkdir(parents=True)
@@ -219,26 +155,6 @@ def test_sha256_tree(tmp_path):
     assert list(got) == sorted(got)
     (root / "a.txt").write_bytes(b"abd")
     assert controller.sha256_tree(root)["a.txt"] != got["a.txt"]
-
-
-IP_J_ADDR = [
-    {"ifindex": 1, "ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8}]},
-    {"ifindex": 2, "ifname": "eth0", "addr_info": [{"family": "inet", "local": "172.30.0.11", "prefixlen": 24}]},
-    {"ifindex": 3, "ifname": "eth1", "addr_info": [
-        {"family": "inet", "local": "10.10.2.254", "prefixlen": 24},
-        {"family": "inet6", "local": "fe80::1", "prefixlen": 64}]},
-    {"ifindex": 4, "ifname": "ens7", "addr_info": [{"family": "inet", "local": "10.10.1.254", "prefixlen": 24}]},
-    {"ifindex": 5, "ifname": "eth3"},
-]
-
-
-def test_bottleneck_dev():
-    meta = {"addresses": IP_J_ADDR}
-    assert controller._bottleneck_dev(meta, "10.10.1.254") == "ens7"
-    assert controller._bottleneck_dev(meta, "10.10.2.254") == "eth1"
-    assert controller._bottleneck_dev(meta, "10.10.1.25") is None  # no prefix match
-    assert controller._bottleneck_dev({}, "10.10.1.254") is None
-    assert controller._bottleneck_dev({"addresses": None}, "10.10.1.254") is None
 
 
 def test_paths_follow_spec_and_site(spec):

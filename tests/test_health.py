@@ -378,11 +378,11 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     from netrepro import controller
     from netrepro.pipeline import judge_trial
 
-    spec = load_spec(PIE_VS_RED_V1)  # the version 1 trial path (playbooks/trial.yml), as the run was recorded
+    spec = load_spec("pie-vs-red")  # the run's trial, with the files its nodes wrote
     recorded = next(t for t in json.loads((DATA / "run.json").read_text())["trials"] if t["id"] == "red-limited")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    tv = controller.trial_vars(spec, {"aqm": "red", "variant": "limited"}, 0.1, tmp_path / "fetch" / "archives", 30)
+    tv = controller.trial_vars(spec, spec.model.trial("red-limited"), 0.1, tmp_path / "fetch" / "archives", 30)
 
     def playbook(name, inv, extravars, site, quiet=False, keep_log=None):
         # trial arms the nodes; trial-end waits and packs

@@ -1,6 +1,6 @@
 """Every string of an experiment file is data (issue 20): fed a value that begins with ``-``
 or holds ``;``, ``$(...)``, a newline or Jinja (``{{ }}``), each string field of the
-committed schema_version 2 experiments (every string leaf of experiments/codel-lab and
+committed experiments (every string leaf of experiments/codel-lab and
 pie-lab's parsed YAML) is either
 
 - refused by the file's validation: :func:`netrepro.model.build` raises ModelError naming
@@ -18,7 +18,7 @@ pie-lab's parsed YAML) is either
     argument (iperf3(1)), and a ``tcp_congestion`` probe's name goes to grep and modprobe after
     ``--`` (roles/kernel_capability/files/probe.sh);
   * in every extra var handed to Ansible (:func:`netrepro.rolevars.model_vars`, and each
-    trial's :func:`netrepro.controller.model_trial_vars`, which holds
+    trial's :func:`netrepro.controller.trial_vars`, which holds
     :func:`netrepro.model.trial_plan`), every string holding it, key or value, arrives as the
     same string and untrusted when Ansible reads the file :func:`netrepro.ansible.run_playbook`
     passes (never templated), and
@@ -39,8 +39,8 @@ import pytest
 import yaml
 
 from netrepro import ansible, model, rolevars, tc
-from netrepro.controller import model_trial_vars
-from netrepro.spec import SpecV2
+from netrepro.controller import trial_vars
+from netrepro.spec import Spec
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = ["codel-lab", "pie-lab"]
@@ -143,7 +143,7 @@ def vars_problems(extravars: dict, what: str) -> list[str]:
 
 def generated_problems(data: dict, path: Path, value: str) -> list[str]:
     """Everything netrepro generates from an accepted file, checked (see the module docstring)."""
-    spec = SpecV2.from_data(data, path)
+    spec = Spec.from_data(data, path)
     m = spec.model
     out: list[str] = []
     for t in m.trials:
@@ -154,7 +154,7 @@ def generated_problems(data: dict, path: Path, value: str) -> list[str]:
         for node, items in plan["iperf3"].items():
             for x in items:
                 out += argv_problems(rolevars.iperf3_argv(x["item"], x["address"]), value, f"iperf3 from {node}")
-        tv = model_trial_vars(spec, t, 1.0, Path("/tmp/fetch"), 2.0)
+        tv = trial_vars(spec, t, 1.0, Path("/tmp/fetch"), 2.0)
         out += vars_problems({"trial": tv}, f"trial {t['id']} vars")
     mv = rolevars.model_vars(spec)
     for node, probes in mv["probes"].items():

@@ -115,12 +115,15 @@ def test_pie_vs_red_as_a_model():
         {"kind": "pie", "handle": "10:", "target_ms": 20, "tupdate_ms": 30, "alpha": 2, "beta": 20, "ecn": False,
          "dq_rate_estimator": True, "limit_packets": 134}]
     assert pie["qdiscs"]["client1:eth1"] == [{"kind": "netem", "delay_ms": 100, "limit_packets": 1000}]
-    # the stack gives the same tc commands as the version 1 roles did (HTB, then the AQM leaf)
-    from netrepro import rolevars, tc
-    spec = load_spec(PIE_VS_RED_V1)
+    # the stack gives the tc commands the version 1 path's bottleneck and AQM roles ran (an HTB
+    # and its class, then the AQM leaf; those roles are gone, the commands are the same)
+    from netrepro import tc
     cmds = tc.stack_commands(pie["qdiscs"]["router:eth1"])
-    bv = rolevars.bottleneck_vars(spec, "unlimited")
-    assert cmds[1:] == [bv["qdisc_argv"], bv["class_argv"], rolevars.role_vars(spec)["aqm"]["pie"]["argv"]]
+    assert [" ".join(c) for c in cmds[1:]] == [
+        "qdisc replace dev @dev@ root handle 1: htb default 10",
+        "class replace dev @dev@ parent 1: classid 1:10 htb rate 10mbit ceil 10mbit burst 15140 cburst 15140",
+        "qdisc replace dev @dev@ parent 1:10 handle 10: pie limit 134 target 20ms tupdate 30ms alpha 2 beta 20 noecn "
+        "dq_rate_estimator"]
     assert pie["sysctls"]["server1"] == {"net.ipv4.tcp_congestion_control": "reno", "net.ipv4.tcp_sack": "1"}
     assert pie["sysctls"]["router"] == {"net.ipv4.ip_forward": "1"}
     ftp = [x for x in pie["traffic"] if x["kind"] == "ftp"]
@@ -145,21 +148,24 @@ def test_trial_plan_says_what_each_node_does(lab):
     assert p["flows"] == {} and p["ftp_sources"] == {}
 
 
-def test_trial_plan_of_pie_vs_red_matches_its_version_1_trial_vars(tmp_path):
-    """The model's plan of pie-vs-red's version 1 file gives the collectors and flow groups that
-    its version 1 controller.trial_vars gives (the same targets, addresses, offsets and
-    lengths); the version 2 file's plan of every trial is the same plan."""
-    from netrepro import controller
+def test_trial_plan_of_pie_vs_red_is_the_same_from_either_file():
+    """The model's plan of pie-vs-red's version 1 file gives the collectors and flow groups its
+    version 1 runs had (each client pings the server of its flow group; the same addresses,
+    offsets and lengths); the version 2 file's plan of every trial is the same plan."""
     from netrepro.spec import load_spec
     spec = load_spec(PIE_VS_RED_V1)
-    tv = controller.trial_vars(spec, {"aqm": "red", "variant": "limited"}, 0.1, tmp_path, 7.5)
     p = model.trial_plan(spec.model, spec.model.trial("red-limited"), 0.1)
-    assert {n: {k: v[k] for k in ("target", "interval_s")} for n, v in p["ping"].items()} == tv["ping"]
+    assert {n: {k: v[k] for k in ("target", "interval_s")} for n, v in p["ping"].items()} == {
+        "client1": {"target": "10.10.2.1", "interval_s": 0.1}, "client2": {"target": "10.10.2.2", "interval_s": 0.1},
+        "client3": {"target": "10.10.2.3", "interval_s": 0.1}}
     assert {n: [{k: g[k] for k in ("server_address", "flows", "start_s", "duration_s")} for g in gs]
-            for n, gs in p["flows"].items()} == tv["flows"]
+            for n, gs in p["flows"].items()} == {
+        "client1": [{"server_address": "10.10.2.1", "flows": 10, "start_s": 0.0, "duration_s": 25.0}],
+        "client2": [{"server_address": "10.10.2.2", "flows": 20, "start_s": 5.0, "duration_s": 15.0}],
+        "client3": [{"server_address": "10.10.2.3", "flows": 20, "start_s": 10.0, "duration_s": 5.0}]}
     assert p["ftp_sources"] == {"server1": 25000, "server2": 25000, "server3": 25000}
-    assert p["qdisc_stats"]["router"]["network"] == tv["qdisc_stats"]["router"]["network"] == "clients_lan"
-    assert p["duration_s"] == tv["duration_s"] == 25
+    assert p["qdisc_stats"]["router"]["network"] == "clients_lan"
+    assert p["duration_s"] == 25
     v2 = load_spec("pie-vs-red").model
     assert v2.data["schema_version"] == 2
     for tid in spec.trial_ids:
@@ -169,31 +175,18 @@ def test_trial_plan_of_pie_vs_red_matches_its_version_1_trial_vars(tmp_path):
         model.trial_plan(spec.model, {**t, "traffic": t["traffic"] + [t["traffic"][3]]})
 
 
-def test_every_site_builds_version_2_and_one_that_does_not_refuses_with_one_line(tmp_path):
-    """Every registered site that builds machines builds switches and named links (the ns3
-    site simulates the schema_version 2 files it can build, tests/test_site_ns3.py); a new site that declares
-    only version 1 (the base class's default) refuses such a file with one line naming the
-    sites that build it, before anything is written."""
-    from netrepro.sites import SITES, SiteError, get_site, site_class
-    from netrepro.sites.static import StaticSite
+def test_every_site_that_builds_machines_builds_switches_and_named_links(tmp_path):
+    """Every registered site that builds machines takes a file with switches and named links
+    (the ns3 site simulates what it can build, tests/test_site_ns3.py): no site declares which
+    files it builds."""
+    from netrepro.sites import SITES, get_site, site_class
     from netrepro.spec import load_spec
     spec = load_spec(DATA / "lab19-like.yml")
     building = [n for n in SITES if not getattr(site_class(n), "SIMULATED", False)]
     assert building == ["local", "instageni", "fabric", "static"]
-    assert all(2 in site_class(n).SCHEMA_VERSIONS for n in building)
+    assert not any(hasattr(site_class(n), "SCHEMA_VERSIONS") for n in SITES)
     for name in building:
         assert get_site(name, spec, tmp_path / name).spec is spec
-
-    class OldSite(StaticSite):
-        name = "old"
-        SCHEMA_VERSIONS = (1,)
-
-    with pytest.raises(SiteError) as err:
-        OldSite(spec, tmp_path / "old")
-    msg = str(err.value)
-    assert msg.startswith("site old: lab19-like is an experiment of schema_version 2") and "\n" not in msg
-    assert msg.endswith(": " + ", ".join([*building, "ns3"]))
-    assert not (tmp_path / "old").exists()
 
 
 def test_rate_scale_multiplies_rates_and_byte_sizes_only(lab):

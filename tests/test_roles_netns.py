@@ -1,13 +1,16 @@
-"""Functional test of the provisioning roles against network namespaces on this machine.
+"""Functional test of the provisioning and trial playbooks' roles against network namespaces
+on this machine.
 
 Runs only as root on Linux with ip, sshd, vsftpd, curl and ethtool. This machine's kernel
 has HTB, veth, bridge and netns but no netem/pie/red (see README, local site), so the
-test covers what works here, for real: packages (check mode of the local site),
-kernel_capability (htb probe), interfaces, routes (static routes and MTU), offloads,
-tcp_settings, bottleneck (HTB),
-netem's mechanism (with a root tbf standing in for netem),
-ftp_source (two vsftpd instances on one machine), set-variant (rate limit), and set-aqm
-with FIFO leaves (bfifo/pfifo, built into every kernel) standing in for PIE/RED.
+test covers what works here, for real, with pie-vs-red's provisioning vars
+(netrepro.rolevars.model_vars of experiments/pie-vs-red) cut to two server namespaces:
+playbooks/provision.yml's packages (check mode of the local site), kernel_capability (htb
+probe), interfaces, routes (static routes and MTU), offloads, tcp_settings, qdisc_stack (the
+bottleneck's HTB with a FIFO leaf, bfifo/pfifo built into every kernel, standing in for
+PIE/RED; a root tbf standing in for the clients' netem) and ftp_source (two vsftpd instances
+on one machine); and playbooks/trial.yml's per-trial steps without traffic (each trial's
+stacks installed afresh, its FTP rate limit).
 
 Layout (names carry the test's pid; everything is removed at the end, even on failure):
 
@@ -35,8 +38,7 @@ import pytest
 import yaml
 
 from netrepro import tc
-from conftest import PIE_VS_RED_V1
-from netrepro.rolevars import role_vars
+from netrepro.rolevars import model_vars
 from netrepro.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -142,7 +144,7 @@ class Lab:
         common = (f"-i {self.key} -o IdentitiesOnly=yes -o StrictHostKeyChecking=no "
                   "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR")
         hosts = {name: {"ansible_host": f"10.199.{i}.2", "ansible_port": 22, "ansible_user": "root",
-                        "ansible_ssh_common_args": common,
+                        "ansible_ssh_common_args": common, "netrepro_kind": "host",
                         "netrepro_addresses": {"servers_lan": f"10.10.2.{i}"},
                         "netrepro_prefixlen": {"servers_lan": 24},
                         "netrepro_node_dir": str(self.tmp / name)}
@@ -173,27 +175,48 @@ class Lab:
         return out, recap
 
 
-TBF = tc.Generic("tbf", {"rate_mbit": 100, "burst": "32k", "latency_ms": 100}, parent=None, handle=None)
+#: The bottleneck's HTB (pie-vs-red's 10 Mbit/s) with a FIFO leaf under 1:10 standing in for
+#: PIE or RED, as the trials' stacks put it (handle 10:).
+def bottleneck(leaf: dict) -> list[dict]:
+    return [{"interface": "eth1", "key": "servers_lan", "commands": tc.stack_commands(
+        [{"kind": "htb", "rate_mbit": 10}, {"kind": leaf["kind"], "handle": "10:", **leaf["params"]}])}]
 
 
-def lab_vars(variant: str | None = None) -> dict:
-    """role_vars of pie-vs-red's version 1 file, reduced to what runs on two server namespaces here.
+BFIFO = {"kind": "bfifo", "params": {"limit_bytes": 200000}}
+PFIFO = {"kind": "pfifo", "params": {"limit_packets": 134}}
+#: netem's stand-in on server2 (the kernel lacks netem): a root tbf, a stack of one layer.
+TBF_STACK = [{"interface": "eth1", "key": "servers_lan", "commands": tc.stack_commands(
+    [{"kind": "tbf", "rate_mbit": 100, "burst_bytes": 32768, "latency_ms": 100}])}]
 
-    server1 stands in for the router (bottleneck on servers_lan); no netem (the kernel
-    lacks it: server2 gets a root tbf through the netem role instead); htb is probed;
-    AQMs are FIFOs this kernel has.
+
+def lab_vars() -> dict:
+    """model_vars of pie-vs-red's file, reduced to what runs on two server namespaces here.
+
+    server1 stands in for the router (the bottleneck on servers_lan, a FIFO leaf this kernel
+    has), server2 for a client (a root tbf in place of netem); htb is probed on server1.
     """
-    rv = role_vars(load_spec(PIE_VS_RED_V1), variant)
-    rv["nodes"] = list(SERVERS)
-    rv["bottleneck"].update(node="server1", network="servers_lan")
-    rv["probes"] = {"server1": {"htb": rv["probes"]["router"]["htb"]}, "server2": {}}
-    # netem's stand-in: the netem role applies any root qdisc argv; tbf is built in here.
-    rv["netem"] = {"server1": [], "server2": [{"network": "servers_lan", "argv": TBF.argv(tc.DEV)}]}
-    rv["aqm"] = {name: {"qdisc": name, "argv": tc.Generic(name, params).argv(tc.DEV)}
-                 for name, params in (("bfifo", {"limit_bytes": 200000}), ("pfifo", {"limit_packets": 134}))}
-    rv["ftp_source"]["files"] = rv["ftp_source"]["files"][:3]
-    rv["ftp_source"]["nodes"] = list(SERVERS)
-    return rv
+    mv = model_vars(load_spec("pie-vs-red"))
+    mv["nodes"] = list(SERVERS)
+    for key in ("routes", "offload_networks", "sysctls"):
+        mv[key] = {n: mv[key][n] for n in SERVERS}
+    mv["probes"] = {"server1": {"htb@eth1": mv["probes"]["router"]["htb@eth1"]}, "server2": {}}
+    mv["stacks"] = {"server1": bottleneck(BFIFO), "server2": TBF_STACK}
+    ftp = mv["ftp_source"]
+    ftp.update(nodes=list(SERVERS), files=ftp["files"][:3],
+               listen_address={n: ftp["listen_address"][n] for n in SERVERS},
+               max_rate_bytes_per_s={n: 0 for n in SERVERS})
+    return mv
+
+
+def lab_trial(tid: str, leaf: dict, rate: int) -> dict:
+    """playbooks/trial.yml's ``trial`` var (netrepro.controller.trial_vars' shape) of a trial
+    without traffic: server1's bottleneck with ``leaf``, server2's tbf, the servers' sysctls,
+    both FTP sources at ``rate`` bytes/s."""
+    mv = lab_vars()
+    return {"id": tid, "labels": {}, "lead_s": 2.0, "duration_s": 1.0, "base_rtt_s": 0, "files": mv["ftp_source"]["files"],
+            "fetch_dir": "/nonexistent", "stacks": {"server1": bottleneck(leaf), "server2": TBF_STACK},
+            "sysctls": mv["sysctls"], "ftp_sources": {n: rate for n in SERVERS}, "ping": {}, "qdisc_stats": {},
+            "flows": {}, "iperf3": {}, "iperf3_servers": {}}
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +253,7 @@ def test_provision_changes_then_is_idempotent(provisioned):
 
 def test_interfaces_and_kernel_facts_reported(provisioned):
     out, _ = provisioned["first"]
-    assert "kernel " in out and "htb ok" in out
+    assert "kernel " in out and "htb@eth1 ok" in out
 
 
 def test_sysctls_set_in_the_namespaces(lab, provisioned):
@@ -257,7 +280,7 @@ def test_htb_on_bottleneck(lab, provisioned):
     assert not any(x["kind"] == "htb" for x in q2)
 
 
-def test_netem_role_root_qdisc(lab, provisioned):
+def test_a_root_qdisc_stack(lab, provisioned):
     q = json.loads(sh("tc", "-j", "qdisc", "show", "dev", "data7", ns=lab.ns["server2"]).stdout)
     assert [(x["kind"], x["options"]["rate"]) for x in q if x.get("root")] == [("tbf", 12500000)]
 
@@ -275,37 +298,47 @@ def test_two_ftp_sources_serve_files(lab, provisioned):
         assert (lab.tmp / name / "ftp" / "root" / "file01").stat().st_blocks == 0  # sparse
 
 
-def test_set_variant_limits_rate_and_restarts(lab, provisioned):
+def test_a_trial_sets_its_ftp_rate_and_restarts(lab, provisioned):
     pid_before = (lab.tmp / "server1" / "ftp" / "vsftpd.pid").read_text().strip()
-    out, recap = lab.playbook("set-variant.yml", lab_vars("limited"), variant="limited")
-    assert recap["server1"]["changed"] > 0
+    out, recap = lab.playbook("trial.yml", lab_vars(), trial=lab_trial("limited", BFIFO, 25000))
+    assert all(r["failed"] == 0 for r in recap.values()), out
     assert "anon_max_rate=25000\n" in (lab.tmp / "server1" / "ftp" / "vsftpd.conf").read_text()
-    assert (lab.tmp / "server1" / "ftp" / "vsftpd.pid").read_text().strip() != pid_before
+    pid_limited = (lab.tmp / "server1" / "ftp" / "vsftpd.pid").read_text().strip()
+    assert pid_limited != pid_before
     t0 = time.monotonic()
     res = sh("curl", "-sS", "--max-time", "30", "-r", "0-74999", "-o", "/dev/null",
              "-w", "%{size_download}", "ftp://10.10.2.1/file02", ns=lab.ctl)
     elapsed = time.monotonic() - t0
     assert res.stdout == "75000" and elapsed > 2.0, elapsed  # 75 kB at 25 kB/s: about 3 s
-    _, recap2 = lab.playbook("set-variant.yml", lab_vars("limited"), variant="limited")
-    assert all(r["changed"] == 0 for r in recap2.values())
-    lab.playbook("set-variant.yml", lab_vars("unlimited"))
+    # the next trial at the same rate leaves vsftpd alone; one unlimited again restarts it
+    out, _ = lab.playbook("trial.yml", lab_vars(), trial=lab_trial("limited-2", BFIFO, 25000))
+    assert task_results(out, "ftp_source : Write the instance's vsftpd.conf") == {n: "ok" for n in SERVERS}, out
+    assert (lab.tmp / "server1" / "ftp" / "vsftpd.pid").read_text().strip() == pid_limited
+    lab.playbook("trial.yml", lab_vars(), trial=lab_trial("unlimited", BFIFO, 0))
     assert "anon_max_rate=0\n" in (lab.tmp / "server1" / "ftp" / "vsftpd.conf").read_text()
 
 
-def test_set_aqm_leaf_replaced_and_idempotent(lab, provisioned):
+def test_each_trial_installs_its_stack_afresh(lab, provisioned):
+    """A trial's stack replaces the leaf of another kind and starts from zero counters even
+    when the same stack is there; provisioning again puts the first trial's stack back, once."""
     def leaf():
-        q = json.loads(sh("tc", "-j", "qdisc", "show", "dev", "data7", ns=lab.ns["server1"]).stdout)
+        q = json.loads(sh("tc", "-s", "-j", "qdisc", "show", "dev", "data7", ns=lab.ns["server1"]).stdout)
         return [(x["kind"], x["handle"], x["options"]) for x in q if x.get("parent") == "1:10"]
 
-    _, recap = lab.playbook("set-aqm.yml", lab_vars(), aqm_name="bfifo")
-    assert recap["server1"]["changed"] > 0 and leaf() == [("bfifo", "10:", {"limit": 200000})]
-    _, recap = lab.playbook("set-aqm.yml", lab_vars(), aqm_name="bfifo")
-    assert recap["server1"]["changed"] == 0
-    _, recap = lab.playbook("set-aqm.yml", lab_vars(), aqm_name="pfifo")  # another kind
-    assert recap["server1"]["changed"] > 0 and leaf() == [("pfifo", "10:", {"limit": 134})]
-    # Re-running provision keeps the HTB root and its leaf.
+    lab.playbook("trial.yml", lab_vars(), trial=lab_trial("pfifo", PFIFO, 0))
+    assert leaf() == [("pfifo", "10:", {"limit": 134})]
+    sh("ping", "-c", "3", "-i", "0.2", "-q", "10.10.2.2", ns=lab.ns["server1"])  # a few packets through the leaf
+    sent = [x["packets"] for x in json.loads(sh("tc", "-s", "-j", "qdisc", "show", "dev", "data7",
+                                                 ns=lab.ns["server1"]).stdout) if x.get("parent") == "1:10"]
+    assert sent and sent[0] >= 3
+    lab.playbook("trial.yml", lab_vars(), trial=lab_trial("pfifo-2", PFIFO, 0))
+    after = [x["packets"] for x in json.loads(sh("tc", "-s", "-j", "qdisc", "show", "dev", "data7",
+                                                  ns=lab.ns["server1"]).stdout) if x.get("parent") == "1:10"]
+    assert after[0] < sent[0], (sent, after)  # installed afresh: the earlier trial's counters are gone
     _, recap = lab.playbook("provision.yml", lab_vars())
-    assert recap["server1"]["changed"] == 0 and leaf() == [("pfifo", "10:", {"limit": 134})]
+    assert recap["server1"]["changed"] > 0 and leaf() == [("bfifo", "10:", {"limit": 200000})]
+    _, recap = lab.playbook("provision.yml", lab_vars())
+    assert recap["server1"]["changed"] == 0 and leaf() == [("bfifo", "10:", {"limit": 200000})]
 
 
 def test_missing_qdisc_fails_clearly(lab, provisioned):

@@ -23,11 +23,9 @@ from netrepro.sites import ns3
 from netrepro.sites.base import SiteError
 from netrepro.spec import Spec, load_spec
 
-from conftest import PIE_VS_RED_V1
-
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
-#: pie-vs-red in schema_version 2 (a copy of the draft): the same experiment as the v1 file.
+#: pie-vs-red in schema_version 2 (a copy of the draft): the same experiment as the flagship file.
 PIE_VS_RED_V2 = DATA / "experiments" / "pie-vs-red-v2.yml"
 
 
@@ -35,9 +33,7 @@ def _tv(spec, aqm="pie", variant="limited", time_scale=0.1, **more):
     """The trial vars the controller gives ``simulate`` (controller.run: trial_vars, then the
     instance's id, trial, time scale and repetition)."""
     trial = f"{aqm}-{variant}"
-    by_id = {t["id"]: t for t in spec.model.trials} if spec.model.data["schema_version"] == 2 else \
-        {f"{t['aqm']}-{t['variant']}": t for t in spec["trials"]}
-    return {**controller.trial_vars(spec, by_id[trial], time_scale, Path("/nonexistent"), 2.0),
+    return {**controller.trial_vars(spec, spec.model.trial(trial), time_scale, Path("/nonexistent"), 2.0),
             "id": trial, "trial": trial, "time_scale": time_scale, **more}
 
 
@@ -82,18 +78,15 @@ def test_pie_vs_red_becomes_a_scenario_with_the_papers_parameters():
 
 
 @pytest.mark.parametrize("trial", ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"])
-def test_pie_vs_red_gives_the_same_scenario_from_either_schema_version_as_before(trial):
-    """The scenario of each trial from the schema_version 1 file (through netrepro.model.from_v1)
-    and from its schema_version 2 versions (the test copy and experiments/pie-vs-red) are the
-    same text, and the one the site wrote from the v1 file's own fields before it read the
-    model (tests/data/ns3/, recorded then)."""
+def test_pie_vs_red_gives_the_same_scenario_as_before(trial):
+    """The scenario of each trial from pie-vs-red's model (the test copy and experiments/
+    pie-vs-red) is the text the site wrote from the version 1 file's own fields before it read
+    the model (tests/data/ns3/, recorded then)."""
     before = (DATA / "ns3" / f"pie-vs-red-{trial}-0.1-r3.scenario.txt").read_text()
-    v1, v2 = load_spec(PIE_VS_RED_V1), load_spec(PIE_VS_RED_V2)
-    assert v1.model.data["schema_version"] == 1 and v2.model.data["schema_version"] == 2
-    assert _scenario(v1, trial) == before
-    assert _scenario(v2, trial) == before
-    assert _scenario(load_spec("pie-vs-red"), trial) == before   # the flagship, schema_version 2 now
-    assert ns3.unmodelled(v1) == [] and ns3.unmodelled(v2) == []
+    draft, flagship = load_spec(PIE_VS_RED_V2), load_spec("pie-vs-red")
+    assert _scenario(draft, trial) == before
+    assert _scenario(flagship, trial) == before
+    assert ns3.unmodelled(draft) == [] and ns3.unmodelled(flagship) == []
 
 
 def test_the_scenario_follows_the_models_stacks_not_an_experiments_names():
@@ -227,12 +220,12 @@ def test_the_same_trial_simulated_twice_gives_the_same_files_and_another_run_num
     assert line["qdisc"][0]["kind"] == "red" and line["qdisc"][0]["handle"] == "10:" and line["tx_bytes"] > 0
 
 
-def test_either_schema_version_of_pie_vs_red_gives_the_same_simulation(simulator, tmp_path, monkeypatch):
-    """One short trial (RED, 25 kB/s sources, TIME_SCALE 0.05) simulated from the schema_version 1
-    file and from its schema_version 2 version: the same files, byte for byte (the same start
-    time for both, so that the time stamps agree)."""
+def test_two_files_of_pie_vs_red_give_the_same_simulation(simulator, tmp_path, monkeypatch):
+    """One short trial (RED, 25 kB/s sources, TIME_SCALE 0.05) simulated from the flagship file
+    and from its test copy: the same files, byte for byte (the same start time for both, so
+    that the time stamps agree)."""
     outs = []
-    for name, spec in (("v1", load_spec(PIE_VS_RED_V1)), ("v2", load_spec(PIE_VS_RED_V2))):
+    for name, spec in (("flagship", load_spec("pie-vs-red")), ("copy", load_spec(PIE_VS_RED_V2))):
         site = ns3.Ns3Site(spec, tmp_path / name / "state")
         site.reserve()
         monkeypatch.setattr(ns3.time, "time", lambda: 1_800_000_000.0)

@@ -140,12 +140,17 @@ def test_minimal_spec_views():
     assert s.scaled(2)["phases"] == [{"name": "all", "start_s": 0, "end_s": 20, "flows": 2}]
 
 
-def test_minimal_spec_role_vars():
-    """A spec without the optional ``sources`` has no FTP sources (it used to be a KeyError)."""
-    from netrepro.rolevars import role_vars
-    rv = role_vars(load_spec(DATA / "good-minimal.yml"))
-    assert rv["ftp_source"] is None
-    assert rv["aqm"]["fifo"]["argv"][-3:] == ["pfifo", "limit", "100"]
+def _leaf_argv(spec, trial_id: str) -> list[str]:
+    """The tc words of the AQM leaf of a trial's bottleneck stack (the model's HTB port)."""
+    from netrepro import tc
+    stack = next(st for st in spec.model.trial(trial_id)["qdiscs"].values() if st[0]["kind"] == "htb")
+    return tc.stack_commands(stack)[-1]
+
+
+def test_minimal_spec_model():
+    """A spec without the optional ``sources`` has a model (it used to be a KeyError), whose
+    trial stacks the AQM as written."""
+    assert _leaf_argv(load_spec(DATA / "good-minimal.yml"), "fifo-only")[-3:] == ["pfifo", "limit", "100"]
 
 
 # --- bad files -------------------------------------------------------------------------------
@@ -429,10 +434,8 @@ def test_generic_aqm_in_a_trial_validates_and_renders(base_data):
     data["trials"].append({"aqm": "fqc", "variant": "limited"})
     s = Spec.from_data(data)
     assert s.trial_ids[-2:] == ["codel-unlimited", "fqc-limited"]
-    from netrepro.rolevars import role_vars
-    rv = role_vars(s)
-    assert rv["aqm"]["codel"]["argv"][-6:] == ["codel", "target", "5ms", "interval", "100ms", "noecn"]
-    assert rv["aqm"]["fqc"]["argv"][-6:] == ["fq_codel", "limit", "10240", "quantum", "1514", "ecn"]
+    assert _leaf_argv(s, "codel-unlimited")[-6:] == ["codel", "target", "5ms", "interval", "100ms", "noecn"]
+    assert _leaf_argv(s, "fqc-limited")[-6:] == ["fq_codel", "limit", "10240", "quantum", "1514", "ecn"]
 
 
 def test_duplicate_key_names_the_line(tmp_path):

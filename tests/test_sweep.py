@@ -89,7 +89,8 @@ def test_paths_index_lists_by_position_or_by_an_items_id():
 @pytest.mark.parametrize("block, field, problem", [
     ({"factors": [{"name": "delay", "path": "topology.nodes.client1.interfaces.eth1.address", "values": ["10.10.1.9/24"]}]},
      "sweep.factors[0].paths", "'topology.nodes.client1.interfaces.eth1.address' is set when the nodes are provisioned, "
-                               "not before each trial; expected a path under: trials, qdiscs, sysctls, traffic, phases"),
+                               "not before each trial; expected paths that change only the trials (their qdiscs, "
+                               "sysctls and traffic) or the phases"),
     ({"factors": [{"name": "rate", "path": "trials.pie-limited.qdiscs.router:eth1.0.rate_mbits", "values": [5]}]},
      "sweep.factors[0].paths", "trials.pie-limited.qdiscs.router:eth1.0: no key 'rate_mbits' (expected one of: "
                                "kind, rate_mbit)"),
@@ -194,10 +195,23 @@ def test_each_instance_runs_its_points_experiment_and_records_its_factor_values(
     assert [s["point"] for s in meta["trial_status"]] == [s["id"].split(".")[1] for s in meta["trial_status"]]
 
 
-def test_the_nodes_variant_includes_the_point():
-    assert controller.nodes_variant({"variant": "limited"}) == "limited"
-    assert controller.nodes_variant({"variant": "limited", "point": "p3"}) == "limited@p3"
-    assert controller.nodes_variant({"labels": {}}) is None  # schema_version 2: the trial applies everything
+def test_a_point_is_judged_by_what_its_model_changes():
+    """What a point changes is read from its model, not from the path's first key: a path
+    under ``collectors`` is refused (the queue sampler is read for the whole run), a factor
+    whose values leave the model as it is passes, and two paths that are each invalid alone
+    but together swap two clients' addresses are refused for the point, naming what changes."""
+    with pytest.raises(SpecError, match=r"x.yml: sweep.factors\[0\].paths: 'collectors.0.interval_s' is set when the "
+                                        r"nodes are provisioned, not before each trial"):
+        Spec.from_data(_data(factors=[{"name": "iv", "path": "collectors.0.interval_s", "values": [0.1, 0.2]}]), "x.yml")
+    same = Spec.from_data(_data(factors=[{"name": "mtu", "path": "links.mtu_bytes", "values": [1500]}]), "x.yml")
+    assert [p.values for p in sweep.points(same)] == [{"mtu": 1500}]
+    with pytest.raises(SpecError) as exc:  # each alone gives an address twice
+        Spec.from_data(_data(factors=[
+            {"name": "c2", "path": "topology.nodes.client2.interfaces.eth1.address", "values": ["10.10.1.3/24"]},
+            {"name": "c3", "path": "topology.nodes.client3.interfaces.eth1.address", "values": ["10.10.1.2/24"]}]), "x.yml")
+    assert str(exc.value) == ("x.yml: sweep: the point c2=10.10.1.3/24, c3=10.10.1.2/24 changes the experiment's nodes, "
+                              "set when the nodes are provisioned, not before each trial; expected paths that change "
+                              "only the trials (their qdiscs, sysctls and traffic) or the phases")
 
 
 # --- real simulations, analysed point by point ----------------------------------------------------------
@@ -300,9 +314,9 @@ def test_a_version_2_file_sweeps_a_trials_qdisc_and_every_trials_traffic(tmp_pat
     commands = " ".join(" ".join(c) for s in tv["stacks"].values() for layer in s for c in layer["commands"])
     assert " codel " in commands and " target 10ms " in commands and " target 5ms " not in commands
     assert tv["duration_s"] == 60
-    with pytest.raises(SpecError, match=r"codel.yml: sweep.factors\[0\].paths: 'links.mtu_bytes' is set when the "
-                                         r"nodes are provisioned, not before each trial; expected a path under: "
-                                         r"trials, qdiscs, sysctls, traffic, phases"):
+    with pytest.raises(SpecError, match=r"codel.yml: sweep.factors\[0\].paths: 'collectors.0.interval_s' is set when "
+                                         r"the nodes are provisioned, not before each trial; expected paths that change "
+                                         r"only the trials \(their qdiscs, sysctls and traffic\) or the phases"):
         bad = copy.deepcopy(data)
-        bad["sweep"]["factors"][0] = {"name": "mtu", "path": "links.mtu_bytes", "values": [1500]}
+        bad["sweep"]["factors"][0] = {"name": "interval", "path": "collectors.0.interval_s", "values": [0.1, 0.2]}
         sweep.points(Spec.from_data(bad, "codel.yml"))

@@ -1,6 +1,6 @@
-"""A sweep on the local site, for real: the trial playbooks must put each point's bottleneck
-rate and PIE target in place before its trial (playbooks/set-variant.yml runs again when the
-point changes: netrepro.controller.nodes_variant), since the nodes are provisioned once.
+"""A sweep on the local site, for real: the trial playbook must put each point's bottleneck
+rate and PIE target in place before its trial (playbooks/trial.yml installs each trial's qdisc
+stacks afresh, from the point's model), since the nodes are provisioned once.
 
 pie-vs-red with its sweep cut to 2 x 2 points, only the trial pie-unlimited, at TIME_SCALE 0.1
 (four 25 s trials; about 7 minutes with the site's build). Each instance's router snapshot

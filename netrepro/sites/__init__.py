@@ -1,9 +1,8 @@
 """Sites: where an experiment's nodes come from. One module per site, one class each.
 
-``SITES`` (defined in :mod:`netrepro.sites.base`, next to the Site class that names the sites
-building a schema version) maps a site name to ``module:Class``; modules are imported only
-when used, so a site's optional dependencies (fablib, ...) are needed only by users of that
-site. To add a site, write ``netrepro/sites/<name>.py`` with a
+``SITES`` (defined in :mod:`netrepro.sites.base`, next to the Site class) maps a site name to
+``module:Class``; modules are imported only when used, so a site's optional dependencies
+(fablib, ...) are needed only by users of that site. To add a site, write ``netrepro/sites/<name>.py`` with a
 :class:`~netrepro.sites.base.Site` subclass and add one line to ``SITES``
 (docs/adding-a-site.md walks through it).
 """

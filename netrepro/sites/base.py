@@ -421,9 +421,6 @@ class Site(ABC):
     OPTIONS: ClassVar[dict[str, Option]] = {}
     #: Keys code may pass with a non-text object (tests' fakes, an environment dict).
     HOOKS: ClassVar[tuple[str, ...]] = ()
-    #: The experiment file versions the site can build (2: switches, named links, qdisc
-    #: stacks on any port, netrepro.model); a site lists 2 once it builds them.
-    SCHEMA_VERSIONS: ClassVar[tuple[int, ...]] = (1,)
     #: A trial's wall time before any trial of the run has been timed (the progress ETA and
     #: ``--dry-run``'s estimate): ``TRIAL_WALL_PER_SCHEDULED_S`` s per second of its schedule and
     #: base-RTT pings, plus ``TRIAL_OVERHEAD_S`` s. A site that runs trials in real time takes 1 s
@@ -433,11 +430,6 @@ class Site(ABC):
     TRIAL_OVERHEAD_S: ClassVar[float] = 60.0
 
     def __init__(self, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None):
-        version = spec.model.data["schema_version"]
-        if version not in self.SCHEMA_VERSIONS:
-            raise SiteError(f"site {self.name}: {spec.name} is an experiment of schema_version {version} (switches, "
-                            f"named links, qdisc stacks on any port), which this site does not build yet; run it on "
-                            f"a site that does: {', '.join(sites_building(version))}")
         self.spec = spec
         self.state_dir = Path(state_dir)
         self.options = type(self).checked_options(spec, options)
@@ -574,8 +566,3 @@ def site_class(name: str) -> type[Site]:
         raise SiteError(f"SITE={name}: unknown site; expected one of: {', '.join(SITES)}")
     module, _, cls = SITES[name].partition(":")
     return getattr(importlib.import_module(module), cls)
-
-
-def sites_building(version: int) -> list[str]:
-    """Names of the sites that build experiments of schema_version ``version``."""
-    return [n for n in SITES if version in site_class(n).SCHEMA_VERSIONS]

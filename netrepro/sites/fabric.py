@@ -100,16 +100,15 @@ def build_slice(fablib_manager, spec: Spec, opts: FabricOptions):
     """Add the topology to a new fablib slice and return it (no submit, no network).
 
     ``fablib_manager``: a FablibManager (``offline=True`` works: nothing is contacted).
-    Read from the experiment's model, so both schema versions take one path: one VM per
-    node, one ``L2Bridge`` per L2 segment (:meth:`netrepro.model.Model.segments`: each
-    LAN with its subnet, each cable ``link-N``). A host's or router's interface is a
-    ``NIC_Basic`` in mode ``config`` with its address. A switch's ports (no address) are
-    the ports of ``opts.switch_nic`` NICs (default ``NIC_ConnectX_5``, two ports each,
-    named ``ports<k>``): a shared ``NIC_Basic`` is an SR-IOV virtual function, and a
-    virtual function normally drops frames whose source MAC is not its own (spoof
-    checking), which a bridge must send; the provisioning bridges them (roles/switch_bridge).
-    Raises SiteError when ``opts.site`` is None with an offline manager (fablib would query
-    the service for a random site).
+    Read from the experiment's model: one VM per node, one ``L2Bridge`` per L2 segment
+    (:meth:`netrepro.model.Model.segments`: each LAN with its subnet, each cable ``link-N``). A
+    host's or router's interface is a ``NIC_Basic`` in mode ``config`` with its address. A
+    switch's ports (no address) are the ports of ``opts.switch_nic`` NICs (default
+    ``NIC_ConnectX_5``, two ports each, named ``ports<k>``): a shared ``NIC_Basic`` is an SR-IOV
+    virtual function, and a virtual function normally drops frames whose source MAC is not its
+    own (spoof checking), which a bridge must send; the provisioning bridges them
+    (roles/switch_bridge). Raises SiteError when ``opts.site`` is None with an offline manager
+    (fablib would query the service for a random site).
     """
     if opts.site is None and getattr(fablib_manager, "offline", False):
         raise SiteError("FABRIC_SITE: expected a site name to build the slice offline (e.g. UTAH)")
@@ -285,7 +284,6 @@ class FabricSite(Site):
                              matches(r"NIC_[A-Za-z0-9_]{1,32}", "a fablib NIC model such as NIC_ConnectX_5")),
     }
     HOOKS = ("env",)
-    SCHEMA_VERSIONS = (1, 2)  # a switch is a VM whose ports (dedicated NICs) the provisioning bridges
 
     def preflight(self) -> None:
         """Check offline, before anything is requested or written: the fabric_rc settings and

@@ -547,7 +547,6 @@ class InstaGENISite(Site):
         "key_file": Option("SSH private key for the nodes, SSH_KEY", existing_file),
     }
     HOOKS = ("client", "env")
-    SCHEMA_VERSIONS = (1, 2)  # a switch is a Xen VM whose ports the provisioning bridges
 
     def _rspec_opts(self, agg_urn: str | None):
         from netrepro.rspec import RSpecOptions

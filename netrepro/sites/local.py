@@ -41,19 +41,17 @@ DEFAULT_MGMT_SUBNET = "172.30.0.0/24"
 def mgmt_overlap(model, subnet: str) -> tuple[str, str] | None:
     """``(field, value)`` of the first subnet, interface address or route destination of the
     experiment (a :class:`netrepro.model.Model`) that overlaps the management ``subnet``
-    (CIDR), else None. Its LANs' subnets (``topology.networks.<net>.subnet``, which hold every
-    address of a schema_version 1 file), a schema_version 2 file's interface addresses, and
-    every node's ``routes[].to`` that lies within ``subnet`` (a default route does not):
-    an overlap would send management traffic (the controller's SSH) into the experiment, or
+    (CIDR), else None. Its LANs' subnets (``topology.networks.<net>.subnet``), its interfaces'
+    addresses, and every node's ``routes[].to`` that lies within ``subnet`` (a default route
+    does not): an overlap would send management traffic (the controller's SSH) into the experiment, or
     the experiment's into the management bridge."""
     mgmt = ipaddress.ip_network(subnet)
     for net, nd in model.data["networks"].items():
         if ipaddress.ip_network(nd["subnet"]).overlaps(mgmt):
             return f"topology.networks.{net}.subnet", nd["subnet"]
-    v2 = model.data["schema_version"] >= 2
     for node, nd in model.nodes.items():
         for itf, x in nd["interfaces"].items():
-            if v2 and x["address"] and ipaddress.ip_interface(x["address"]).network.overlaps(mgmt):
+            if x["address"] and ipaddress.ip_interface(x["address"]).network.overlaps(mgmt):
                 return f"topology.nodes.{node}.interfaces.{itf}.address", x["address"]
         for j, r in enumerate(nd.get("routes", [])):
             # a route to part of the management subnet (or all of it) wins over the node's own
@@ -172,7 +170,6 @@ class LocalSite(Site):
     ``vm_cpus`` (2, QEMU only), ``vm_memory`` ("2G"), ``boot_timeout_s`` (600).
     """
 
-    SCHEMA_VERSIONS = (1, 2)  # switches as namespaces with a bridge, links as named veth pairs
     name = "local"
     OPTIONS = {
         "mode": Option("auto, host, uml or vm, default auto", one_of("auto", "host", "uml", "vm")),

@@ -7,9 +7,8 @@ built against the C++ libraries of the PyPI ``ns3`` wheel (:data:`NS3_VERSION`, 
 verdict are the ones every site gets. No node, SSH or Ansible: up and provision have nothing
 to do, and a trial takes seconds of CPU, not its schedule's length.
 
-How the experiment's model (``spec.model``, :mod:`netrepro.model`: the one every site reads;
-a schema_version 1 file's through :func:`netrepro.model.from_v1`) becomes a simulation,
-:func:`scenario`:
+How the experiment's model (``spec.model``, :mod:`netrepro.model`: the one every site reads)
+becomes a simulation, :func:`scenario`:
 
 - each network (LAN) is a hub node linked to each member by a :data:`LAN_RATE_BPS` link, each
   cable a link between its two nodes; the experiment's addresses label the files only
@@ -363,11 +362,6 @@ class Ns3Site(Site):
     #: machine of this kind (docs/runs/pie-vs-red-repeat5-ns3-fixed-2026-11-23/timings.json).
     TRIAL_WALL_PER_SCHEDULED_S = 0.05
     TRIAL_OVERHEAD_S = 1.0
-
-    #: Both formats: a schema_version 1 file is simulated from its model too
-    #: (:func:`netrepro.model.from_v1`); what a model holds that cannot be simulated is refused
-    #: by :meth:`check_experiment`.
-    SCHEMA_VERSIONS = (1, 2)
 
     @classmethod
     def check_experiment(cls, spec: Spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:

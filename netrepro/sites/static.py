@@ -24,7 +24,7 @@ File format (validated by :data:`STATIC_SCHEMA`; errors name file, field and exp
 
 A node's ``addresses`` are keyed as :meth:`netrepro.model.Model.data_plane` keys them: the
 LAN's name for an interface on a LAN, else the model's interface name (``h1-eth0:
-10.0.0.1``). A switch of a version 2 file has no address: its ``ports`` name the device of
+10.0.0.1``). A switch has no address: its ``ports`` name the device of
 each of its interfaces where the machine's name differs (``ports: {s1-eth1: ens4}``;
 unnamed ones are the model's names), and the provisioning bridges them (roles/switch_bridge).
 
@@ -312,7 +312,6 @@ class StaticSite(Site):
                                    "false: machines without a package mirror, only checked)", boolean),
     }
     HOOKS = ("runner",)
-    SCHEMA_VERSIONS = (1, 2)  # a switch is a machine whose ports the provisioning bridges
 
     def _file(self) -> Path:
         f = self.options.get("static_file")
