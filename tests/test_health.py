@@ -440,7 +440,7 @@ def lab_run(tmp_path) -> Path:
     dst = tmp_path / "run"
     shutil.copytree(LAB, dst, ignore=shutil.ignore_patterns("expected", "README.md"))
     data = json.loads((dst / "run.json").read_text())
-    data["spec"]["health"] = load_spec("pie-lab")["health"]
+    data["spec"]["health"] = load_spec("pie-lab").data["health"]
     (dst / "run.json").write_text(json.dumps(data))
     return dst
 
