@@ -111,7 +111,7 @@ class Spec:
         """
         check_plain_data(data, path)
         version = data.get("schema_version")
-        if version == 1:
+        if version == 1 and not isinstance(version, bool):
             raise SpecError(path, "schema_version", f"1 is the earlier format, which this toolkit no longer reads; "
                                                     f"convert the file with `netrepro migrate {path}`")
         if version != SCHEMA_VERSION or isinstance(version, bool):
