@@ -98,6 +98,18 @@ def show_value(x: Any) -> str:
     return repr(x)
 
 
+def _number_as_text(x: Any) -> str:
+    """The hint for text that reads as a number (YAML 1.1 reads ``1e12``, without a dot and a
+    signed exponent, as text), or ''."""
+    if isinstance(x, str):
+        try:
+            float(x)
+        except ValueError:
+            return ""
+        return " (YAML reads a number such as 1e12 as text: write 1.0e+12)"
+    return ""
+
+
 def schema_problem(err: jsonschema.ValidationError) -> str:
     """What one JSON Schema error means, in words: an unknown field with the fields expected,
     a missing field, a number's whole range (:func:`_range_text`), a pattern's form (the
@@ -113,15 +125,11 @@ def schema_problem(err: jsonschema.ValidationError) -> str:
     elif err.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         problem = f"expected {_range_text(err.schema)}, got {show_value(err.instance)}"
     elif err.validator == "pattern" and desc:
-        return f"expected {desc}; got {err.instance!r}"
+        return f"expected {desc}; got {err.instance!r}" + _number_as_text(err.instance)
     elif err.validator in ("type", "enum", "pattern", "const"):
         problem = f"expected {err.validator} {err.validator_value!r}, got {show_value(err.instance)}"
-        if err.validator == "type" and isinstance(err.instance, str):
-            try:
-                float(err.instance)
-                problem += " (YAML reads a number such as 1e12 as text: write 1.0e+12)"
-            except ValueError:
-                pass
+        if err.validator in ("type", "pattern"):
+            problem += _number_as_text(err.instance)
     elif err.validator == "oneOf" and isinstance(err.instance, dict):
         kinds = [sub.get("properties", {}).get("kind", {}).get("const") for sub in err.validator_value]
         if all(kinds):

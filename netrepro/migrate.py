@@ -176,6 +176,11 @@ def _read_v1(data: dict, where) -> tuple[_V1, Model]:
         if not isinstance(data.get(key), typ):
             raise SpecError(where, key, ("missing" if key not in data else f"expected {'an object' if typ is dict else 'a list' if typ is list else 'text'}")
                             + "; expected a schema_version 1 experiment (docs/experiment-format.md, migrating)")
+    for i, t in enumerate(data["trials"]):
+        for key, section in (("aqm", "aqms"), ("variant", "variants")):
+            if not isinstance(t, dict) or t.get(key) not in data[section]:
+                raise SpecError(where, f"trials[{i}].{key}", f"expected one of the file's {section} "
+                                f"({', '.join(map(str, data[section]))}), got {t.get(key) if isinstance(t, dict) else t!r}")
     try:
         v = _V1(data)
         return v, _v1_model(v, where)

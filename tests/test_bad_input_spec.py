@@ -311,18 +311,7 @@ ROWS = [
 ]
 
 
-#: Rows whose message lacks something it should say: the row keeps its whole expectation and
-#: is marked as an expected failure (strict: it fails once the message is fixed, so the mark
-#: is removed then).
-POOR_MESSAGES = {
-    "delay-1e12-read-as-text": "a stack layer's text value gets the schema's generic pattern message, without the "
-                               "hint that YAML read 1e12 as text (errors.schema_problem returns before it)",
-}
-
-
-@pytest.mark.parametrize("row", [
-    pytest.param(r, id=r.id, marks=[pytest.mark.xfail(strict=True, reason=POOR_MESSAGES[r.id])] if r.id in POOR_MESSAGES
-                 else []) for r in ROWS])
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_bad_input(row, tmp_path):
     run_row(row, tmp_path)
 
