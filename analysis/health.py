@@ -336,7 +336,7 @@ def _queue_delay_excess(spec, record, trial_dir, start, duration, time_scale, **
     if not m.data["base_rtt"]:
         raise _Unmeasurable("the experiment has no base_rtt: no queueing delay without the unloaded RTT")
     trial = _model_trial(spec, record, trial_dir)
-    tolerance_ms = _num((spec.get("health") or {}).get("queue_delay_excess_max_ms")) or 0.0
+    tolerance_ms = _num(m.data["health"].get("queue_delay_excess_max_ms")) or 0.0
     statistic = m.data["base_rtt"].get("statistic", "median")
     recorded = record.get("base_rtt_ms") if isinstance(record.get("base_rtt_ms"), dict) else {}
     windows = _phase_windows(spec, record, duration, time_scale)
@@ -463,7 +463,7 @@ SIMULATION_NOT_APPLICABLE = frozenset({"nodes_cpu_busy", "controller_load", "con
 
 
 def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dict:
-    limits = spec.get("health") or {}
+    limits = spec.model.data["health"]
     start = _num(record.get("start_epoch_s")) if isinstance(record, dict) else None
     record = record if isinstance(record, dict) else {}
     try:

@@ -1,8 +1,9 @@
-"""How an experiment file's errors are found and reported, for both schema versions
-(:mod:`netrepro.spec`, :mod:`netrepro.model`) and the strict YAML reader
+"""How an experiment file's errors are found and reported (:mod:`netrepro.spec`,
+:mod:`netrepro.model`, :mod:`netrepro.migrate`) and the strict YAML reader
 (:mod:`netrepro.yamlfile`): :class:`SpecError`, whose message is one line naming the file,
-the field and what was expected; :func:`check_plain_data`, what a JSON Schema cannot see; and
-the choice of the one schema error to report (:func:`_pick_error`).
+the field and what was expected; :func:`check_plain_data`, what a JSON Schema cannot see; the
+choice of the one schema error to report (:func:`_pick_error`) and its words
+(:func:`schema_problem`).
 """
 
 from __future__ import annotations
@@ -77,3 +78,62 @@ def _pick_error(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
     if len(chosen) == 1 and branches.get(chosen[0]):
         return _pick_error(jsonschema.exceptions.best_match(branches[chosen[0]]))
     return err
+
+
+def _range_text(schema: dict) -> str:
+    """``an integer >= 1 and <= 1000`` from a schema's type and bounds."""
+    bounds = [(k, op) for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"),
+                                    ("maximum", "<="), ("exclusiveMaximum", "<")) if k in schema]
+    kind = "an integer" if schema.get("type") == "integer" else "a number"
+
+    def fmt(x):
+        return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+    return f"{kind} " + " and ".join(f"{op} {fmt(schema[k])}" for k, op in bounds)
+
+
+def show_value(x: Any) -> str:
+    """A value for an error message: huge or tiny floats as ``1e+12``, the rest as repr."""
+    if isinstance(x, float) and x != 0 and not 1e-4 <= abs(x) < 1e6:
+        return f"{x:.6g}"
+    return repr(x)
+
+
+def _number_as_text(x: Any) -> str:
+    """The hint for text that reads as a number (YAML 1.1 reads ``1e12``, without a dot and a
+    signed exponent, as text), or ''."""
+    if isinstance(x, str):
+        try:
+            float(x)
+        except ValueError:
+            return ""
+        return " (YAML reads a number such as 1e12 as text: write 1.0e+12)"
+    return ""
+
+
+def schema_problem(err: jsonschema.ValidationError) -> str:
+    """What one JSON Schema error means, in words: an unknown field with the fields expected,
+    a missing field, a number's whole range (:func:`_range_text`), a pattern's form (the
+    schema's ``description``, not the regular expression), a claim's check against the schema
+    of its ``kind``; the field's meaning and unit (its ``description``) appended where it
+    helps."""
+    problem = err.message
+    desc = err.schema.get("description") if isinstance(err.schema, dict) else None
+    if err.validator == "additionalProperties":
+        problem = f"unknown field ({err.message}); expected one of: {', '.join(sorted(err.schema.get('properties', {})))}"
+    elif err.validator == "required":
+        problem = f"missing required field ({err.message})"
+    elif err.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        problem = f"expected {_range_text(err.schema)}, got {show_value(err.instance)}"
+    elif err.validator == "pattern" and desc:
+        return f"expected {desc}; got {err.instance!r}" + _number_as_text(err.instance)
+    elif err.validator in ("type", "enum", "pattern", "const"):
+        problem = f"expected {err.validator} {err.validator_value!r}, got {show_value(err.instance)}"
+        if err.validator in ("type", "pattern"):
+            problem += _number_as_text(err.instance)
+    elif err.validator == "oneOf" and isinstance(err.instance, dict):
+        kinds = [sub.get("properties", {}).get("kind", {}).get("const") for sub in err.validator_value]
+        if all(kinds):
+            problem = f"expected kind one of {', '.join(kinds)}, got {err.instance.get('kind')!r}"
+    if desc and err.validator not in ("additionalProperties", "required"):
+        problem += f"; {desc}"
+    return problem

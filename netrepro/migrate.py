@@ -1,7 +1,8 @@
 """``netrepro migrate FILE``: the schema_version 2 text of a schema_version 1 experiment.
 
-Version 1 is pie-vs-red's format (AQM x variant trials around one HTB bottleneck, FTP flow
-groups, ping collectors: :func:`netrepro.model.from_v1` reads it). :func:`migrate` writes the
+Version 1 is the earlier format (AQM x variant trials around one shaped bottleneck, FTP flow
+groups, ping collectors: :class:`_V1` and :func:`_v1_model` read it; this module is the only
+code that knows it). :func:`migrate` writes the
 same experiment in version 2 (docs/experiment-format.md), and :func:`migrate_data` gives it as
 data, so that the analysis (analysis/generic.py) computes and judges what version 1's analysis
 did, with the same numbers (tests/test_recorded_v1_runs.py: a run recorded with the version 1
@@ -9,7 +10,7 @@ file, against the outputs version 1's analysis wrote for it); runs recorded with
 file are analysed through it:
 
 - topology: a node's interfaces are named ``eth1``, ``eth2``, ... in file order (as
-  :func:`~netrepro.model.from_v1` and the sites name them); a node that forwards is a
+  :func:`_v1_model` and the sites named them); a node that forwards is a
   ``router``; the others keep their role as a group (``clients``, ``servers``);
 - qdiscs: the netem of ``links.delays`` as the default stacks; each trial
   ``<aqm>-<variant>`` gets the bottleneck's HTB with the AQM as its leaf, labels
@@ -30,12 +31,14 @@ file are analysed through it:
 
 from __future__ import annotations
 
+import ipaddress
+import math
 from pathlib import Path
 
 import yaml
 
 from netrepro import tc
-from netrepro.model import HEALTH_DATA, HEALTH_NEEDS, health_data
+from netrepro.model import HEALTH_DATA, HEALTH_NEEDS, Model, health_data
 from netrepro.spec import SpecError, Spec, resolve_path
 from netrepro.yamlfile import load_yaml_file
 
@@ -68,6 +71,123 @@ def _short(v: dict) -> bool:
 
 _Dumper.add_representer(_Flow, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
 _Dumper.add_representer(dict, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v.items(), flow_style=_short(v)))
+
+
+#: The top-level fields of a schema_version 1 file that the conversion reads, and the type
+#: each must have (the earlier format's schema required them).
+V1_FIELDS = {"name": str, "title": str, "topology": dict, "links": dict, "bottleneck": dict, "aqms": dict,
+             "variants": dict, "trials": list, "flows": list, "phases": list, "collectors": list,
+             "claims": list}
+
+
+class _V1:
+    """A schema_version 1 file read as the earlier format defined it (its nodes with a
+    ``role`` and a list of interfaces, node selectors of names, role groups and ``all``)."""
+
+    def __init__(self, data: dict):
+        self.data = data
+        self.nodes: dict[str, dict] = data["topology"]["nodes"]
+        self.networks: dict[str, dict] = data["topology"]["networks"]
+        self.groups: dict[str, list[str]] = {}
+        for n, nd in self.nodes.items():
+            self.groups.setdefault(nd["role"] + "s", []).append(n)
+
+    def select(self, selectors: list[str]) -> list[str]:
+        """Node names (file order) of selectors: node names, role groups (``clients``) or ``all``."""
+        chosen = set()
+        for sel in selectors:
+            chosen.update(self.nodes if sel == "all" else [sel] if sel in self.nodes else self.groups.get(sel, []))
+        return [n for n in self.nodes if n in chosen]
+
+    def ifname(self, node: str, network: str) -> str:
+        """``eth<i>``: the i-th interface of ``node`` (file order) is the one on ``network``, as
+        the sites named a version 1 node's interfaces (eth0 being the management one)."""
+        return next(f"eth{i}" for i, itf in enumerate(self.nodes[node]["interfaces"], 1) if itf["network"] == network)
+
+    @property
+    def duration_s(self) -> float:
+        """The schedule's length: the end of the last phase, s."""
+        return max(p["end_s"] for p in self.data["phases"])
+
+
+def _v1_model(v: _V1, where) -> Model:
+    """The model of a schema_version 1 experiment, as the earlier format meant it: each trial
+    ``<aqm>-<variant>`` gets the bottleneck's stack (HTB at the variant's rate, the AQM as
+    its leaf under ``aqm_handle``, a packet limit of buffer_bytes / mtu_bytes rounded up for
+    the kinds of :data:`netrepro.tc.BUFFER_LIMITED_KINDS` whose parameters give none), the
+    netem of ``links.delays`` (1000 packets unless given: tc-netem(8)'s default), one FTP item
+    per flow group at the variant's source rate and one ping item per pinging node toward its
+    first flow group's server; ``labels`` are ``{aqm, variant}``; a node's ``groups`` is its
+    role in the plural, a node with role ``router`` a router."""
+    d = v.data
+    nodes = {}
+    for n, nd in v.nodes.items():
+        nodes[n] = {"kind": "router" if nd["role"] == "router" else "host", "groups": [nd["role"] + "s"],
+                    "interfaces": {f"eth{k}": {"link": None, "network": i["network"], "address":
+                                               f"{i['address']}/{ipaddress.ip_network(v.networks[i['network']]['subnet']).prefixlen}"}
+                                   for k, i in enumerate(nd["interfaces"], 1)},
+                    "routes": nd.get("routes", [])}
+    b = d["bottleneck"]
+    bport = f"{b['node']}:{v.ifname(b['node'], b['network'])}"
+    delays: dict[str, list] = {}
+    for dl in d["links"].get("delays", []):
+        layer = {"kind": tc.DELAY_KIND, "delay_ms": dl["delay_ms"], "limit_packets": dl.get("limit_packets", 1000)}
+        if dl.get("jitter_ms"):
+            layer["jitter_ms"] = dl["jitter_ms"]
+        for n in v.select(dl["nodes"]):
+            delays[f"{n}:{v.ifname(n, dl['network'])}"] = [layer]
+    server_of: dict[str, str] = {}
+    for fg in d["flows"]:
+        server_of.setdefault(fg["client"], fg["server"])
+    pingers = [(n, c["interval_s"]) for c in d["collectors"] if c["kind"] == "ping" for n in v.select(c["nodes"])]
+    kind = d.get("sources", {}).get("kind", "ftp")
+    trials = []
+    for t in d["trials"]:
+        aqm, var = d["aqms"][t["aqm"]], d["variants"][t["variant"]]
+        rate = var.get("bottleneck", {}).get("rate_mbit", b["rate_mbit"])
+        leaf = {"kind": aqm["qdisc"], "handle": b.get("aqm_handle", "10:"), **aqm.get("params", {})}
+        if aqm["qdisc"] in tc.BUFFER_LIMITED_KINDS and "limit_packets" not in leaf:
+            leaf["limit_packets"] = math.ceil(b["buffer_bytes"] / d["links"]["mtu_bytes"])
+        max_rate = var.get("source", {}).get("max_rate_bytes_per_s", 0)
+        traffic = [{"kind": kind, "id": f"group{k + 1}", "from": fg["server"], "to": fg["client"],
+                    "flows": fg["flows"], "start_s": fg["start_s"], "duration_s": fg["duration_s"],
+                    "max_rate_bytes_per_s": max_rate} for k, fg in enumerate(d["flows"])]
+        traffic += [{"kind": "ping", "id": f"ping-{n}", "from": n, "to": server_of[n], "interval_s": iv,
+                     "start_s": 0, "duration_s": v.duration_s} for n, iv in pingers if n in server_of]
+        trials.append({"id": f"{t['aqm']}-{t['variant']}", "description": var.get("description", ""),
+                       "labels": {"aqm": t["aqm"], "variant": t["variant"]},
+                       "qdiscs": {**delays, bport: [{"kind": tc.SHAPERS[0], "rate_mbit": rate}, leaf]},
+                       "traffic": traffic, "duration_s": v.duration_s})
+    collectors = [{"kind": "qdisc_stats", "at": f"{n}:{v.ifname(n, c['network'])}", "interval_s": c["interval_s"]}
+                  for c in d["collectors"] if c["kind"] == "qdisc_stats" for n in v.select(c["nodes"])]
+    return Model({
+        "name": d["name"], "title": d["title"], "nodes": nodes, "networks": v.networks, "links": [],
+        "mtu_bytes": d["links"]["mtu_bytes"],
+        "offloads": {k: d["links"].get("offloads", {}).get(k, False) for k in ("tso", "gso", "gro")},
+        "trials": trials, "phases": d["phases"], "base_rtt": d.get("base_rtt", {}), "collectors": collectors,
+        "health": d.get("health", {}), "figures": [], "claims": [], "rate_scale": {},
+    }, where)
+
+
+def _read_v1(data: dict, where) -> tuple[_V1, Model]:
+    """The version 1 file ``data`` read (:class:`_V1`, :func:`_v1_model`). Raises SpecError
+    naming the field when a field the conversion reads is missing or of another type."""
+    for key, typ in V1_FIELDS.items():
+        if not isinstance(data.get(key), typ):
+            raise SpecError(where, key, ("missing" if key not in data else f"expected {'an object' if typ is dict else 'a list' if typ is list else 'text'}")
+                            + "; expected a schema_version 1 experiment (docs/experiment-format.md, migrating)")
+    for i, t in enumerate(data["trials"]):
+        for key, section in (("aqm", "aqms"), ("variant", "variants")):
+            if not isinstance(t, dict) or t.get(key) not in data[section]:
+                raise SpecError(where, f"trials[{i}].{key}", f"expected one of the file's {section} "
+                                f"({', '.join(map(str, data[section]))}), got {t.get(key) if isinstance(t, dict) else t!r}")
+    try:
+        v = _V1(data)
+        return v, _v1_model(v, where)
+    except (KeyError, TypeError, ValueError, StopIteration, AttributeError, IndexError) as exc:
+        what = f"no field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+        raise SpecError(where, "(file)", f"not a schema_version 1 experiment the conversion can read ({what}); "
+                                         f"expected the earlier format of docs/experiment-format.md") from None
 
 
 def _selection(statistic: str, trials: list[str], subject: str, phases: list[str]) -> dict:
@@ -145,8 +265,8 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
     """``(version 2 data, notes, bottleneck port)`` of the version 1 ``data`` (see the module
     docstring); the notes name what version 2 cannot keep. Raises SpecError as
     :func:`migrate_data`."""
-    spec = Spec.from_data(data, where)
-    d, m = spec.data, spec.model
+    spec, m = _read_v1(data, where)
+    d = data
     # the bottleneck: the port whose stack is rooted in a shaper (version 1's HTB)
     bport = next(p for t in m.trials for p, st in t["qdiscs"].items() if st and st[0]["kind"] in tc.SHAPERS)
     notes: list[str] = []
@@ -197,8 +317,8 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
         out["base_rtt"] = {k: v for k, v in d["base_rtt"].items() if k != "interval_s"}
     out["collectors"] = [dict(c) for c in m.data["collectors"]]
     if d.get("health"):
-        # version 2 refuses a threshold whose check can never be computed for the file (version
-        # 1 reported it "not measured"): such a threshold is left out, with a note
+        # a threshold whose check can never be computed for the file is refused (version 1
+        # reported it "not measured"): such a threshold is left out, with a note
         have = health_data(m)
         out["health"] = {}
         for k, v in d["health"].items():
@@ -231,6 +351,18 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
     return out, notes, bport
 
 
+def _checked(out: dict, where) -> dict:
+    """``out`` (the converted data) once it validates as an experiment file
+    (:meth:`netrepro.spec.Spec.from_data`). Raises SpecError naming ``where`` and the field of
+    the converted file, marked as such: the version 1 file is then one the earlier format
+    refused too (claims about a trial it does not run, addresses outside their subnets...)."""
+    try:
+        Spec.from_data(out, where)
+    except SpecError as exc:
+        raise SpecError(where, f"(converted) {exc.field}", exc.problem) from None
+    return out
+
+
 def migrate_data(data: dict, where: str | Path = "<memory>") -> dict:
     """The schema_version 2 data of the schema_version 1 experiment ``data`` (a parsed file,
     or the ``spec`` of a run's run.json: the analysis reads a run recorded with a version 1
@@ -244,7 +376,7 @@ def migrate_data(data: dict, where: str | Path = "<memory>") -> dict:
             ``where`` and the field).
     """
     _version_1(data, where)
-    return _plain(_convert(data, where)[0])
+    return _checked(_plain(_convert(data, where)[0]), where)
 
 
 def migrate(path: str | Path) -> str:
@@ -252,8 +384,9 @@ def migrate(path: str | Path) -> str:
     (:func:`migrate_data`, with a comment at the top naming what it left out).
 
     Raises:
-        SpecError: the file is missing, unreadable or invalid (:func:`netrepro.spec.load_spec`),
-            or not of schema_version 1 (one line naming the file and the field).
+        SpecError: the file is missing, unreadable, not of schema_version 1, lacks a field
+            the conversion reads (:func:`_read_v1`), or converts to a file that does not
+            validate (:func:`_checked`); one line naming the file and the field.
     """
     where = resolve_path(path)
     if not where.is_file():
@@ -261,6 +394,7 @@ def migrate(path: str | Path) -> str:
     data = load_yaml_file(where, "experiment file")
     _version_1(data, where)
     out, notes, bport = _convert(data, where)
+    _checked(_plain(out), where)
     b = data["bottleneck"]
     head = [f"# {out['name']}: written by `netrepro migrate {path}` from its schema_version 1 file.",
             f"# The bottleneck ({b['node']} on {b['network']}) is port {bport}; the pings' samples are placed at",

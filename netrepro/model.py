@@ -1,8 +1,8 @@
-"""The experiment model (schema_version 2): any topology, qdisc stacks, trials and traffic.
+"""The experiment model: any topology, qdisc stacks, trials and traffic.
 
-An experiment file of schema_version 2 (``netrepro/schemas/experiment-v2.schema.json``,
-documented field by field in docs/experiment-format.md) is validated in the same three steps
-as version 1 (:mod:`netrepro.spec`: plain data, the JSON Schema, then cross-checks), and
+An experiment file (``schema_version: 2``; ``netrepro/schemas/experiment.schema.json``,
+documented field by field in docs/experiment-format.md) is validated in three steps (plain
+data, the JSON Schema, then cross-checks the schema cannot express), and
 :func:`build` turns it into a :class:`Model`: every default filled in, every link resolved
 to its two ports, every trial complete (its qdisc stacks, sysctls and traffic after the
 trial's own settings replace the defaults). Playbooks, sites and the analysis read the
@@ -28,9 +28,9 @@ from typing import Any
 import jsonschema
 
 from netrepro import tc
-from netrepro.errors import _field_path, _pick_error, check_plain_data  # one reporting style for both versions
+from netrepro.errors import _field_path, _pick_error, check_plain_data, schema_problem
 
-SCHEMA_V2_PATH = Path(__file__).resolve().parent / "schemas" / "experiment-v2.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "experiment.schema.json"
 
 #: Node kinds, and the plural a selector uses for all nodes of a kind.
 KIND_GROUPS = {"host": "hosts", "router": "routers", "switch": "switches"}
@@ -191,20 +191,15 @@ def _port(node: str, ifname: str) -> str:
     return f"{node}:{ifname}"
 
 
-def validate_v2_schema(data: Any, path: Path | str) -> None:
-    """Check ``data`` against experiment-v2.schema.json; ModelError naming the first bad field."""
-    schema = json.loads(SCHEMA_V2_PATH.read_text())
-    # `health` has the same thresholds as in version 1: its definition is taken from there.
-    v1 = json.loads((SCHEMA_V2_PATH.parent / "experiment.schema.json").read_text())
-    schema["properties"]["health"] = v1["properties"]["health"]
+def validate_schema(data: Any, path: Path | str) -> None:
+    """Check ``data`` against netrepro/schemas/experiment.schema.json. Raises ModelError
+    naming the first bad field (in file order) and what was expected
+    (:func:`netrepro.errors.schema_problem`)."""
+    schema = json.loads(SCHEMA_PATH.read_text())
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         err = _pick_error(errors[0])
-        problem = err.message
-        desc = err.schema.get("description") if isinstance(err.schema, dict) else None
-        if err.validator == "pattern" and desc:  # the form in words, not the regular expression
-            problem = f"expected {desc}; got {err.instance!r}"
-        _fail(path, _field_path(err.absolute_path), problem)
+        _fail(path, _field_path(err.absolute_path), schema_problem(err))
 
 
 def _resolve_links(nodes: dict, path) -> list[list[str]]:
@@ -403,7 +398,7 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     """
     import copy
     check_plain_data(data, path)
-    validate_v2_schema(data, path)
+    validate_schema(data, path)
     data = copy.deepcopy(data)  # the model shares nothing with the caller's data
     topo = data["topology"]
     networks = topo.get("networks", {})
@@ -1015,11 +1010,10 @@ def simultaneous_starts(trial: dict) -> list[float]:
 #: and FTP (the ``start_epoch_s`` of flows.csv), roles/flow_clients.
 STARTED_KINDS = ("iperf3", "ftp")
 
-#: What each threshold of ``health:`` needs in the file, for every schema_version: the check
-#: analysis/health.py judges with it can be computed only when the file has all of these
-#: (:func:`health_data`). An empty tuple: the machines, always measured. validate refuses a
-#: threshold whose check can never be computed for the file (version 2; version 1 reports
-#: such a check "not measured").
+#: What each threshold of ``health:`` needs in the file: the check analysis/health.py judges
+#: with it can be computed only when the file has all of these (:func:`health_data`). An
+#: empty tuple: the machines, always measured. validate refuses a threshold whose check can
+#: never be computed for the file.
 HEALTH_NEEDS: dict[str, tuple[str, ...]] = {
     "nodes_cpu_busy_max_fraction": (),
     "ping_received_min_fraction": ("ping",),
@@ -1081,99 +1075,6 @@ def _check_health(m: Model, path) -> None:
         if missing:
             _fail(path, f"health.{key}", f"nothing in this file measures it: expected "
                                          f"{' and '.join(missing)}, or leave this threshold out")
-
-
-def _sysctl_value(v: Any) -> str:
-    return str(v)
-
-
-def node_sysctls(spec) -> dict[str, dict[str, str]]:
-    """Node -> {sysctl key: value as a string}, for every node (possibly empty), of a
-    schema_version 1 :class:`netrepro.spec.Spec`.
-
-    From ``hosts[]`` in file order (a later entry wins for the same key), plus
-    ``net.ipv4.ip_forward = 1`` for nodes with ``forwarding: true``.
-    """
-    out: dict[str, dict[str, str]] = {n: {} for n in spec.nodes}
-    for node, nd in spec.nodes.items():
-        if nd.get("forwarding"):
-            out[node]["net.ipv4.ip_forward"] = "1"
-    for entry in spec.get("hosts", []):
-        for node in spec.select(entry["nodes"]):
-            for key, value in entry.get("sysctls", {}).items():
-                out[node][key] = _sysctl_value(value)
-    return out
-
-
-def from_v1(spec) -> Model:
-    """The model of a schema_version 1 experiment (:class:`netrepro.spec.Spec`, pie-vs-red's
-    format: AQM x variant trials, one HTB bottleneck, FTP flow groups, ping collectors).
-
-    A node's interfaces are named ``eth1``, ``eth2``, ... in file order (as the local site and
-    testbed VMs name them; ``eth0`` is the management interface); each trial ``<aqm>-<variant>`` gets the
-    bottleneck's stack (HTB at the variant's rate, the AQM as its leaf under the spec's
-    ``aqm_handle``, PIE's limit defaulting to buffer_bytes / mtu_bytes), the netem of
-    ``links.delays``, the sysctls of ``hosts`` (and ip_forward on forwarding nodes), one FTP
-    item per flow group at the variant's source rate and one ping item per pinging node
-    toward its first flow group's server; ``labels`` are ``{aqm, variant}``; a node's
-    ``groups`` is its v1 role in the plural. Claims, phases, base RTT and health are kept as
-    the file gives them (``claims`` in the version 1 shape, ``schema_version`` 1).
-    """
-    d = spec.data
-
-    def ifname(node: str, network: str) -> str:
-        return next(f"eth{i}" for i, itf in enumerate(spec.nodes[node]["interfaces"], 1) if itf["network"] == network)
-
-    nodes = {}
-    for n, nd in spec.nodes.items():
-        nodes[n] = {"kind": "router" if nd["role"] == "router" else "host", "groups": [nd["role"] + "s"],
-                    "interfaces": {f"eth{k}": {"link": None, "network": i["network"],
-                                               "address": f"{i['address']}/{spec.prefixlen(i['network'])}"}
-                                   for k, i in enumerate(nd["interfaces"], 1)},
-                    "routes": nd.get("routes", [])}
-    b = d["bottleneck"]
-    bport = _port(b["node"], ifname(b["node"], b["network"]))
-    netem: dict[str, list] = {}
-    for dl in d["links"].get("delays", []):
-        layer = {"kind": "netem", "delay_ms": dl["delay_ms"], "limit_packets": dl.get("limit_packets", 1000)}
-        if dl.get("jitter_ms"):
-            layer["jitter_ms"] = dl["jitter_ms"]
-        for n in spec.select(dl["nodes"]):
-            netem[_port(n, ifname(n, dl["network"]))] = [layer]
-    sysctls = node_sysctls(spec)
-    src = d.get("sources", {})
-    server_of = {}
-    for fg in d["flows"]:
-        server_of.setdefault(fg["client"], fg["server"])
-    pingers = [(n, c["interval_s"]) for c in d["collectors"] if c["kind"] == "ping" for n in spec.select(c["nodes"])]
-    trials = []
-    for t in d["trials"]:
-        aqm, var = d["aqms"][t["aqm"]], d["variants"][t["variant"]]
-        rate = var.get("bottleneck", {}).get("rate_mbit", b["rate_mbit"])
-        leaf = {"kind": aqm["qdisc"], "handle": b.get("aqm_handle", "10:"), **aqm["params"]}
-        if aqm["qdisc"] == "pie" and "limit_packets" not in leaf:
-            leaf["limit_packets"] = spec.pie_limit_packets()
-        max_rate = var.get("source", {}).get("max_rate_bytes_per_s", 0)
-        traffic = [{"kind": src.get("kind", "ftp"), "id": f"group{k + 1}", "from": fg["server"], "to": fg["client"],
-                    "flows": fg["flows"], "start_s": fg["start_s"], "duration_s": fg["duration_s"],
-                    "max_rate_bytes_per_s": max_rate} for k, fg in enumerate(d["flows"])]
-        traffic += [{"kind": "ping", "id": f"ping-{n}", "from": n, "to": server_of[n], "interval_s": iv,
-                     "start_s": 0, "duration_s": spec.duration_s} for n, iv in pingers if n in server_of]
-        trials.append({"id": f"{t['aqm']}-{t['variant']}", "description": var.get("description", ""),
-                       "labels": {"aqm": t["aqm"], "variant": t["variant"]},
-                       "qdiscs": {**netem, bport: [{"kind": "htb", "rate_mbit": rate}, leaf]},
-                       "sysctls": {n: dict(v) for n, v in sysctls.items()}, "traffic": traffic,
-                       "duration_s": spec.duration_s})
-    collectors = [{"kind": "qdisc_stats", "at": _port(n, ifname(n, c["network"])), "interval_s": c["interval_s"]}
-                  for c in d["collectors"] if c["kind"] == "qdisc_stats" for n in spec.select(c["nodes"])]
-    return Model({
-        "schema_version": 1, "name": d["name"], "title": d["title"], "reference": d.get("reference", {}),
-        "nodes": nodes, "networks": spec.networks, "links": [],
-        "mtu_bytes": d["links"]["mtu_bytes"],
-        "offloads": {k: d["links"].get("offloads", {}).get(k, False) for k in ("tso", "gso", "gro")},
-        "trials": trials, "phases": d["phases"], "base_rtt": d["base_rtt"], "collectors": collectors,
-        "health": d.get("health", {}), "figures": [], "claims": d["claims"], "rate_scale": {},
-    }, spec.path)
 
 
 def traffic_conflict(items: list[dict]) -> str | None:

@@ -587,17 +587,11 @@ class Generic(Qdisc):
         return out
 
 
-def aqm_qdisc(kind: str, params: Mapping[str, Any], limit_packets: int | None = None,
-              parent: str | None = "1:10", handle: str | None = "10:") -> Qdisc:
-    """The builder for an AQM of the spec (``aqms.<name>``): Pie, Red or Generic.
-
-    ``limit_packets`` is PIE's default limit (ignored by the others).
-    """
-    if kind == "pie":
-        return Pie(params, limit_packets=limit_packets, parent=parent, handle=handle)
-    if kind == "red":
-        return Red(params, parent=parent, handle=handle)
-    return Generic(kind, params, parent=parent, handle=handle)
+#: The AQM kinds whose limit an experiment file of the earlier format (schema_version 1) took
+#: from its bottleneck's ``buffer_bytes`` when the AQM's parameters gave none: PIE's, whose
+#: limit is in packets (tc-pie(8)), as buffer_bytes / mtu_bytes rounded up
+#: (:mod:`netrepro.migrate` keeps that meaning).
+BUFFER_LIMITED_KINDS = ("pie",)
 
 
 # --- a stack of qdiscs on one interface (experiment files, schema_version 2) ------------------
@@ -674,8 +668,8 @@ def stack_commands(layers: list[Mapping[str, Any]], dev: str = DEV, strict: bool
     ``strict`` (how :func:`netrepro.model.build` validates a schema_version 2 file): every
     layer's parameters are first held to :data:`KIND_KEYWORDS` by :func:`check_layer` (a
     unit suffix of the keyword's own unit, values > 0, flags true/false, words of a closed
-    set). Without it (a schema_version 1 experiment's stacks, from :func:`netrepro.model.from_v1`,
-    whose own schema checked them) the builders' own checks apply.
+    set). Without it (a stack already so checked, as a model's are) the builders' own checks
+    apply.
 
     Raises:
         StackError: an unknown kind, a leaf with a layer under it, a bad handle or a

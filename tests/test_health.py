@@ -99,7 +99,7 @@ def test_a_healthy_trial_passes_every_check(run):
     assert all(set(x) == {"id", "value", "threshold", "unit", "passed", "detail"} for x in h["checks"])
     # the recorded trial's own numbers (TIME_SCALE 0.1: 25 s, 250 samples per collector)
     assert c["nodes_cpu_busy"] == {**c["nodes_cpu_busy"], "value": 0.45, "threshold": 0.6, "unit": "fraction", "passed": True}
-    # per ping item of the model (from_v1 names them ping-<node>), probes sent in its schedule
+    # per ping item of the model (the conversion of a version 1 file names them ping-<node>), probes sent in its schedule
     # shifted back half an interval
     assert c["ping_received"]["value"] == 0.92 and "ping-client3 (230 of 250)" in c["ping_received"]["detail"]
     assert c["flow_start_lag"]["value"] == 0.5 and c["flow_start_lag"]["unit"] == "ms"
@@ -440,7 +440,7 @@ def lab_run(tmp_path) -> Path:
     dst = tmp_path / "run"
     shutil.copytree(LAB, dst, ignore=shutil.ignore_patterns("expected", "README.md"))
     data = json.loads((dst / "run.json").read_text())
-    data["spec"]["health"] = load_spec("pie-lab")["health"]
+    data["spec"]["health"] = load_spec("pie-lab").data["health"]
     (dst / "run.json").write_text(json.dumps(data))
     return dst
 

@@ -102,11 +102,18 @@ def test_each_mistake_gets_one_line_naming_the_field(lab, edit, field, words):
     assert field in msg and words in msg, msg
 
 
+def _converted(path):
+    """The model of a version 1 file, converted as the analysis and `netrepro migrate`
+    convert it (:func:`netrepro.migrate.migrate_data`)."""
+    from netrepro.migrate import migrate_data
+    from netrepro.spec import Spec
+    return Spec.from_data(migrate_data(load_yaml_file(path, "v1"), path), path)
+
+
 def test_pie_vs_red_as_a_model():
-    """The version 1 file becomes the same kind of model: each trial's complete stacks,
-    sysctls and traffic (what its roles applied until now, from the same numbers)."""
-    from netrepro.spec import load_spec
-    m = model.from_v1(load_spec(PIE_VS_RED_V1))
+    """The version 1 file, converted, becomes a model with each trial's complete stacks,
+    sysctls and traffic (what its version 1 roles applied, from the same numbers)."""
+    m = _converted(PIE_VS_RED_V1).model
     assert [t["id"] for t in m.trials] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
     pie = m.trial("pie-unlimited")
     assert pie["labels"] == {"aqm": "pie", "variant": "unlimited"} and pie["duration_s"] == 250
@@ -149,11 +156,11 @@ def test_trial_plan_says_what_each_node_does(lab):
 
 
 def test_trial_plan_of_pie_vs_red_is_the_same_from_either_file():
-    """The model's plan of pie-vs-red's version 1 file gives the collectors and flow groups its
-    version 1 runs had (each client pings the server of its flow group; the same addresses,
-    offsets and lengths); the version 2 file's plan of every trial is the same plan."""
+    """The model's plan of pie-vs-red's version 1 file, converted, gives the collectors and flow
+    groups its version 1 runs had (each client pings the server of its flow group; the same
+    addresses, offsets and lengths); the committed file's plan of every trial is the same plan."""
     from netrepro.spec import load_spec
-    spec = load_spec(PIE_VS_RED_V1)
+    spec = _converted(PIE_VS_RED_V1)
     p = model.trial_plan(spec.model, spec.model.trial("red-limited"), 0.1)
     assert {n: {k: v[k] for k in ("target", "interval_s")} for n, v in p["ping"].items()} == {
         "client1": {"target": "10.10.2.1", "interval_s": 0.1}, "client2": {"target": "10.10.2.2", "interval_s": 0.1},
@@ -285,11 +292,11 @@ def test_health_needs_is_what_the_health_checks_measure():
 
     from analysis import health
     from netrepro.spec import Spec
-    keys = json.loads((model.SCHEMA_V2_PATH.parent / "experiment.schema.json").read_text())["properties"]["health"]
+    keys = json.loads(model.SCHEMA_PATH.read_text())["properties"]["health"]
     keys = set(keys["properties"])
-    assert set(model.HEALTH_NEEDS) == keys  # one set of checks for every schema_version
+    assert set(model.HEALTH_NEEDS) == keys  # one set of checks: the schema's thresholds
     for name in ("pie-lab", "codel-lab", "pacing-lab"):
-        spec = Spec.from_data(load_yaml_file(model.SCHEMA_V2_PATH.parents[2] / "experiments" / name / "experiment.yml"))
+        spec = Spec.from_data(load_yaml_file(model.SCHEMA_PATH.parents[2] / "experiments" / name / "experiment.yml"))
         have = model.health_data(spec.model)
         used = {health.CHECKS["sampling" if cid.startswith("sampling_") else cid][0]
                 for cid, _ in health._measures(spec)}

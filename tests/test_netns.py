@@ -263,13 +263,14 @@ def _tagged_spec() -> Spec:
     topo["networks"] = {net[k]: v for k, v in topo["networks"].items()}
     topo["nodes"] = {node[k]: v for k, v in topo["nodes"].items()}
     for nd in topo["nodes"].values():
-        for itf in nd["interfaces"]:
+        for itf in nd["interfaces"].values():
             itf["network"] = net[itf["network"]]
     topo["nodes"][node["c"]]["routes"] = [{"to": "192.168.20.0/24", "via": "192.168.10.1"}]
     topo["nodes"][node["s"]]["routes"] = [{"to": "192.168.10.0/24", "via": "192.168.20.1"}]
-    data["bottleneck"].update(node=node["r"], network=net["left"])
-    for fg in data["flows"]:
-        fg["client"], fg["server"] = node[fg["client"]], node[fg["server"]]
+    for t in data["trials"]:
+        t["qdiscs"] = {f"{node[p.split(':')[0]]}:{p.split(':')[1]}": st for p, st in t["qdiscs"].items()}
+    for x in data["traffic"]:
+        x["from"], x["to"] = node[x["from"]], node[x["to"]]
     return Spec.from_data(data, f"<{TAG}>")
 
 

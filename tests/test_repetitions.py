@@ -296,7 +296,7 @@ def test_compare_places_runs_and_the_published_results_side_by_side(tmp_path):
     assert out.parent == tmp_path / "out" and out.name.startswith("compare-")
     claims = pd.read_csv(out / "claims.csv", keep_default_na=False)
     spec = load_spec("pie-vs-red")
-    ids = [c["id"] for c in spec["claims"]]
+    ids = [c["id"] for c in spec.data["claims"]]
     refs = spec.data["reference_results"]
     assert len(claims) == len(ids) * (2 + len(refs))
     assert set(claims[claims["kind"] == "reference"]["row"]) == {r["source"] for r in refs}
