@@ -72,7 +72,7 @@ from analysis.flent import write_trials
 from analysis.generic_figures import draw, figure_specs
 from analysis.health import failure_line, failures, trial_health
 from analysis.io import atomic_path, write_gzip, write_text
-from analysis.raw import (base_rtt_ms, parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields,
+from analysis.raw import (trial_base_rtt_ms, parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields,
                           parse_qdisc_stack, parse_tx_bytes)
 from analysis.report import render_report
 from netrepro.model import SUMMARY_COLUMNS, scale_rates, statistics
@@ -270,12 +270,9 @@ def base_rtt_of(model, node: str, record: dict, trial_dir: Path, problems: list[
     sent under no load before the trial). NaN, with a line in ``problems``, when neither
     gives one. Queueing delay = ping RTT - base RTT (the RTT measured before any load), not
     clipped at 0."""
-    recorded = (record.get("base_rtt_ms") or {}).get(node)
-    if recorded is not None:
-        return float(recorded)
-    text = read_raw(trial_dir / node / "base_rtt.txt", problems, trial_dir.parent.parent)
-    base = (base_rtt_ms(parse_ping(text)["rtt_ms"], model.data["base_rtt"].get("statistic", "median"))
-            if text is not None else math.nan)
+    base = trial_base_rtt_ms(record, node, lambda: read_raw(trial_dir / node / "base_rtt.txt", problems,
+                                                            trial_dir.parent.parent),
+                             model.data["base_rtt"].get("statistic", "median"))
     if not math.isfinite(base):
         problems.append(f"raw/{trial_dir.name}/{node}: no base RTT, so no queueing delay")
     return base

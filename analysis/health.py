@@ -69,7 +69,7 @@ from typing import Callable
 
 import pandas as pd
 
-from analysis.raw import base_rtt_ms, parse_flows, parse_ping, parse_qdisc_stack
+from analysis.raw import trial_base_rtt_ms, parse_flows, parse_ping, parse_qdisc_stack
 from netrepro.model import STARTED_KINDS, data_kinds, ping_buffers
 from netrepro.runfolder import cpu_busy
 from netrepro.spec import check_time_scale
@@ -338,7 +338,6 @@ def _queue_delay_excess(spec, record, trial_dir, start, duration, time_scale, **
     trial = _model_trial(spec, record, trial_dir)
     tolerance_ms = _num(m.data["health"].get("queue_delay_excess_max_ms")) or 0.0
     statistic = m.data["base_rtt"].get("statistic", "median")
-    recorded = record.get("base_rtt_ms") if isinstance(record.get("base_rtt_ms"), dict) else {}
     windows = _phase_windows(spec, record, duration, time_scale)
     largest: tuple[float, str, float] | None = None  # (queueing delay ms, item, t_s)
     worst: tuple[float, str, str, int, int] | None = None  # (share, item, phase, over, samples)
@@ -353,9 +352,7 @@ def _queue_delay_excess(spec, record, trial_dir, start, duration, time_scale, **
             continue
         drain_ms = sum(b * 8 / (r * 1e6) * 1000 for _, b, r in bufs)
         drains[it["id"]] = (drain_ms, "; ".join(f"{p}: {b} B at {r:g} Mbit/s" for p, b, r in bufs))
-        base = _num(recorded.get(it["from"]))
-        if base is None:
-            base = base_rtt_ms(parse_ping(_text(trial_dir / it["from"] / "base_rtt.txt"))["rtt_ms"], statistic)
+        base = trial_base_rtt_ms(record, it["from"], lambda: _text(trial_dir / it["from"] / "base_rtt.txt"), statistic)
         if not math.isfinite(base):
             raise _NotMeasured(f"no base RTT for {it['id']} ({it['from']}/base_rtt.txt)")
         q = queue_delay_ms(parse_ping(_text(trial_dir / it["from"] / "ping.txt")), base, start)

@@ -11,6 +11,7 @@ import csv
 import json
 import math
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,20 @@ def parse_ping(text: str) -> pd.DataFrame:
         rows.append((float(t) if t is not None else math.nan, int(m.group("seq")), float(m.group("rtt"))))
     df = pd.DataFrame(rows, columns=PING_COLUMNS)
     return df.astype({"t_epoch_s": float, "seq": "int64", "rtt_ms": float})
+
+
+def trial_base_rtt_ms(record: dict, node: str, read_base_rtt: Callable[[], str | None], statistic: str) -> float:
+    """The base RTT (ms) of the path ``node`` pings in one trial: run.json's
+    ``base_rtt_ms[node]`` for the trial (``record``) when it is a finite number, else the
+    ``statistic`` (:func:`base_rtt_ms`) of the RTTs in the node's ``base_rtt.txt``, whose text
+    ``read_base_rtt()`` returns (None when missing: NaN). The analysis's queueing delays and
+    the health check of excess delay both take it from here."""
+    recorded = record.get("base_rtt_ms") if isinstance(record.get("base_rtt_ms"), dict) else {}
+    value = recorded.get(node)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    text = read_base_rtt()
+    return base_rtt_ms(parse_ping(text)["rtt_ms"], statistic) if text is not None else math.nan
 
 
 def base_rtt_ms(rtt_ms: pd.Series | np.ndarray, statistic: str = "median") -> float:

@@ -747,7 +747,9 @@ def _check_item_ids(data: dict, path) -> None:
                                                 f"(total_throughput_mbit, jain_index); expected another id")
 
 
-#: Bytes of an Ethernet header: a full-size frame is the MTU plus these (IEEE 802.3).
+#: Bytes of an Ethernet header: a full-size frame is the MTU plus these (IEEE 802.3), and so
+#: is a full-sized packet in a qdisc's byte count (the backlog counts ``qdisc_pkt_len(skb)``,
+#: skb->len at the egress of an Ethernet device, include/net/sch_generic.h).
 ETHERNET_HEADER_BYTES = 14
 
 
@@ -891,11 +893,6 @@ def _check_figures(m: Model, path) -> None:
             _fail(path, f"figures[{i}].shade_phases", "the file has no phases to shade; expected top-level "
                                                       "phases: [{name, start_s, end_s}] or no shade_phases")
 
-
-#: The bytes a full-sized packet occupies in a qdisc's byte count: the MTU plus the 14-byte
-#: Ethernet header (the backlog of a qdisc counts ``qdisc_pkt_len(skb)``, skb->len at the
-#: egress of an Ethernet device, include/net/sch_generic.h).
-ETHERNET_HEADER_BYTES = 14
 
 
 def stack_buffer(stack: list[dict], mtu_bytes: int) -> tuple[int, float] | None:
