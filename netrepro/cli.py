@@ -26,6 +26,8 @@ from netrepro.clean import clean
 from netrepro.cli_sites import inventory_from_manifest, plan_text, write_rspec
 from netrepro.model import rate_scale_option
 from netrepro.pipeline import judge_trial
+from netrepro.runner import playbooks
+from netrepro.runner.console import StepIncomplete
 from netrepro.schedule import REPEAT_MAX
 from netrepro.setup import setup
 # OPTION_ENV: the environment variables the Makefile passes through as site options.
@@ -286,12 +288,12 @@ def cmd_reproduce(args) -> int:
         t = time.time()
         verdict = analyze_run(run_dir)
         timings["analyze_s"] = round(time.time() - t, 1)
-    except controller.StepIncomplete as exc:
+    except StepIncomplete as exc:
         if args.keep:
             raise
         # The site is released below: say so instead of "the site is still up".
         hint = "the site was released" + (f"; {exc.hint}" if exc.run_dir else "")
-        raise controller.StepIncomplete(exc.account, hint=hint, exit_code=exc.exit_code, run_dir=exc.run_dir) from None
+        raise StepIncomplete(exc.account, hint=hint, exit_code=exc.exit_code, run_dir=exc.run_dir) from None
     finally:
         if not args.keep:
             t = time.time()
@@ -446,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"netrepro: {exc}", file=sys.stderr)
         return 2
     if getattr(args, "verbose", False):
-        controller.VERBOSE = True
+        playbooks.VERBOSE = True
     try:
         return args.func(args)
     except (SpecError, SiteError, PlaybookError, ValueError, RuntimeError) as exc:

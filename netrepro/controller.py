@@ -20,14 +20,11 @@ import json
 import math
 import os
 import platform
-import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -35,13 +32,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netrepro import ansible
-from netrepro.inventory import (CONTROL_ROOT, build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
+from netrepro.inventory import (build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
                                 write_known_hosts)
 from netrepro.model import choose_rate_scale, trial_plan
 from netrepro.rolevars import iperf3_argv, model_ftp_source, model_vars
 from netrepro.runfolder import cpu_busy, host_cpu_ticks
+from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, _site_arg, _spec_arg, log, signal_of
+from netrepro.runner.playbooks import _playbook, playbook_failure
+from netrepro.runner.ssh import _inventory_hosts, close_ssh_masters, node_ssh_argv, node_trial_dir, ssh_control_paths
 from netrepro.sites import Site, get_site, site_class
-from netrepro.sites.local import _pg_alive  # one process-group liveness check for both
 from netrepro.spec import REPO_ROOT, Spec, SpecError, check_time_scale
 
 STATE_ROOT = Path(os.environ.get("NETREPRO_STATE", REPO_ROOT / ".state"))
@@ -56,9 +55,6 @@ INVENTORY_DIR = REPO_ROOT / "inventory"
 BARRIER_LEAD_MIN_S = 2.0
 BARRIER_LEAD_ROUNDS = 4.0
 BARRIER_GUARD_S = 0.2
-#: Ansible's task lines on the console (the command line's -v, or NETREPRO_VERBOSE=1); else
-#: they go only to each playbook's log file (the site's state folder, and the run's logs/).
-VERBOSE = os.environ.get("NETREPRO_VERBOSE", "") not in ("", "0")
 
 #: How a run judges a trial's health as it completes (:func:`run`'s ``judge``): called with
 #: the spec, the trial's record for run.json, its raw folder (``raw/<trial>/``) and TIME_SCALE;
@@ -66,12 +62,6 @@ VERBOSE = os.environ.get("NETREPRO_VERBOSE", "") not in ("", "0")
 #: in a line for the console. It must not raise. The runner does not import the analysis:
 #: the command line hands in :func:`netrepro.pipeline.judge_trial`.
 TrialJudge = Callable[[Spec, dict, Path, float], tuple[dict, list[str]]]
-
-
-def log(msg: str) -> None:
-    """Print one line of the controller's account: with a UTC time stamp (``[12:03:04Z]``)
-    when stdout is not a terminal (CI, a log file), as is on one."""
-    print(msg if sys.stdout.isatty() else f"[{datetime.now(timezone.utc):%H:%M:%S}Z] {msg}", flush=True)
 
 
 def state_dir(spec: Spec, site: str) -> Path:
@@ -84,8 +74,6 @@ def inventory_path(spec: Spec, site: str) -> Path:
 
 def open_site(spec: Spec, site: str, options: dict[str, Any] | None = None) -> Site:
     return get_site(site, spec, state_dir(spec, site), options)
-
-
 
 
 def write_site_inventory(spec: Spec, site: Site) -> Path:
@@ -129,12 +117,6 @@ def simulated(site: Site) -> bool:
     """Whether ``site`` simulates its trials (``SIMULATED``, netrepro.sites.ns3): no node,
     inventory or playbook; each trial is its ``simulate``."""
     return bool(getattr(site, "SIMULATED", False))
-
-
-def _vars_file_dir(site: Site) -> Path:
-    d = site.ensure_state_dir() / "ansible"
-    d.mkdir(exist_ok=True)
-    return d
 
 
 def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> ansible.PlaybookResult:
@@ -283,24 +265,8 @@ CLOCK_STEP_TOLERANCE_S = 0.5
 #: Bytes held free in a run folder while the run writes it (the file ``.reserve``, released
 #: when the run stops), so that a full disk still leaves room to record what was kept and why.
 RESERVE_BYTES = 1 << 20
-#: Exit status after a signal: 128 + its number (the shell's convention).
-SIGNAL_EXIT = {"SIGINT": 128 + signal.SIGINT, "SIGTERM": 128 + signal.SIGTERM}
 #: The marker file of a run folder that does not hold every trial (yet).
 INCOMPLETE = "INCOMPLETE"
-
-
-class StepIncomplete(RuntimeError):
-    """A step (``provision``, ``run``) stopped part-way. ``str()`` is the one-line account for
-    the console: what stopped, where and why, what was kept, and what to do next.
-
-    Attributes: ``account`` (the line without ``hint``), ``hint`` (what to do next),
-    ``exit_code`` (2 after a fault; 128 + the signal's number after SIGINT/SIGTERM) and
-    ``run_dir`` (the partial run folder, or None).
-    """
-
-    def __init__(self, account: str, hint: str = "", exit_code: int = 2, run_dir: Path | None = None):
-        self.account, self.hint, self.exit_code, self.run_dir = account, hint, exit_code, run_dir
-        super().__init__(account + (f"; {hint}" if hint else ""))
 
 
 class _TrialFailed(Exception):
@@ -311,22 +277,6 @@ class _TrialFailed(Exception):
     def __init__(self, reason: str, stop: bool = False, details: dict | None = None):
         super().__init__(reason)
         self.reason, self.stop, self.details = reason, stop, details or {}
-
-
-def signal_of(exc: KeyboardInterrupt) -> str:
-    """The signal behind a KeyboardInterrupt: ``netrepro.cli.main`` raises it with the text
-    "SIGTERM" on SIGTERM; Python's own (Ctrl-C, SIGINT) has no text."""
-    return str(exc) if str(exc) in SIGNAL_EXIT else "SIGINT"
-
-
-def _spec_arg(spec: Spec) -> str:
-    """How to name ``spec`` on the command line: its name, or its path when not under experiments/."""
-    from netrepro.spec import resolve_path
-    return spec.name if resolve_path(spec.name).resolve() == Path(spec.path).resolve() else shlex.quote(str(spec.path))
-
-
-def _site_arg(site_name: str) -> str:
-    return "" if site_name == "local" else f" --site {site_name}"
 
 
 def lead_from_env() -> float:
@@ -348,176 +298,6 @@ def lead_from_env() -> float:
         raise ValueError(f"NETREPRO_LEAD_S: {raw!r}: expected the barrier's lead in seconds, "
                          f"from {BARRIER_GUARD_S:g} to 3600")
     return lead
-
-
-def _playbook(name: str, inv: Path, extravars: dict, site: Site, quiet: bool = False,
-              keep_log: Path | None = None) -> ansible.PlaybookResult:
-    """:func:`netrepro.ansible.run_playbook` in a worker thread, so that SIGINT and SIGTERM
-    stay the controller's. Its output reaches the console only when :data:`VERBOSE` (and not
-    ``quiet``); ``keep_log``: also copy its log file there (a run's ``logs/<trial>-<n>-<name>.log``),
-    whether it succeeded or not.
-
-    ansible-runner 2.4 replaces the SIGINT and SIGTERM handlers when it runs in the main
-    thread (``ansible_runner.utils.signal_handler``, called by ``interface.init_runner``) and
-    never restores them, so a signal that came between two playbooks was lost. Here the main
-    thread only waits; on KeyboardInterrupt it ends the playbook (:func:`_end_playbooks`) and
-    re-raises.
-
-    Raises: what run_playbook raises (PlaybookError), KeyboardInterrupt.
-    """
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["result"] = ansible.run_playbook(name, inv, extravars, _vars_file_dir(site),
-                                                 quiet=quiet or not VERBOSE)
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
-            box["error"] = exc
-
-    worker = threading.Thread(target=work, name=f"playbook-{name}", daemon=True)
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(0.2)
-    except KeyboardInterrupt:
-        _end_playbooks()
-        worker.join(30)
-        raise
-    log_file = getattr(box.get("error"), "log", None) or getattr(box.get("result"), "log", None)
-    if keep_log is not None and log_file is not None:
-        try:
-            keep_log.parent.mkdir(exist_ok=True)
-            shutil.copyfile(log_file, keep_log)
-        except OSError:
-            pass  # the state folder keeps it; a full results disk is reported by the trial
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
-
-
-def _end_playbooks(grace_s: float = 5.0) -> list[int]:
-    """End every ansible-playbook this process started, with its workers and ssh clients:
-    SIGTERM to its process group (pexpect gives it a session of its own), SIGKILL to what is
-    left after ``grace_s``. Returns the process ids found."""
-    me, own_group = os.getpid(), os.getpgid(0)
-    found: list[tuple[int, int]] = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid == me and b"ansible-playbook" in (d / "cmdline").read_bytes():
-                found.append((int(d.name), os.getpgid(int(d.name))))
-        except (OSError, ValueError, IndexError):
-            continue
-
-    def send(sig: int) -> bool:
-        alive = False
-        for pid, group in found:
-            try:
-                if group != own_group:
-                    os.killpg(group, sig)
-                else:
-                    os.kill(pid, sig)
-                alive = True
-            except ProcessLookupError:
-                pass
-        return alive
-
-    if send(signal.SIGTERM):
-        t0 = time.time()
-        while time.time() - t0 < grace_s and any(_pg_alive(g) for _, g in found if g != own_group):
-            time.sleep(0.2)
-        send(signal.SIGKILL)
-    return [pid for pid, _ in found]
-
-
-_FATAL = re.compile(r"^fatal: \[([^\]]+)\]: (FAILED|UNREACHABLE)! => (.*)$")
-
-
-_SSH_CLOSED = re.compile(r"^Shared connection to \S+ closed\.$")
-
-
-def playbook_failure(exc: Exception) -> str:
-    """A one-line reason for a failed playbook: the first failed or unreachable task, its node
-    and its message ("task 'T' failed on NODE: MSG", "NODE unreachable in task 'T': MSG"), read from the log the PlaybookError names ("...; log: FILE"); the
-    error's own text when the log says no more.
-
-    Ansible's default callback prints ``fatal: [node]: FAILED! => {json result}`` (or
-    ``UNREACHABLE!``) under ``TASK [role : name]``; a failure followed by ``...ignoring``
-    does not count.
-    """
-    text = str(exc)
-    m = re.search(r"; log: (.+)$", text)
-    try:
-        lines = Path(m.group(1).strip()).read_text(errors="replace").splitlines() if m else []
-    except OSError:
-        lines = []
-    task = ""
-    for i, line in enumerate(lines):
-        if line.startswith("TASK [") and "]" in line:
-            task = line[6:line.rindex("]")].split(" : ")[-1]
-            continue
-        f = _FATAL.match(line.strip())
-        if not f or (i + 1 < len(lines) and lines[i + 1].strip() == "...ignoring"):
-            continue
-        host, kind, rest = f.groups()
-        result: Any = None
-        for j in range(i + 1, min(i + 200, len(lines)) + 1):
-            try:
-                result = json.loads(rest)
-                break
-            except ValueError:
-                if j < len(lines):
-                    rest += "\n" + lines[j]
-        msg = str(result.get("msg") or "") if isinstance(result, dict) else rest[:200]
-        if isinstance(result, dict):
-            # ssh's own "Shared connection to ... closed." (ansible.builtin.raw on a pty, whose
-            # stdout holds the command's stderr too) says nothing about the failure.
-            tail = [ln for ln in "\n".join(str(result.get(k) or "") for k in ("stdout", "stderr")).splitlines()
-                    if ln.strip() and not _SSH_CLOSED.match(ln.strip())]
-            if tail and tail[-1].strip() not in msg:
-                msg = f"{msg}: {tail[-1].strip()}" if msg else tail[-1].strip()
-        msg = " ".join(msg.split()).removeprefix("Task failed: ")  # (ansible-core 2.19's prefix)
-        msg = msg if len(msg) <= 300 else msg[:297] + "..."
-        task = f"task '{task}'" if task else "a task"
-        return f"{host} unreachable in {task}: {msg}" if kind == "UNREACHABLE" else f"{task} failed on {host}: {msg}"
-    return text
-
-
-def _inventory_hosts(inv: Path) -> dict[str, dict]:
-    """Host -> its variables (``all.vars`` under the host's own) from an inventory file."""
-    import yaml
-    data = yaml.safe_load(inv.read_text()) or {}
-    top = data.get("all") or {}
-    out: dict[str, dict] = {}
-
-    def walk(group: dict) -> None:
-        for host, hv in (group.get("hosts") or {}).items():
-            out[host] = {**(top.get("vars") or {}), **(hv or {})}
-        for child in (group.get("children") or {}).values():
-            walk(child or {})
-
-    walk(top)
-    return out
-
-
-def node_ssh_argv(host: str, hv: dict, command: str, connect_timeout_s: int = 30) -> list[str]:
-    """ssh(1) argv running ``command`` on an inventory host as Ansible reaches it: its address,
-    port, user, key and ``ansible_ssh_common_args`` (jump host, known_hosts, control socket),
-    with ansible.cfg's ControlPersist (the first value of an option wins)."""
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout_s}", "-o", "ControlPersist=120s",
-            "-p", str(hv.get("ansible_port", 22))]
-    if hv.get("ansible_ssh_private_key_file"):
-        argv += ["-i", str(hv["ansible_ssh_private_key_file"]), "-o", "IdentitiesOnly=yes"]
-    argv += shlex.split(str(hv.get("ansible_ssh_common_args") or ""))
-    return argv + ["--", f"{hv.get('ansible_user', 'root')}@{hv.get('ansible_host', host)}", command]
-
-
-def node_trial_dir(hv: dict, trial_id: str) -> str:
-    """A trial's folder on a node, as the collectors role names it (its defaults:
-    ``<netrepro_node_dir>/trials/<trial_id>``; packed into that path plus ``.tar.gz``)."""
-    return f"{hv.get('netrepro_node_dir') or '/var/lib/netrepro'}/trials/{trial_id}"
 
 
 class BarrierLate(RuntimeError):
@@ -1539,50 +1319,3 @@ def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> N
         inv.unlink()
 
 
-def ssh_control_paths(site: Site) -> list[str]:
-    """The control sockets (ssh_config(5) ControlPath, expanded) of the connections to the
-    site's nodes (``%C``, expanded by ``ssh -G``) and of their jump host's, as the inventory's
-    ``ansible_ssh_common_args`` name them (netrepro.inventory.ssh_common_args); jump hosts last."""
-    from netrepro.inventory import ssh_common_args
-    nodes, jumps = [], []
-    for lg in site.saved_logins().values():
-        args = ssh_common_args(lg, None, control_dir(site.state_dir))
-        for path in re.findall(r"ControlPath=([^\s'\"]+)", args):
-            if "%" in path:
-                try:
-                    g = subprocess.run(["ssh", "-G", "-p", str(lg.port), *shlex.split(args), "--", f"{lg.user}@{lg.host}"],
-                                       capture_output=True, text=True, timeout=10)
-                except (OSError, subprocess.TimeoutExpired):
-                    continue
-                path = next((ln.split(None, 1)[1] for ln in g.stdout.splitlines() if ln.startswith("controlpath ")), "")
-            target = jumps if "/jump-" in path else nodes
-            if path and path not in nodes + jumps:
-                target.append(path)
-    return nodes + jumps
-
-
-def close_ssh_masters(paths: list[str]) -> list[str]:
-    """Ask the SSH master behind each control socket to exit (``ssh -O exit``); remove a
-    socket nobody answers on (its master is gone), then each site's control folder
-    (:func:`netrepro.inventory.control_dir`) the sockets were in, once empty. Returns the
-    sockets that were there."""
-    there = [p for p in paths if os.path.exists(p)]
-    for path in there:
-        try:
-            subprocess.run(["ssh", "-o", f"ControlPath={path}", "-O", "exit", "--", "netrepro-master"],
-                           capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        t0 = time.time()
-        while os.path.exists(path) and time.time() - t0 < 5:
-            time.sleep(0.1)
-        try:
-            os.unlink(path)  # a stale socket (the master died without removing it)
-        except FileNotFoundError:
-            pass
-    for folder in {Path(p).parent for p in paths if Path(p).parent.parent == CONTROL_ROOT}:
-        try:
-            folder.rmdir()  # only when empty: a master that would not exit keeps it
-        except OSError:
-            pass
-    return there

@@ -122,7 +122,7 @@ class Lab:
 
     def down(self) -> None:
         """Remove exactly what up() made, and Ansible's SSH masters to it; never fails."""
-        from netrepro.controller import close_ssh_masters
+        from netrepro.runner.ssh import close_ssh_masters
         close_ssh_masters([str(p) for p in (self.tmp / "cp").glob("*")])
         for name in SERVERS:  # vsftpd instances the roles started, known by their config
             conf = self.tmp / name / "ftp" / "vsftpd.conf"

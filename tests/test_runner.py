@@ -1,4 +1,4 @@
-"""Tests of the pure parts of netrepro/controller.py: trial variables, run folders, the
+"""Tests of the pure parts of the runner (netrepro/runner/): trial variables, run folders, the
 ``latest`` link and checksums. Nothing here touches a site, the real results/ folder or
 .state/."""
 
@@ -13,6 +13,8 @@ import pytest
 
 from netrepro import controller
 from netrepro.inventory import write_inventory
+from netrepro.runner import console, playbooks, ssh
+from netrepro.sites.local import _pg_alive
 from netrepro.spec import Spec, load_spec
 
 
@@ -312,20 +314,20 @@ def test_playbook_failure_reads_the_log(tmp_path):
     log = tmp_path / "trial.log"
     log.write_text(LOG)
     err = PlaybookError(f"playbook trial.yml failed (rc 4) on client1, client2; log: {log}")
-    assert controller.playbook_failure(err) == (
+    assert playbooks.playbook_failure(err) == (
         "client1 unreachable in task 'Wait for the trial's processes on this node to end': "
         "Failed to connect to the host via ssh: Shared connection to 172.30.0.11 closed.")
     log.write_text(LOG.replace("fatal: [client1]", "ok: [client1]"))
-    assert controller.playbook_failure(err) == ("task 'Wait for the trial's processes on this node to end' failed on "
+    assert playbooks.playbook_failure(err) == ("task 'Wait for the trial's processes on this node to end' failed on "
                                                 "client2: non-zero return code: no space left")
     log.unlink()
-    assert controller.playbook_failure(err) == str(err)
+    assert playbooks.playbook_failure(err) == str(err)
 
 
 def test_signal_of():
-    assert controller.signal_of(KeyboardInterrupt()) == "SIGINT"
-    assert controller.signal_of(KeyboardInterrupt("SIGTERM")) == "SIGTERM"
-    assert controller.SIGNAL_EXIT == {"SIGINT": 130, "SIGTERM": 143}
+    assert console.signal_of(KeyboardInterrupt()) == "SIGINT"
+    assert console.signal_of(KeyboardInterrupt("SIGTERM")) == "SIGTERM"
+    assert console.SIGNAL_EXIT == {"SIGINT": 130, "SIGTERM": 143}
 
 
 def test_end_playbooks_ends_its_own_children_only(tmp_path):
@@ -342,11 +344,11 @@ def test_end_playbooks_ends_its_own_children_only(tmp_path):
                              env={**os.environ, "S": str(script)}, start_new_session=True)
     time.sleep(0.5)
     try:
-        found = controller._end_playbooks(grace_s=2)
+        found = playbooks._end_playbooks(grace_s=2)
         assert found == [mine.pid]
         assert mine.wait(timeout=10) != 0
-        assert not controller._pg_alive(mine.pid)  # its `sleep` too: the whole group
-        assert other.poll() is None and controller._pg_alive(other.pid)
+        assert not _pg_alive(mine.pid)  # its `sleep` too: the whole group
+        assert other.poll() is None and _pg_alive(other.pid)
     finally:
         for p in (mine, other):
             try:
@@ -364,7 +366,7 @@ def test_close_ssh_masters_removes_stale_sockets(tmp_path):
     s.bind(str(path))
     s.close()  # the master died without removing its socket
     assert path.exists()
-    assert controller.close_ssh_masters([str(path), str(tmp_path / "cp" / "none")]) == [str(path)]
+    assert ssh.close_ssh_masters([str(path), str(tmp_path / "cp" / "none")]) == [str(path)]
     assert not path.exists()
 
 
@@ -376,7 +378,7 @@ def test_closing_a_sites_masters_removes_its_control_folder(tmp_path):
     s = socket.socket(socket.AF_UNIX)
     s.bind(str(stale))
     s.close()
-    assert controller.close_ssh_masters([str(stale), str(folder / "none")]) == [str(stale)]
+    assert ssh.close_ssh_masters([str(stale), str(folder / "none")]) == [str(stale)]
     assert not folder.exists()
 
 
@@ -388,7 +390,7 @@ def test_ssh_control_paths_expands_percent_c(spec, tmp_path, monkeypatch):
     logins = {n: NodeLogin(name=n, host=f"10.0.0.{i}", port=22, user="root", proxy_jump="me@jump.example.org:2222")
               for i, n in enumerate(spec.nodes, 1)}
     site.save_logins(logins)
-    paths = controller.ssh_control_paths(site)
+    paths = ssh.ssh_control_paths(site)
     own = control_dir(site.state_dir) + "/"
     assert len(paths) == len(spec.nodes) + 1
     assert all(p.startswith(own) and "%" not in p for p in paths)
@@ -398,7 +400,7 @@ def test_ssh_control_paths_expands_percent_c(spec, tmp_path, monkeypatch):
     # sessions, nor its commands run over a connection whose host key the other checked.
     other = StaticSite(spec, tmp_path / "other-state", {"static_file": "x"})
     other.save_logins(logins)
-    assert not set(controller.ssh_control_paths(other)) & set(paths)
+    assert not set(ssh.ssh_control_paths(other)) & set(paths)
     assert all(len(p) + 17 <= 107 for p in paths)  # unix(7) sun_path, with ssh's bind suffix
 
 
