@@ -27,6 +27,7 @@ from netrepro.cli_sites import inventory_from_manifest, plan_text, write_rspec
 from netrepro.model import rate_scale_option
 from netrepro.pipeline import judge_trial
 from netrepro.runner import playbooks
+from netrepro.runner.barrier import lead_from_env
 from netrepro.runner.console import StepIncomplete
 from netrepro.schedule import REPEAT_MAX
 from netrepro.setup import setup
@@ -84,7 +85,7 @@ def _check_environment(args, spec) -> None:
     """The environment variables ``args.command`` reads, checked before anything is built or
     contacted: ANSIBLE_TIMEOUT (provision, run, reproduce: the commands that run playbooks), RATE_SCALE against the
     experiment (provision, run and reproduce, dry runs too: netrepro.model.rate_scale_option),
-    NETREPRO_LEAD_S (run, reproduce: netrepro.controller.lead_from_env). SWEEP is read by
+    NETREPRO_LEAD_S (run, reproduce: netrepro.runner.barrier.lead_from_env). SWEEP is read by
     :func:`_schedule_args`, HOURS and the others by their options' types. Raises ValueError
     naming the variable (one line, exit 2)."""
     cmd = args.command
@@ -92,7 +93,7 @@ def _check_environment(args, spec) -> None:
         _ansible_timeout()
         rate_scale_option(spec.model, os.environ.get("RATE_SCALE"))
     if cmd in ("run", "reproduce"):
-        controller.lead_from_env()
+        lead_from_env()
 
 
 def cmd_validate(args) -> int:

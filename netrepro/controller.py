@@ -12,21 +12,16 @@ trials, and is resumed in its folder (:func:`run`, :func:`load_resume`).
 
 from __future__ import annotations
 
-import csv
 import errno
 import fcntl
-import hashlib
 import json
-import math
 import os
 import platform
-import shlex
 import shutil
 import subprocess
 import sys
 import tarfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -34,27 +29,21 @@ from typing import Any, Callable
 from netrepro import ansible
 from netrepro.inventory import (build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
                                 write_known_hosts)
-from netrepro.model import choose_rate_scale, trial_plan
-from netrepro.rolevars import iperf3_argv, model_ftp_source, model_vars
+from netrepro.rolevars import model_vars
 from netrepro.runfolder import cpu_busy, host_cpu_ticks
+from netrepro.runner.barrier import BARRIER_LEAD_MIN_S, BarrierLate, lead_from_env, release_trial
+from netrepro.runner.checks import check_trial_data, clock_problems, node_clocks
 from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, _site_arg, _spec_arg, log, signal_of
+from netrepro.runner.fetch import FetchFailed, _extract, _node_meta, _nodes_meta, fetch_archives, sha256_tree
 from netrepro.runner.playbooks import _playbook, playbook_failure
 from netrepro.runner.ssh import _inventory_hosts, close_ssh_masters, node_ssh_argv, node_trial_dir, ssh_control_paths
+from netrepro.runner.trialvars import _at_rate_scale, _sampled_node, _scaled_phases, _settings_text, trial_vars
 from netrepro.sites import Site, get_site, site_class
-from netrepro.spec import REPO_ROOT, Spec, SpecError, check_time_scale
+from netrepro.spec import REPO_ROOT, Spec, SpecError
 
 STATE_ROOT = Path(os.environ.get("NETREPRO_STATE", REPO_ROOT / ".state"))
 RESULTS_ROOT = Path(os.environ.get("NETREPRO_RESULTS", REPO_ROOT / "results"))
 INVENTORY_DIR = REPO_ROOT / "inventory"
-#: The barrier's rules (netrepro.controller.release_trial): the start is at least the run's
-#: lead (default LEAD_MIN_S; NETREPRO_LEAD_S) ahead and at least LEAD_ROUNDS times the
-#: slowest node's measured round trip; every node must acknowledge its release GUARD_S before
-#: the start, else the trial is aborted. 2 s: with 1 s, on the micro-VM under TCG, two clients
-#: once acknowledged 0.13-0.18 s before the start (writing into each FIFO forks, and the
-#: released collectors wake up at once); the least margins seen at 1.2-1.7 s were 0.4-0.9 s.
-BARRIER_LEAD_MIN_S = 2.0
-BARRIER_LEAD_ROUNDS = 4.0
-BARRIER_GUARD_S = 0.2
 
 #: How a run judges a trial's health as it completes (:func:`run`'s ``judge``): called with
 #: the spec, the trial's record for run.json, its raw folder (``raw/<trial>/``) and TIME_SCALE;
@@ -164,28 +153,6 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
     return res
 
 
-def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead_s: float) -> dict:
-    """Extra var ``trial`` for playbooks/trial.yml (see its header for the shape): the plan of
-    one of the model's trials (:func:`netrepro.model.trial_plan`) at ``time_scale``, with each
-    iperf3 client's arguments (:func:`netrepro.rolevars.iperf3_argv`), the base RTT's length
-    (0 without ``base_rtt``), the FTP files (:func:`netrepro.rolevars.model_ftp_source`),
-    ``id``, ``labels``, ``lead_s`` and ``fetch_dir``.
-
-    Raises ValueError (``TIME_SCALE: ...``, one line) for a scale outside
-    :func:`netrepro.spec.check_time_scale`'s range (a resumed run's scale comes from its
-    run.json), or a trial whose traffic cannot run (:func:`netrepro.model.trial_plan`).
-    """
-    check_time_scale(time_scale)
-    plan = trial_plan(spec.model, trial, time_scale)
-    plan["iperf3"] = {n: [{"id": x["id"], "start_s": x["start_s"], "argv": iperf3_argv(x["item"], x["address"], time_scale)}
-                          for x in items] for n, items in plan["iperf3"].items()}
-    base = spec.model.data["base_rtt"]
-    ftp = model_ftp_source(spec.model) or {}
-    return {"id": trial["id"], "labels": trial["labels"], "lead_s": lead_s,
-            "base_rtt_s": round(base.get("duration_s", 0) * time_scale, 3), "files": ftp.get("files", []),
-            "fetch_dir": str(fetch_dir), **plan}
-
-
 def new_run_dir(spec: Spec, site: str) -> Path:
     """Create results/<experiment>/<UTC time>-<site>/ (never an existing one)."""
     base = RESULTS_ROOT / spec.name
@@ -210,28 +177,6 @@ def point_latest(run_dir: Path) -> None:
     os.replace(tmp, link)
 
 
-def _extract(archive: Path, dest: Path) -> None:
-    """Unpack a node's archive of raw files into ``dest``, then delete the archive.
-
-    Only regular files and folders inside ``dest`` are accepted (tarfile's "data" filter,
-    PEP 706, where this Python has it: Debian 12's 3.11.2 does not, it came in 3.11.4).
-    Raises ValueError naming the archive for any other member.
-    """
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive) as tf:
-        if hasattr(tarfile, "data_filter"):
-            tf.extractall(dest, filter="data")
-        else:
-            root = dest.resolve()
-            for m in tf.getmembers():
-                target = (dest / m.name).resolve()
-                if not (m.isfile() or m.isdir()) or m.name.startswith("/") or not target.is_relative_to(root):
-                    raise ValueError(f"{archive}: {m.name}: expected a regular file or folder inside the archive")
-                m.mode &= 0o755
-            tf.extractall(dest)  # noqa: S202 - every member checked above
-    archive.unlink()
-
-
 def _git_commit() -> str:
     try:
         rev = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -242,26 +187,6 @@ def _git_commit() -> str:
         return "unknown"
 
 
-def sha256_tree(root: Path) -> dict[str, str]:
-    """Relative path -> sha256 hex of every file under ``root``."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
-
-
-def _node_meta(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-# --- faults, interruptions and resuming -------------------------------------------------
-#: A node's clock that moved by more than this, plus half the round trips of the two readings,
-#: against the controller's clock between the readings before and after a trial was stepped.
-CLOCK_STEP_TOLERANCE_S = 0.5
 #: Bytes held free in a run folder while the run writes it (the file ``.reserve``, released
 #: when the run stops), so that a full disk still leaves room to record what was kept and why.
 RESERVE_BYTES = 1 << 20
@@ -277,315 +202,6 @@ class _TrialFailed(Exception):
     def __init__(self, reason: str, stop: bool = False, details: dict | None = None):
         super().__init__(reason)
         self.reason, self.stop, self.details = reason, stop, details or {}
-
-
-def lead_from_env() -> float:
-    """The barrier's least lead, seconds: ``$NETREPRO_LEAD_S`` when set and non-empty, else
-    :data:`BARRIER_LEAD_MIN_S`.
-
-    Raises:
-        ValueError: one line naming NETREPRO_LEAD_S when it is not a number of seconds from
-            :data:`BARRIER_GUARD_S` (the least margin a node may acknowledge with) to 3600.
-    """
-    raw = os.environ.get("NETREPRO_LEAD_S", "")
-    if not raw.strip():
-        return BARRIER_LEAD_MIN_S
-    try:
-        lead = float(raw)
-    except ValueError:
-        lead = math.nan
-    if not BARRIER_GUARD_S <= lead <= 3600:
-        raise ValueError(f"NETREPRO_LEAD_S: {raw!r}: expected the barrier's lead in seconds, "
-                         f"from {BARRIER_GUARD_S:g} to 3600")
-    return lead
-
-
-class BarrierLate(RuntimeError):
-    """A node acknowledged the release too late (or not at all): the trial cannot start on time."""
-
-
-def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | None = None,
-                  timeout_s: float = 30, lead_min_s: float = BARRIER_LEAD_MIN_S) -> dict[str, Any]:
-    """Release every armed collector and flow group of a trial at one common start time.
-
-    playbooks/trial.yml arms them: each waits, without CPU, on a FIFO ``*.go`` in the node's
-    trial folder (``<netrepro_node_dir>/trials/<trial_id>``); the playbook's success is every
-    node's acknowledgement that it is armed. Then, in parallel over the nodes' SSH control
-    connections:
-
-    1. each node's round trip and clock are read (:func:`node_clocks`, one sample); the start
-       is chosen on the bottleneck node's clock (the controller's clock plus its offset),
-       ``lead`` ahead: max(``lead_min_s``, :data:`BARRIER_LEAD_ROUNDS` x the slowest round
-       trip), so that a slow node lengthens the lead;
-    2. the start time is written into every FIFO; each node answers with its clock once done.
-
-    Returns ``{"start_epoch_s", "lead_s", "round_trip_s": {host: s}, "ack_margin_s": {host: s},
-    "cpu_ticks": {host: str}, "clocks": {host: {"offset_s", "rtt_s"}}}`` (clocks: step 1's
-    readings, the start of the window in which a stepped clock is detected,
-    :func:`clock_problems`; margin: start minus the node's acknowledgement, on its clock;
-    cpu_ticks: the ``cpu`` line of the node's /proc/stat when it acknowledged, as
-    roles/collectors/files/nr-meta.sh records it: the start of the window in which the health
-    checks measure how busy the nodes' machine was, :mod:`analysis.health`). Raises BarrierLate
-    naming each node that answered less than :data:`BARRIER_GUARD_S` before the start, or not
-    at all.
-    """
-    hv = _inventory_hosts(inv)
-    probe = node_clocks(inv, samples=1, timeout_s=timeout_s, only=hosts)
-    dead = [h for h, c in probe.items() if "offset_s" not in c]
-    if dead:
-        raise BarrierLate(f"no answer from {', '.join(dead)} before the release")
-    rounds = {h: round(c["rtt_s"], 3) for h, c in probe.items()}
-    offset = probe[bottleneck if bottleneck in probe else hosts[0]]["offset_s"]
-    lead = max(lead_min_s, BARRIER_LEAD_ROUNDS * max(rounds.values()))
-    start = round(time.time() + offset + lead, 6)
-
-    def go(host: str) -> str | None:
-        d = shlex.quote(node_trial_dir(hv[host], trial_id))
-        # A FIFO whose reader is gone would block the write: each write waits 5 s at most.
-        cmd = (f'for f in {d}/*.go; do [ -p "$f" ] || continue; timeout 5 sh -c \'echo "$1" > "$2"\' '
-               f'_ {start:.6f} "$f" || echo "unreleased:${{f##*/}}"; done; echo; '
-               'read -r c < /proc/stat; echo "@$c"; date +%s.%N')
-        try:
-            p = subprocess.run(node_ssh_argv(host, hv[host], cmd), capture_output=True, text=True,
-                               timeout=timeout_s, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            return None
-        return p.stdout if p.returncode == 0 and p.stdout.split() else None
-
-    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-        acks = dict(zip(hosts, pool.map(go, hosts), strict=True))
-    margins, ticks, late = {}, {}, []
-    for h, out in acks.items():
-        if out is None:
-            late.append(f"{h} did not acknowledge")
-            continue
-        stuck = [w.removeprefix("unreleased:") for w in out.split() if w.startswith("unreleased:")]
-        if stuck:
-            late.append(f"{h} could not release {', '.join(stuck)} (its process is gone)")
-            continue
-        ticks[h] = next((ln.split(None, 1)[1].strip() for ln in out.splitlines()
-                         if ln.startswith("@cpu ") and len(ln.split()) > 1), None)
-        margins[h] = round(start - float(out.split()[-1]), 3)
-        if margins[h] < BARRIER_GUARD_S:
-            late.append(f"{h} acknowledged {margins[h]:+.3f} s before the start (needs {BARRIER_GUARD_S} s)")
-    if late:
-        raise BarrierLate(f"barrier of trial {trial_id}, lead {lead:.2f} s: " + "; ".join(late))
-    return {"start_epoch_s": start, "lead_s": round(lead, 3), "round_trip_s": rounds, "ack_margin_s": margins,
-            "cpu_ticks": ticks, "clocks": probe}
-
-
-class FetchFailed(RuntimeError):
-    """A node's archive could not be fetched; the message names each node and says when the
-    controller's disk was full."""
-
-
-def fetch_archives(inv: Path, hosts: list[str], trial_id: str, dest_dir: Path, timeout_s: float = 600) -> dict[str, int]:
-    """Fetch each node's packed trial (``<netrepro_node_dir>/trials/<trial_id>.tar.gz``, made
-    by the collectors role's pack step) to ``dest_dir/<node>.tar.gz``, in parallel over the
-    nodes' SSH control connections (one ``cat`` each: no Python on the node, where
-    ansible.builtin.fetch runs two modules per node).
-
-    Each file is written as ``<node>.tar.gz.part`` and renamed once whole, its size checked
-    against the node's (``stat -c %s``). Returns node ->
-    bytes. Raises FetchFailed naming every node that failed (and saying when the controller's
-    disk was full); its partial files are removed.
-    """
-    hv = _inventory_hosts(inv)
-    dest_dir.mkdir(parents=True, exist_ok=True)
-
-    def one(host: str) -> tuple[int | None, str, bool]:
-        src = node_trial_dir(hv[host], trial_id) + ".tar.gz"
-        part = dest_dir / f"{host}.tar.gz.part"
-        try:
-            # The node says the archive's size first (on stderr): ssh does not fail when it
-            # cannot write what it receives (a full disk), so the size is checked here.
-            with part.open("wb") as out:
-                p = subprocess.run(node_ssh_argv(host, hv[host], f"stat -c %s {shlex.quote(src)} >&2 && exec cat {shlex.quote(src)}"),
-                                   stdout=out, stderr=subprocess.PIPE, text=False, timeout=timeout_s, stdin=subprocess.DEVNULL)
-            err = p.stderr.decode(errors="replace").strip().splitlines()
-            size = part.stat().st_size
-            want = next((int(ln) for ln in reversed(err) if ln.strip().isdigit()), None)
-            if p.returncode != 0 or size != want:
-                full = shutil.disk_usage(dest_dir).free < 64 << 10 or any("No space left" in ln for ln in err)
-                part.unlink(missing_ok=True)
-                if p.returncode != 0:
-                    return None, (err or [f"ssh exit {p.returncode}"])[-1], full
-                return None, f"got {size} of {want if want is not None else '?'} bytes", full
-            part.rename(dest_dir / f"{host}.tar.gz")
-            return size, "", False
-        except subprocess.TimeoutExpired:
-            part.unlink(missing_ok=True)
-            return None, f"no end in {timeout_s:.0f} s", False
-        except OSError as exc:
-            part.unlink(missing_ok=True)
-            return None, exc.strerror or str(exc), exc.errno == errno.ENOSPC
-
-    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-        got = dict(zip(hosts, pool.map(one, hosts), strict=True))
-    bad = {h: r for h, r in got.items() if r[0] is None}
-    if bad:
-        full = any(r[2] for r in bad.values())
-        raise FetchFailed("could not fetch the raw data of " + "; ".join(f"{h} ({r[1]})" for h, r in sorted(bad.items()))
-                          + (" (the results folder's disk is full)" if full else ""))
-    return {h: r[0] for h, r in got.items()}
-
-
-def node_clocks(inv: Path, samples: int = 3, timeout_s: float = 60, only: list[str] | None = None) -> dict[str, dict]:
-    """Each node's clock against the controller's, read over SSH (``date +%s.%N``), in parallel.
-
-    For each of ``samples`` readings the controller notes its clock before (t0) and after (t1);
-    the node's reading minus (t0 + t1) / 2 is the offset, within ± (t1 - t0) / 2. The reading
-    with the shortest round trip is kept (as NTP keeps its best sample).
-    ``only``: these inventory hosts (default every one).
-    Returns node -> ``{"offset_s", "rtt_s"}``, or ``{"error": why}`` when no reading came.
-    """
-    hosts = _inventory_hosts(inv)
-    if only is not None:
-        hosts = {h: hosts[h] for h in only}
-
-    def one(host: str) -> dict:
-        best, err = None, "no reading"
-        argv = node_ssh_argv(host, hosts[host], "date +%s.%N")
-        for _ in range(samples):
-            t0 = time.time()
-            try:
-                p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-            except subprocess.TimeoutExpired:
-                err = f"no answer in {timeout_s:.0f} s"
-                continue
-            t1 = time.time()
-            try:
-                node = float(p.stdout.split()[-1])
-            except (IndexError, ValueError):
-                err = (p.stderr.strip().splitlines() or [f"ssh exit {p.returncode}"])[-1]
-                continue
-            if best is None or t1 - t0 < best[0]:
-                best = (t1 - t0, node - (t0 + t1) / 2)
-        return {"offset_s": round(best[1], 4), "rtt_s": round(best[0], 4)} if best else {"error": err}
-
-    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-        return dict(zip(hosts, pool.map(one, hosts)))
-
-
-def clock_problems(before: dict[str, dict], after: dict[str, dict],
-                   tolerance_s: float = CLOCK_STEP_TOLERANCE_S) -> tuple[dict[str, float], list[str]]:
-    """The step of each node's clock during a trial (offset after - offset before, s) and what
-    is wrong: clocks that could not be read, clocks stepped by more than ``tolerance_s`` plus
-    half the two readings' round trips. Nodes stepped alike are named together."""
-    steps: dict[str, float] = {}
-    problems: list[str] = []
-    unread = [f"{n} ({(before.get(n) or {}).get('error') or (after.get(n) or {}).get('error')})"
-              for n in sorted(set(before) | set(after))
-              if "offset_s" not in (before.get(n) or {}) or "offset_s" not in (after.get(n) or {})]
-    if unread:
-        problems.append("could not read the clock of " + ", ".join(unread))
-    stepped: list[str] = []
-    for n in before:
-        b, a = before.get(n) or {}, after.get(n) or {}
-        if "offset_s" not in b or "offset_s" not in a:
-            continue
-        steps[n] = round(a["offset_s"] - b["offset_s"], 3)
-        if abs(steps[n]) > tolerance_s + (b["rtt_s"] + a["rtt_s"]) / 2:
-            stepped.append(n)
-    if stepped:
-        lo, hi = (f"{x:+.1f}" for x in (min(steps[n] for n in stepped), max(steps[n] for n in stepped)))
-        where = f"all {len(stepped)} nodes" if len(stepped) == len(before) > 1 else ", ".join(stepped)
-        problems.append(f"clock stepped by {lo if lo == hi else lo + ' to ' + hi} s during the trial on {where} "
-                        "(against the controller's clock)")
-    return steps, problems
-
-
-def _last_ping_time(path: Path) -> tuple[float | None, bool]:
-    """(time of the last timestamped line of an iputils ``ping -D`` output, whether its closing
-    statistics are there: ping prints them when it ends by itself)."""
-    last, summary = None, False
-    with path.open(errors="replace") as fh:
-        for line in fh:
-            if line.startswith("["):
-                try:
-                    last = float(line[1:line.index("]")])
-                except ValueError:
-                    pass
-            elif "packets transmitted" in line:
-                summary = True
-    return last, summary
-
-
-def _last_sample_time(path: Path) -> float | None:
-    """The ``t`` of the last whole JSON line of a queue sampler's output (nr-qdisc-stats.sh)."""
-    last = None
-    with path.open(errors="replace") as fh:
-        for line in fh:
-            try:
-                last = float(json.loads(line)["t"])
-            except (ValueError, KeyError, TypeError):
-                continue
-    return last
-
-
-def check_trial_data(tv: dict, tdir: Path, start: float | None) -> list[str]:
-    """What says a trial's fetched data does not cover its schedule (empty: it does).
-
-    ``tv``: the trial's variables (:func:`trial_vars`); ``tdir``: its data, one folder per
-    node; ``start``: the common start (epoch s). A flow client exited early when its flows
-    file is missing, holds fewer flows than it opened, or a flow ended more than the
-    tolerance before its scheduled end (the files are too large to finish: every flow is
-    stopped by curl's --max-time). A collector (ping, queue sampler) ended early when its
-    last sample is more than the tolerance (+ one interval) before the schedule's end, or
-    ping's closing statistics are missing (it was killed). Tolerance: 1 s + 1 % of the schedule.
-    """
-    problems: list[str] = []
-    tol = 1.0 + 0.01 * float(tv["duration_s"])
-    if start is None:
-        return ["no common start time: no flow of the first phase recorded"]
-    end = start + float(tv["duration_s"])
-    for client, groups in tv["flows"].items():
-        for k, g in enumerate(groups):
-            f = tdir / client / ("flows.csv" if k == 0 else f"flows-{k}.csv")
-            if not f.is_file():
-                problems.append(f"flow client on {client} exited early: no {f.name} (it was stopped before its flows ended)")
-                continue
-            with f.open(errors="replace") as fh:
-                rows = list(csv.DictReader(fh))
-            due = start + float(g["start_s"]) + float(g["duration_s"])
-            early = []
-            for r in rows:
-                try:
-                    if float(r["end_epoch_s"]) < due - tol:
-                        early.append((due - float(r["end_epoch_s"]), r.get("exit_code")))
-                except (KeyError, TypeError, ValueError):
-                    early.append((float("nan"), r.get("exit_code")))
-            if len(rows) < int(g["flows"]):
-                problems.append(f"flow client on {client} exited early: {len(rows)} of {g['flows']} flows recorded in {f.name}")
-            elif early:
-                codes = ", ".join(sorted({str(c) for _, c in early}))
-                problems.append(f"flow client on {client} exited early: {len(early)} of {len(rows)} flows ended up to "
-                                f"{max(e for e, _ in early):.1f} s before their scheduled end (curl exit {codes})")
-    for node, p in tv["ping"].items():
-        f = tdir / node / "ping.txt"
-        last, summary = _last_ping_time(f) if f.is_file() else (None, False)
-        if last is None or last < end - tol - float(p["interval_s"]):
-            ago = f"{end - last:.1f} s before the schedule's end" if last is not None else "without a sample"
-            problems.append(f"ping collector on {node} ended early: last sample {ago}")
-        elif not summary:
-            problems.append(f"ping collector on {node} was killed (no closing statistics in ping.txt)")
-    for node in tv["qdisc_stats"]:
-        f = tdir / node / "qdisc.jsonl"
-        last = _last_sample_time(f) if f.is_file() else None
-        if last is None or last < end - tol:
-            ago = f"{end - last:.1f} s before the schedule's end" if last is not None else "without a sample"
-            problems.append(f"queue sampler on {node} ended early: last sample {ago}")
-    for node, items in tv.get("iperf3", {}).items():
-        for it in items:
-            f = tdir / node / f"iperf3-{it['id']}.json"
-            try:
-                report = json.loads(f.read_text(errors="replace"))
-            except (OSError, ValueError):
-                problems.append(f"iperf3 client {it['id']} on {node} left no complete report ({f.name}): it was stopped early")
-                continue
-            if report.get("error"):
-                problems.append(f"iperf3 client {it['id']} on {node} failed: {str(report['error'])[:200]}")
-    return problems
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -1117,11 +733,6 @@ def _judge_health(judge: TrialJudge | None, spec: Spec, record: dict, dest: Path
         log(f"[run] trial {record['id']}: health checks failed: " + "; ".join(failed))
 
 
-def _settings_text(spec: Spec, trial: dict) -> str:
-    """One phrase of a trial's settings for the progress lines: its labels, else its id."""
-    return ", ".join(f"{k} {v}" for k, v in (trial.get("labels") or {}).items()) or trial["id"]
-
-
 def _instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], site_cls: type[Site]) -> float:
     """Expected wall time (s) of one trial instance: the schedule at ``time_scale`` and the
     base-RTT pings as the site runs them (``site_cls.TRIAL_WALL_PER_SCHEDULED_S`` s per second)
@@ -1244,54 +855,9 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     return record
 
 
-def _at_rate_scale(spec: Spec, site: Site, choose: bool = False) -> Spec:
-    """The experiment at the rate scale k of this site (:func:`netrepro.model.choose_rate_scale`:
-    RATE_SCALE, else from the site's measured forwarding capacity; ``spec`` itself at k = 1).
-    The scale is chosen when provisioning (``choose``), said on the console and kept in the
-    site's state; the run uses the same one and records it.
-
-    Raises:
-        ValueError: a bad RATE_SCALE, or a scale below the experiment's ``rate_scale.min``.
-    """
-    st = site.load_state()
-    if choose or "rate_scale" not in st:
-        cap = (site.status().get("capacity") or {}).get("forwarding_mbit")
-        k, why = choose_rate_scale(spec.model, cap, os.environ.get("RATE_SCALE"))
-        st = site.load_state()
-        st["rate_scale"] = {"k": k, "why": why}
-        site.save_state(st)
-        log(f"[provision] rate scale {k:g}: {why}")
-    k = float(st["rate_scale"]["k"])
-    return spec if k == 1 else spec.at_rate_scale(k)
-
-
-def _sampled_node(spec: Spec) -> str:
-    """The node whose clock the barrier's start is chosen on and whose qdisc dumps run.json
-    keeps: the first queue sampler's node, or the first node."""
-    return next((c["at"].split(":")[0] for c in spec.model.data["collectors"]), next(iter(spec.model.nodes)))
-
-
-def _scaled_phases(spec: Spec, time_scale: float) -> list[dict]:
-    """The phases (possibly none) with start and end multiplied by ``time_scale``."""
-    return [{**p, "start_s": p["start_s"] * time_scale, "end_s": p["end_s"] * time_scale}
-            for p in spec.model.data["phases"]]
-
-
 def shutil_rm(path: Path) -> None:
     """Remove a folder tree if it exists."""
     shutil.rmtree(path, ignore_errors=True)
-
-
-def _nodes_meta(raw: Path, spec: Spec) -> dict:
-    out = {}
-    for node in spec.model.nodes:
-        metas = sorted(raw.glob(f"*/{node}/meta-before.json"))
-        if not metas:
-            continue
-        m = _node_meta(metas[0])
-        out[node] = {k: m.get(k) for k in ("kernel", "iproute2", "vsftpd", "openssh", "curl", "sysctls")}
-        out[node]["offloads"] = m.get("offloads")
-    return out
 
 
 def _stop_trial(spec: Spec, inv: Path, site: Site, tv: dict) -> None:

@@ -29,8 +29,8 @@ from analysis.run import read_run
 from analysis.verdict import verdict_line
 from conftest import PIE_VS_RED_V1
 from netrepro import bench
-from netrepro.controller import cpu_busy, sha256_tree
-from netrepro.runfolder import host_cpu_ticks
+from netrepro.runfolder import cpu_busy, host_cpu_ticks
+from netrepro.runner.fetch import sha256_tree
 from netrepro.spec import Spec, load_spec
 
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"

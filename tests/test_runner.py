@@ -13,7 +13,8 @@ import pytest
 
 from netrepro import controller
 from netrepro.inventory import write_inventory
-from netrepro.runner import console, playbooks, ssh
+from netrepro.runfolder import cpu_busy
+from netrepro.runner import checks, console, fetch, playbooks, ssh, trialvars
 from netrepro.sites.local import _pg_alive
 from netrepro.spec import Spec, load_spec
 
@@ -34,7 +35,7 @@ def test_trial_vars(spec, tmp_path):
     """The trial playbook's ``trial`` var: the model's plan of one trial at TIME_SCALE 0.1
     (each client pings the server of its flow group; the FTP rate of the trial's items), its
     stacks afresh and the FTP files provisioning made."""
-    tv = controller.trial_vars(spec, spec.model.trial("red-limited"), 0.1, tmp_path / "fetch", 7.5)
+    tv = trialvars.trial_vars(spec, spec.model.trial("red-limited"), 0.1, tmp_path / "fetch", 7.5)
     assert (tv["id"], tv["labels"]) == ("red-limited", {"aqm": "red", "variant": "limited"})
     assert tv["lead_s"] == 7.5 and tv["fetch_dir"] == str(tmp_path / "fetch")
     assert tv["duration_s"] == 25.0 and tv["base_rtt_s"] == 3.0
@@ -59,12 +60,12 @@ def test_trial_vars(spec, tmp_path):
 
 def test_trial_vars_unscaled_and_rounded(spec, tmp_path):
     trial = spec.model.trials[0]
-    tv = controller.trial_vars(spec, trial, 1.0, tmp_path, 30.0)
+    tv = trialvars.trial_vars(spec, trial, 1.0, tmp_path, 30.0)
     assert tv["id"] == "pie-unlimited"
     assert tv["duration_s"] == 250 and tv["base_rtt_s"] == 30
     assert tv["flows"]["client2"][0]["start_s"] == 50 and tv["flows"]["client2"][0]["duration_s"] == 150
     assert tv["ftp_sources"] == {"server1": 0, "server2": 0, "server3": 0}
-    tv = controller.trial_vars(spec, trial, 1 / 3, tmp_path, 30.0)
+    tv = trialvars.trial_vars(spec, trial, 1 / 3, tmp_path, 30.0)
     assert tv["duration_s"] == 83.333
     assert tv["flows"]["client3"][0] == {"server_address": "10.10.2.3", "flows": 20,
                                          "start_s": 33.333, "duration_s": 16.667, "id": "group3"}
@@ -75,16 +76,16 @@ def test_trial_vars_rejects_bad_scale(spec, tmp_path, bad):
     """A run resumed from a run.json whose time_scale is out of range is refused as a fresh one is
     (it used to give a schedule of zero, negative or NaN durations)."""
     with pytest.raises(ValueError, match="TIME_SCALE: expected a number from 0.001 to 100"):
-        controller.trial_vars(spec, spec.model.trials[0], bad, tmp_path, 1.0)
+        trialvars.trial_vars(spec, spec.model.trials[0], bad, tmp_path, 1.0)
 
 
 def test_trial_vars_sample_the_collectors_port(tmp_path):
     """The queue sampler runs where the file's collector is (its node and interface, no LAN
     for a cable's port, its classes), and the barrier's clock is that node's (codel-lab: s2)."""
     s = load_spec("codel-lab")
-    tv = controller.trial_vars(s, s.model.trials[0], 1, tmp_path, 1)
+    tv = trialvars.trial_vars(s, s.model.trials[0], 1, tmp_path, 1)
     assert tv["qdisc_stats"] == {"s2": {"interface": "s2-eth2", "network": None, "interval_s": 0.1, "classes": True}}
-    assert controller._sampled_node(s) == "s2"
+    assert trialvars._sampled_node(s) == "s2"
 
 
 # --- run folders ---------------------------------------------------------------------------------
@@ -149,14 +150,14 @@ def test_sha256_tree(tmp_path):
     (root / "empty").mkdir()
     (root / "a.txt").write_bytes(b"abc")
     (root / "pie-limited" / "router" / "qdisc.jsonl").write_bytes(b"")
-    got = controller.sha256_tree(root)
+    got = fetch.sha256_tree(root)
     assert got == {
         "a.txt": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
         "pie-limited/router/qdisc.jsonl": hashlib.sha256(b"").hexdigest(),
     }
     assert list(got) == sorted(got)
     (root / "a.txt").write_bytes(b"abd")
-    assert controller.sha256_tree(root)["a.txt"] != got["a.txt"]
+    assert fetch.sha256_tree(root)["a.txt"] != got["a.txt"]
 
 
 def test_paths_follow_spec_and_site(spec):
@@ -169,9 +170,9 @@ def test_cpu_busy_from_proc_stat_snapshots():
     # user nice system idle iowait irq softirq steal guest guest_nice (proc(5))
     before = {"cpu_ticks": "100 0 100 800 0 0 0 0 0 0"}
     after = {"cpu_ticks": "200 0 200 850 50 0 0 0 0 0"}
-    assert controller.cpu_busy(before, after) == round(200 / 300, 3)
-    assert controller.cpu_busy({}, after) is None
-    assert controller.cpu_busy(before, before) is None
+    assert cpu_busy(before, after) == round(200 / 300, 3)
+    assert cpu_busy({}, after) is None
+    assert cpu_busy(before, before) is None
 
 
 # --- faults: the checks of a trial's data, the node clocks, failure reasons -----------------------
@@ -192,13 +193,13 @@ def recorded_trial(spec, tmp_path):
     run = json.loads((RECORDED / "run.json").read_text())
     start = next(t["start_epoch_s"] for t in run["trials"] if t["id"] == "pie-limited")
     trial = next(t for t in spec.model.trials if t["id"] == "pie-limited")
-    tv = controller.trial_vars(spec, trial, 0.1, tmp_path / "fetch", 30)
+    tv = trialvars.trial_vars(spec, trial, 0.1, tmp_path / "fetch", 30)
     return tv, tdir, start
 
 
 def test_check_trial_data_whole_recorded_trial(recorded_trial):
     tv, tdir, start = recorded_trial
-    assert controller.check_trial_data(tv, tdir, start) == []
+    assert checks.check_trial_data(tv, tdir, start) == []
 
 
 def _keep_lines(path: Path, pred) -> None:
@@ -227,7 +228,7 @@ def _keep_lines(path: Path, pred) -> None:
 def test_check_trial_data_finds_what_ended_early(recorded_trial, damage, expected):
     tv, tdir, start = recorded_trial
     damage(tdir)
-    problems = controller.check_trial_data(tv, tdir, start)
+    problems = checks.check_trial_data(tv, tdir, start)
     assert len(problems) == 1 and problems[0].startswith(expected), problems
 
 
@@ -251,7 +252,7 @@ def _cut_ping(path: Path, n: int) -> None:
 
 def test_check_trial_data_without_start(recorded_trial):
     tv, tdir, _ = recorded_trial
-    assert controller.check_trial_data(tv, tdir, None) == ["no common start time: no flow of the first phase recorded"]
+    assert checks.check_trial_data(tv, tdir, None) == ["no common start time: no flow of the first phase recorded"]
 
 
 NODES7 = ["router", "client1", "client2", "client3", "server1", "server2", "server3"]
@@ -262,12 +263,12 @@ def _clocks(offset: float, rtt: float = 0.2, nodes=NODES7) -> dict:
 
 
 def test_clock_problems_steady_clocks():
-    steps, problems = controller.clock_problems(_clocks(0.31), _clocks(0.35))
+    steps, problems = checks.clock_problems(_clocks(0.31), _clocks(0.35))
     assert problems == [] and steps == {n: 0.04 for n in NODES7}
 
 
 def test_clock_problems_step_on_every_node():
-    steps, problems = controller.clock_problems(_clocks(0.3), _clocks(2.31))
+    steps, problems = checks.clock_problems(_clocks(0.3), _clocks(2.31))
     assert steps["router"] == 2.01
     assert problems == ["clock stepped by +2.0 s during the trial on all 7 nodes (against the controller's clock)"]
 
@@ -275,7 +276,7 @@ def test_clock_problems_step_on_every_node():
 def test_clock_problems_steps_measured_apart():
     after = _clocks(2.0)
     after["client2"] = {"offset_s": 1.93, "rtt_s": 0.2}
-    assert controller.clock_problems(_clocks(0.0), after)[1] == [
+    assert checks.clock_problems(_clocks(0.0), after)[1] == [
         "clock stepped by +1.9 to +2.0 s during the trial on all 7 nodes (against the controller's clock)"]
 
 
@@ -283,7 +284,7 @@ def test_clock_problems_one_node_back_and_unread():
     after = _clocks(0.0)
     after["client2"] = {"offset_s": -1.5, "rtt_s": 0.3}
     after["server3"] = {"error": "no answer in 60 s"}
-    steps, problems = controller.clock_problems(_clocks(0.0), after)
+    steps, problems = checks.clock_problems(_clocks(0.0), after)
     assert problems == ["could not read the clock of server3 (no answer in 60 s)",
                         "clock stepped by -1.5 s during the trial on client2 (against the controller's clock)"]
     assert "server3" not in steps
@@ -291,8 +292,8 @@ def test_clock_problems_one_node_back_and_unread():
 
 def test_clock_problems_tolerance_grows_with_round_trips():
     # 0.9 s apart, but each reading took 1 s: within 0.5 + (1 + 1) / 2
-    assert controller.clock_problems(_clocks(0.0, 1.0), _clocks(0.9, 1.0))[1] == []
-    assert controller.clock_problems(_clocks(0.0, 0.1), _clocks(0.9, 0.1))[1] != []
+    assert checks.clock_problems(_clocks(0.0, 1.0), _clocks(0.9, 1.0))[1] == []
+    assert checks.clock_problems(_clocks(0.0, 0.1), _clocks(0.9, 0.1))[1] != []
 
 
 LOG = """\
