@@ -26,9 +26,10 @@ from netrepro.clean import clean
 from netrepro.cli_sites import inventory_from_manifest, plan_text, write_rspec
 from netrepro.model import rate_scale_option
 from netrepro.pipeline import judge_trial
-from netrepro.runner import playbooks
+from netrepro.runner import playbooks, rundir, steps
 from netrepro.runner.barrier import lead_from_env
 from netrepro.runner.console import StepIncomplete
+from netrepro.runner.resume import load_resume
 from netrepro.schedule import REPEAT_MAX
 from netrepro.setup import setup
 # OPTION_ENV: the environment variables the Makefile passes through as site options.
@@ -116,7 +117,7 @@ def cmd_setup(args) -> int:
 def cmd_plan(args) -> int:
     spec = load_spec(args.experiment)
     if args.site == "local":
-        print(controller.open_site(spec, "local", _options(args)).plan())
+        print(steps.open_site(spec, "local", _options(args)).plan())
         return 0
     print(plan_text(spec, args.site, _options(args)))
     return 0
@@ -136,15 +137,15 @@ def cmd_inventory(args) -> int:
 
 def cmd_up(args) -> int:
     spec, opts = load_spec(args.experiment), _options(args)
-    controller.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
-    controller.up(spec, args.site, opts)
+    steps.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
+    steps.up(spec, args.site, opts)
     return 0
 
 
 def cmd_provision(args) -> int:
     spec = load_spec(args.experiment)
     _check_environment(args, spec)
-    controller.provision(spec, args.site, _options(args))
+    steps.provision(spec, args.site, _options(args))
     return 0
 
 
@@ -219,7 +220,7 @@ def _print_verdict(verdict: dict, run_dir: Path) -> None:
 
 def cmd_analyze(args) -> int:
     """Check the run's raw files against run.json, analyze, print the verdict (analysis.analyze)."""
-    target = Path(args.run) if args.run else controller.RESULTS_ROOT / load_spec(args.experiment).name / "latest"
+    target = Path(args.run) if args.run else rundir.RESULTS_ROOT / load_spec(args.experiment).name / "latest"
     res = analyze(target.resolve(), partial=args.partial)
     for p in res.problems:
         print(f"[analyze] data problem: {p}")
@@ -228,17 +229,17 @@ def cmd_analyze(args) -> int:
 
 
 def cmd_down(args) -> int:
-    controller.down(load_spec(args.experiment), args.site, _options(args))
+    steps.down(load_spec(args.experiment), args.site, _options(args))
     return 0
 
 
 def cmd_status(args) -> int:
-    print(json.dumps(controller.open_site(load_spec(args.experiment), args.site, _options(args)).status(), indent=1, default=str))
+    print(json.dumps(steps.open_site(load_spec(args.experiment), args.site, _options(args)).status(), indent=1, default=str))
     return 0
 
 
 def cmd_renew(args) -> int:
-    controller.open_site(load_spec(args.experiment), args.site, _options(args)).renew(args.hours)
+    steps.open_site(load_spec(args.experiment), args.site, _options(args)).renew(args.hours)
     return 0
 
 
@@ -246,12 +247,12 @@ def cmd_clean(args) -> int:
     """Tear down local sites and remove the state folders netrepro made, keeping any live
     testbed reservation; anything in the state root netrepro did not make is left alone and
     named (then one line on stderr and exit 2)."""
-    res = clean(controller.STATE_ROOT, controller.INVENTORY_DIR)
+    res = clean(steps.STATE_ROOT, steps.INVENTORY_DIR)
     if res.kept:
         print(f"[clean] {len(res.kept)} state folder(s) kept: they hold reservations (see above)")
     if res.refused:
         n = len(res.refused)
-        print(f"netrepro: {controller.STATE_ROOT} (the state root, NETREPRO_STATE): {n} entr{'y' if n == 1 else 'ies'} "
+        print(f"netrepro: {steps.STATE_ROOT} (the state root, NETREPRO_STATE): {n} entr{'y' if n == 1 else 'ies'} "
               "left as they are (listed above); expected only the state folders netrepro made (with their "
               "marker .netrepro-state)", file=sys.stderr)
         return 2
@@ -266,20 +267,20 @@ def cmd_reproduce(args) -> int:
         return _dry_run(args, spec)
     opts = _options(args)
     sched = _schedule_args(args)
-    controller.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
+    steps.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
     resume = Path(args.resume) if args.resume else None
     if resume:  # refused before anything is built (reads only)
-        controller.load_resume(spec, args.site, resume, _run_time_scale(args), None, sched["repeat"])
+        load_resume(spec, args.site, resume, _run_time_scale(args), None, sched["repeat"])
     elif sched["sweep"]:  # every point checked before anything is built
         sweeps.points(spec)
     t0 = time.time()
     timings = {}
     try:
         t = time.time()
-        controller.up(spec, args.site, opts)
+        steps.up(spec, args.site, opts)
         timings["up_s"] = round(time.time() - t, 1)
         t = time.time()
-        controller.provision(spec, args.site, opts)
+        steps.provision(spec, args.site, opts)
         timings["provision_s"] = round(time.time() - t, 1)
         t = time.time()
         run_dir = controller.run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce",
@@ -298,7 +299,7 @@ def cmd_reproduce(args) -> int:
     finally:
         if not args.keep:
             t = time.time()
-            controller.down(spec, args.site, opts)
+            steps.down(spec, args.site, opts)
             timings["down_s"] = round(time.time() - t, 1)
     timings["total_s"] = round(time.time() - t0, 1)
     (run_dir / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")

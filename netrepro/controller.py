@@ -12,13 +12,9 @@ trials, and is resumed in its folder (:func:`run`, :func:`load_resume`).
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tarfile
 import time
@@ -27,23 +23,22 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netrepro import ansible
-from netrepro.inventory import (build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
-                                write_known_hosts)
 from netrepro.rolevars import model_vars
 from netrepro.runfolder import cpu_busy, host_cpu_ticks
 from netrepro.runner.barrier import BARRIER_LEAD_MIN_S, BarrierLate, lead_from_env, release_trial
 from netrepro.runner.checks import check_trial_data, clock_problems, node_clocks
 from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, _site_arg, _spec_arg, log, signal_of
 from netrepro.runner.fetch import FetchFailed, _extract, _node_meta, _nodes_meta, fetch_archives, sha256_tree
+from netrepro.runner.resume import load_resume
+from netrepro.runner.rundir import (INCOMPLETE, RESERVE_BYTES, _git_commit, _latest_records, _lock_run, _reserve_space,
+                                    _spec_as_recorded, _write_json, new_run_dir, point_latest, shutil_rm)
 from netrepro.runner.playbooks import _playbook, playbook_failure
-from netrepro.runner.ssh import _inventory_hosts, close_ssh_masters, node_ssh_argv, node_trial_dir, ssh_control_paths
+from netrepro.runner.ssh import _inventory_hosts, node_ssh_argv, node_trial_dir
+from netrepro.runner.steps import open_site, simulated, write_site_inventory
 from netrepro.runner.trialvars import _at_rate_scale, _sampled_node, _scaled_phases, _settings_text, trial_vars
-from netrepro.sites import Site, get_site, site_class
+from netrepro.sites import Site, site_class
 from netrepro.spec import REPO_ROOT, Spec, SpecError
 
-STATE_ROOT = Path(os.environ.get("NETREPRO_STATE", REPO_ROOT / ".state"))
-RESULTS_ROOT = Path(os.environ.get("NETREPRO_RESULTS", REPO_ROOT / "results"))
-INVENTORY_DIR = REPO_ROOT / "inventory"
 
 #: How a run judges a trial's health as it completes (:func:`run`'s ``judge``): called with
 #: the spec, the trial's record for run.json, its raw folder (``raw/<trial>/``) and TIME_SCALE;
@@ -51,147 +46,6 @@ INVENTORY_DIR = REPO_ROOT / "inventory"
 #: in a line for the console. It must not raise. The runner does not import the analysis:
 #: the command line hands in :func:`netrepro.pipeline.judge_trial`.
 TrialJudge = Callable[[Spec, dict, Path, float], tuple[dict, list[str]]]
-
-
-def state_dir(spec: Spec, site: str) -> Path:
-    return STATE_ROOT / f"{spec.name}-{site}"
-
-
-def inventory_path(spec: Spec, site: str) -> Path:
-    return INVENTORY_DIR / f"{spec.name}-{site}.yml"
-
-
-def open_site(spec: Spec, site: str, options: dict[str, Any] | None = None) -> Site:
-    return get_site(site, spec, state_dir(spec, site), options)
-
-
-def write_site_inventory(spec: Spec, site: Site) -> Path:
-    """Write inventory/<experiment>-<site>.yml from the site's logins; return its path.
-
-    Host keys are checked against the reservation's known_hosts (state_dir/ssh/known_hosts):
-    the keys the logins pin (the local site's), else accept-new (testbed nodes).
-    """
-    known = site.ensure_state_dir() / "ssh" / "known_hosts"
-    known.parent.mkdir(exist_ok=True)
-    logins = site.logins()
-    write_known_hosts(logins, known)
-    inv = build_inventory(spec, logins, site.name, site.inventory_vars(),
-                          known_hosts=str(known), control_dir=control_dir(site.state_dir, make=True))
-    return write_inventory(inv, inventory_path(spec, site.name))
-
-
-# --- steps ------------------------------------------------------------------------------
-def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> Site:
-    """Reserve the site, wait until every node answers, write the inventory."""
-    site = open_site(spec, site_name, options)
-    problem = None if simulated(site) else foreign_inventory(inventory_path(spec, site_name))
-    if problem:  # checked before anything is reserved
-        raise ValueError(problem)
-    t0 = time.time()
-    # Facts cached from an earlier reservation (interface names) may not hold any more.
-    # (Nothing is created here: a site that fails to reserve leaves no folder behind.)
-    shutil_rm(ansible.fact_cache_dir(site.state_dir / "ansible"))
-    site.reserve()
-    site.wait_ready()
-    path = None if simulated(site) else write_site_inventory(spec, site)
-    st = site.load_state()
-    st.setdefault("timings_s", {})["up"] = round(time.time() - t0, 1)
-    site.save_state(st)
-    log(f"[up] {site_name} ready in {time.time() - t0:.0f} s"
-        + (f"; inventory {path.relative_to(REPO_ROOT)}" if path else " (a simulation: no node, no inventory)"))
-    return site
-
-
-def simulated(site: Site) -> bool:
-    """Whether ``site`` simulates its trials (``SIMULATED``, netrepro.sites.ns3): no node,
-    inventory or playbook; each trial is its ``simulate``."""
-    return bool(getattr(site, "SIMULATED", False))
-
-
-def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> ansible.PlaybookResult:
-    """Run playbooks/provision.yml on the site's nodes, with the experiment at the site's rate
-    scale (:func:`_at_rate_scale`, chosen here) as :func:`netrepro.rolevars.model_vars` gives it.
-
-    The site counts as provisioned only once the playbook has succeeded (``run`` refuses
-    until then).
-
-    Raises:
-        StepIncomplete: the playbook failed (the first failed task, node and message) or
-            was interrupted (SIGINT/SIGTERM; exit code 128 + signal); the site stays up.
-    """
-    site = open_site(spec, site_name, options)
-    if simulated(site):
-        st = site.load_state()
-        if not st.get("reserved"):
-            raise RuntimeError(f"site {site_name}: not up; run `make up SITE={site_name}` first")
-        st["provisioned"] = True
-        site.save_state(st)
-        log("[provision] nothing to provision: the site simulates its trials")
-        return ansible.PlaybookResult("(none)", 0, {}, 0.0)
-    inv = write_site_inventory(spec, site)
-    st = site.load_state()
-    st["provisioned"] = False
-    site.save_state(st)
-    again = f"run `netrepro provision {_spec_arg(spec)}{_site_arg(site_name)}` again, or `netrepro down {_spec_arg(spec)}{_site_arg(site_name)}`"
-    t0 = time.time()
-    try:
-        scaled = _at_rate_scale(spec, site, choose=True)
-        res = _playbook("provision", inv, {"netrepro": model_vars(scaled)}, site)
-    except ansible.PlaybookError as exc:
-        raise StepIncomplete(f"provisioning failed ({playbook_failure(exc)})",
-                             hint=f"the site is still up: {again}") from None
-    except KeyboardInterrupt as exc:
-        sig = signal_of(exc)
-        raise StepIncomplete(f"provisioning interrupted by {sig} after {time.time() - t0:.0f} s",
-                             hint=f"the nodes are partly provisioned and the site is still up: {again}",
-                             exit_code=SIGNAL_EXIT[sig]) from None
-    st = site.load_state()
-    st.setdefault("timings_s", {})["provision"] = round(time.time() - t0, 1)
-    st["provisioned"] = True
-    site.save_state(st)
-    log(f"[provision] done in {res.seconds:.0f} s ({res.changed} changes)")
-    return res
-
-
-def new_run_dir(spec: Spec, site: str) -> Path:
-    """Create results/<experiment>/<UTC time>-<site>/ (never an existing one)."""
-    base = RESULTS_ROOT / spec.name
-    base.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for i in range(100):
-        d = base / (f"{stamp}-{site}" + (f"-{i}" if i else ""))
-        try:
-            d.mkdir()
-            return d
-        except FileExistsError:
-            continue
-    raise RuntimeError(f"cannot create a new run folder under {base}")
-
-
-def point_latest(run_dir: Path) -> None:
-    """Atomically point results/<experiment>/latest at ``run_dir``."""
-    link = run_dir.parent / "latest"
-    tmp = run_dir.parent / f".latest-{os.getpid()}"
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(run_dir.name)
-    os.replace(tmp, link)
-
-
-def _git_commit() -> str:
-    try:
-        rev = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return rev + ("-dirty" if dirty else "") if rev else "unknown"
-    except OSError:
-        return "unknown"
-
-
-#: Bytes held free in a run folder while the run writes it (the file ``.reserve``, released
-#: when the run stops), so that a full disk still leaves room to record what was kept and why.
-RESERVE_BYTES = 1 << 20
-#: The marker file of a run folder that does not hold every trial (yet).
-INCOMPLETE = "INCOMPLETE"
 
 
 class _TrialFailed(Exception):
@@ -202,110 +56,6 @@ class _TrialFailed(Exception):
     def __init__(self, reason: str, stop: bool = False, details: dict | None = None):
         super().__init__(reason)
         self.reason, self.stop, self.details = reason, stop, details or {}
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically (a temporary file, then rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n")
-    os.replace(tmp, path)
-
-
-def _lock_run(run_dir: Path, what: str) -> int:
-    """Hold an exclusive lock on the run folder for this process (flock on the folder itself:
-    nothing is written); SpecError when another process holds it. Returns the descriptor."""
-    fd = os.open(run_dir, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise SpecError(run_dir, what, "another netrepro process is running this run; wait until it ends") from None
-    return fd
-
-
-def _reserve_space(run_dir: Path) -> Path:
-    """Hold :data:`RESERVE_BYTES` in ``run_dir/.reserve`` (really allocated, not sparse).
-    Raises OSError (ENOSPC) when the disk has less."""
-    path = run_dir / ".reserve"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        try:
-            os.posix_fallocate(fd, 0, RESERVE_BYTES)
-        except OSError as exc:
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                raise
-            os.write(fd, b"\0" * RESERVE_BYTES)
-            os.fsync(fd)
-    except OSError:
-        os.close(fd)
-        path.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    return path
-
-
-def _spec_as_recorded(spec: Spec) -> Any:
-    return json.loads(json.dumps(spec.data, default=str))
-
-
-def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | None,
-                trial_ids: list[str] | None, repeat: int | None = None) -> dict:
-    """Check that ``run_dir`` is a run of ``spec`` on ``site_name`` that can be resumed, and
-    return its run.json. Reads only; nothing is written.
-
-    Refused (SpecError, one line): no such folder; no run.json, or not a JSON object; another
-    experiment, site or experiment file content than the run's; ``--trial`` (a run's trials
-    are fixed when it starts), a ``--time-scale`` or ``--repeat`` other than the run's; a run that is
-    complete; a completed trial's raw file missing, altered (sha256 in run.json) or added to.
-    """
-    if trial_ids:
-        raise SpecError("command line", "--trial", "not with --resume: a resumed run runs the trials it started with")
-    if not run_dir.is_dir():
-        raise SpecError(run_dir, "--resume", "no such run folder; expected a folder made by `netrepro run`")
-    rj = run_dir / "run.json"
-    if not rj.is_file():
-        raise SpecError(rj, "(file)", "missing; expected the run.json of a run made by `netrepro run`")
-    try:
-        meta = json.loads(rj.read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise SpecError(rj, "(file)", f"not JSON ({str(exc).splitlines()[0][:80]}); expected the run's record") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("trials"), list):
-        raise SpecError(rj, "trials", "missing; expected the run's record with its list of completed trials")
-    if meta.get("experiment") != spec.name:
-        raise SpecError(rj, "experiment", f"{meta.get('experiment')!r}: a run of another experiment; expected {spec.name!r}")
-    if meta.get("site") != site_name:
-        raise SpecError("command line", "--site", f"{site_name!r}: the run was made on {meta.get('site')!r}; "
-                                                  f"resume it on the same site (--site {meta.get('site')})")
-    if meta.get("spec") != _spec_as_recorded(spec):
-        raise SpecError(spec.path, "(file)", f"differs from the experiment as run (run.json 'spec' of {run_dir}); "
-                                             "expected it unchanged to resume the run")
-    if time_scale is not None and float(time_scale) != float(meta.get("time_scale", 1)):
-        raise SpecError("command line", "--time-scale", f"{time_scale}: the run was made at TIME_SCALE "
-                                                        f"{meta.get('time_scale')}; leave it out to resume")
-    made = int((meta.get("repetitions") or {}).get("repeat", 1))
-    if repeat is not None and int(repeat) != made:
-        raise SpecError("command line", "--repeat", f"{repeat}: the run was made with REPEAT {made}; "
-                                                    "leave it out to resume")
-    done = {t.get("id") for t in meta["trials"] if isinstance(t, dict)}
-    order = [t["id"] for t in meta.get("trial_status") or []] or spec.trial_ids
-    if all(t in done for t in order) and not (run_dir / INCOMPLETE).exists():
-        raise SpecError(run_dir, "--resume", f"the run is complete ({len(order)} trials, no {INCOMPLETE} marker); nothing to resume")
-    recorded = meta.get("raw_sha256") or {}
-    raw = run_dir / "raw"
-    bad = []
-    for tid in sorted(done):
-        want = {k: v for k, v in recorded.items() if k.split("/", 1)[0] == tid}
-        have = sha256_tree(raw / tid) if (raw / tid).is_dir() else {}
-        have = {f"{tid}/{k}": v for k, v in have.items()}
-        bad += [f"raw/{k} ({'missing' if k not in have else 'altered'})" for k in sorted(want) if have.get(k) != want[k]]
-        bad += [f"raw/{k} (not in run.json)" for k in sorted(set(have) - set(want))]
-        if not want:
-            bad.append(f"raw/{tid} (no checksums in run.json)")
-    if bad:
-        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-        raise SpecError(rj, "raw_sha256", f"the completed trials' data changed since they were recorded: "
-                                          f"{', '.join(bad[:5])}{more}; expected them as recorded")
-    return meta
 
 
 def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
@@ -653,17 +403,6 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
     return rows
 
 
-def _latest_records(spec: Spec, site_name: str) -> list[dict]:
-    """The trial records of the newest complete run of ``spec`` on ``site_name`` (results/
-    <experiment>/latest), for the overhead of a trial; [] when there is none or it is unreadable."""
-    rj = RESULTS_ROOT / spec.name / "latest" / "run.json"
-    try:
-        meta = json.loads(rj.read_text())
-    except (OSError, ValueError):
-        return []
-    return [t for t in meta.get("trials") or [] if isinstance(t, dict)] if meta.get("site") == site_name else []
-
-
 def _shown(path: Path) -> Path:
     return path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
 
@@ -855,11 +594,6 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     return record
 
 
-def shutil_rm(path: Path) -> None:
-    """Remove a folder tree if it exists."""
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def _stop_trial(spec: Spec, inv: Path, site: Site, tv: dict) -> None:
     """Stop a trial's collectors and flows on every node after a failure or an interruption
     (best effort: says so on the console when it could not)."""
@@ -868,20 +602,5 @@ def _stop_trial(spec: Spec, inv: Path, site: Site, tv: dict) -> None:
         log(f"[run] stopped trial {tv['id']}'s processes on the nodes")
     except Exception as exc:  # noqa: BLE001 - best effort while already failing
         log(f"[run] could not stop trial {tv['id']} on the nodes: {playbook_failure(exc)}")
-
-
-def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> None:
-    """Release the site, close the SSH connections kept open to its nodes and their jump
-    host (ControlMaster sockets in the site's own folder, :func:`netrepro.inventory.control_dir`)
-    and remove its inventory. Harmless
-    when nothing is up."""
-    site = open_site(spec, site_name, options)
-    sockets = ssh_control_paths(site)
-    close_ssh_masters(sockets)
-    site.release()
-    close_ssh_masters(sockets)  # any the release itself opened, and stale sockets
-    inv = inventory_path(spec, site_name)
-    if generated_inventory(inv):  # a file netrepro did not write stays
-        inv.unlink()
 
 

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from netrepro import controller
+from netrepro.runner import rundir
 from netrepro.sites import Site
 
 #: A recorded run of pie-vs-red on the local site at TIME_SCALE 0.1 (its run.json says how it was made).
@@ -37,7 +38,7 @@ def recorded_site(tmp_path, monkeypatch):
     Returns a namespace: ``ran`` (instance ids in the order run), ``given`` (instance id ->
     the experiment and trial vars it was run with), ``stop_at`` (set ``stop_at["id"]`` to make
     that instance raise KeyboardInterrupt as it starts) and ``results`` (the results root)."""
-    monkeypatch.setattr(controller, "RESULTS_ROOT", tmp_path / "results")
+    monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
     recorded = {t["id"]: t for t in json.loads((V1_RUN / "run.json").read_text())["trials"]}
     ran: list[str] = []
     given: dict[str, tuple] = {}

@@ -20,6 +20,8 @@ import pytest
 import analysis
 from analysis import repetitions as reps
 from netrepro import controller, progress, schedule
+from netrepro.runner import resume
+from netrepro.runner.console import StepIncomplete
 from netrepro.sites.local import LocalSite
 from netrepro.sites.ns3 import Ns3Site
 from netrepro.spec import SpecError, load_spec
@@ -149,13 +151,13 @@ def test_an_interrupted_repeated_run_resumes_with_its_own_order(fake_site):
     spec = load_spec("pie-vs-red")
     want = schedule.plan(spec.trial_ids, 2, True, 9)
     fake_site.stop_at["id"] = want[5].id
-    with pytest.raises(controller.StepIncomplete) as exc:
+    with pytest.raises(StepIncomplete) as exc:
         controller.run(spec, "local", 0.1, repeat=2, seed=9, progress_tty=False)
     run_dir = exc.value.run_dir
     assert fake_site.ran == [i.id for i in want[:5]]
     assert f"run INCOMPLETE at trial {want[5].id}" in (run_dir / "INCOMPLETE").read_text()
     with pytest.raises(SpecError, match=r"--repeat: 3: the run was made with REPEAT 2; leave it out to resume"):
-        controller.load_resume(spec, "local", run_dir, None, None, 3)
+        resume.load_resume(spec, "local", run_dir, None, None, 3)
     fake_site.stop_at.clear()
     assert controller.run(spec, "local", None, resume=run_dir, progress_tty=False) == run_dir
     assert fake_site.ran == [i.id for i in want]

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from netrepro import controller
 from netrepro.inventory import write_inventory
 from netrepro.runfolder import cpu_busy
-from netrepro.runner import checks, console, fetch, playbooks, ssh, trialvars
+from netrepro.runner import checks, console, fetch, playbooks, rundir, ssh, steps, trialvars
 from netrepro.sites.local import _pg_alive
 from netrepro.spec import Spec, load_spec
 
@@ -27,7 +26,7 @@ def spec() -> Spec:
 @pytest.fixture(autouse=True)
 def no_real_results(tmp_path, monkeypatch):
     """Every test writes run folders under tmp_path, never into the repository's results/."""
-    monkeypatch.setattr(controller, "RESULTS_ROOT", tmp_path / "results")
+    monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
 
 
 # --- trial_vars --------------------------------------------------------------------------------
@@ -96,10 +95,10 @@ class _FrozenDatetime(datetime):
 
 
 def test_new_run_dir_never_reuses(spec, tmp_path, monkeypatch):
-    monkeypatch.setattr(controller, "datetime", _FrozenDatetime)
-    a = controller.new_run_dir(spec, "local")
-    b = controller.new_run_dir(spec, "local")
-    c = controller.new_run_dir(spec, "static")
+    monkeypatch.setattr(rundir, "datetime", _FrozenDatetime)
+    a = rundir.new_run_dir(spec, "local")
+    b = rundir.new_run_dir(spec, "local")
+    c = rundir.new_run_dir(spec, "static")
     base = tmp_path / "results" / "pie-vs-red"
     assert a == base / "20240506T070809Z-local"
     assert b == base / "20240506T070809Z-local-1"
@@ -108,22 +107,22 @@ def test_new_run_dir_never_reuses(spec, tmp_path, monkeypatch):
 
 
 def test_new_run_dir_skips_existing_folders(spec, tmp_path, monkeypatch):
-    monkeypatch.setattr(controller, "datetime", _FrozenDatetime)
+    monkeypatch.setattr(rundir, "datetime", _FrozenDatetime)
     base = tmp_path / "results" / "pie-vs-red"
     (base / "20240506T070809Z-local").mkdir(parents=True)
     (base / "20240506T070809Z-local" / "run.json").write_text("{}")
     (base / "20240506T070809Z-local-1").mkdir()
-    d = controller.new_run_dir(spec, "local")
+    d = rundir.new_run_dir(spec, "local")
     assert d == base / "20240506T070809Z-local-2"
     assert (base / "20240506T070809Z-local" / "run.json").read_text() == "{}"  # untouched
     for i in range(3, 100):
         (base / f"20240506T070809Z-local-{i}").mkdir()
     with pytest.raises(RuntimeError, match="cannot create a new run folder"):
-        controller.new_run_dir(spec, "local")
+        rundir.new_run_dir(spec, "local")
 
 
 def test_new_run_dir_real_clock(spec, tmp_path):
-    dirs = [controller.new_run_dir(spec, "local") for _ in range(3)]  # same second, most likely
+    dirs = [rundir.new_run_dir(spec, "local") for _ in range(3)]  # same second, most likely
     assert len(set(dirs)) == 3 and all(d.is_dir() and not any(d.iterdir()) for d in dirs)
     assert all(d.parent == tmp_path / "results" / "pie-vs-red" for d in dirs)
 
@@ -135,11 +134,11 @@ def test_point_latest(tmp_path):
     two.mkdir()
     (one / "run.json").write_text("1")
     (two / "run.json").write_text("2")
-    controller.point_latest(one)
+    rundir.point_latest(one)
     latest = base / "latest"
     assert latest.is_symlink() and os.readlink(latest) == one.name  # relative: the tree can move
     assert (latest / "run.json").read_text() == "1"
-    controller.point_latest(two)
+    rundir.point_latest(two)
     assert os.readlink(latest) == two.name and (latest / "run.json").read_text() == "2"
     assert sorted(p.name for p in base.iterdir()) == sorted([one.name, two.name, "latest"])  # no temp link left
 
@@ -161,9 +160,9 @@ def test_sha256_tree(tmp_path):
 
 
 def test_paths_follow_spec_and_site(spec):
-    assert controller.state_dir(spec, "local").name == "pie-vs-red-local"
-    assert controller.inventory_path(spec, "fabric").name == "pie-vs-red-fabric.yml"
-    assert controller.inventory_path(spec, "fabric").parent == controller.INVENTORY_DIR
+    assert steps.state_dir(spec, "local").name == "pie-vs-red-local"
+    assert steps.inventory_path(spec, "fabric").name == "pie-vs-red-fabric.yml"
+    assert steps.inventory_path(spec, "fabric").parent == steps.INVENTORY_DIR
 
 
 def test_cpu_busy_from_proc_stat_snapshots():
@@ -417,7 +416,7 @@ def _run_folder(tmp: Path, **change) -> None:
     f = d / "raw" / "pie-unlimited" / "client1" / "ping.txt"
     f.parent.mkdir(parents=True)
     f.write_text("[1.0] 64 bytes\n")
-    meta = {"experiment": "pie-vs-red", "spec": controller._spec_as_recorded(spec), "site": "local",
+    meta = {"experiment": "pie-vs-red", "spec": rundir._spec_as_recorded(spec), "site": "local",
             "time_scale": 0.1, "lead_s": 30, "trials": [{"id": "pie-unlimited", "status": "complete"}],
             "raw_sha256": {"pie-unlimited/client1/ping.txt": hashlib.sha256(f.read_bytes()).hexdigest()},
             "trial_status": [{"id": "pie-unlimited", "status": "complete", "attempts": []},
@@ -433,7 +432,7 @@ def _complete_run(tmp: Path) -> None:
 
 
 def _changed_spec(tmp: Path) -> None:
-    spec = controller._spec_as_recorded(load_spec("pie-vs-red"))
+    spec = rundir._spec_as_recorded(load_spec("pie-vs-red"))
     spec["base_rtt"]["duration_s"] += 1
     _run_folder(tmp, spec=spec)
 
@@ -480,19 +479,19 @@ def test_bad_input(row, tmp_path):
 def test_up_and_down_leave_an_inventory_netrepro_did_not_write(spec, tmp_path, monkeypatch):
     """A user's own file where the site's inventory goes is neither overwritten (``up``
     refuses before it reserves anything) nor removed (``down``); netrepro's own is."""
-    monkeypatch.setattr(controller, "INVENTORY_DIR", tmp_path / "inventory")
-    monkeypatch.setattr(controller, "STATE_ROOT", tmp_path / "state")
+    monkeypatch.setattr(steps, "INVENTORY_DIR", tmp_path / "inventory")
+    monkeypatch.setattr(steps, "STATE_ROOT", tmp_path / "state")
     mine = tmp_path / "inventory" / "pie-vs-red-local.yml"
     mine.parent.mkdir()
     mine.write_text("all:\n  hosts: {mybox: {}}\n")
     with pytest.raises(ValueError, match="an inventory netrepro did not generate"):
-        controller.up(spec, "local", {"mode": "host"})
+        steps.up(spec, "local", {"mode": "host"})
     assert not (tmp_path / "state").exists()
-    controller.down(spec, "local", {"mode": "host"})
+    steps.down(spec, "local", {"mode": "host"})
     assert mine.read_text() == "all:\n  hosts: {mybox: {}}\n"
     with pytest.raises(FileExistsError):
         write_inventory({"all": {}}, mine)
     mine.unlink()
     write_inventory({"all": {}}, mine)
-    controller.down(spec, "local", {"mode": "host"})
+    steps.down(spec, "local", {"mode": "host"})
     assert not mine.exists()
