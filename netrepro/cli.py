@@ -19,7 +19,6 @@ from pathlib import Path
 from analysis import analyze, analyze_run
 from analysis.compare import compare
 from analysis.verdict import LABEL, verdict_line
-from netrepro import controller
 from netrepro import sweep as sweeps
 from netrepro.ansible import PlaybookError
 from netrepro.clean import clean
@@ -29,7 +28,9 @@ from netrepro.pipeline import judge_trial
 from netrepro.runner import playbooks, rundir, steps
 from netrepro.runner.barrier import lead_from_env
 from netrepro.runner.console import StepIncomplete
+from netrepro.runner.plan import dry_run
 from netrepro.runner.resume import load_resume
+from netrepro.runner.run import run
 from netrepro.schedule import REPEAT_MAX
 from netrepro.setup import setup
 # OPTION_ENV: the environment variables the Makefile passes through as site options.
@@ -180,8 +181,9 @@ def _seed(value: str) -> int:
 
 
 def _schedule_args(args) -> dict:
-    """The repetition options of run/reproduce for controller.run and controller.dry_run. A
-    resumed run keeps its own repetitions: REPEAT from the environment alone does not count."""
+    """The repetition options of run/reproduce for netrepro.runner.run.run and
+    netrepro.runner.plan.dry_run. A resumed run keeps its own repetitions: REPEAT from the
+    environment alone does not count."""
     repeat = args.repeat if not args.resume or getattr(args, "repeat_given", False) else None
     sweep = args.sweep if isinstance(args.sweep, bool) else _sweep_env(args.sweep)
     return {"repeat": repeat, "shuffle": not args.no_shuffle, "seed": args.seed, "sweep": sweep}
@@ -189,9 +191,9 @@ def _schedule_args(args) -> dict:
 
 def _dry_run(args, spec) -> int:
     sched = _schedule_args(args)
-    controller.dry_run(spec, args.site, _run_time_scale(args), _options(args), trial_ids=getattr(args, "trial", None),
-                       repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
-                       resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"])
+    dry_run(spec, args.site, _run_time_scale(args), _options(args), trial_ids=getattr(args, "trial", None),
+            repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
+            resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"])
     return 0
 
 
@@ -201,10 +203,10 @@ def cmd_run(args) -> int:
     if args.dry_run:
         return _dry_run(args, spec)
     sched = _schedule_args(args)
-    run_dir = controller.run(spec, args.site, _run_time_scale(args), _options(args),
-                             trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
-                             repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"],
-                             judge=judge_trial)
+    run_dir = run(spec, args.site, _run_time_scale(args), _options(args),
+                  trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
+                  repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"],
+                  judge=judge_trial)
     print(f"[run] raw data and run.json in {run_dir}")
     return 0
 
@@ -283,9 +285,9 @@ def cmd_reproduce(args) -> int:
         steps.provision(spec, args.site, opts)
         timings["provision_s"] = round(time.time() - t, 1)
         t = time.time()
-        run_dir = controller.run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce",
-                                 repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
-                                 sweep=sched["sweep"], judge=judge_trial)
+        run_dir = run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce",
+                      repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
+                      sweep=sched["sweep"], judge=judge_trial)
         timings["trials_s"] = round(time.time() - t, 1)
         t = time.time()
         verdict = analyze_run(run_dir)

@@ -1,5 +1,5 @@
 """Repetitions: the order of a repeated run (netrepro.schedule), its bookkeeping in run.json and
-resume (netrepro.controller.run), the dry run, the progress lines (netrepro.progress), and the
+resume (netrepro.runner.run.run), the dry run, the progress lines (netrepro.progress), and the
 analysis across repetitions (analysis.repetitions) on recorded runs."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 
 import analysis
 from analysis import repetitions as reps
-from netrepro import controller, progress, schedule
-from netrepro.runner import resume
+from netrepro import progress, schedule
+from netrepro.runner import resume, run
 from netrepro.runner.console import StepIncomplete
 from netrepro.sites.local import LocalSite
 from netrepro.sites.ns3 import Ns3Site
@@ -125,13 +125,13 @@ def test_bad_repetition_options_get_one_line(args, line):
 # --- the run's bookkeeping --------------------------------------------------------------------------
 @pytest.fixture
 def fake_site(recorded_site):
-    """controller.run with every trial replaced by the recorded one (tests/conftest.py)."""
+    """netrepro.runner.run.run with every trial replaced by the recorded one (tests/conftest.py)."""
     return recorded_site
 
 
 def test_a_repeated_run_records_its_seed_order_and_instances(fake_site, capsys):
     spec = load_spec("pie-vs-red")
-    run_dir = controller.run(spec, "local", 0.1, repeat=2, seed=7, progress_tty=False)
+    run_dir = run.run(spec, "local", 0.1, repeat=2, seed=7, progress_tty=False)
     meta = json.loads((run_dir / "run.json").read_text())
     want = schedule.plan(spec.trial_ids, 2, True, 7)
     assert fake_site.ran == [i.id for i in want]
@@ -152,14 +152,14 @@ def test_an_interrupted_repeated_run_resumes_with_its_own_order(fake_site):
     want = schedule.plan(spec.trial_ids, 2, True, 9)
     fake_site.stop_at["id"] = want[5].id
     with pytest.raises(StepIncomplete) as exc:
-        controller.run(spec, "local", 0.1, repeat=2, seed=9, progress_tty=False)
+        run.run(spec, "local", 0.1, repeat=2, seed=9, progress_tty=False)
     run_dir = exc.value.run_dir
     assert fake_site.ran == [i.id for i in want[:5]]
     assert f"run INCOMPLETE at trial {want[5].id}" in (run_dir / "INCOMPLETE").read_text()
     with pytest.raises(SpecError, match=r"--repeat: 3: the run was made with REPEAT 2; leave it out to resume"):
         resume.load_resume(spec, "local", run_dir, None, None, 3)
     fake_site.stop_at.clear()
-    assert controller.run(spec, "local", None, resume=run_dir, progress_tty=False) == run_dir
+    assert run.run(spec, "local", None, resume=run_dir, progress_tty=False) == run_dir
     assert fake_site.ran == [i.id for i in want]
     meta = json.loads((run_dir / "run.json").read_text())
     assert [t["id"] for t in meta["trials"]] == [i.id for i in want] and not (run_dir / "INCOMPLETE").exists()
