@@ -69,3 +69,27 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
         raise SpecError(rj, "raw_sha256", f"the completed trials' data changed since they were recorded: "
                                           f"{', '.join(bad[:5])}{more}; expected them as recorded")
     return meta
+
+
+def resume_record(meta: dict, known_ids: list[str], session: dict) -> list[str]:
+    """Make a resumed run's record (its run.json ``meta``, checked by :func:`load_resume`) ready
+    to continue, in place: every trial instance's status in the run's order (``known_ids``,
+    the experiment's trials, for a run that recorded none), an instance and attempt left
+    ``running`` by a process that ended without a word (SIGKILL, power) marked failed, and
+    this resume (``session``: when, and what ran it) appended to ``resumes``. Returns the
+    instances still to run, in order."""
+    done = {t["id"] for t in meta["trials"]}
+    order = [t["id"] for t in meta.get("trial_status") or []] or known_ids
+    meta["trial_status"] = [next((s for s in meta.get("trial_status") or [] if s.get("id") == tid),
+                                 {"id": tid, "trial": tid, "repetition": 1,
+                                  "status": "complete" if tid in done else "pending", "attempts": []})
+                            for tid in order]
+    for ts in meta["trial_status"]:
+        if ts["status"] == "running":  # the process running it ended without a word (SIGKILL, power)
+            ts.update(status="failed", reason="the run's process ended without recording why (killed?)")
+            for a in ts.get("attempts") or []:
+                if a.get("status") == "running":
+                    a.update(status="failed", reason=ts["reason"])
+    pending = [ts["id"] for ts in meta["trial_status"] if ts["status"] != "complete"]
+    meta.setdefault("resumes", []).append({**session, "from_trial": pending[0] if pending else None})
+    return pending

@@ -60,41 +60,11 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     log(f"[run] trial {tid}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
     load_before = os.getloadavg()
     t0 = time.time()
-    extra = {"netrepro": model_vars(spec), "trial": tv}
-    armed = sorted(set(tv["ping"]) | set(tv["qdisc_stats"]) | set(tv["flows"]) | set(tv.get("iperf3", {}))
-                   | set(tv.get("iperf3_servers", {})))
     bn = _sampled_node(spec)
-    try:
-        logs = run_dir / "logs"
-        _playbook("trial", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial.log")
-        try:
-            # Every node acknowledges the release, the armed ones after their FIFOs: each one's
-            # /proc/stat then starts the window of the nodes' CPU check (analysis.health).
-            barrier = release_trial(inv, sorted(set(armed) | set(spec.model.nodes)), tid, bn, lead_min_s=tv["lead_s"])
-        except BarrierLate as exc:
-            raise _TrialFailed(str(exc), stop=True) from None
-        if started is not None:
-            started["start_epoch_s"] = barrier["start_epoch_s"]
-        ticks_before = host_cpu_ticks()  # this machine's CPU from the release on
-        # Every node's clock as the release read it: a clock stepped from then to the end of
-        # the trial is caught (clock_problems), without reading the clocks again before it.
-        clocks_before = barrier["clocks"]
-        log(f"[run] trial {tid}: released at a lead of {barrier['lead_s']} s (slowest round trip "
-            f"{max(barrier['round_trip_s'].values()):.3f} s, least margin {min(barrier['ack_margin_s'].values()):.3f} s)")
-        extra["trial"] = {**tv, "start_epoch_s": barrier["start_epoch_s"]}
-        _playbook("trial-end", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial-end.log")
-        try:
-            fetch_archives(inv, sorted(set(armed) | set(spec.model.nodes)), tid, Path(tv["fetch_dir"]))
-        except FetchFailed as exc:
-            raise _TrialFailed(str(exc), stop=True) from None
-    except ansible.PlaybookError as exc:
-        reason = playbook_failure(exc)
-        try:
-            if shutil.disk_usage(run_dir).free < 64 << 10:
-                reason += " (the results folder's disk is full)"
-        except OSError:
-            pass
-        raise _TrialFailed(reason, stop=True) from None
+    barrier, ticks_before = _play_and_fetch(spec, site, inv, tv, run_dir, attempt, bn, started)
+    # Every node's clock as the release read it: a clock stepped from then to the end of
+    # the trial is caught (clock_problems), without reading the clocks again before it.
+    clocks_before = barrier["clocks"]
     wall = time.time() - t0
     # One reading per node: they are idle now, and a step is judged against half the round trips.
     clocks_after = node_clocks(inv, samples=1)
@@ -139,6 +109,54 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     _judge_health(judge, spec, record, dest, time_scale)
     log(f"[run] trial {tid} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
     return record
+
+
+def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, attempt: int, bn: str,
+                    started: dict | None) -> tuple[dict, str | None]:
+    """A trial on the nodes: playbooks/trial.yml arms it, the barrier releases it
+    (:func:`release_trial`, its start chosen on node ``bn``'s clock), trial-end.yml waits for
+    its end and packs it, and each node's archive is fetched to ``tv["fetch_dir"]``. Each
+    playbook's log is kept in the run's ``logs/<trial>-<attempt>-<playbook>.log``.
+    ``started``: gets ``start_epoch_s`` as soon as the barrier has released the trial.
+
+    Returns (the barrier's result, this machine's /proc/stat ``cpu`` numbers at the release).
+    Raises _TrialFailed (``stop``: processes may be left) when a playbook failed (saying when
+    the results folder's disk is full), a node acknowledged the release late or an archive
+    could not be fetched.
+    """
+    tid = tv["id"]
+    extra = {"netrepro": model_vars(spec), "trial": tv}
+    armed = sorted(set(tv["ping"]) | set(tv["qdisc_stats"]) | set(tv["flows"]) | set(tv.get("iperf3", {}))
+                   | set(tv.get("iperf3_servers", {})))
+    try:
+        logs = run_dir / "logs"
+        _playbook("trial", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial.log")
+        try:
+            # Every node acknowledges the release, the armed ones after their FIFOs: each one's
+            # /proc/stat then starts the window of the nodes' CPU check (analysis.health).
+            barrier = release_trial(inv, sorted(set(armed) | set(spec.model.nodes)), tid, bn, lead_min_s=tv["lead_s"])
+        except BarrierLate as exc:
+            raise _TrialFailed(str(exc), stop=True) from None
+        if started is not None:
+            started["start_epoch_s"] = barrier["start_epoch_s"]
+        ticks_before = host_cpu_ticks()  # this machine's CPU from the release on
+        log(f"[run] trial {tid}: released at a lead of {barrier['lead_s']} s (slowest round trip "
+            f"{max(barrier['round_trip_s'].values()):.3f} s, least margin {min(barrier['ack_margin_s'].values()):.3f} s)")
+        extra["trial"] = {**tv, "start_epoch_s": barrier["start_epoch_s"]}
+        _playbook("trial-end", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial-end.log")
+        try:
+            fetch_archives(inv, sorted(set(armed) | set(spec.model.nodes)), tid, Path(tv["fetch_dir"]))
+        except FetchFailed as exc:
+            raise _TrialFailed(str(exc), stop=True) from None
+    except ansible.PlaybookError as exc:
+        reason = playbook_failure(exc)
+        try:
+            if shutil.disk_usage(run_dir).free < 64 << 10:
+                reason += " (the results folder's disk is full)"
+        except OSError:
+            pass
+        raise _TrialFailed(reason, stop=True) from None
+    return barrier, ticks_before
 
 
 def _simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir: Path, attempt: int,
