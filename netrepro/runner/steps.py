@@ -29,14 +29,18 @@ INVENTORY_DIR = REPO_ROOT / "inventory"
 
 
 def state_dir(spec: Spec, site: str) -> Path:
+    """The folder of ``site``'s state for ``spec``: ``<STATE_ROOT>/<experiment>-<site>/``."""
     return STATE_ROOT / f"{spec.name}-{site}"
 
 
 def inventory_path(spec: Spec, site: str) -> Path:
+    """The Ansible inventory netrepro writes for ``site``: ``inventory/<experiment>-<site>.yml``."""
     return INVENTORY_DIR / f"{spec.name}-{site}.yml"
 
 
 def open_site(spec: Spec, site: str, options: dict[str, Any] | None = None) -> Site:
+    """Site ``site`` (a name in :data:`netrepro.sites.base.SITES`) for ``spec``, with its state in
+    :func:`state_dir` and its ``options`` (:func:`netrepro.sites.get_site`)."""
     return get_site(site, spec, state_dir(spec, site), options)
 
 
