@@ -1,7 +1,7 @@
 """Check a run's raw files against the sha256 sums run.json records (``raw_sha256``).
 
 ``netrepro run`` records, when a run ends, ``raw_sha256``: path relative to ``raw/`` ->
-sha256 hex digest of every file under ``raw/`` (netrepro.controller.sha256_tree). Before
+sha256 hex digest of every file under ``raw/`` (netrepro.runner.fetch.sha256_tree). Before
 analysing, every recorded file is hashed again and every file under ``raw/`` is listed: a
 recorded file that is gone is *missing*, one whose bytes differ is *altered* (or
 *unreadable*), and a file that the record does not name is *unlisted*. Any of these is

@@ -166,7 +166,7 @@ __all__ = ["VERSION_ENV", "OUTPUT_NAMES", "RECORD", "INCOMPLETE", "INCOMPLETE_PR
            "identity", "output_dir", "sources_sha256", "run_record", "incomplete_problems", "seal"]
 
 #: The marker ``netrepro run`` keeps in a run folder while it runs, and leaves there when the
-#: run was interrupted or failed (netrepro.controller); its text says why.
+#: run was interrupted or failed (netrepro.runner.run); its text says why.
 INCOMPLETE = "INCOMPLETE"
 #: How a report's problem list begins the line about that marker.
 INCOMPLETE_PROBLEM = "the run is marked INCOMPLETE"

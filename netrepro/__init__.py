@@ -2,7 +2,7 @@
 
 Packages: ``netrepro.spec`` (experiment files), ``netrepro.sites`` (where nodes come from),
 ``netrepro.inventory``, ``netrepro.rolevars``/``netrepro.tc`` (what Ansible applies),
-``netrepro.controller`` (the steps), ``netrepro.cli`` (the command line); the analysis is
+``netrepro.runner`` (the steps), ``netrepro.cli`` (the command line); the analysis is
 the top-level ``analysis`` package.
 """
 

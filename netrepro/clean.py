@@ -92,7 +92,7 @@ def clean(state_root: Path, inventory_dir: Path, log=print) -> CleanResult:
         :class:`CleanResult`. A netrepro folder whose experiment file can no longer be read
         is kept when its state says something is reserved, since only ``down`` may release it.
     """
-    from netrepro.controller import down
+    from netrepro.runner.steps import down
     from netrepro.sites import SITES, get_site
     from netrepro.sites.base import state_dir_owner
 

@@ -19,13 +19,18 @@ from pathlib import Path
 from analysis import analyze, analyze_run
 from analysis.compare import compare
 from analysis.verdict import LABEL, verdict_line
-from netrepro import controller
 from netrepro import sweep as sweeps
 from netrepro.ansible import PlaybookError
 from netrepro.clean import clean
 from netrepro.cli_sites import inventory_from_manifest, plan_text, write_rspec
 from netrepro.model import rate_scale_option
 from netrepro.pipeline import judge_trial
+from netrepro.runner import playbooks, rundir, steps
+from netrepro.runner.barrier import lead_from_env
+from netrepro.runner.console import StepIncomplete
+from netrepro.runner.plan import dry_run
+from netrepro.runner.resume import load_resume
+from netrepro.runner.run import run
 from netrepro.schedule import REPEAT_MAX
 from netrepro.setup import setup
 # OPTION_ENV: the environment variables the Makefile passes through as site options.
@@ -82,7 +87,7 @@ def _check_environment(args, spec) -> None:
     """The environment variables ``args.command`` reads, checked before anything is built or
     contacted: ANSIBLE_TIMEOUT (provision, run, reproduce: the commands that run playbooks), RATE_SCALE against the
     experiment (provision, run and reproduce, dry runs too: netrepro.model.rate_scale_option),
-    NETREPRO_LEAD_S (run, reproduce: netrepro.controller.lead_from_env). SWEEP is read by
+    NETREPRO_LEAD_S (run, reproduce: netrepro.runner.barrier.lead_from_env). SWEEP is read by
     :func:`_schedule_args`, HOURS and the others by their options' types. Raises ValueError
     naming the variable (one line, exit 2)."""
     cmd = args.command
@@ -90,7 +95,7 @@ def _check_environment(args, spec) -> None:
         _ansible_timeout()
         rate_scale_option(spec.model, os.environ.get("RATE_SCALE"))
     if cmd in ("run", "reproduce"):
-        controller.lead_from_env()
+        lead_from_env()
 
 
 def cmd_validate(args) -> int:
@@ -113,7 +118,7 @@ def cmd_setup(args) -> int:
 def cmd_plan(args) -> int:
     spec = load_spec(args.experiment)
     if args.site == "local":
-        print(controller.open_site(spec, "local", _options(args)).plan())
+        print(steps.open_site(spec, "local", _options(args)).plan())
         return 0
     print(plan_text(spec, args.site, _options(args)))
     return 0
@@ -133,15 +138,15 @@ def cmd_inventory(args) -> int:
 
 def cmd_up(args) -> int:
     spec, opts = load_spec(args.experiment), _options(args)
-    controller.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
-    controller.up(spec, args.site, opts)
+    steps.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
+    steps.up(spec, args.site, opts)
     return 0
 
 
 def cmd_provision(args) -> int:
     spec = load_spec(args.experiment)
     _check_environment(args, spec)
-    controller.provision(spec, args.site, _options(args))
+    steps.provision(spec, args.site, _options(args))
     return 0
 
 
@@ -176,8 +181,9 @@ def _seed(value: str) -> int:
 
 
 def _schedule_args(args) -> dict:
-    """The repetition options of run/reproduce for controller.run and controller.dry_run. A
-    resumed run keeps its own repetitions: REPEAT from the environment alone does not count."""
+    """The repetition options of run/reproduce for netrepro.runner.run.run and
+    netrepro.runner.plan.dry_run. A resumed run keeps its own repetitions: REPEAT from the
+    environment alone does not count."""
     repeat = args.repeat if not args.resume or getattr(args, "repeat_given", False) else None
     sweep = args.sweep if isinstance(args.sweep, bool) else _sweep_env(args.sweep)
     return {"repeat": repeat, "shuffle": not args.no_shuffle, "seed": args.seed, "sweep": sweep}
@@ -185,9 +191,9 @@ def _schedule_args(args) -> dict:
 
 def _dry_run(args, spec) -> int:
     sched = _schedule_args(args)
-    controller.dry_run(spec, args.site, _run_time_scale(args), _options(args), trial_ids=getattr(args, "trial", None),
-                       repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
-                       resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"])
+    dry_run(spec, args.site, _run_time_scale(args), _options(args), trial_ids=getattr(args, "trial", None),
+            repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
+            resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"])
     return 0
 
 
@@ -197,10 +203,10 @@ def cmd_run(args) -> int:
     if args.dry_run:
         return _dry_run(args, spec)
     sched = _schedule_args(args)
-    run_dir = controller.run(spec, args.site, _run_time_scale(args), _options(args),
-                             trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
-                             repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"],
-                             judge=judge_trial)
+    run_dir = run(spec, args.site, _run_time_scale(args), _options(args),
+                  trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
+                  repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"],
+                  judge=judge_trial)
     print(f"[run] raw data and run.json in {run_dir}")
     return 0
 
@@ -216,7 +222,7 @@ def _print_verdict(verdict: dict, run_dir: Path) -> None:
 
 def cmd_analyze(args) -> int:
     """Check the run's raw files against run.json, analyze, print the verdict (analysis.analyze)."""
-    target = Path(args.run) if args.run else controller.RESULTS_ROOT / load_spec(args.experiment).name / "latest"
+    target = Path(args.run) if args.run else rundir.RESULTS_ROOT / load_spec(args.experiment).name / "latest"
     res = analyze(target.resolve(), partial=args.partial)
     for p in res.problems:
         print(f"[analyze] data problem: {p}")
@@ -225,17 +231,17 @@ def cmd_analyze(args) -> int:
 
 
 def cmd_down(args) -> int:
-    controller.down(load_spec(args.experiment), args.site, _options(args))
+    steps.down(load_spec(args.experiment), args.site, _options(args))
     return 0
 
 
 def cmd_status(args) -> int:
-    print(json.dumps(controller.open_site(load_spec(args.experiment), args.site, _options(args)).status(), indent=1, default=str))
+    print(json.dumps(steps.open_site(load_spec(args.experiment), args.site, _options(args)).status(), indent=1, default=str))
     return 0
 
 
 def cmd_renew(args) -> int:
-    controller.open_site(load_spec(args.experiment), args.site, _options(args)).renew(args.hours)
+    steps.open_site(load_spec(args.experiment), args.site, _options(args)).renew(args.hours)
     return 0
 
 
@@ -243,12 +249,12 @@ def cmd_clean(args) -> int:
     """Tear down local sites and remove the state folders netrepro made, keeping any live
     testbed reservation; anything in the state root netrepro did not make is left alone and
     named (then one line on stderr and exit 2)."""
-    res = clean(controller.STATE_ROOT, controller.INVENTORY_DIR)
+    res = clean(steps.STATE_ROOT, steps.INVENTORY_DIR)
     if res.kept:
         print(f"[clean] {len(res.kept)} state folder(s) kept: they hold reservations (see above)")
     if res.refused:
         n = len(res.refused)
-        print(f"netrepro: {controller.STATE_ROOT} (the state root, NETREPRO_STATE): {n} entr{'y' if n == 1 else 'ies'} "
+        print(f"netrepro: {steps.STATE_ROOT} (the state root, NETREPRO_STATE): {n} entr{'y' if n == 1 else 'ies'} "
               "left as they are (listed above); expected only the state folders netrepro made (with their "
               "marker .netrepro-state)", file=sys.stderr)
         return 2
@@ -263,39 +269,39 @@ def cmd_reproduce(args) -> int:
         return _dry_run(args, spec)
     opts = _options(args)
     sched = _schedule_args(args)
-    controller.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
+    steps.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
     resume = Path(args.resume) if args.resume else None
     if resume:  # refused before anything is built (reads only)
-        controller.load_resume(spec, args.site, resume, _run_time_scale(args), None, sched["repeat"])
+        load_resume(spec, args.site, resume, _run_time_scale(args), None, sched["repeat"])
     elif sched["sweep"]:  # every point checked before anything is built
         sweeps.points(spec)
     t0 = time.time()
     timings = {}
     try:
         t = time.time()
-        controller.up(spec, args.site, opts)
+        steps.up(spec, args.site, opts)
         timings["up_s"] = round(time.time() - t, 1)
         t = time.time()
-        controller.provision(spec, args.site, opts)
+        steps.provision(spec, args.site, opts)
         timings["provision_s"] = round(time.time() - t, 1)
         t = time.time()
-        run_dir = controller.run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce",
-                                 repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
-                                 sweep=sched["sweep"], judge=judge_trial)
+        run_dir = run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce",
+                      repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
+                      sweep=sched["sweep"], judge=judge_trial)
         timings["trials_s"] = round(time.time() - t, 1)
         t = time.time()
         verdict = analyze_run(run_dir)
         timings["analyze_s"] = round(time.time() - t, 1)
-    except controller.StepIncomplete as exc:
+    except StepIncomplete as exc:
         if args.keep:
             raise
         # The site is released below: say so instead of "the site is still up".
         hint = "the site was released" + (f"; {exc.hint}" if exc.run_dir else "")
-        raise controller.StepIncomplete(exc.account, hint=hint, exit_code=exc.exit_code, run_dir=exc.run_dir) from None
+        raise StepIncomplete(exc.account, hint=hint, exit_code=exc.exit_code, run_dir=exc.run_dir) from None
     finally:
         if not args.keep:
             t = time.time()
-            controller.down(spec, args.site, opts)
+            steps.down(spec, args.site, opts)
             timings["down_s"] = round(time.time() - t, 1)
     timings["total_s"] = round(time.time() - t0, 1)
     (run_dir / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
@@ -446,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"netrepro: {exc}", file=sys.stderr)
         return 2
     if getattr(args, "verbose", False):
-        controller.VERBOSE = True
+        playbooks.VERBOSE = True
     try:
         return args.func(args)
     except (SpecError, SiteError, PlaybookError, ValueError, RuntimeError) as exc:

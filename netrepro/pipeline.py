@@ -1,5 +1,5 @@
 """The hand-off between the runner and the analysis, above both: the runner
-(:mod:`netrepro.controller`) imports no analysis and the analysis (:mod:`analysis`) reads only
+(:mod:`netrepro.runner`) imports no analysis and the analysis (:mod:`analysis`) reads only
 run folders and the model, so what a run needs of the analysis is handed in from here by the
 command line (:mod:`netrepro.cli`).
 """
@@ -14,7 +14,7 @@ from netrepro.spec import Spec
 
 def judge_trial(spec: Spec, record: dict, trial_dir: Path, time_scale: float) -> tuple[dict, list[str]]:
     """A trial's health as a run judges it when the trial completes (the ``judge`` of
-    :func:`netrepro.controller.run`, :data:`netrepro.controller.TrialJudge`).
+    :func:`netrepro.runner.run.run`, :data:`netrepro.runner.trial.TrialJudge`).
 
     Args:
         spec: the experiment (the point's, in a sweep); record: the trial's record for run.json;

@@ -56,7 +56,7 @@ def queueing_delay_probe(ssh_argv: Callable[[str], list[str]], trial_dir: str, s
     """A function that returns the live median queueing delay (ms) of the last ``samples``
     pings in ``<trial_dir>/ping.txt`` on a node, or None when it cannot be read in
     ``timeout_s``. ``ssh_argv(command)`` builds the ssh(1) argv that runs a command on the
-    node (:func:`netrepro.controller.node_ssh_argv`). The base RTT file is read once."""
+    node (:func:`netrepro.runner.ssh.node_ssh_argv`). The base RTT file is read once."""
     base: dict[str, str | None] = {}
 
     def probe() -> float | None:

@@ -3,7 +3,7 @@
 :func:`model_vars` returns one JSON-serialisable dict that the controller passes to
 ``playbooks/provision.yml`` and ``playbooks/trial.yml`` as the single extra var ``netrepro``
 (``ansible-playbook -e @vars.json`` with ``{"netrepro": model_vars(spec)}``); the trial
-playbook's own var ``trial`` is :func:`netrepro.controller.trial_vars`. The playbooks map
+playbook's own var ``trial`` is :func:`netrepro.runner.trialvars.trial_vars`. The playbooks map
 their parts onto role variables; the roles never read the experiment themselves.
 
 Per-node parts are keyed by node name (= inventory host name). tc commands are argv lists

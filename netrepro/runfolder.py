@@ -1,5 +1,5 @@
 """What the files of a run folder mean, for the runner that writes them
-(:mod:`netrepro.controller`) and the analysis that reads them (:mod:`analysis.health`): the
+(:mod:`netrepro.runner`) and the analysis that reads them (:mod:`analysis.health`): the
 CPU readings recorded with a trial (``cpu_ticks``: the numbers of /proc/stat's ``cpu`` line,
 proc(5)), this machine's (:func:`host_cpu_ticks`) and the share of busy time between two
 (:func:`cpu_busy`).

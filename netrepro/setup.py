@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 #: Executable -> Debian package, for every mode of the local site. Audited from
-#: netrepro/sites/{local,netns,microvm,uml,capacity}.py, netrepro/controller.py, the generated
+#: netrepro/sites/{local,netns,microvm,uml,capacity}.py, netrepro/runner/*.py, the generated
 #: build, teardown and capacity scripts and roles/*/files/*.sh (names as called there).
 LOCAL_EXECUTABLES = {
     "ip": "iproute2", "tc": "iproute2", "ss": "iproute2", "bridge": "iproute2",

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from netrepro import controller
+from netrepro.runner import run, rundir
 from netrepro.sites import Site
 
 #: A recorded run of pie-vs-red on the local site at TIME_SCALE 0.1 (its run.json says how it was made).
@@ -28,7 +28,7 @@ class _RecordedSite(SimpleNamespace):
 
 @pytest.fixture
 def recorded_site(tmp_path, monkeypatch):
-    """``controller.run`` on a site that runs nothing: each trial instance becomes the recorded
+    """``netrepro.runner.run.run`` on a site that runs nothing: each trial instance becomes the recorded
     trial of the same trial id in :data:`V1_RUN` (its raw folder copied as a fetch leaves
     it, the same layout as the trial playbook's; its record with the instance's id, 60 s of
     wall time for a 25 s schedule, and the trial's labels in place of its aqm and variant), and
@@ -37,7 +37,7 @@ def recorded_site(tmp_path, monkeypatch):
     Returns a namespace: ``ran`` (instance ids in the order run), ``given`` (instance id ->
     the experiment and trial vars it was run with), ``stop_at`` (set ``stop_at["id"]`` to make
     that instance raise KeyboardInterrupt as it starts) and ``results`` (the results root)."""
-    monkeypatch.setattr(controller, "RESULTS_ROOT", tmp_path / "results")
+    monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
     recorded = {t["id"]: t for t in json.loads((V1_RUN / "run.json").read_text())["trials"]}
     ran: list[str] = []
     given: dict[str, tuple] = {}
@@ -52,14 +52,14 @@ def recorded_site(tmp_path, monkeypatch):
         base = tv["trial"]  # the file's trial id: pie-vs-red's are the recorded run's
         shutil.copytree(V1_RUN / "raw" / base, run_dir / "raw" / tid)
         record = {k: v for k, v in recorded[base].items() if k not in ("aqm", "variant", "phase_start_skew_ms")}
-        # the trial's labels, as controller._run_trial records them
+        # the trial's labels, as netrepro.runner.trial._run_trial records them
         return {**record, "id": tid, "wall_s": 60.0, "duration_s": 25.0, "labels": tv["labels"]}
 
     state = {"provisioned": True}
     site = _RecordedSite(load_state=lambda: dict(state), save_state=state.update, status=lambda: {"mode": "vm"})
-    monkeypatch.setattr(controller, "_run_trial", run_trial)
-    monkeypatch.setattr(controller, "open_site", lambda spec, name, opts=None: site)
-    monkeypatch.setattr(controller, "write_site_inventory", lambda spec, site: tmp_path / "inventory.yml")
-    monkeypatch.setattr(controller, "_delay_probe", lambda inv, tv: None)
-    monkeypatch.setattr(controller, "_stop_trial", lambda *a: None)
+    monkeypatch.setattr(run, "_run_trial", run_trial)
+    monkeypatch.setattr(run, "open_site", lambda spec, name, opts=None: site)
+    monkeypatch.setattr(run, "write_site_inventory", lambda spec, site: tmp_path / "inventory.yml")
+    monkeypatch.setattr(run, "_delay_probe", lambda inv, tv: None)
+    monkeypatch.setattr(run, "_stop_trial", lambda *a: None)
     return SimpleNamespace(ran=ran, given=given, stop_at=stop_at, results=tmp_path / "results")

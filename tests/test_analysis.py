@@ -24,7 +24,7 @@ from analysis.generic import TIDY_COLUMNS, phase_utilization, trial_statistics
 from analysis.raw import base_rtt_ms, parse_flows, parse_ping, parse_qdisc_fields, parse_qdisc_stack, parse_tx_bytes
 from analysis.run import AnalysisError
 from conftest import PIE_VS_RED_V1
-from netrepro.controller import sha256_tree
+from netrepro.runner.fetch import sha256_tree
 from netrepro.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -351,7 +351,7 @@ def make_synthetic_run(root: Path, time_scale: float = 0.1, seed: int = 1) -> Pa
     run = {"experiment": "pie-vs-red", "spec": spec, "time_scale": time_scale, "site": "local", "mode": "vm",
            "trials": trials, "toolkit_commit": "abc1234", "phase_start_skew_ms": {"pie-unlimited": {"client2": 12}},
            "nodes": {"router": {"kernel": "6.1.0-test", "iproute2": "6.1.0", "sysctls": {"net.ipv4.ip_forward": 1}}},
-           "raw_sha256": sha256_tree(run_dir / "raw")}  # as netrepro.controller.run records them
+           "raw_sha256": sha256_tree(run_dir / "raw")}  # as netrepro.runner.run.run records them
     (run_dir / "run.json").write_text(json.dumps(run))
     return run_dir
 

@@ -8,7 +8,7 @@ import tarfile
 
 import pytest
 
-from netrepro.controller import _extract
+from netrepro.runner.fetch import _extract
 
 
 def _archive(path, members):

@@ -481,8 +481,8 @@ def test_sshd_killed_during_provisioning(site):
 @pytest.mark.integration
 def test_teardown_leaves_nothing(site):
     sockets = [p for p in subprocess.run(
-        [sys.executable, "-c", "import sys; from netrepro import controller; from netrepro.spec import load_spec; "
-         "print('\\n'.join(controller.ssh_control_paths(controller.open_site(load_spec('pie-vs-red'), 'local'))))"],
+        [sys.executable, "-c", "import sys; from netrepro.runner import ssh, steps; from netrepro.spec import load_spec; "
+         "print('\\n'.join(ssh.ssh_control_paths(steps.open_site(load_spec('pie-vs-red'), 'local'))))"],
         cwd=REPO, env=site.env, capture_output=True, text=True).stdout.split()]
     assert sockets and any(os.path.exists(p) for p in sockets)  # open until down
     vm_pgid = site.st()["vm_pgid"]

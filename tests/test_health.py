@@ -29,8 +29,8 @@ from analysis.run import read_run
 from analysis.verdict import verdict_line
 from conftest import PIE_VS_RED_V1
 from netrepro import bench
-from netrepro.controller import cpu_busy, sha256_tree
-from netrepro.runfolder import host_cpu_ticks
+from netrepro.runfolder import cpu_busy, host_cpu_ticks
+from netrepro.runner.fetch import sha256_tree
 from netrepro.spec import Spec, load_spec
 
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
@@ -369,20 +369,20 @@ def test_bench_prints_the_health_checks(run, capsys):
 
 # --- the controller records each trial's health in run.json ------------------------------------------
 def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, capsys):
-    """controller._run_trial on the recorded red-limited trial: the playbooks and the fetch
+    """netrepro.runner.trial._run_trial on the recorded red-limited trial: the playbooks and the fetch
     (which need the nodes) are replaced by what the fetch leaves, one archive of raw files per
     node."""
     import tarfile
     from types import SimpleNamespace
 
-    from netrepro import controller
     from netrepro.pipeline import judge_trial
+    from netrepro.runner import trial, trialvars
 
     spec = load_spec("pie-vs-red")  # the run's trial, with the files its nodes wrote
     recorded = next(t for t in json.loads((DATA / "run.json").read_text())["trials"] if t["id"] == "red-limited")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    tv = controller.trial_vars(spec, spec.model.trial("red-limited"), 0.1, tmp_path / "fetch" / "archives", 30)
+    tv = trialvars.trial_vars(spec, spec.model.trial("red-limited"), 0.1, tmp_path / "fetch" / "archives", 30)
 
     def playbook(name, inv, extravars, site, quiet=False, keep_log=None):
         # trial arms the nodes; trial-end waits and packs
@@ -406,13 +406,13 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
                 "ack_margin_s": {h: 0.9 for h in hosts}, "clocks": steady}
 
     steady = {n: {"offset_s": 0.0, "rtt_s": 0.01} for n in spec.nodes}
-    monkeypatch.setattr(controller, "_playbook", playbook)
-    monkeypatch.setattr(controller, "release_trial", release)
-    monkeypatch.setattr(controller, "fetch_archives", fetch_archives)
-    monkeypatch.setattr(controller, "node_clocks", lambda inv, samples=3: steady)
+    monkeypatch.setattr(trial, "_playbook", playbook)
+    monkeypatch.setattr(trial, "release_trial", release)
+    monkeypatch.setattr(trial, "fetch_archives", fetch_archives)
+    monkeypatch.setattr(trial, "node_clocks", lambda inv, samples=3: steady)
     state: dict = {}
     site = SimpleNamespace(load_state=lambda: dict(state), save_state=state.update)
-    record = controller._run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 1, judge=judge_trial)
+    record = trial._run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 1, judge=judge_trial)
 
     busy = record["controller_cpu_busy"]  # None when no tick passed between the two readings
     assert busy is None or 0 <= busy <= 1

@@ -18,7 +18,7 @@ pie-lab's parsed YAML) is either
     argument (iperf3(1)), and a ``tcp_congestion`` probe's name goes to grep and modprobe after
     ``--`` (roles/kernel_capability/files/probe.sh);
   * in every extra var handed to Ansible (:func:`netrepro.rolevars.model_vars`, and each
-    trial's :func:`netrepro.controller.trial_vars`, which holds
+    trial's :func:`netrepro.runner.trialvars.trial_vars`, which holds
     :func:`netrepro.model.trial_plan`), every string holding it, key or value, arrives as the
     same string and untrusted when Ansible reads the file :func:`netrepro.ansible.run_playbook`
     passes (never templated), and
@@ -39,7 +39,7 @@ import pytest
 import yaml
 
 from netrepro import ansible, model, rolevars, tc
-from netrepro.controller import trial_vars
+from netrepro.runner.trialvars import trial_vars
 from netrepro.spec import Spec
 
 REPO = Path(__file__).resolve().parent.parent

@@ -24,7 +24,7 @@ import pytest
 
 import analysis
 from analysis.run import AnalysisError, read_run
-from netrepro.controller import sha256_tree
+from netrepro.runner.fetch import sha256_tree
 
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 EXPECTED = DATA / "expected"

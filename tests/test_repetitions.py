@@ -1,5 +1,5 @@
 """Repetitions: the order of a repeated run (netrepro.schedule), its bookkeeping in run.json and
-resume (netrepro.controller.run), the dry run, the progress lines (netrepro.progress), and the
+resume (netrepro.runner.run.run), the dry run, the progress lines (netrepro.progress), and the
 analysis across repetitions (analysis.repetitions) on recorded runs."""
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ import pytest
 
 import analysis
 from analysis import repetitions as reps
-from netrepro import controller, progress, schedule
+from netrepro import progress, schedule
+from netrepro.runner import resume, run
+from netrepro.runner.console import StepIncomplete
+from netrepro.runner.trial import _TrialFailed
 from netrepro.sites.local import LocalSite
 from netrepro.sites.ns3 import Ns3Site
 from netrepro.spec import SpecError, load_spec
@@ -123,13 +126,13 @@ def test_bad_repetition_options_get_one_line(args, line):
 # --- the run's bookkeeping --------------------------------------------------------------------------
 @pytest.fixture
 def fake_site(recorded_site):
-    """controller.run with every trial replaced by the recorded one (tests/conftest.py)."""
+    """netrepro.runner.run.run with every trial replaced by the recorded one (tests/conftest.py)."""
     return recorded_site
 
 
 def test_a_repeated_run_records_its_seed_order_and_instances(fake_site, capsys):
     spec = load_spec("pie-vs-red")
-    run_dir = controller.run(spec, "local", 0.1, repeat=2, seed=7, progress_tty=False)
+    run_dir = run.run(spec, "local", 0.1, repeat=2, seed=7, progress_tty=False)
     meta = json.loads((run_dir / "run.json").read_text())
     want = schedule.plan(spec.trial_ids, 2, True, 7)
     assert fake_site.ran == [i.id for i in want]
@@ -149,19 +152,65 @@ def test_an_interrupted_repeated_run_resumes_with_its_own_order(fake_site):
     spec = load_spec("pie-vs-red")
     want = schedule.plan(spec.trial_ids, 2, True, 9)
     fake_site.stop_at["id"] = want[5].id
-    with pytest.raises(controller.StepIncomplete) as exc:
-        controller.run(spec, "local", 0.1, repeat=2, seed=9, progress_tty=False)
+    with pytest.raises(StepIncomplete) as exc:
+        run.run(spec, "local", 0.1, repeat=2, seed=9, progress_tty=False)
     run_dir = exc.value.run_dir
     assert fake_site.ran == [i.id for i in want[:5]]
     assert f"run INCOMPLETE at trial {want[5].id}" in (run_dir / "INCOMPLETE").read_text()
     with pytest.raises(SpecError, match=r"--repeat: 3: the run was made with REPEAT 2; leave it out to resume"):
-        controller.load_resume(spec, "local", run_dir, None, None, 3)
+        resume.load_resume(spec, "local", run_dir, None, None, 3)
     fake_site.stop_at.clear()
-    assert controller.run(spec, "local", None, resume=run_dir, progress_tty=False) == run_dir
+    assert run.run(spec, "local", None, resume=run_dir, progress_tty=False) == run_dir
     assert fake_site.ran == [i.id for i in want]
     meta = json.loads((run_dir / "run.json").read_text())
     assert [t["id"] for t in meta["trials"]] == [i.id for i in want] and not (run_dir / "INCOMPLETE").exists()
 
+
+
+def test_a_failed_trial_stops_the_run_and_run_json_says_why(fake_site, monkeypatch):
+    """A trial that fails its checks (its processes stopped on the nodes, its data kept aside)
+    stops the run: run.json records the attempt, its reason and where its data went,
+    INCOMPLETE says where the run stopped, the exit status is 2 and ``latest`` is not moved.
+    An unexpected error in a trial is recorded the same way, then raised again."""
+    spec = load_spec("pie-vs-red")
+    recorded_trial, stopped = run._run_trial, []
+
+    def trial(spec, site, inv, tv, *args, **kwargs):
+        if tv["id"] == "red-unlimited" and not stopped:  # its first attempt
+            raise _TrialFailed("queue sampler on router ended early", stop=True,
+                               details={"kept_in": "failed/red-unlimited-1"})
+        if tv["id"] == "pie-limited":
+            raise TypeError("a bug")
+        return recorded_trial(spec, site, inv, tv, *args, **kwargs)
+
+    monkeypatch.setattr(run, "_run_trial", trial)
+    monkeypatch.setattr(run, "_stop_trial", lambda spec, inv, site, tv: stopped.append(tv["id"]))
+    with pytest.raises(StepIncomplete) as exc:
+        run.run(spec, "local", 0.1, shuffle=False, progress_tty=False)
+    run_dir = exc.value.run_dir
+    assert exc.value.exit_code == 2 and stopped == ["red-unlimited"] and fake_site.ran == ["pie-unlimited"]
+    assert str(exc.value).startswith("run INCOMPLETE at trial red-unlimited (queue sampler on router ended early); "
+                                     f"1 of 4 trials kept in {run_dir}; resume with: netrepro run pie-vs-red --resume ")
+    meta = json.loads((run_dir / "run.json").read_text())
+    status = {s["id"]: s for s in meta["trial_status"]}
+    assert [status[t]["status"] for t in spec.trial_ids] == ["complete", "failed", "pending", "pending"]
+    [attempt] = status["red-unlimited"]["attempts"]
+    assert attempt["status"] == "failed" and attempt["reason"] == "queue sampler on router ended early"
+    assert attempt["kept_in"] == "failed/red-unlimited-1" and "ended_at" in attempt
+    assert [t["id"] for t in meta["trials"]] == ["pie-unlimited"] and list(meta["raw_sha256"])
+    assert (run_dir / "INCOMPLETE").read_text().startswith(
+        "run INCOMPLETE at trial red-unlimited: queue sampler on router ended early\n"
+        "kept: pie-unlimited (1 of 4 trials; raw files and their sha256 in run.json)\n")
+    assert not (run_dir.parent / "latest").exists()
+
+    with pytest.raises(TypeError, match="a bug"):
+        run.run(spec, "local", None, resume=run_dir, progress_tty=False)
+    meta = json.loads((run_dir / "run.json").read_text())
+    status = {s["id"]: s for s in meta["trial_status"]}
+    assert [status[t]["status"] for t in spec.trial_ids] == ["complete", "complete", "failed", "pending"]
+    assert [a["status"] for a in status["red-unlimited"]["attempts"]] == ["failed", "complete"]
+    assert status["pie-limited"]["reason"] == "TypeError: a bug" and len(meta["resumes"]) == 1
+    assert (run_dir / "INCOMPLETE").read_text().startswith("run INCOMPLETE at trial pie-limited: TypeError: a bug\n")
 
 # --- progress ---------------------------------------------------------------------------------------
 PING = ("PING 10.10.2.2 (10.10.2.2) 56(84) bytes of data.\n"

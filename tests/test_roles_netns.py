@@ -122,7 +122,7 @@ class Lab:
 
     def down(self) -> None:
         """Remove exactly what up() made, and Ansible's SSH masters to it; never fails."""
-        from netrepro.controller import close_ssh_masters
+        from netrepro.runner.ssh import close_ssh_masters
         close_ssh_masters([str(p) for p in (self.tmp / "cp").glob("*")])
         for name in SERVERS:  # vsftpd instances the roles started, known by their config
             conf = self.tmp / name / "ftp" / "vsftpd.conf"
@@ -209,7 +209,7 @@ def lab_vars() -> dict:
 
 
 def lab_trial(tid: str, leaf: dict, rate: int) -> dict:
-    """playbooks/trial.yml's ``trial`` var (netrepro.controller.trial_vars' shape) of a trial
+    """playbooks/trial.yml's ``trial`` var (netrepro.runner.trialvars.trial_vars' shape) of a trial
     without traffic: server1's bottleneck with ``leaf``, server2's tbf, the servers' sysctls,
     both FTP sources at ``rate`` bytes/s."""
     mv = lab_vars()
@@ -461,7 +461,7 @@ def test_trial_steps_run_the_installed_scripts_and_the_controller_fetches(lab, p
     assert sorted(meta) == ["clock_epoch_s", "cpu_ticks", "loadavg", "qdiscs"]  # counters only
     assert len(meta["cpu_ticks"].split()) >= 8 and any(q["kind"] == "htb" for q in meta["qdiscs"])
     dest = lab.tmp / "fetched"
-    code = ("import sys, json; from pathlib import Path; from netrepro.controller import fetch_archives, FetchFailed\n"
+    code = ("import sys, json; from pathlib import Path; from netrepro.runner.fetch import fetch_archives, FetchFailed\n"
             "try:\n    print(json.dumps(fetch_archives(Path(sys.argv[1]), ['server1', 'server2'], 't1', Path(sys.argv[2]))))\n"
             "except FetchFailed as e:\n    print('FAILED', e)\n")
 

@@ -17,7 +17,8 @@ import yaml
 
 from analysis import analyze_run, generic
 from analysis.raw import parse_flows, parse_ping
-from netrepro import controller, tc_ns3
+from netrepro import tc_ns3
+from netrepro.runner import run, rundir, steps, trialvars
 from netrepro.pipeline import judge_trial
 from netrepro.sites import ns3
 from netrepro.sites.base import SiteError
@@ -30,10 +31,10 @@ PIE_VS_RED_V2 = DATA / "experiments" / "pie-vs-red-v2.yml"
 
 
 def _tv(spec, aqm="pie", variant="limited", time_scale=0.1, **more):
-    """The trial vars the controller gives ``simulate`` (controller.run: trial_vars, then the
+    """The trial vars the controller gives ``simulate`` (netrepro.runner.run.run: trial_vars, then the
     instance's id, trial, time scale and repetition)."""
     trial = f"{aqm}-{variant}"
-    return {**controller.trial_vars(spec, spec.model.trial(trial), time_scale, Path("/nonexistent"), 2.0),
+    return {**trialvars.trial_vars(spec, spec.model.trial(trial), time_scale, Path("/nonexistent"), 2.0),
             "id": trial, "trial": trial, "time_scale": time_scale, **more}
 
 
@@ -294,14 +295,14 @@ def test_a_flow_ends_at_its_schedule_as_when_curl_gives_up(simulator, tmp_path):
 
 
 def test_pie_vs_red_reproduces_on_ns3_with_the_same_analysis(simulator, tmp_path, monkeypatch):
-    monkeypatch.setattr(controller, "STATE_ROOT", tmp_path / "state")
-    monkeypatch.setattr(controller, "RESULTS_ROOT", tmp_path / "results")
+    monkeypatch.setattr(steps, "STATE_ROOT", tmp_path / "state")
+    monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
     spec = load_spec("pie-vs-red")
-    controller.up(spec, "ns3")
-    controller.provision(spec, "ns3")
-    run_dir = controller.run(spec, "ns3", 0.1, progress_tty=False, judge=judge_trial)
+    steps.up(spec, "ns3")
+    steps.provision(spec, "ns3")
+    run_dir = run.run(spec, "ns3", 0.1, progress_tty=False, judge=judge_trial)
     verdict = analyze_run(run_dir)
-    controller.down(spec, "ns3")
+    steps.down(spec, "ns3")
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["mode"] == "simulation" and all(t["simulated"] for t in meta["trials"])
     assert {t["id"] for t in meta["trials"]} == set(spec.trial_ids)

@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from netrepro import controller, schedule, sweep
+from netrepro import schedule, sweep
+from netrepro.runner import run, trialvars
 from netrepro.spec import Spec, SpecError, load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,7 +62,7 @@ def _stack(data: dict, trial: str) -> list[dict]:
 
 def _commands(spec: Spec, trial: str, tmp_path: Path) -> str:
     """Every tc command the trial playbook runs for one trial of ``spec``, joined."""
-    tv = controller.trial_vars(spec, next(t for t in spec.model.trials if t["id"] == trial), 1.0, tmp_path, 2.0)
+    tv = trialvars.trial_vars(spec, next(t for t in spec.model.trials if t["id"] == trial), 1.0, tmp_path, 2.0)
     return " ".join(" ".join(c) for s in tv["stacks"].values() for layer in s for c in layer["commands"])
 
 
@@ -170,7 +171,7 @@ def test_make_passes_sweep():
 # --- the run's bookkeeping ----------------------------------------------------------------------------
 @pytest.fixture
 def fake_site(recorded_site):
-    """controller.run with each trial replaced by the recorded one (tests/conftest.py)."""
+    """netrepro.runner.run.run with each trial replaced by the recorded one (tests/conftest.py)."""
     return recorded_site
 
 
@@ -184,7 +185,7 @@ def _given(fake_site, instance: str) -> tuple:
 
 def test_each_instance_runs_its_points_experiment_and_records_its_factor_values(fake_site):
     spec = load_spec("pie-vs-red")
-    run_dir = controller.run(spec, "local", 0.1, seed=11, progress_tty=False, sweep=True)
+    run_dir = run.run(spec, "local", 0.1, seed=11, progress_tty=False, sweep=True)
     meta = json.loads((run_dir / "run.json").read_text())
     assert len(meta["trials"]) == 18 and meta["repetitions"]["shuffle"] and meta["repetitions"]["seed"] == 11
     assert [p["id"] for p in meta["sweep"]["points"]] == [f"p{i}" for i in range(1, 7)]
@@ -280,7 +281,7 @@ def test_compare_refuses_a_sweep_in_one_line(simulated_sweep):
 def test_a_repeated_sweep_is_analysed_across_each_points_repetitions(fake_site):
     import analysis
     spec = load_spec("pie-vs-red")
-    run_dir = controller.run(spec, "local", 0.1, repeat=2, seed=3, progress_tty=False, sweep=True)
+    run_dir = run.run(spec, "local", 0.1, repeat=2, seed=3, progress_tty=False, sweep=True)
     meta = json.loads((run_dir / "run.json").read_text())
     assert len(meta["trials"]) == 36 and {t["id"].rsplit(".", 1)[1] for t in meta["trials"]} == {"r1", "r2"}
     res = analysis.analyze(run_dir, figures=False)
@@ -310,7 +311,7 @@ def test_a_version_2_file_sweeps_a_trials_qdisc_and_every_trials_traffic(tmp_pat
     assert [sorted(p.trials) for p in pts] == [sorted(spec.trial_ids), sorted(spec.trial_ids), ["codel"], ["codel"]]
     p = sweep.point_spec(spec, pts[3].values)
     codel = next(t for t in p.model.trials if t["id"] == "codel")
-    tv = controller.trial_vars(p, codel, 1.0, tmp_path, 2.0)
+    tv = trialvars.trial_vars(p, codel, 1.0, tmp_path, 2.0)
     commands = " ".join(" ".join(c) for s in tv["stacks"].values() for layer in s for c in layer["commands"])
     assert " codel " in commands and " target 10ms " in commands and " target 5ms " not in commands
     assert tv["duration_s"] == 60

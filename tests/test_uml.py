@@ -279,7 +279,7 @@ def test_pie_vs_red_up_and_down_in_uml_mode(tmp_path):
     address), its status holds the forwarding test's result, and `down` leaves no UML
     process, tap or state. Its own state folder and management subnet: a site of the
     repository's .state may be up (its inventory is not touched either)."""
-    from netrepro import controller
+    from netrepro.runner import ssh
     from netrepro.sites import get_site, site_options
     from netrepro.spec import load_spec
 
@@ -307,11 +307,11 @@ def test_pie_vs_red_up_and_down_in_uml_mode(tmp_path):
             r = subprocess.run(site.ssh_argv(login, "ip -4 -o addr show dev eth0"), capture_output=True, text=True,
                                timeout=120)
             assert r.returncode == 0 and f" {login.host}/24 " in r.stdout, (name, r.stdout, r.stderr)
-        sockets = controller.ssh_control_paths(site)
+        sockets = ssh.ssh_control_paths(site)
     finally:
-        sockets = sockets or controller.ssh_control_paths(site)
+        sockets = sockets or ssh.ssh_control_paths(site)
         site.release(log=log.append)
-        controller.close_ssh_masters(sockets)
+        ssh.close_ssh_masters(sockets)
     assert "[local] torn down (uml mode)" in log
     assert not any(str(state_dir) in c for c in _uml_processes().values())
     assert set(_uml_processes()) <= uml_before

@@ -5,7 +5,7 @@
 #
 # Armed: ping starts at once, and the background process makes the FIFO OUT.go and blocks
 # reading it (no CPU) until the controller writes the common start time into every FIFO of
-# the trial (the barrier, netrepro.controller.release_trial); it then stops ping (SIGINT, so
+# the trial (the barrier, netrepro.runner.barrier.release_trial); it then stops ping (SIGINT, so
 # that it prints its statistics) at START + DURATION. Started at the release instead, the
 # first probe left ~1 s after the start on the micro-VM, whatever the barrier's lead: ping
 # running before the start costs a few probes, which the analysis leaves out (it keeps the

@@ -8,7 +8,7 @@
 # Deadline-based pauses keep the sampling from drifting. bash >= 5 for $EPOCHREALTIME.
 # Armed (START and END given as "armed<+|-seconds>", e.g. armed-1 and armed+26): the
 # background process makes the FIFO OUT.go and blocks reading it until the controller writes
-# the trial's common start time there (netrepro.controller.release_trial); START and END are
+# the trial's common start time there (netrepro.runner.barrier.release_trial); START and END are
 # that time plus their offsets.
 # --classes: each line also has "classes": the text of `tc -s class show dev DEV` (tc 6.1
 # prints classes as text even with -j), a class per block; fq_codel lists there each bucket

@@ -11,7 +11,7 @@
 #
 # START "armed": the waiting process makes the FIFO OUT.go and blocks reading it (no CPU)
 # until the controller writes the trial's common start time into every FIFO of the trial
-# (the barrier, netrepro.controller.release_trial). The wait until START+OFFSET is a
+# (the barrier, netrepro.runner.barrier.release_trial). The wait until START+OFFSET is a
 # fork-free `read -t` on a pipe nobody writes to, so a slow node loses no time forking
 # (nr-start.sh, shared with nr-iperf3.sh).
 # Usage: nr-flows.sh OUT_CSV SERVER START OFFSET_S DURATION_S COUNT FILES [--background]

@@ -6,7 +6,7 @@
 #
 # START "armed": as nr-flows.sh, the waiting process makes the FIFO OUT.go and blocks on it
 # (no CPU) until the controller writes the trial's common start time into every FIFO of the
-# trial (netrepro.controller.release_trial); the wait until START+OFFSET is in fork-free steps
+# trial (netrepro.runner.barrier.release_trial); the wait until START+OFFSET is in fork-free steps
 # of the wall clock.
 # Usage: nr-iperf3.sh OUT START OFFSET_S --background|--foreground IPERF3-ARGS...
 #   IPERF3-ARGS: what netrepro.rolevars.iperf3_argv built (-c ADDRESS -p PORT -t ... -J ...).

@@ -4,7 +4,7 @@
 # wait_start OUT START OFFSET_S: START is epoch seconds or "armed" (then block, without CPU,
 # reading the FIFO OUT.go, which the caller made before going to the background, until the
 # controller writes the trial's common start time into it: the barrier,
-# netrepro.controller.release_trial); wait until START+OFFSET; write the time read just
+# netrepro.runner.barrier.release_trial); wait until START+OFFSET; write the time read just
 # after to OUT.t0 (bash's $EPOCHREALTIME). The caller execs its client right after: no fork
 # between reading the clock and the client's start.
 

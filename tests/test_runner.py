@@ -1,4 +1,4 @@
-"""Tests of the pure parts of netrepro/controller.py: trial variables, run folders, the
+"""Tests of the pure parts of the runner (netrepro/runner/): trial variables, run folders, the
 ``latest`` link and checksums. Nothing here touches a site, the real results/ folder or
 .state/."""
 
@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from netrepro import controller
 from netrepro.inventory import write_inventory
+from netrepro.runfolder import cpu_busy
+from netrepro.runner import checks, console, fetch, playbooks, rundir, ssh, steps, trialvars
+from netrepro.sites.local import _pg_alive
 from netrepro.spec import Spec, load_spec
 
 
@@ -24,7 +26,7 @@ def spec() -> Spec:
 @pytest.fixture(autouse=True)
 def no_real_results(tmp_path, monkeypatch):
     """Every test writes run folders under tmp_path, never into the repository's results/."""
-    monkeypatch.setattr(controller, "RESULTS_ROOT", tmp_path / "results")
+    monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
 
 
 # --- trial_vars --------------------------------------------------------------------------------
@@ -32,7 +34,7 @@ def test_trial_vars(spec, tmp_path):
     """The trial playbook's ``trial`` var: the model's plan of one trial at TIME_SCALE 0.1
     (each client pings the server of its flow group; the FTP rate of the trial's items), its
     stacks afresh and the FTP files provisioning made."""
-    tv = controller.trial_vars(spec, spec.model.trial("red-limited"), 0.1, tmp_path / "fetch", 7.5)
+    tv = trialvars.trial_vars(spec, spec.model.trial("red-limited"), 0.1, tmp_path / "fetch", 7.5)
     assert (tv["id"], tv["labels"]) == ("red-limited", {"aqm": "red", "variant": "limited"})
     assert tv["lead_s"] == 7.5 and tv["fetch_dir"] == str(tmp_path / "fetch")
     assert tv["duration_s"] == 25.0 and tv["base_rtt_s"] == 3.0
@@ -57,12 +59,12 @@ def test_trial_vars(spec, tmp_path):
 
 def test_trial_vars_unscaled_and_rounded(spec, tmp_path):
     trial = spec.model.trials[0]
-    tv = controller.trial_vars(spec, trial, 1.0, tmp_path, 30.0)
+    tv = trialvars.trial_vars(spec, trial, 1.0, tmp_path, 30.0)
     assert tv["id"] == "pie-unlimited"
     assert tv["duration_s"] == 250 and tv["base_rtt_s"] == 30
     assert tv["flows"]["client2"][0]["start_s"] == 50 and tv["flows"]["client2"][0]["duration_s"] == 150
     assert tv["ftp_sources"] == {"server1": 0, "server2": 0, "server3": 0}
-    tv = controller.trial_vars(spec, trial, 1 / 3, tmp_path, 30.0)
+    tv = trialvars.trial_vars(spec, trial, 1 / 3, tmp_path, 30.0)
     assert tv["duration_s"] == 83.333
     assert tv["flows"]["client3"][0] == {"server_address": "10.10.2.3", "flows": 20,
                                          "start_s": 33.333, "duration_s": 16.667, "id": "group3"}
@@ -73,16 +75,16 @@ def test_trial_vars_rejects_bad_scale(spec, tmp_path, bad):
     """A run resumed from a run.json whose time_scale is out of range is refused as a fresh one is
     (it used to give a schedule of zero, negative or NaN durations)."""
     with pytest.raises(ValueError, match="TIME_SCALE: expected a number from 0.001 to 100"):
-        controller.trial_vars(spec, spec.model.trials[0], bad, tmp_path, 1.0)
+        trialvars.trial_vars(spec, spec.model.trials[0], bad, tmp_path, 1.0)
 
 
 def test_trial_vars_sample_the_collectors_port(tmp_path):
     """The queue sampler runs where the file's collector is (its node and interface, no LAN
     for a cable's port, its classes), and the barrier's clock is that node's (codel-lab: s2)."""
     s = load_spec("codel-lab")
-    tv = controller.trial_vars(s, s.model.trials[0], 1, tmp_path, 1)
+    tv = trialvars.trial_vars(s, s.model.trials[0], 1, tmp_path, 1)
     assert tv["qdisc_stats"] == {"s2": {"interface": "s2-eth2", "network": None, "interval_s": 0.1, "classes": True}}
-    assert controller._sampled_node(s) == "s2"
+    assert trialvars._sampled_node(s) == "s2"
 
 
 # --- run folders ---------------------------------------------------------------------------------
@@ -93,10 +95,10 @@ class _FrozenDatetime(datetime):
 
 
 def test_new_run_dir_never_reuses(spec, tmp_path, monkeypatch):
-    monkeypatch.setattr(controller, "datetime", _FrozenDatetime)
-    a = controller.new_run_dir(spec, "local")
-    b = controller.new_run_dir(spec, "local")
-    c = controller.new_run_dir(spec, "static")
+    monkeypatch.setattr(rundir, "datetime", _FrozenDatetime)
+    a = rundir.new_run_dir(spec, "local")
+    b = rundir.new_run_dir(spec, "local")
+    c = rundir.new_run_dir(spec, "static")
     base = tmp_path / "results" / "pie-vs-red"
     assert a == base / "20240506T070809Z-local"
     assert b == base / "20240506T070809Z-local-1"
@@ -105,22 +107,22 @@ def test_new_run_dir_never_reuses(spec, tmp_path, monkeypatch):
 
 
 def test_new_run_dir_skips_existing_folders(spec, tmp_path, monkeypatch):
-    monkeypatch.setattr(controller, "datetime", _FrozenDatetime)
+    monkeypatch.setattr(rundir, "datetime", _FrozenDatetime)
     base = tmp_path / "results" / "pie-vs-red"
     (base / "20240506T070809Z-local").mkdir(parents=True)
     (base / "20240506T070809Z-local" / "run.json").write_text("{}")
     (base / "20240506T070809Z-local-1").mkdir()
-    d = controller.new_run_dir(spec, "local")
+    d = rundir.new_run_dir(spec, "local")
     assert d == base / "20240506T070809Z-local-2"
     assert (base / "20240506T070809Z-local" / "run.json").read_text() == "{}"  # untouched
     for i in range(3, 100):
         (base / f"20240506T070809Z-local-{i}").mkdir()
     with pytest.raises(RuntimeError, match="cannot create a new run folder"):
-        controller.new_run_dir(spec, "local")
+        rundir.new_run_dir(spec, "local")
 
 
 def test_new_run_dir_real_clock(spec, tmp_path):
-    dirs = [controller.new_run_dir(spec, "local") for _ in range(3)]  # same second, most likely
+    dirs = [rundir.new_run_dir(spec, "local") for _ in range(3)]  # same second, most likely
     assert len(set(dirs)) == 3 and all(d.is_dir() and not any(d.iterdir()) for d in dirs)
     assert all(d.parent == tmp_path / "results" / "pie-vs-red" for d in dirs)
 
@@ -132,11 +134,11 @@ def test_point_latest(tmp_path):
     two.mkdir()
     (one / "run.json").write_text("1")
     (two / "run.json").write_text("2")
-    controller.point_latest(one)
+    rundir.point_latest(one)
     latest = base / "latest"
     assert latest.is_symlink() and os.readlink(latest) == one.name  # relative: the tree can move
     assert (latest / "run.json").read_text() == "1"
-    controller.point_latest(two)
+    rundir.point_latest(two)
     assert os.readlink(latest) == two.name and (latest / "run.json").read_text() == "2"
     assert sorted(p.name for p in base.iterdir()) == sorted([one.name, two.name, "latest"])  # no temp link left
 
@@ -147,29 +149,29 @@ def test_sha256_tree(tmp_path):
     (root / "empty").mkdir()
     (root / "a.txt").write_bytes(b"abc")
     (root / "pie-limited" / "router" / "qdisc.jsonl").write_bytes(b"")
-    got = controller.sha256_tree(root)
+    got = fetch.sha256_tree(root)
     assert got == {
         "a.txt": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
         "pie-limited/router/qdisc.jsonl": hashlib.sha256(b"").hexdigest(),
     }
     assert list(got) == sorted(got)
     (root / "a.txt").write_bytes(b"abd")
-    assert controller.sha256_tree(root)["a.txt"] != got["a.txt"]
+    assert fetch.sha256_tree(root)["a.txt"] != got["a.txt"]
 
 
 def test_paths_follow_spec_and_site(spec):
-    assert controller.state_dir(spec, "local").name == "pie-vs-red-local"
-    assert controller.inventory_path(spec, "fabric").name == "pie-vs-red-fabric.yml"
-    assert controller.inventory_path(spec, "fabric").parent == controller.INVENTORY_DIR
+    assert steps.state_dir(spec, "local").name == "pie-vs-red-local"
+    assert steps.inventory_path(spec, "fabric").name == "pie-vs-red-fabric.yml"
+    assert steps.inventory_path(spec, "fabric").parent == steps.INVENTORY_DIR
 
 
 def test_cpu_busy_from_proc_stat_snapshots():
     # user nice system idle iowait irq softirq steal guest guest_nice (proc(5))
     before = {"cpu_ticks": "100 0 100 800 0 0 0 0 0 0"}
     after = {"cpu_ticks": "200 0 200 850 50 0 0 0 0 0"}
-    assert controller.cpu_busy(before, after) == round(200 / 300, 3)
-    assert controller.cpu_busy({}, after) is None
-    assert controller.cpu_busy(before, before) is None
+    assert cpu_busy(before, after) == round(200 / 300, 3)
+    assert cpu_busy({}, after) is None
+    assert cpu_busy(before, before) is None
 
 
 # --- faults: the checks of a trial's data, the node clocks, failure reasons -----------------------
@@ -190,13 +192,13 @@ def recorded_trial(spec, tmp_path):
     run = json.loads((RECORDED / "run.json").read_text())
     start = next(t["start_epoch_s"] for t in run["trials"] if t["id"] == "pie-limited")
     trial = next(t for t in spec.model.trials if t["id"] == "pie-limited")
-    tv = controller.trial_vars(spec, trial, 0.1, tmp_path / "fetch", 30)
+    tv = trialvars.trial_vars(spec, trial, 0.1, tmp_path / "fetch", 30)
     return tv, tdir, start
 
 
 def test_check_trial_data_whole_recorded_trial(recorded_trial):
     tv, tdir, start = recorded_trial
-    assert controller.check_trial_data(tv, tdir, start) == []
+    assert checks.check_trial_data(tv, tdir, start) == []
 
 
 def _keep_lines(path: Path, pred) -> None:
@@ -225,7 +227,7 @@ def _keep_lines(path: Path, pred) -> None:
 def test_check_trial_data_finds_what_ended_early(recorded_trial, damage, expected):
     tv, tdir, start = recorded_trial
     damage(tdir)
-    problems = controller.check_trial_data(tv, tdir, start)
+    problems = checks.check_trial_data(tv, tdir, start)
     assert len(problems) == 1 and problems[0].startswith(expected), problems
 
 
@@ -249,7 +251,7 @@ def _cut_ping(path: Path, n: int) -> None:
 
 def test_check_trial_data_without_start(recorded_trial):
     tv, tdir, _ = recorded_trial
-    assert controller.check_trial_data(tv, tdir, None) == ["no common start time: no flow of the first phase recorded"]
+    assert checks.check_trial_data(tv, tdir, None) == ["no common start time: no flow of the first phase recorded"]
 
 
 NODES7 = ["router", "client1", "client2", "client3", "server1", "server2", "server3"]
@@ -260,12 +262,12 @@ def _clocks(offset: float, rtt: float = 0.2, nodes=NODES7) -> dict:
 
 
 def test_clock_problems_steady_clocks():
-    steps, problems = controller.clock_problems(_clocks(0.31), _clocks(0.35))
+    steps, problems = checks.clock_problems(_clocks(0.31), _clocks(0.35))
     assert problems == [] and steps == {n: 0.04 for n in NODES7}
 
 
 def test_clock_problems_step_on_every_node():
-    steps, problems = controller.clock_problems(_clocks(0.3), _clocks(2.31))
+    steps, problems = checks.clock_problems(_clocks(0.3), _clocks(2.31))
     assert steps["router"] == 2.01
     assert problems == ["clock stepped by +2.0 s during the trial on all 7 nodes (against the controller's clock)"]
 
@@ -273,7 +275,7 @@ def test_clock_problems_step_on_every_node():
 def test_clock_problems_steps_measured_apart():
     after = _clocks(2.0)
     after["client2"] = {"offset_s": 1.93, "rtt_s": 0.2}
-    assert controller.clock_problems(_clocks(0.0), after)[1] == [
+    assert checks.clock_problems(_clocks(0.0), after)[1] == [
         "clock stepped by +1.9 to +2.0 s during the trial on all 7 nodes (against the controller's clock)"]
 
 
@@ -281,7 +283,7 @@ def test_clock_problems_one_node_back_and_unread():
     after = _clocks(0.0)
     after["client2"] = {"offset_s": -1.5, "rtt_s": 0.3}
     after["server3"] = {"error": "no answer in 60 s"}
-    steps, problems = controller.clock_problems(_clocks(0.0), after)
+    steps, problems = checks.clock_problems(_clocks(0.0), after)
     assert problems == ["could not read the clock of server3 (no answer in 60 s)",
                         "clock stepped by -1.5 s during the trial on client2 (against the controller's clock)"]
     assert "server3" not in steps
@@ -289,8 +291,8 @@ def test_clock_problems_one_node_back_and_unread():
 
 def test_clock_problems_tolerance_grows_with_round_trips():
     # 0.9 s apart, but each reading took 1 s: within 0.5 + (1 + 1) / 2
-    assert controller.clock_problems(_clocks(0.0, 1.0), _clocks(0.9, 1.0))[1] == []
-    assert controller.clock_problems(_clocks(0.0, 0.1), _clocks(0.9, 0.1))[1] != []
+    assert checks.clock_problems(_clocks(0.0, 1.0), _clocks(0.9, 1.0))[1] == []
+    assert checks.clock_problems(_clocks(0.0, 0.1), _clocks(0.9, 0.1))[1] != []
 
 
 LOG = """\
@@ -312,20 +314,20 @@ def test_playbook_failure_reads_the_log(tmp_path):
     log = tmp_path / "trial.log"
     log.write_text(LOG)
     err = PlaybookError(f"playbook trial.yml failed (rc 4) on client1, client2; log: {log}")
-    assert controller.playbook_failure(err) == (
+    assert playbooks.playbook_failure(err) == (
         "client1 unreachable in task 'Wait for the trial's processes on this node to end': "
         "Failed to connect to the host via ssh: Shared connection to 172.30.0.11 closed.")
     log.write_text(LOG.replace("fatal: [client1]", "ok: [client1]"))
-    assert controller.playbook_failure(err) == ("task 'Wait for the trial's processes on this node to end' failed on "
+    assert playbooks.playbook_failure(err) == ("task 'Wait for the trial's processes on this node to end' failed on "
                                                 "client2: non-zero return code: no space left")
     log.unlink()
-    assert controller.playbook_failure(err) == str(err)
+    assert playbooks.playbook_failure(err) == str(err)
 
 
 def test_signal_of():
-    assert controller.signal_of(KeyboardInterrupt()) == "SIGINT"
-    assert controller.signal_of(KeyboardInterrupt("SIGTERM")) == "SIGTERM"
-    assert controller.SIGNAL_EXIT == {"SIGINT": 130, "SIGTERM": 143}
+    assert console.signal_of(KeyboardInterrupt()) == "SIGINT"
+    assert console.signal_of(KeyboardInterrupt("SIGTERM")) == "SIGTERM"
+    assert console.SIGNAL_EXIT == {"SIGINT": 130, "SIGTERM": 143}
 
 
 def test_end_playbooks_ends_its_own_children_only(tmp_path):
@@ -342,11 +344,11 @@ def test_end_playbooks_ends_its_own_children_only(tmp_path):
                              env={**os.environ, "S": str(script)}, start_new_session=True)
     time.sleep(0.5)
     try:
-        found = controller._end_playbooks(grace_s=2)
+        found = playbooks._end_playbooks(grace_s=2)
         assert found == [mine.pid]
         assert mine.wait(timeout=10) != 0
-        assert not controller._pg_alive(mine.pid)  # its `sleep` too: the whole group
-        assert other.poll() is None and controller._pg_alive(other.pid)
+        assert not _pg_alive(mine.pid)  # its `sleep` too: the whole group
+        assert other.poll() is None and _pg_alive(other.pid)
     finally:
         for p in (mine, other):
             try:
@@ -364,7 +366,7 @@ def test_close_ssh_masters_removes_stale_sockets(tmp_path):
     s.bind(str(path))
     s.close()  # the master died without removing its socket
     assert path.exists()
-    assert controller.close_ssh_masters([str(path), str(tmp_path / "cp" / "none")]) == [str(path)]
+    assert ssh.close_ssh_masters([str(path), str(tmp_path / "cp" / "none")]) == [str(path)]
     assert not path.exists()
 
 
@@ -376,7 +378,7 @@ def test_closing_a_sites_masters_removes_its_control_folder(tmp_path):
     s = socket.socket(socket.AF_UNIX)
     s.bind(str(stale))
     s.close()
-    assert controller.close_ssh_masters([str(stale), str(folder / "none")]) == [str(stale)]
+    assert ssh.close_ssh_masters([str(stale), str(folder / "none")]) == [str(stale)]
     assert not folder.exists()
 
 
@@ -388,7 +390,7 @@ def test_ssh_control_paths_expands_percent_c(spec, tmp_path, monkeypatch):
     logins = {n: NodeLogin(name=n, host=f"10.0.0.{i}", port=22, user="root", proxy_jump="me@jump.example.org:2222")
               for i, n in enumerate(spec.nodes, 1)}
     site.save_logins(logins)
-    paths = controller.ssh_control_paths(site)
+    paths = ssh.ssh_control_paths(site)
     own = control_dir(site.state_dir) + "/"
     assert len(paths) == len(spec.nodes) + 1
     assert all(p.startswith(own) and "%" not in p for p in paths)
@@ -398,7 +400,7 @@ def test_ssh_control_paths_expands_percent_c(spec, tmp_path, monkeypatch):
     # sessions, nor its commands run over a connection whose host key the other checked.
     other = StaticSite(spec, tmp_path / "other-state", {"static_file": "x"})
     other.save_logins(logins)
-    assert not set(controller.ssh_control_paths(other)) & set(paths)
+    assert not set(ssh.ssh_control_paths(other)) & set(paths)
     assert all(len(p) + 17 <= 107 for p in paths)  # unix(7) sun_path, with ssh's bind suffix
 
 
@@ -414,7 +416,7 @@ def _run_folder(tmp: Path, **change) -> None:
     f = d / "raw" / "pie-unlimited" / "client1" / "ping.txt"
     f.parent.mkdir(parents=True)
     f.write_text("[1.0] 64 bytes\n")
-    meta = {"experiment": "pie-vs-red", "spec": controller._spec_as_recorded(spec), "site": "local",
+    meta = {"experiment": "pie-vs-red", "spec": rundir._spec_as_recorded(spec), "site": "local",
             "time_scale": 0.1, "lead_s": 30, "trials": [{"id": "pie-unlimited", "status": "complete"}],
             "raw_sha256": {"pie-unlimited/client1/ping.txt": hashlib.sha256(f.read_bytes()).hexdigest()},
             "trial_status": [{"id": "pie-unlimited", "status": "complete", "attempts": []},
@@ -430,7 +432,7 @@ def _complete_run(tmp: Path) -> None:
 
 
 def _changed_spec(tmp: Path) -> None:
-    spec = controller._spec_as_recorded(load_spec("pie-vs-red"))
+    spec = rundir._spec_as_recorded(load_spec("pie-vs-red"))
     spec["base_rtt"]["duration_s"] += 1
     _run_folder(tmp, spec=spec)
 
@@ -477,19 +479,19 @@ def test_bad_input(row, tmp_path):
 def test_up_and_down_leave_an_inventory_netrepro_did_not_write(spec, tmp_path, monkeypatch):
     """A user's own file where the site's inventory goes is neither overwritten (``up``
     refuses before it reserves anything) nor removed (``down``); netrepro's own is."""
-    monkeypatch.setattr(controller, "INVENTORY_DIR", tmp_path / "inventory")
-    monkeypatch.setattr(controller, "STATE_ROOT", tmp_path / "state")
+    monkeypatch.setattr(steps, "INVENTORY_DIR", tmp_path / "inventory")
+    monkeypatch.setattr(steps, "STATE_ROOT", tmp_path / "state")
     mine = tmp_path / "inventory" / "pie-vs-red-local.yml"
     mine.parent.mkdir()
     mine.write_text("all:\n  hosts: {mybox: {}}\n")
     with pytest.raises(ValueError, match="an inventory netrepro did not generate"):
-        controller.up(spec, "local", {"mode": "host"})
+        steps.up(spec, "local", {"mode": "host"})
     assert not (tmp_path / "state").exists()
-    controller.down(spec, "local", {"mode": "host"})
+    steps.down(spec, "local", {"mode": "host"})
     assert mine.read_text() == "all:\n  hosts: {mybox: {}}\n"
     with pytest.raises(FileExistsError):
         write_inventory({"all": {}}, mine)
     mine.unlink()
     write_inventory({"all": {}}, mine)
-    controller.down(spec, "local", {"mode": "host"})
+    steps.down(spec, "local", {"mode": "host"})
     assert not mine.exists()

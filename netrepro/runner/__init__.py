@@ -1,0 +1,31 @@
+"""The runner: the steps of a reproduction that touch the site, up, provision, run (trials)
+and down (the analysis is the ``analysis`` package's, which the command line calls on the
+run folder: the runner does not import it).
+
+Each step is usable on its own (``netrepro up|provision|run|analyze|down``) and finds the
+state of the previous ones on disk: the site's state in ``.state/<experiment>-<site>/``, the
+inventory in ``inventory/<experiment>-<site>.yml``, results in
+``results/<experiment>/<run-id>/`` (written once, never overwritten; ``latest`` points at
+the newest complete run). A run that stops part-way is marked INCOMPLETE, keeps its completed
+trials, and is resumed in its folder (:func:`netrepro.runner.run.run`,
+:func:`netrepro.runner.resume.load_resume`).
+
+One concern a module, each importing only those below it (``.importlinter`` states the order):
+
+- ``run``: a run of trials in a run folder, new or resumed;
+- ``plan``: its trial instances in order, their expected wall time, the dry run;
+- ``trial``: one trial instance, from arming it to its kept data and record;
+- ``steps``: the site steps, up, provision and down, and where the site's state and inventory are;
+- ``resume``: what a resumed run must match, checked before anything is written;
+- ``barrier``: the synchronized start of a trial on every node;
+- ``playbooks``: ansible-playbook runs, ended on a signal, and why one failed;
+- ``trialvars``: a trial's variables for playbooks/trial.yml, the rate and time scales;
+- ``checks``: the nodes' clocks and whether a trial's data covers its schedule;
+- ``fetch``: a trial's data from the nodes, unpacked, and its checksums;
+- ``rundir``: run folders, ``latest``, their lock, the room kept free and the files written there;
+- ``ssh``: the nodes over SSH as Ansible reaches them, and the connections kept open to them;
+- ``console``: the runner's lines, the account of a step that stopped, the command to run next.
+
+A name with a leading underscore is the package's own: other modules of the runner use it,
+nothing outside it does.
+"""

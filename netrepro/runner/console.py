@@ -1,0 +1,52 @@
+"""What the runner says on the console: its lines (:func:`log`), the account of a step that
+stopped part-way (:class:`StepIncomplete`, and the exit status after a signal), and how the
+command to run next names the experiment and the site."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from netrepro.spec import Spec, resolve_path
+
+
+def log(msg: str) -> None:
+    """Print one line of the runner's account: with a UTC time stamp (``[12:03:04Z]``)
+    when stdout is not a terminal (CI, a log file), as is on one."""
+    print(msg if sys.stdout.isatty() else f"[{datetime.now(timezone.utc):%H:%M:%S}Z] {msg}", flush=True)
+
+
+#: Exit status after a signal: 128 + its number (the shell's convention).
+SIGNAL_EXIT = {"SIGINT": 128 + signal.SIGINT, "SIGTERM": 128 + signal.SIGTERM}
+
+
+class StepIncomplete(RuntimeError):
+    """A step (``provision``, ``run``) stopped part-way. ``str()`` is the one-line account for
+    the console: what stopped, where and why, what was kept, and what to do next.
+
+    Attributes: ``account`` (the line without ``hint``), ``hint`` (what to do next),
+    ``exit_code`` (2 after a fault; 128 + the signal's number after SIGINT/SIGTERM) and
+    ``run_dir`` (the partial run folder, or None).
+    """
+
+    def __init__(self, account: str, hint: str = "", exit_code: int = 2, run_dir: Path | None = None):
+        self.account, self.hint, self.exit_code, self.run_dir = account, hint, exit_code, run_dir
+        super().__init__(account + (f"; {hint}" if hint else ""))
+
+
+def signal_of(exc: KeyboardInterrupt) -> str:
+    """The signal behind a KeyboardInterrupt: ``netrepro.cli.main`` raises it with the text
+    "SIGTERM" on SIGTERM; Python's own (Ctrl-C, SIGINT) has no text."""
+    return str(exc) if str(exc) in SIGNAL_EXIT else "SIGINT"
+
+
+def _spec_arg(spec: Spec) -> str:
+    """How to name ``spec`` on the command line: its name, or its path when not under experiments/."""
+    return spec.name if resolve_path(spec.name).resolve() == Path(spec.path).resolve() else shlex.quote(str(spec.path))
+
+
+def _site_arg(site_name: str) -> str:
+    return "" if site_name == "local" else f" --site {site_name}"

@@ -1,0 +1,125 @@
+"""The plan of a run before it starts: its trial instances in order (repetitions and sweep
+points, :func:`_planned`), the expected wall time of each, and the dry run that prints them
+and touches nothing (:func:`dry_run`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from netrepro import schedule
+from netrepro import sweep as sweeps
+from netrepro.runner.resume import load_resume
+from netrepro.runner.rundir import _latest_records
+from netrepro.runner.steps import simulated
+from netrepro.runner.trialvars import _settings_text
+from netrepro.sites import Site, site_class
+from netrepro.spec import Spec, SpecError
+
+
+def _checked_trial_ids(spec: Spec, trial_ids: list[str] | None) -> list[str]:
+    """The spec's trial ids; SpecError (one line) when ``trial_ids`` (``--trial``) names another."""
+    known = spec.trial_ids
+    for tid in trial_ids or []:
+        if tid not in known:
+            raise SpecError("command line", "--trial", f"{tid!r}: not a trial of {spec.name}; expected one of: {', '.join(known)}")
+    return known
+
+
+def _trials_by_id(spec: Spec) -> dict[str, dict]:
+    """Trial id -> the model's trial."""
+    return {t["id"]: t for t in spec.model.trials}
+
+
+def _planned(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffle: bool, seed: int | None,
+             points: list | None = None):
+    """(instances, seed) of a new run: :func:`netrepro.schedule.plan` of the spec's trials (or
+    ``trial_ids``), at every sweep point of ``points`` (:func:`netrepro.sweep.points`) when
+    given, with a fresh seed drawn when a shuffled run (more than one repetition, or a sweep)
+    has none. Raises SpecError (``--repeat``, one line) for a repeat out of range."""
+    if shuffle and (repeat > 1 or points) and seed is None:
+        seed = schedule.new_seed()
+    ids = [t for t in spec.trial_ids if not trial_ids or t in trial_ids]
+    try:
+        return schedule.plan(sweeps.cells(points, ids) if points else ids, repeat, shuffle, seed), seed
+    except ValueError as exc:
+        raise SpecError("command line", "--repeat", str(exc)) from None
+
+
+def _instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], site_cls: type[Site]) -> float:
+    """Expected wall time (s) of one trial instance: the schedule at ``time_scale`` and the
+    base-RTT pings as the site runs them (``site_cls.TRIAL_WALL_PER_SCHEDULED_S`` s per second)
+    plus ``site_cls.TRIAL_OVERHEAD_S``; once trials of the run have completed, the schedule
+    plus the median time they took beyond it (:func:`netrepro.schedule.overhead_s`)."""
+    over = schedule.overhead_s(records)
+    base = spec.model.data["base_rtt"].get("duration_s", 0)
+    if over is not None:  # wall_s - duration_s: the base-RTT pings are in it
+        return max(0.0, spec.duration_s * time_scale + over)
+    return (spec.duration_s + base) * time_scale * site_cls.TRIAL_WALL_PER_SCHEDULED_S + site_cls.TRIAL_OVERHEAD_S
+
+
+def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
+            trial_ids: list[str] | None = None, repeat: int = 1, shuffle: bool = True, seed: int | None = None,
+            resume: Path | None = None, out=None, sweep: bool = False) -> list[dict]:
+    """Print every trial instance a run would run, in order, with its settings and the estimated
+    wall time, and return them (``[{id, trial, repetition, settings, estimate_s}]``; ``point``
+    too in a sweep). Touches nothing: no site is contacted, no file written (the site's saved
+    state is only read). ``sweep``: as :func:`run`'s; every point's experiment is validated.
+
+    With ``resume``: the run's remaining instances (:func:`load_resume` checks it, reading
+    only). A shuffled run without ``seed`` draws one and prints it: ``--seed`` with it runs
+    that order. The estimate is the schedule at ``time_scale`` plus a trial's overhead
+    (:func:`_instance_estimate_s`: the latest complete run's of this experiment and site when
+    there is one, else the site's own, :attr:`netrepro.sites.base.Site.TRIAL_OVERHEAD_S`); up,
+    provisioning and teardown are not in it.
+    Rates are as written: the rate scale is chosen when the site is provisioned.
+
+    Raises:
+        SpecError: a bad ``trial_ids``, ``repeat``, ``resume`` or sweep (one line).
+        SiteError: an option the site refuses, or an experiment it could not build with them
+            (:meth:`netrepro.sites.base.Site.checked_options`).
+    """
+    out = out or sys.stdout
+    site_class(site_name).checked_options(spec, options)  # the site's options and its own refusals
+    _checked_trial_ids(spec, trial_ids)
+    by_id = _trials_by_id(spec)
+    points = None
+    if resume is not None:
+        meta = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, None)
+        time_scale = float(meta.get("time_scale", 1))
+        rec = meta.get("repetitions") or {}
+        repeat, shuffle, seed = int(rec.get("repeat", 1)), bool(rec.get("shuffle")), rec.get("seed")
+        todo = [schedule.Instance(t["id"], t.get("trial") or t["id"], int(t.get("repetition", 1)), t.get("point"))
+                for t in meta.get("trial_status") or [] if t.get("status") != "complete"]
+        records = meta["trials"]
+        if isinstance(meta.get("sweep"), dict):
+            points = sweeps.from_record(spec, meta["sweep"])
+    else:
+        time_scale = 1.0 if time_scale is None else time_scale
+        points = sweeps.points(spec) if sweep else None
+        todo, seed = _planned(spec, trial_ids, repeat, shuffle, seed, points)
+        records = _latest_records(spec, site_name)
+    cls = site_class(site_name)
+    each = _instance_estimate_s(spec, time_scale, records, cls)
+    fs = sweeps.factors(spec)
+    at = {p.id: p for p in points or []}
+    rows = [{**i.as_dict(), "settings": _settings_text(spec, by_id[i.trial]) + "".join(
+                f"; {k}={v}" for k, v in (sweeps.trial_factors(fs, at[i.point], i.trial) if i.point else {}).items()),
+             "estimate_s": round(each, 1)} for i in todo]
+    shuffled = shuffle and (repeat > 1 or bool(points))
+    print(f"[dry-run] {spec.name} on {site_name}, TIME_SCALE={time_scale:g}, REPEAT={repeat}"
+          + (f", sweep of {len(points)} points" if points else "")
+          + (f", shuffled with seed {seed} (--seed {seed} runs this order)" if shuffled else
+             ", in the file's order") + (f"; resuming {resume}" if resume is not None else ""), file=out)
+    width = max((len(r["id"]) for r in rows), default=0)
+    t = 0.0
+    for n, r in enumerate(rows, 1):
+        t += r["estimate_s"]
+        print(f"  {n:3d}. {r['id']:<{width}}  {r['settings']}; ~{schedule.hms(r['estimate_s'])} "
+              f"(done by ~{schedule.hms(t)})", file=out)
+    print(f"[dry-run] {len(rows)} trial instances, about {schedule.hms(t)} of trials "
+          f"({schedule.hms(each)} each: schedule {schedule.hms(spec.duration_s * time_scale)}"
+          + (" simulated" if simulated(cls) else "") + " + overhead); "
+          "nothing was run or written", file=out)
+    return rows

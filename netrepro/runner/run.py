@@ -1,0 +1,342 @@
+"""A run: the trials of an experiment on a provisioned site, in a new run folder or resumed in
+the folder of one that stopped part-way (:func:`run`). Each trial instance is run by
+:mod:`netrepro.runner.trial`; run.json is rewritten after each one, and the file INCOMPLETE
+says where and why the run stopped until every trial is complete."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from netrepro import sweep as sweeps
+from netrepro.progress import RunProgress
+from netrepro.runner.barrier import BARRIER_LEAD_MIN_S, lead_from_env
+from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, _site_arg, _spec_arg, log, signal_of
+from netrepro.runner.fetch import _nodes_meta, sha256_tree
+from netrepro.runner.plan import _checked_trial_ids, _instance_estimate_s, _planned, _trials_by_id
+from netrepro.runner.resume import load_resume, resume_record
+from netrepro.runner.rundir import (INCOMPLETE, RESERVE_BYTES, _git_commit, _lock_run, _reserve_space, _spec_as_recorded,
+                                    _write_json, new_run_dir, point_latest, shutil_rm)
+from netrepro.runner.steps import open_site, simulated, write_site_inventory
+from netrepro.runner.trial import TrialJudge, _delay_probe, _run_trial, _simulate_trial, _stop_trial, _TrialFailed
+from netrepro.runner.trialvars import _at_rate_scale, _scaled_phases, _settings_text, trial_vars
+from netrepro.schedule import Instance
+from netrepro.sites import Site
+from netrepro.spec import REPO_ROOT, Spec
+
+
+def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
+        trial_ids: list[str] | None = None, lead_s: float | None = None, resume: Path | None = None,
+        command: str = "run", repeat: int | None = None, shuffle: bool = True, seed: int | None = None,
+        progress_tty: bool | None = None, sweep: bool = False, judge: TrialJudge | None = None) -> Path:
+    """Run the spec's trials (or ``trial_ids``) on a provisioned site; return the run folder.
+
+    ``repeat``: run every trial that many times, in blocks of one of each, each block in a
+    random order drawn from ``seed`` when ``shuffle`` (:func:`netrepro.schedule.plan`; a fresh
+    seed when None); the trial instances are ``<trial>.r<k>`` and run.json records
+    ``repetitions: {repeat, shuffle, seed, design}`` and each instance's ``trial`` and
+    ``repetition``. A resumed run keeps its own: ``repeat`` None, or the run's (:func:`load_resume`
+    refuses another).
+    ``sweep``: run each trial at every point of the experiment's ``sweep.factors``
+    (:mod:`netrepro.sweep`): the instances are ``<trial>.p<i>`` (``.r<k>`` when repeated), in
+    blocks of every (trial, point) shuffled as repetitions are; run.json records ``sweep:
+    {factors, points}`` and each instance's ``point`` and ``factors`` (name -> value). A
+    resumed run keeps its own sweep.
+    ``progress_tty``: the progress display (:class:`netrepro.progress.RunProgress`): rich's
+    on a terminal (default: when stdout is one), else timestamped lines.
+    ``judge``: judges each trial's health as it completes (:data:`TrialJudge`; the command
+    line hands in the analysis's, :func:`netrepro.pipeline.judge_trial`), recorded as the
+    trial's ``health`` in run.json; None: not judged during the run.
+
+    A new run gets a new folder (:func:`new_run_dir`). ``resume``: the folder of an earlier
+    run that stopped, continued from its first trial not complete, with the trials, time
+    scale and lead it started with (:func:`load_resume` says what is refused).
+
+    The run folder holds
+    - ``raw/<trial>/<node>/``: a trial's data as fetched, moved there whole and once, when the
+      trial has completed and its data covers the schedule (:func:`check_trial_data`) and no
+      node clock was stepped (:func:`clock_problems`); never written again;
+    - ``run.json``: rewritten after each trial: the completed trials (``trials``) and the
+      sha256 of each of their raw files (``raw_sha256``), every trial's status (complete,
+      failed with the reason, running, pending) and attempts (``trial_status``), each resume
+      (``resumes``), and how the run was made;
+    - ``INCOMPLETE`` until every trial is complete: the trial and reason where the run stopped
+      and how to resume it;
+    - ``failed/<trial>-<n>/``: the data of an attempt that ran to its end but failed its checks.
+
+    ``command``: the netrepro command the resume hint names (``run`` or ``reproduce``).
+
+    Raises:
+        SpecError: bad ``trial_ids`` or ``resume`` (nothing is written).
+        RuntimeError: the site is not provisioned.
+        StepIncomplete: a trial failed or the run was interrupted (SIGINT/SIGTERM): the run
+            is marked INCOMPLETE; the completed trials are kept.
+    """
+    known_ids = _checked_trial_ids(spec, trial_ids)
+    prior = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, repeat) if resume is not None else None
+    if prior is None:
+        repeat = repeat or 1
+        points = sweeps.points(spec) if sweep else None
+        instances, seed = _planned(spec, trial_ids, repeat, shuffle, seed, points)
+    else:
+        points = sweeps.from_record(spec, prior["sweep"]) if isinstance(prior.get("sweep"), dict) else None
+    if prior is None and time_scale is None:
+        time_scale = 1.0
+    site, inv, scaled, session = _provisioned(spec, site_name, options)
+    if prior is not None:
+        r = _resumed(spec, site, Path(resume).resolve(), prior, known_ids, session)
+    else:
+        lead = lead_s if lead_s is not None else lead_from_env()
+        r = _started(spec, site_name, site, session, time_scale, lead, instances, repeat, shuffle, seed, points)
+    r.scaled, r.inv, r.judge = scaled, inv, judge
+    r.resume_hint = f"resume with: netrepro {command} {_spec_arg(spec)}{_site_arg(site_name)} --resume {r.run_dir}"
+    _hold_space(r, remove=prior is None)
+    kept, unrecorded = _run_trials(r, points, session, progress_tty)
+    if r.failure is not None:
+        tid, reason, code = r.failure
+        account = (f"run INCOMPLETE at trial {tid} ({reason}); {len(kept)} of {len(r.meta['trial_status'])} "
+                   f"trials kept in {r.run_dir}" + (f"; {unrecorded}" if unrecorded else ""))
+        raise StepIncomplete(account, hint=r.resume_hint, exit_code=code, run_dir=r.run_dir)
+    if unrecorded:
+        raise RuntimeError(f"run {r.run_dir}: every trial completed, but {unrecorded}")
+    point_latest(r.run_dir)
+    return r.run_dir
+
+
+@dataclass
+class _Run:
+    """A run as its steps share it: the experiment as written (``spec``) and at the site's rate
+    scale (``scaled``), the site and its inventory (None: the site simulates its trials), the
+    run folder, the lock held on it (a descriptor, :func:`_lock_run`), its record (run.json's
+    content, ``meta``), TIME_SCALE, the barrier's least lead (s), the trial instances still to
+    run (``pending``), and where the run stopped (``failure``: (trial, reason, exit status)).
+    :func:`_resumed` or :func:`_started` makes it with its folder open; :func:`run` then adds
+    what the trials need (``scaled``, ``inv``, ``judge``, ``resume_hint``)."""
+
+    spec: Spec
+    site: Site
+    run_dir: Path
+    lock: int
+    meta: dict
+    time_scale: float
+    lead: float
+    pending: list[str]
+    scaled: Spec | None = None
+    inv: Path | None = None
+    judge: TrialJudge | None = None
+    resume_hint: str = ""
+    #: sweep point id -> (the point, its experiment at the site's rate scale)
+    at_point: dict = field(default_factory=dict)
+    failure: tuple[str, str, int] | None = None
+
+
+def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None) -> tuple[Site, Path | None, Spec, dict]:
+    """The provisioned site (RuntimeError when it is not), its inventory (written again; None
+    when it simulates its trials), the experiment at its rate scale and the session's record
+    (when, the toolkit's commit, the site's mode and status, this machine's Python and name)."""
+    site = open_site(spec, site_name, options)
+    if not site.load_state().get("provisioned"):
+        raise RuntimeError(f"site {site_name}: not provisioned; run `make provision SITE={site_name}` first")
+    inv = None if simulated(site) else write_site_inventory(spec, site)
+    status = site.status()
+    mode = status.get("mode", "remote")
+    scaled = _at_rate_scale(spec, site)
+    session = {"at": datetime.now(timezone.utc).isoformat(), "toolkit_commit": _git_commit(), "mode": mode,
+               "site_status": status, "controller": {"python": platform.python_version(), "host": platform.node()}}
+    return site, inv, scaled, session
+
+
+def _resumed(spec: Spec, site: Site, run_dir: Path, meta: dict, known_ids: list[str], session: dict) -> _Run:
+    """The run in ``run_dir`` (its run.json ``meta``, checked by :func:`load_resume`), locked
+    and ready to continue from its first trial not complete, at its own TIME_SCALE and lead."""
+    lock = _lock_run(run_dir, "--resume")
+    time_scale = float(meta.get("time_scale", 1))
+    lead = float(meta.get("lead_s") or BARRIER_LEAD_MIN_S)
+    pending = resume_record(meta, known_ids, session)
+    log(f"[run] resuming {run_dir} at trial {pending[0] if pending else '(none left)'}: "
+        f"{len(meta['trial_status']) - len(pending)} of {len(meta['trial_status'])} trials kept")
+    return _Run(spec, site, run_dir, lock, meta, time_scale, lead, pending)
+
+
+def _started(spec: Spec, site_name: str, site: Site, session: dict, time_scale: float, lead: float,
+             instances: list[Instance], repeat: int, shuffle: bool, seed: int | None, points: list | None) -> _Run:
+    """A new run: its folder (:func:`new_run_dir`), locked, and its record before any trial:
+    how it was made, every trial instance pending, its repetitions and sweep (their design)."""
+    run_dir = new_run_dir(spec, site_name)
+    lock = _lock_run(run_dir, "run folder")
+    order = [i.id for i in instances]
+    shuffled = bool(shuffle and (repeat > 1 or points))
+    meta = {
+        "experiment": spec.name, "spec": _spec_as_recorded(spec), "spec_file": str(spec.path), "site": site_name,
+        "mode": session["mode"], "site_status": session["site_status"], "time_scale": time_scale, "lead_s": lead,
+        "toolkit_commit": session["toolkit_commit"], "controller": session["controller"],
+        "started_at": session["at"], "trials": [], "nodes": {}, "raw_sha256": {}, "wall_s": 0.0,
+        "packet": {"mtu_bytes": spec.model.data["mtu_bytes"], "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
+        "trial_status": [{**i.as_dict(), "status": "pending", "attempts": []} for i in instances],
+        "repetitions": {"repeat": repeat, "shuffle": shuffled, "seed": seed,
+                        "design": "randomized complete blocks: each repetition runs every trial "
+                                  + ("at every point of the sweep " if points else "") + "once"
+                                  + (", in an order drawn from the seed (Python random.Random(seed).shuffle "
+                                     "per block)" if shuffled else ", in the file's order")},
+    }
+    if points:
+        ran = {i.trial for i in instances}
+        meta["sweep"] = {"factors": sweeps.factors(spec),
+                         "points": [{**p.as_dict(), "trials": [t for t in p.trials if t in ran]} for p in points],
+                         "design": "full factorial: each trial at every combination of the factors that apply to it"}
+    meta["rate_scale"] = site.load_state().get("rate_scale")  # every rate and byte size times k
+    log(f"[run] {spec.name} on {site_name} ({session['mode']}), TIME_SCALE={time_scale}"
+        + (f", REPEAT={repeat}" if repeat > 1 else "")
+        + (f", sweep of {len(points)} points ({len(order)} trial instances)" if points else "")
+        + (f" ({'shuffled, seed ' + str(seed) if shuffled else 'in file order'})" if repeat > 1 or points else "")
+        + f"; results in {_shown(run_dir)}")
+    return _Run(spec, site, run_dir, lock, meta, time_scale, lead, list(order))
+
+
+def _hold_space(r: _Run, remove: bool) -> None:
+    """Hold :data:`RESERVE_BYTES` free in the run folder (:func:`_reserve_space`). Else the lock
+    is released, the folder removed when ``remove`` (a new run's) and RuntimeError raised."""
+    try:
+        _reserve_space(r.run_dir)
+    except OSError as exc:
+        os.close(r.lock)
+        if remove:
+            shutil_rm(r.run_dir)
+        raise RuntimeError(f"{r.run_dir}: cannot hold {RESERVE_BYTES >> 10} KiB free for the run's records "
+                           f"({exc.strerror}); free some space first") from None
+
+
+def _run_trials(r: _Run, points: list | None, session: dict, progress_tty: bool | None) -> tuple[list[str], str | None]:
+    """Run the pending trial instances in order until one fails (``r.failure``) or the run is
+    interrupted, then record the run's end and release its lock (:func:`_record_end`).
+    Returns (the instances kept, why the end could not be recorded or None)."""
+    t_run = time.time()
+    try:
+        (r.run_dir / INCOMPLETE).write_text(
+            f"run in progress since {session['at']} (netrepro process {os.getpid()} on {platform.node()}); "
+            f"if that process is gone, it was stopped without a word: {r.resume_hint}\n")
+        _write_json(r.run_dir / "run.json", r.meta)
+        r.at_point = {p.id: (p, _at_rate_scale(sweeps.point_spec(r.spec, p.values), r.site)) for p in points or []}
+        estimate = _instance_estimate_s(r.scaled, r.time_scale, r.meta["trials"], type(r.site))
+        progress = RunProgress(len(r.meta["trial_status"]), len(r.meta["trial_status"]) - len(r.pending), estimate,
+                               tty=progress_tty)
+        for tid in r.pending:
+            _run_instance(r, tid, progress)
+            if r.failure is not None:
+                break
+    except KeyboardInterrupt as exc:  # between two trials, or a second one while stopping a trial
+        sig = signal_of(exc)
+        first = next((s["id"] for s in r.meta["trial_status"] if s["status"] != "complete"), "(none)")
+        r.failure = r.failure or (first, f"interrupted by {sig}", SIGNAL_EXIT[sig])
+    finally:
+        kept, unrecorded = _record_end(r, t_run)
+        os.close(r.lock)
+    return kept, unrecorded
+
+
+def _run_instance(r: _Run, tid: str, progress: RunProgress) -> None:
+    """One attempt at trial instance ``tid``, recorded in run.json: a complete trial's record
+    and the sha256 of its raw files, or why it failed (``r.failure`` then says where the run
+    stops). Anything else raised is recorded as the failure too, and raised again."""
+    meta, time_scale = r.meta, r.time_scale
+    ts = next(s for s in meta["trial_status"] if s["id"] == tid)
+    point, tspec = r.at_point.get(ts.get("point"), (None, r.scaled))
+    trial_id = ts.get("trial") or tid
+    trial = _trials_by_id(tspec)[trial_id]
+    attempt = {"started_at": datetime.now(timezone.utc).isoformat(), "status": "running"}
+    ts.setdefault("attempts", []).append(attempt)
+    ts.update(status="running", reason=None)
+    _write_json(r.run_dir / "run.json", meta)
+    staging = r.run_dir / ".fetch" / tid
+    shutil_rm(staging)
+    tv = {**trial_vars(tspec, trial, time_scale, staging / "archives", r.lead), "id": tid,
+          "trial": trial_id, "time_scale": time_scale, "repetition": ts.get("repetition", 1)}
+    factor_values = sweeps.trial_factors(meta["sweep"]["factors"], point, trial_id) if point else {}
+    if point:
+        tv.update(point=point.id, factors=factor_values)
+    outcome: tuple[str, str] | None = None  # (status, reason)
+    started: dict[str, float] = {}
+    progress.trial(tid, _settings_text(r.spec, trial) + "".join(f"; {k}={v}" for k, v in factor_values.items()),
+                   _scaled_phases(tspec, time_scale)
+                   or [{"name": "trial", "start_s": 0, "end_s": tv["duration_s"]}],
+                   lambda: started.get("start_epoch_s"), None if r.inv is None else _delay_probe(r.inv, tv))
+    try:
+        record = (_simulate_trial(tspec, r.site, tv, time_scale, r.run_dir, len(ts["attempts"]), started, judge=r.judge)
+                  if r.inv is None else
+                  _run_trial(tspec, r.site, r.inv, tv, time_scale, r.run_dir, len(ts["attempts"]), started, judge=r.judge))
+        record.update(trial=ts.get("trial") or tid, repetition=ts.get("repetition", 1),
+                      **({"point": point.id, "factors": factor_values} if point else {}))
+    except _TrialFailed as exc:
+        outcome = ("failed", exc.reason)
+        attempt.update(exc.details)
+        if exc.stop:
+            if r.inv is not None:
+                _stop_trial(tspec, r.inv, r.site, tv)
+        r.failure = (tid, exc.reason, 2)
+    except KeyboardInterrupt as exc:
+        sig = signal_of(exc)
+        outcome = ("failed", f"interrupted by {sig}")
+        if r.inv is not None:
+            _stop_trial(tspec, r.inv, r.site, tv)
+        r.failure = (tid, outcome[1], SIGNAL_EXIT[sig])
+    except OSError as exc:  # the controller's disk (extracting, moving the data)
+        why = exc.strerror or str(exc)
+        outcome = ("failed", f"{why} ({exc.filename})" if exc.filename else why)
+        r.failure = (tid, outcome[1], 2)
+    except BaseException as exc:
+        outcome = ("failed", f"{type(exc).__name__}: {exc}")
+        r.failure = (tid, outcome[1], 2)
+        raise
+    else:
+        meta["trials"].append(record)
+        meta["raw_sha256"] = {**(meta.get("raw_sha256") or {}),
+                              **{f"{tid}/{k}": v for k, v in sha256_tree(r.run_dir / "raw" / tid).items()}}
+        outcome = ("complete", None)
+    finally:
+        shutil_rm(staging)
+        progress.end(tid, bool(outcome and outcome[0] == "complete"), (outcome or ("", "stopped"))[1] or "")
+        attempt.update(status=outcome[0] if outcome else "failed", reason=outcome[1] if outcome else "stopped",
+                       ended_at=datetime.now(timezone.utc).isoformat())
+        ts.update(status=attempt["status"], reason=attempt["reason"])
+        if r.failure is None:
+            _write_json(r.run_dir / "run.json", meta)
+
+
+def _record_end(r: _Run, t_run: float) -> tuple[list[str], str | None]:
+    """Record how the run ended, whatever ended it: its wall time (from ``t_run``, epoch s, added
+    to a resumed run's), the nodes' software and settings, the site's timings, run.json, and
+    INCOMPLETE (where and why it stopped, and how to resume it) or none when every trial is
+    complete. Returns (the instances kept, why the end could not be recorded or None)."""
+    meta, run_dir = r.meta, r.run_dir
+    shutil_rm(run_dir / ".fetch")
+    (run_dir / ".reserve").unlink(missing_ok=True)
+    meta["finished_at"] = datetime.now(timezone.utc).isoformat()
+    meta["wall_s"] = round(float(meta.get("wall_s") or 0) + time.time() - t_run, 1)
+    meta["nodes"] = _nodes_meta(run_dir / "raw", r.spec)
+    meta["timings_s"] = {**r.site.load_state().get("timings_s", {}), "trials": meta["wall_s"]}
+    kept = [s["id"] for s in meta["trial_status"] if s["status"] == "complete"]
+    complete = len(kept) == len(meta["trial_status"])
+    unrecorded = None
+    try:
+        if not complete:
+            where = r.failure or next(((s["id"], s.get("reason") or "not run yet", 2)
+                                       for s in meta["trial_status"] if s["status"] != "complete"))
+            (run_dir / INCOMPLETE).write_text(
+                f"run INCOMPLETE at trial {where[0]}: {where[1]}\n"
+                f"kept: {', '.join(kept) or 'no trial'} ({len(kept)} of {len(meta['trial_status'])} trials; "
+                f"raw files and their sha256 in run.json)\n{r.resume_hint}\n")
+        _write_json(run_dir / "run.json", meta)
+        if complete:
+            (run_dir / INCOMPLETE).unlink(missing_ok=True)
+    except OSError as exc:
+        unrecorded = f"could not record it in {run_dir} ({exc.strerror})"
+    return kept, unrecorded
+
+
+def _shown(path: Path) -> Path:
+    return path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path

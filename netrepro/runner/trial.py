@@ -1,0 +1,246 @@
+"""One trial instance on the site: playbooks/trial.yml arms it, the barrier releases it,
+trial-end.yml ends and packs it, and its data is fetched, checked and kept in the run folder
+(:func:`_run_trial`); on a site that simulates its trials the simulation writes the data
+(:func:`_simulate_trial`). Either returns the trial's record for run.json."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from netrepro import ansible
+from netrepro.progress import queueing_delay_probe
+from netrepro.rolevars import model_vars
+from netrepro.runfolder import cpu_busy, host_cpu_ticks
+from netrepro.runner.barrier import BarrierLate, release_trial
+from netrepro.runner.checks import check_trial_data, clock_problems, node_clocks
+from netrepro.runner.console import log
+from netrepro.runner.fetch import FetchFailed, _extract, _node_meta, fetch_archives
+from netrepro.runner.playbooks import _playbook, playbook_failure
+from netrepro.runner.ssh import _inventory_hosts, node_ssh_argv, node_trial_dir
+from netrepro.runner.trialvars import _sampled_node, _scaled_phases
+from netrepro.sites import Site
+from netrepro.sites.base import SiteError
+from netrepro.spec import Spec
+
+
+#: How a run judges a trial's health as it completes (:func:`netrepro.runner.run.run`'s ``judge``): called with
+#: the spec, the trial's record for run.json, its raw folder (``raw/<trial>/``) and TIME_SCALE;
+#: returns the record's ``health`` (``{"passed": bool, "checks": [...]}``) and each failed check
+#: in a line for the console. It must not raise. The runner does not import the analysis:
+#: the command line hands in :func:`netrepro.pipeline.judge_trial`.
+TrialJudge = Callable[[Spec, dict, Path, float], tuple[dict, list[str]]]
+
+
+class _TrialFailed(Exception):
+    """One trial failed: ``reason`` (one line); ``stop``: processes may be left on the nodes;
+    ``details``: what to record with the attempt (``kept_in``: where its data was kept for a
+    look; ``clocks``: the node clocks read at the release and after)."""
+
+    def __init__(self, reason: str, stop: bool = False, details: dict | None = None):
+        super().__init__(reason)
+        self.reason, self.stop, self.details = reason, stop, details or {}
+
+
+def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, run_dir: Path, attempt: int,
+               started: dict | None = None, judge: TrialJudge | None = None) -> dict:
+    """Run one trial (playbooks/trial.yml) and move its checked data to raw/<trial>/.
+    ``started``: gets ``start_epoch_s`` as soon as the barrier has released the trial;
+    ``judge``: judges its health (:data:`TrialJudge`).
+
+    Returns its record for run.json. Raises _TrialFailed (the playbook failed: processes may
+    be left; the data does not cover the schedule; a node clock was stepped), or what the
+    playbook step raises (KeyboardInterrupt, OSError).
+    """
+    tid = tv["id"]
+    log(f"[run] trial {tid}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
+    load_before = os.getloadavg()
+    t0 = time.time()
+    bn = _sampled_node(spec)
+    barrier, ticks_before = _play_and_fetch(spec, site, inv, tv, run_dir, attempt, bn, started)
+    # Every node's clock as the release read it: a clock stepped from then to the end of
+    # the trial is caught (clock_problems), without reading the clocks again before it.
+    clocks_before = barrier["clocks"]
+    wall = time.time() - t0
+    # One reading per node: they are idle now, and a step is judged against half the round trips.
+    clocks_after = node_clocks(inv, samples=1)
+    fetched = Path(tv["fetch_dir"])
+    tdir = fetched.parent / "nodes"
+    for archive in sorted(fetched.glob("*.tar.gz")):
+        try:
+            _extract(archive, tdir / archive.name.removesuffix(".tar.gz"))
+        except (tarfile.TarError, EOFError, ValueError) as exc:
+            raise _TrialFailed(f"the archive fetched from {archive.name.removesuffix('.tar.gz')} is unreadable ({exc})") from None
+    before = _node_meta(tdir / bn / "meta-before.json")
+    after = _node_meta(tdir / bn / "meta-after.json")
+    # The common start the barrier released the nodes with.
+    start = barrier["start_epoch_s"]
+    steps, problems = clock_problems(clocks_before, clocks_after)
+    dest = _keep_trial_data(run_dir, tdir, tid, attempt, check_trial_data(tv, tdir, start) + problems,
+                            {"clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps}})
+    # the interface the queue sampler reads, as the experiment names it
+    bdev = next((c["at"].split(":")[1] for c in spec.model.data["collectors"] if c["at"].split(":")[0] == bn), None)
+    released = (barrier.get("cpu_ticks") or {}).get(bn)  # the bottleneck node's /proc/stat at the release
+    record = {
+        "id": tid, "labels": tv["labels"], "status": "complete", "start_epoch_s": start, "phases": _scaled_phases(spec, time_scale),
+        "duration_s": tv["duration_s"],
+        "base_rtt_s": tv["base_rtt_s"], "wall_s": round(wall, 1), "bottleneck_interface": bdev,
+        # the barrier: lead chosen, each node's round trip, how early it acknowledged and its
+        # /proc/stat then (the nodes' CPU is measured from the release to meta-after.json)
+        "barrier": {k: barrier[k] for k in ("lead_s", "round_trip_s", "ack_margin_s", "cpu_ticks") if k in barrier},
+        "qdisc_before": [q for q in before.get("qdiscs") or [] if q.get("dev") == bdev],
+        "qdisc_after": [q for q in after.get("qdiscs") or [] if q.get("dev") == bdev],
+        # how busy the bottleneck node's CPU was from the release on (all nodes' in the local micro-VM)
+        "bottleneck_cpu_busy": cpu_busy({"cpu_ticks": released} if released else before, after),
+        # the controller machine's 1/5/15-min load averages before and after the trial
+        # (in vm mode the nodes' CPUs are emulated on this machine's)
+        "controller_loadavg": {"before": [round(x, 2) for x in load_before],
+                               "after": [round(x, 2) for x in os.getloadavg()]},
+        # the controller machine's own CPU busy from the release on (its /proc/stat) and its cores
+        "controller_cpu_busy": cpu_busy({"cpu_ticks": ticks_before}, {"cpu_ticks": host_cpu_ticks()}),
+        "controller_cores": os.cpu_count(),
+        # every node's clock against the controller's, at the release and after (clock_problems)
+        "clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps},
+    }
+    _judge_health(judge, spec, record, dest, time_scale)
+    log(f"[run] trial {tid} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
+    return record
+
+
+def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, attempt: int, bn: str,
+                    started: dict | None) -> tuple[dict, str | None]:
+    """A trial on the nodes: playbooks/trial.yml arms it, the barrier releases it
+    (:func:`release_trial`, its start chosen on node ``bn``'s clock), trial-end.yml waits for
+    its end and packs it, and each node's archive is fetched to ``tv["fetch_dir"]``. Each
+    playbook's log is kept in the run's ``logs/<trial>-<attempt>-<playbook>.log``.
+    ``started``: gets ``start_epoch_s`` as soon as the barrier has released the trial.
+
+    Returns (the barrier's result, this machine's /proc/stat ``cpu`` numbers at the release).
+    Raises _TrialFailed (``stop``: processes may be left) when a playbook failed (saying when
+    the results folder's disk is full), a node acknowledged the release late or an archive
+    could not be fetched.
+    """
+    tid = tv["id"]
+    extra = {"netrepro": model_vars(spec), "trial": tv}
+    armed = sorted(set(tv["ping"]) | set(tv["qdisc_stats"]) | set(tv["flows"]) | set(tv.get("iperf3", {}))
+                   | set(tv.get("iperf3_servers", {})))
+    try:
+        logs = run_dir / "logs"
+        _playbook("trial", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial.log")
+        try:
+            # Every node acknowledges the release, the armed ones after their FIFOs: each one's
+            # /proc/stat then starts the window of the nodes' CPU check (analysis.health).
+            barrier = release_trial(inv, sorted(set(armed) | set(spec.model.nodes)), tid, bn, lead_min_s=tv["lead_s"])
+        except BarrierLate as exc:
+            raise _TrialFailed(str(exc), stop=True) from None
+        if started is not None:
+            started["start_epoch_s"] = barrier["start_epoch_s"]
+        ticks_before = host_cpu_ticks()  # this machine's CPU from the release on
+        log(f"[run] trial {tid}: released at a lead of {barrier['lead_s']} s (slowest round trip "
+            f"{max(barrier['round_trip_s'].values()):.3f} s, least margin {min(barrier['ack_margin_s'].values()):.3f} s)")
+        extra["trial"] = {**tv, "start_epoch_s": barrier["start_epoch_s"]}
+        _playbook("trial-end", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial-end.log")
+        try:
+            fetch_archives(inv, sorted(set(armed) | set(spec.model.nodes)), tid, Path(tv["fetch_dir"]))
+        except FetchFailed as exc:
+            raise _TrialFailed(str(exc), stop=True) from None
+    except ansible.PlaybookError as exc:
+        reason = playbook_failure(exc)
+        try:
+            if shutil.disk_usage(run_dir).free < 64 << 10:
+                reason += " (the results folder's disk is full)"
+        except OSError:
+            pass
+        raise _TrialFailed(reason, stop=True) from None
+    return barrier, ticks_before
+
+
+def _simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir: Path, attempt: int,
+                    started: dict | None = None, judge: TrialJudge | None = None) -> dict:
+    """One trial on a simulating site (:func:`simulated`): its ``simulate`` writes the raw
+    files, which pass the same checks as fetched ones (:func:`check_trial_data`) and are
+    moved to raw/<trial>/ once. Returns its record for run.json (``simulated``: true; no
+    barrier, clocks or CPU readings: the simulation's results do not depend on this machine).
+
+    Raises:
+        _TrialFailed: the simulation failed or its data do not cover the schedule.
+    """
+    tid = tv["id"]
+    staging = Path(tv["fetch_dir"]).parent / "nodes"
+    log(f"[run] trial {tid}: simulating (base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s)")
+    t0 = time.time()
+    try:
+        sim = site.simulate(spec, tv, staging)
+    except SiteError as exc:
+        raise _TrialFailed(str(exc)) from None
+    if started is not None:
+        started["start_epoch_s"] = sim["start_epoch_s"]
+    dest = _keep_trial_data(run_dir, staging, tid, attempt, check_trial_data(tv, staging, sim["start_epoch_s"]))
+    record = {
+        "id": tid, "labels": tv["labels"], "status": "complete", "simulated": True, "start_epoch_s": sim["start_epoch_s"],
+        "phases": _scaled_phases(spec, time_scale), "duration_s": tv["duration_s"], "base_rtt_s": tv["base_rtt_s"],
+        "wall_s": round(time.time() - t0, 1), "simulation": {k: v for k, v in sim.items() if k != "start_epoch_s"},
+        "bottleneck_interface": (next(iter(tv["qdisc_stats"].values()))["network"] if tv.get("qdisc_stats") else None),
+        "controller_loadavg": {"before": None, "after": [round(x, 2) for x in os.getloadavg()]},
+    }
+    _judge_health(judge, spec, record, dest, time_scale)
+    log(f"[run] trial {tid} simulated in {record['wall_s']:.1f} s (schedule {tv['duration_s']} s)")
+    return record
+
+
+def _keep_trial_data(run_dir: Path, tdir: Path, tid: str, attempt: int, problems: list[str],
+                     details: dict | None = None) -> Path:
+    """Where a trial's data (``tdir``, fetched or simulated) go once checked: with
+    ``problems``, whole to ``failed/<trial>-<attempt>/`` and _TrialFailed is raised (its
+    details: ``kept_in`` and ``details``); else to ``raw/<trial>/``, once, which is returned
+    (a folder already there, moved by a run stopped before it could record the trial, goes
+    to ``failed/<trial>-<attempt>-unrecorded/`` first)."""
+    if problems:
+        failed = run_dir / "failed" / f"{tid}-{attempt}"
+        failed.parent.mkdir(exist_ok=True)
+        os.rename(tdir, failed)
+        raise _TrialFailed("; ".join(problems), details={"kept_in": str(failed.relative_to(run_dir)), **(details or {})})
+    dest = run_dir / "raw" / tid
+    dest.parent.mkdir(exist_ok=True)
+    if dest.exists():
+        (run_dir / "failed").mkdir(exist_ok=True)
+        os.rename(dest, run_dir / "failed" / f"{tid}-{attempt}-unrecorded")
+    os.rename(tdir, dest)
+    return dest
+
+
+def _judge_health(judge: TrialJudge | None, spec: Spec, record: dict, dest: Path, time_scale: float) -> None:
+    """The trial's health (``record["health"]``), judged by ``judge`` from its record and raw
+    folder ``dest``; the failed checks on the console. Without a judge the record has none."""
+    if judge is None:
+        return
+    record["health"], failed = judge(spec, record, dest, time_scale)
+    if not record["health"]["passed"]:
+        log(f"[run] trial {record['id']}: health checks failed: " + "; ".join(failed))
+
+
+def _delay_probe(inv: Path, tv: dict):
+    """The live queueing-delay probe of a trial (:func:`netrepro.progress.queueing_delay_probe`)
+    on its first pinging node, or None when no node pings."""
+    nodes = sorted(tv.get("ping") or {})
+    if not nodes:
+        return None
+    hv = _inventory_hosts(inv).get(nodes[0])
+    if hv is None:
+        return None
+    return queueing_delay_probe(lambda cmd: node_ssh_argv(nodes[0], hv, cmd, connect_timeout_s=5),
+                                node_trial_dir(hv, tv["id"]))
+
+
+def _stop_trial(spec: Spec, inv: Path, site: Site, tv: dict) -> None:
+    """Stop a trial's collectors and flows on every node after a failure or an interruption
+    (best effort: says so on the console when it could not)."""
+    try:
+        _playbook("stop-trial", inv, {"trial": tv}, site, quiet=True)
+        log(f"[run] stopped trial {tv['id']}'s processes on the nodes")
+    except Exception as exc:  # noqa: BLE001 - best effort while already failing
+        log(f"[run] could not stop trial {tv['id']} on the nodes: {playbook_failure(exc)}")

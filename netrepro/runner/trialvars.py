@@ -1,0 +1,74 @@
+"""A trial's variables for playbooks/trial.yml (:func:`trial_vars`), and the experiment as a
+site runs it: at the site's rate scale, its phases at TIME_SCALE, the node the barrier's
+start is chosen on, a trial's settings in one phrase."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from netrepro.model import choose_rate_scale, trial_plan
+from netrepro.rolevars import iperf3_argv, model_ftp_source
+from netrepro.runner.console import log
+from netrepro.sites import Site
+from netrepro.spec import Spec, check_time_scale
+
+
+def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead_s: float) -> dict:
+    """Extra var ``trial`` for playbooks/trial.yml (see its header for the shape): the plan of
+    one of the model's trials (:func:`netrepro.model.trial_plan`) at ``time_scale``, with each
+    iperf3 client's arguments (:func:`netrepro.rolevars.iperf3_argv`), the base RTT's length
+    (0 without ``base_rtt``), the FTP files (:func:`netrepro.rolevars.model_ftp_source`),
+    ``id``, ``labels``, ``lead_s`` and ``fetch_dir``.
+
+    Raises ValueError (``TIME_SCALE: ...``, one line) for a scale outside
+    :func:`netrepro.spec.check_time_scale`'s range (a resumed run's scale comes from its
+    run.json), or a trial whose traffic cannot run (:func:`netrepro.model.trial_plan`).
+    """
+    check_time_scale(time_scale)
+    plan = trial_plan(spec.model, trial, time_scale)
+    plan["iperf3"] = {n: [{"id": x["id"], "start_s": x["start_s"], "argv": iperf3_argv(x["item"], x["address"], time_scale)}
+                          for x in items] for n, items in plan["iperf3"].items()}
+    base = spec.model.data["base_rtt"]
+    ftp = model_ftp_source(spec.model) or {}
+    return {"id": trial["id"], "labels": trial["labels"], "lead_s": lead_s,
+            "base_rtt_s": round(base.get("duration_s", 0) * time_scale, 3), "files": ftp.get("files", []),
+            "fetch_dir": str(fetch_dir), **plan}
+
+
+def _at_rate_scale(spec: Spec, site: Site, choose: bool = False) -> Spec:
+    """The experiment at the rate scale k of this site (:func:`netrepro.model.choose_rate_scale`:
+    RATE_SCALE, else from the site's measured forwarding capacity; ``spec`` itself at k = 1).
+    The scale is chosen when provisioning (``choose``), said on the console and kept in the
+    site's state; the run uses the same one and records it.
+
+    Raises:
+        ValueError: a bad RATE_SCALE, or a scale below the experiment's ``rate_scale.min``.
+    """
+    st = site.load_state()
+    if choose or "rate_scale" not in st:
+        cap = (site.status().get("capacity") or {}).get("forwarding_mbit")
+        k, why = choose_rate_scale(spec.model, cap, os.environ.get("RATE_SCALE"))
+        st = site.load_state()
+        st["rate_scale"] = {"k": k, "why": why}
+        site.save_state(st)
+        log(f"[provision] rate scale {k:g}: {why}")
+    k = float(st["rate_scale"]["k"])
+    return spec if k == 1 else spec.at_rate_scale(k)
+
+
+def _sampled_node(spec: Spec) -> str:
+    """The node whose clock the barrier's start is chosen on and whose qdisc dumps run.json
+    keeps: the first queue sampler's node, or the first node."""
+    return next((c["at"].split(":")[0] for c in spec.model.data["collectors"]), next(iter(spec.model.nodes)))
+
+
+def _scaled_phases(spec: Spec, time_scale: float) -> list[dict]:
+    """The phases (possibly none) with start and end multiplied by ``time_scale``."""
+    return [{**p, "start_s": p["start_s"] * time_scale, "end_s": p["end_s"] * time_scale}
+            for p in spec.model.data["phases"]]
+
+
+def _settings_text(spec: Spec, trial: dict) -> str:
+    """One phrase of a trial's settings for the progress lines: its labels, else its id."""
+    return ", ".join(f"{k} {v}" for k, v in (trial.get("labels") or {}).items()) or trial["id"]
