@@ -432,7 +432,7 @@ class LocalSite(Site):
             if ready.exists() and ready.read_text().strip():
                 break
             if proc.poll() is not None:
-                raise SiteError(f"site local: the {what} exited during boot; see {log_path} and {self.state_dir / 'vm-guest.log'}")
+                raise SiteError(f"site local: the {what} exited during boot; see {self.state_dir / 'vm-console.log'} and {self.state_dir / 'vm-guest.log'}")
             time.sleep(0.2)
         else:
             raise SiteError(f"site local: the {what} was not ready after {timeout:.0f} s; see {self.state_dir / 'vm-guest.log'}")
