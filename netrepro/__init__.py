@@ -1,7 +1,7 @@
 """netrepro: reproduce network experiments on research testbeds with one command.
 
 Packages: ``netrepro.spec`` (experiment files), ``netrepro.sites`` (where nodes come from),
-``netrepro.inventory``, ``netrepro.rolevars``/``netrepro.tc`` (what Ansible applies),
+``netrepro.sites.inventory``, ``netrepro.rolevars``/``netrepro.tc`` (what Ansible applies),
 ``netrepro.runner`` (the steps), ``netrepro.cli`` (the command line); the analysis is
 the top-level ``analysis`` package.
 """

@@ -16,7 +16,7 @@ Two of ansible-runner's (2.4.3) defaults are unsafe here and are overridden:
   Ansible's ssh connection plugin put ``-o StrictHostKeyChecking=no`` before the inventory's
   ``ansible_ssh_common_args`` (``ansible/plugins/connection/ssh.py``, ``_build_command``);
   ssh(1) takes the first value of an option, so the inventory's checking was void. Here it
-  is set to True: host keys are checked as the inventory says (netrepro/inventory.py).
+  is set to True: host keys are checked as the inventory says (netrepro/sites/inventory.py).
 
 Extra vars are data, never templates. ansible-core 2.19 renders Jinja found in a string it
 trusts as a template, and it trusts the extra vars given on the command line

@@ -18,7 +18,7 @@ netrepro's own folders:
   which and how to release it;
 - everything else (released reservations, leftovers) is removed, with the inventory
   generated from it (``inventory/<experiment>-<site>.yml``, only when it begins with the
-  header netrepro writes, :data:`netrepro.inventory.GENERATED_HEADER`).
+  header netrepro writes, :data:`netrepro.sites.inventory.GENERATED_HEADER`).
 
 Results (``results/``) are never touched.
 """
@@ -30,7 +30,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netrepro.inventory import generated_inventory
+from netrepro.sites.inventory import generated_inventory
 from netrepro.spec import SpecError, load_spec
 
 

@@ -21,7 +21,7 @@ import yaml
 
 from netrepro import ansible
 from netrepro.ansible import PlaybookError, run_playbook
-from netrepro.inventory import build_inventory, write_inventory, write_known_hosts
+from netrepro.sites.inventory import build_inventory, write_inventory, write_known_hosts
 from netrepro.sites.base import NodeLogin
 from netrepro.spec import load_spec
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from netrepro.clean import clean
-from netrepro.inventory import write_inventory
+from netrepro.sites.inventory import write_inventory
 from netrepro.sites import get_site
 from netrepro.sites.base import STATE_MARKER, make_state_dir, state_dir_owner
 from netrepro.spec import load_spec

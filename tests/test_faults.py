@@ -45,7 +45,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro.inventory import CONTROL_ROOT as CP, control_dir
+from netrepro.sites.inventory import CONTROL_ROOT as CP, control_dir
 from netrepro.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent

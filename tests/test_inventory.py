@@ -1,4 +1,4 @@
-"""Tests of netrepro/inventory.py: the Ansible inventory built from the spec and the logins."""
+"""Tests of netrepro/sites/inventory.py: the Ansible inventory built from the spec and the logins."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro.inventory import (build_inventory, dump_inventory, known_hosts_lines, ssh_common_args, write_inventory,
+from netrepro.sites.inventory import (build_inventory, dump_inventory, known_hosts_lines, ssh_common_args, write_inventory,
                                 write_known_hosts)
 from netrepro.sites.base import NodeLogin
 from netrepro.spec import Spec, load_spec
@@ -334,12 +334,12 @@ def test_a_testbed_switch_port_carries_what_the_site_found_it_by():
 @pytest.mark.parametrize("given, want", [("0265b6205ad1", "02:65:b6:20:5a:d1"), ("02:65:B6:20:5A:D1", "02:65:b6:20:5a:d1"),
                                          ("0265.b620.5ad1", "02:65:b6:20:5a:d1"), (None, None)])
 def test_mac_colons(given, want):
-    from netrepro.inventory import mac_colons
+    from netrepro.sites.inventory import mac_colons
     assert mac_colons(given) == want
 
 
 @pytest.mark.parametrize("bad", ["0265b6205ad", "zz65b6205ad1", ""])
 def test_mac_colons_refuses_what_is_not_a_mac(bad):
-    from netrepro.inventory import mac_colons
+    from netrepro.sites.inventory import mac_colons
     with pytest.raises(ValueError):
         mac_colons(bad)

@@ -20,7 +20,7 @@ import yaml
 
 from netrepro import ansible
 from netrepro.ansible import PlaybookError, run_playbook
-from netrepro.inventory import build_inventory, ssh_common_args, write_inventory, write_known_hosts
+from netrepro.sites.inventory import build_inventory, ssh_common_args, write_inventory, write_known_hosts
 from netrepro.sites import netns
 from netrepro.sites.base import NodeLogin
 from netrepro.sites.local import (LocalSite, _killpg, jump_sshd_config, proc_identity, started_identity,

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from netrepro import cli_sites, rspec
+from netrepro import cli_sites
+from netrepro.sites import rspec
 from netrepro.spec import Spec, SpecError, load_spec
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "rspec"  # copies of public RSpecs, see SOURCE.md

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from netrepro.inventory import write_inventory
+from netrepro.sites.inventory import write_inventory
 from netrepro.runfolder import cpu_busy
 from netrepro.runner import checks, console, fetch, playbooks, rundir, ssh, steps, trialvars
 from netrepro.sites.local import _pg_alive
@@ -372,7 +372,7 @@ def test_close_ssh_masters_removes_stale_sockets(tmp_path):
 
 def test_closing_a_sites_masters_removes_its_control_folder(tmp_path):
     import socket
-    from netrepro.inventory import control_dir
+    from netrepro.sites.inventory import control_dir
     folder = Path(control_dir(tmp_path / "state", make=True))
     stale = folder / "stale"
     s = socket.socket(socket.AF_UNIX)
@@ -383,7 +383,7 @@ def test_closing_a_sites_masters_removes_its_control_folder(tmp_path):
 
 
 def test_ssh_control_paths_expands_percent_c(spec, tmp_path, monkeypatch):
-    from netrepro.inventory import control_dir
+    from netrepro.sites.inventory import control_dir
     from netrepro.sites.base import NodeLogin
     from netrepro.sites.static import StaticSite
     site = StaticSite(spec, tmp_path / "state", {"static_file": "x"})

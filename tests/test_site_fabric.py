@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from netrepro import cli_sites
-from netrepro.inventory import build_inventory
+from netrepro.sites.inventory import build_inventory
 from netrepro.sites import get_site
 from netrepro.sites.base import SiteError
 from netrepro.sites.fabric import FabricOptions, build_slice, describe_slice, load_fabric_config, login_for, offline_manager, read_rc

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from netrepro import cli_sites, rspec
+from netrepro import cli_sites
+from netrepro.sites import rspec
 from netrepro.sites import SITES, get_site
 from netrepro.sites.base import SiteError
 from netrepro.sites.instageni import (GeniClient, GeniError, TLSPolicy, default_slice_name, load_aggregates,
@@ -426,7 +427,7 @@ def test_tls_handshake_with_a_real_server(tmp_path, tls_aggregate):
 
 
 def test_site_modules_do_not_import_optional_dependencies():
-    code = ("import sys, netrepro.sites.instageni, netrepro.sites.fabric, netrepro.sites.static, netrepro.cli_sites, netrepro.manifest;"
+    code = ("import sys, netrepro.sites.instageni, netrepro.sites.fabric, netrepro.sites.static, netrepro.cli_sites, netrepro.sites.manifest;"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('fabrictestbed_extensions', 'fabrictestbed', 'fim', 'geni', 'paramiko')];"
             "print(bad); sys.exit(1 if bad else 0)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from netrepro.inventory import CONTROL_ROOT, control_dir, ssh_common_args
+from netrepro.sites.inventory import CONTROL_ROOT, control_dir, ssh_common_args
 from netrepro.sites import Site
 
 
@@ -55,7 +55,7 @@ def node_trial_dir(hv: dict, trial_id: str) -> str:
 def ssh_control_paths(site: Site) -> list[str]:
     """The control sockets (ssh_config(5) ControlPath, expanded) of the connections to the
     site's nodes (``%C``, expanded by ``ssh -G``) and of their jump host's, as the inventory's
-    ``ansible_ssh_common_args`` name them (netrepro.inventory.ssh_common_args); jump hosts last."""
+    ``ansible_ssh_common_args`` name them (netrepro.sites.inventory.ssh_common_args); jump hosts last."""
     nodes, jumps = [], []
     for lg in site.saved_logins().values():
         args = ssh_common_args(lg, None, control_dir(site.state_dir))
@@ -76,7 +76,7 @@ def ssh_control_paths(site: Site) -> list[str]:
 def close_ssh_masters(paths: list[str]) -> list[str]:
     """Ask the SSH master behind each control socket to exit (``ssh -O exit``); remove a
     socket nobody answers on (its master is gone), then each site's control folder
-    (:func:`netrepro.inventory.control_dir`) the sockets were in, once empty. Returns the
+    (:func:`netrepro.sites.inventory.control_dir`) the sockets were in, once empty. Returns the
     sockets that were there."""
     there = [p for p in paths if os.path.exists(p)]
     for path in there:

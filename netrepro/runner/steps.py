@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro import ansible
-from netrepro.inventory import (build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
+from netrepro.sites.inventory import (build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
                                 write_known_hosts)
 from netrepro.rolevars import model_vars
 from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, _site_arg, _spec_arg, log, signal_of
@@ -133,7 +133,7 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
 
 def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> None:
     """Release the site, close the SSH connections kept open to its nodes and their jump
-    host (ControlMaster sockets in the site's own folder, :func:`netrepro.inventory.control_dir`)
+    host (ControlMaster sockets in the site's own folder, :func:`netrepro.sites.inventory.control_dir`)
     and remove its inventory. Harmless
     when nothing is up."""
     site = open_site(spec, site_name, options)

@@ -2,7 +2,7 @@
 
 What happens, and where each part lives:
 
-- request: ``netrepro/rspec.py`` builds the RSpec from the topology (``plan()`` prints it);
+- request: ``netrepro/sites/rspec.py`` builds the RSpec from the topology (``plan()`` prints it);
 - credentials: a CloudLab/Emulab portal account, read from a geni-lib context file or from
   environment variables (:func:`load_credentials`); missing pieces fail at once, naming them;
 - service calls: :class:`GeniClient`, a thin XML-RPC client over HTTPS with the user's
@@ -11,7 +11,7 @@ What happens, and where each part lives:
   PerformOperationalAction, Status, Describe, Renew and Delete;
 - waiting: :func:`poll_until` drives a status function with a timeout and progress lines;
   :func:`summarize_status` reads AM API v3 ``Status`` results;
-- logins: ``netrepro/manifest.py`` turns the manifest into NodeLogins.
+- logins: ``netrepro/sites/manifest.py`` turns the manifest into NodeLogins.
 
 Aggregates are configuration: ``netrepro/aggregates.yml`` (and ``$NETREPRO_AGGREGATES``),
 including how their TLS certificates are verified (:class:`TLSPolicy`, :func:`tls_context`):
@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from netrepro.sites import manifest as geni_manifest
+from netrepro.sites import rspec as geni_rspec
 from netrepro.sites.base import (PRIVATE_KEY_RE, NodeLogin, Option, Site, SiteError, boolean, existing_file, interfaces_text,
                                  login_user_problem, matches, positive_int, positive_number, private_key_problem,
                                  public_key_problem, read_json_object, read_small_text)
@@ -523,7 +525,7 @@ class InstaGENISite(Site):
     """VMs from one GENI AM API v3 aggregate (``options['aggregate']``, ``AGGREGATE=``).
 
     Options: ``aggregate``, ``image``, ``vm_type``, ``routable_control_ip``, ``vm_cores``,
-    ``vm_ram_mb`` (see :class:`netrepro.rspec.RSpecOptions`), ``slice_name``, ``hours``
+    ``vm_ram_mb`` (see :class:`netrepro.sites.rspec.RSpecOptions`), ``slice_name``, ``hours``
     (initial lease, default 6), ``user`` (login user in manifests; default: the portal user).
     ``client`` may hold a ready :class:`GeniClient`-like object (tests).
     """
@@ -549,18 +551,16 @@ class InstaGENISite(Site):
     HOOKS = ("client", "env")
 
     def _rspec_opts(self, agg_urn: str | None):
-        from netrepro.rspec import RSpecOptions
 
         o = dict(self.options)
         o["component_manager_id"] = agg_urn
-        return RSpecOptions.from_options(o)
+        return geni_rspec.RSpecOptions.from_options(o)
 
     def request_xml(self) -> str:
         """The request RSpec sent to the chosen aggregate (nodes bound to it)."""
-        from netrepro.rspec import request_xml
 
         _, agg = resolve_aggregate(self.options.get("aggregate"))
-        return request_xml(self.spec, self._rspec_opts(agg["urn"]))
+        return geni_rspec.request_xml(self.spec, self._rspec_opts(agg["urn"]))
 
     def plan(self) -> str:
         """The request RSpec, preceded (as XML comments, so the output stays a valid
@@ -596,9 +596,8 @@ class InstaGENISite(Site):
             SiteError / SpecError: one line naming the file, field or option.
         """
         if self.options.get("manifest"):
-            from netrepro.manifest import logins_from_manifest
 
-            logins_from_manifest(self.spec, self.options["manifest"], self.options.get("user"), self.options.get("key_file"))
+            geni_manifest.logins_from_manifest(self.spec, self.options["manifest"], self.options.get("user"), self.options.get("key_file"))
             return
         name, _ = resolve_aggregate(self.options.get("aggregate"))
         creds = load_credentials(self.options.get("env"))
@@ -682,10 +681,9 @@ class InstaGENISite(Site):
         self.adopt_manifest(manifest, state.get("user") or creds.user, creds.ssh_key)
 
     def adopt_manifest(self, manifest: Path | str, user: str | None, key_file: str | None = None) -> dict[str, NodeLogin]:
-        """Parse ``manifest`` into logins (see netrepro.manifest) and save them in the state."""
-        from netrepro.manifest import logins_from_manifest
+        """Parse ``manifest`` into logins (see netrepro.sites.manifest) and save them in the state."""
 
-        logins = logins_from_manifest(self.spec, manifest, user, key_file)
+        logins = geni_manifest.logins_from_manifest(self.spec, manifest, user, key_file)
         self.save_logins(logins, manifest=str(manifest))
         return logins
 

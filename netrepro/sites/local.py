@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from netrepro.sites import capacity, microvm, netns, uml
+from netrepro.sites import capacity, inventory, microvm, netns, uml
 from netrepro.spec import REPO_ROOT
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, _origin, matches, mgmt_subnet, one_of,
                                  positive_int, positive_number)
@@ -355,7 +355,6 @@ class LocalSite(Site):
         if mode != "host":  # run by the guest before its build (uml.guest_init_script, microvm.guest_main_script)
             self._record_capacity(capacity.read_result(self.state_dir / capacity.RESULT_FILE,
                                                        log_hint=str(self.state_dir / "vm-guest.log")), log)
-        from netrepro.inventory import write_known_hosts
         mgmt = netns.mgmt_addresses(self.spec, layout)
         # The host keys made for this run are pinned: known_hosts holds exactly them.
         jump_key = {"jump_host_key": (self.config_dir / "jump_host_ed25519_key.pub").read_text()} if jump else {}
@@ -363,7 +362,7 @@ class LocalSite(Site):
                                proxy_jump=jump, extra={"node_dir": f"{layout.runtime_dir}/{n}", **jump_key,
                                                        "host_key": (self.config_dir / n / "ssh_host_ed25519_key.pub").read_text()})
                   for n in self.spec.nodes}
-        write_known_hosts(logins, self.known_hosts)
+        inventory.write_known_hosts(logins, self.known_hosts)
         self.save_logins(logins)
 
     def _start_uml(self, layout: netns.Layout, log) -> None:
@@ -474,13 +473,12 @@ class LocalSite(Site):
     # --- wait / release / status ---------------------------------------------------------
     def ssh_argv(self, login: NodeLogin, command: str) -> list[str]:
         """ssh(1) argv running ``command`` on a node (through the jump host if any)."""
-        from netrepro.inventory import control_dir, ssh_common_args
         known = str(self.state_dir / "ssh" / "known_hosts")
         # Multiplexed through one jump connection (the micro-VM's handshakes are slow); the
         # node masters are the ones Ansible reuses (the inventory names the same folder).
         return (["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", "-i", str(self.client_key),
                  "-o", "IdentitiesOnly=yes", "-p", str(login.port)]
-                + shlex.split(ssh_common_args(login, known, control_dir(self.state_dir, make=True)))
+                + shlex.split(inventory.ssh_common_args(login, known, inventory.control_dir(self.state_dir, make=True)))
                 + [f"{login.user}@{login.host}", command])
 
     def wait_ready(self, timeout_s: float = 300, log=print) -> None:
@@ -544,7 +542,6 @@ class LocalSite(Site):
             _run(["ip", "link", "del", st["tap"]])
 
     def _stop_vm(self, st: dict[str, Any], log) -> None:
-        from netrepro.inventory import write_known_hosts
         pgid = st.get("vm_pgid")
         if not pgid or not _pg_alive(pgid):
             return
@@ -555,7 +552,7 @@ class LocalSite(Site):
         logins = self.saved_logins()
         if logins:
             # The jump host's key is pinned in every node's login (written again: the file may be gone).
-            write_known_hosts(logins, self.known_hosts)
+            inventory.write_known_hosts(logins, self.known_hosts)
             jump = NodeLogin(name="jump", host="127.0.0.1", port=int(st["ssh_port"]), key_file=str(self.client_key))
             argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", str(self.client_key),
                     "-o", "IdentitiesOnly=yes", "-o", f"UserKnownHostsFile={self.known_hosts}",

@@ -56,6 +56,7 @@ from typing import Any, Callable
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, interfaces_text, login_user_problem,
                                  private_key_problem,
                                  safe_path_problem, ssh_host_problem)
+from netrepro.sites import inventory
 from netrepro.spec import Spec, SpecError
 from netrepro.yamlfile import load_yaml_file
 
@@ -283,14 +284,13 @@ def ssh_argv(login: NodeLogin, command: str, connect_timeout_s: int = 10,
     """
     import shlex
 
-    from netrepro.inventory import ssh_common_args
 
     argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout_s}", "-p", str(login.port)]
     if not known_hosts:
         argv += ["-o", "StrictHostKeyChecking=accept-new"]
     if login.key_file:
         argv += ["-i", login.key_file, "-o", "IdentitiesOnly=yes"]
-    argv += shlex.split(ssh_common_args(login, known_hosts))
+    argv += shlex.split(inventory.ssh_common_args(login, known_hosts))
     # '--' ends ssh's options: the destination is never read as one (ssh(1), getopt(3)).
     return argv + ["--", f"{login.user}@{login.host}", command]
 
