@@ -118,6 +118,9 @@ def schema_problem(err: jsonschema.ValidationError) -> str:
     helps."""
     problem = err.message
     desc = err.schema.get("description") if isinstance(err.schema, dict) else None
+    if "propertyNames" in err.schema_path:  # a key of the object (the field) is bad, not a value
+        return (f"the name {err.instance!r} is not allowed here: expected "
+                f"{desc or 'a name matching ' + repr(err.validator_value)}")
     if err.validator == "additionalProperties":
         problem = f"unknown field ({err.message}); expected one of: {', '.join(sorted(err.schema.get('properties', {})))}"
     elif err.validator == "required":

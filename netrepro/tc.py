@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from netrepro.errors import show_value
+
 #: Placeholder for the device in commands built before the device name is known.
 DEV = "@dev@"
 
@@ -484,7 +486,8 @@ def check_param(kind: str, key: Any, value: Any) -> None:
     if suffix:
         top = _UNIT_MAX[suffix]
         if not ((value >= 0 if kw.zero else value > 0) and value <= top):
-            raise TcParamError(key, f"expected a number {'>= 0' if kw.zero else '> 0'} and <= {top}, got {value!r}")
+            raise TcParamError(key, f"expected a number {'>= 0' if kw.zero else '> 0'} and <= {top}, "
+                                    f"got {show_value(value)}")
         if unit in ("bytes", "packets") and not float(value).is_integer():
             raise TcParamError(key, f"expected a whole number of {unit}, got {value!r}")
     elif unit == "fraction":
