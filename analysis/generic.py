@@ -72,11 +72,11 @@ from analysis.flent import write_trials
 from analysis.generic_figures import draw, figure_specs
 from analysis.health import failure_line, failures, trial_health
 from analysis.io import atomic_path, write_gzip, write_text
-from analysis.raw import (trial_base_rtt_ms, parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields,
-                          parse_qdisc_stack, parse_tx_bytes)
+from analysis.raw import (parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields, parse_qdisc_stack,
+                          parse_tx_bytes, trial_base_rtt_ms)
 from analysis.report import render_report
+from netrepro import tc
 from netrepro.model import SUMMARY_COLUMNS, scale_rates, statistics
-from netrepro.model import shaping_rate_mbit as _shaping_rate_mbit
 
 TIDY_COLUMNS = ["trial", "subject", "stream", "t_s", "metric", "value"]
 #: A class of a port's leaf qdisc is in use when it held packets in at least this share of the
@@ -141,12 +141,6 @@ def cov(x) -> float:
     if a.size == 0 or a.mean() == 0:
         return math.nan
     return float(a.std() / a.mean())
-
-
-def shaping_rate_mbit(stack: list[dict]) -> float | None:
-    """The lowest rate (Mbit/s) a stack's shapers (htb, tbf) allow, None without a shaper
-    (:func:`netrepro.model.shaping_rate_mbit`, which also decides which statistics exist)."""
-    return _shaping_rate_mbit(stack)
 
 
 def read_raw(path: Path, problems: list[str], run_dir: Path) -> str | None:
@@ -359,7 +353,7 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
             if len(b):
                 put(phase, c["at"], "backlog_mean_bytes", b.mean())
                 put(phase, c["at"], "backlog_max_bytes", b.max())
-                rate = shaping_rate_mbit(trial["qdiscs"].get(c["at"], []))
+                rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c["at"], []))
                 if rate:
                     put(phase, c["at"], "backlog_mean_ms", b.mean() * 8 / (rate * 1e6) * 1000)
                     sent = tx[tx["subject"] == c["at"]]
@@ -377,7 +371,7 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
             total = float(np.nansum(list(thr.values())))
             put(phase, "all", "total_throughput_mbit", total)
             for c in model.data["collectors"]:  # the share of the sampled port's shaping rate used
-                rate = shaping_rate_mbit(trial["qdiscs"].get(c["at"], []))
+                rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c["at"], []))
                 if rate:
                     put(phase, c["at"], "utilization", total / rate)
             if len(thr) > 1:

@@ -579,7 +579,7 @@ RESERVED_COLUMNS = SUMMARY_COLUMNS + ("repetition", "point", "run") + (
 #: ``parallel`` > 1 (over its streams); ``ping``: of each ping item; ``ping_base_rtt``: of
 #: each ping item when the file has ``base_rtt`` (queueing delay = RTT - base RTT);
 #: ``port``: of each ``qdisc_stats`` collector's port; ``port_rate``: of such a port whose
-#: stack has a shaper (htb or tbf ``rate_mbit``: :func:`shaping_rate_mbit`), ``sent_utilization``
+#: stack has a shaper (htb or tbf ``rate_mbit``: :func:`netrepro.tc.shaping_rate_mbit`), ``sent_utilization``
 #: from the interface's sent-bytes counter whatever the traffic; ``port_rate_iperf3``: the
 #: same when the trial has iperf3 items (``utilization`` from their throughput);
 #: ``port_classes``: of a collector with ``classes``; ``trial``: of subject ``all`` when the
@@ -619,12 +619,6 @@ METRICS = {"iperf3": ("throughput_mbit", "retransmits", "cwnd_bytes", "rtt_ms"),
 TRIAL_SUBJECT = "all"
 
 
-def shaping_rate_mbit(stack: list[dict]) -> float | None:
-    """The lowest rate (Mbit/s) a stack's shapers allow, None without a shaper
-    (:func:`netrepro.tc.shaping_rate_mbit`; the analysis reads it here, from the model)."""
-    return tc.shaping_rate_mbit(stack)
-
-
 def statistics(m: Model) -> dict[str, dict[str, list[str]]]:
     """What the analysis of this experiment can compute: trial id -> subject -> statistic
     names (:data:`STATISTICS`), subjects in the order traffic items, collectors' ports,
@@ -646,7 +640,7 @@ def statistics(m: Model) -> dict[str, dict[str, list[str]]]:
                 subj[it["id"]] = list(STATISTICS["ping"]) + (list(STATISTICS["ping_base_rtt"]) if base else [])
         for c in m.data["collectors"]:
             stack = t["qdiscs"].get(c["at"], [])
-            rate = shaping_rate_mbit(stack)
+            rate = tc.shaping_rate_mbit(stack)
             subj[c["at"]] = (list(STATISTICS["port"]) + (list(STATISTICS["port_rate"]) if rate else [])
                              + (list(STATISTICS["port_rate_iperf3"]) if rate and iperf else [])
                              + (list(STATISTICS["port_classes"]) if c.get("classes") and stack else []))
@@ -899,13 +893,13 @@ def stack_buffer(stack: list[dict], mtu_bytes: int) -> tuple[int, float] | None:
     """The buffer of one port's qdisc stack and the rate that drains it: ``(bytes,
     rate_mbit)``, or None when the stack has no shaper or its leaf no explicit limit.
 
-    The rate is the stack's lowest shaping rate (:func:`shaping_rate_mbit`). Packets wait in
+    The rate is the stack's lowest shaping rate (:func:`netrepro.tc.shaping_rate_mbit`). Packets wait in
     the leaf, the last layer (a shaper's ``limit`` makes its own bfifo only when it has no
     child, tc-tbf(8)): its ``limit_bytes``, or its ``limit_packets`` x (``mtu_bytes`` + 14),
     full-sized frames as the qdisc counts them (:data:`ETHERNET_HEADER_BYTES`). A leaf without
     an explicit limit (the kernel's default, e.g. pfifo's txqueuelen) gives None: its size is
     not in the file."""
-    rate = shaping_rate_mbit(stack)
+    rate = tc.shaping_rate_mbit(stack)
     if not rate or not stack:
         return None
     leaf = stack[-1]

@@ -33,12 +33,6 @@ def test_cov_by_hand():
     assert generic.cov([4, 4]) == 0.0 and math.isnan(generic.cov([0, 0])) and math.isnan(generic.cov([]))
 
 
-def test_shaping_rate_is_the_slowest_shaper():
-    assert generic.shaping_rate_mbit([{"kind": "netem", "delay_ms": 20}, {"kind": "tbf", "rate_mbit": 100}]) == 100
-    assert generic.shaping_rate_mbit([{"kind": "htb", "rate_mbit": 10}, {"kind": "pie"}]) == 10
-    assert generic.shaping_rate_mbit([{"kind": "fq_codel"}]) is None
-
-
 def test_parse_iperf3_real_report():
     iv, end = parse_iperf3((DATA / "iperf3" / "two-streams-omit.json").read_text())
     assert sorted(iv["stream"].unique()) == [0, 1]

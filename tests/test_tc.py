@@ -384,3 +384,9 @@ def test_what_a_stack_does_is_told_by_tc():
     assert tc.delay_ms(stack) == 20 and tc.delay_ms([{"kind": "pie"}]) == 0.0
     assert [tc.bucket_keys(layer) for layer in stack] == [(), ("burst_bytes", "buffer_bytes", "maxburst_bytes"), (), ()]
     assert {*tc.SHAPERS, tc.DELAY_KIND, *tc.BUCKET_KEYS} <= set(tc.STACK_KINDS)
+
+
+def test_shaping_rate_is_the_slowest_shaper():
+    assert tc.shaping_rate_mbit([{"kind": "netem", "delay_ms": 20}, {"kind": "tbf", "rate_mbit": 100}]) == 100
+    assert tc.shaping_rate_mbit([{"kind": "htb", "rate_mbit": 10}, {"kind": "pie"}]) == 10
+    assert tc.shaping_rate_mbit([{"kind": "fq_codel"}]) is None
