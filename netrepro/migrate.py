@@ -78,6 +78,7 @@ _Dumper.add_representer(dict, lambda d, v: d.represent_mapping("tag:yaml.org,200
 V1_FIELDS = {"name": str, "title": str, "topology": dict, "links": dict, "bottleneck": dict, "aqms": dict,
              "variants": dict, "trials": list, "flows": list, "phases": list, "collectors": list,
              "claims": list}
+_TYPE_WORDS = {dict: "an object", list: "a list", str: "text"}
 
 
 class _V1:
@@ -174,7 +175,7 @@ def _read_v1(data: dict, where) -> tuple[_V1, Model]:
     naming the field when a field the conversion reads is missing or of another type."""
     for key, typ in V1_FIELDS.items():
         if not isinstance(data.get(key), typ):
-            raise SpecError(where, key, ("missing" if key not in data else f"expected {'an object' if typ is dict else 'a list' if typ is list else 'text'}")
+            raise SpecError(where, key, ("missing" if key not in data else f"expected {_TYPE_WORDS[typ]}")
                             + "; expected a schema_version 1 experiment (docs/experiment-format.md, migrating)")
     for i, t in enumerate(data["trials"]):
         for key, section in (("aqm", "aqms"), ("variant", "variants")):
