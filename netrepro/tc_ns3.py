@@ -44,7 +44,8 @@ TXQUEUELEN = 1000
 #: rate of the port's link.
 SHAPERS = tc.SHAPERS
 #: The parameters netrepro-sim builds, per layer kind; a layer of another kind, or with
-#: another parameter, is refused (:func:`stack_problems`). A netem delay becomes its link's delay
+#: another parameter, is refused (:func:`stack_problems`): netem's ``jitter_ms`` among them
+#: (a simulated link's delay is constant), and cake (no ns-3 queue disc). A netem delay becomes its link's delay
 #: (its ``limit_packets`` is not modelled: the simulated delay holds any number of packets);
 #: a shaper's ``burst_bytes`` is not modelled either (the link sends at its rate, a packet at
 #: a time).
@@ -55,9 +56,23 @@ MODELLED_PARAMS = {
     "pie": ("limit_packets", "target_ms", "tupdate_ms", "alpha", "beta", "ecn", "dq_rate_estimator"),
     "red": ("limit_bytes", "min_bytes", "max_bytes", "avpkt_bytes", "burst_packets", "probability",
             "bandwidth_mbit", "ecn", "adaptive"),
+    "codel": ("limit_packets", "target_ms", "interval_ms", "ecn"),
+    "fq_codel": ("limit_packets", "target_ms", "interval_ms", "flows", "drop_batch_packets", "ecn"),
+    "fq": ("limit_packets", "maxrate_mbit", "pacing"),
     "pfifo": ("limit_packets",),
     "bfifo": ("limit_bytes",),
 }
+#: The kinds that pace the flows leaving their port rather than queue them (tc-fq(8)): the
+#: simulation paces the sending node's TCP sockets (:func:`pacing`) and queues in a FIFO of the
+#: layer's ``limit_packets`` (fq's default: :data:`FQ_LIMIT_PACKETS`).
+PACERS = ("fq",)
+#: tc-fq(8): ``limit`` defaults to 10000 packets.
+FQ_LIMIT_PACKETS = 10000
+#: tc-codel(8): ``limit`` 1000 packets, ``target`` 5 ms, ``interval`` 100 ms; tc-fq_codel(8):
+#: ``limit`` 10240 packets, ``flows`` 1024, ``quantum`` 1514 B, ``drop_batch`` 64, ``ecn`` on.
+CODEL_DEFAULTS = {"limit_packets": 1000, "target_ms": 5, "interval_ms": 100, "ecn": False}
+FQ_CODEL_DEFAULTS = {"limit_packets": 10240, "target_ms": 5, "interval_ms": 100, "flows": 1024,
+                     "drop_batch_packets": 64, "ecn": True}
 #: RED's parameters the simulation needs given (tc-red(8) derives the others' defaults from them).
 RED_REQUIRED = ("limit_bytes", "min_bytes", "max_bytes", "avpkt_bytes", "burst_packets", "probability")
 
@@ -109,17 +124,67 @@ def fifo_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> 
     return {"MaxSize": f"{layer.get('limit_bytes', TXQUEUELEN * mtu)}B"}
 
 
+def codel_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
+    """ns3::CoDelQueueDisc attributes of a Linux sch_codel layer (defaults:
+    :data:`CODEL_DEFAULTS`, tc-codel(8)); ``MinBytes`` is the MTU, as Linux's codel never drops
+    while under one MTU is queued (include/net/codel_impl.h, codel_should_drop: ``maxpacket``)."""
+    c = {**CODEL_DEFAULTS, **{k: v for k, v in layer.items() if k in CODEL_DEFAULTS}}
+    return {"MaxSize": f"{c['limit_packets']}p", "Target": f"{c['target_ms']:g}ms", "Interval": f"{c['interval_ms']:g}ms",
+            "MinBytes": str(mtu), "UseEcn": str(bool(c["ecn"])).lower()}
+
+
+def fq_codel_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
+    """ns3::FqCoDelQueueDisc attributes of a Linux sch_fq_codel layer (defaults:
+    :data:`FQ_CODEL_DEFAULTS`, tc-fq_codel(8)): the buckets (``flows``: a flow's bucket is its
+    5-tuple's hash modulo the count, as Linux's without set-associative hashing), drop batch,
+    target, interval and limit. The quantum is not an attribute in ns-3 3.44: it is the
+    device's MTU, 1500 B (Linux's default 1514 B counts the Ethernet header, which ns-3's
+    queue discs do not see), so ``quantum_bytes`` is refused. The hash's perturbation, random per qdisc in Linux
+    (sch_fq_codel.c, fq_codel_init: get_random_u32), is set by :func:`fq_codel_perturbation`
+    (the caller adds ``Perturbation``)."""
+    c = {**FQ_CODEL_DEFAULTS, **{k: v for k, v in layer.items() if k in FQ_CODEL_DEFAULTS}}
+    return {"MaxSize": f"{c['limit_packets']}p", "Flows": str(c["flows"]),
+            "DropBatchSize": str(c["drop_batch_packets"]), "Target": f"{c['target_ms']:g}ms",
+            "Interval": f"{c['interval_ms']:g}ms", "UseEcn": str(bool(c["ecn"])).lower()}
+
+
+#: The queue discs that hash flows into buckets with a perturbation of the hash, which the
+#: caller draws per qdisc and repetition (``Perturbation``: netrepro.sites.ns3.fq_codel_perturbation).
+PERTURBED = ("ns3::FqCoDelQueueDisc",)
+
+
+def fq_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
+    """ns3::FifoQueueDisc attributes of a Linux sch_fq layer: its ``limit_packets`` (tc-fq(8)
+    default :data:`FQ_LIMIT_PACKETS`). Its pacing is the sockets' (:func:`pacing`)."""
+    return {"MaxSize": f"{layer.get('limit_packets', FQ_LIMIT_PACKETS)}p"}
+
+
+def pacing(stack: list[dict]) -> tuple[bool, float]:
+    """Whether a port's stack paces the TCP flows leaving it, and at most at which rate (Mbit/s,
+    0.0: no cap): a :data:`PACERS` layer paces unless ``pacing: false`` (tc-fq(8) ``nopacing``),
+    each flow at most at its ``maxrate_mbit`` (tc-fq(8) ``maxrate``: per flow)."""
+    for layer in stack:
+        if layer["kind"] in PACERS and layer.get("pacing", True):
+            return True, float(layer.get("maxrate_mbit", 0.0))
+    return False, 0.0
+
+
 #: The queue discs of the simulation, by the kind of a stack's last layer: its ns-3 TypeId and
 #: the builder of its attributes ``(layer, rate_mbit, delay_s, mtu) -> {name: value}``.
 QUEUE_DISCS = {"pie": ("ns3::PieQueueDisc", pie_attributes), "red": ("ns3::RedQueueDisc", red_attributes),
                "pfifo": ("ns3::FifoQueueDisc", fifo_attributes), "bfifo": ("ns3::FifoQueueDisc", fifo_attributes),
-               "tbf": ("ns3::FifoQueueDisc", fifo_attributes), "htb": ("ns3::FifoQueueDisc", fifo_attributes)}
+               "tbf": ("ns3::FifoQueueDisc", fifo_attributes), "htb": ("ns3::FifoQueueDisc", fifo_attributes),
+               "codel": ("ns3::CoDelQueueDisc", codel_attributes),
+               "fq_codel": ("ns3::FqCoDelQueueDisc", fq_codel_attributes),
+               "fq": ("ns3::FifoQueueDisc", fq_attributes)}
 
 
 def stack_problems(stack: list[dict], field: str) -> list[str]:
     """Why netrepro-sim cannot build one port's stack, one phrase per layer (``field``: the
     stack's field, e.g. ``trials[0].qdiscs.router:eth1``). Built: ``[netem]`` alone, or at most
-    one shaper (:data:`SHAPERS`) with at most one queue (pie, red, pfifo, bfifo) under it."""
+    one shaper (:data:`SHAPERS`) with at most one queue (:data:`QUEUE_DISCS`) under it, the
+    whole under one netem at the root (its delay becomes the link's: netem hands the packets it
+    delayed to its child, sch_netem.c netem_dequeue), or a pacer (:data:`PACERS`) alone."""
     out = []
     for j, layer in enumerate(stack):
         kind = layer["kind"]
@@ -129,26 +194,31 @@ def stack_problems(stack: list[dict], field: str) -> list[str]:
         for key in layer:
             if key not in ("kind", "handle", *MODELLED_PARAMS[kind]):
                 out.append(f"{field}[{j}].{key}: {kind}'s {key} has no model in the simulation")
-        if kind == "netem" and len(stack) > 1:
-            out.append(f"{field}[{j}]: netem with other layers in its stack (the simulation makes netem's delay its "
-                       f"link's; expected netem alone)")
-        elif kind in SHAPERS and j > 0:
+        under_netem = j == 1 and stack[0]["kind"] == tc.DELAY_KIND
+        if kind == "netem" and j > 0:
+            out.append(f"{field}[{j}]: netem under {stack[j - 1]['kind']} (the simulation makes netem's delay its "
+                       f"link's; expected netem at the root)")
+        elif kind in SHAPERS and j > 0 and not under_netem:
             out.append(f"{field}[{j}]: a {kind} under {stack[j - 1]['kind']} (the simulation makes one shaper, the "
-                       f"stack's root, the port's link rate)")
+                       f"stack's root or netem's child, the port's link rate)")
+        elif kind in PACERS and len(stack) > 1:
+            out.append(f"{field}[{j}]: {kind} with other layers in its stack (the simulation paces the sockets of "
+                       f"the node; expected {kind} alone)")
         elif kind not in SHAPERS and kind != "netem" and j != len(stack) - 1:
             out.append(f"{field}[{j}]: a {kind} with a layer under it")
         if kind == "red":
             out += [f"{field}[{j}].{k}: missing (the simulation needs RED's {', '.join(RED_REQUIRED)})"
                     for k in RED_REQUIRED if k not in layer]
-        if kind == "tbf" and len(stack) == 1 and "limit_bytes" not in layer and "latency_ms" not in layer:
+        if kind == "tbf" and len(stack) - j == 1 and "limit_bytes" not in layer and "latency_ms" not in layer:
             out.append(f"{field}[{j}]: a tbf alone needs limit_bytes or latency_ms (its queue)")
     return out
 
 
 def root_shaper(stack: list[dict]) -> dict | None:
-    """The layer that sets the port's link rate: the stack's root when it is a shaper
-    (:data:`SHAPERS`), else None."""
-    return stack[0] if stack and stack[0]["kind"] in SHAPERS else None
+    """The layer that sets the port's link rate: the stack's first layer below a root netem (or
+    the root) when it is a shaper (:data:`SHAPERS`), else None."""
+    rest = stack[1:] if stack and stack[0]["kind"] == tc.DELAY_KIND else stack
+    return rest[0] if rest and rest[0]["kind"] in SHAPERS else None
 
 
 def queue_layer(stack: list[dict]) -> dict | None:

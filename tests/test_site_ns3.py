@@ -145,42 +145,50 @@ def test_what_ns3_cannot_model_is_refused_naming_it():
     data = yaml.safe_load(PIE_VS_RED_V2.read_text())
     data.pop("sweep")  # it varies PIE's target, which an fq_codel has not
     t = data["trials"]
-    t[0]["qdiscs"]["router:eth1"][1] = {"kind": "fq_codel"}
+    t[0]["qdiscs"]["router:eth1"][1] = {"kind": "cake"}
     t[1]["qdiscs"]["router:eth1"].insert(1, {"kind": "tbf", "rate_mbit": 5, "burst_bytes": 5000, "limit_bytes": 9000})
     t[2]["qdiscs"]["client1:eth1"] = [{"kind": "netem", "delay_ms": 100, "jitter_ms": 5}]
+    t[2]["qdiscs"]["router:eth1"][1] = {"kind": "fq_codel", "quantum_bytes": 300}
     data["sysctls"][0]["set"]["net.ipv4.tcp_congestion_control"] = "vegas"
     data["sysctls"][0]["set"]["net.core.default_qdisc"] = "fq"
-    data["traffic"][0] = {"kind": "iperf3", "id": "group1", "from": "server1", "to": "client1", "duration_s": 250}
-    data["collectors"][0]["classes"] = True
+    data["traffic"][0] = {"kind": "iperf3", "id": "group1", "from": "server1", "to": "client1", "duration_s": 250,
+                          "congestion": "vegas"}
     assert ns3.unmodelled(Spec.from_data(data, "x.yml")) == [
-        "trials[0].qdiscs.router:eth1[1].kind: 'fq_codel' has no model in the simulation "
-        "(modelled: netem, htb, tbf, pie, red, pfifo, bfifo)",
+        "trials[0].qdiscs.router:eth1[1].kind: 'cake' has no model in the simulation "
+        "(modelled: netem, htb, tbf, pie, red, codel, fq_codel, fq, pfifo, bfifo)",
         "trials[0].sysctls.server1.net.ipv4.tcp_congestion_control: 'vegas' (modelled: reno, cubic, bbr)",
         "trials[0].sysctls.server1.net.core.default_qdisc: no model in the simulation",
         "trials[0].sysctls.server2.net.ipv4.tcp_congestion_control: 'vegas' (modelled: reno, cubic, bbr)",
         "trials[0].sysctls.server2.net.core.default_qdisc: no model in the simulation",
         "trials[0].sysctls.server3.net.ipv4.tcp_congestion_control: 'vegas' (modelled: reno, cubic, bbr)",
         "trials[0].sysctls.server3.net.core.default_qdisc: no model in the simulation",
-        "trials[0].traffic[0].kind: 'iperf3' (item group1) has no model in the simulation (modelled: ftp, ping)",
-        "trials[1].qdiscs.router:eth1[1]: a tbf under htb (the simulation makes one shaper, the stack's root, "
-        "the port's link rate)",
+        "trials[0].traffic[0].congestion: 'vegas' (modelled: reno, cubic, bbr)",
+        "trials[1].qdiscs.router:eth1[1]: a tbf under htb (the simulation makes one shaper, the stack's root or "
+        "netem's child, the port's link rate)",
         "trials[2].qdiscs.client1:eth1[0].jitter_ms: netem's jitter_ms has no model in the simulation",
-        "collectors[0].classes: true (the simulated queue discs have no classes)"]
-    assert ns3.unmodelled(load_spec("codel-lab"))[:1] == [
-        "topology.nodes.s1.kind: switch (a Linux bridge) has no model in the simulation (modelled: host, router)"]
+        "trials[2].qdiscs.router:eth1[1].quantum_bytes: fq_codel's quantum_bytes has no model in the simulation"]
+    # every experiment of the project and of the tests is simulated
+    for name in ("pie-vs-red", "pie-lab", "codel-lab", "pacing-lab"):
+        assert ns3.unmodelled(load_spec(name)) == [], name
+    for f in sorted((DATA / "experiments").glob("*.yml")):
+        assert ns3.unmodelled(load_spec(str(f))) == [], f.name
 
 
 def test_an_unmodelled_experiment_gets_one_line_and_exit_2(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "netrepro", "reproduce", "tests/data/experiments/gateway-fifo.yml",
-                        "--site", "ns3"], cwd=REPO, capture_output=True, text=True,
+    """gateway-fifo with cake at its gateway (no ns-3 queue disc): one line naming the file and
+    the field, exit 2, and no run folder."""
+    data = yaml.safe_load((DATA / "experiments" / "gateway-fifo.yml").read_text())
+    data["qdiscs"]["gw:gw-b"] = [{"kind": "cake", "bandwidth_mbit": 20}]
+    data["trials"] = [{k: v for k, v in t.items() if k != "qdiscs"} for t in data["trials"]]
+    f = tmp_path / "cake.yml"
+    f.write_text(yaml.safe_dump(data))
+    p = subprocess.run([sys.executable, "-m", "netrepro", "reproduce", str(f), "--site", "ns3"], cwd=REPO,
+                       capture_output=True, text=True,
                        env={**os.environ, "NETREPRO_STATE": str(tmp_path / "s"), "NETREPRO_RESULTS": str(tmp_path / "r")})
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().splitlines() == [
-        "netrepro: site ns3: tests/data/experiments/gateway-fifo.yml: cannot be simulated: "
-        "topology.nodes.swa.kind: switch (a Linux bridge) has no model in the simulation (modelled: host, router); "
-        "topology.nodes.swb.kind: switch (a Linux bridge) has no model in the simulation (modelled: host, router); "
-        "trials[0].traffic[0].kind: 'iperf3' (item cubic-flow) has no model in the simulation (modelled: ftp, ping); "
-        "trials[0].traffic[1].kind: 'iperf3' (item reno-flow) has no model in the simulation (modelled: ftp, ping)"]
+        f"netrepro: site ns3: {f}: cannot be simulated: trials[0].qdiscs.gw:gw-b[0].kind: 'cake' has no model in "
+        "the simulation (modelled: netem, htb, tbf, pie, red, codel, fq_codel, fq, pfifo, bfifo)"]
     assert not (tmp_path / "r").exists()
 
 

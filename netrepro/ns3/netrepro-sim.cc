@@ -13,14 +13,27 @@
 //   node NAME
 //   link A B RATE_BPS DELAY_S DEVQUEUE_PKTS   point-to-point link; each end's device is "A>B", "B>A"
 //   qdisc NODE PEER TYPEID [ATTR=VALUE ...]  root queue disc on NODE's device toward PEER
-//   sample NODE PEER INTERVAL_S START_S STOP_S PATH DEVNAME HANDLE KIND
+//   sample NODE PEER INTERVAL_S START_S STOP_S PATH DEVNAME HANDLE KIND [classes]
 //                                 qdisc.jsonl lines as netrepro's sampler writes them (tc -s -j)
 //   ping NODE TARGET LABEL INTERVAL_S START_S STOP_S PATH
 //                                 ping -D -O lines (LABEL: the address the file names)
+//   congestion NODE TYPEID        the node's TCP congestion control (its sysctl), for every socket
+//                                 it opens that does not choose its own
 //   flows SERVER CLIENT LABEL N START_S STOP_S RATE_BPS PATH
 //                                 N TCP flows SERVER -> CLIENT (a download), each to its own port,
 //                                 rate-limited at RATE_BPS of payload (0: unlimited); a line per
 //                                 flow appended to PATH at its end, as roles/flow_clients writes
+//
+//   iperf3 CLIENT SERVER ID STREAMS START_S OMIT_S DURATION_S INTERVAL_S CC SNDBUF RCVBUF PACING
+//          MAXRATE_BPS SACK PATH
+//                                 an iperf3 test (iperf3 -c -P STREAMS -O OMIT -t DURATION -i INTERVAL
+//                                 -J): STREAMS bulk TCP streams CLIENT -> SERVER, with congestion
+//                                 control CC (a TypeId, or - for the node's), the sender's send and the
+//                                 receiver's receive buffer (bytes), pacing 1|0 at most MAXRATE_BPS
+//                                 (0: no cap), SACK 1|0; the report written to PATH as iperf3 -J
+//                                 writes it, and the client's start time to PATH.t0
+//   sample ... KIND [classes]     with the word `classes`: the queue disc's classes too, as
+//                                 `tc -s class show` prints them
 //
 // Addresses: every link gets its own /30 (10.x.y.z); the experiment's addresses are labels in
 // the files only. Routes: ns-3's global routing (shortest paths).
@@ -31,6 +44,8 @@
 #include "ns3/network-module.h"
 #include "ns3/point-to-point-module.h"
 #include "ns3/traffic-control-module.h"
+
+#include <algorithm>
 
 #include <cmath>
 #include <cstdio>
@@ -98,6 +113,7 @@ struct Sampler
 {
     Ptr<QueueDisc> qdisc;
     std::string path, dev, handle, kind;
+    bool classes = false;
     Time interval;
     Time stop;
 };
@@ -112,7 +128,27 @@ Sample(std::shared_ptr<Sampler> s)
       << ",\"qdisc\":[{\"kind\":\"" << s->kind << "\",\"handle\":\"" << s->handle
       << "\",\"bytes\":" << st.nTotalSentBytes << ",\"packets\":" << st.nTotalSentPackets
       << ",\"drops\":" << st.nTotalDroppedPackets << ",\"backlog\":" << s->qdisc->GetNBytes()
-      << ",\"qlen\":" << s->qdisc->GetNPackets() << "}]}\n";
+      << ",\"qlen\":" << s->qdisc->GetNPackets() << "}]";
+    if (s->classes)
+    {
+        // `tc -s class show`: a block per class holding packets (fq_codel lists only those); the
+        // minor number is the class's index + 1 (ns-3 makes a class when a bucket first holds a
+        // packet, so it numbers buckets in that order, not by hash)
+        std::ostringstream text;
+        std::string major = s->handle.substr(0, s->handle.find(':'));
+        for (std::size_t i = 0; i < s->qdisc->GetNQueueDiscClasses(); i++)
+        {
+            Ptr<QueueDisc> q = s->qdisc->GetQueueDiscClass(i)->GetQueueDisc();
+            if (q->GetNPackets() == 0)
+                continue;
+            text << "class " << s->kind << " " << major << ":" << std::hex << (i + 1) << std::dec << " parent "
+                 << major << ":\\n (dropped " << q->GetStats().nTotalDroppedPackets
+                 << ", overlimits 0 requeues 0)\\n backlog " << q->GetNBytes() << "b " << q->GetNPackets()
+                 << "p requeues 0\\n";
+        }
+        f << ",\"classes\":\"" << text.str() << "\"";
+    }
+    f << "}\n";
     if (Simulator::Now() + s->interval <= s->stop)
     {
         Simulator::Schedule(s->interval, &Sample, s);
@@ -215,6 +251,272 @@ FlowEnd(std::shared_ptr<Flow> f)
     File(f->path).flush();
     Abort(f->source);
 }
+
+// --- iperf3 ------------------------------------------------------------------------------------
+// TcpSocketBase's congestion state (m_tcb) is protected: reached as Reset reaches SendRST.
+struct Tcb : TcpSocketBase
+{
+    static Ptr<TcpSocketState> Of(TcpSocketBase* socket)
+    {
+        return socket->*(&Tcb::m_tcb);
+    }
+};
+
+struct Stream
+{
+    Ptr<TcpSocketBase> socket;
+    SequenceNumber32 head0, lastHead; // the first byte not yet acked: at the test's start, at the last report
+    uint64_t retx = 0, lastRetx = 0;  // segments retransmitted: all, at the last report
+    uint32_t maxCwnd = 0;
+    Time minRtt = Time::Max(), maxRtt = Time(0), sumRtt = Time(0);
+    uint64_t rttSamples = 0;
+    uint64_t received = 0; // bytes the server's socket of this stream received
+};
+
+struct Iperf3
+{
+    std::string path, cc;
+    int streams;
+    double omit, duration, interval, start;
+    uint32_t sndbuf, rcvbuf;
+    bool pacing, sack;
+    uint64_t maxRate;
+    Ptr<Node> client, server;
+    Ipv4Address address;
+    uint16_t port;
+    std::vector<Stream> s;
+    std::vector<uint64_t> rxAtOmit;
+    int connected = 0;
+    double testStart = -1, lastReport = 0;
+    std::ostringstream intervals; // the JSON of the intervals so far
+    bool firstInterval = true;
+};
+
+uint64_t
+Acked(const Stream& st)
+{
+    return st.socket->GetTxBuffer()->HeadSequence() - st.lastHead;
+}
+
+void
+Report(std::shared_ptr<Iperf3> t, bool last)
+{
+    double now = Simulator::Now().GetSeconds();
+    double since = t->testStart + (t->omit > 0 && now > t->testStart + t->omit + 1e-9 ? t->omit : 0.0);
+    double a = t->lastReport - since, seconds = now - t->lastReport;
+    bool omitted = t->omit > 0 && now <= t->testStart + t->omit + 1e-9;
+    if (seconds <= 1e-9)
+        return;
+    std::ostringstream streams;
+    uint64_t sumBytes = 0, sumRetx = 0;
+    for (std::size_t k = 0; k < t->s.size(); k++)
+    {
+        Stream& st = t->s[k];
+        uint64_t bytes = Acked(st);
+        Ptr<TcpSocketState> tcb = Tcb::Of(PeekPointer(st.socket));
+        uint64_t retx = st.retx - st.lastRetx;
+        sumBytes += bytes;
+        sumRetx += retx;
+        Time rtt = tcb->m_srtt.Get();
+        streams << (k ? "," : "") << std::setprecision(6) << "{\"socket\":" << k + 5 << ",\"start\":" << a
+                << ",\"end\":" << a + seconds << ",\"seconds\":" << seconds << ",\"bytes\":" << bytes
+                << ",\"bits_per_second\":" << bytes * 8 / seconds << ",\"retransmits\":" << retx
+                << ",\"snd_cwnd\":" << tcb->m_cWnd.Get() << ",\"rtt\":" << rtt.GetMicroSeconds()
+                << ",\"pmtu\":" << tcb->m_segmentSize + 52 << ",\"omitted\":" << (omitted ? "true" : "false")
+                << ",\"sender\":true}";
+        st.lastHead = st.socket->GetTxBuffer()->HeadSequence();
+        st.lastRetx = st.retx;
+    }
+    t->intervals << (t->firstInterval ? "" : ",") << "{\"streams\":[" << streams.str() << "],\"sum\":{"
+                 << std::setprecision(6) << "\"start\":" << a << ",\"end\":" << a + seconds
+                 << ",\"seconds\":" << seconds << ",\"bytes\":" << sumBytes << ",\"bits_per_second\":"
+                 << sumBytes * 8 / seconds << ",\"retransmits\":" << sumRetx
+                 << ",\"omitted\":" << (omitted ? "true" : "false") << ",\"sender\":true}}";
+    t->firstInterval = false;
+    t->lastReport = now;
+}
+
+void Iperf3End(std::shared_ptr<Iperf3> t);
+
+void
+Iperf3Tick(std::shared_ptr<Iperf3> t)
+{
+    Report(t, false);
+    double now = Simulator::Now().GetSeconds();
+    double omitEnd = t->testStart + t->omit, end = t->testStart + t->omit + t->duration;
+    if (t->omit > 0 && std::abs(now - omitEnd) < 1e-9)
+    {
+        // iperf3 -O: the statistics start again once the omitted seconds are over
+        for (std::size_t k = 0; k < t->s.size(); k++)
+        {
+            t->s[k].head0 = t->s[k].socket->GetTxBuffer()->HeadSequence();
+            t->s[k].retx = t->s[k].lastRetx = 0;
+            t->rxAtOmit[k] = t->s[k].received;
+            t->s[k].maxCwnd = 0;
+            t->s[k].minRtt = Time::Max();
+            t->s[k].maxRtt = t->s[k].sumRtt = Time(0);
+            t->s[k].rttSamples = 0;
+        }
+    }
+    if (now >= end - 1e-9)
+    {
+        Iperf3End(t);
+        return;
+    }
+    // the next report: an interval later, or at the end of the omitted seconds or of the test
+    double next = now + t->interval;
+    if (t->omit > 0 && now < omitEnd - 1e-9)
+        next = std::min(next, omitEnd);
+    Simulator::Schedule(Seconds(std::min(next, end) - now), &Iperf3Tick, t);
+}
+
+void
+Iperf3End(std::shared_ptr<Iperf3> t)
+{
+    std::ostringstream streams;
+    uint64_t sent = 0, received = 0, retx = 0;
+    for (std::size_t k = 0; k < t->s.size(); k++)
+    {
+        Stream& st = t->s[k];
+        uint64_t b = st.socket->GetTxBuffer()->HeadSequence() - st.head0, r = st.received - t->rxAtOmit[k];
+        sent += b;
+        received += r;
+        retx += st.retx;
+        streams << (k ? "," : "") << std::setprecision(6) << "{\"sender\":{\"socket\":" << k + 5
+                << ",\"start\":0,\"end\":" << t->duration << ",\"seconds\":" << t->duration << ",\"bytes\":" << b
+                << ",\"bits_per_second\":" << b * 8 / t->duration << ",\"retransmits\":" << st.retx
+                << ",\"max_snd_cwnd\":" << st.maxCwnd << ",\"max_rtt\":" << st.maxRtt.GetMicroSeconds()
+                << ",\"min_rtt\":" << (st.rttSamples ? st.minRtt.GetMicroSeconds() : 0) << ",\"mean_rtt\":"
+                << (st.rttSamples ? st.sumRtt.GetMicroSeconds() / (int64_t)st.rttSamples : 0)
+                << ",\"sender\":true},\"receiver\":{\"socket\":" << k + 5 << ",\"start\":0,\"end\":" << t->duration
+                << ",\"seconds\":" << t->duration << ",\"bytes\":" << r << ",\"bits_per_second\":"
+                << r * 8 / t->duration << ",\"sender\":true}}";
+        Reset::Send(PeekPointer(st.socket)); // iperf3's end: the client closes, its data is not drained
+    }
+    std::ofstream f(t->path);
+    f << std::fixed << std::setprecision(6) << "{\"start\":{\"version\":\"netrepro-sim (ns-3 " << "3.44"
+      << ")\",\"timestamp\":{\"timesecs\":" << (uint64_t)(g_epoch0 + t->start) << "},\"tcp_mss_default\":"
+      << Tcb::Of(PeekPointer(t->s[0].socket))->m_segmentSize << ",\"test_start\":{\"protocol\":\"TCP\",\"num_streams\":" << t->streams
+      << ",\"omit\":" << t->omit << ",\"duration\":" << t->duration << "}},\"intervals\":["
+      << t->intervals.str() << "],\"end\":{\"streams\":[" << streams.str() << "],\"sum_sent\":{\"start\":0,\"end\":"
+      << t->duration << ",\"seconds\":" << t->duration << ",\"bytes\":" << sent << ",\"bits_per_second\":"
+      << sent * 8 / t->duration << ",\"retransmits\":" << retx << ",\"sender\":true},\"sum_received\":{\"start\":0,"
+      << "\"end\":" << t->duration << ",\"seconds\":" << t->duration << ",\"bytes\":" << received
+      << ",\"bits_per_second\":" << received * 8 / t->duration << ",\"sender\":true},\"sender_tcp_congestion\":\""
+      << t->cc << "\"}}\n";
+}
+
+// Keep the socket's send buffer full (iperf3 writes as fast as the socket takes it).
+void
+Fill(Ptr<Socket> socket, uint32_t)
+{
+    while (socket->GetTxAvailable() > 0)
+    {
+        uint32_t n = std::min<uint32_t>(socket->GetTxAvailable(), 131072);
+        if (socket->Send(Create<Packet>(n)) < 0)
+            break;
+    }
+}
+
+void
+Connected(std::shared_ptr<Iperf3> t, Ptr<Socket>)
+{
+    if (++t->connected < t->streams)
+        return;
+    // iperf3 starts its test timer once every stream is connected
+    t->testStart = t->lastReport = Simulator::Now().GetSeconds();
+    for (auto& st : t->s)
+        st.head0 = st.lastHead = st.socket->GetTxBuffer()->HeadSequence();
+    double first = t->omit > 0 ? std::min(t->interval, t->omit) : t->interval;
+    Simulator::Schedule(Seconds(std::min(first, t->omit + t->duration)), &Iperf3Tick, t);
+    for (auto& st : t->s)
+        Fill(st.socket, 0);
+}
+
+void
+Retransmitted(std::shared_ptr<Iperf3> t, std::size_t k, Ptr<const Packet>, const TcpHeader&, const Address&,
+              const Address&, Ptr<const TcpSocketBase>)
+{
+    t->s[k].retx++;
+}
+
+void
+RttSample(std::shared_ptr<Iperf3> t, std::size_t k, Time, Time rtt)
+{
+    Stream& st = t->s[k];
+    st.minRtt = std::min(st.minRtt, rtt);
+    st.maxRtt = std::max(st.maxRtt, rtt);
+    st.sumRtt += rtt;
+    st.rttSamples++;
+}
+
+void
+CwndSample(std::shared_ptr<Iperf3> t, std::size_t k, uint32_t, uint32_t cwnd)
+{
+    t->s[k].maxCwnd = std::max(t->s[k].maxCwnd, cwnd);
+}
+
+void
+Received(std::shared_ptr<Iperf3> t, Ptr<Socket> socket)
+{
+    // the stream is the accepted socket's peer port's order among the client's
+    Address from;
+    Ptr<Packet> p;
+    uint64_t bytes = 0;
+    while ((p = socket->RecvFrom(from)) && p->GetSize() > 0)
+        bytes += p->GetSize();
+    uint16_t peer = InetSocketAddress::ConvertFrom(from).GetPort();
+    for (auto& st : t->s)
+    {
+        Address local;
+        st.socket->GetSockName(local);
+        if (InetSocketAddress::ConvertFrom(local).GetPort() == peer)
+            st.received += bytes;
+    }
+}
+
+void
+Iperf3Start(std::shared_ptr<Iperf3> t)
+{
+    File(t->path + ".t0") << std::setprecision(6) << Epoch() << "\n";
+    File(t->path + ".t0").flush();
+    for (int k = 0; k < t->streams; k++)
+    {
+        Ptr<Socket> sock = Socket::CreateSocket(t->client, TcpSocketFactory::GetTypeId());
+        auto tcp = DynamicCast<TcpSocketBase>(sock);
+        if (t->cc != "-")
+        {
+            ObjectFactory cc;
+            cc.SetTypeId(t->cc);
+            tcp->SetCongestionControlAlgorithm(cc.Create<TcpCongestionOps>());
+        }
+        tcp->SetAttribute("SndBufSize", UintegerValue(t->sndbuf));
+        tcp->SetAttribute("Sack", BooleanValue(t->sack));
+        Ptr<TcpSocketState> tcb = Tcb::Of(PeekPointer(tcp));
+        // Linux paces with fq, SO_MAX_PACING_RATE or a congestion control that asks for it
+        // (bbr): at 2x cwnd/srtt in slow start and 1.2x after (tcp_update_pacing_rate), capped
+        // at the maximum rate; ns-3's pacing ratios are Linux's (200 %, 120 %)
+        tcb->m_pacing = t->pacing || tcb->m_pacing;
+        tcb->m_maxPacingRate = t->maxRate ? DataRate(t->maxRate) : DataRate("1000Gbps");
+        std::size_t index = t->s.size();
+        t->s.push_back(Stream{tcp});
+        t->rxAtOmit.push_back(0);
+        tcp->Bind();
+        // every trace source exists in ns-3 3.44 (TcpSocketBase::GetTypeId)
+        tcp->TraceConnectWithoutContext("Retransmission", MakeBoundCallback(&Retransmitted, t, index));
+        tcp->TraceConnectWithoutContext("LastRTT", MakeBoundCallback(&RttSample, t, index));
+        tcp->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&CwndSample, t, index));
+        tcp->SetConnectCallback(MakeBoundCallback(&Connected, t), MakeNullCallback<void, Ptr<Socket>>());
+        tcp->SetSendCallback(MakeCallback(&Fill));
+        tcp->Connect(InetSocketAddress(t->address, t->port));
+    }
+}
+
+void
+Accepted(std::shared_ptr<Iperf3> t, Ptr<Socket> socket, const Address&)
+{
+    socket->SetRecvCallback(MakeBoundCallback(&Received, t));
+}
 } // namespace
 
 int
@@ -301,7 +603,16 @@ main(int argc, char* argv[])
         }
         else if (d == "qdisc" && w.size() >= 4)
             qdiscOf[w[1] + ">" + w[2]] = std::vector<std::string>(w.begin() + 3, w.end());
-        else if (d != "sample" && d != "ping" && d != "flows")
+        else if (d == "congestion" && w.size() == 3)
+        {
+            if (!g_nodes.count(w[1]))
+                Fail(ln, "congestion of an undeclared node");
+            TypeId tid;
+            if (!TypeId::LookupByNameFailSafe(w[2], &tid))
+                Fail(ln, "no congestion control " + w[2]);
+            g_nodes[w[1]]->GetObject<TcpL4Protocol>()->SetAttribute("SocketType", TypeIdValue(tid));
+        }
+        else if (d != "sample" && d != "ping" && d != "flows" && d != "iperf3")
             Fail(ln, "unknown directive or wrong number of fields: " + d);
     }
     // every device gets a queue disc before its address: the given one, else a FIFO
@@ -354,7 +665,7 @@ main(int argc, char* argv[])
     for (auto& [ln, w] : lines)
     {
         const std::string& d = w[0];
-        if (d == "sample" && w.size() == 10)
+        if (d == "sample" && (w.size() == 10 || w.size() == 11))
         {
             auto s = std::make_shared<Sampler>();
             auto key = w[1] + ">" + w[2];
@@ -367,6 +678,7 @@ main(int argc, char* argv[])
             s->dev = w[7];
             s->handle = w[8];
             s->kind = w[9];
+            s->classes = w.size() == 11 && w[10] == "classes";
             Simulator::Schedule(Seconds(std::stod(w[4])), &Sample, s);
         }
         else if (d == "ping" && w.size() == 8)
@@ -388,6 +700,39 @@ main(int argc, char* argv[])
             Simulator::Schedule(Seconds(b + 1.0), &PingEnd, path, w[3], sent, b - a);
             app.Get(0)->TraceConnectWithoutContext("Rtt", MakeBoundCallback(&PingRtt, path, w[3]));
             app.Get(0)->TraceConnectWithoutContext("Tx", MakeBoundCallback(&PingTx, path));
+        }
+        else if (d == "iperf3" && w.size() == 16)
+        {
+            if (!g_nodes.count(w[1]) || !g_nodes.count(w[2]))
+                Fail(ln, "iperf3 of an undeclared node");
+            auto t = std::make_shared<Iperf3>();
+            t->client = g_nodes[w[1]];
+            t->server = g_nodes[w[2]];
+            t->address = AddressOf(w[2]);
+            t->port = g_nextPort++;
+            t->streams = std::stoi(w[4]);
+            t->start = std::stod(w[5]);
+            t->omit = std::stod(w[6]);
+            t->duration = std::stod(w[7]);
+            t->interval = std::stod(w[8]);
+            t->cc = w[9];
+            t->sndbuf = std::stoul(w[10]);
+            t->rcvbuf = std::stoul(w[11]);
+            t->pacing = w[12] == "1";
+            t->maxRate = std::stoull(w[13]);
+            t->sack = w[14] == "1";
+            t->path = outDir + "/" + w[15];
+            TypeId ccId;
+            if (t->cc != "-" && !TypeId::LookupByNameFailSafe(t->cc, &ccId))
+                Fail(ln, "no congestion control " + t->cc);
+            // the server (iperf3 -s): its receive buffer is the receiver's tcp_rmem
+            Ptr<Socket> listener = Socket::CreateSocket(t->server, TcpSocketFactory::GetTypeId());
+            listener->SetAttribute("RcvBufSize", UintegerValue(t->rcvbuf));
+            listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), t->port));
+            listener->Listen();
+            listener->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+                                        MakeBoundCallback(&Accepted, t));
+            Simulator::Schedule(Seconds(t->start), &Iperf3Start, t);
         }
         else if (d == "flows" && w.size() == 9)
         {

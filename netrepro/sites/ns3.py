@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -85,8 +86,24 @@ LAN_RATE_BPS = 1_000_000_000
 #: 41/62/82/63/42 emulated (docs/runs/pie-vs-red-repeat5-local-vm-2026-11-23).
 CONGESTION_CONTROL = {"reno": "ns3::TcpLinuxReno", "cubic": "ns3::TcpCubic", "bbr": "ns3::TcpBbr"}
 #: sysctls with a meaning in the simulation (others are refused): ip_forward (ns-3 nodes with
-#: global routing forward), the congestion control and SACK (see :func:`scenario`).
-SYSCTLS = {"net.ipv4.ip_forward", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_sack"}
+#: global routing forward), the congestion control, SACK and the socket buffers' largest sizes
+#: (see :func:`scenario`).
+SYSCTLS = {"net.ipv4.ip_forward", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_sack", "net.ipv4.tcp_rmem",
+           "net.ipv4.tcp_wmem"}
+#: The socket buffer sysctls, whose third field is the most autotuning gives a socket (bytes).
+BUFFER_SYSCTLS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
+#: Linux's defaults of their third fields (Documentation/networking/ip-sysctl.rst: tcp_rmem max
+#: 6 MiB, tcp_wmem max 4 MiB).
+LINUX_BUFFER_MAX = {"net.ipv4.tcp_rmem": 6291456, "net.ipv4.tcp_wmem": 4194304}
+#: The share of a Linux socket buffer that holds data: half (tcp_adv_win_scale = 1, its
+#: default: include/net/tcp.h tcp_win_from_space; the rest is the kernel's overhead per
+#: packet). An iperf3 sender's ns-3 send buffer and its receiver's receive buffer (the largest
+#: window it advertises) are this share of the third field of tcp_wmem and tcp_rmem.
+BUFFER_DATA_SHARE = 0.5
+#: Unshaped links run this many times faster than the trial's fastest shaper (and at least at
+#: :data:`LAN_RATE_BPS`): an emulated veth has no rate of its own, so it must never become
+#: the bottleneck (a 1 Gbit/s host link would be as fast as Lab 19's 1 Gbit/s bottleneck).
+UNSHAPED_RATE_FACTOR = 100
 #: Linux defaults netrepro-sim uses (include/net/tcp.h: TCP_RTO_MIN = HZ/5, TCP_INIT_CWND 10).
 MIN_RTO_S = 0.2
 INITIAL_CWND = 10
@@ -155,7 +172,7 @@ def build(log=print) -> Path:
 
 # --- the experiment as a simulation -----------------------------------------------------------------
 #: Traffic item kinds netrepro-sim runs.
-TRAFFIC_KINDS = ("ftp", "ping")
+TRAFFIC_KINDS = ("ftp", "ping", "iperf3")
 
 
 def _hub(network: str) -> str:
@@ -169,8 +186,9 @@ def _peer(m: Model, node: str, ifname: str) -> str:
     return _hub(itf["network"]) if itf["network"] else itf["link"].split(":")[0]
 
 
-def _senders(trial: dict) -> list[str]:
-    return sorted({it["from"] for it in trial["traffic"] if it["kind"] == "ftp"})
+def _senders(trial: dict, kinds: tuple[str, ...] = ("ftp",)) -> list[str]:
+    """The nodes that send the trial's traffic items of ``kinds``, sorted."""
+    return sorted({it["from"] for it in trial["traffic"] if it["kind"] in kinds})
 
 
 def unmodelled(spec: Spec) -> list[str]:
@@ -192,9 +210,6 @@ def unmodelled(spec: Spec) -> list[str]:
             out.append(f"topology.nodes.{a.replace(':', '.interfaces.')}.link: a second link between "
                        f"{' and '.join(sorted(pair))} (netrepro-sim names a link by its two nodes)")
     for n, nd in m.nodes.items():
-        if nd["kind"] == "switch":
-            out.append(f"topology.nodes.{n}.kind: switch (a Linux bridge) has no model in the simulation "
-                       f"(modelled: host, router)")
         if n in {_hub(net) for net in m.data["networks"]}:
             out.append(f"topology.nodes.{n}: the simulation names a LAN's hub so; expected another node name")
     out += [f"links.offloads.{k}: true (the simulation sends packets of one MSS: offloads off)"
@@ -220,22 +235,33 @@ def unmodelled(spec: Spec) -> list[str]:
                     once(f"{node} {k}", f"sysctls.{node}.{k}: no model in the simulation", i)
                 elif k == "net.ipv4.tcp_congestion_control" and v not in CONGESTION_CONTROL:
                     once(f"{node} {k}", f"sysctls.{node}.{k}: {v!r} (modelled: {', '.join(CONGESTION_CONTROL)})", i)
-        for k in ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_sack"):
-            values = {str(t["sysctls"].get(s, {}).get(k)) for s in _senders(t)}
-            if len(values) > 1:
-                once(k, f"sysctls: the senders {', '.join(_senders(t))} differ in {k} (netrepro-sim has one TCP for "
-                        f"all)", i)
+        senders = _senders(t, ("ftp", "iperf3"))
+        values = {str(t["sysctls"].get(s, {}).get("net.ipv4.tcp_sack")) for s in senders}
+        if len(values) > 1:
+            once("net.ipv4.tcp_sack", f"sysctls: the senders {', '.join(senders)} differ in net.ipv4.tcp_sack "
+                                      f"(netrepro-sim has one SACK setting for all)", i)
         for j, it in enumerate(t["traffic"]):
             if it["kind"] not in TRAFFIC_KINDS:
                 once(f"traffic {it['id']}", f"traffic[{j}].kind: {it['kind']!r} (item {it['id']}) has no model in the "
                                             f"simulation (modelled: {', '.join(TRAFFIC_KINDS)})", i)
+            elif it["kind"] == "iperf3" and it.get("congestion") and it["congestion"] not in CONGESTION_CONTROL:
+                once(f"traffic {it['id']} cc", f"traffic[{j}].congestion: {it['congestion']!r} (modelled: "
+                                               f"{', '.join(CONGESTION_CONTROL)})", i)
+            elif it["kind"] == "ftp":
+                # the FTP sources and clients are ns-3 applications with the scenario's one socket
+                # size, and unpaced
+                for node in (it["from"], it["to"]):
+                    for k in BUFFER_SYSCTLS:
+                        if k in t["sysctls"].get(node, {}):
+                            once(f"ftp {node} {k}", f"sysctls.{node}.{k}: set on a node of FTP item {it['id']} (the "
+                                                    f"simulated FTP flows have one socket buffer size)", i)
+                if _pacing(m, t, it["from"])[0]:
+                    once(f"ftp pacing {it['from']}", f"qdiscs: {it['from']} paces its flows (the simulated FTP "
+                                                     f"sources are not paced; modelled for iperf3 items)", i)
         for j, c in enumerate(m.data["collectors"]):
             if c["kind"] == "qdisc_stats" and not _queue(t, c["at"]):
                 once(f"collectors {j}", f"qdiscs.{c['at']}: no shaper or queue for collectors[{j}] to sample "
                                         f"({tc_ns3.NO_QUEUE})", i)
-    for j, c in enumerate(m.data["collectors"]):
-        if c.get("classes"):
-            out.append(f"collectors[{j}].classes: true (the simulated queue discs have no classes)")
     return out
 
 
@@ -271,6 +297,41 @@ def _queue(trial: dict, port: str) -> dict | None:
 def _delay_ms(trial: dict, port: str) -> float:
     """The delay the port's stack adds, ms (:func:`netrepro.tc.delay_ms`)."""
     return tc.delay_ms(_stack(trial, port))
+
+
+def _pacing(m: Model, trial: dict, node: str) -> tuple[bool, float]:
+    """Whether ``node`` paces its TCP flows in ``trial`` and at most at which rate (Mbit/s, 0.0:
+    no cap): a pacer in the stack of any of its ports (:func:`netrepro.tc_ns3.pacing`)."""
+    for ifname in m.nodes[node]["interfaces"]:
+        on, rate = tc_ns3.pacing(_stack(trial, f"{node}:{ifname}"))
+        if on:
+            return on, rate
+    return False, 0.0
+
+
+def _buffer_bytes(trial: dict, node: str, key: str) -> int:
+    """The data an iperf3 socket of ``node`` holds in ``trial``: :data:`BUFFER_DATA_SHARE` of
+    the third field of its ``key`` sysctl (:data:`BUFFER_SYSCTLS`), or of Linux's default
+    (:data:`LINUX_BUFFER_MAX`), bytes."""
+    value = trial["sysctls"].get(node, {}).get(key)
+    most = int(str(value).split()[-1]) if value is not None else LINUX_BUFFER_MAX[key]
+    return int(most * BUFFER_DATA_SHARE)
+
+
+def unshaped_rate_bps(trial: dict) -> int:
+    """The rate of the trial's unshaped links, bit/s: :data:`UNSHAPED_RATE_FACTOR` times its
+    fastest shaper, at least :data:`LAN_RATE_BPS`."""
+    rates = [float(sh["rate_mbit"]) for st in trial["qdiscs"].values() if (sh := tc_ns3.root_shaper(st or []))]
+    return max(LAN_RATE_BPS, round(UNSHAPED_RATE_FACTOR * max(rates, default=0.0) * 1e6))
+
+
+def fq_codel_perturbation(repetition: int, port: str) -> int:
+    """The hash perturbation of the flow queues at ``port`` in repetition ``repetition``: a 32-bit
+    number drawn from both (Python's random.Random seeded with them), so that each repetition
+    hashes the flows into other buckets, as Linux draws one at random for each new qdisc
+    (sch_fq_codel.c fq_codel_init: get_random_u32), and the same trial simulated twice gives the
+    same files."""
+    return random.Random(f"{int(repetition)}/{port}").getrandbits(32)
 
 
 def base_rtt_s(m: Model, time_scale: float) -> float:
@@ -312,20 +373,28 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
              f"default ns3::TcpSocketBase::Sack {sack}",
              f"default ns3::TcpSocket::DelAckTimeout {DELACK_TIMEOUT_S * 1000:g}ms"]
     lines += [f"node {n}" for n in m.nodes] + [f"node {_hub(net)}" for net in m.data["networks"]]
+    # each node whose congestion control differs from the scenario's default (its sysctl)
+    lines += [f"congestion {n} {CONGESTION_CONTROL[str(kv['net.ipv4.tcp_congestion_control'])]}"
+              for n, kv in trial["sysctls"].items()
+              if CONGESTION_CONTROL.get(str(kv.get("net.ipv4.tcp_congestion_control")), cc) != cc]
     rate_mbit: dict[str, float] = {}
+    unshaped = unshaped_rate_bps(trial)
     for a, b in links:
         shaper = _shaper(trial, a) or _shaper(trial, b)
         one_way_s = (_delay_ms(trial, a) + _delay_ms(trial, b)) / 2 / 1000
         if shaper:
             rate_mbit[a] = rate_mbit[b] = float(shaper["rate_mbit"])
         lines.append(f"link {a.split(':')[0]} {b.split(':')[0]} "
-                     f"{round(shaper['rate_mbit'] * 1e6) if shaper else LAN_RATE_BPS} {one_way_s:g} 1")
+                     f"{round(shaper['rate_mbit'] * 1e6) if shaper else unshaped} {one_way_s:g} 1")
     delay_s = max((_delay_ms(trial, p) for p in trial["qdiscs"]), default=0.0) / 1000
     for n, nd in m.nodes.items():
         for ifname in nd["interfaces"]:
-            layer = _queue(trial, f"{n}:{ifname}")
+            port = f"{n}:{ifname}"
+            layer = _queue(trial, port)
             if layer:
-                typeid, attrs = tc_ns3.queue_disc(layer, rate_mbit.get(f"{n}:{ifname}", LAN_RATE_BPS / 1e6), delay_s, mtu)
+                typeid, attrs = tc_ns3.queue_disc(layer, rate_mbit.get(port, unshaped / 1e6), delay_s, mtu)
+                if typeid in tc_ns3.PERTURBED:
+                    attrs["Perturbation"] = str(fq_codel_perturbation(repetition, port))
                 lines.append(f"qdisc {n} {_peer(m, n, ifname)} {typeid} " + " ".join(f"{a}={v}" for a, v in attrs.items()))
     for it in trial["traffic"]:
         if it["kind"] == "ping":
@@ -342,14 +411,34 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
         handle = layer.get("handle", f"{stack.index(layer) + 1:x}:")
         dev = next(key for key, i in m.data_plane(node).items() if i["interface"] == ifname)
         lines.append(f"sample {node} {_peer(m, node, ifname)} {c['interval_s']} {t0:.3f} {t0 + duration + 0.5:.3f} "
-                     f"{node}/qdisc.jsonl {dev} {handle} {layer['kind']}")
+                     f"{node}/qdisc.jsonl {dev} {handle} {layer['kind']}" + (" classes" if c.get("classes") else ""))
     for it in trial["traffic"]:
         if it["kind"] == "ftp":
             start = t0 + round(it["start_s"] * k, 3)
             lines.append(f"flows {it['from']} {it['to']} {m.address_toward(it['to'], it['from'])} {it['flows']} "
                          f"{start:.3f} {start + round(it['duration_s'] * k, 3):.3f} "
                          f"{int(it['max_rate_bytes_per_s']) * 8} {it['to']}/flows.csv")
+        elif it["kind"] == "iperf3":
+            lines.append(_iperf3_line(m, trial, it, t0, k))
     return "\n".join(lines) + "\n"
+
+
+def _iperf3_line(m: Model, trial: dict, it: dict, t0: float, k: float) -> str:
+    """The ``iperf3`` directive of an iperf3 item (iperf3(1) -c ... -P -O -t -i -C --fq-rate)
+    starting at simulated time ``t0`` + its start, its times scaled by ``k``: its congestion
+    control (``-C``, else the sender's sysctl, as the node's ``congestion`` line already says),
+    the sender's send and the receiver's receive buffer (:func:`_buffer_bytes`), pacing (a pacer
+    on the sender's port, :func:`_pacing`, or ``--fq-rate``: SO_MAX_PACING_RATE, with which
+    Linux paces the socket itself, net/core/sock.c) at the lesser of their rates, and SACK."""
+    paced, rate = _pacing(m, trial, it["from"])
+    if it.get("fq_rate_mbit"):
+        paced, rate = True, min(r for r in (rate, float(it["fq_rate_mbit"])) if r > 0)
+    sack = int(str(trial["sysctls"].get(it["from"], {}).get("net.ipv4.tcp_sack", "1")) == "1")
+    cc = CONGESTION_CONTROL[it["congestion"]] if it.get("congestion") else "-"
+    return (f"iperf3 {it['from']} {it['to']} {it['id']} {it['parallel']} {t0 + round(it['start_s'] * k, 3):.3f} "
+            f"{round(it['omit_s'] * k, 3):g} {round(it['duration_s'] * k, 3):g} {it['interval_s']:g} {cc} "
+            f"{_buffer_bytes(trial, it['from'], 'net.ipv4.tcp_wmem')} {_buffer_bytes(trial, it['to'], 'net.ipv4.tcp_rmem')} "
+            f"{int(paced)} {round(rate * 1e6)} {sack} {it['from']}/iperf3-{it['id']}.json")
 
 
 class Ns3Site(Site):
