@@ -165,8 +165,8 @@ def test_what_ns3_cannot_model_is_refused_naming_it():
         "trials[0].traffic[0].congestion: 'vegas' (modelled: reno, cubic, bbr)",
         "trials[1].qdiscs.router:eth1[1]: a tbf under htb (the simulation makes one shaper, the stack's root or "
         "netem's child, the port's link rate)",
-        "trials[2].qdiscs.client1:eth1[0].jitter_ms: netem's jitter_ms has no model in the simulation",
-        "trials[2].qdiscs.router:eth1[1].quantum_bytes: fq_codel's quantum_bytes has no model in the simulation"]
+        "trials[2].qdiscs.router:eth1[1].quantum_bytes: fq_codel's quantum_bytes has no model in the simulation",
+        "trials[2].qdiscs.client1:eth1[0].jitter_ms: netem's jitter_ms has no model in the simulation"]
     # every experiment of the project and of the tests is simulated
     for name in ("pie-vs-red", "pie-lab", "codel-lab", "pacing-lab"):
         assert ns3.unmodelled(load_spec(name)) == [], name
