@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -317,3 +318,25 @@ def test_pie_vs_red_reproduces_on_ns3_with_the_same_analysis(simulator, tmp_path
     assert [(c["id"], c["status"]) for c in verdict["claims"]] == [
         ("pie-near-target", "holds"), ("red-follows-load", "holds"), ("red-above-pie-under-load", "holds")]
     assert verdict["verdict"] == "reproduced"
+
+
+def test_a_sites_subprocess_is_stopped_from_another_thread(tmp_path):
+    """Site.run_subprocess (Ns3Site.simulate runs netrepro-sim with it) runs to the end as
+    subprocess.run does; stop_subprocesses, from another thread, ends a running one at once
+    (SIGTERM) and starts no more."""
+    import threading
+    site = ns3.Ns3Site(load_spec("pie-vs-red"), tmp_path / "state")
+    assert site.run_subprocess(["sh", "-c", "echo out; echo err >&2; exit 3"]).returncode == 3
+    done = site.run_subprocess(["sh", "-c", "echo out; echo err >&2"])
+    assert (done.returncode, done.stdout, done.stderr) == (0, "out\n", "err\n")
+    got = {}
+    t = threading.Thread(target=lambda: got.update(p=site.run_subprocess(["sleep", "60"])))
+    t0 = time.time()
+    t.start()
+    while not site._children and time.time() - t0 < 10:
+        time.sleep(0.01)
+    assert site.stop_subprocesses() == 1
+    t.join(10)
+    assert got["p"].returncode == -15 and time.time() - t0 < 10
+    with pytest.raises(SiteError, match="site ns3: stopped; sleep was not started"):
+        site.run_subprocess(["sleep", "1"])
