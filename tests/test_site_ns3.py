@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -318,6 +319,141 @@ def test_pie_vs_red_reproduces_on_ns3_with_the_same_analysis(simulator, tmp_path
     assert [(c["id"], c["status"]) for c in verdict["claims"]] == [
         ("pie-near-target", "holds"), ("red-follows-load", "holds"), ("red-above-pie-under-load", "holds")]
     assert verdict["verdict"] == "reproduced"
+
+
+# --- several trials simulated at once (--jobs) ------------------------------------------------------
+#: Two trials of pie-vs-red, twice each, in the file's order: pie-unlimited.r1, red-limited.r1,
+#: pie-unlimited.r2, red-limited.r2. pie-unlimited takes about twice red-limited's CPU, so with
+#: two at once red-limited.r1 is simulated before pie-unlimited.r1 and must wait to be recorded.
+JOBS_TRIALS = ["pie-unlimited", "red-limited"]
+JOBS_ORDER = ["pie-unlimited.r1", "red-limited.r1", "pie-unlimited.r2", "red-limited.r2"]
+
+
+@pytest.fixture
+def ns3_up(simulator, tmp_path, monkeypatch):
+    """pie-vs-red on a provisioned ns3 site, its state and results under tmp_path."""
+    monkeypatch.setattr(steps, "STATE_ROOT", tmp_path / "state")
+    monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
+    spec = load_spec("pie-vs-red")
+    steps.up(spec, "ns3")
+    steps.provision(spec, "ns3")
+    return spec
+
+
+def _jobs_run(spec, jobs, **more):
+    return run.run(spec, "ns3", 0.02, trial_ids=JOBS_TRIALS, repeat=2, shuffle=False, progress_tty=False,
+                   judge=judge_trial, jobs=jobs, **more)
+
+
+def _raw_files(run_dir: Path, strip_times: bool = False) -> dict[str, bytes]:
+    """Every raw file of a run (path under raw/ -> content); ``strip_times``: each Unix time
+    stamp (10 digits and a fraction: ping -D, the samples' "t", flows.csv, the scenario's
+    epoch0) replaced by "T"."""
+    out = {}
+    for f in sorted((run_dir / "raw").rglob("*")):
+        if f.is_file():
+            data = f.read_bytes()
+            out[str(f.relative_to(run_dir / "raw"))] = re.sub(rb"\b1[0-9]{9}\.[0-9]+", b"T", data) if strip_times else data
+    return out
+
+
+def test_trials_simulated_two_at_once_give_what_one_at_a_time_gives(ns3_up, monkeypatch):
+    """A simulated trial's randomness is its repetition (ns-3's run number), not the order or
+    company it ran in: the same four instances run one at a time (--jobs 1) and two at once
+    (--jobs 2) give the same summary.csv and the same raw files, byte for byte, and run.json
+    lists the trials in the same order.
+
+    Both runs read one clock value as every simulation's start (epoch0): the analysis puts a
+    sample that falls exactly on a phase's edge (every 0.1 s sample at TIME_SCALE 0.02, whose
+    phases last 1 s) in the phase its float time stamps round to, so two runs at other epochs
+    may differ there, one at a time as well. Only the site's reading of the clock is fixed;
+    netrepro-sim runs for real. A third run two at once on the real clock gives the same raw
+    files once their time stamps are taken out."""
+    spec = ns3_up
+    epoch0, clock = float(int(time.time())), ns3.time
+    monkeypatch.setattr(ns3, "time", SimpleNamespace(time=lambda: epoch0))
+    serial = _jobs_run(spec, 1)
+    parallel = _jobs_run(spec, 2)
+    monkeypatch.setattr(ns3, "time", clock)
+    real_clock = _jobs_run(spec, 2)
+    metas = [json.loads((d / "run.json").read_text()) for d in (serial, parallel, real_clock)]
+    for d in (serial, parallel):
+        analyze_run(d)
+    assert (serial / "summary.csv").read_bytes() == (parallel / "summary.csv").read_bytes()
+    assert len((serial / "summary.csv").read_text().splitlines()) > 400
+    assert _raw_files(serial) == _raw_files(parallel)
+    assert len(_raw_files(serial)) == 4 * 11  # scenario.txt, the router's samples, each client's pings, base RTT, flows
+    assert _raw_files(serial, strip_times=True) == _raw_files(real_clock, strip_times=True)
+    assert _raw_files(real_clock) != _raw_files(real_clock, strip_times=True)  # time stamps were there to strip
+    for meta, jobs in zip(metas, (1, 2, 2)):
+        assert meta["jobs"] == jobs and [t["jobs"] for t in meta["trials"]] == [jobs] * 4
+        assert [t["id"] for t in meta["trials"]] == JOBS_ORDER == [s["id"] for s in meta["trial_status"]]
+        assert [t["repetition"] for t in meta["trials"]] == [1, 1, 2, 2]
+        assert all(s["status"] == "complete" and len(s["attempts"]) == 1 for s in meta["trial_status"])
+    # two at once, really: the second instance began before the first one was recorded
+    first, second = (s["attempts"][0] for s in metas[1]["trial_status"][:2])
+    assert second["started_at"] < first["ended_at"]
+    first, second = (s["attempts"][0] for s in metas[0]["trial_status"][:2])
+    assert first["ended_at"] <= second["started_at"]
+
+
+def test_a_failed_simulation_stops_the_run_after_those_before_it(ns3_up, monkeypatch):
+    """Two at once, the second instance's simulation fails at once: the first, still running,
+    is simulated to its end and recorded; no other instance begins; the run stops at the
+    failed one as a serial run does, and its resume runs the rest two at once, in order."""
+    spec = ns3_up
+    real = ns3.Ns3Site.simulate
+
+    def simulate(self, spec, tv, out_dir):
+        if tv["id"] == JOBS_ORDER[1]:
+            raise SiteError("site ns3: netrepro-sim failed (exit 1): injected")
+        return real(self, spec, tv, out_dir)
+
+    monkeypatch.setattr(ns3.Ns3Site, "simulate", simulate)
+    with pytest.raises(run.StepIncomplete) as exc:
+        _jobs_run(spec, 2)
+    run_dir = exc.value.run_dir
+    assert exc.value.exit_code == 2
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert [t["id"] for t in meta["trials"]] == JOBS_ORDER[:1]
+    st = {s["id"]: s for s in meta["trial_status"]}
+    assert [st[i]["status"] for i in JOBS_ORDER] == ["complete", "failed", "pending", "pending"]
+    assert st[JOBS_ORDER[1]]["reason"] == "site ns3: netrepro-sim failed (exit 1): injected"
+    assert st[JOBS_ORDER[2]]["attempts"] == [] and st[JOBS_ORDER[3]]["attempts"] == []
+    assert (run_dir / "INCOMPLETE").read_text().startswith(f"run INCOMPLETE at trial {JOBS_ORDER[1]}: ")
+    assert sorted(p.name for p in (run_dir / "raw").iterdir()) == JOBS_ORDER[:1] and not (run_dir / ".fetch").exists()
+    monkeypatch.setattr(ns3.Ns3Site, "simulate", real)
+    assert run.run(spec, "ns3", None, resume=run_dir, progress_tty=False, judge=judge_trial, jobs=2) == run_dir
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert [t["id"] for t in meta["trials"]] == JOBS_ORDER and not (run_dir / "INCOMPLETE").exists()
+    assert meta["jobs"] == 2 and meta["resumes"][0]["jobs"] == 2
+
+
+def test_instances_begun_after_a_failed_one_are_stopped_and_discarded(ns3_up, monkeypatch):
+    """Two at once, the first instance fails while the second is simulating: the second's
+    simulator is stopped and its attempt discarded (recorded as failed, not its data), and
+    it runs again on resume."""
+    spec = ns3_up
+    real = ns3.Ns3Site.simulate
+
+    def simulate(self, spec, tv, out_dir):
+        if tv["id"] == JOBS_ORDER[0]:  # fail once the second one's scenario is written
+            second = out_dir.parent.parent / JOBS_ORDER[1] / "nodes" / "scenario.txt"
+            deadline = time.time() + 30
+            while not second.exists() and time.time() < deadline:
+                time.sleep(0.001)
+            raise SiteError("site ns3: netrepro-sim failed (exit 1): injected")
+        return real(self, spec, tv, out_dir)
+
+    monkeypatch.setattr(ns3.Ns3Site, "simulate", simulate)
+    with pytest.raises(run.StepIncomplete) as exc:
+        _jobs_run(spec, 2)
+    meta = json.loads((exc.value.run_dir / "run.json").read_text())
+    st = {s["id"]: s for s in meta["trial_status"]}
+    assert meta["trials"] == [] and [st[i]["status"] for i in JOBS_ORDER] == ["failed", "failed", "pending", "pending"]
+    assert st[JOBS_ORDER[1]]["reason"] == f"not recorded: the run stopped at trial {JOBS_ORDER[0]}"
+    assert [a["status"] for a in st[JOBS_ORDER[1]]["attempts"]] == ["failed"]
+    assert not (exc.value.run_dir / "raw").exists() or not any((exc.value.run_dir / "raw").iterdir())
 
 
 def test_a_sites_subprocess_is_stopped_from_another_thread(tmp_path):
