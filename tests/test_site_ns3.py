@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -454,6 +455,63 @@ def test_instances_begun_after_a_failed_one_are_stopped_and_discarded(ns3_up, mo
     assert st[JOBS_ORDER[1]]["reason"] == f"not recorded: the run stopped at trial {JOBS_ORDER[0]}"
     assert [a["status"] for a in st[JOBS_ORDER[1]]["attempts"]] == ["failed"]
     assert not (exc.value.run_dir / "raw").exists() or not any((exc.value.run_dir / "raw").iterdir())
+
+
+def _simulators_of(root: Path) -> list[int]:
+    """The pids of the netrepro-sim processes whose scenario is under ``root``."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        try:
+            argv = (p / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and Path(argv[0].decode(errors="replace")).name.startswith("netrepro-sim-") \
+                and any(str(root).encode() in a for a in argv[1:]):
+            pids.append(int(p.name))
+    return pids
+
+
+def test_sigterm_stops_every_running_simulator_and_the_run_resumes(simulator, tmp_path):
+    """SIGTERM to `netrepro run --jobs 2` while two simulators run: both are stopped, the run
+    ends with 128 + 15, INCOMPLETE at the first instance not recorded with the resume hint, as
+    a serial run stopped so; resumed, it completes in order."""
+    env = {**os.environ, "NETREPRO_STATE": str(tmp_path / "state"), "NETREPRO_RESULTS": str(tmp_path / "results"),
+           "PYTHONPATH": str(REPO)}
+    for step in ("up", "provision"):
+        subprocess.run([sys.executable, "-m", "netrepro", step, "pie-vs-red", "--site", "ns3"], cwd=REPO, env=env,
+                       check=True, capture_output=True)
+    argv = [sys.executable, "-m", "netrepro", "run", "pie-vs-red", "--site", "ns3", "--time-scale", "0.3",
+            "--trial", "pie-unlimited", "--trial", "red-unlimited", "--jobs", "2"]
+    p = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    while sum(": simulating (" in ln for ln in lines) < 2:
+        line = p.stdout.readline()
+        assert line, (lines, p.stderr.read())
+        lines.append(line)
+    deadline = time.time() + 10
+    while len(_simulators_of(tmp_path / "results")) < 2 and time.time() < deadline:
+        time.sleep(0.01)
+    running = _simulators_of(tmp_path / "results")
+    assert len(running) == 2, lines
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + 15, (out, err)
+    assert _simulators_of(tmp_path / "results") == [] and not any(Path(f"/proc/{pid}").exists() for pid in running)
+    [line] = err.strip().splitlines()
+    run_dir = next((tmp_path / "results" / "pie-vs-red").iterdir())
+    assert line.startswith("netrepro: run INCOMPLETE at trial pie-unlimited (interrupted by SIGTERM); 0 of 2 trials kept")
+    assert line.endswith(f"resume with: netrepro run pie-vs-red --site ns3 --resume {run_dir}")
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert [(s["id"], s["status"], s["reason"]) for s in meta["trial_status"]] == [
+        ("pie-unlimited", "failed", "interrupted by SIGTERM"), ("red-unlimited", "failed", "interrupted by SIGTERM")]
+    assert meta["trials"] == [] and not (run_dir / ".fetch").exists()
+    assert (run_dir / "INCOMPLETE").read_text().startswith("run INCOMPLETE at trial pie-unlimited: interrupted by SIGTERM\n")
+    done = subprocess.run([sys.executable, "-m", "netrepro", "run", "pie-vs-red", "--site", "ns3", "--resume",
+                           str(run_dir), "--jobs", "2"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert [t["id"] for t in meta["trials"]] == ["pie-unlimited", "red-unlimited"]
+    assert [len(s["attempts"]) for s in meta["trial_status"]] == [2, 2] and not (run_dir / "INCOMPLETE").exists()
 
 
 def test_a_sites_subprocess_is_stopped_from_another_thread(tmp_path):
