@@ -22,6 +22,7 @@ SEED ?=
 NO_SHUFFLE ?=
 SWEEP ?=
 DRY_RUN ?=
+JOBS ?=
 V ?=
 PYTHON ?= python3
 VENV := .venv
@@ -32,10 +33,10 @@ DEV_STAMP := $(VENV)/.installed-dev
 
 export SITE TIME_SCALE RATE_SCALE HOURS RUN REPEAT
 
-# The repetition and console options of run and reproduce (netrepro run --help).
+# The repetition, concurrency and console options of run and reproduce (netrepro run --help).
 SCHEDULE_ARGS = $(if $(filter-out 1,$(REPEAT)),--repeat $(REPEAT)) $(if $(SEED),--seed $(SEED)) \
                 $(if $(filter 1,$(NO_SHUFFLE)),--no-shuffle) $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(V)),-v) \
-                $(if $(filter 1,$(SWEEP)),--sweep)
+                $(if $(filter 1,$(SWEEP)),--sweep) $(if $(JOBS),--jobs $(JOBS))
 
 .PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status \
         renew plan rspec validate compare test test-unit test-integration faults fresh-root-check lint bench clean
@@ -68,7 +69,7 @@ setup: $(STAMP) ## Install everything SITE needs (Debian packages, micro-VM kern
 reproduce-pie-vs-red: ## The main job: reproduce PIE vs RED (Fig. 8) on SITE, then tear down
 	$(MAKE) reproduce EXPERIMENT=pie-vs-red
 
-reproduce: setup ## up + provision + run + analyze + down for EXPERIMENT (REPEAT=N, SWEEP=1, DRY_RUN=1, RESUME=<run folder>)
+reproduce: setup ## up + provision + run + analyze + down for EXPERIMENT (REPEAT=N, SWEEP=1, DRY_RUN=1, RESUME=<run folder>, JOBS=N: trials simulated at once, ns3 only, default one per core)
 	$(NETREPRO) reproduce $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
 
 up: setup ## Reserve/build the site and wait until every node answers
@@ -77,7 +78,7 @@ up: setup ## Reserve/build the site and wait until every node answers
 provision: $(STAMP) ## Provision the nodes with Ansible
 	$(NETREPRO) provision $(EXPERIMENT) --site $(SITE)
 
-run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/ (REPEAT=N, SWEEP=1, SEED, NO_SHUFFLE=1, DRY_RUN=1, V=1); RESUME=<run folder> continues that run
+run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/ (REPEAT=N, SWEEP=1, SEED, NO_SHUFFLE=1, DRY_RUN=1, V=1, JOBS=N: trials simulated at once, ns3 only, default one per core); RESUME=<run folder> continues that run
 	$(NETREPRO) run $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
 
 analyze: $(STAMP) ## Analyze RUN=<folder> (default: results/<experiment>/latest); PARTIAL=1 accepts damaged raw files

@@ -28,7 +28,7 @@ from netrepro.pipeline import judge_trial
 from netrepro.runner import playbooks, rundir, steps
 from netrepro.runner.barrier import lead_from_env
 from netrepro.runner.console import StepIncomplete
-from netrepro.runner.plan import dry_run
+from netrepro.runner.plan import JOBS_MAX, checked_jobs, dry_run
 from netrepro.runner.resume import load_resume
 from netrepro.runner.run import run
 from netrepro.schedule import REPEAT_MAX
@@ -180,20 +180,33 @@ def _seed(value: str) -> int:
     return n
 
 
+def _jobs(value: str) -> int:
+    """--jobs (make's JOBS): how many trial instances run at once, a whole number from 1 to
+    netrepro.runner.plan.JOBS_MAX (more than 1 only on a simulating site: checked_jobs)."""
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = 0
+    if not 1 <= n <= JOBS_MAX:
+        raise argparse.ArgumentTypeError(f"JOBS: {value!r}: expected a whole number of trials to run at once "
+                                         f"(--jobs N) from 1 to {JOBS_MAX}")
+    return n
+
+
 def _schedule_args(args) -> dict:
     """The repetition options of run/reproduce for netrepro.runner.run.run and
-    netrepro.runner.plan.dry_run. A resumed run keeps its own repetitions: REPEAT from the
-    environment alone does not count."""
+    netrepro.runner.plan.dry_run, and ``jobs`` (--jobs; None: the site's default). A resumed
+    run keeps its own repetitions: REPEAT from the environment alone does not count."""
     repeat = args.repeat if not args.resume or getattr(args, "repeat_given", False) else None
     sweep = args.sweep if isinstance(args.sweep, bool) else _sweep_env(args.sweep)
-    return {"repeat": repeat, "shuffle": not args.no_shuffle, "seed": args.seed, "sweep": sweep}
+    return {"repeat": repeat, "shuffle": not args.no_shuffle, "seed": args.seed, "sweep": sweep, "jobs": args.jobs}
 
 
 def _dry_run(args, spec) -> int:
     sched = _schedule_args(args)
     dry_run(spec, args.site, _run_time_scale(args), _options(args), trial_ids=getattr(args, "trial", None),
             repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
-            resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"])
+            resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"], jobs=sched["jobs"])
     return 0
 
 
@@ -206,7 +219,7 @@ def cmd_run(args) -> int:
     run_dir = run(spec, args.site, _run_time_scale(args), _options(args),
                   trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
                   repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"],
-                  judge=judge_trial)
+                  judge=judge_trial, jobs=sched["jobs"])
     print(f"[run] raw data and run.json in {run_dir}")
     return 0
 
@@ -269,6 +282,7 @@ def cmd_reproduce(args) -> int:
         return _dry_run(args, spec)
     opts = _options(args)
     sched = _schedule_args(args)
+    checked_jobs(args.site, sched["jobs"])   # --jobs > 1 on a site that does not simulate: before it is up
     steps.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
     resume = Path(args.resume) if args.resume else None
     if resume:  # refused before anything is built (reads only)
@@ -287,7 +301,7 @@ def cmd_reproduce(args) -> int:
         t = time.time()
         run_dir = run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce",
                       repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
-                      sweep=sched["sweep"], judge=judge_trial)
+                      sweep=sched["sweep"], judge=judge_trial, jobs=sched["jobs"])
         timings["trials_s"] = round(time.time() - t, 1)
         t = time.time()
         verdict = analyze_run(run_dir)
@@ -422,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_schedule(sp) -> None:
-    """--repeat, --no-shuffle, --seed, --sweep and --dry-run of run and reproduce."""
+    """--repeat, --no-shuffle, --seed, --sweep, --jobs and --dry-run of run and reproduce."""
     sp.add_argument("--repeat", type=_repeat, default=os.environ.get("REPEAT") or "1", action=_Given, metavar="N",
                     help="run every trial N times, in N blocks of one of each (default: $REPEAT or 1; "
                          "with --resume: the run's own)")
@@ -434,6 +448,10 @@ def _add_schedule(sp) -> None:
     sp.add_argument("--sweep", action="store_true", default=os.environ.get("SWEEP", ""),
                     help="run each trial at every combination of the values of the experiment's sweep.factors "
                          "(default: $SWEEP=1; with --resume: the run's own)")
+    sp.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                    help=f"run N trial instances at once, 1 to {JOBS_MAX}, on a site that simulates its trials (ns3; "
+                         "default: one per core), each recorded in the run's order; other sites run one at a time "
+                         "(default and only value 1)")
     sp.add_argument("--dry-run", action="store_true",
                     help="print every trial that would run, in order, with its settings and estimated wall time; "
                          "run and write nothing")

@@ -15,14 +15,16 @@ recorded: the analysis reads the fetched raw files.
 
 from __future__ import annotations
 
+import heapq
 import re
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable
 
 from netrepro.schedule import hms
 
@@ -80,129 +82,225 @@ def stamp() -> str:
     return datetime.now(timezone.utc).strftime("%H:%M:%SZ")
 
 
+def eta_s(per_s: float | None, remaining: int, running_elapsed_s: list[float] | tuple = (), jobs: int = 1) -> float | None:
+    """Seconds until the last of ``remaining`` trial instances ends (the running ones among
+    them), when each takes ``per_s`` seconds and ``jobs`` run at once.
+
+    ``running_elapsed_s``: how long each running instance has run (s); each has
+    ``max(0, per_s - elapsed)`` left. The instances are laid out as a run starts them: the
+    running ones first, then each of the others on the first of the ``jobs`` slots to come
+    free; the answer is when the last slot comes free. One at a time (``jobs`` 1) that is
+    ``remaining * per_s`` less the running instance's elapsed time (0 at least); with
+    ``jobs`` N it is at least ``remaining * per_s / min(N, remaining)`` less the time run,
+    more when the instances do not divide evenly (5 of 100 s on 2 slots: 300 s, not 250).
+    None when ``per_s`` is None (no estimate yet).
+    """
+    if per_s is None:
+        return None
+    slots = [0.0] * max(1, int(jobs))
+    left = sorted((max(0.0, per_s - e) for e in running_elapsed_s), reverse=True)
+    left += [float(per_s)] * max(0, int(remaining) - len(left))
+    for x in left:
+        heapq.heapreplace(slots, slots[0] + x)  # the slot that comes free first takes the next
+    return max(slots)
+
+
+@dataclass
+class _Shown:
+    """A trial instance the progress shows while it runs (:meth:`RunProgress.trial`): its
+    number k in the run, phases, common start and probe, when it began (epoch s), the event
+    that stops its follower thread, the thread, its bar on a terminal (a rich task id), and
+    when its own work ended, if it waits to be recorded."""
+
+    instance: str
+    k: int
+    phases: list[dict]
+    start_epoch_s: Callable[[], float | None]
+    probe: Callable[[], float | None] | None
+    t0: float = field(default_factory=time.time)
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    task: Any = None
+    #: its own work ended (epoch s); it waits to be recorded (:meth:`RunProgress.waiting`)
+    waiting_since: float | None = None
+
+
 class RunProgress:
-    """The progress of a run of ``total`` trial instances.
+    """The progress of a run of ``total`` trial instances, ``jobs`` of them at once (several
+    only on a site that simulates its trials).
 
     ``estimate_s``: the expected wall time of one trial instance (schedule plus overhead), for
-    the ETA before any trial has ended; afterwards the mean of the finished ones is used.
-    ``tty``: rich's live display (default: when stdout is a terminal), else plain lines.
+    the ETA before any trial has ended; afterwards the mean of the finished ones is used
+    (:func:`eta_s` lays them out on ``jobs`` slots).
+    ``tty``: rich's live display (default: when stdout is a terminal): a bar for the run and
+    one for each running trial; else plain lines, one when each trial starts and ends and one
+    at each of its phases' ends.
     ``out``: where the plain lines go (default sys.stdout).
+
+    :meth:`trial` and :meth:`end` are called from one thread (the runner's main thread).
     """
 
     def __init__(self, total: int, done: int = 0, estimate_s: float | None = None, tty: bool | None = None,
-                 out=None):
+                 out=None, jobs: int = 1):
         self.total, self.done, self.estimate_s = total, done, estimate_s
+        self.jobs = max(1, int(jobs))
         self.out = out or sys.stdout
         self.tty = self.out.isatty() if tty is None else tty
         self.t0 = time.time()
         self.walls: list[float] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._shown: dict[str, _Shown] = {}
+        self._lock = threading.Lock()
         self._live = None
+        self._run_task = None
         self.last_delay_ms: float | None = None
         self._probed_at = -float("inf")
 
     # --- plain lines -------------------------------------------------------------------------
     def line(self, text: str) -> None:
-        """One timestamped line (printed above the live display on a terminal)."""
+        """One timestamped line (printed above the live display on a terminal), in one write:
+        the trials' follower threads print too."""
         msg = f"[{stamp()}] {text}"
-        if self._live is not None:
-            self._live.console.print(msg, markup=False, highlight=False)
+        live = self._live
+        if live is not None:
+            live.console.print(msg, markup=False, highlight=False)
         else:
-            print(msg, file=self.out, flush=True)
+            self.out.write(msg + "\n")
+            self.out.flush()
 
-    def eta_s(self, trial_elapsed_s: float = 0.0) -> float | None:
-        """Seconds left for the whole run: the remaining instances times the mean wall time
-        of the finished ones (else ``estimate_s``), less the running trial's elapsed time."""
+    def eta_s(self) -> float | None:
+        """Seconds left for the whole run (:func:`eta_s`): the instances not done, each
+        taking the mean wall time of the finished ones (else ``estimate_s``), ``jobs`` at
+        once, the running ones less the time they have run. None without an estimate."""
         per = (sum(self.walls) / len(self.walls)) if self.walls else self.estimate_s
-        if per is None:
-            return None
-        return max(0.0, (self.total - self.done) * per - trial_elapsed_s)
+        now = time.time()
+        with self._lock:  # one waiting to be recorded has nothing left
+            running = [now - s.t0 if s.waiting_since is None else float("inf") for s in self._shown.values()]
+        return eta_s(per, self.total - self.done, running, self.jobs)
 
-    def _times(self, trial_elapsed_s: float = 0.0) -> str:
-        eta = self.eta_s(trial_elapsed_s)
+    def _times(self) -> str:
+        eta = self.eta_s()
         return f"elapsed {hms(time.time() - self.t0)}" + (f", ETA {hms(eta)}" if eta is not None else "")
 
     # --- a trial -----------------------------------------------------------------------------
     def trial(self, instance: str, settings: str, phases: list[dict], start_epoch_s: Callable[[], float | None],
               probe: Callable[[], float | None] | None = None) -> "RunProgress":
-        """Begin showing trial ``instance`` (k = done + 1 of total) with ``settings`` (one
-        phrase); ``phases``: ``[{name, start_s, end_s, flows}]`` (s from the trial's start, as
-        run); ``start_epoch_s()``: the common start once the barrier has released it, else
-        None; ``probe()``: the live queueing delay (ms), or None. Ends with :meth:`end`."""
-        k = self.done + 1
-        self.line(f"trial {k} of {self.total}: {instance} ({settings}); {self._times()}")
-        self._stop.clear()
-        self._t_trial = time.time()
-        self._thread = threading.Thread(target=self._follow, args=(instance, k, phases, start_epoch_s, probe),
-                                        name="progress", daemon=True)
+        """Begin showing trial ``instance`` (k = done + running + 1 of total) with ``settings``
+        (one phrase); ``phases``: ``[{name, start_s, end_s, flows}]`` (s from the trial's
+        start, as run); ``start_epoch_s()``: the common start once the barrier has released
+        it (a simulated trial: once simulated), else None; ``probe()``: the live queueing
+        delay (ms), or None. Ends with :meth:`end`; several may be shown at once."""
+        with self._lock:
+            k = self.done + len(self._shown) + 1
+            running = sum(s.waiting_since is None for s in self._shown.values()) + 1
+        self.line(f"trial {k} of {self.total}: {instance} ({settings}); {self._times()}"
+                  + (f"; {running} running" if self.jobs > 1 else ""))
+        s = _Shown(instance, k, phases, start_epoch_s, probe)
+        s.thread = threading.Thread(target=self._follow, args=(s,), name=f"progress {instance}", daemon=True)
+        with self._lock:
+            self._shown[instance] = s
         if self.tty:
-            self._start_live(instance, k, phases)
-        self._thread.start()
+            self._start_live(s)
+        s.thread.start()
         return self
 
-    def end(self, instance: str, ok: bool, what: str = "") -> None:
-        """The trial ended (``ok``: complete); ``what``: a short account."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(15)
-        self._stop_live()
-        wall = time.time() - self._t_trial
+    def waiting(self, instance: str) -> None:
+        """Trial ``instance``'s own work has ended (a simulation, several at once) and it waits
+        to be recorded in the run's order: it is no longer counted as running, and has no time
+        left in the ETA. No line is printed; :meth:`end` follows."""
+        with self._lock:
+            s = self._shown.get(instance)
+            if s is not None and s.waiting_since is None:
+                s.waiting_since = time.time()
+
+    def end(self, instance: str, ok: bool, what: str = "", wall_s: float | None = None) -> None:
+        """Trial ``instance`` ended (``ok``: complete); ``what``: a short account; ``wall_s``:
+        its own wall time (s) when it is not the time since :meth:`trial` (a simulated trial
+        that waited to be recorded in the run's order)."""
+        with self._lock:
+            s = self._shown.pop(instance, None)
+        if s is not None:
+            s.stop.set()
+            if s.thread is not None:
+                s.thread.join(15)
+        self._stop_live(s)
+        wall = wall_s if wall_s is not None else time.time() - (s.t0 if s is not None else time.time())
         if ok:
             self.done += 1
             self.walls.append(wall)
         self.line(f"trial {instance} {'complete' if ok else 'FAILED'} in {hms(wall)}"
                   + (f": {what}" if what else "") + f"; {self.done} of {self.total} done, {self._times()}")
 
-    def _follow(self, instance: str, k: int, phases: list[dict], start_epoch_s, probe) -> None:
+    def _follow(self, s: _Shown) -> None:
         """Wait for each phase's middle and end; probe the delay there; print or update."""
         marks = []
-        for i, ph in enumerate(phases):
+        for i, ph in enumerate(s.phases):
             marks.append((float(ph["start_s"]) + (float(ph["end_s"]) - float(ph["start_s"])) / 2, i, False))
             marks.append((float(ph["end_s"]), i, True))
         for at, i, is_end in marks:
-            while not self._stop.is_set():
-                start = start_epoch_s()
+            while not s.stop.is_set():
+                start = s.start_epoch_s()
                 now = time.time()
                 if start is not None and now >= start + at:
                     break
                 if self._live is not None:
-                    self._update_live(k, phases, start, now)
-                self._stop.wait(1.0)
-            if self._stop.is_set():
+                    self._update_live(s, start, now)
+                s.stop.wait(1.0)
+            if s.stop.is_set():
                 return
-            ph = phases[i]
-            if probe and time.monotonic() - self._probed_at >= PROBE_MIN_INTERVAL_S:
+            ph = s.phases[i]
+            if s.probe and time.monotonic() - self._probed_at >= PROBE_MIN_INTERVAL_S:
                 self._probed_at = time.monotonic()
-                self.last_delay_ms = probe()
+                self.last_delay_ms = s.probe()
             delay = "n/a" if self.last_delay_ms is None else f"{self.last_delay_ms:g} ms"
             if is_end and not self.tty:
-                self.line(f"trial {k} of {self.total} {instance}: phase {ph['name']} ({i + 1} of {len(phases)}, "
+                self.line(f"trial {s.k} of {self.total} {s.instance}: phase {ph['name']} ({i + 1} of {len(s.phases)}, "
                           f"{ph.get('flows', '?')} flows) ended; queueing delay median {delay} (last pings); "
-                          f"{self._times(time.time() - self._t_trial)}")
+                          f"{self._times()}")
 
     # --- rich (terminal only) ----------------------------------------------------------------
-    def _start_live(self, instance: str, k: int, phases: list[dict]) -> None:
+    def _start_live(self, s: _Shown) -> None:
+        """Add ``s``'s bar to the live display, started with the run's bar when none is shown."""
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-        self._live = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                              TextColumn("{task.fields[info]}"), transient=True)
-        self._run_task = self._live.add_task(f"run {k}/{self.total}", total=self.total, completed=self.done,
-                                             info=self._times())
-        self._trial_task = self._live.add_task(instance, total=float(phases[-1]["end_s"]) if phases else 1, info="arming")
-        self._live.start()
+        with self._lock:
+            if self._live is None:
+                live = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                                TextColumn("{task.fields[info]}"), transient=True)
+                self._run_task = live.add_task(f"run {s.k}/{self.total}", total=self.total, completed=self.done,
+                                               info="")
+                live.start()
+                self._live = live
+            else:
+                self._live.update(self._run_task, description=f"run {s.k}/{self.total}")
+            s.task = self._live.add_task(s.instance, total=float(s.phases[-1]["end_s"]) if s.phases else 1,
+                                         info="arming")
+        self._live.update(self._run_task, info=self._times())
 
-    def _update_live(self, k: int, phases: list[dict], start: float | None, now: float) -> None:
+    def _update_live(self, s: _Shown, start: float | None, now: float) -> None:
+        live = self._live
+        if live is None or s.task is None:
+            return
+        if s.waiting_since is not None:
+            live.update(s.task, info="done; waiting to be recorded in the run's order")
+            return
         if start is None or now < start:
-            self._live.update(self._trial_task, info="waiting for the common start")
+            live.update(s.task, info="waiting for the common start")
             return
         t = now - start
-        ph = next((p for p in phases if p["start_s"] <= t < p["end_s"]), phases[-1])
+        ph = next((p for p in s.phases if p["start_s"] <= t < p["end_s"]), s.phases[-1])
         delay = "n/a" if self.last_delay_ms is None else f"{self.last_delay_ms:g} ms"
-        self._live.update(self._trial_task, completed=min(t, phases[-1]["end_s"]),
-                          info=f"phase {ph['name']} ({ph.get('flows', '?')} flows), queueing delay {delay}")
-        self._live.update(self._run_task, info=self._times(time.time() - self._t_trial))
+        live.update(s.task, completed=min(t, s.phases[-1]["end_s"]),
+                    info=f"phase {ph['name']} ({ph.get('flows', '?')} flows), queueing delay {delay}")
+        live.update(self._run_task, info=self._times())
 
-    def _stop_live(self) -> None:
-        if self._live is not None:
-            self._live.stop()
+    def _stop_live(self, s: _Shown | None) -> None:
+        """Remove ``s``'s bar; stop the live display when no trial is shown."""
+        with self._lock:
+            live = self._live
+            if live is None:
+                return
+            if s is not None and s.task is not None:
+                live.remove_task(s.task)
+            if self._shown:
+                return
             self._live = None
+        live.stop()

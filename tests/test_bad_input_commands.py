@@ -9,6 +9,11 @@ what the real run would refuse. ``reproduce`` is run only as a dry run here: wer
 lost, a real ``reproduce`` would bring a site up; ``run`` and ``provision`` on a site that is
 not up stop before touching anything. The experiment rows copy the committed
 experiments/pie-lab/experiment.yml (schema_version 2) into the row's folder and edit its text.
+
+The ``--jobs`` rows (make's JOBS): a count out of range, and more than one trial at a time
+on a site that does not simulate its trials, refused before anything is built or reserved;
+the real ``reproduce`` row runs on the static site, whose missing nodes file would stop it
+before anything is reserved were the check lost (the row would then fail on its message).
 """
 
 from __future__ import annotations
@@ -92,6 +97,20 @@ ROWS = [
         ["ANSIBLE_TIMEOUT", "'ten'", "whole number of seconds"], setup=COPY, env={"ANSIBLE_TIMEOUT": "ten"}),
     Row("ansible-timeout-zero-provision", ["provision", FILE], ["ANSIBLE_TIMEOUT", "'0'", "from 1 to 3600"],
         setup=COPY, env={"ANSIBLE_TIMEOUT": "0"}),
+    # --- --jobs (make's JOBS) -------------------------------------------------------------
+    *[Row(f"jobs-{tag}-{'-'.join(a.strip('-') for a in cmd if a != FILE)}", [*cmd, "--site", "ns3", "--jobs", value],
+          [f"netrepro: JOBS: '{value}': expected a whole number of trials to run at once (--jobs N) from 1 to 64"],
+          setup=COPY)
+      for value, tag in (("0", "zero"), ("65", "above-64"), ("two", "words"), ("-1", "negative"), ("1.5", "fraction"))
+      for cmd in (["run", FILE], ["run", FILE, "--dry-run"], ["reproduce", FILE, "--dry-run"])],
+    *[Row(f"jobs-2-on-{site}-{'-'.join(a.strip('-') for a in cmd if a != FILE)}", [*cmd, "--site", site, "--jobs", "2"],
+          [f"netrepro: command line: --jobs: 2: site {site} runs its trials one at a time (a trial on machines "
+           "measures correctly only alone); expected 1, or more on a site that simulates its trials (SITE=ns3)"],
+          setup=COPY)
+      for site in ("local", "static", "fabric")
+      for cmd in (["run", FILE], ["run", FILE, "--dry-run"], ["reproduce", FILE, "--dry-run"])],
+    Row("jobs-2-on-static-reproduce", ["reproduce", FILE, "--site", "static", "--jobs", "2"],
+        ["command line: --jobs: 2: site static runs its trials one at a time"], setup=COPY),
 ]
 
 

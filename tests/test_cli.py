@@ -218,3 +218,40 @@ def test_sigint_interrupts_even_when_started_ignored():
     out, err = p.communicate(timeout=30)
     assert p.returncode == 130, (out, err)
     assert err.strip() == "netrepro: interrupted; what this step made was removed"
+
+
+# --- --jobs (make's JOBS) ---------------------------------------------------------------------------
+def test_jobs_option_values():
+    import argparse
+    parse = cli.build_parser().parse_args
+    assert parse(["run", "pie-vs-red", "--site", "ns3", "--jobs", "3"]).jobs == 3
+    assert parse(["reproduce", "pie-vs-red", "--jobs", "64"]).jobs == 64
+    assert parse(["run", "pie-vs-red"]).jobs is None  # the site's default (netrepro.runner.plan.checked_jobs)
+    assert cli._schedule_args(parse(["run", "pie-vs-red", "--jobs", "2"]))["jobs"] == 2
+    for bad in ("0", "65", "x", "2.5", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"JOBS: .*expected a whole number of trials to run at "
+                                                             r"once \(--jobs N\) from 1 to 64"):
+            cli._jobs(bad)
+
+
+def test_a_dry_run_says_how_long_n_at_once_take(nr):
+    """4 simulated instances of 15 s each (Ns3Site's pace at full length) two at once: 30 s."""
+    rc, out, err = nr("run", "pie-vs-red", "--site", "ns3", "--jobs", "2", "--dry-run")
+    assert rc == 0, err
+    assert out.splitlines()[-1] == ("[dry-run] 4 trial instances, about 0:01:00 of trials (0:00:15 each: schedule "
+                                    "0:04:10 simulated + overhead), 2 at a time: about 0:00:30; nothing was run or "
+                                    "written")
+    rc, out, err = nr("run", "pie-vs-red", "--site", "local", "--jobs", "1", "--dry-run")
+    assert rc == 0 and "at a time" not in out, err  # one at a time, given explicitly: accepted
+
+
+def test_make_passes_jobs_to_run_and_reproduce_only_when_set():
+    for target in ("run", "reproduce"):
+        given = subprocess.run(["make", "-n", target, "SITE=ns3", "JOBS=3"], cwd=REPO, capture_output=True, text=True)
+        assert f"-m netrepro {target} pie-vs-red --site ns3 " in given.stdout and " --jobs 3" in given.stdout, given
+        unset = subprocess.run(["make", "-n", target, "SITE=ns3"], cwd=REPO, capture_output=True, text=True)
+        assert f"-m netrepro {target} pie-vs-red" in unset.stdout and "--jobs" not in unset.stdout, unset
+    helped = subprocess.run(["make", "help"], cwd=REPO, capture_output=True, text=True).stdout
+    for target in ("run", "reproduce"):
+        line = next(ln for ln in helped.splitlines() if ln.split()[:1] == [target])
+        assert "JOBS=N: trials simulated at once, ns3 only, default one per core" in line, line

@@ -13,9 +13,9 @@ import pytest
 
 from netrepro.sites.inventory import write_inventory
 from netrepro.runfolder import cpu_busy
-from netrepro.runner import checks, console, fetch, playbooks, rundir, ssh, steps, trialvars
+from netrepro.runner import checks, console, fetch, plan, playbooks, rundir, ssh, steps, trialvars
 from netrepro.sites.local import _pg_alive
-from netrepro.spec import Spec, load_spec
+from netrepro.spec import Spec, SpecError, load_spec
 
 
 @pytest.fixture(scope="module")
@@ -495,3 +495,25 @@ def test_up_and_down_leave_an_inventory_netrepro_did_not_write(spec, tmp_path, m
     write_inventory({"all": {}}, mine)
     steps.down(spec, "local", {"mode": "host"})
     assert not mine.exists()
+
+
+# --- how many trials at once (--jobs) ---------------------------------------------------------------
+def test_jobs_default_to_one_per_core_on_a_simulating_site_and_to_one_elsewhere():
+    assert plan.checked_jobs("ns3", None) == min(os.cpu_count() or 1, plan.JOBS_MAX)
+    assert plan.checked_jobs("ns3", 3) == 3 and plan.checked_jobs("ns3", plan.JOBS_MAX) == plan.JOBS_MAX
+    for site in ("local", "static", "fabric", "instageni"):
+        assert plan.checked_jobs(site, None) == 1 and plan.checked_jobs(site, 1) == 1
+
+
+@pytest.mark.parametrize("site, jobs, problem", [
+    ("ns3", 0, "0: expected a whole number of trials to run at once from 1 to 64"),
+    ("ns3", 65, "65: expected a whole number of trials to run at once from 1 to 64"),
+    ("ns3", True, "True: expected a whole number"),
+    ("ns3", 2.0, "2.0: expected a whole number"),
+    ("local", 2, "2: site local runs its trials one at a time (a trial on machines measures correctly only alone); "
+                 "expected 1, or more on a site that simulates its trials (SITE=ns3)"),
+])
+def test_jobs_out_of_range_or_above_one_on_machines_are_refused(site, jobs, problem):
+    with pytest.raises(SpecError) as exc:
+        plan.checked_jobs(site, jobs)
+    assert str(exc.value).startswith(f"command line: --jobs: {problem}")

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -325,3 +328,217 @@ def test_pie_vs_red_reproduces_on_ns3_with_the_same_analysis(simulator, tmp_path
     assert [(c["id"], c["status"]) for c in verdict["claims"]] == [
         ("pie-near-target", "holds"), ("red-follows-load", "holds"), ("red-above-pie-under-load", "holds")]
     assert verdict["verdict"] == "reproduced"
+
+
+# --- several trials simulated at once (--jobs) ------------------------------------------------------
+#: Two trials of pie-vs-red, twice each, in the file's order: pie-unlimited.r1, red-limited.r1,
+#: pie-unlimited.r2, red-limited.r2. pie-unlimited takes about twice red-limited's CPU, so with
+#: two at once red-limited.r1 is simulated before pie-unlimited.r1 and must wait to be recorded.
+JOBS_TRIALS = ["pie-unlimited", "red-limited"]
+JOBS_ORDER = ["pie-unlimited.r1", "red-limited.r1", "pie-unlimited.r2", "red-limited.r2"]
+
+
+@pytest.fixture
+def ns3_up(simulator, tmp_path, monkeypatch):
+    """pie-vs-red on a provisioned ns3 site, its state and results under tmp_path."""
+    monkeypatch.setattr(steps, "STATE_ROOT", tmp_path / "state")
+    monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
+    spec = load_spec("pie-vs-red")
+    steps.up(spec, "ns3")
+    steps.provision(spec, "ns3")
+    return spec
+
+
+def _jobs_run(spec, jobs, **more):
+    return run.run(spec, "ns3", 0.02, trial_ids=JOBS_TRIALS, repeat=2, shuffle=False, progress_tty=False,
+                   judge=judge_trial, jobs=jobs, **more)
+
+
+def _raw_files(run_dir: Path, strip_times: bool = False) -> dict[str, bytes]:
+    """Every raw file of a run (path under raw/ -> content); ``strip_times``: each Unix time
+    stamp (10 digits and a fraction: ping -D, the samples' "t", flows.csv, the scenario's
+    epoch0) replaced by "T"."""
+    out = {}
+    for f in sorted((run_dir / "raw").rglob("*")):
+        if f.is_file():
+            data = f.read_bytes()
+            out[str(f.relative_to(run_dir / "raw"))] = re.sub(rb"\b1[0-9]{9}\.[0-9]+", b"T", data) if strip_times else data
+    return out
+
+
+def test_trials_simulated_two_at_once_give_what_one_at_a_time_gives(ns3_up, monkeypatch):
+    """A simulated trial's randomness is its repetition (ns-3's run number), not the order or
+    company it ran in: the same four instances run one at a time (--jobs 1) and two at once
+    (--jobs 2) give the same summary.csv and the same raw files, byte for byte, and run.json
+    lists the trials in the same order.
+
+    Both runs read one clock value as every simulation's start (epoch0): the analysis puts a
+    sample that falls exactly on a phase's edge (every 0.1 s sample at TIME_SCALE 0.02, whose
+    phases last 1 s) in the phase its float time stamps round to, so two runs at other epochs
+    may differ there, one at a time as well. Only the site's reading of the clock is fixed;
+    netrepro-sim runs for real. A third run two at once on the real clock gives the same raw
+    files once their time stamps are taken out."""
+    spec = ns3_up
+    epoch0, clock = float(int(time.time())), ns3.time
+    monkeypatch.setattr(ns3, "time", SimpleNamespace(time=lambda: epoch0))
+    serial = _jobs_run(spec, 1)
+    parallel = _jobs_run(spec, 2)
+    monkeypatch.setattr(ns3, "time", clock)
+    real_clock = _jobs_run(spec, 2)
+    metas = [json.loads((d / "run.json").read_text()) for d in (serial, parallel, real_clock)]
+    for d in (serial, parallel):
+        analyze_run(d)
+    assert (serial / "summary.csv").read_bytes() == (parallel / "summary.csv").read_bytes()
+    assert len((serial / "summary.csv").read_text().splitlines()) > 400
+    assert _raw_files(serial) == _raw_files(parallel)
+    assert len(_raw_files(serial)) == 4 * 11  # scenario.txt, the router's samples, each client's pings, base RTT, flows
+    assert _raw_files(serial, strip_times=True) == _raw_files(real_clock, strip_times=True)
+    assert _raw_files(real_clock) != _raw_files(real_clock, strip_times=True)  # time stamps were there to strip
+    for meta, jobs in zip(metas, (1, 2, 2)):
+        assert meta["jobs"] == jobs and [t["jobs"] for t in meta["trials"]] == [jobs] * 4
+        assert [t["id"] for t in meta["trials"]] == JOBS_ORDER == [s["id"] for s in meta["trial_status"]]
+        assert [t["repetition"] for t in meta["trials"]] == [1, 1, 2, 2]
+        assert all(s["status"] == "complete" and len(s["attempts"]) == 1 for s in meta["trial_status"])
+    # two at once, really: the second instance began before the first one was recorded
+    first, second = (s["attempts"][0] for s in metas[1]["trial_status"][:2])
+    assert second["started_at"] < first["ended_at"]
+    first, second = (s["attempts"][0] for s in metas[0]["trial_status"][:2])
+    assert first["ended_at"] <= second["started_at"]
+
+
+def test_a_failed_simulation_stops_the_run_after_those_before_it(ns3_up, monkeypatch):
+    """Two at once, the second instance's simulation fails at once: the first, still running,
+    is simulated to its end and recorded; no other instance begins; the run stops at the
+    failed one as a serial run does, and its resume runs the rest two at once, in order."""
+    spec = ns3_up
+    real = ns3.Ns3Site.simulate
+
+    def simulate(self, spec, tv, out_dir):
+        if tv["id"] == JOBS_ORDER[1]:
+            raise SiteError("site ns3: netrepro-sim failed (exit 1): injected")
+        return real(self, spec, tv, out_dir)
+
+    monkeypatch.setattr(ns3.Ns3Site, "simulate", simulate)
+    with pytest.raises(run.StepIncomplete) as exc:
+        _jobs_run(spec, 2)
+    run_dir = exc.value.run_dir
+    assert exc.value.exit_code == 2
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert [t["id"] for t in meta["trials"]] == JOBS_ORDER[:1]
+    st = {s["id"]: s for s in meta["trial_status"]}
+    assert [st[i]["status"] for i in JOBS_ORDER] == ["complete", "failed", "pending", "pending"]
+    assert st[JOBS_ORDER[1]]["reason"] == "site ns3: netrepro-sim failed (exit 1): injected"
+    assert st[JOBS_ORDER[2]]["attempts"] == [] and st[JOBS_ORDER[3]]["attempts"] == []
+    assert (run_dir / "INCOMPLETE").read_text().startswith(f"run INCOMPLETE at trial {JOBS_ORDER[1]}: ")
+    assert sorted(p.name for p in (run_dir / "raw").iterdir()) == JOBS_ORDER[:1] and not (run_dir / ".fetch").exists()
+    monkeypatch.setattr(ns3.Ns3Site, "simulate", real)
+    assert run.run(spec, "ns3", None, resume=run_dir, progress_tty=False, judge=judge_trial, jobs=2) == run_dir
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert [t["id"] for t in meta["trials"]] == JOBS_ORDER and not (run_dir / "INCOMPLETE").exists()
+    assert meta["jobs"] == 2 and meta["resumes"][0]["jobs"] == 2
+
+
+def test_instances_begun_after_a_failed_one_are_stopped_and_discarded(ns3_up, monkeypatch):
+    """Two at once, the first instance fails while the second is simulating: the second's
+    simulator is stopped and its attempt discarded (recorded as failed, not its data), and
+    it runs again on resume."""
+    spec = ns3_up
+    real = ns3.Ns3Site.simulate
+
+    def simulate(self, spec, tv, out_dir):
+        if tv["id"] == JOBS_ORDER[0]:  # fail once the second one's scenario is written
+            second = out_dir.parent.parent / JOBS_ORDER[1] / "nodes" / "scenario.txt"
+            deadline = time.time() + 30
+            while not second.exists() and time.time() < deadline:
+                time.sleep(0.001)
+            raise SiteError("site ns3: netrepro-sim failed (exit 1): injected")
+        return real(self, spec, tv, out_dir)
+
+    monkeypatch.setattr(ns3.Ns3Site, "simulate", simulate)
+    with pytest.raises(run.StepIncomplete) as exc:
+        _jobs_run(spec, 2)
+    meta = json.loads((exc.value.run_dir / "run.json").read_text())
+    st = {s["id"]: s for s in meta["trial_status"]}
+    assert meta["trials"] == [] and [st[i]["status"] for i in JOBS_ORDER] == ["failed", "failed", "pending", "pending"]
+    assert st[JOBS_ORDER[1]]["reason"] == f"not recorded: the run stopped at trial {JOBS_ORDER[0]}"
+    assert [a["status"] for a in st[JOBS_ORDER[1]]["attempts"]] == ["failed"]
+    assert not (exc.value.run_dir / "raw").exists() or not any((exc.value.run_dir / "raw").iterdir())
+
+
+def _simulators_of(root: Path) -> list[int]:
+    """The pids of the netrepro-sim processes whose scenario is under ``root``."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        try:
+            argv = (p / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and Path(argv[0].decode(errors="replace")).name.startswith("netrepro-sim-") \
+                and any(str(root).encode() in a for a in argv[1:]):
+            pids.append(int(p.name))
+    return pids
+
+
+def test_sigterm_stops_every_running_simulator_and_the_run_resumes(simulator, tmp_path):
+    """SIGTERM to `netrepro run --jobs 2` while two simulators run: both are stopped, the run
+    ends with 128 + 15, INCOMPLETE at the first instance not recorded with the resume hint, as
+    a serial run stopped so; resumed, it completes in order."""
+    env = {**os.environ, "NETREPRO_STATE": str(tmp_path / "state"), "NETREPRO_RESULTS": str(tmp_path / "results"),
+           "PYTHONPATH": str(REPO)}
+    for step in ("up", "provision"):
+        subprocess.run([sys.executable, "-m", "netrepro", step, "pie-vs-red", "--site", "ns3"], cwd=REPO, env=env,
+                       check=True, capture_output=True)
+    argv = [sys.executable, "-m", "netrepro", "run", "pie-vs-red", "--site", "ns3", "--time-scale", "0.3",
+            "--trial", "pie-unlimited", "--trial", "red-unlimited", "--jobs", "2"]
+    p = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    while sum(": simulating (" in ln for ln in lines) < 2:
+        line = p.stdout.readline()
+        assert line, (lines, p.stderr.read())
+        lines.append(line)
+    deadline = time.time() + 10
+    while len(_simulators_of(tmp_path / "results")) < 2 and time.time() < deadline:
+        time.sleep(0.01)
+    running = _simulators_of(tmp_path / "results")
+    assert len(running) == 2, lines
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + 15, (out, err)
+    assert _simulators_of(tmp_path / "results") == [] and not any(Path(f"/proc/{pid}").exists() for pid in running)
+    [line] = err.strip().splitlines()
+    run_dir = next((tmp_path / "results" / "pie-vs-red").iterdir())
+    assert line.startswith("netrepro: run INCOMPLETE at trial pie-unlimited (interrupted by SIGTERM); 0 of 2 trials kept")
+    assert line.endswith(f"resume with: netrepro run pie-vs-red --site ns3 --resume {run_dir}")
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert [(s["id"], s["status"], s["reason"]) for s in meta["trial_status"]] == [
+        ("pie-unlimited", "failed", "interrupted by SIGTERM"), ("red-unlimited", "failed", "interrupted by SIGTERM")]
+    assert meta["trials"] == [] and not (run_dir / ".fetch").exists()
+    assert (run_dir / "INCOMPLETE").read_text().startswith("run INCOMPLETE at trial pie-unlimited: interrupted by SIGTERM\n")
+    done = subprocess.run([sys.executable, "-m", "netrepro", "run", "pie-vs-red", "--site", "ns3", "--resume",
+                           str(run_dir), "--jobs", "2"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert [t["id"] for t in meta["trials"]] == ["pie-unlimited", "red-unlimited"]
+    assert [len(s["attempts"]) for s in meta["trial_status"]] == [2, 2] and not (run_dir / "INCOMPLETE").exists()
+
+
+def test_a_sites_subprocess_is_stopped_from_another_thread(tmp_path):
+    """Site.run_subprocess (Ns3Site.simulate runs netrepro-sim with it) runs to the end as
+    subprocess.run does; stop_subprocesses, from another thread, ends a running one at once
+    (SIGTERM) and starts no more."""
+    import threading
+    site = ns3.Ns3Site(load_spec("pie-vs-red"), tmp_path / "state")
+    assert site.run_subprocess(["sh", "-c", "echo out; echo err >&2; exit 3"]).returncode == 3
+    done = site.run_subprocess(["sh", "-c", "echo out; echo err >&2"])
+    assert (done.returncode, done.stdout, done.stderr) == (0, "out\n", "err\n")
+    got = {}
+    t = threading.Thread(target=lambda: got.update(p=site.run_subprocess(["sleep", "60"])))
+    t0 = time.time()
+    t.start()
+    while not site._children and time.time() - t0 < 10:
+        time.sleep(0.01)
+    assert site.stop_subprocesses() == 1
+    t.join(10)
+    assert got["p"].returncode == -15 and time.time() - t0 < 10
+    with pytest.raises(SiteError, match="site ns3: stopped; sleep was not started"):
+        site.run_subprocess(["sleep", "1"])

@@ -15,8 +15,10 @@ from netrepro.spec import Spec, resolve_path
 
 def log(msg: str) -> None:
     """Print one line of the runner's account: with a UTC time stamp (``[12:03:04Z]``)
-    when stdout is not a terminal (CI, a log file), as is on one."""
-    print(msg if sys.stdout.isatty() else f"[{datetime.now(timezone.utc):%H:%M:%S}Z] {msg}", flush=True)
+    when stdout is not a terminal (CI, a log file), as is on one. The line and its newline
+    go in one write: trials simulated at once log from several threads."""
+    sys.stdout.write((msg if sys.stdout.isatty() else f"[{datetime.now(timezone.utc):%H:%M:%S}Z] {msg}") + "\n")
+    sys.stdout.flush()
 
 
 #: Exit status after a signal: 128 + its number (the shell's convention).

@@ -4,17 +4,19 @@ and touches nothing (:func:`dry_run`)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from netrepro import schedule
+from netrepro.progress import eta_s
 from netrepro import sweep as sweeps
 from netrepro.runner.resume import load_resume
 from netrepro.runner.rundir import _latest_records
 from netrepro.runner.steps import simulated
 from netrepro.runner.trialvars import _settings_text
-from netrepro.sites import Site, site_class
+from netrepro.sites import SITES, Site, site_class
 from netrepro.spec import Spec, SpecError
 
 
@@ -25,6 +27,35 @@ def _checked_trial_ids(spec: Spec, trial_ids: list[str] | None) -> list[str]:
         if tid not in known:
             raise SpecError("command line", "--trial", f"{tid!r}: not a trial of {spec.name}; expected one of: {', '.join(known)}")
     return known
+
+
+#: The most trial instances a run simulates at once (``--jobs``).
+JOBS_MAX = 64
+
+
+def checked_jobs(site_name: str, jobs: int | None) -> int:
+    """How many trial instances a run on ``site_name`` runs at once: ``jobs`` (``--jobs``),
+    by default one per core (``os.cpu_count()``, at most :data:`JOBS_MAX`) on a site that
+    simulates its trials (:func:`simulated`), else 1: an emulated site's or a testbed's
+    measurements are valid only when its trial runs alone.
+
+    Raises:
+        SpecError: ``jobs`` is not a whole number from 1 to :data:`JOBS_MAX`, or is more than 1
+            on a site that does not simulate (one line naming ``--jobs``).
+        SiteError: an unknown site.
+    """
+    cls = site_class(site_name)
+    if jobs is None:
+        return min(os.cpu_count() or 1, JOBS_MAX) if simulated(cls) else 1
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= JOBS_MAX:
+        raise SpecError("command line", "--jobs", f"{jobs!r}: expected a whole number of trials to run at once "
+                                                  f"from 1 to {JOBS_MAX}")
+    if jobs > 1 and not simulated(cls):
+        sims = " or ".join(f"SITE={n}" for n in SITES if simulated(site_class(n)))
+        raise SpecError("command line", "--jobs", f"{jobs}: site {site_name} runs its trials one at a time (a trial "
+                                                  "on machines measures correctly only alone); expected 1, or more "
+                                                  f"on a site that simulates its trials ({sims})")
+    return jobs
 
 
 def _trials_by_id(spec: Spec) -> dict[str, dict]:
@@ -61,11 +92,13 @@ def _instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], sit
 
 def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
             trial_ids: list[str] | None = None, repeat: int = 1, shuffle: bool = True, seed: int | None = None,
-            resume: Path | None = None, out=None, sweep: bool = False) -> list[dict]:
+            resume: Path | None = None, out=None, sweep: bool = False, jobs: int | None = None) -> list[dict]:
     """Print every trial instance a run would run, in order, with its settings and the estimated
     wall time, and return them (``[{id, trial, repetition, settings, estimate_s}]``; ``point``
     too in a sweep). Touches nothing: no site is contacted, no file written (the site's saved
     state is only read). ``sweep``: as :func:`run`'s; every point's experiment is validated.
+    ``jobs``: as :func:`run`'s (:func:`checked_jobs`); with more than one at a time the last
+    line says how long the instances take so (:func:`netrepro.progress.eta_s`).
 
     With ``resume``: the run's remaining instances (:func:`load_resume` checks it, reading
     only). A shuffled run without ``seed`` draws one and prints it: ``--seed`` with it runs
@@ -76,11 +109,12 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
     Rates are as written: the rate scale is chosen when the site is provisioned.
 
     Raises:
-        SpecError: a bad ``trial_ids``, ``repeat``, ``resume`` or sweep (one line).
+        SpecError: a bad ``trial_ids``, ``repeat``, ``resume``, sweep or ``jobs`` (one line).
         SiteError: an option the site refuses, or an experiment it could not build with them
             (:meth:`netrepro.sites.base.Site.checked_options`).
     """
     out = out or sys.stdout
+    jobs = checked_jobs(site_name, jobs)
     site_class(site_name).checked_options(spec, options)  # the site's options and its own refusals
     _checked_trial_ids(spec, trial_ids)
     by_id = _trials_by_id(spec)
@@ -120,6 +154,7 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
               f"(done by ~{schedule.hms(t)})", file=out)
     print(f"[dry-run] {len(rows)} trial instances, about {schedule.hms(t)} of trials "
           f"({schedule.hms(each)} each: schedule {schedule.hms(spec.duration_s * time_scale)}"
-          + (" simulated" if simulated(cls) else "") + " + overhead); "
-          "nothing was run or written", file=out)
+          + (" simulated" if simulated(cls) else "") + " + overhead)"
+          + (f", {jobs} at a time: about {schedule.hms(eta_s(each, len(rows), (), jobs))}" if jobs > 1 else "")
+          + "; nothing was run or written", file=out)
     return rows

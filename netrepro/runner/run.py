@@ -8,22 +8,25 @@ from __future__ import annotations
 import os
 import platform
 import time
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from netrepro import sweep as sweeps
 from netrepro.progress import RunProgress
 from netrepro.runner.barrier import BARRIER_LEAD_MIN_S, lead_from_env
 from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, _site_arg, _spec_arg, log, signal_of
 from netrepro.runner.fetch import _nodes_meta, sha256_tree
-from netrepro.runner.plan import _checked_trial_ids, _instance_estimate_s, _planned, _trials_by_id
+from netrepro.runner.plan import _checked_trial_ids, _instance_estimate_s, _planned, _trials_by_id, checked_jobs
 from netrepro.runner.resume import load_resume, resume_record
 from netrepro.runner.rundir import (INCOMPLETE, RESERVE_BYTES, _git_commit, _lock_run, _reserve_space, _spec_as_recorded,
                                     _write_json, new_run_dir, point_latest, shutil_rm)
 from netrepro.runner.steps import open_site, simulated, write_site_inventory
-from netrepro.runner.trial import TrialJudge, _delay_probe, _run_trial, _simulate_trial, _stop_trial, _TrialFailed
+from netrepro.runner.trial import (TrialJudge, _delay_probe, _kept_simulation, _run_trial, _simulate_trial, _simulation,
+                                   _stop_trial, _TrialFailed)
 from netrepro.runner.trialvars import _at_rate_scale, _scaled_phases, _settings_text, trial_vars
 from netrepro.schedule import Instance
 from netrepro.sites import Site
@@ -33,7 +36,8 @@ from netrepro.spec import REPO_ROOT, Spec
 def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
         trial_ids: list[str] | None = None, lead_s: float | None = None, resume: Path | None = None,
         command: str = "run", repeat: int | None = None, shuffle: bool = True, seed: int | None = None,
-        progress_tty: bool | None = None, sweep: bool = False, judge: TrialJudge | None = None) -> Path:
+        progress_tty: bool | None = None, sweep: bool = False, judge: TrialJudge | None = None,
+        jobs: int | None = None) -> Path:
     """Run the spec's trials (or ``trial_ids``) on a provisioned site; return the run folder.
 
     ``repeat``: run every trial that many times, in blocks of one of each, each block in a
@@ -52,6 +56,13 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     ``judge``: judges each trial's health as it completes (:data:`TrialJudge`; the command
     line hands in the analysis's, :func:`netrepro.pipeline.judge_trial`), recorded as the
     trial's ``health`` in run.json; None: not judged during the run.
+    ``jobs``: how many trial instances run at once (:func:`checked_jobs`): by default one per
+    core on a site that simulates its trials, else 1, the only value such a site takes. With
+    more than one, up to ``jobs`` are simulated at once (:func:`_simulate_at_once`) and
+    recorded one at a time in the run's order, so that run.json is a serial run's; a
+    simulation's randomness is its repetition (ns-3's run number), whatever ran beside it.
+    run.json records ``jobs``: the run's (the latest session's), each resume's (in
+    ``resumes``) and each trial's (in its record).
 
     A new run gets a new folder (:func:`new_run_dir`). ``resume``: the folder of an earlier
     run that stopped, continued from its first trial not complete, with the trials, time
@@ -72,12 +83,13 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     ``command``: the netrepro command the resume hint names (``run`` or ``reproduce``).
 
     Raises:
-        SpecError: bad ``trial_ids`` or ``resume`` (nothing is written).
+        SpecError: bad ``trial_ids``, ``resume`` or ``jobs`` (nothing is written).
         RuntimeError: the site is not provisioned.
         StepIncomplete: a trial failed or the run was interrupted (SIGINT/SIGTERM): the run
             is marked INCOMPLETE; the completed trials are kept.
     """
     known_ids = _checked_trial_ids(spec, trial_ids)
+    jobs = checked_jobs(site_name, jobs)
     prior = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, repeat) if resume is not None else None
     if prior is None:
         repeat = repeat or 1
@@ -88,12 +100,14 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     if prior is None and time_scale is None:
         time_scale = 1.0
     site, inv, scaled, session = _provisioned(spec, site_name, options)
+    session["jobs"] = jobs
     if prior is not None:
         r = _resumed(spec, site, Path(resume).resolve(), prior, known_ids, session)
     else:
         lead = lead_s if lead_s is not None else lead_from_env()
         r = _started(spec, site_name, site, session, time_scale, lead, instances, repeat, shuffle, seed, points)
-    r.scaled, r.inv, r.judge = scaled, inv, judge
+    r.scaled, r.inv, r.judge, r.jobs = scaled, inv, judge, jobs
+    r.meta["jobs"] = jobs
     r.resume_hint = f"resume with: netrepro {command} {_spec_arg(spec)}{_site_arg(site_name)} --resume {r.run_dir}"
     _hold_space(r, remove=prior is None)
     kept, unrecorded = _run_trials(r, points, session, progress_tty)
@@ -116,7 +130,8 @@ class _Run:
     content, ``meta``), TIME_SCALE, the barrier's least lead (s), the trial instances still to
     run (``pending``), and where the run stopped (``failure``: (trial, reason, exit status)).
     :func:`_resumed` or :func:`_started` makes it with its folder open; :func:`run` then adds
-    what the trials need (``scaled``, ``inv``, ``judge``, ``resume_hint``)."""
+    what the trials need (``scaled``, ``inv``, ``judge``, ``resume_hint``, ``jobs``: how many
+    trial instances run at once)."""
 
     spec: Spec
     site: Site
@@ -130,6 +145,7 @@ class _Run:
     inv: Path | None = None
     judge: TrialJudge | None = None
     resume_hint: str = ""
+    jobs: int = 1
     #: sweep point id -> (the point, its experiment at the site's rate scale)
     at_point: dict = field(default_factory=dict)
     failure: tuple[str, str, int] | None = None
@@ -213,8 +229,10 @@ def _hold_space(r: _Run, remove: bool) -> None:
 
 def _run_trials(r: _Run, points: list | None, session: dict, progress_tty: bool | None) -> tuple[list[str], str | None]:
     """Run the pending trial instances in order until one fails (``r.failure``) or the run is
-    interrupted, then record the run's end and release its lock (:func:`_record_end`).
-    Returns (the instances kept, why the end could not be recorded or None)."""
+    interrupted, then record the run's end and release its lock (:func:`_record_end`): one at
+    a time, or, with ``r.jobs`` above 1 on a site that simulates its trials, up to ``r.jobs``
+    at once (:func:`_simulate_at_once`). Returns (the instances kept, why the end could not
+    be recorded or None)."""
     t_run = time.time()
     try:
         (r.run_dir / INCOMPLETE).write_text(
@@ -224,11 +242,14 @@ def _run_trials(r: _Run, points: list | None, session: dict, progress_tty: bool 
         r.at_point = {p.id: (p, _at_rate_scale(sweeps.point_spec(r.spec, p.values), r.site)) for p in points or []}
         estimate = _instance_estimate_s(r.scaled, r.time_scale, r.meta["trials"], type(r.site))
         progress = RunProgress(len(r.meta["trial_status"]), len(r.meta["trial_status"]) - len(r.pending), estimate,
-                               tty=progress_tty)
-        for tid in r.pending:
-            _run_instance(r, tid, progress)
-            if r.failure is not None:
-                break
+                               tty=progress_tty, jobs=r.jobs)
+        if r.jobs > 1 and r.inv is None and len(r.pending) > 1:
+            _simulate_at_once(r, progress)
+        else:
+            for tid in r.pending:
+                _run_instance(r, tid, progress)
+                if r.failure is not None:
+                    break
     except KeyboardInterrupt as exc:  # between two trials, or a second one while stopping a trial
         sig = signal_of(exc)
         first = next((s["id"] for s in r.meta["trial_status"] if s["status"] != "complete"), "(none)")
@@ -239,10 +260,42 @@ def _run_trials(r: _Run, points: list | None, session: dict, progress_tty: bool 
     return kept, unrecorded
 
 
+@dataclass
+class _Begun:
+    """A trial instance's attempt as :func:`_begin` started it: its id (``tid``), its entry of
+    run.json's ``trial_status`` (``ts``) and the attempt appended to it, its sweep point (or
+    None), its experiment at the site's rate scale (``tspec``), the file's trial id, its trial
+    vars (``tv``), its factor values, its staging folder (``.fetch/<tid>``) and ``started``
+    (gets ``start_epoch_s`` once known, for the progress display)."""
+
+    tid: str
+    ts: dict
+    attempt: dict
+    point: Any
+    tspec: Spec
+    trial_id: str
+    tv: dict
+    factor_values: dict
+    staging: Path
+    started: dict
+
+
 def _run_instance(r: _Run, tid: str, progress: RunProgress) -> None:
     """One attempt at trial instance ``tid``, recorded in run.json: a complete trial's record
     and the sha256 of its raw files, or why it failed (``r.failure`` then says where the run
     stops). Anything else raised is recorded as the failure too, and raised again."""
+    b = _begin(r, tid, progress)
+    _conclude(r, b, progress, lambda: (
+        _simulate_trial(b.tspec, r.site, b.tv, r.time_scale, r.run_dir, len(b.ts["attempts"]), b.started, judge=r.judge)
+        if r.inv is None else
+        _run_trial(b.tspec, r.site, r.inv, b.tv, r.time_scale, r.run_dir, len(b.ts["attempts"]), b.started,
+                   judge=r.judge)))
+
+
+def _begin(r: _Run, tid: str, progress: RunProgress) -> _Begun:
+    """Start an attempt at trial instance ``tid``: recorded as running in run.json (written),
+    its staging folder emptied, its trial vars made and its progress shown. Returns it for
+    :func:`_conclude`."""
     meta, time_scale = r.meta, r.time_scale
     ts = next(s for s in meta["trial_status"] if s["id"] == tid)
     point, tspec = r.at_point.get(ts.get("point"), (None, r.scaled))
@@ -259,30 +312,42 @@ def _run_instance(r: _Run, tid: str, progress: RunProgress) -> None:
     factor_values = sweeps.trial_factors(meta["sweep"]["factors"], point, trial_id) if point else {}
     if point:
         tv.update(point=point.id, factors=factor_values)
-    outcome: tuple[str, str] | None = None  # (status, reason)
     started: dict[str, float] = {}
     progress.trial(tid, _settings_text(r.spec, trial) + "".join(f"; {k}={v}" for k, v in factor_values.items()),
                    _scaled_phases(tspec, time_scale)
                    or [{"name": "trial", "start_s": 0, "end_s": tv["duration_s"]}],
                    lambda: started.get("start_epoch_s"), None if r.inv is None else _delay_probe(r.inv, tv))
+    return _Begun(tid, ts, attempt, point, tspec, trial_id, tv, factor_values, staging, started)
+
+
+def _conclude(r: _Run, b: _Begun, progress: RunProgress, trial: Callable[[], dict], timed: bool = False) -> None:
+    """End the attempt ``b``: ``trial()`` runs the trial, or what is left of it, and returns
+    its record; recorded in run.json: the record (with the instance's trial, repetition,
+    point and the run's ``jobs``) and the sha256 of its raw files, or why it failed
+    (``r.failure`` then says where the run stops). Anything else raised is recorded as the
+    failure too, and raised again. ``timed``: the progress counts the record's ``wall_s``
+    as the trial's time (a simulated trial that waited to be recorded), not the time since
+    it began."""
+    meta, tid, ts, attempt, tv = r.meta, b.tid, b.ts, b.attempt, b.tv
+    outcome: tuple[str, str] | None = None  # (status, reason)
+    wall_s = None
     try:
-        record = (_simulate_trial(tspec, r.site, tv, time_scale, r.run_dir, len(ts["attempts"]), started, judge=r.judge)
-                  if r.inv is None else
-                  _run_trial(tspec, r.site, r.inv, tv, time_scale, r.run_dir, len(ts["attempts"]), started, judge=r.judge))
+        record = trial()
         record.update(trial=ts.get("trial") or tid, repetition=ts.get("repetition", 1),
-                      **({"point": point.id, "factors": factor_values} if point else {}))
+                      **({"point": b.point.id, "factors": b.factor_values} if b.point else {}), jobs=r.jobs)
+        wall_s = record.get("wall_s") if timed else None
     except _TrialFailed as exc:
         outcome = ("failed", exc.reason)
         attempt.update(exc.details)
         if exc.stop:
             if r.inv is not None:
-                _stop_trial(tspec, r.inv, r.site, tv)
+                _stop_trial(b.tspec, r.inv, r.site, tv)
         r.failure = (tid, exc.reason, 2)
     except KeyboardInterrupt as exc:
         sig = signal_of(exc)
         outcome = ("failed", f"interrupted by {sig}")
         if r.inv is not None:
-            _stop_trial(tspec, r.inv, r.site, tv)
+            _stop_trial(b.tspec, r.inv, r.site, tv)
         r.failure = (tid, outcome[1], SIGNAL_EXIT[sig])
     except OSError as exc:  # the controller's disk (extracting, moving the data)
         why = exc.strerror or str(exc)
@@ -298,13 +363,85 @@ def _run_instance(r: _Run, tid: str, progress: RunProgress) -> None:
                               **{f"{tid}/{k}": v for k, v in sha256_tree(r.run_dir / "raw" / tid).items()}}
         outcome = ("complete", None)
     finally:
-        shutil_rm(staging)
-        progress.end(tid, bool(outcome and outcome[0] == "complete"), (outcome or ("", "stopped"))[1] or "")
+        shutil_rm(b.staging)
+        progress.end(tid, bool(outcome and outcome[0] == "complete"), (outcome or ("", "stopped"))[1] or "", wall_s)
         attempt.update(status=outcome[0] if outcome else "failed", reason=outcome[1] if outcome else "stopped",
                        ended_at=datetime.now(timezone.utc).isoformat())
         ts.update(status=attempt["status"], reason=attempt["reason"])
         if r.failure is None:
             _write_json(r.run_dir / "run.json", meta)
+
+
+def _simulate_at_once(r: _Run, progress: RunProgress) -> None:
+    """Run the pending trial instances of a simulating site (``r.inv`` None) ``r.jobs`` at a
+    time: each is begun (:func:`_begin`) and simulated (:func:`_simulation`, in a worker
+    thread, into its own staging folder) as a slot frees, in the pending order, and recorded
+    (:func:`_conclude`: data checked and moved to raw/, health judged, run.json) in this
+    thread, one at a time, in the pending order: run.json lists the trials as a serial run
+    does. An instance simulated before those ahead of it waits for them to be recorded.
+
+    Where the run stops, as :func:`_run_instance`'s run does: at the first instance in the
+    pending order that fails (``r.failure``). Every instance before it has been recorded
+    (it waited for them); those after it that were begun are discarded: their simulators are
+    stopped (:meth:`netrepro.sites.base.Site.stop_subprocesses`), their data removed, their
+    attempts recorded as failed ("not recorded: the run stopped at trial X") and they run
+    again on resume. No instance is begun once one has failed. On Ctrl-C or SIGTERM
+    (KeyboardInterrupt) the simulators are stopped the same way, the first instance not
+    recorded is where the run stopped, and every begun instance's attempt is recorded as
+    "interrupted by SIGINT" (or SIGTERM); the run is resumable as a serial one is.
+    Something other than a trial's failure raised while recording is raised again, once
+    every simulator has stopped."""
+    queue = deque(r.pending)
+    flight: deque[tuple[_Begun, Future]] = deque()  # begun, in the pending order, not yet recorded
+    pool = ThreadPoolExecutor(max_workers=r.jobs, thread_name_prefix="simulate")
+    try:
+        while queue or flight:
+            while (queue and sum(not f.done() for _, f in flight) < r.jobs
+                   and not any(f.done() and f.exception() is not None for _, f in flight)):
+                b = _begin(r, queue.popleft(), progress)
+                flight.append((b, pool.submit(_simulation, b.tspec, r.site, b.tv)))
+            b, fut = flight[0]
+            if not fut.done():
+                done, _ = wait([f for _, f in flight if not f.done()], return_when=FIRST_COMPLETED)
+                for b2, f2 in flight:
+                    if f2 in done:  # simulated ahead of its turn: it waits to be recorded
+                        progress.waiting(b2.tid)
+                continue
+            flight.popleft()
+            _conclude(r, b, progress, lambda: _kept_simulation(
+                b.tspec, b.tv, *fut.result(), r.time_scale, r.run_dir, len(b.ts["attempts"]), b.started, judge=r.judge),
+                timed=True)
+            if r.failure is not None:
+                break
+    except KeyboardInterrupt as exc:
+        if not flight:
+            raise
+        sig = signal_of(exc)
+        r.failure = (flight[0][0].tid, f"interrupted by {sig}", SIGNAL_EXIT[sig])
+    finally:
+        if flight:
+            stop = getattr(r.site, "stop_subprocesses", None)
+            if stop is not None:
+                stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        if r.failure is None:
+            why = "not recorded: the run stopped"
+        elif r.failure[1].startswith("interrupted by "):
+            why = r.failure[1]
+        else:
+            why = f"not recorded: the run stopped at trial {r.failure[0]}"
+        for b, _ in flight:
+            _discard(r, b, progress, why)
+
+
+def _discard(r: _Run, b: _Begun, progress: RunProgress, why: str) -> None:
+    """Record the attempt ``b``, begun but not to be recorded (:func:`_simulate_at_once`), as
+    failed for ``why`` (its data are removed with the staging folders; run.json is written
+    with the run's end)."""
+    shutil_rm(b.staging)
+    progress.end(b.tid, False, why)
+    b.attempt.update(status="failed", reason=why, ended_at=datetime.now(timezone.utc).isoformat())
+    b.ts.update(status="failed", reason=why)
 
 
 def _record_end(r: _Run, t_run: float) -> tuple[list[str], str | None]:

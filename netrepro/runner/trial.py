@@ -162,12 +162,27 @@ def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, 
 def _simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir: Path, attempt: int,
                     started: dict | None = None, judge: TrialJudge | None = None) -> dict:
     """One trial on a simulating site (:func:`simulated`): its ``simulate`` writes the raw
-    files, which pass the same checks as fetched ones (:func:`check_trial_data`) and are
-    moved to raw/<trial>/ once. Returns its record for run.json (``simulated``: true; no
-    barrier, clocks or CPU readings: the simulation's results do not depend on this machine).
+    files (:func:`_simulation`), which pass the same checks as fetched ones
+    (:func:`check_trial_data`) and are moved to raw/<trial>/ once (:func:`_kept_simulation`).
+    Returns its record for run.json (``simulated``: true; no barrier, clocks or CPU readings:
+    the simulation's results do not depend on this machine).
 
     Raises:
         _TrialFailed: the simulation failed or its data do not cover the schedule.
+    """
+    sim, sim_wall_s = _simulation(spec, site, tv)
+    return _kept_simulation(spec, tv, sim, sim_wall_s, time_scale, run_dir, attempt, started, judge)
+
+
+def _simulation(spec: Spec, site: Site, tv: dict) -> tuple[dict, float]:
+    """Simulate one trial instance: the site's ``simulate`` writes its raw files into its own
+    staging folder (``nodes/`` beside ``tv["fetch_dir"]``). Touches nothing else of the run
+    folder, so that several instances can be simulated at once, each in a thread.
+
+    Returns (what ``simulate`` returned: ``{"start_epoch_s", ...}``, its wall time in s).
+
+    Raises:
+        _TrialFailed: the simulation failed (the site's SiteError, in one line).
     """
     tid = tv["id"]
     staging = Path(tv["fetch_dir"]).parent / "nodes"
@@ -177,13 +192,33 @@ def _simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir
         sim = site.simulate(spec, tv, staging)
     except SiteError as exc:
         raise _TrialFailed(str(exc)) from None
+    return sim, time.time() - t0
+
+
+def _kept_simulation(spec: Spec, tv: dict, sim: dict, sim_wall_s: float, time_scale: float, run_dir: Path,
+                     attempt: int, started: dict | None = None, judge: TrialJudge | None = None) -> dict:
+    """A simulated trial instance's data (:func:`_simulation`'s ``sim`` and ``sim_wall_s``,
+    s) checked (:func:`check_trial_data`) and moved to raw/<trial>/ once, its health judged
+    (:data:`TrialJudge`); ``started`` gets ``start_epoch_s``. The run folder's part of a
+    simulated trial: its caller does it in the run's order, one at a time.
+
+    Returns its record for run.json; its ``wall_s`` is the simulation's wall time plus this
+    check and move (not the time it waited to be recorded).
+
+    Raises:
+        _TrialFailed: the data do not cover the schedule (kept in failed/<trial>-<attempt>/).
+        OSError: the data could not be moved.
+    """
+    tid = tv["id"]
+    staging = Path(tv["fetch_dir"]).parent / "nodes"
+    t0 = time.time()
     if started is not None:
         started["start_epoch_s"] = sim["start_epoch_s"]
     dest = _keep_trial_data(run_dir, staging, tid, attempt, check_trial_data(tv, staging, sim["start_epoch_s"]))
     record = {
         "id": tid, "labels": tv["labels"], "status": "complete", "simulated": True, "start_epoch_s": sim["start_epoch_s"],
         "phases": _scaled_phases(spec, time_scale), "duration_s": tv["duration_s"], "base_rtt_s": tv["base_rtt_s"],
-        "wall_s": round(time.time() - t0, 1), "simulation": {k: v for k, v in sim.items() if k != "start_epoch_s"},
+        "wall_s": round(sim_wall_s + time.time() - t0, 1), "simulation": {k: v for k, v in sim.items() if k != "start_epoch_s"},
         "bottleneck_interface": (next(iter(tv["qdisc_stats"].values()))["network"] if tv.get("qdisc_stats") else None),
         "controller_loadavg": {"before": None, "after": [round(x, 2) for x in os.getloadavg()]},
     }

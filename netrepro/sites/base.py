@@ -26,6 +26,10 @@ import json
 import math
 import os
 import re
+import signal
+import subprocess
+import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -433,6 +437,10 @@ class Site(ABC):
         self.spec = spec
         self.state_dir = Path(state_dir)
         self.options = type(self).checked_options(spec, options)
+        # the subprocesses of run_subprocess still running, and whether stop_subprocesses was called
+        self._children: set[subprocess.Popen] = set()
+        self._children_lock = threading.Lock()
+        self._children_stopped = False
 
     @classmethod
     def checked_options(cls, spec: Spec, options: dict[str, Any] | None) -> dict[str, Any]:
@@ -530,6 +538,58 @@ class Site(ABC):
         """A small dict describing the reservation (state, expiry, nodes)."""
         st = self.load_state()
         return {"site": self.name, "reserved": bool(st.get("logins")), **{k: v for k, v in st.items() if k != "logins"}}
+
+    # --- subprocesses of this machine (a simulating site's trials) ---------------------
+    def run_subprocess(self, argv: list[str]) -> subprocess.CompletedProcess:
+        """Run ``argv`` to its end with its stdout and stderr captured as text, as
+        ``subprocess.run(argv, capture_output=True, text=True)`` does, but so that another
+        thread can stop it (:meth:`stop_subprocesses`: several trials simulated at once in
+        threads, stopped by the main thread on Ctrl-C or SIGTERM). An exception in the calling
+        thread while it waits (KeyboardInterrupt) kills it first, as ``subprocess.run`` does.
+
+        Returns the ``subprocess.CompletedProcess``; a process stopped by
+        :meth:`stop_subprocesses` has the negative returncode of its signal (-15, or -9).
+
+        Raises:
+            SiteError: :meth:`stop_subprocesses` was called on this site: nothing is started.
+            OSError: ``argv[0]`` cannot be run.
+        """
+        with self._children_lock:
+            if self._children_stopped:
+                raise SiteError(f"site {self.name}: stopped; {Path(argv[0]).name} was not started")
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self._children.add(p)
+        try:
+            out, err = p.communicate()
+        except BaseException:
+            p.kill()
+            p.wait()
+            raise
+        finally:
+            with self._children_lock:
+                self._children.discard(p)
+        return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+    def stop_subprocesses(self, grace_s: float = 5.0) -> int:
+        """Stop every subprocess :meth:`run_subprocess` is running, from any thread: SIGTERM,
+        then SIGKILL for one still running after ``grace_s`` seconds; from then on
+        :meth:`run_subprocess` starts nothing on this site object (SiteError). Returns how
+        many were running."""
+        with self._children_lock:
+            self._children_stopped = True
+            children = list(self._children)
+        for p in children:
+            try:
+                p.send_signal(signal.SIGTERM)
+            except OSError:  # it ended meanwhile
+                pass
+        deadline = time.monotonic() + grace_s
+        for p in children:
+            try:
+                p.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+        return len(children)
 
     # --- hooks used by the controller ------------------------------------------------
     def ansible_env(self) -> dict[str, str]:

@@ -498,7 +498,9 @@ class Ns3Site(Site):
         ``{"start_epoch_s", "wall_s", "scenario_sha256"}``.
 
         Raises:
-            SiteError: netrepro-sim failed (its first line of stderr).
+            SiteError: netrepro-sim failed (its first line of stderr), or was stopped
+                (:meth:`~netrepro.sites.base.Site.stop_subprocesses`: a negative exit, or not
+                started).
         """
         sim = Path(self.load_state().get("simulator") or build())
         m = spec.model
@@ -509,7 +511,8 @@ class Ns3Site(Site):
         scen = out_dir / "scenario.txt"  # kept with the raw files: the simulation's input
         scen.write_text(scenario(m, m.trial(tv["trial"]), k, epoch0, int(tv.get("repetition", 1)), tv["id"]))
         t = time.time()
-        p = subprocess.run([str(sim), str(scen), str(out_dir)], capture_output=True, text=True)
+        # killable from another thread (Site.stop_subprocesses): trials simulated at once
+        p = self.run_subprocess([str(sim), str(scen), str(out_dir)])
         if p.returncode != 0:
             raise SiteError(f"site ns3: netrepro-sim failed (exit {p.returncode}): "
                             + (p.stderr.strip().splitlines() or ["no message"])[0][:300])
