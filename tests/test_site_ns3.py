@@ -195,6 +195,45 @@ def test_an_unmodelled_experiment_gets_one_line_and_exit_2(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_a_dry_run_refuses_what_the_run_refuses(tmp_path):
+    """``--dry-run`` makes the check the run makes before anything is built
+    (netrepro.runner.plan.dry_run: Site.checked_options, which calls check_experiment): an
+    experiment with a cake qdisc, which the simulation never models, gets the run's line and
+    exit status from ``run`` and ``reproduce`` alike, and nothing is written; an experiment the
+    simulation models is still listed, trial by trial."""
+    data = yaml.safe_load((DATA / "experiments" / "gateway-fifo.yml").read_text())
+    data["trials"][0]["qdiscs"]["gw:gw-b"][1] = {"kind": "cake"}
+    cake = tmp_path / "cake.yml"
+    cake.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert load_spec(cake).model.trial("bytes")  # the file is valid: the site refuses it, not the schema
+    state, results = tmp_path / "s", tmp_path / "r"
+    env = {**os.environ, "NETREPRO_STATE": str(state), "NETREPRO_RESULTS": str(results)}
+    inventory = sorted(p.name for p in (REPO / "inventory").iterdir())
+
+    def netrepro(*argv):
+        return subprocess.run([sys.executable, "-m", "netrepro", *argv], cwd=REPO, capture_output=True, text=True,
+                              env=env, timeout=300)
+
+    for command in ("run", "reproduce"):
+        real = netrepro(command, str(cake), "--site", "ns3")
+        dry = netrepro(command, str(cake), "--site", "ns3", "--dry-run")
+        assert real.returncode == 2 and real.stdout == "", (command, real.stdout, real.stderr)
+        [line] = real.stderr.strip().splitlines()
+        assert line.startswith(f"netrepro: site ns3: {cake}: cannot be simulated: ")
+        assert "trials[0].qdiscs.gw:gw-b[1].kind: 'cake' has no model in the simulation" in line
+        assert (dry.returncode, dry.stdout, dry.stderr) == (real.returncode, real.stdout, real.stderr), command
+    assert not state.exists() and not results.exists()
+    assert sorted(p.name for p in (REPO / "inventory").iterdir()) == inventory
+
+    ok = netrepro("reproduce", str(PIE_VS_RED_V2), "--site", "ns3", "--dry-run", "--no-shuffle")
+    assert ok.returncode == 0 and ok.stderr == "", ok.stderr
+    lines = ok.stdout.splitlines()
+    listed = [re.match(r"\s+\d+\. (\S+) ", ln)[1] for ln in lines[1:-1]]
+    assert listed == [t["id"] for t in load_spec(PIE_VS_RED_V2).model.trials]
+    assert " simulated + overhead); nothing was run or written" in lines[-1]
+    assert not state.exists() and not results.exists()
+
+
 # --- real simulations -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def simulator():
