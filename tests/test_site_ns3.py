@@ -411,28 +411,28 @@ def test_trials_simulated_two_at_once_give_what_one_at_a_time_gives(ns3_up, monk
     (--jobs 2) give the same summary.csv and the same raw files, byte for byte, and run.json
     lists the trials in the same order.
 
-    Both runs read one clock value as every simulation's start (epoch0): the analysis puts a
-    sample that falls exactly on a phase's edge (every 0.1 s sample at TIME_SCALE 0.02, whose
-    phases last 1 s) in the phase its float time stamps round to, so two runs at other epochs
-    may differ there, one at a time as well. Only the site's reading of the clock is fixed;
-    netrepro-sim runs for real. A third run two at once on the real clock gives the same raw
-    files once their time stamps are taken out."""
+    Each simulation starts at a whole second of the wall clock (epoch0), so that a sample on a
+    phase's edge (every 0.1 s sample at TIME_SCALE 0.02, whose phases last 1 s) rounds into
+    the same phase in every run: a third run, at another second, analyses to the same
+    summary.csv, and its raw files differ only in their time stamps."""
     spec = ns3_up
     epoch0, clock = float(int(time.time())), ns3.time
     monkeypatch.setattr(ns3, "time", SimpleNamespace(time=lambda: epoch0))
     serial = _jobs_run(spec, 1)
     parallel = _jobs_run(spec, 2)
-    monkeypatch.setattr(ns3, "time", clock)
+    monkeypatch.setattr(ns3, "time", SimpleNamespace(time=lambda: epoch0 + 12345.678))
     real_clock = _jobs_run(spec, 2)
+    monkeypatch.setattr(ns3, "time", clock)
     metas = [json.loads((d / "run.json").read_text()) for d in (serial, parallel, real_clock)]
-    for d in (serial, parallel):
+    for d in (serial, parallel, real_clock):
         analyze_run(d)
     assert (serial / "summary.csv").read_bytes() == (parallel / "summary.csv").read_bytes()
+    assert (serial / "summary.csv").read_bytes() == (real_clock / "summary.csv").read_bytes()
     assert len((serial / "summary.csv").read_text().splitlines()) > 400
     assert _raw_files(serial) == _raw_files(parallel)
     assert len(_raw_files(serial)) == 4 * 11  # scenario.txt, the router's samples, each client's pings, base RTT, flows
     assert _raw_files(serial, strip_times=True) == _raw_files(real_clock, strip_times=True)
-    assert _raw_files(real_clock) != _raw_files(real_clock, strip_times=True)  # time stamps were there to strip
+    assert _raw_files(real_clock) != _raw_files(serial)  # the time stamps differ
     for meta, jobs in zip(metas, (1, 2, 2)):
         assert meta["jobs"] == jobs and [t["jobs"] for t in meta["trials"]] == [jobs] * 4
         assert [t["id"] for t in meta["trials"]] == JOBS_ORDER == [s["id"] for s in meta["trial_status"]]

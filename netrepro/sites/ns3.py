@@ -506,7 +506,10 @@ class Ns3Site(Site):
         m = spec.model
         for n in m.nodes:
             (out_dir / n).mkdir(parents=True, exist_ok=True)
-        epoch0 = time.time()
+        # a whole second: every time stamp is then epoch0 + a simulated time whose float rounding
+        # does not depend on the wall clock (epoch seconds of one binade share their ulp), so two
+        # runs of a trial analyse to the same numbers, samples on a phase's edge included
+        epoch0 = float(int(time.time()))
         k = float(tv["time_scale"])
         scen = out_dir / "scenario.txt"  # kept with the raw files: the simulation's input
         scen.write_text(scenario(m, m.trial(tv["trial"]), k, epoch0, int(tv.get("repetition", 1)), tv["id"]))
