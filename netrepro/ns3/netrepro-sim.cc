@@ -46,6 +46,8 @@
 #include "ns3/traffic-control-module.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <dlfcn.h>
 
 #include <cmath>
 #include <cstdio>
@@ -58,6 +60,64 @@
 #include <vector>
 
 using namespace ns3;
+
+// --- TcpTxBuffer::NextSeg without a scan when nothing is lost ----------------------------------
+// ns-3 3.44's TcpTxBuffer::NextSeg (RFC 6675) walks the whole sent list for every segment it
+// sends, looking for a lost one (rule 1) or, in recovery, the first one neither retransmitted
+// nor SACKed (rule 3): a flow with W segments in flight costs O(W) per segment, and Lab 19's
+// drop tail at 1 Gbit/s (W about 17,000) took 58 s of CPU per simulated second. When no byte
+// is marked lost (m_lostOut == 0, the count the buffer keeps of its lost flags) and the
+// socket is not in recovery, neither rule can return anything, so the walk is skipped and
+// rule 2 (new data, within the receiver's window) is answered at once. Every other call goes
+// to ns-3's own NextSeg (dlsym RTLD_NEXT: this definition interposes the library's, whose
+// callers reach it through the PLT; netrepro-sim is linked with -rdynamic so that it does).
+// With NETREPRO_SIM_CHECK=1 in the environment, every fast answer is compared with ns-3's and
+// a difference stops the simulation (exit 3): tests/test_site_ns3.py runs a lab so.
+namespace ns3
+{
+bool
+TcpTxBuffer::NextSeg(SequenceNumber32* seq, SequenceNumber32* seqHigh, bool isRecovery) const
+{
+    using Original = bool (*)(const TcpTxBuffer*, SequenceNumber32*, SequenceNumber32*, bool);
+    static const Original original = reinterpret_cast<Original>(
+        dlsym(RTLD_NEXT, "_ZNK3ns311TcpTxBuffer7NextSegEPNS_14SequenceNumberIjiEES3_b"));
+    static const bool check = std::getenv("NETREPRO_SIM_CHECK") != nullptr;
+    if (original == nullptr)
+    {
+        std::cerr << "netrepro-sim: ns-3's TcpTxBuffer::NextSeg not found" << std::endl;
+        std::exit(3);
+    }
+    if (m_lostOut > 0 || isRecovery)
+        return original(this, seq, seqHigh, isRecovery);
+    // rule 2: unsent data, and the receiver's window open beyond what is in flight
+    bool found = false;
+    SequenceNumber32 s, high;
+    if (SizeFromSequence(m_firstByteSeq + m_sentSize) > 0 && m_sentSize < m_rWndCallback())
+    {
+        found = true;
+        s = m_firstByteSeq + m_sentSize;
+        high = s + std::min<uint32_t>(m_segmentSize, m_rWndCallback() - m_sentSize);
+    }
+    if (check)
+    {
+        SequenceNumber32 s2, high2;
+        bool found2 = original(this, &s2, &high2, isRecovery);
+        if (found2 != found || (found && (s2 != s || high2 != high)))
+        {
+            std::cerr << "netrepro-sim: NextSeg differs from ns-3's at " << Simulator::Now().GetSeconds()
+                      << " s: " << found << " " << s << "-" << high << " against " << found2 << " " << s2 << "-"
+                      << high2 << std::endl;
+            std::exit(3);
+        }
+    }
+    if (found)
+    {
+        *seq = s;
+        *seqHigh = high;
+    }
+    return found;
+}
+} // namespace ns3
 
 namespace
 {

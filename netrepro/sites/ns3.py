@@ -137,7 +137,7 @@ def build_command(out: Path) -> list[str]:
     ns3 = ns3_dir()
     libs = [f"-lns{NS3_VERSION}-{m}" for m in NS3_MODULES]
     return ["g++", "-std=c++20", "-O2", f"-I{ns3 / 'include'}", str(SOURCE), f"-L{ns3 / 'lib64'}",
-            "-Wl,--no-as-needed", *libs, f"-Wl,-rpath,{ns3 / 'lib64'}", "-o", str(out)]
+            "-Wl,--no-as-needed", *libs, f"-Wl,-rpath,{ns3 / 'lib64'}", "-rdynamic", "-ldl", "-o", str(out)]
 
 
 def build(log=print) -> Path:
