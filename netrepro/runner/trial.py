@@ -86,7 +86,9 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     bdev = next((c["at"].split(":")[1] for c in spec.model.data["collectors"] if c["at"].split(":")[0] == bn), None)
     released = (barrier.get("cpu_ticks") or {}).get(bn)  # the bottleneck node's /proc/stat at the release
     record = {
-        "id": tid, "labels": tv["labels"], "status": "complete", "start_epoch_s": start, "phases": _scaled_phases(spec, time_scale),
+        # the model's trial of the instance, which the health checks read (a repeated run's
+        # instance is <trial>.r<k>: netrepro.schedule)
+        "id": tid, "trial": tv.get("trial", tid), "labels": tv["labels"], "status": "complete", "start_epoch_s": start, "phases": _scaled_phases(spec, time_scale),
         "duration_s": tv["duration_s"],
         "base_rtt_s": tv["base_rtt_s"], "wall_s": round(wall, 1), "bottleneck_interface": bdev,
         # the barrier: lead chosen, each node's round trip, how early it acknowledged and its
@@ -216,7 +218,7 @@ def _kept_simulation(spec: Spec, tv: dict, sim: dict, sim_wall_s: float, time_sc
         started["start_epoch_s"] = sim["start_epoch_s"]
     dest = _keep_trial_data(run_dir, staging, tid, attempt, check_trial_data(tv, staging, sim["start_epoch_s"]))
     record = {
-        "id": tid, "labels": tv["labels"], "status": "complete", "simulated": True, "start_epoch_s": sim["start_epoch_s"],
+        "id": tid, "trial": tv.get("trial", tid), "labels": tv["labels"], "status": "complete", "simulated": True, "start_epoch_s": sim["start_epoch_s"],
         "phases": _scaled_phases(spec, time_scale), "duration_s": tv["duration_s"], "base_rtt_s": tv["base_rtt_s"],
         "wall_s": round(sim_wall_s + time.time() - t0, 1), "simulation": {k: v for k, v in sim.items() if k != "start_epoch_s"},
         "bottleneck_interface": (next(iter(tv["qdisc_stats"].values()))["network"] if tv.get("qdisc_stats") else None),
