@@ -14,6 +14,8 @@ sch_htb, iproute2's tc/tc_red.c and tc/q_tbf.c, and the attributes of ns-3 3.44'
 
 from __future__ import annotations
 
+import random
+
 from netrepro import tc
 
 
@@ -139,9 +141,9 @@ def fq_codel_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int)
     5-tuple's hash modulo the count, as Linux's without set-associative hashing), drop batch,
     target, interval and limit. The quantum is not an attribute in ns-3 3.44: it is the
     device's MTU, 1500 B (Linux's default 1514 B counts the Ethernet header, which ns-3's
-    queue discs do not see), so ``quantum_bytes`` is refused. The hash's perturbation, random per qdisc in Linux
-    (sch_fq_codel.c, fq_codel_init: get_random_u32), is set by :func:`fq_codel_perturbation`
-    (the caller adds ``Perturbation``)."""
+    queue discs do not see), so ``quantum_bytes`` is refused. The hash's perturbation,
+    random per qdisc in Linux (sch_fq_codel.c, fq_codel_init: get_random_u32), is drawn by
+    :func:`hash_perturbation` and added by the caller (``Perturbation``)."""
     c = {**FQ_CODEL_DEFAULTS, **{k: v for k, v in layer.items() if k in FQ_CODEL_DEFAULTS}}
     return {"MaxSize": f"{c['limit_packets']}p", "Flows": str(c["flows"]),
             "DropBatchSize": str(c["drop_batch_packets"]), "Target": f"{c['target_ms']:g}ms",
@@ -149,7 +151,7 @@ def fq_codel_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int)
 
 
 #: The queue discs that hash flows into buckets with a perturbation of the hash, which the
-#: caller draws per qdisc and repetition (``Perturbation``: netrepro.sites.ns3.fq_codel_perturbation).
+#: caller draws per qdisc and repetition (``Perturbation``: :func:`hash_perturbation`).
 PERTURBED = ("ns3::FqCoDelQueueDisc",)
 
 
@@ -243,3 +245,12 @@ def queue_disc(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> tuple
     """
     typeid, attributes = QUEUE_DISCS[layer["kind"]]
     return typeid, attributes(layer, rate_mbit, delay_s, mtu)
+
+
+def hash_perturbation(repetition: int, port: str) -> int:
+    """The perturbation of the flow hash of a :data:`PERTURBED` queue disc at ``port``
+    (``node:interface``) in repetition ``repetition``: a 32-bit number drawn from both (Python's random.Random seeded with them), so that each repetition
+    hashes the flows into other buckets, as Linux draws one at random for each new qdisc
+    (sch_fq_codel.c fq_codel_init: get_random_u32), and the same trial simulated twice gives the
+    same files."""
+    return random.Random(f"{int(repetition)}/{port}").getrandbits(32)

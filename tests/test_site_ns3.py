@@ -230,7 +230,7 @@ def test_a_dry_run_refuses_what_the_run_refuses(tmp_path):
     lines = ok.stdout.splitlines()
     listed = [re.match(r"\s+\d+\. (\S+) ", ln)[1] for ln in lines[1:-1]]
     assert listed == [t["id"] for t in load_spec(PIE_VS_RED_V2).model.trials]
-    assert " simulated + overhead); nothing was run or written" in lines[-1]
+    assert " simulated + overhead), " in lines[-1] and lines[-1].endswith("; nothing was run or written")
     assert not state.exists() and not results.exists()
 
 

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -325,15 +324,6 @@ def unshaped_rate_bps(trial: dict) -> int:
     return max(LAN_RATE_BPS, round(UNSHAPED_RATE_FACTOR * max(rates, default=0.0) * 1e6))
 
 
-def fq_codel_perturbation(repetition: int, port: str) -> int:
-    """The hash perturbation of the flow queues at ``port`` in repetition ``repetition``: a 32-bit
-    number drawn from both (Python's random.Random seeded with them), so that each repetition
-    hashes the flows into other buckets, as Linux draws one at random for each new qdisc
-    (sch_fq_codel.c fq_codel_init: get_random_u32), and the same trial simulated twice gives the
-    same files."""
-    return random.Random(f"{int(repetition)}/{port}").getrandbits(32)
-
-
 def base_rtt_s(m: Model, time_scale: float) -> float:
     """Simulated length (s) of the base-RTT pings: ``base_rtt.duration_s`` x ``time_scale`` (0
     without ``base_rtt``)."""
@@ -394,7 +384,7 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
             if layer:
                 typeid, attrs = tc_ns3.queue_disc(layer, rate_mbit.get(port, unshaped / 1e6), delay_s, mtu)
                 if typeid in tc_ns3.PERTURBED:
-                    attrs["Perturbation"] = str(fq_codel_perturbation(repetition, port))
+                    attrs["Perturbation"] = str(tc_ns3.hash_perturbation(repetition, port))
                 lines.append(f"qdisc {n} {_peer(m, n, ifname)} {typeid} " + " ".join(f"{a}={v}" for a, v in attrs.items()))
     for it in trial["traffic"]:
         if it["kind"] == "ping":
