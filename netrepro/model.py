@@ -1244,8 +1244,13 @@ def rate_scale_option(m: Model, option: str | float | None) -> float | None:
     return k
 
 
-def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float | None = None) -> tuple[float, str]:
-    """(k, why): the rate scale to run ``m`` at. ``option`` (RATE_SCALE) wins; else, when
+def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float | None = None,
+                      ceiling_mbit: float | None = None) -> tuple[float, str]:
+    """(k, why): the rate scale to run ``m`` at. ``option`` (RATE_SCALE) wins; else, when the
+    site has a rate ceiling (``ceiling_mbit``: the fastest link a simulator runs in reasonable
+    time, netrepro.sites.ns3) and the experiment allows scaling, the largest k of the ladder
+    below that brings the highest rate to the ceiling (no capacity share: a simulation's
+    results do not depend on the machine's speed, only its wall time does); else, when
     the experiment allows scaling (``rate_scale.allowed``) and the site measured its
     forwarding capacity, the largest of 1, 0.5, 0.2, 0.1, 0.05, ... that brings the highest
     rate within :data:`RATE_SCALE_CAPACITY_SHARE` of it, or the file's
@@ -1267,12 +1272,19 @@ def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float
     if k_option is not None:
         return k_option, f"RATE_SCALE={k_option:g}"
     top = highest_rate_mbit(m)
+    ladder = [round(m_ * 10.0 ** -e, 12) for e in range(0, 7) for m_ in (1, 0.5, 0.2)]
+    if ceiling_mbit and rs.get("allowed") and top > ceiling_mbit:
+        k = next((x for x in ladder if top * x <= ceiling_mbit * (1 + 1e-9)), ladder[-1])
+        if k < lo:
+            return lo, (f"rate_scale.min {lo:g}: this site's rate ceiling {ceiling_mbit:g} Mbit/s would need {k:g}, "
+                        f"below the experiment's min; running at the min, {top * lo:g} Mbit/s at most")
+        return k, (f"highest rate {top:g} Mbit/s x {k:g} = {top * k:g} Mbit/s, within this site's rate ceiling "
+                   f"{ceiling_mbit:g} Mbit/s")
     share = float(rs.get("capacity_share") or RATE_SCALE_CAPACITY_SHARE)
     if not rs.get("allowed") or not capacity_mbit or top <= capacity_mbit * share:
         return 1.0, ("rates as written" if rs.get("allowed") or not top
                      else "rates as written (the experiment does not allow scaling)")
     k = 1.0
-    ladder = [round(m_ * 10.0 ** -e, 12) for e in range(0, 7) for m_ in (1, 0.5, 0.2)]
     for k in ladder:
         if top * k <= capacity_mbit * share * (1 + 1e-9):
             break

@@ -181,3 +181,25 @@ def test_the_faster_next_segment_answers_as_ns3s_own(tmp_path):
         assert outs[0] == outs[1] and len(outs[0]) == 4
     report = json.loads((tmp_path / "pie-1" / "h1" / "iperf3-h1-h3.json").read_text())
     assert report["end"]["sum_sent"]["retransmits"] > 0  # the check saw losses and recoveries
+
+
+def test_ns3_simulates_the_labs_at_their_rates_up_to_its_rate_ceiling(tmp_path):
+    """The ns3 site's rate ceiling (1000 Mbit/s, option rate_ceiling_mbit) picks the rate scale
+    when RATE_SCALE does not: Lab 18 and 19 at their own 1 Gbit/s (k = 1), Lab 12's 10 Gbit/s
+    at k = 0.1; RATE_SCALE still wins, and the file's rate_scale.min still bounds it."""
+    from netrepro import model
+    from netrepro.sites.base import SiteError
+    for name, k in (("pie-lab", 1.0), ("codel-lab", 1.0), ("pacing-lab", 0.1)):
+        site = ns3.Ns3Site(load_spec(name), tmp_path / name)
+        ceiling = site.status()["rate_ceiling_mbit"]
+        assert ceiling == 1000.0
+        assert model.choose_rate_scale(load_spec(name).model, None, None, ceiling)[0] == k
+    pacing = load_spec("pacing-lab").model
+    assert model.choose_rate_scale(pacing, None, "0.01", 1000.0) == (0.01, "RATE_SCALE=0.01")
+    assert model.choose_rate_scale(pacing, None, None, 100000.0)[0] == 1.0
+    k, why = model.choose_rate_scale(pacing, None, None, 1.0)  # would need 0.0001: the file's min
+    assert k == 0.001 and why.startswith("rate_scale.min 0.001: this site's rate ceiling 1 Mbit/s would need 0.0001")
+    site = ns3.Ns3Site(load_spec("pacing-lab"), tmp_path / "x", {"rate_ceiling_mbit": "10000"})
+    assert site.status()["rate_ceiling_mbit"] == 10000.0
+    with pytest.raises(SiteError, match="rate_ceiling_mbit"):
+        ns3.Ns3Site(load_spec("pacing-lab"), tmp_path / "y", {"rate_ceiling_mbit": "-5"})

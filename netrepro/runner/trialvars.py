@@ -38,7 +38,8 @@ def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead
 
 def _at_rate_scale(spec: Spec, site: Site, choose: bool = False) -> Spec:
     """The experiment at the rate scale k of this site (:func:`netrepro.model.choose_rate_scale`:
-    RATE_SCALE, else from the site's measured forwarding capacity; ``spec`` itself at k = 1).
+    RATE_SCALE, else from the site's rate ceiling (a simulator's) or measured forwarding
+    capacity; ``spec`` itself at k = 1).
     The scale is chosen when provisioning (``choose``), said on the console and kept in the
     site's state; the run uses the same one and records it.
 
@@ -47,8 +48,9 @@ def _at_rate_scale(spec: Spec, site: Site, choose: bool = False) -> Spec:
     """
     st = site.load_state()
     if choose or "rate_scale" not in st:
-        cap = (site.status().get("capacity") or {}).get("forwarding_mbit")
-        k, why = choose_rate_scale(spec.model, cap, os.environ.get("RATE_SCALE"))
+        status = site.status()
+        cap = (status.get("capacity") or {}).get("forwarding_mbit")
+        k, why = choose_rate_scale(spec.model, cap, os.environ.get("RATE_SCALE"), status.get("rate_ceiling_mbit"))
         st = site.load_state()
         st["rate_scale"] = {"k": k, "why": why}
         site.save_state(st)

@@ -61,7 +61,7 @@ from typing import Any
 
 from netrepro import tc, tc_ns3
 from netrepro.model import Model
-from netrepro.sites.base import NodeLogin, Site, SiteError
+from netrepro.sites.base import NodeLogin, Option, Site, SiteError, positive_number
 from netrepro.spec import REPO_ROOT, Spec
 
 #: The ns-3 release of the PyPI wheel whose C++ headers and libraries netrepro-sim is built
@@ -115,6 +115,14 @@ INITIAL_CWND = 10
 #: 2026-11-23 with per-flow CongState traces; docs/runs/compare-pie-vs-red-repeat5-fixed-2026-11-23).
 DELACK_TIMEOUT_S = 0.04
 SOCKET_BUFFER_BYTES = 4 << 20
+#: The fastest link an experiment is simulated at unless RATE_SCALE says otherwise, Mbit/s
+#: (option ``rate_ceiling_mbit``): a faster one is scaled down by the largest k of
+#: netrepro.model.choose_rate_scale's ladder that brings it here. A simulated second of a
+#: bulk flow costs CPU in proportion to the link's rate (a packet is several events) and, in
+#: loss recovery, to the window too: Lab 19 at 1 Gbit/s simulated its three 90 s trials in
+#: 295 s, two at once, on a 2-core machine (docs/runs/rate-scale-ns3-2026-11-26); Lab 12 at
+#: 10 Gbit/s would take ten times as long per simulated second, so it runs at k = 0.1.
+RATE_CEILING_MBIT = 1000.0
 #: The trial starts this long after the base-RTT pings end (simulated seconds).
 GAP_S = 0.5
 
@@ -437,6 +445,8 @@ class Ns3Site(Site):
 
     name = "ns3"
     SIMULATED = True
+    OPTIONS = {"rate_ceiling_mbit": Option(f"the fastest link simulated before rates are scaled down, Mbit/s, default "
+                                           f"{RATE_CEILING_MBIT:g}", positive_number)}
     #: Measured: 5-15 s of CPU per full-length pie-vs-red trial (280 s simulated) on a 2-core
     #: machine of this kind (docs/runs/pie-vs-red-repeat5-ns3-fixed-2026-11-23/timings.json).
     TRIAL_WALL_PER_SCHEDULED_S = 0.05
@@ -478,7 +488,8 @@ class Ns3Site(Site):
     def status(self) -> dict[str, Any]:
         st = self.load_state()
         return {"site": "ns3", "mode": "simulation", "ns3": NS3_VERSION, "reserved": bool(st.get("reserved")),
-                "simulator": st.get("simulator")}
+                "simulator": st.get("simulator"),
+                "rate_ceiling_mbit": float(self.options.get("rate_ceiling_mbit") or RATE_CEILING_MBIT)}
 
     def simulate(self, spec: Spec, tv: dict, out_dir: Path) -> dict:
         """Run one trial instance: ``tv`` is the controller's trial vars, of which this reads
