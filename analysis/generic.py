@@ -385,16 +385,15 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
 
 
 # --- claims -----------------------------------------------------------------------------------------
-def select(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
-           computed: dict[str, dict[str, list[str]]] | None = None) -> list[tuple[str, float]]:
-    """The values a claim's selection names, in order trials x subjects x phases, each with a
-    label ``trial/subject/phase``; a value missing from the table is NaN (so the claim is not
-    evaluable for want of data, and says which).
+def selection_keys(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
+                   computed: dict[str, dict[str, list[str]]] | None = None) -> list[tuple[str, str, str]]:
+    """The (trial, subject, phase) of each value a claim's selection ``sel`` names, in order
+    trials x subjects x phases (what :func:`select` reads; ``computed`` as its).
 
     Without ``subjects``, a trial's subjects are those that compute the statistic by
     ``computed`` (:func:`netrepro.model.statistics`: what the file says the analysis
     computes, so a subject whose rows are missing reads NaN, not nothing), else those that
-    have a row of it in ``summary``."""
+    have a row of it in ``summary``; a trial without any is read as subject ``all``."""
     out = []
     for t in sel.get("trials") or trial_ids:
         if sel.get("subjects"):
@@ -406,9 +405,20 @@ def select(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
             subjects = sorted(set(rows["subject"]))
         for s in subjects or ["all"]:
             for ph in sel.get("phases") or ["all"]:
-                m = summary[(summary["trial"] == t) & (summary["subject"] == s) & (summary["phase"] == ph)
-                            & (summary["statistic"] == sel["statistic"])]["value"]
-                out.append((f"{t}/{s}/{ph}", float(m.iloc[0]) if len(m) else math.nan))
+                out.append((t, s, ph))
+    return out
+
+
+def select(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
+           computed: dict[str, dict[str, list[str]]] | None = None) -> list[tuple[str, float]]:
+    """The values a claim's selection names (:func:`selection_keys`), each with a label
+    ``trial/subject/phase``; a value missing from the table is NaN (so the claim is not
+    evaluable for want of data, and says which)."""
+    out = []
+    for t, s, ph in selection_keys(summary, sel, trial_ids, computed):
+        m = summary[(summary["trial"] == t) & (summary["subject"] == s) & (summary["phase"] == ph)
+                    & (summary["statistic"] == sel["statistic"])]["value"]
+        out.append((f"{t}/{s}/{ph}", float(m.iloc[0]) if len(m) else math.nan))
     return out
 
 
@@ -428,6 +438,36 @@ def _missing(vals: list[tuple[str, float]]) -> list[str]:
     return [k for k, v in vals if not math.isfinite(v)]
 
 
+def check_limits(check: dict) -> tuple[float, float]:
+    """(least, most): the interval a ``bound``, ``ratio`` or ``difference`` check holds its
+    values or quantities to, its file's ``min`` and ``max`` with the kind's defaults (a
+    bound: unbounded; a ratio: at least 1; a difference: at least 0, or unbounded below when
+    it has only a ``max``); -inf/inf where open. ValueError for another kind."""
+    kind = check["kind"]
+    if kind == "bound":
+        return check.get("min", -math.inf), check.get("max", math.inf)
+    if kind in ("difference", "ratio"):
+        # a difference with only a max has no least value
+        least = check.get("min", 1 if kind == "ratio" else (-math.inf if "max" in check else 0))
+        return least, check.get("max", math.inf)
+    raise ValueError(f"claim kind {kind!r} has no limits; expected bound, ratio or difference")
+
+
+def pair_value(check: dict, higher: float, lower: float) -> float:
+    """The quantity a ``ratio`` or ``difference`` check judges for one pair of values (same
+    position of ``higher`` and ``lower``, in the statistic's unit): ``higher / lower``, or
+    ``higher - lower`` (its absolute value with ``absolute``). NaN when either value is
+    missing or not finite, or a ratio's ``lower`` is 0 (undefined). ValueError for another kind."""
+    kind = check["kind"]
+    if kind not in ("difference", "ratio"):
+        raise ValueError(f"claim kind {kind!r} judges no pair; expected ratio or difference")
+    if not (math.isfinite(higher) and math.isfinite(lower)) or (kind == "ratio" and lower == 0):
+        return math.nan
+    if kind == "ratio":
+        return higher / lower
+    return abs(higher - lower) if check.get("absolute", False) else higher - lower
+
+
 def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
                 computed: dict[str, dict[str, list[str]]] | None = None) -> tuple[bool | None, str]:
     """(holds, evidence) of one claim's ``check`` (kinds: see the module docstring);
@@ -438,7 +478,7 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
     kind = check["kind"]
     if kind == "bound":
         vals = select(summary, check["select"], trial_ids, computed)
-        lo, hi = check.get("min", -math.inf), check.get("max", math.inf)
+        lo, hi = check_limits(check)
         rng = f"[{lo:g}, {hi:g}]"
         evidence = f"{check['select']['statistic']} within {rng}: " + ", ".join(f"{k} {_f(v)}" for k, v in vals)
         if not vals:
@@ -455,9 +495,7 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
     if kind in ("difference", "ratio"):
         hi_v = select(summary, check["higher"], trial_ids, computed)
         lo_v = select(summary, check["lower"], trial_ids, computed)
-        # a difference with only a max has no least value
-        least = check.get("min", 1 if kind == "ratio" else (-math.inf if "max" in check else 0))
-        most = check.get("max", math.inf)
+        least, most = check_limits(check)
         absolute = kind == "difference" and check.get("absolute", False)
         if len(hi_v) != len(lo_v) or not hi_v:
             return None, f"higher selects {len(hi_v)} values and lower {len(lo_v)}; expected the same number"
@@ -470,8 +508,7 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
                 undefined.append(f"{kl} is 0: the ratio is undefined")
                 val = math.nan
             else:
-                val = vh - vl if kind == "difference" else vh / vl
-                val = abs(val) if absolute else val
+                val = pair_value(check, vh, vl)
                 ok &= least <= val <= most
             parts.append(f"{kh} {_f(vh)} vs {kl} {_f(vl)}: {kind} {_f(val)}")
         name = f"|{kind}|" if absolute else kind
