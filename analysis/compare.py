@@ -6,14 +6,19 @@ Each run is analysed by the current toolkit (:func:`analysis.analyze`; its write
 hold: a run analysed before by the same toolkit is read, not rewritten). The comparison is
 written once into ``results/<experiment>/compare-<UTC time>/``:
 
-- ``compare.csv``: per run, trial, phase, subject and statistic the claims read: n (the
-  repetitions), mean, 95 % Student-t interval (:func:`analysis.repetitions.across`);
-- ``claims.csv``: per run and per reference row (the experiment file's
-  ``reference_results``), each claim's status (and, for a repeated run, how many
-  repetitions it held in, and in how many its numbers alone held);
+- ``compare.csv``: per run (and its rate scale k, ``rate_scale``), trial, phase, subject and
+  statistic the claims read: n (the repetitions), mean, 95 % Student-t interval
+  (:func:`analysis.repetitions.across`);
+- ``claims.csv``: per run (and its ``rate_scale``) and per reference row (the experiment
+  file's ``reference_results``; no rate scale), each claim's status (and, for a repeated
+  run, how many repetitions it held in, and in how many its numbers alone held);
 - ``figures/compare.png|pdf``: per statistic and trial, the phases on x, one series per run
   (the mean and its interval);
-- ``report.md``: the runs, the claims table, where the runs disagree, the figure.
+- when the runs have two or more rate scales (run.json ``rate_scale.k``; 1 when missing):
+  ``rate-scale.csv`` and ``figures/rate-scale.png|pdf``, what each claim judges against k
+  (:mod:`analysis.ratescale`);
+- ``report.md``: the runs, the claims table, where the runs disagree, the figure (and the
+  claims against the rate scale).
 """
 
 from __future__ import annotations
@@ -26,16 +31,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.ratescale import rate_scale_of
 from analysis.run import AnalysisError, read_run
 
 
 def run_label(data: dict, run_dir: Path) -> str:
-    """A run's short name: its site and mode, repetitions and time scale (``local (vm) x5
-    TS 0.1``), then its folder name."""
+    """A run's short name: its site and mode, repetitions, time scale and rate scale when not
+    1 (``ns3 (simulation) x3 TS 0.1 k 0.02``), then its folder name.
+
+    Raises:
+        AnalysisError: run.json's ``rate_scale`` is malformed (:func:`analysis.ratescale.rate_scale_of`).
+    """
     rep = (data.get("repetitions") or {}).get("repeat", 1)
     mode = data.get("mode") or "?"
+    k = rate_scale_of(data, run_dir / "run.json")
     return (f"{data.get('site')} ({mode})" + (f" x{rep}" if rep > 1 else "")
             + (f" TS {data.get('time_scale'):g}" if data.get("time_scale") not in (None, 1, 1.0) else "")
+            + (f" k {k:g}" if k != 1 else "")
             + f" [{run_dir.name}]")
 
 
@@ -93,7 +105,8 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
 
     Raises:
         AnalysisError: no run; a run given twice (directly or through a link such as
-            ``latest``); a sweep; runs of different experiments; ``out_root`` not a folder,
+            ``latest``); a sweep; a run.json whose ``rate_scale`` is not ``{k: a number > 0}``
+            (or null); runs of different experiments; ``out_root`` not a folder,
             not writable or inside a run folder; a ``reference_results`` entry naming a claim
             the experiment lacks (one line naming the file, field or argument); what
             :func:`analysis.analyze` raises for a run.
@@ -113,6 +126,7 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
         if swept(data):
             raise AnalysisError(rdir / "run.json", "sweep: a sweep's points have different settings; expected runs "
                                                    "at one setting (the sweep's own report.md compares its points)")
+        rate_scale_of(data, rdir / "run.json")
         real = rdir.resolve()
         for prev, prev_real, _ in given:
             if real == prev_real:
@@ -179,34 +193,51 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
 
     from analysis.generic_figures import new_figure, save_figure
     from analysis.io import atomic_path, write_text
+    from analysis.ratescale import draw_rate_scale, rate_scale_table, report_section
     from analysis.repetitions import across, claim_statistics
+    from netrepro.model import statistics as computed_statistics
     loaded = [(real, *load(real, out / ".runs" / str(i))) for i, (_, real, _) in enumerate(given)]
     labels = _labels(loaded)
     statistics = claim_statistics(claims)
-    rows, table = [], []
+    rows, table, per_run = [], [], []
     for (run_dir, data, res), label in zip(loaded, labels):
+        k = rate_scale_of(data, run_dir / "run.json")
         summary = res.summary
         if "repetition" not in summary.columns:
             summary = summary.assign(repetition=1)
         stats = across(summary[summary["statistic"].isin(statistics)])
-        rows.append(stats.assign(run=label))
+        rows.append(stats.assign(run=label, rate_scale=k))
         for c in res.verdict["claims"]:
-            table.append({"row": label, "kind": "run", "claim": c["id"], "status": c["status"],
+            table.append({"row": label, "kind": "run", "rate_scale": k, "claim": c["id"], "status": c["status"],
                           "held": c.get("held", ""), "numbers_held": c.get("numbers_held", ""),
                           "verdict": res.verdict["verdict"]})
+        model = res.run.spec.model
+        per_run.append({"run": label, "site": str(data.get("site")), "rate_scale": k, "summary": summary,
+                        "trial_ids": [t["id"] for t in model.trials], "computed": computed_statistics(model),
+                        "status": {c["id"]: c["status"] for c in res.verdict["claims"]}})
     for ref in refs:
         for cid in ids:
-            table.append({"row": ref["source"], "kind": "reference", "claim": cid,
+            table.append({"row": ref["source"], "kind": "reference", "rate_scale": None, "claim": cid,
                           "status": ref["claims"].get(cid, "not stated"), "held": "", "numbers_held": "", "verdict": ""})
     stats = pd.concat(rows, ignore_index=True)
-    claims_df = pd.DataFrame(table, columns=["row", "kind", "claim", "status", "held", "numbers_held", "verdict"])
+    claims_df = pd.DataFrame(table, columns=["row", "kind", "rate_scale", "claim", "status", "held", "numbers_held",
+                                             "verdict"])
+    # what each claim judges against k, when the runs ran at two rate scales or more
+    scaled = (rate_scale_table(per_run, claims)
+              if len({round(r["rate_scale"], 12) for r in per_run}) > 1 else None)
 
     shutil.rmtree(out / ".runs")
+    first = ["run", "rate_scale"]
     with atomic_path(out / "compare.csv") as tmp:
-        stats[["run"] + [c for c in stats.columns if c != "run"]].to_csv(tmp, index=False, lineterminator="\n",
-                                                                         float_format="%.6g")
+        stats[first + [c for c in stats.columns if c not in first]].to_csv(tmp, index=False, lineterminator="\n",
+                                                                           float_format="%.6g")
     with atomic_path(out / "claims.csv") as tmp:
-        claims_df.to_csv(tmp, index=False, lineterminator="\n")
+        claims_df.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
+    scale_figs = []
+    if scaled is not None:
+        with atomic_path(out / "rate-scale.csv") as tmp:
+            scaled.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
+        scale_figs = draw_rate_scale(scaled, claims, out / "figures")
 
     # the figure: a row per statistic, a column per trial; phases on x, a series per run
     order = {t: i for i, t in enumerate(spec.trial_ids)}  # the experiment file's order
@@ -288,6 +319,10 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
         lines.append(f"| {r['run']} | {r['trial']} | {r['phase']} | {r['statistic']} | {r['n']} | {r['mean']:.4g} | {ci} |")
     if figs:
         lines += ["", "## Figure", "", "![compare](figures/compare.png)"]
+    if scaled is not None:
+        held = {(r["row"], r["claim"]): r["held"] for _, r in claims_df[claims_df["kind"] == "run"].iterrows()
+                if r["held"]}
+        lines += report_section(scaled, claims, held, "figures/rate-scale.png" if scale_figs else None)
     write_text(out / "report.md", "\n".join(lines) + "\n")
     write_text(out / "runs.json", json.dumps([str(r) for r, _, _ in loaded], indent=1) + "\n")
     return out
