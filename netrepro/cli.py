@@ -325,9 +325,12 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    """netrepro compare RUN RUN ...: analysis.compare; prints where the comparison is."""
+    """netrepro compare RUN RUN ...: analysis.compare; prints where the comparison is (and its
+    figure against the rate scale when the runs have two rate scales or more)."""
     out = compare([Path(r) for r in args.runs], Path(args.out) if args.out else None)
-    print(f"[compare] {len(args.runs)} runs: report {out / 'report.md'}, figure {out / 'figures' / 'compare.png'}")
+    scale = out / "figures" / "rate-scale.png"
+    print(f"[compare] {len(args.runs)} runs: report {out / 'report.md'}, figure {out / 'figures' / 'compare.png'}"
+          + (f", against the rate scale {scale}" if scale.is_file() else ""))
     return 0
 
 
