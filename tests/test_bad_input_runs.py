@@ -114,6 +114,17 @@ def _two_runs(tmp: Path):
     shutil.copytree(LAB, tmp / "lab")
 
 
+def _second_rate_scale(rate_scale):
+    """:func:`_two_runs`, run2's run.json recording ``rate_scale`` (what compare reads as k)."""
+    def setup(tmp: Path):
+        _two_runs(tmp)
+        path = tmp / "run2" / "run.json"
+        data = json.loads(path.read_text())
+        data["rate_scale"] = rate_scale
+        path.write_text(json.dumps(data, indent=1))
+    return setup
+
+
 ANALYZE = ["analyze", "pie-vs-red", "--run", "{tmp}/run"]
 PARTIAL = "to analyze what is there, add --partial"
 
@@ -181,6 +192,14 @@ ROWS += [
         ["--out: {tmp}/run2/cmp: inside the run folder {tmp}/run2", "expected a folder outside every run"], _two_runs),
     Row("compare-runs-of-two-experiments", ["compare", "{tmp}/run", "{tmp}/lab"],
         ["{tmp}/lab/run.json: experiment: runs of pie-lab, pie-vs-red", "expected runs of one experiment"], _two_runs),
+    # a run's rate scale k (run.json rate_scale.k; missing or null: 1) is read before anything is written
+    Row("compare-a-rate-scale-k-not-a-number", ["compare", "{tmp}/run", "{tmp}/run2"],
+        ["{tmp}/run2/run.json: rate_scale.k: expected a number > 0", "got 'fast'"], _second_rate_scale({"k": "fast"})),
+    Row("compare-a-rate-scale-k-of-0", ["compare", "{tmp}/run", "{tmp}/run2"],
+        ["{tmp}/run2/run.json: rate_scale.k: expected a number > 0", "got '0'"], _second_rate_scale({"k": 0})),
+    Row("compare-a-rate-scale-not-an-object", ["compare", "{tmp}/run", "{tmp}/run2"],
+        ["{tmp}/run2/run.json: rate_scale: expected an object {k, why} (or null)", "got '0.5'"],
+        _second_rate_scale(0.5)),
     Row("bench-timings-json-junk", ["pie-vs-red", "--run", "{tmp}/run"], ["timings.json", "step -> seconds", PARTIAL],
         _write("timings.json", JUNK), module="netrepro.bench"),
     Row("bench-neither-experiment-nor-run", [], ["expected an experiment", "or --run RUN_FOLDER"],
