@@ -356,6 +356,8 @@ def test_compare_places_runs_and_the_published_results_side_by_side(tmp_path):
     stats = pd.read_csv(out / "compare.csv")
     # the claims' statistics (the recorded runs' version 1 file, converted: netrepro.migrate)
     assert set(stats["statistic"]) == {"queue_delay_median_ms", "sent_utilization"} and set(stats["n"]) == {1, 2}
+    # recorded before rate scales (no rate_scale in run.json): k = 1, one rate scale, no rate-scale.csv
+    assert set(stats["rate_scale"]) == {1} and not (out / "rate-scale.csv").exists()
     report = (out / "report.md").read_text()
     assert "| *Pan et al., HPSR 2013, Fig. 8 (ns-2 simulation)* | holds | holds | holds |" in report
     assert "Every claim has the same status in every run." in report
