@@ -31,7 +31,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.ratescale import rate_scale_of
 from analysis.run import AnalysisError, read_run
 
 
@@ -44,6 +43,7 @@ def run_label(data: dict, run_dir: Path) -> str:
     """
     rep = (data.get("repetitions") or {}).get("repeat", 1)
     mode = data.get("mode") or "?"
+    from analysis.ratescale import rate_scale_of  # not at the top: it imports the plotting libraries
     k = rate_scale_of(data, run_dir / "run.json")
     return (f"{data.get('site')} ({mode})" + (f" x{rep}" if rep > 1 else "")
             + (f" TS {data.get('time_scale'):g}" if data.get("time_scale") not in (None, 1, 1.0) else "")
@@ -117,6 +117,7 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
 
     if not runs:
         raise AnalysisError("command line", "RUN: expected at least one run folder")
+    from analysis.ratescale import rate_scale_of
     from analysis.sweep import swept
     given: list[tuple[Path, Path, dict]] = []  # (as given, the real folder, run.json)
     specs = []
@@ -193,7 +194,7 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
 
     from analysis.generic_figures import new_figure, save_figure
     from analysis.io import atomic_path, write_text
-    from analysis.ratescale import draw_rate_scale, rate_scale_table, report_section
+    from analysis.ratescale import draw_rate_scale, rate_scale_of, rate_scale_table, report_section
     from analysis.repetitions import across, claim_statistics
     from netrepro.model import statistics as computed_statistics
     loaded = [(real, *load(real, out / ".runs" / str(i))) for i, (_, real, _) in enumerate(given)]

@@ -30,13 +30,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from analysis.errors import AnalysisError
 from analysis.generic import check_limits, pair_value, select, selection_keys
-from analysis.generic_figures import save_figure
 from analysis.repetitions import across
 
 #: The columns of rate-scale.csv, in order (:func:`rate_scale_table`).
@@ -235,6 +231,14 @@ def draw_rate_scale(table: pd.DataFrame, claims: list[dict], out_dir: Path, form
     check's limits (min, max) as dashed lines and the claim's ``rate_scale_min`` (below it
     the claim does not apply) as a dotted vertical line; a panel without any value says so.
     Returns the files written (``formats``: png, pdf, svg); none for an empty table."""
+    # plotting libraries only here: the command line imports this module for every command, and
+    # matplotlib writes its font cache into HOME when first imported
+    import seaborn as sns
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from analysis.generic_figures import save_figure
+
     if table.empty:
         return []
     panels = list(dict.fromkeys(map(tuple, table[PANEL_KEYS].astype(str).to_numpy())))

@@ -255,3 +255,15 @@ def test_make_passes_jobs_to_run_and_reproduce_only_when_set():
     for target in ("run", "reproduce"):
         line = next(ln for ln in helped.splitlines() if ln.split()[:1] == [target])
         assert "JOBS=N: trials simulated at once, ns3 only, default one per core" in line, line
+
+
+def test_the_command_line_does_not_import_the_plotting_libraries(tmp_path):
+    """seaborn (and matplotlib's font manager with it) writes a font cache into HOME when first
+    imported: the command line imports it only where a figure is drawn, so that a command that
+    fails on bad input leaves HOME as it was (tests/test_bad_input_sites.py)."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", "import sys, netrepro.cli; print('seaborn' in sys.modules)"],
+                       capture_output=True, text=True, env={**__import__("os").environ, "HOME": str(tmp_path)})
+    assert p.returncode == 0 and p.stdout.strip() == "False", p.stderr
+    assert list(tmp_path.iterdir()) == []
