@@ -10,41 +10,48 @@ to do, and a trial takes seconds of CPU, not its schedule's length.
 How the experiment's model (``spec.model``, :mod:`netrepro.model`: the one every site reads)
 becomes a simulation, :func:`scenario`:
 
-- each network (LAN) is a hub node linked to each member by a :data:`LAN_RATE_BPS` link, each
-  cable a link between its two nodes; the experiment's addresses label the files only
-  (netrepro-sim gives each link a /30) and ns-3's global routing gives the routes (shortest
-  paths: the file's ``routes`` are not read, so a file whose routes take a longer path is
-  simulated on the shortest one);
+- each host, router and switch is a node (a switch forwards at IP, not as a learning bridge);
+  each network (LAN) is a hub node linked to each member, each cable a link between its two
+  nodes; unshaped links run at :func:`unshaped_rate_bps` (never the bottleneck); the
+  experiment's addresses label the files only (netrepro-sim gives each link a /30) and ns-3's
+  global routing gives the routes (shortest paths: the file's ``routes`` are not read, so a
+  file whose routes take a longer path is simulated on the shortest one);
 - each trial's stacks, port by port, as :mod:`netrepro.tc_ns3` translates them: a shaper
-  (htb or tbf, :data:`netrepro.tc_ns3.SHAPERS`) at the stack's root makes its ``rate_mbit``
-  the rate of the port's link (the emulation's HTB class or TBF; its burst is not modelled);
-  the stack's last layer becomes the port's queue disc (:data:`netrepro.tc_ns3.QUEUE_DISCS`,
-  keyed by qdisc kind: :func:`~netrepro.tc_ns3.pie_attributes`,
-  :func:`~netrepro.tc_ns3.red_attributes`, :func:`~netrepro.tc_ns3.fifo_attributes`); every
+  (htb or tbf, :data:`netrepro.tc_ns3.SHAPERS`) at the stack's root or under a root netem
+  makes its ``rate_mbit`` the rate of the port's link (its burst is not modelled); the
+  stack's last layer becomes the port's queue disc (:data:`netrepro.tc_ns3.QUEUE_DISCS`:
+  pie, red, codel, fq_codel with its hash perturbation drawn per repetition and port, fifos);
+  a pacer (fq) on a sender's port paces that node's iperf3 sockets (:func:`_pacing`); every
   other port has a FIFO of 1000 packets (pfifo_fast's default length) and every device a
   one-packet queue, so that queues build in the queue discs;
-- a netem delay of D ms on a port (netem alone in its stack) becomes its link's delay, D/2
-  each way: the same RTT, split over both directions (netem delays the port's egress only);
-- TCP: the senders' ``tcp_congestion_control`` (:data:`CONGESTION_CONTROL`: reno is
-  Linux's reno, ``TcpLinuxReno``), SACK as
-  ``tcp_sack`` says, MSS = MTU - 52 B (Linux with timestamps), Linux's initial window (10),
-  least RTO (200 ms, ``TCP_RTO_MIN``) and delayed-ACK timeout (40 ms, ``TCP_DELACK_MIN``:
-  :data:`DELACK_TIMEOUT_S`), 4 MiB socket buffers (autotuning's reach);
+- a netem delay of D ms on a port becomes its link's delay, D/2 each way: the same RTT, split
+  over both directions (netem delays the port's egress only);
+- TCP: each node's ``tcp_congestion_control`` (:data:`CONGESTION_CONTROL`: reno is Linux's
+  reno, ``TcpLinuxReno``) and an iperf3 item's ``congestion``, SACK as ``tcp_sack`` says, MSS =
+  MTU - 52 B (Linux with timestamps), Linux's initial window (10), least RTO (200 ms,
+  ``TCP_RTO_MIN``) and delayed-ACK timeout (40 ms, ``TCP_DELACK_MIN``:
+  :data:`DELACK_TIMEOUT_S`); an iperf3 socket's buffers from ``tcp_wmem``/``tcp_rmem``
+  (:func:`_buffer_bytes`), the FTP flows' 4 MiB (autotuning's reach);
+- iperf3 items: ``parallel`` bulk TCP streams, each interval's acknowledged bytes,
+  retransmits, cwnd and RTT and the end's sums written as ``iperf3 -J`` writes them, the
+  omitted seconds (``-O``) marked; ``fq_rate_mbit`` paces the sockets (SO_MAX_PACING_RATE);
 - FTP items: one TCP connection per flow, a BulkSend application when unlimited, else an
   OnOff application writing ``max_rate_bytes_per_s`` into the socket (vsftpd's
   ``anon_max_rate`` keeps each connection's average at the limit by sleeping); ping items as
   ``ping -D -O`` writes them, after the base-RTT pings of each;
-- a ``qdisc_stats`` collector samples its port's queue disc (``tc -s -j`` lines);
+- a ``qdisc_stats`` collector samples its port's queue disc (``tc -s -j`` lines), with
+  ``classes`` its classes as ``tc -s class show`` lists them;
 - repetition k of a repeated run uses ns-3's run number k (``RngRun``; ns-3 manual,
   "Random Variables": independent replications change the run number, not the seed): the
   same trial simulated twice gives the same files, another repetition other random drops.
 
 Anything else the model can hold is refused before anything is built, in one line naming the
-file and each field (:func:`unmodelled`, :meth:`Ns3Site.check_experiment`): switches, a
-qdisc kind or parameter without a model here (codel, fq_codel, fq, cake, netem's jitter,
-...), netem with other layers, a second shaper in a stack or at the other end of a link, a
-congestion control or sysctl without a model, senders with different TCP settings, iperf3
-items, offloads on, and ``classes`` sampling.
+file and each field (:func:`unmodelled`, :meth:`Ns3Site.check_experiment`): a qdisc kind or
+parameter without a model here (cake, netem's jitter, fq_codel's quantum, ...), a pacer
+beside other layers, a second shaper in a stack or at the other end of a link, a congestion
+control or sysctl without a model, senders with different SACK settings, FTP items from a
+paced sender or on nodes with their own socket buffers, offloads on. docs/ns3.md says where
+the simulation differs from Linux and what that changes.
 """
 
 from __future__ import annotations
@@ -200,13 +207,15 @@ def _senders(trial: dict, kinds: tuple[str, ...] = ("ftp",)) -> list[str]:
 
 def unmodelled(spec: Spec) -> list[str]:
     """What of ``spec``'s model (:attr:`netrepro.spec.Spec.model`) netrepro-sim cannot build,
-    one phrase each naming the model's field ([] when every trial can be simulated): a
-    switch, two links between one pair of nodes, offloads on, a stack other than those of
-    :func:`netrepro.tc_ns3.stack_problems`, shapers at both ends of one link (a simulated link has one rate),
-    a sysctl outside :data:`SYSCTLS` or a congestion control outside
-    :data:`CONGESTION_CONTROL`, senders of one trial with different TCP settings (netrepro-sim
-    has one TCP for all), traffic other than :data:`TRAFFIC_KINDS`, a collector with
-    ``classes`` or at a port with no queue in the simulation (netem or no stack)."""
+    one phrase each naming the model's field ([] when every trial can be simulated): two links
+    between one pair of nodes, offloads on, a stack other than those of
+    :func:`netrepro.tc_ns3.stack_problems`, shapers at both ends of one link (a simulated link
+    has one rate), a sysctl outside :data:`SYSCTLS` or a congestion control (a node's or an
+    iperf3 item's) outside :data:`CONGESTION_CONTROL`, senders of one trial with different
+    SACK settings (netrepro-sim has one), an FTP item whose nodes set their own socket buffers
+    or whose sender paces (its flows are ns-3 applications with the scenario's sockets),
+    traffic other than :data:`TRAFFIC_KINDS`, a collector at a port with no queue in the
+    simulation (netem or no stack)."""
     m = spec.model
     out: list[str] = []
     cables: dict[frozenset, int] = {}
