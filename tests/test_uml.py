@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from netrepro.sites.base import SiteError
 from netrepro.sites import capacity, local, microvm, uml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -290,8 +291,17 @@ def test_pie_vs_red_up_and_down_in_uml_mode(tmp_path):
     taps_before, uml_before = _links("nrt-"), set(_uml_processes())
     log: list[str] = []
     sockets: list[str] = []
+    refused = None
     try:
-        site.reserve(log=log.append)
+        try:
+            site.reserve(log=log.append)
+        except SiteError as exc:
+            # a host whose CPU Debian's UML kernel cannot run on (uml.CPU_REFUSALS): the site
+            # must say so in one line naming LOCAL_MODE=vm, and leave nothing behind (below)
+            refused = str(exc)
+            assert "\n" not in refused and "LOCAL_MODE=vm" in refused, refused
+            assert uml.boot_refusal((state_dir / "vm-console.log").read_text(errors="replace")), refused
+            return
         site.wait_ready(timeout_s=300, log=log.append)
         st = site.status()
         state = site.load_state()
@@ -312,6 +322,9 @@ def test_pie_vs_red_up_and_down_in_uml_mode(tmp_path):
         sockets = sockets or ssh.ssh_control_paths(site)
         site.release(log=log.append)
         ssh.close_ssh_masters(sockets)
+        if refused:
+            assert not any(str(state_dir) in c for c in _uml_processes().values())
+            assert _links("nrt-") == taps_before and not (state_dir / "state.json").exists()
     assert "[local] torn down (uml mode)" in log
     assert not any(str(state_dir) in c for c in _uml_processes().values())
     assert set(_uml_processes()) <= uml_before
@@ -319,3 +332,13 @@ def test_pie_vs_red_up_and_down_in_uml_mode(tmp_path):
     assert not (state_dir / "state.json").exists() and not (state_dir / capacity.RESULT_FILE).exists()
     assert not [s for s in sockets if os.path.exists(s)]
     assert not [s for s in sockets if os.path.exists(os.path.dirname(s))]  # nor the site's control folder
+
+
+def test_a_cpu_that_uml_cannot_run_on_is_named_from_the_console():
+    """The console of a UML machine that panicked on this CPU (Intel Xeon with AVX-512,
+    2026-11-26) gives the reason a SiteError says; another console gives none."""
+    console = ("mmapper_init - find_iomem failed\nuserspace - ptrace set fp regs failed, errno = 14\n"
+               "Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b\n")
+    why = uml.boot_refusal(console)
+    assert why is not None and "LOCAL_MODE=vm" in why and "floating-point" in why
+    assert uml.boot_refusal("Kernel panic - not syncing: VFS: Unable to mount root fs\n") is None

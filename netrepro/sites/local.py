@@ -431,7 +431,11 @@ class LocalSite(Site):
             if ready.exists() and ready.read_text().strip():
                 break
             if proc.poll() is not None:
-                raise SiteError(f"site local: the {what} exited during boot; see {self.state_dir / 'vm-console.log'} and {self.state_dir / 'vm-guest.log'}")
+                console = self.state_dir / "vm-console.log"
+                refusal = uml.boot_refusal(console.read_text(errors="replace")) if console.is_file() else None
+                if refusal:
+                    raise SiteError(f"site local: the {what} exited during boot: {refusal}; see {console}")
+                raise SiteError(f"site local: the {what} exited during boot; see {console} and {self.state_dir / 'vm-guest.log'}")
             time.sleep(0.2)
         else:
             raise SiteError(f"site local: the {what} was not ready after {timeout:.0f} s; see {self.state_dir / 'vm-guest.log'}")

@@ -59,6 +59,23 @@ def available() -> tuple[bool, str]:
     return True, f"{binary()} with modules {modules_dir().name}"
 
 
+#: What a UML kernel prints when it cannot run on the host's CPU, and why, as a SiteError says
+#: it: Debian 12's UML (6.1) panics at once with "ptrace set fp regs failed, errno = 14" on
+#: hosts whose XSAVE area is larger than it expects (seen on an Intel Xeon with AVX-512,
+#: 2026-11-26; the AMD EPYC machines of this kind before booted it).
+CPU_REFUSALS = {
+    "ptrace set fp regs failed": "Debian's UML kernel cannot run on this CPU (ptrace could not set its floating-point "
+                                 "registers: the host's XSAVE area, e.g. with AVX-512, is larger than the UML kernel "
+                                 "expects); use LOCAL_MODE=vm, the micro-VM",
+}
+
+
+def boot_refusal(console: str) -> str | None:
+    """Why a UML machine could not boot on this host, from its console output (the reason of
+    :data:`CPU_REFUSALS` whose signature it holds), or None when it does not say."""
+    return next((why for sign, why in CPU_REFUSALS.items() if sign in console), None)
+
+
 def tap_name(site_id: str) -> str:
     """Host tap device of a site: ``nrt-<id>`` (at most 15 characters, IFNAMSIZ)."""
     return f"nrt-{site_id}"[:15]
