@@ -344,12 +344,8 @@ def test_a_flow_ends_at_its_schedule_as_when_curl_gives_up(simulator, tmp_path):
     assert p3 - p4 >= 10 and p4 - p5 >= 15 and abs(p5 - p1) <= 10, (p1, p2, p3, p4, p5)
 
 
-def test_pie_vs_red_reproduces_on_ns3_with_the_same_analysis(simulator, tmp_path, monkeypatch):
-    monkeypatch.setattr(steps, "STATE_ROOT", tmp_path / "state")
-    monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
-    spec = load_spec("pie-vs-red")
-    steps.up(spec, "ns3")
-    steps.provision(spec, "ns3")
+def test_pie_vs_red_reproduces_on_ns3_with_the_same_analysis(ns3_up):
+    spec = ns3_up
     run_dir = run.run(spec, "ns3", 0.1, progress_tty=False, judge=judge_trial)
     verdict = analyze_run(run_dir)
     steps.down(spec, "ns3")
