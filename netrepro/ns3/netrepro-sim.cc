@@ -359,7 +359,7 @@ Acked(const Stream& st)
 }
 
 void
-Report(std::shared_ptr<Iperf3> t, bool last)
+Report(std::shared_ptr<Iperf3> t)
 {
     double now = Simulator::Now().GetSeconds();
     double since = t->testStart + (t->omit > 0 && now > t->testStart + t->omit + 1e-9 ? t->omit : 0.0);
@@ -401,7 +401,7 @@ void Iperf3End(std::shared_ptr<Iperf3> t);
 void
 Iperf3Tick(std::shared_ptr<Iperf3> t)
 {
-    Report(t, false);
+    Report(t);
     double now = Simulator::Now().GetSeconds();
     double omitEnd = t->testStart + t->omit, end = t->testStart + t->omit + t->duration;
     if (t->omit > 0 && std::abs(now - omitEnd) < 1e-9)
