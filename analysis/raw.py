@@ -86,12 +86,19 @@ def base_rtt_ms(rtt_ms: pd.Series | np.ndarray, statistic: str = "median") -> fl
 
 
 # --- flows.csv -------------------------------------------------------------------------------
-FLOW_COLUMNS = ["flow", "server", "file", "start_epoch_s", "end_epoch_s", "exit_code", "bytes"]
+#: ``connect_s``: the flow's control connection's TCP handshake, s after its start (curl's
+#: ``time_connect``); ``data_start_s``: its first byte of data, s after its start (curl's
+#: ``time_starttransfer``, CURLINFO_STARTTRANSFER_TIME(3): "the time until the first byte is
+#: received"; an FTP download's after the login, PASV and the data connection). Files written
+#: before they were recorded have neither (NaN).
+FLOW_COLUMNS = ["flow", "server", "file", "start_epoch_s", "end_epoch_s", "exit_code", "bytes", "connect_s",
+                "data_start_s"]
 
 
 def parse_flows(text: str) -> pd.DataFrame:
-    """Parse a client's ``flows.csv`` (header ``flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes``,
-    possibly with more columns; roles/flow_clients writes one line per finished flow).
+    """Parse a client's ``flows.csv`` (header ``flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes,
+    connect_s,data_start_s``, possibly with fewer or more columns; roles/flow_clients writes one
+    line per finished flow).
 
     Returns:
         DataFrame with exactly FLOW_COLUMNS; numeric columns coerced to float (unparseable
@@ -116,7 +123,7 @@ def parse_flows(text: str) -> pd.DataFrame:
     for col in FLOW_COLUMNS:
         if col not in df.columns:
             df[col] = np.nan
-    for col in ("flow", "start_epoch_s", "end_epoch_s", "exit_code", "bytes"):
+    for col in ("flow", "start_epoch_s", "end_epoch_s", "exit_code", "bytes", "connect_s", "data_start_s"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     return df[FLOW_COLUMNS].reset_index(drop=True)
 

@@ -81,8 +81,12 @@ def test_parse_flows_coerces_and_fills():
     assert math.isnan(df["end_epoch_s"].iloc[1]) and math.isnan(df["bytes"].iloc[1])
     assert parse_flows("").empty
     partial = parse_flows("flow,server,start_epoch_s\n1,server2,10.5\n")
-    assert list(partial.columns) == ["flow", "server", "file", "start_epoch_s", "end_epoch_s", "exit_code", "bytes"]
-    assert math.isnan(partial["bytes"].iloc[0])
+    assert list(partial.columns) == ["flow", "server", "file", "start_epoch_s", "end_epoch_s", "exit_code", "bytes",
+                                     "connect_s", "data_start_s"]
+    assert math.isnan(partial["bytes"].iloc[0]) and math.isnan(partial["data_start_s"].iloc[0])
+    timed = parse_flows("flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes,connect_s,data_start_s\n"
+                        "1,s1,f01,100.5,110.5,28,5000,0.201,0.803\n")
+    assert timed["connect_s"].iloc[0] == pytest.approx(0.201) and timed["data_start_s"].iloc[0] == pytest.approx(0.803)
 
 
 HTB = {"kind": "htb", "handle": "1:", "root": True, "bytes": 999, "backlog": 0, "qlen": 0}

@@ -266,7 +266,11 @@ def test_the_same_trial_simulated_twice_gives_the_same_files_and_another_run_num
     sent = int(re.search(r"^(\d+) packets transmitted", text, re.M)[1])
     assert len(lost) > 100 and len(answered | lost) >= sent - 1, (len(lost), len(answered | lost), sent)
     flows = (out / "client2" / "flows.csv").read_text().splitlines()
-    assert flows[0] == "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes" and len(flows) == 21
+    assert flows[0] == "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes,data_start_s" and len(flows) == 21
+    # the first byte a handshake after the flow's start: at least one base RTT (100 ms), and
+    # well within the phase
+    data_start = parse_flows("\n".join(flows) + "\n")["data_start_s"]
+    assert data_start.between(0.1, 2.0).all(), list(data_start)
     line = json.loads((out / "router" / "qdisc.jsonl").read_text().splitlines()[100])
     assert line["qdisc"][0]["kind"] == "red" and line["qdisc"][0]["handle"] == "10:" and line["tx_bytes"] > 0
 

@@ -23,6 +23,7 @@
 //                                 N TCP flows SERVER -> CLIENT (a download), each to its own port,
 //                                 rate-limited at RATE_BPS of payload (0: unlimited); a line per
 //                                 flow appended to PATH at its end, as roles/flow_clients writes
+//                                 (data_start_s: the first byte's arrival after the flow's start)
 //
 //   iperf3 CLIENT SERVER ID STREAMS START_S OMIT_S DURATION_S INTERVAL_S CC SNDBUF RCVBUF PACING
 //          MAXRATE_BPS SACK PATH
@@ -264,6 +265,7 @@ struct Flow
     int number;
     std::string label, path;
     double start, stop;
+    double dataStart = -1; // the first byte's arrival at the client, s of simulated time (-1: none yet)
     Ptr<PacketSink> sink;
     Ptr<Application> source;
 };
@@ -301,13 +303,23 @@ Abort(Ptr<Application> source)
 }
 
 void
+FlowData(std::shared_ptr<Flow> f, Ptr<const Packet>, const Address&)
+{
+    if (f->dataStart < 0)
+        f->dataStart = Simulator::Now().GetSeconds();
+}
+
+void
 FlowEnd(std::shared_ptr<Flow> f)
 {
     // curl --max-time ends every flow: exit code 28, as in roles/flow_clients
     char name[16];
     std::snprintf(name, sizeof name, "file%02d", f->number);
+    // data_start_s: curl's time_starttransfer, 0 when no byte came (as curl writes it). FTP's
+    // control dialogue is not simulated: the data connection opens at the flow's start
     File(f->path) << std::setprecision(6) << f->number << "," << f->label << "," << name << ","
-                  << g_epoch0 + f->start << "," << Epoch() << ",28," << f->sink->GetTotalRx() << "\n";
+                  << g_epoch0 + f->start << "," << Epoch() << ",28," << f->sink->GetTotalRx() << ","
+                  << (f->dataStart < 0 ? 0.0 : f->dataStart - f->start) << "\n";
     File(f->path).flush();
     Abort(f->source);
 }
@@ -804,7 +816,7 @@ main(int argc, char* argv[])
             std::string path = outDir + "/" + w[8];
             std::ofstream& f = File(path);
             if (f.tellp() == 0)
-                f << "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes\n";
+                f << "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes,data_start_s\n";
             Ipv4Address client = AddressOf(w[2]);
             for (uint32_t k = 0; k < count; k++)
             {
@@ -836,6 +848,7 @@ main(int argc, char* argv[])
                 fl->start = start;
                 fl->stop = end;
                 fl->sink = DynamicCast<PacketSink>(sinkApp.Get(0));
+                fl->sink->TraceConnectWithoutContext("Rx", MakeBoundCallback(&FlowData, fl));
                 fl->source = src.Get(0);
                 Simulator::Schedule(Seconds(end), &FlowEnd, fl);
             }

@@ -1,13 +1,15 @@
 #!/bin/bash
 # Flow client: at START+OFFSET (epoch seconds) open COUNT parallel anonymous FTP downloads
 # from SERVER, each stopped after DURATION s, and write one CSV row per flow:
-#   flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes,connect_s
+#   flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes,connect_s,data_start_s
 # One curl process opens every flow at once (--parallel --parallel-immediate): starting 20
 # processes one by one takes seconds on a slow node, which would skew the phase starts.
 # A flow starts when curl starts (start_epoch_s: what the orchestration controls, read from
 # bash's $EPOCHREALTIME just before curl is exec'd in place of the waiting shell: no fork
 # between the two) and ends at that time plus its time_total; connect_s is its time_connect,
-# i.e. how long the network took to open its control connection (curl(1) --write-out).
+# i.e. how long the network took to open its control connection, and data_start_s its
+# time_starttransfer, when its first byte of data arrived, after the login, PASV and the data
+# connection (curl(1) --write-out).
 #
 # START "armed": the waiting process makes the FIFO OUT.go and blocks reading it (no CPU)
 # until the controller writes the trial's common start time into every FIFO of the trial
@@ -30,14 +32,14 @@ case $0 in */*) . "${0%/*}/nr-start.sh" ;; *) . ./nr-start.sh ;; esac
 launch() {  # wait for the start, record it, become curl
   wait_start "$out" "$start" "$offset"
   exec curl -s --no-progress-meter -Z --parallel-immediate --parallel-max "$count" --max-time "$duration" \
-    -w '%{time_connect} %{time_total} %{exitcode} %{size_download} %{url}\n' "${args[@]}" > "$out.raw"
+    -w '%{time_connect} %{time_total} %{exitcode} %{size_download} %{url} %{time_starttransfer}\n' "${args[@]}" > "$out.raw"
 }
 
 run() {
   ( launch ) || true
-  awk -v t0="$(cat "$out.t0")" 'BEGIN { print "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes,connect_s" }
-    NF >= 5 { n = split($5, u, "/"); host = u[3]; file = u[n]
-              printf "%d,%s,%s,%.6f,%.6f,%s,%s,%.6f\n", NR, host, file, t0, t0 + $2, $3, $4, $1 }' "$out.raw" > "$out"
+  awk -v t0="$(cat "$out.t0")" 'BEGIN { print "flow,server,file,start_epoch_s,end_epoch_s,exit_code,bytes,connect_s,data_start_s" }
+    NF >= 6 { n = split($5, u, "/"); host = u[3]; file = u[n]
+              printf "%d,%s,%s,%.6f,%.6f,%s,%s,%.6f,%.6f\n", NR, host, file, t0, t0 + $2, $3, $4, $1, $6 }' "$out.raw" > "$out"
 }
 if [ "$mode" = --background ]; then
   # Ansible runs commands on a pty: ignore the SIGHUP its closing sends (as nohup(1) does),
