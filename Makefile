@@ -39,7 +39,7 @@ SCHEDULE_ARGS = $(if $(filter-out 1,$(REPEAT)),--repeat $(REPEAT)) $(if $(SEED),
                 $(if $(filter 1,$(SWEEP)),--sweep) $(if $(JOBS),--jobs $(JOBS))
 
 .PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status \
-        renew plan rspec validate compare test test-unit test-integration faults fresh-root-check lint bench clean
+        renew plan rspec validate compare quick test test-unit test-integration faults fresh-root-check lint bench clean
 
 help: ## Show the targets
 	@echo "netrepro: reproduce network experiments on testbeds"
@@ -68,6 +68,11 @@ setup: $(STAMP) ## Install everything SITE needs (Debian packages, micro-VM kern
 
 reproduce-pie-vs-red: ## The main job: reproduce PIE vs RED (Fig. 8) on SITE, then tear down
 	$(MAKE) reproduce EXPERIMENT=pie-vs-red
+
+quick: $(STAMP) ## The fastest real verdicts of EXPERIMENT: on the ns3 site, then on the local site at the experiment's quick time scale; both verdicts side by side
+	$(NETREPRO) setup --site ns3
+	$(NETREPRO) setup --site local
+	$(NETREPRO) quick $(EXPERIMENT)
 
 reproduce: setup ## up + provision + run + analyze + down for EXPERIMENT (REPEAT=N, SWEEP=1, DRY_RUN=1, RESUME=<run folder>, JOBS=N: trials simulated at once, ns3 only, default one per core)
 	$(NETREPRO) reproduce $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
@@ -106,8 +111,8 @@ test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports), unit (i
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(VENV)/bin/lint-imports --config .importlinter
-	$(PY) -m pytest -q -n auto -m "not integration and not netns" tests
-	$(PY) -m pytest -q -m "integration or netns" tests
+	$(PY) -m pytest -q -n auto --durations=15 -m "not integration and not netns" tests
+	$(PY) -m pytest -q --durations=0 --durations-min=5 -m "integration or netns" tests
 
 fresh-root-check: ## In a fresh minimal Debian 12 root: make setup, then the local site up and down
 	tools/fresh-root-check

@@ -68,9 +68,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis import fidelity
 from analysis.flent import write_trials
-from analysis.generic_figures import draw, figure_specs
-from analysis.health import failure_line, failures, trial_health
+from analysis.generic_figures import draw, figure_specs, save_figure
+from analysis.health import failure_line, failures, shaper_rate_tolerance, trial_health
 from analysis.io import atomic_path, write_gzip, write_text
 from analysis.raw import (parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields, parse_qdisc_stack,
                           parse_tx_bytes, trial_base_rtt_ms)
@@ -541,7 +542,8 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
 def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
              unhealthy: dict[str, list[dict]], rate_scale: float = 1.0,
              computed: dict[str, dict[str, list[str]]] | None = None,
-             incomplete: dict[str, list[str]] | None = None) -> dict:
+             incomplete: dict[str, list[str]] | None = None, time_scale: float = 1.0,
+             time_scale_min: float = 0.0) -> dict:
     """The verdict: each claim's status (holds, fails, not evaluable when it reads a trial
     whose data are ``incomplete`` (trial id -> why: its damaged raw files, analysed with
     ``--partial``) or when its values or its condition's are missing or undefined
@@ -552,7 +554,9 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
     applicable claim holds (and at least one applies), ``verdict`` inconclusive when any
     claim is inconclusive or not evaluable. A claim whose ``rate_scale_min`` is above the
     run's ``rate_scale`` (k) is not applicable either: the experiment file says below which
-    k it loses its meaning. ``computed``: :func:`select`'s.
+    k it loses its meaning; so is one whose ``time_scale_min`` (default ``time_scale_min``, the
+    file's ``time_scale.min``) is above the run's ``time_scale``. When no claim applies the
+    verdict is inconclusive: nothing was judged. ``computed``: :func:`select`'s.
 
     A condition says which case a run fell in when chance decides it: Lab 18's
     ``fq_codel flows 2`` puts two flows in one bucket half the time, and a claim of fairness
@@ -580,6 +584,11 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
                          + (f"; the numbers alone: {'holds' if holds else 'fails'}" if holds is not None else ""))
             if holds is not None:  # the numbers alone, when they can be judged at all
                 entry["numbers_hold"] = bool(holds)
+        elif float(c.get("time_scale_min", time_scale_min) or 0) > time_scale:
+            entry.update(status="not applicable", holds=None,
+                         reason=f"the run's time scale {time_scale:g} is shorter than "
+                                f"{float(c.get('time_scale_min', time_scale_min)):g}, the shortest at which the claim "
+                                "keeps its meaning (time_scale.min; the experiment file says why)")
         elif c.get("rate_scale_min", 0) > rate_scale:
             entry.update(status="not applicable", holds=None,
                          reason=f"the run's rate scale {rate_scale:g} is below {c['rate_scale_min']:g}, where the claim "
@@ -596,9 +605,37 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
     failures = [f for fs in unhealthy.values() for f in fs]
     judged = [e for e in out if e["status"] != "not applicable"]
     reproduced = bool(judged) and all(e["holds"] is True for e in judged)
-    verdict = ("inconclusive" if any(e["status"] in ("inconclusive", "not evaluable") for e in out)
+    verdict = ("inconclusive" if not judged or any(e["status"] in ("inconclusive", "not evaluable") for e in out)
                else "reproduced" if reproduced else "not reproduced")
     return {"reproduced": reproduced, "verdict": verdict, "health_failures": failures, "claims": out}
+
+
+def fidelity_figures(spec, records: dict[str, dict], run_dir: Path, time_scale: float, out_dir: Path,
+                     data: dict) -> list[Path]:
+    """``link-fidelity.png`` and ``.pdf`` in ``out_dir``: the CCDF of every trial's busy
+    intervals' deviation from the shaped rate (:func:`analysis.fidelity.ccdf_figure`), for
+    the trials whose sampled, shaped ports had a busy window; none without one.
+    ``spec``: at the run's rate scale; ``records``: the model's trial id -> its record."""
+    by_trial = {}
+    for trial in spec.model.trials:
+        rec = records.get(trial["id"])
+        start = rec.get("start_epoch_s") if rec else None
+        if not isinstance(start, (int, float)):
+            continue
+        end = start + float(rec.get("duration_s") or trial["duration_s"] * time_scale)
+        try:
+            ports = fidelity.trial_busy_intervals(
+                spec.model, trial, lambda node: (run_dir / "raw" / rec["id"] / node / "qdisc.jsonl").read_text(
+                    encoding="utf-8", errors="replace"), start, end)
+        except OSError:
+            continue
+        by_trial[trial["id"]] = {port: iv for port, (_, iv) in ports.items()}
+    k = float((data.get("rate_scale") or {}).get("k", 1))
+    fig = fidelity.ccdf_figure(by_trial, shaper_rate_tolerance(spec.model),
+                               f"{spec.model.name} on {data.get('site', '?')}, time scale {time_scale:g}, rate scale {k:g}")
+    if fig is None:
+        return []
+    return [save_figure(fig, Path(out_dir) / f"link-fidelity.{ext}") for ext in ("png", "pdf")]
 
 
 def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: bool = True,
@@ -618,6 +655,7 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     # the experiment as it ran: every rate and byte size at the run's rate scale
     k = float((data.get("rate_scale") or {}).get("k", 1))
     m = scale_rates(spec.model, k)
+    scaled = spec if k == 1 else spec.at_rate_scale(k)  # the health checks read the rates as run
     ts = float(data.get("time_scale", 1))
     problems = list(problems or [])
     damaged = damaged or {}
@@ -637,7 +675,7 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
         tidies.append(tidy)
         phases = rec.get("phases") or []
         rows += trial_statistics(m, trial, tidy, ends, phases, ts)
-        health[trial["id"]] = trial_health(spec, rec, tdir, ts)
+        health[trial["id"]] = trial_health(scaled, rec, tdir, ts)
     tidies = [t for t in tidies if len(t)]  # a trial without any sample adds no row
     tidy = pd.concat(tidies, ignore_index=True) if tidies else pd.DataFrame(columns=TIDY_COLUMNS)
     summary = pd.DataFrame(rows, columns=SUMMARY_KEYS)
@@ -650,13 +688,15 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     for t in (t["id"] for t in m.trials if t["id"] not in records):
         unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None, "threshold": None,
                                             "unit": None, "detail": "no record in run.json"})
-    verdict = evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy, k, statistics(m), incomplete)
+    verdict = evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy, k, statistics(m), incomplete,
+                       ts, float(m.data.get("time_scale", {}).get("min", 0) or 0))
     outputs = ([write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
                if tidy_file else [])
     with atomic_path(out / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
     outputs.append(out / "summary.csv")
     figs = ([p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures", ts)]
+            + fidelity_figures(scaled, records, run_dir, ts, out / "figures", data)
             if figures else [])
     outputs += figs
     outputs += write_trials(tidy, records, m.name, out)

@@ -27,6 +27,13 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
 - ``flow_start_skew``: for each time at which two or more such items start, max - min of
   their starts; the largest; ``ms``; ``flow_start_skew_max_ms``. Without such a time it is
   not measured (one FTP item's flows are one curl process: their spread is no skew).
+- ``data_start_lag``: per iperf3 or FTP item, how late its data started behind its
+  scheduled start (FTP: the median flow's start + ``data_start_s``, curl's time_starttransfer
+  in flows.csv; iperf3: ``.json.t0`` + the start of its first interval with bytes), as a share
+  of the phase the item opens (else of the item's length); the largest; ``fraction``;
+  ``data_start_lag_max_fraction``. ``flow_start_lag`` times the client process; this times the
+  data, which an FTP download sends only after its login and data connection, several RTTs.
+  A 5-s phase whose flows carry data 1.5 s late is 30 % shorter than the schedule says.
 - ``sampling_<kind>`` (``sampling_ping``, ``sampling_qdisc_stats``): per ping item or queue
   collector, samples recorded within the schedule / samples the schedule asks for; the
   smallest; ``fraction``; ``collector_sampling_min_fraction``. A ping sample is a probe sent
@@ -42,6 +49,13 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
   delays ~3 of a full-length phase's 500 samples per node). Not measured without ``base_rtt``
   or a shaped buffer on any ping's path. The detail names the worst item and phase and the
   largest queueing delay seen.
+- ``shaper_rate_off``: per port sampled by a queue collector whose stack has a shaper, the
+  share of its busy windows (consecutive samples with a backlog, 0.5 s or more) whose sending
+  rate (the device's tx_bytes) is off the shaped rate by more than ``shaper_rate_tolerance_fraction``
+  (default :data:`SHAPER_RATE_TOLERANCE`); the largest share; ``fraction``;
+  ``shaper_rate_off_max_fraction``. Mininet-HiFi's link invariant (analysis/fidelity.py): a
+  busy link sends at its rate, and a host that cannot keep up sends less. Not measured when
+  no sampled port has a shaper or no interval was busy.
 - ``controller_load``: the larger 1-minute load average of the controller machine read
   before and after the trial (run.json ``controller_loadavg``), per core
   (``controller_cores``); ``load per core``; ``controller_load_per_core_max``.
@@ -69,7 +83,9 @@ from typing import Callable
 
 import pandas as pd
 
-from analysis.raw import trial_base_rtt_ms, parse_flows, parse_ping, parse_qdisc_stack
+from analysis import fidelity
+from netrepro import tc
+from analysis.raw import trial_base_rtt_ms, parse_flows, parse_iperf3, parse_ping, parse_qdisc_stack
 from netrepro.model import STARTED_KINDS, data_kinds, ping_buffers
 from netrepro.runfolder import cpu_busy
 from netrepro.spec import check_time_scale
@@ -81,11 +97,22 @@ CHECKS: dict[str, tuple[str, str, str]] = {
     "ping_received": ("ping_received_min_fraction", "fraction", "min"),
     "flow_start_lag": ("flow_start_lag_max_ms", "ms", "max"),
     "flow_start_skew": ("flow_start_skew_max_ms", "ms", "max"),
+    "data_start_lag": ("data_start_lag_max_fraction", "fraction", "max"),
+    "shaper_rate_off": ("shaper_rate_off_max_fraction", "fraction", "max"),
     "sampling": ("collector_sampling_min_fraction", "fraction", "min"),
     "queue_delay_excess": ("queue_delay_excess_max_fraction", "fraction", "max"),
     "controller_load": ("controller_load_per_core_max", "load per core", "max"),
     "controller_cpu_busy": ("controller_cpu_busy_max_fraction", "fraction", "max"),
 }
+
+#: How far a busy window's sending rate may be from the shaped rate before it counts as
+#: off (``shaper_rate_tolerance_fraction``'s default): 10 %. A 0.5-s window at 10 Mbit/s is
+#: quantised to one frame (0.24 %); a TBF may add its bucket (tc-tbf(8): burst) on top of the
+#: rate; the sampler's reads of its clock and counters a few ms apart move a 0.5-s window's
+#: rate by a few % (analysis/fidelity.py WINDOW_S); and the queue may run dry between two
+#: samples, which only lowers the rate. 10 % is above all of these together and well below
+#: the 15-21 % deficits of the busiest trials of tests/data/pie-vs-red-local-0.1.
+SHAPER_RATE_TOLERANCE = 0.10
 
 #: ``ping -O`` line of a probe without a reply when the next one is sent (iputils ping(8)).
 _NO_ANSWER = re.compile(r"^\s*\[(?P<t>\d+(?:\.\d*)?)\]\s*no answer yet for icmp_seq=(?P<seq>\d+)")
@@ -309,6 +336,107 @@ def _flow_start_skew(spec, record, trial_dir, start, time_scale, **_) -> tuple[f
     return per[worst], f"worst {worst}; " + ", ".join(f"{k} {round(v):d}" for k, v in per.items()) + " ms"
 
 
+def _item_data_starts(spec, record, trial_dir: Path, it: dict, nth: dict) -> tuple[float, str]:
+    """(epoch s, how) at which the data of traffic item ``it`` started flowing.
+
+    FTP: per flow of its receiver's flows.csv (the k-th FTP item of that receiver:
+    flows-<k>.csv), its start + ``data_start_s`` (curl's time_starttransfer: the login, PASV
+    and data connection come first); a flow that got no byte (no time, or 0, as curl writes
+    it) counts at its end; the item's data start is the median flow's: half of its flows carry
+    data by then. iperf3: its ``.json.t0`` + the start of the first reporting interval in which
+    any stream sent bytes (a lower bound by the control exchange before iperf3's test timer,
+    a few RTTs: iperf3 -J times its intervals from the test's start). ``nth``: receiver ->
+    FTP items seen so far (updated). Raises _NotMeasured naming the file without the data."""
+    if it["kind"] == "iperf3":
+        f = trial_dir / it["from"] / f"iperf3-{it['id']}.json"
+        try:
+            t0 = float(_text(f.with_name(f.name + ".t0")).split()[0])
+        except (IndexError, ValueError):
+            raise _NotMeasured(f"{it['from']}/{f.name}.t0 has no start time") from None
+        try:
+            iv, _ = parse_iperf3(_text(f))
+        except ValueError as exc:
+            raise _NotMeasured(f"{it['from']}/{f.name}: {exc}") from None
+        per = iv.groupby("t_s", sort=True)["bits_per_second"].sum()
+        ends = per.index.to_numpy()
+        sent = [i for i, b in enumerate(per.to_numpy()) if b > 0]
+        if not sent:
+            raise _NotMeasured(f"{it['from']}/{f.name} has no interval with bytes")
+        return t0 + (float(ends[sent[0] - 1]) if sent[0] else 0.0), "first interval with bytes"
+    k = nth[it["to"]] = nth.get(it["to"], -1) + 1
+    f = trial_dir / it["to"] / ("flows.csv" if k == 0 else f"flows-{k}.csv")
+    fl = parse_flows(_text(f))
+    if fl.empty or fl["start_epoch_s"].isna().all():
+        raise _NotMeasured(f"{it['to']}/{f.name} has no flow start")
+    if fl["data_start_s"].isna().all():
+        raise _NotMeasured(f"{it['to']}/{f.name} has no data_start_s (recorded before flows.csv had it)")
+    got = (fl["data_start_s"] > 0) & (fl["bytes"] > 0)
+    at = (fl["start_epoch_s"] + fl["data_start_s"]).where(got, fl["end_epoch_s"])
+    return float(at.median()), f"median of {len(fl)} flows' first byte ({int((~got).sum())} without data)"
+
+
+def _data_start_lag(spec, record, trial_dir, start, duration, time_scale, **_) -> tuple[float, str]:
+    """``data_start_lag``: per iperf3 or FTP item, how late its data started
+    (:func:`_item_data_starts`) behind its scheduled start, as a share of the phase it opens
+    (the phase whose start is the item's; else the item's own length); the largest."""
+    windows = {round(lo, 3): (name, hi - lo) for name, lo, hi in _phase_windows(spec, record, duration, time_scale)}
+    per, nth = {}, {}
+    for it in _items(spec, record, trial_dir, STARTED_KINDS):
+        at = it["start_s"] * time_scale
+        data, how = _item_data_starts(spec, record, trial_dir, it, nth)
+        name, length = windows.get(round(at, 3), (it["id"], it["duration_s"] * time_scale))
+        lag = data - (start + at)
+        if it["id"] not in per or lag / length > per[it["id"]][0]:
+            per[it["id"]] = (min(max(lag, 0.0) / length, 1.0), lag, name, length, how)  # 1: the whole phase lost
+    worst = max(per, key=lambda i: per[i][0])
+    share, lag, name, length, how = per[worst]
+    # per phase (or item) opened: the latest data start of the items opening it, for the
+    # report's table of effective phase windows
+    opened: dict[str, dict] = {}
+    for iid, (_, lag_i, name_i, length_i, _) in per.items():
+        at = next(it["start_s"] * time_scale for it in _items(spec, record, trial_dir, STARTED_KINDS)
+                  if it["id"] == iid)
+        o = opened.setdefault(name_i, {"phase": name_i, "start_s": round(at, 3), "length_s": round(length_i, 3),
+                                       "data_lag_s": lag_i})
+        o["data_lag_s"] = round(max(o["data_lag_s"], lag_i), 3)
+    return share, (f"worst {worst}: data {lag * 1000:.0f} ms after its start, {share:.1%} of {name} "
+                   f"({length:g} s; {how}); " + ", ".join(f"{i} {v[1] * 1000:+.0f} ms" for i, v in per.items())), \
+        sorted(opened.values(), key=lambda o: o["start_s"])
+
+
+def shaper_rate_tolerance(model) -> float:
+    """``shaper_rate_tolerance_fraction`` of the file's ``health:``, else
+    :data:`SHAPER_RATE_TOLERANCE`."""
+    tol = _num(model.data["health"].get("shaper_rate_tolerance_fraction"))
+    return SHAPER_RATE_TOLERANCE if tol is None else tol
+
+
+def _shaper_rate(spec, record, trial_dir, start, duration, **_) -> tuple[float, str]:
+    """``shaper_rate_off``: per sampled port with a shaper (:func:`analysis.fidelity.shaped_ports`),
+    the share of its busy windows (:func:`analysis.fidelity.busy_intervals`) whose sending
+    rate is off the shaped rate by more than ``shaper_rate_tolerance_fraction``
+    (:data:`SHAPER_RATE_TOLERANCE` by default); the largest share."""
+    ports = fidelity.trial_busy_intervals(spec.model, _model_trial(spec, record, trial_dir),
+                                          lambda node: _text(trial_dir / node / "qdisc.jsonl"), start, start + duration)
+    if not ports:
+        raise _Unmeasurable(f"no queue collector samples a port with a shaper ({' or '.join(tc.SHAPERS)} rate_mbit) "
+                            "in this trial")
+    tol = shaper_rate_tolerance(spec.model)
+    per = {}
+    for port, (rate, iv) in ports.items():
+        if len(iv):
+            per[port] = (fidelity.off_share(iv, tol), len(iv), rate, float(iv["deviation"].median()),
+                         float(iv["deviation"].abs().quantile(0.99)))
+    if not per:
+        raise _Unmeasurable(f"no busy window (a backlog in consecutive samples for {fidelity.WINDOW_S:g} s) at {', '.join(ports)}: the links never "
+                            "had to work at their rate")
+    worst = max(per, key=lambda p: per[p][0])
+    return per[worst][0], "; ".join(
+        f"{p}: {v[0]:.1%} of {v[1]} busy windows off {v[2]:g} Mbit/s by more than {tol:.0%} "
+        f"(median deviation {v[3]:+.1%}, 99th percentile of |deviation| {v[4]:.1%})"
+        for p, v in sorted(per.items(), key=lambda kv: kv[0] != worst))
+
+
 def _phase_windows(spec, record, duration, time_scale) -> list[tuple[str, float, float]]:
     """(name, start s, end s) of the trial's phases (run.json's, else the file's at
     ``time_scale``), or the whole schedule as ``all`` without phases."""
@@ -409,10 +537,12 @@ def _measures(spec) -> list[tuple[str, Callable]]:
     ping, started = "ping" in kinds, bool(kinds & set(STARTED_KINDS))
     return ([("nodes_cpu_busy", _nodes_cpu_busy)]
             + ([("ping_received", _ping_received)] if ping else [])
-            + ([("flow_start_lag", _flow_start_lag), ("flow_start_skew", _flow_start_skew)] if started else [])
+            + ([("flow_start_lag", _flow_start_lag), ("flow_start_skew", _flow_start_skew),
+                ("data_start_lag", _data_start_lag)] if started else [])
             + ([("sampling_ping", _sampling("ping"))] if ping else [])
             + ([("sampling_qdisc_stats", _sampling("qdisc_stats"))] if "qdisc_stats" in kinds else [])
             + ([("queue_delay_excess", _queue_delay_excess)] if ping else [])
+            + ([("shaper_rate_off", _shaper_rate)] if "qdisc_stats" in kinds else [])
             + [("controller_load", _controller_load), ("controller_cpu_busy", _controller_cpu_busy)])
 
 
@@ -424,8 +554,9 @@ def trial_health(spec, record: dict, trial_dir: Path | str, time_scale: float) -
     """The health checks of one trial.
 
     Args:
-        spec: the experiment (netrepro.spec.Spec) as run; thresholds from its ``health:``
-            section (each optional).
+        spec: the experiment (netrepro.spec.Spec) as run: at the run's rate scale
+            (:meth:`netrepro.spec.Spec.at_rate_scale`), whose rates ``shaper_rate_off`` and
+            ``queue_delay_excess`` read; thresholds from its ``health:`` section (each optional).
         record: the trial's record in run.json. Fields read: ``start_epoch_s`` (the common
             start, Unix s; required for the flow and sampling checks), ``duration_s`` (the
             schedule, s; default the longest trial's at ``time_scale``), ``phases`` (names
@@ -441,7 +572,11 @@ def trial_health(spec, record: dict, trial_dir: Path | str, time_scale: float) -
         (fractions to 4 decimals, ms to 0.1) or null when not measured; ``threshold``: the
         spec's, or null when it sets none (then ``passed`` is null: measured, not judged);
         ``detail``: one line (per-node values, the worst phase, or why it is not measured).
-        Top-level ``passed`` is false when any judged check failed.
+        ``data_start_lag`` also has ``windows``: ``[{"phase", "start_s", "length_s",
+        "data_lag_s"}]``, per phase an item opens (else per item), its scheduled start and
+        length (s from the trial's start) and the latest data start of the items opening it
+        behind that start (s): the effective phase starts that late. Top-level ``passed``
+        is false when any judged check failed.
     Raises:
         nothing: a measurement that raises is a check that failed (or, without a
         threshold, was not measured), its ``detail`` naming the error.
@@ -472,16 +607,16 @@ def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dic
     for cid, measure in _measures(spec):
         key, unit, sense = CHECKS["sampling" if cid.startswith("sampling_") else cid]
         limit = _num(limits.get(key))
-        value, detail, applies = None, "", True
+        value, detail, applies, extra = None, "", True, []
         try:
             if record.get("simulated") and cid in SIMULATION_NOT_APPLICABLE:
                 raise _NotApplicable("a simulated trial: its results do not depend on the CPU of any machine")
-            if start is None and cid.startswith(("ping_", "flow_", "sampling_", "queue_")):
+            if start is None and cid.startswith(("ping_", "flow_", "data_", "sampling_", "queue_", "shaper_")):
                 raise _NotMeasured("run.json has no start_epoch_s for the trial")
-            if duration is None and cid.startswith(("ping_", "sampling_")):
+            if duration is None and cid.startswith(("ping_", "sampling_", "data_", "shaper_")):
                 raise _NotMeasured("no schedule duration")
-            value, detail = measure(spec=spec, record=record, trial_dir=trial_dir, start=start,
-                                    duration=duration, time_scale=time_scale)
+            value, detail, *extra = measure(spec=spec, record=record, trial_dir=trial_dir, start=start,
+                                            duration=duration, time_scale=time_scale)
         except _NotApplicable as exc:
             detail, applies = f"not applicable: {exc}", False
         except _Unmeasurable as exc:
@@ -498,7 +633,7 @@ def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dic
         else:
             ok = value <= limit if sense == "max" else value >= limit
         checks.append({"id": cid, "value": value, "threshold": limit, "unit": unit, "passed": ok,
-                       "detail": " ".join(detail.split())})
+                       "detail": " ".join(detail.split())} | ({"windows": extra[0]} if extra else {}))
     return {"passed": all(c["passed"] is not False for c in checks), "checks": checks}
 
 
@@ -540,4 +675,4 @@ def failures(health_by_trial: dict[str, dict]) -> list[dict]:
             for tid, h in health_by_trial.items() for c in h.get("checks", []) if c.get("passed") is False]
 
 
-__all__ = ["CHECKS", "trial_health", "format_value", "describe", "failure_line", "failures"]
+__all__ = ["CHECKS", "SHAPER_RATE_TOLERANCE", "shaper_rate_tolerance", "trial_health", "format_value", "describe", "failure_line", "failures"]

@@ -68,6 +68,23 @@ def health_table(health: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["trial", "check", "value", "threshold", "result", "detail"])
 
 
+def phase_windows_table(health: dict[str, dict]) -> pd.DataFrame:
+    """The effective phase windows of every trial (its ``data_start_lag`` check's ``windows``,
+    :func:`analysis.health.trial_health`): trial, phase, scheduled from (s from the trial's
+    start), data from (s), length (s), effective length (s), share lost; empty without one."""
+    rows = []
+    for tid, h in health.items():
+        for c in h.get("checks", []):
+            for w in c.get("windows") or []:
+                lag = max(float(w["data_lag_s"]), 0.0)
+                rows.append({"trial": tid, "phase": w["phase"], "scheduled from (s)": float(w["start_s"]),
+                             "data from (s)": float(w["start_s"]) + lag, "length (s)": float(w["length_s"]),
+                             "effective length (s)": max(float(w["length_s"]) - lag, 0.0),
+                             "lost": f"{min(lag / float(w['length_s']), 1):.0%}" if w["length_s"] else ""})
+    return pd.DataFrame(rows, columns=["trial", "phase", "scheduled from (s)", "data from (s)", "length (s)",
+                                       "effective length (s)", "lost"])
+
+
 def _verdict_line(verdict: dict) -> str:
     claims = verdict["claims"]
     count = {s: sum(c["status"] == s for c in claims) for s in STATUS_WORDS}
@@ -167,6 +184,13 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
                   "analysis/health.py says how each is measured). A trial that fails one makes the claims reading "
                   "it inconclusive.", ""]
         lines += [markdown_table(health_table(health))]
+        windows = phase_windows_table(health)
+        if len(windows):
+            lines += ["", "Effective phase windows: each phase from the schedule's start and from the moment the "
+                      "data of the traffic opening it flowed (`data_start_lag`: FTP's median flow's first byte, "
+                      "iperf3's first interval with bytes). The statistics read the whole scheduled phase.", "",
+                      markdown_table(windows, {"scheduled from (s)": 2, "data from (s)": 2, "length (s)": 2,
+                                               "effective length (s)": 2})]
     else:
         lines.append("No trial was measured.")
 
@@ -203,4 +227,4 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["render_report", "markdown_table", "health_table", "STATUS_WORDS"]
+__all__ = ["render_report", "markdown_table", "health_table", "phase_windows_table", "STATUS_WORDS"]

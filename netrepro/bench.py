@@ -95,7 +95,10 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
     wall_trials = _num(data.get("wall_s")) or sum(_num(records[t].get("wall_s")) or 0 for t in ran)
     wall_total = _num(timings.get("total_s")) or wall_trials
     # recomputed from raw/ and run.json, so runs recorded by older versions are measured alike
-    health = {t: trial_health(spec, records[t], rdir / "raw" / t, time_scale) for t in ran}
+    k = float(_dict(data.get("rate_scale")).get("k", 1) or 1)
+    scaled = spec if k == 1 else spec.at_rate_scale(k)  # the rates as run (shaper_rate_off reads them)
+    health = {t: trial_health(scaled, records[t], rdir / "raw" / t, time_scale) for t in ran}
+    fidelity = _fidelity(scaled, records, rdir, time_scale)
     site_t = _dict(data.get("timings_s"))
     return {
         "run": str(run_dir), "site": data.get("site"), "mode": data.get("mode"), "time_scale": time_scale,
@@ -112,10 +115,51 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
         # the local site's forwarding test at reserve time (netrepro.sites.capacity), as run.json recorded it
         "capacity": _dict(data.get("site_status")).get("capacity"),
         "health": health, "health_passed": all(h["passed"] for h in health.values()),
+        "link_fidelity": fidelity,
         "raw_check": raw_summary,
         "incomplete_trials": incomplete,
         "notes": left_out + notes,
     }
+
+
+def _fidelity(spec, records: dict[str, dict], rdir: Path, time_scale: float) -> dict:
+    """Trial (raw folder) -> sampled, shaped port -> :func:`analysis.fidelity.summary` of its
+    busy windows, with ``rate_mbit``; trials without a start or a readable qdisc.jsonl are
+    left out (their health check says why)."""
+    from analysis.fidelity import summary, trial_busy_intervals
+    from analysis.health import shaper_rate_tolerance
+
+    tol, out = shaper_rate_tolerance(spec.model), {}
+    trials = {t["id"]: t for t in spec.model.trials}
+    for rid, rec in records.items():
+        trial, start = trials.get(rec.get("trial") or rid), _num(rec.get("start_epoch_s"))
+        if trial is None or start is None:
+            continue
+        end = start + (_num(rec.get("duration_s")) or trial["duration_s"] * time_scale)
+        try:
+            ports = trial_busy_intervals(spec.model, trial, lambda node: (rdir / "raw" / rid / node / "qdisc.jsonl")
+                                         .read_text(encoding="utf-8", errors="replace"), start, end)
+        except OSError:
+            continue
+        out[rid] = {port: {"rate_mbit": rate, "tolerance": tol, **summary(iv, tol)} for port, (rate, iv) in ports.items()}
+    return out
+
+
+def print_fidelity(fidelity: dict) -> None:
+    """The link invariant of :func:`_fidelity`, one line per trial and port."""
+    rows = [(t, p, v) for t, ports in fidelity.items() for p, v in ports.items()]
+    if not rows:
+        return
+    print("link fidelity (busy windows of each shaped, sampled port; deviation = sending rate / shaped "
+          "rate - 1; share of windows with |deviation| >= 1 %, 5 %, 10 %, 20 %):")
+    for t, p, v in rows:
+        if not v["intervals"]:
+            print(f"  {t} {p} ({v['rate_mbit']:g} Mbit/s): no busy window")
+            continue
+        print(f"  {t} {p} ({v['rate_mbit']:g} Mbit/s): {v['intervals']} windows ({v['busy_s']:.0f} s), median "
+              f"{v['median_deviation']:+.1%}, 99th percentile of |deviation| {v['p99_abs_deviation']:.1%}; CCDF "
+              + " / ".join(f"{x:.1%}" for x in v["ccdf"].values())
+              + f"; off by more than {v['tolerance']:.0%}: {v['off_share']:.1%}")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -159,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(f.get("rate_scale"), dict):
         print(f"rate scale: {f['rate_scale'].get('k')} ({f['rate_scale'].get('why')})")
     print_health(f["health"])
+    print_fidelity(f["link_fidelity"])
     return 0
 
 

@@ -23,7 +23,7 @@ from netrepro import sweep as sweeps
 from netrepro.ansible import PlaybookError
 from netrepro.clean import clean
 from netrepro.cli_sites import inventory_from_manifest, plan_text, write_rspec
-from netrepro.model import rate_scale_option
+from netrepro.model import rate_scale_option, time_scale_note
 from netrepro.pipeline import judge_trial
 from netrepro.runner import playbooks, rundir, steps
 from netrepro.runner.barrier import lead_from_env
@@ -91,11 +91,15 @@ def _check_environment(args, spec) -> None:
     :func:`_schedule_args`, HOURS and the others by their options' types. Raises ValueError
     naming the variable (one line, exit 2)."""
     cmd = args.command
-    if cmd in ("provision", "run", "reproduce"):
+    if cmd in ("provision", "run", "reproduce", "quick"):
         _ansible_timeout()
         rate_scale_option(spec.model, os.environ.get("RATE_SCALE"))
-    if cmd in ("run", "reproduce"):
+    if cmd in ("run", "reproduce", "quick"):
         lead_from_env()
+    if cmd in ("run", "reproduce"):
+        note = time_scale_note(spec.model, _run_time_scale(args) or 1.0)
+        if note:  # run anyway (a smoke test, a test suite): the verdict will say it
+            print(f"[{cmd}] {note}", flush=True)
 
 
 def cmd_validate(args) -> int:
@@ -280,26 +284,38 @@ def cmd_reproduce(args) -> int:
     _check_environment(args, spec)
     if args.dry_run:
         return _dry_run(args, spec)
-    opts = _options(args)
-    sched = _schedule_args(args)
-    checked_jobs(args.site, sched["jobs"])   # --jobs > 1 on a site that does not simulate: before it is up
-    steps.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
     resume = Path(args.resume) if args.resume else None
+    run_dir, verdict, timings = _reproduce(spec, args.site, _run_time_scale(args), _options(args),
+                                           _schedule_args(args), keep=args.keep, resume=resume)
+    _print_verdict(verdict, run_dir)
+    print(f"[reproduce] wall time {timings['total_s']:.0f} s: " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items() if k != "total_s"))
+    return 0
+
+
+def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dict, keep: bool = False,
+               resume: Path | None = None) -> tuple[Path, dict, dict]:
+    """One reproduction on ``site``: up, provision, run, analyze, down (unless ``keep``; the
+    site is released even on failure or Ctrl-C). ``sched``: :func:`_schedule_args`'s.
+    Returns (the run folder, its verdict, its ``timings.json``: seconds per step and
+    ``total_s``). Raises what the steps raise (StepIncomplete saying whether the site was
+    released)."""
+    checked_jobs(site, sched["jobs"])   # --jobs > 1 on a site that does not simulate: before it is up
+    steps.open_site(spec, site, opts).preflight()   # bad files/credentials: nothing written yet
     if resume:  # refused before anything is built (reads only)
-        load_resume(spec, args.site, resume, _run_time_scale(args), None, sched["repeat"])
+        load_resume(spec, site, resume, time_scale, None, sched["repeat"])
     elif sched["sweep"]:  # every point checked before anything is built
         sweeps.points(spec)
     t0 = time.time()
     timings = {}
     try:
         t = time.time()
-        steps.up(spec, args.site, opts)
+        steps.up(spec, site, opts)
         timings["up_s"] = round(time.time() - t, 1)
         t = time.time()
-        steps.provision(spec, args.site, opts)
+        steps.provision(spec, site, opts)
         timings["provision_s"] = round(time.time() - t, 1)
         t = time.time()
-        run_dir = run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce",
+        run_dir = run(spec, site, time_scale, opts, resume=resume, command="reproduce",
                       repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
                       sweep=sched["sweep"], judge=judge_trial, jobs=sched["jobs"])
         timings["trials_s"] = round(time.time() - t, 1)
@@ -307,20 +323,81 @@ def cmd_reproduce(args) -> int:
         verdict = analyze_run(run_dir)
         timings["analyze_s"] = round(time.time() - t, 1)
     except StepIncomplete as exc:
-        if args.keep:
+        if keep:
             raise
         # The site is released below: say so instead of "the site is still up".
         hint = "the site was released" + (f"; {exc.hint}" if exc.run_dir else "")
         raise StepIncomplete(exc.account, hint=hint, exit_code=exc.exit_code, run_dir=exc.run_dir) from None
     finally:
-        if not args.keep:
+        if not keep:
             t = time.time()
-            steps.down(spec, args.site, opts)
+            steps.down(spec, site, opts)
             timings["down_s"] = round(time.time() - t, 1)
     timings["total_s"] = round(time.time() - t0, 1)
     (run_dir / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
-    _print_verdict(verdict, run_dir)
-    print(f"[reproduce] wall time {timings['total_s']:.0f} s: " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items() if k != "total_s"))
+    return run_dir, verdict, timings
+
+
+#: The sites ``netrepro quick`` reproduces on, in order: the simulation at the experiment's own
+#: time scale (its wall time does not depend on the schedule's length much), then the emulation
+#: at the quick time scale (:func:`quick_time_scale`).
+QUICK_SITES = ("ns3", "local")
+
+
+def quick_time_scale(spec) -> tuple[float, str]:
+    """(TIME_SCALE, why) of the emulated run of ``netrepro quick``: the experiment's
+    ``time_scale.quick``, else its ``time_scale.min``, else 1 (the file declares no shorter
+    meaningful time scale)."""
+    ts = spec.model.data.get("time_scale") or {}
+    if ts.get("quick"):
+        return float(ts["quick"]), "the experiment's time_scale.quick"
+    if ts.get("min"):
+        return float(ts["min"]), "the experiment's time_scale.min"
+    return 1.0, "full length: the experiment declares no time_scale.min"
+
+
+def quick_table(results: list[tuple[str, float, Path, dict, dict]]) -> list[str]:
+    """The verdicts of ``netrepro quick`` side by side, as lines: a header naming each run
+    (site, time scale, wall time), one line per claim with its status in each run, then the
+    verdicts and the run folders. ``results``: (site, time scale, run folder, verdict,
+    timings) per run."""
+    heads = [f"{site} (TIME_SCALE {ts:g}, {tm['total_s']:.0f} s)" for site, ts, _, _, tm in results]
+    claims = list(dict.fromkeys(c["id"] for *_, v, _ in results for c in v["claims"]))
+    status = [{c["id"]: c["status"] for c in v["claims"]} for *_, v, _ in results]
+    w0 = max(len("claim"), *(len(c) for c in claims))
+    ws = [max(len(h), 14) for h in heads]
+
+    def row(first: str, cells: list[str]) -> str:
+        return "  " + first.ljust(w0) + "  " + "  ".join(c.ljust(w) for c, w in zip(cells, ws))
+    lines = [row("claim", heads)]
+    lines += [row(c, [st.get(c, "-") for st in status]) for c in claims]
+    lines.append(row("verdict", [v["verdict"] for *_, v, _ in results]))
+    lines += [f"  {site}: {run_dir / 'report.md'}" for site, _, run_dir, _, _ in results]
+    return lines
+
+
+def cmd_quick(args) -> int:
+    """netrepro quick EXPERIMENT: reproduce on the ns3 site (TIME_SCALE 1) and on the local site
+    at :func:`quick_time_scale`, one after the other, then print both verdicts side by side."""
+    spec = load_spec(args.experiment)
+    _check_environment(args, spec)
+    ts_local, why = quick_time_scale(spec)
+    if getattr(args, "time_scale_given", False):
+        ts_local, why = args.time_scale, "--time-scale"
+    plan = [("ns3", 1.0), ("local", ts_local)]
+    print(f"[quick] {spec.name}: the ns3 site at TIME_SCALE 1, then the local site at TIME_SCALE {ts_local:g} ({why})",
+          flush=True)
+    note = time_scale_note(spec.model, ts_local)
+    if note:
+        print(f"[quick] {note}", flush=True)
+    sched = {"repeat": None, "shuffle": True, "seed": None, "sweep": False, "jobs": None}
+    results = []
+    for site, ts in plan:
+        run_dir, verdict, timings = _reproduce(spec, site, ts, {}, sched)
+        results.append((site, ts, run_dir, verdict, timings))
+    print("[quick] verdicts side by side:")
+    for line in quick_table(results):
+        print(line)
     return 0
 
 
@@ -427,6 +504,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("renew", cmd_renew, "extend the reservation")
     sp.add_argument("--hours", type=_hours, default=os.environ.get("HOURS") or "6",
                     help="hours to extend the reservation by (default: $HOURS or 6)")
+    sp = add("quick", cmd_quick, "the fastest real verdicts: reproduce on the ns3 site, then on the local site at "
+             "the experiment's quick time scale; both verdicts side by side", site=False)
+    sp.add_argument("--time-scale", type=_time_scale, default=None, action=_Given,
+                    help="the local run's time scale (default: the experiment's time_scale.quick, else its "
+                         "time_scale.min, else 1)")
     sp = add("reproduce", cmd_reproduce, "up, provision, run, analyze, down")
     sp.add_argument("--time-scale", type=_time_scale, default=os.environ.get("TIME_SCALE", "1"), action=_Given,
                     help="multiply every duration of the schedule (default: $TIME_SCALE or 1; "

@@ -94,7 +94,7 @@ class Model:
       "sysctls": {node: {name: value}}, "traffic": [item with defaults filled],
       "duration_s"}]``, in run order;
     - ``phases``, ``base_rtt``, ``collectors``, ``health``, ``figures``, ``claims``,
-      ``rate_scale`` as in the file (empty when absent).
+      ``rate_scale``, ``time_scale`` as in the file (empty when absent).
     """
 
     data: dict
@@ -553,8 +553,12 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
         "trials": trials, "phases": phases, "base_rtt": data.get("base_rtt", {}),
         "collectors": data.get("collectors", []), "health": data.get("health", {}),
         "figures": data.get("figures", []), "claims": data["claims"], "rate_scale": data.get("rate_scale", {}),
+        "time_scale": data.get("time_scale", {}),
     }, Path(path))
     _check_phases(m, path)
+    ts = m.data["time_scale"]
+    if "quick" in ts and ts["quick"] < ts["min"]:
+        _fail(path, "time_scale.quick", f"expected at least time_scale.min ({ts['min']:g}), got {ts['quick']:g}")
     _check_collectors(m, path)
     _check_labels(m, path)
     _check_item_ids(data, path)
@@ -1010,9 +1014,12 @@ HEALTH_NEEDS: dict[str, tuple[str, ...]] = {
     "ping_received_min_fraction": ("ping",),
     "flow_start_lag_max_ms": ("started",),
     "flow_start_skew_max_ms": ("started_together",),
+    "data_start_lag_max_fraction": ("started",),
     "collector_sampling_min_fraction": ("sampled",),
     "queue_delay_excess_max_ms": ("base_rtt", "ping_buffer"),
     "queue_delay_excess_max_fraction": ("base_rtt", "ping_buffer"),
+    "shaper_rate_tolerance_fraction": ("shaped_sample",),
+    "shaper_rate_off_max_fraction": ("shaped_sample",),
     "controller_load_per_core_max": (),
     "controller_cpu_busy_max_fraction": (),
 }
@@ -1026,6 +1033,7 @@ HEALTH_DATA: dict[str, str] = {
     "base_rtt": "base_rtt (the unloaded RTT a queueing delay is measured from)",
     "ping_buffer": f"a ping item whose path crosses a port with a shaper ({', '.join(tc.SHAPERS)} rate_mbit) and "
                    "a limit (limit_bytes or limit_packets on the stack's leaf)",
+    "shaped_sample": f"a qdisc_stats collector at a port whose stack has a shaper ({', '.join(tc.SHAPERS)} rate_mbit)",
 }
 
 
@@ -1041,6 +1049,9 @@ def health_data(m: Model) -> set[str]:
         out.add("sampled")
     if m.data["base_rtt"]:
         out.add("base_rtt")
+    sampled = {c["at"] for c in m.data["collectors"] if c["kind"] == "qdisc_stats"}
+    if any(tc.shaping_rate_mbit(t["qdiscs"].get(port, [])) for t in m.trials for port in sampled):
+        out.add("shaped_sample")
     for t in m.trials:
         for it in t["traffic"]:
             if it["kind"] == "ping":
@@ -1190,6 +1201,27 @@ def trial_plan(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
         plan["qdisc_stats"][node] = {"interface": itf, "network": m.nodes[node]["interfaces"][itf]["network"],
                                      "interval_s": c["interval_s"], "classes": c.get("classes", False)}
     return plan
+
+
+def claim_time_scale_min(m: Model, claim: dict) -> float:
+    """The shortest TIME_SCALE at which ``claim`` keeps its meaning: its own
+    ``time_scale_min``, else the file's ``time_scale.min``, else 0 (any)."""
+    return float(claim.get("time_scale_min", m.data.get("time_scale", {}).get("min", 0)) or 0)
+
+
+def time_scale_note(m: Model, time_scale: float) -> str | None:
+    """One line saying which claims a run at ``time_scale`` reports not applicable
+    (:func:`claim_time_scale_min` above it), or None when every claim applies."""
+    short = [c["id"] for c in m.data["claims"] if claim_time_scale_min(m, c) > time_scale]
+    if not short:
+        return None
+    lo = max(claim_time_scale_min(m, c) for c in m.data["claims"])
+    every = "every claim" if len(short) == len(m.data["claims"]) else "claims " + ", ".join(short)
+    return (f"TIME_SCALE={time_scale:g} is shorter than {m.path}'s time_scale.min ({lo:g}): {every} will be "
+            f"reported not applicable (phases too short for the claims' meaning); the verdict can only be inconclusive"
+            if len(short) == len(m.data["claims"]) else
+            f"TIME_SCALE={time_scale:g} is shorter than the time_scale_min of {every} in {m.path}: they will be "
+            f"reported not applicable")
 
 
 #: The buffer sysctls whose largest value is a byte size (tcp(7): min, default, max).

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 #: the figure is the one `netrepro migrate` gives the recorded run's version 1 file
 OUTPUTS = ["tidy.csv.gz", "summary.csv", "verdict.json", "report.md", "analysis.json", "figures/queue-delay.png",
-           "figures/queue-delay.pdf",
+           "figures/queue-delay.pdf", "figures/link-fidelity.png", "figures/link-fidelity.pdf",
            *(f"flent/{t}.flent.gz" for t in ("pie-unlimited", "red-unlimited", "pie-limited", "red-limited"))]
 CLAIMS = ["pie-near-target", "red-follows-load", "red-above-pie-under-load"]
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from analysis import generic
 from analysis.raw import parse_iperf3, parse_qdisc_fields, parse_qdisc_stack, parse_tc_classes
+from netrepro.spec import load_spec
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -215,7 +217,8 @@ def test_a_claim_with_a_condition_the_run_does_not_meet_is_not_applicable():
     v = generic.evaluate(SUMMARY, [met, claims[1]], IDS, {})
     assert v["claims"][0]["status"] == "fails" and v["verdict"] == "not reproduced" and "0.7" in v["claims"][0]["condition"]
     v = generic.evaluate(SUMMARY, claims[:1], IDS, {})
-    assert v["verdict"] == "not reproduced"  # nothing applied: nothing was reproduced
+    # nothing applied: nothing was judged, so neither reproduced nor refuted
+    assert v["verdict"] == "inconclusive" and v["reproduced"] is False
 
 
 def test_a_claim_below_its_rate_scale_is_not_applicable():
@@ -224,6 +227,35 @@ def test_a_claim_below_its_rate_scale_is_not_applicable():
     low = generic.evaluate(SUMMARY, [claim], IDS, {}, rate_scale=0.02)
     assert low["claims"][0]["status"] == "not applicable" and "rate scale 0.02 is below 0.07" in low["claims"][0]["reason"]
     assert generic.evaluate(SUMMARY, [claim], IDS, {}, rate_scale=0.1)["claims"][0]["status"] == "holds"
+
+
+def test_a_claim_read_at_a_shorter_time_scale_than_its_minimum_is_not_applicable():
+    """The file's time_scale.min (here 0.25) applies to every claim without its own
+    time_scale_min; a claim's own wins. At TIME_SCALE 0.1 only the claim allowing 0.05 is
+    judged."""
+    check = {"kind": "bound", "select": {"statistic": "jain_index", "trials": ["pie"]}, "min": 0.5}
+    claims = [{"id": "c", "text": "t", "check": check}, {"id": "d", "text": "u", "time_scale_min": 0.05, "check": check}]
+    v = generic.evaluate(SUMMARY, claims, IDS, {}, time_scale=0.1, time_scale_min=0.25)
+    assert [c["status"] for c in v["claims"]] == ["not applicable", "holds"] and v["verdict"] == "reproduced"
+    assert "time scale 0.1 is shorter than 0.25, the shortest at which the claim keeps its meaning" in v["claims"][0]["reason"]
+    v = generic.evaluate(SUMMARY, claims[:1], IDS, {}, time_scale=0.1, time_scale_min=0.25)
+    assert v["verdict"] == "inconclusive"  # nothing judged
+    assert generic.evaluate(SUMMARY, claims, IDS, {}, time_scale=0.25, time_scale_min=0.25)["claims"][0]["status"] == "holds"
+
+
+def test_the_time_scale_note_names_the_claims_a_short_run_cannot_judge(tmp_path):
+    from netrepro.model import claim_time_scale_min, time_scale_note
+    spec = load_spec("pie-vs-red")
+    data = {**spec.data, "time_scale": {"min": 0.25, "note": "measured"}}
+    data["claims"] = [dict(data["claims"][0], time_scale_min=0.1)] + data["claims"][1:]
+    f = tmp_path / "e.yml"
+    f.write_text(yaml.safe_dump(data))
+    m = load_spec(f).model
+    assert [claim_time_scale_min(m, c) for c in m.data["claims"]] == [0.1, 0.25, 0.25]
+    assert time_scale_note(m, 0.25) is None
+    note = time_scale_note(m, 0.2)
+    assert "TIME_SCALE=0.2 is shorter than the time_scale_min of claims red-follows-load, red-above-pie-under-load" in note
+    assert "every claim will be reported not applicable" in time_scale_note(m, 0.05)
 
 
 def test_a_figure_draws_only_the_trials_it_names(tmp_path):

@@ -94,9 +94,13 @@ def test_a_healthy_trial_passes_every_check(run):
     h = _health(run)
     assert h["passed"] is True and _failed(h) == []
     c = _checks(h)
-    assert list(c) == ["nodes_cpu_busy", "ping_received", "flow_start_lag", "flow_start_skew", "sampling_ping",
-                       "sampling_qdisc_stats", "queue_delay_excess", "controller_load", "controller_cpu_busy"]
+    assert list(c) == ["nodes_cpu_busy", "ping_received", "flow_start_lag", "flow_start_skew", "data_start_lag",
+                       "sampling_ping", "sampling_qdisc_stats", "queue_delay_excess", "shaper_rate_off",
+                       "controller_load", "controller_cpu_busy"]
     assert all(set(x) == {"id", "value", "threshold", "unit", "passed", "detail"} for x in h["checks"])
+    # recorded before flows.csv had data_start_s: not measured, not judged (the file then set no threshold)
+    assert c["data_start_lag"]["value"] is None and c["data_start_lag"]["passed"] is None
+    assert "has no data_start_s" in c["data_start_lag"]["detail"]
     # the recorded trial's own numbers (TIME_SCALE 0.1: 25 s, 250 samples per collector)
     assert c["nodes_cpu_busy"] == {**c["nodes_cpu_busy"], "value": 0.45, "threshold": 0.6, "unit": "fraction", "passed": True}
     # per ping item of the model (the conversion of a version 1 file names them ping-<node>), probes sent in its schedule
@@ -147,6 +151,52 @@ def test_a_flow_started_2_s_late_fails_lag_and_skew_stays_not_measured(run):
     # (the version 1 file's threshold of 20 ms is left out by the conversion: nothing measures it)
     assert c["flow_start_skew"]["value"] is None and c["flow_start_skew"]["threshold"] is None
     assert c["flow_start_skew"]["passed"] is None and c["flow_start_skew"]["detail"].startswith("not measured: ")
+
+
+def _with_data_start(run: Path, tid: str, data_start_s: dict[str, list[float]]) -> None:
+    """Give the clients' flows.csv of ``tid`` a data_start_s column: client -> per flow, s
+    (curl's time_starttransfer; 0: no byte came)."""
+    for client, values in data_start_s.items():
+        path = run / "raw" / tid / client / "flows.csv"
+        rows = list(csv.reader(path.read_text().splitlines()))
+        rows[0].append("data_start_s")
+        for r, v in zip(rows[1:], values + [values[-1]] * len(rows)):
+            r.append(f"{v:.6f}")
+        path.write_text("\n".join(",".join(r) for r in rows) + "\n")
+    _rehash(run)
+
+
+def test_data_starting_late_in_a_short_phase_fails_data_start_lag(run):
+    """The FTP flows opening p2 (5 s at TIME_SCALE 0.1) get their first byte 1.5 s after curl
+    started (a login and a data connection over 100 ms RTTs, with losses), the others after
+    0.6 s: with data_start_lag_max_fraction 0.2 the trial fails, on p2, by about 1.5 / 5."""
+    data = json.loads((run / "run.json").read_text())
+    data["spec"]["health"]["data_start_lag_max_fraction"] = 0.2
+    (run / "run.json").write_text(json.dumps(data))
+    _with_data_start(run, "red-limited", {"client1": [0.6], "client2": [1.5], "client3": [0.6]})
+    h = _health(run)
+    c = _checks(h)["data_start_lag"]
+    assert _failed(h) == ["data_start_lag"] and c["unit"] == "fraction" and c["threshold"] == 0.2
+    rows = list(csv.reader((run / "raw/red-limited/client2/flows.csv").read_text().splitlines()))[1:]
+    median_start = sorted(float(r[3]) for r in rows)[len(rows) // 2 - 1: len(rows) // 2 + 1]
+    lag = sum(median_start) / 2 + 1.5 - (_start(run, "red-limited") + 5.0)
+    assert c["value"] == pytest.approx(lag / 5.0, abs=0.001) and 0.25 < c["value"] < 0.32
+    assert c["detail"].startswith("worst ") and "of p2 (5 s; median of 20 flows' first byte (0 without data))" in c["detail"]
+    # the effective windows: each phase from its data start
+    w = {x["phase"]: x for x in c["windows"]}
+    assert list(w) == ["p1", "p2", "p3"] and w["p2"]["start_s"] == 5.0 and w["p2"]["length_s"] == 5.0
+    assert w["p2"]["data_lag_s"] == pytest.approx(lag, abs=0.001)
+
+
+def test_flows_without_data_count_at_their_end(run):
+    """Half of p2's flows never got a byte (curl writes 0): the median flow's data start is the
+    first of those flows' ends, past the phase."""
+    data = json.loads((run / "run.json").read_text())
+    data["spec"]["health"]["data_start_lag_max_fraction"] = 0.2
+    (run / "run.json").write_text(json.dumps(data))
+    _with_data_start(run, "red-limited", {"client1": [0.6], "client2": [0.6] * 9 + [0.0] * 11, "client3": [0.6]})
+    c = _checks(_health(run))["data_start_lag"]
+    assert c["passed"] is False and c["value"] == 1.0 and "(11 without data)" in c["detail"]
 
 
 def test_pings_lost_fail_ping_received(run):
@@ -268,7 +318,9 @@ def test_odd_data_fails_checks_and_never_raises(run, monkeypatch):
     h = trial_health(read_run(run)[2], None, run / "raw" / "no-such-trial", 0.1)
     assert h["passed"] is False and all(c["value"] is None for c in h["checks"])
     # every check with a threshold fails; flow_start_skew has none (the conversion left it out)
-    assert {c["id"]: c["passed"] for c in h["checks"] if c["passed"] is not False} == {"flow_start_skew": None}
+    # (and neither has data_start_lag nor shaper_rate_off: the file predates them)
+    assert {c["id"]: c["passed"] for c in h["checks"] if c["passed"] is not False} == {
+        "flow_start_skew": None, "data_start_lag": None, "shaper_rate_off": None}
     assert _checks(h)["flow_start_lag"]["detail"] == "not measured: run.json has no start_epoch_s for the trial"
 
     # a measurement that raises is a failed check naming the error; the others go on
@@ -332,7 +384,7 @@ def test_unhealthy_trials_make_the_verdict_inconclusive(run, capsys):
     assert "| red-unlimited | queue_delay_excess | 8.9 % | 1.0 % | FAIL | worst ping-client1 p3: 4 of 45 samples" in report
     assert "| red-limited | ping_received | 92.0 % | 85.0 % | pass | lowest ping-client3 (230 of 250)" in report
     section = report[report.index("## Health of the substrate"):report.index("## Statistics")]
-    assert section.count("| pie-limited | ") == 9 and section.count(" | FAIL | ") == 4  # every check of every trial
+    assert section.count("| pie-limited | ") == 11 and section.count(" | FAIL | ") == 4  # every check of every trial
 
     # the same inputs give the same bytes again
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
@@ -360,7 +412,11 @@ def test_bench_prints_the_health_checks(run, capsys):
     out = capsys.readouterr().out
     assert "health of the substrate (thresholds: the experiment file's `health:`): 2 of 4 trials FAILED a check" in out
     assert ("  red-limited pass: nodes_cpu_busy 45.0 % (max 60.0 %), ping_received 92.0 % (min 85.0 %), "
-            "flow_start_lag 0.5 ms (max 100 ms), flow_start_skew not measured, sampling_ping 97.2 % (min 90.0 %)") in out
+            "flow_start_lag 0.5 ms (max 100 ms), flow_start_skew not measured, data_start_lag not measured, "
+            "sampling_ping 97.2 % (min 90.0 %)") in out
+    # the link invariant, per trial and shaped port
+    assert "link fidelity (busy windows of each shaped, sampled port;" in out
+    assert "  red-limited router:eth1 (10 Mbit/s): 17 windows (9 s), median -0.0%" in out
     assert "red-unlimited FAILED: " in out and "queue_delay_excess 8.9 % (max 1.0 %): FAILED" in out
     assert "    queue_delay_excess: worst ping-client1 p3: 4 of 45 samples more than 20 ms above" in out
     f = bench.figures(run)
@@ -448,14 +504,19 @@ def lab_run(tmp_path) -> Path:
 def _lab_health(run: Path, tid: str) -> dict:
     data = json.loads((run / "run.json").read_text())
     record = next(t for t in data["trials"] if t["id"] == tid)
-    return trial_health(Spec.from_data(data["spec"]), record, run / "raw" / tid, data["time_scale"])
+    k = (data.get("rate_scale") or {}).get("k", 1)  # the experiment as run, as the analysis reads it
+    return trial_health(Spec.from_data(data["spec"]).at_rate_scale(k), record, run / "raw" / tid, data["time_scale"])
 
 
 def test_version_2_checks_on_a_healthy_lab_run(lab_run):
     c = _checks(_lab_health(lab_run, "droptail"))
-    assert list(c) == ["nodes_cpu_busy", "ping_received", "flow_start_lag", "flow_start_skew", "sampling_ping",
-                       "sampling_qdisc_stats", "queue_delay_excess", "controller_load", "controller_cpu_busy"]
+    assert list(c) == ["nodes_cpu_busy", "ping_received", "flow_start_lag", "flow_start_skew", "data_start_lag",
+                       "sampling_ping", "sampling_qdisc_stats", "queue_delay_excess", "shaper_rate_off",
+                       "controller_load", "controller_cpu_busy"]
     measured = {k: x for k, x in c.items() if k not in ("flow_start_skew", "queue_delay_excess")}
+    # iperf3's data started in its first interval; the 20 Mbit/s TBF (1 Gbit/s x 0.02) kept its rate
+    assert c["data_start_lag"]["value"] < 0.01 and "first interval with bytes" in c["data_start_lag"]["detail"]
+    assert c["shaper_rate_off"]["value"] <= 0.02 and "s2:s2-eth2: " in c["shaper_rate_off"]["detail"]
     assert all(x["passed"] is (True if x["threshold"] is not None else None) for x in measured.values()), c
     assert c["ping_received"]["value"] == 1.0 and "h2-h3 (18 of 18)" in c["ping_received"]["detail"]
     # one iperf3 item, no base_rtt: what cannot be measured says why, and never passes

@@ -1,0 +1,196 @@
+"""Link fidelity: did each shaped port send at its shaped rate whenever it had packets to send?
+
+A faithful emulated link is work-conserving at its rate: while its queue holds packets, it
+sends one frame every frame-time (Mininet-HiFi's network invariant, Handigol et al., "Reproducible
+Network Experiments Using Container-Based Emulation", CoNEXT 2012, section 3: the gap between
+dequeues of a busy link equals one packet's transmission time). A host that cannot keep up
+sends less than the rate while the queue waits. netrepro's queue collector samples a
+bottleneck port every ``interval_s`` (roles/collectors/files/nr-qdisc-stats.sh: the device's
+``tx_bytes`` and ``tc -s -j qdisc``), which gives the same invariant at the granularity of
+a few sampling intervals: over a window of consecutive samples that all show a backlog, the bytes
+the device sent x 8 / the window's length must equal the shaped rate (:data:`WINDOW_S`).
+
+The rate is the port's stack's lowest shaper rate in the trial as run (rates scaled by the
+run's rate scale: :func:`netrepro.tc.shaping_rate_mbit`); the backlog is that of the first
+shaper layer of the sample (:data:`netrepro.tc.SHAPERS`: it holds its children's, so a
+netem root above it, whose delay line is not a queue waiting for the link, is not counted),
+else of the root qdisc (the ns3 site's one queue disc in front of its link). The sent bytes
+are the device's ``tx_bytes`` (read next to the sample's time; the qdisc's own counters come
+later from tc), which count each frame with its 14-byte Ethernet header, as HTB and TBF do
+when they shape (``qdisc_pkt_len``: skb->len at the qdisc). A frame or two more or less in an
+interval is quantisation: 1514 B is 1.2 % of a 0.1 s interval at 10 Mbit/s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from netrepro import tc
+
+#: Columns of :func:`shaper_samples`.
+SAMPLE_COLUMNS = ["t_epoch_s", "tx_bytes", "backlog_bytes"]
+#: Columns of :func:`busy_intervals`.
+INTERVAL_COLUMNS = ["t_s", "seconds", "rate_mbit", "deviation"]
+
+
+def _num(x) -> float:
+    if isinstance(x, bool) or x is None:
+        return math.nan
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    return v if math.isfinite(v) else math.nan
+
+
+def shaper_samples(text: str) -> pd.DataFrame:
+    """The samples of a ``qdisc.jsonl`` as the invariant reads them: SAMPLE_COLUMNS, sorted by
+    time: ``t_epoch_s`` (s), ``tx_bytes`` (the device's counter, bytes) and ``backlog_bytes``
+    (the first :data:`netrepro.tc.SHAPERS` layer's backlog, else the root qdisc's). Lines
+    without a time, a counter or a backlog are skipped; never raises."""
+    rows = []
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("qdisc"), list):
+            continue
+        qs = [q for q in obj["qdisc"] if isinstance(q, dict)]
+        layer = next((q for q in qs if q.get("kind") in tc.SHAPERS), None) or next(
+            (q for q in qs if q.get("root") or "parent" not in q), None)
+        if layer is None:
+            continue
+        row = (_num(obj.get("t")), _num(obj.get("tx_bytes")), _num(layer.get("backlog")))
+        if all(math.isfinite(v) for v in row):
+            rows.append(row)
+    df = pd.DataFrame(rows, columns=SAMPLE_COLUMNS).astype(float)
+    return df.sort_values("t_epoch_s", kind="stable").reset_index(drop=True)
+
+
+#: The length of a busy window, s: consecutive samples with a backlog are joined into windows
+#: at least this long. The sampler reads its clock and the device's counter a few ms apart
+#: on a loaded node, which moves one 0.1-s interval's rate by +-10 % or more, in pairs (a late
+#: read inflates one interval and deflates the next: measured on
+#: tests/data/pie-vs-red-local-0.1, where single intervals spread from -47 % to +38 % around
+#: a median of -0.3 %); over 0.5 s that error is five times smaller, while a node that cannot
+#: keep up still shows (-21 % in the same run), and a 5-s phase still has ten windows.
+WINDOW_S = 0.5
+
+
+def busy_intervals(samples: pd.DataFrame, rate_mbit: float, lo: float, hi: float,
+                   window_s: float = WINDOW_S) -> pd.DataFrame:
+    """The busy windows of a port between the epoch times ``lo`` and ``hi`` (s) and how far
+    each one's sending rate was from the shaped one.
+
+    A busy window is a run of consecutive samples within ``[lo, hi]``, each with a backlog
+    above zero, spanning at least ``window_s`` (:data:`WINDOW_S`; consecutive windows share
+    their edge sample); what is left of a run shorter than that is not a window. The queue
+    may still have run dry between two samples, which shows as a rate below the shaped one
+    and is what the health check's tolerance absorbs. Returns INTERVAL_COLUMNS, one row per
+    window: ``t_s`` (its start, s from ``lo``), ``seconds`` (its length), ``rate_mbit`` (tx
+    bytes x 8 / length / 1e6) and ``deviation`` (rate / ``rate_mbit`` - 1: 0 is faithful,
+    -0.3 a link at 70 % of its rate). A counter that goes backwards (a device reset) ends a
+    run."""
+    s = samples[(samples["t_epoch_s"] >= lo) & (samples["t_epoch_s"] <= hi)]
+    t, tx, q = (s[c].to_numpy() for c in SAMPLE_COLUMNS)
+    rows, first = [], None
+    for i in range(len(t)):
+        if q[i] <= 0 or (first is not None and tx[i] < tx[i - 1]):
+            first = i if q[i] > 0 else None
+            continue
+        if first is None:
+            first = i
+        elif t[i] - t[first] >= window_s - 1e-9:
+            dt = t[i] - t[first]
+            rate = (tx[i] - tx[first]) * 8 / dt / 1e6
+            rows.append((t[first] - lo, dt, rate, rate / rate_mbit - 1))
+            first = i
+    return pd.DataFrame(rows, columns=INTERVAL_COLUMNS, dtype=float)
+
+
+def shaped_ports(model, trial: dict) -> dict[str, float]:
+    """Sampled port (``node:interface``, a ``qdisc_stats`` collector's ``at``) -> its shaped
+    rate (Mbit/s) in ``trial`` (a trial of ``model``, the model at the run's rate scale), for
+    every collector whose port's stack has a shaper; ports without one are left out."""
+    out = {}
+    for c in model.data["collectors"]:
+        if c.get("kind") == "qdisc_stats":
+            rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c["at"], []))
+            if rate:
+                out[c["at"]] = float(rate)
+    return out
+
+
+def off_share(intervals: pd.DataFrame, tolerance: float) -> float:
+    """The share of ``intervals`` (:func:`busy_intervals`) whose |deviation| exceeds
+    ``tolerance`` (a fraction of the rate); NaN without an interval."""
+    if not len(intervals):
+        return math.nan
+    return float((intervals["deviation"].abs() > tolerance).mean())
+
+
+def ccdf(deviations: pd.Series | np.ndarray) -> pd.DataFrame:
+    """The complementary CDF of |deviation|, as Mininet-HiFi plots its dequeue-gap errors:
+    columns ``abs_deviation`` (sorted ascending) and ``share_above`` (the share of intervals
+    whose |deviation| is at least that value, 1 .. 1/n)."""
+    d = np.sort(np.abs(np.asarray(deviations, dtype=float)))
+    d = d[np.isfinite(d)]
+    n = len(d)
+    return pd.DataFrame({"abs_deviation": d, "share_above": (n - np.arange(n)) / n if n else np.array([])})
+
+
+def trial_busy_intervals(model, trial: dict, read, start: float, end: float) -> dict[str, tuple[float, pd.DataFrame]]:
+    """Sampled, shaped port -> (its shaped rate, Mbit/s; its :func:`busy_intervals` between the
+    epoch times ``start`` and ``end``) for one trial of ``model`` (at the run's rate scale).
+    ``read(node)``: the text of that node's qdisc.jsonl (what it raises propagates)."""
+    return {port: (rate, busy_intervals(shaper_samples(read(port.split(":")[0])), rate, start, end))
+            for port, rate in shaped_ports(model, trial).items()}
+
+
+#: The |deviation| at which :func:`summary` gives the CCDF: 1, 5, 10 and 20 % of the rate.
+CCDF_AT = (0.01, 0.05, 0.10, 0.20)
+
+
+def summary(intervals: pd.DataFrame, tolerance: float) -> dict:
+    """A port's busy windows (:func:`busy_intervals`) in figures: ``{"intervals", "busy_s", "median_deviation",
+    "p99_abs_deviation", "off_share", "ccdf": {"1%": share, ...}}`` (:data:`CCDF_AT`;
+    NaN without an interval)."""
+    d = intervals["deviation"] if len(intervals) else pd.Series(dtype=float)
+    return {"intervals": int(len(d)), "busy_s": float(intervals["seconds"].sum()) if len(d) else 0.0,
+            "median_deviation": float(d.median()) if len(d) else math.nan,
+            "p99_abs_deviation": float(d.abs().quantile(0.99)) if len(d) else math.nan,
+            "off_share": off_share(intervals, tolerance),
+            "ccdf": {f"{x:.0%}": (float((d.abs() >= x).mean()) if len(d) else math.nan) for x in CCDF_AT}}
+
+
+def ccdf_figure(by_trial: dict[str, dict[str, pd.DataFrame]], tolerance: float, caption: str):
+    """The CCDF of |deviation| of every trial's busy windows (trial -> port -> windows),
+    one line per trial and port, log-scaled share, the tolerance as a dashed line: the
+    distribution Mininet-HiFi plots for its dequeue gaps. Returns a matplotlib Figure (Agg,
+    no pyplot), or None when no trial has a busy window."""
+    from analysis.generic_figures import new_figure
+
+    curves = [(f"{t}" + (f" ({p})" if len(ports) > 1 else ""), ccdf(iv["deviation"]))
+              for t, ports in by_trial.items() for p, iv in ports.items() if len(iv)]
+    if not curves:
+        return None
+    fig, axes = new_figure(1, 1, height=3.8)
+    ax = axes[0][0]
+    for label, c in curves:
+        ax.step(100 * c["abs_deviation"], c["share_above"], where="post", label=f"{label}, {len(c)} windows")
+    ax.axvline(100 * tolerance, color="0.3", ls="--", lw=0.9, label=f"tolerance {tolerance:.0%}")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"|sending rate - shaped rate| over a busy window of {WINDOW_S:g} s or more (% of the shaped rate)")
+    ax.set_ylabel("share of busy windows at least this far off")
+    ax.set_title(f"Link fidelity (Mininet-HiFi's invariant): {caption}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper right")
+    return fig
+
+
+__all__ = ["SAMPLE_COLUMNS", "INTERVAL_COLUMNS", "CCDF_AT", "shaper_samples", "busy_intervals", "shaped_ports",
+           "off_share", "ccdf", "trial_busy_intervals", "summary", "ccdf_figure"]

@@ -1,0 +1,150 @@
+"""Link fidelity (analysis/fidelity.py): a busy shaped port sends at its shaped rate, and the
+health check ``shaper_rate_off`` says when it did not.
+
+On written samples whose deviations are known, then on the recorded run
+tests/data/pie-vs-red-local-0.1 (never modified; its queue collector sampled the router's
+bottleneck every 0.1 s)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import fidelity
+from analysis.fidelity import busy_intervals, ccdf, shaper_samples, summary
+from netrepro.spec import load_spec
+
+from test_health import DATA, _checks, _health, run  # noqa: F401 - the fixture
+
+RATE = 10.0  # Mbit/s
+STEP = 0.1  # s between samples
+FULL = int(RATE * 1e6 / 8 * STEP)  # bytes a 10 Mbit/s link sends in one step
+
+
+def _line(t: float, tx: int, backlog: int, netem_backlog: int | None = None) -> str:
+    """One qdisc.jsonl line: an HTB root (or a netem root above a TBF) holding ``backlog``."""
+    if netem_backlog is None:
+        qdisc = [{"kind": "htb", "handle": "1:", "root": True, "bytes": tx, "backlog": backlog, "qlen": 1},
+                 {"kind": "pie", "handle": "10:", "parent": "1:10", "backlog": backlog}]
+    else:
+        qdisc = [{"kind": "netem", "handle": "1:", "root": True, "backlog": netem_backlog},
+                 {"kind": "tbf", "handle": "2:", "parent": "1:1", "backlog": backlog}]
+    return json.dumps({"t": t, "dev": "eth1", "tx_bytes": tx, "tx_packets": tx // 1514, "qdisc": qdisc})
+
+
+def _lines(steps: list[tuple[float, int]], t0: float = 1000.0, **kw) -> str:
+    """Samples every STEP: ``steps`` = [(share of the rate sent since the last sample, backlog)]."""
+    t, tx, out = t0, 0, []
+    for share, backlog in steps:
+        t, tx = t + STEP, tx + int(round(share * FULL))
+        out.append(_line(t, tx, backlog, **kw))
+    return "\n".join(out) + "\n"
+
+
+def test_a_busy_port_at_its_rate_is_faithful_and_one_at_half_is_not():
+    steps = ([(1.0, 3000)] * 11            # busy for 1.0 s: two windows at the rate
+             + [(0.2, 0)]                  # the queue ran dry: no window across it
+             + [(0.5, 3000)] * 8)          # busy again at half the rate: one window, 0.2 s left over
+    iv = busy_intervals(shaper_samples(_lines(steps)), RATE, 1000.0, 1100.0)
+    assert list(iv.columns) == fidelity.INTERVAL_COLUMNS and len(iv) == 3
+    assert iv["deviation"].iloc[:2].abs().max() < 0.001
+    assert iv["deviation"].iloc[2] == pytest.approx(-0.5, abs=0.001)
+    assert iv["seconds"].tolist() == pytest.approx([0.5, 0.5, 0.5])
+    assert iv["t_s"].tolist() == pytest.approx([0.1, 0.6, 1.3])  # the first sample is 0.1 s after lo
+    s = summary(iv, 0.1)
+    assert s["intervals"] == 3 and s["off_share"] == pytest.approx(1 / 3) and s["ccdf"]["20%"] == pytest.approx(1 / 3)
+    # only the samples between lo and hi count
+    assert len(busy_intervals(shaper_samples(_lines(steps)), RATE, 1000.0, 1000.55)) == 0
+
+
+def test_the_shapers_backlog_counts_not_a_netem_delay_line_above_it():
+    # netem at the root holds every packet for its delay: a backlog that waits for no link
+    idle = _lines([(0.3, 0)] * 12, netem_backlog=40000)
+    assert shaper_samples(idle)["backlog_bytes"].eq(0).all()
+    assert busy_intervals(shaper_samples(idle), RATE, 0, 2000).empty
+    busy = _lines([(1.0, 6000)] * 6, netem_backlog=40000)
+    assert busy_intervals(shaper_samples(busy), RATE, 0, 2000)["deviation"].abs().max() < 0.001
+
+
+def test_odd_lines_are_skipped_and_a_counter_reset_ends_a_window():
+    text = _lines([(1.0, 3000)] * 4) + "not json\n{\"t\": 5}\n" + _line(1000.5, 10, 3000) + "\n"
+    s = shaper_samples(text)
+    assert len(s) == 5 and s["tx_bytes"].iloc[-1] == 10
+    assert busy_intervals(s, RATE, 0, 2000).empty  # 0.4 s of rising counter, then a reset
+
+
+def test_the_ccdf_falls_from_one_to_one_over_n():
+    c = ccdf(pd.Series([-0.3, 0.01, -0.05, float("nan")]))
+    assert c["abs_deviation"].tolist() == pytest.approx([0.01, 0.05, 0.3])
+    assert c["share_above"].tolist() == pytest.approx([1, 2 / 3, 1 / 3])
+
+
+def test_only_sampled_ports_with_a_shaper_are_judged():
+    spec = load_spec("pie-vs-red")
+    trial = spec.model.trials[0]
+    assert fidelity.shaped_ports(spec.model, trial) == {"router:eth1": 10.0}
+    half = spec.at_rate_scale(0.5).model
+    assert fidelity.shaped_ports(half, half.trials[0]) == {"router:eth1": 5.0}
+    bare = {**trial, "qdiscs": {}}
+    assert fidelity.shaped_ports(spec.model, bare) == {}
+
+
+# --- the health check on the recorded run -----------------------------------------------------------
+def test_the_recorded_runs_links_kept_their_rate_except_where_the_load_was_heaviest(run):  # noqa: F811
+    """tests/data/pie-vs-red-local-0.1 (TIME_SCALE 0.1 in the micro-VM): with 25 kB/s sources
+    every busy window is within 10 % of 10 Mbit/s; with unlimited sources some windows sent
+    15-21 % less while the queue waited."""
+    limited = _checks(_health(run, "red-limited"))["shaper_rate_off"]
+    assert limited["value"] == 0 and limited["unit"] == "fraction"
+    assert "router:eth1: 0.0% of" in limited["detail"] and "off 10 Mbit/s by more than 10%" in limited["detail"]
+    heavy = _checks(_health(run, "pie-unlimited"))["shaper_rate_off"]
+    assert 0.05 < heavy["value"] < 0.2, heavy
+
+
+def test_a_link_that_sent_less_fails_a_threshold_and_makes_the_claims_inconclusive(run, tmp_path):  # noqa: F811
+    """The router's counter grows at 60 % of its pace from p2 on (as a stalled node leaves it),
+    with shaper_rate_off_max_fraction 0.05 in the file: red-limited fails the check."""
+    path = run / "raw/red-limited/router/qdisc.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    t_cut = rows[len(rows) // 3]["t"]
+    base = next(r["tx_bytes"] for r in rows if r["t"] >= t_cut)
+    for r in rows:
+        if r["t"] > t_cut:
+            r["tx_bytes"] = base + int((r["tx_bytes"] - base) * 0.6)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = json.loads((run / "run.json").read_text())
+    data["spec"]["health"]["shaper_rate_off_max_fraction"] = 0.05
+    (run / "run.json").write_text(json.dumps(data))
+    from test_health import _rehash
+    _rehash(run)
+    c = _checks(_health(run, "red-limited"))["shaper_rate_off"]
+    assert c["passed"] is False and c["value"] > 0.5, c
+    assert "median deviation -4" in c["detail"] or "median deviation -3" in c["detail"], c["detail"]
+
+
+def test_deviations_are_nan_free_and_counted_in_windows_of_half_a_second():
+    text = (DATA / "raw/red-unlimited/router/qdisc.jsonl").read_text()
+    s = shaper_samples(text)
+    iv = busy_intervals(s, RATE, s["t_epoch_s"].min(), s["t_epoch_s"].max())
+    assert len(iv) > 20 and iv["seconds"].min() >= 0.5 - 1e-6 and iv["seconds"].max() < 1.0
+    assert not iv["deviation"].isna().any() and math.isfinite(iv["rate_mbit"].sum())
+    assert abs(iv["deviation"].median()) < 0.01  # faithful in the middle of the distribution
+
+
+# --- recorded runs, alone and contended -------------------------------------------------------------
+FIDELITY = Path(__file__).resolve().parent / "data" / "fidelity"
+
+
+def test_a_healthy_full_length_run_kept_its_rate_in_almost_every_window():
+    """codel-lab's drop tail trial on the local site alone (docs/runs/codel-lab-local-vm-2026-11-26):
+    105 busy windows over the 60 s, median deviation -0.2 %, one window off by more than 10 %."""
+    s = shaper_samples((FIDELITY / "codel-lab-droptail-local-0.02.qdisc.jsonl").read_text())
+    start = 1795679179.342882
+    iv = busy_intervals(s, 20.0, start, start + 60)
+    f = summary(iv, 0.10)
+    assert f["intervals"] == 105 and abs(f["median_deviation"]) < 0.005
+    assert f["off_share"] <= 0.01 and f["p99_abs_deviation"] < 0.05, f
