@@ -16,7 +16,7 @@ written once into ``results/<experiment>/compare-<UTC time>/``:
   (the mean and its interval);
 - when the runs have two or more rate scales (run.json ``rate_scale.k``; 1 when missing):
   ``rate-scale.csv`` and ``figures/rate-scale.png|pdf``, what each claim judges against k
-  (:mod:`analysis.ratescale`);
+  (:mod:`analysis.scales`);
 - ``report.md``: the runs, the claims table, where the runs disagree, the figure (and the
   claims against the rate scale).
 """
@@ -39,11 +39,11 @@ def run_label(data: dict, run_dir: Path) -> str:
     1 (``ns3 (simulation) x3 TS 0.1 k 0.02``), then its folder name.
 
     Raises:
-        AnalysisError: run.json's ``rate_scale`` is malformed (:func:`analysis.ratescale.rate_scale_of`).
+        AnalysisError: run.json's ``rate_scale`` is malformed (:func:`analysis.scales.rate_scale_of`).
     """
     rep = (data.get("repetitions") or {}).get("repeat", 1)
     mode = data.get("mode") or "?"
-    from analysis.ratescale import rate_scale_of  # not at the top: it imports the plotting libraries
+    from analysis.scales import rate_scale_of  # not at the top: it imports the plotting libraries
     k = rate_scale_of(data, run_dir / "run.json")
     return (f"{data.get('site')} ({mode})" + (f" x{rep}" if rep > 1 else "")
             + (f" TS {data.get('time_scale'):g}" if data.get("time_scale") not in (None, 1, 1.0) else "")
@@ -117,7 +117,7 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
 
     if not runs:
         raise AnalysisError("command line", "RUN: expected at least one run folder")
-    from analysis.ratescale import rate_scale_of
+    from analysis.scales import rate_scale_of
     from analysis.sweep import swept
     given: list[tuple[Path, Path, dict]] = []  # (as given, the real folder, run.json)
     specs = []
@@ -194,7 +194,7 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
 
     from analysis.generic_figures import new_figure, save_figure
     from analysis.io import atomic_path, write_text
-    from analysis.ratescale import draw_rate_scale, rate_scale_of, rate_scale_table, report_section
+    from analysis.scales import draw_rate_scale, rate_scale_of, rate_scale_table, report_section
     from analysis.repetitions import across, claim_statistics
     from netrepro.model import statistics as computed_statistics
     loaded = [(real, *load(real, out / ".runs" / str(i))) for i, (_, real, _) in enumerate(given)]
