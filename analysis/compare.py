@@ -6,19 +6,23 @@ Each run is analysed by the current toolkit (:func:`analysis.analyze`; its write
 hold: a run analysed before by the same toolkit is read, not rewritten). The comparison is
 written once into ``results/<experiment>/compare-<UTC time>/``:
 
-- ``compare.csv``: per run (and its rate scale k, ``rate_scale``), trial, phase, subject and
-  statistic the claims read: n (the repetitions), mean, 95 % Student-t interval
-  (:func:`analysis.repetitions.across`);
-- ``claims.csv``: per run (and its ``rate_scale``) and per reference row (the experiment
-  file's ``reference_results``; no rate scale), each claim's status (and, for a repeated
-  run, how many repetitions it held in, and in how many its numbers alone held);
+- ``compare.csv``: per run (and its rate scale k, ``rate_scale``, and time scale TS,
+  ``time_scale``), trial, phase, subject and statistic the claims read: n (the repetitions),
+  mean, 95 % Student-t interval (:func:`analysis.repetitions.across`);
+- ``claims.csv``: per run (and its ``rate_scale`` and ``time_scale``) and per reference row
+  (the experiment file's ``reference_results``; no scales), each claim's status (and, for a
+  repeated run, how many repetitions it held in, and in how many its numbers alone held);
 - ``figures/compare.png|pdf``: per statistic and trial, the phases on x, one series per run
   (the mean and its interval);
 - when the runs have two or more rate scales (run.json ``rate_scale.k``; 1 when missing):
-  ``rate-scale.csv`` and ``figures/rate-scale.png|pdf``, what each claim judges against k
-  (:mod:`analysis.ratescale`);
+  ``rate-scale.csv`` and ``figures/rate-scale.png|pdf``, what each claim judges against k;
+  when they have two or more time scales (run.json ``time_scale``): ``time-scale.csv`` and
+  ``figures/time-scale.png|pdf``, the same against TS; both when they differ in both
+  (:mod:`analysis.scales`), with the lowest scale at which each claim keeps its meaning
+  where the experiment says it (a claim's ``rate_scale_min``/``time_scale_min``, else the
+  experiment's ``rate_scale.min``/``time_scale.min``);
 - ``report.md``: the runs, the claims table, where the runs disagree, the figure (and the
-  claims against the rate scale).
+  claims against the rate scale, then against the time scale).
 """
 
 from __future__ import annotations
@@ -39,11 +43,11 @@ def run_label(data: dict, run_dir: Path) -> str:
     1 (``ns3 (simulation) x3 TS 0.1 k 0.02``), then its folder name.
 
     Raises:
-        AnalysisError: run.json's ``rate_scale`` is malformed (:func:`analysis.ratescale.rate_scale_of`).
+        AnalysisError: run.json's ``rate_scale`` is malformed (:func:`analysis.scales.rate_scale_of`).
     """
     rep = (data.get("repetitions") or {}).get("repeat", 1)
     mode = data.get("mode") or "?"
-    from analysis.ratescale import rate_scale_of  # not at the top: it imports the plotting libraries
+    from analysis.scales import rate_scale_of  # not at the top: it imports the plotting libraries
     k = rate_scale_of(data, run_dir / "run.json")
     return (f"{data.get('site')} ({mode})" + (f" x{rep}" if rep > 1 else "")
             + (f" TS {data.get('time_scale'):g}" if data.get("time_scale") not in (None, 1, 1.0) else "")
@@ -106,7 +110,10 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
     Raises:
         AnalysisError: no run; a run given twice (directly or through a link such as
             ``latest``); a sweep; a run.json whose ``rate_scale`` is not ``{k: a number > 0}``
-            (or null); runs of different experiments; ``out_root`` not a folder,
+            (or null) or whose ``time_scale`` is not a number > 0; an experiment whose
+            claims' ``rate_scale_min``/``time_scale_min`` or whose ``rate_scale.min``/
+            ``time_scale.min`` is not a number > 0 (:func:`analysis.scales.scale_mins`);
+            runs of different experiments; ``out_root`` not a folder,
             not writable or inside a run folder; a ``reference_results`` entry naming a claim
             the experiment lacks (one line naming the file, field or argument); what
             :func:`analysis.analyze` raises for a run.
@@ -117,7 +124,7 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
 
     if not runs:
         raise AnalysisError("command line", "RUN: expected at least one run folder")
-    from analysis.ratescale import rate_scale_of
+    from analysis.scales import SCALES, scale_mins, scale_of
     from analysis.sweep import swept
     given: list[tuple[Path, Path, dict]] = []  # (as given, the real folder, run.json)
     specs = []
@@ -127,7 +134,8 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
         if swept(data):
             raise AnalysisError(rdir / "run.json", "sweep: a sweep's points have different settings; expected runs "
                                                    "at one setting (the sweep's own report.md compares its points)")
-        rate_scale_of(data, rdir / "run.json")
+        for scale in SCALES:
+            scale_of(data, scale, rdir / "run.json")
         real = rdir.resolve()
         for prev, prev_real, _ in given:
             if real == prev_real:
@@ -143,6 +151,8 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
     first_dir, spec = given[0][1], specs[0]
     claims = spec.model.data["claims"]
     ids = [c["id"] for c in claims]
+    for scale in SCALES:  # the lowest scales at which the claims keep their meaning, read before writing
+        scale_mins(claims, spec.model.data, scale, spec.path)
     # the published results as the experiment file says them now (runs made before it had
     # them recorded none), else as the first run recorded them
     try:
@@ -194,7 +204,7 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
 
     from analysis.generic_figures import new_figure, save_figure
     from analysis.io import atomic_path, write_text
-    from analysis.ratescale import draw_rate_scale, rate_scale_of, rate_scale_table, report_section
+    from analysis.scales import SCALES, draw_scale, report_section, scale_mins, scale_of, scale_table
     from analysis.repetitions import across, claim_statistics
     from netrepro.model import statistics as computed_statistics
     loaded = [(real, *load(real, out / ".runs" / str(i))) for i, (_, real, _) in enumerate(given)]
@@ -202,43 +212,44 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
     statistics = claim_statistics(claims)
     rows, table, per_run = [], [], []
     for (run_dir, data, res), label in zip(loaded, labels):
-        k = rate_scale_of(data, run_dir / "run.json")
+        at = {scale: scale_of(data, scale, run_dir / "run.json") for scale in SCALES}
         summary = res.summary
         if "repetition" not in summary.columns:
             summary = summary.assign(repetition=1)
         stats = across(summary[summary["statistic"].isin(statistics)])
-        rows.append(stats.assign(run=label, rate_scale=k))
+        rows.append(stats.assign(run=label, **at))
         for c in res.verdict["claims"]:
-            table.append({"row": label, "kind": "run", "rate_scale": k, "claim": c["id"], "status": c["status"],
+            table.append({"row": label, "kind": "run", **at, "claim": c["id"], "status": c["status"],
                           "held": c.get("held", ""), "numbers_held": c.get("numbers_held", ""),
                           "verdict": res.verdict["verdict"]})
         model = res.run.spec.model
-        per_run.append({"run": label, "site": str(data.get("site")), "rate_scale": k, "summary": summary,
+        per_run.append({"run": label, "site": str(data.get("site")), **at, "summary": summary,
                         "trial_ids": [t["id"] for t in model.trials], "computed": computed_statistics(model),
                         "status": {c["id"]: c["status"] for c in res.verdict["claims"]}})
     for ref in refs:
         for cid in ids:
-            table.append({"row": ref["source"], "kind": "reference", "rate_scale": None, "claim": cid,
+            table.append({"row": ref["source"], "kind": "reference", **dict.fromkeys(SCALES), "claim": cid,
                           "status": ref["claims"].get(cid, "not stated"), "held": "", "numbers_held": "", "verdict": ""})
     stats = pd.concat(rows, ignore_index=True)
-    claims_df = pd.DataFrame(table, columns=["row", "kind", "rate_scale", "claim", "status", "held", "numbers_held",
+    claims_df = pd.DataFrame(table, columns=["row", "kind", *SCALES, "claim", "status", "held", "numbers_held",
                                              "verdict"])
-    # what each claim judges against k, when the runs ran at two rate scales or more
-    scaled = (rate_scale_table(per_run, claims)
-              if len({round(r["rate_scale"], 12) for r in per_run}) > 1 else None)
+    # what each claim judges against each scale (k, TS) the runs ran at two values or more of
+    scaled = {scale: scale_table(per_run, claims, scale) for scale in SCALES
+              if len({round(r[scale], 12) for r in per_run}) > 1}
+    mins = {scale: scale_mins(claims, spec.model.data, scale, spec.path) for scale in scaled}
 
     shutil.rmtree(out / ".runs")
-    first = ["run", "rate_scale"]
+    first = ["run", *SCALES]
     with atomic_path(out / "compare.csv") as tmp:
         stats[first + [c for c in stats.columns if c not in first]].to_csv(tmp, index=False, lineterminator="\n",
                                                                            float_format="%.6g")
     with atomic_path(out / "claims.csv") as tmp:
         claims_df.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
-    scale_figs = []
-    if scaled is not None:
-        with atomic_path(out / "rate-scale.csv") as tmp:
-            scaled.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
-        scale_figs = draw_rate_scale(scaled, claims, out / "figures")
+    scale_figs = {}
+    for scale, t in scaled.items():
+        with atomic_path(out / f"{SCALES[scale].file}.csv") as tmp:
+            t.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
+        scale_figs[scale] = draw_scale(t, claims, out / "figures", scale=scale, mins=mins[scale])
 
     # the figure: a row per statistic, a column per trial; phases on x, a series per run
     order = {t: i for i, t in enumerate(spec.trial_ids)}  # the experiment file's order
@@ -320,10 +331,11 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
         lines.append(f"| {r['run']} | {r['trial']} | {r['phase']} | {r['statistic']} | {r['n']} | {r['mean']:.4g} | {ci} |")
     if figs:
         lines += ["", "## Figure", "", "![compare](figures/compare.png)"]
-    if scaled is not None:
-        held = {(r["row"], r["claim"]): r["held"] for _, r in claims_df[claims_df["kind"] == "run"].iterrows()
-                if r["held"]}
-        lines += report_section(scaled, claims, held, "figures/rate-scale.png" if scale_figs else None)
+    held = {(r["row"], r["claim"]): r["held"] for _, r in claims_df[claims_df["kind"] == "run"].iterrows()
+            if r["held"]}
+    for scale, t in scaled.items():
+        figure = f"figures/{SCALES[scale].file}.png" if scale_figs[scale] else None
+        lines += report_section(t, claims, held, figure, scale=scale, mins=mins[scale])
     write_text(out / "report.md", "\n".join(lines) + "\n")
     write_text(out / "runs.json", json.dumps([str(r) for r, _, _ in loaded], indent=1) + "\n")
     return out

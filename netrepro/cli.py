@@ -403,11 +403,12 @@ def cmd_quick(args) -> int:
 
 def cmd_compare(args) -> int:
     """netrepro compare RUN RUN ...: analysis.compare; prints where the comparison is (and its
-    figure against the rate scale when the runs have two rate scales or more)."""
+    figures against the rate scale and the time scale when the runs have two or more of it)."""
+    from analysis.scales import SCALES
     out = compare([Path(r) for r in args.runs], Path(args.out) if args.out else None)
-    scale = out / "figures" / "rate-scale.png"
+    figs = [(sc.words, out / "figures" / f"{sc.file}.png") for sc in SCALES.values()]
     print(f"[compare] {len(args.runs)} runs: report {out / 'report.md'}, figure {out / 'figures' / 'compare.png'}"
-          + (f", against the rate scale {scale}" if scale.is_file() else ""))
+          + "".join(f", against the {words} {fig}" for words, fig in figs if fig.is_file()))
     return 0
 
 

@@ -114,13 +114,14 @@ def _two_runs(tmp: Path):
     shutil.copytree(LAB, tmp / "lab")
 
 
-def _second_rate_scale(rate_scale):
-    """:func:`_two_runs`, run2's run.json recording ``rate_scale`` (what compare reads as k)."""
+def _second_scale(field: str, value):
+    """:func:`_two_runs`, run2's run.json recording ``value`` as ``field`` (``rate_scale``,
+    ``time_scale``: what compare reads as k and TS)."""
     def setup(tmp: Path):
         _two_runs(tmp)
         path = tmp / "run2" / "run.json"
         data = json.loads(path.read_text())
-        data["rate_scale"] = rate_scale
+        data[field] = value
         path.write_text(json.dumps(data, indent=1))
     return setup
 
@@ -192,14 +193,20 @@ ROWS += [
         ["--out: {tmp}/run2/cmp: inside the run folder {tmp}/run2", "expected a folder outside every run"], _two_runs),
     Row("compare-runs-of-two-experiments", ["compare", "{tmp}/run", "{tmp}/lab"],
         ["{tmp}/lab/run.json: experiment: runs of pie-lab, pie-vs-red", "expected runs of one experiment"], _two_runs),
-    # a run's rate scale k (run.json rate_scale.k; missing or null: 1) is read before anything is written
+    # a run's rate scale k (run.json rate_scale.k; missing or null: 1) and time scale TS (run.json
+    # time_scale) are read before anything is written
     Row("compare-a-rate-scale-k-not-a-number", ["compare", "{tmp}/run", "{tmp}/run2"],
-        ["{tmp}/run2/run.json: rate_scale.k: expected a number > 0", "got 'fast'"], _second_rate_scale({"k": "fast"})),
+        ["{tmp}/run2/run.json: rate_scale.k: expected a number > 0", "got 'fast'"], _second_scale("rate_scale", {"k": "fast"})),
     Row("compare-a-rate-scale-k-of-0", ["compare", "{tmp}/run", "{tmp}/run2"],
-        ["{tmp}/run2/run.json: rate_scale.k: expected a number > 0", "got '0'"], _second_rate_scale({"k": 0})),
+        ["{tmp}/run2/run.json: rate_scale.k: expected a number > 0", "got '0'"], _second_scale("rate_scale", {"k": 0})),
     Row("compare-a-rate-scale-not-an-object", ["compare", "{tmp}/run", "{tmp}/run2"],
         ["{tmp}/run2/run.json: rate_scale: expected an object {k, why} (or null)", "got '0.5'"],
-        _second_rate_scale(0.5)),
+        _second_scale("rate_scale", 0.5)),
+    Row("compare-a-time-scale-not-a-number", ["compare", "{tmp}/run", "{tmp}/run2"],
+        ["{tmp}/run2/run.json: time_scale: expected a number > 0 (the factor of every duration)", "got 'fast'"],
+        _second_scale("time_scale", "fast")),
+    Row("compare-a-time-scale-of-0", ["compare", "{tmp}/run", "{tmp}/run2"],
+        ["{tmp}/run2/run.json: time_scale: expected a number > 0", "got '0'"], _second_scale("time_scale", 0)),
     Row("bench-timings-json-junk", ["pie-vs-red", "--run", "{tmp}/run"], ["timings.json", "step -> seconds", PARTIAL],
         _write("timings.json", JUNK), module="netrepro.bench"),
     Row("bench-neither-experiment-nor-run", [], ["expected an experiment", "or --run RUN_FOLDER"],
