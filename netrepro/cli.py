@@ -34,7 +34,7 @@ from netrepro.runner.run import run
 from netrepro.schedule import REPEAT_MAX
 from netrepro.setup import setup
 # OPTION_ENV: the environment variables the Makefile passes through as site options.
-from netrepro.sites import OPTION_ENV, site_options
+from netrepro.sites import OPTION_ENV, site_class, site_options
 from netrepro.sites.base import SiteError
 from netrepro.sites.local import default_mgmt_problem
 from netrepro.spec import REPO_ROOT, SpecError, check_time_scale, load_spec
@@ -112,7 +112,18 @@ def cmd_validate(args) -> int:
 
 
 def cmd_setup(args) -> int:
-    return setup(site=args.site, check_only=args.check, dev=args.dev)
+    """netrepro setup: what ``--site`` needs (:func:`netrepro.setup.setup`). Of the site options
+    it reads only the local site's ``mode`` (``--option mode=``, else LOCAL_MODE); the other
+    keys given with ``--option`` must still be the site's (make passes OPTIONS to setup too).
+    Raises SiteError (one line) for a key the site does not declare."""
+    given = getattr(args, "option", None) or []
+    opts = site_options(given, {})
+    known = site_class(args.site).OPTIONS
+    for key in opts:
+        if key not in known:
+            raise SiteError(f"site {args.site}: unknown option {key!r} (from --option); expected one of the site's "
+                            f"options: {', '.join(known) or 'none'}")
+    return setup(site=args.site, check_only=args.check, dev=args.dev, mode=opts.get("mode"), mode_origin="--option")
 
 
 def cmd_plan(args) -> int:
@@ -392,7 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("migrate", cmd_migrate, "print the schema_version 2 form of a schema_version 1 experiment file",
              site=False)
     sp.add_argument("-o", "--output", help="write it to this new file instead (never overwrites one)")
-    sp = add("setup", cmd_setup, "install what a site needs (Debian packages, the micro-VM kernel)", exp=False)
+    sp = add("setup", cmd_setup, "install what a site needs on this machine (local: Debian packages and the micro-VM "
+             "kernel; ns3: g++, the ns-3 libraries and netrepro-sim; fabric: fablib and the compiler it builds with; "
+             "instageni, static: nothing beyond the Python packages)", exp=False)
     sp.add_argument("--check", action="store_true", help="only report what is missing; change nothing")
     sp.add_argument("--dev", action="store_true", help="the build tools of the tests' Python packages instead")
     add("plan", cmd_plan, "print what would be requested from the site, without contacting it")
