@@ -31,6 +31,7 @@ from netrepro.runner.console import StepIncomplete
 from netrepro.runner.plan import JOBS_MAX, checked_jobs, dry_run
 from netrepro.runner.resume import load_resume
 from netrepro.runner.run import run
+from netrepro.runner.trialvars import rate_scale_request
 from netrepro.schedule import REPEAT_MAX
 from netrepro.setup import setup
 # OPTION_ENV: the environment variables the Makefile passes through as site options.
@@ -85,15 +86,16 @@ def _ansible_timeout() -> None:
 
 def _check_environment(args, spec) -> None:
     """The environment variables ``args.command`` reads, checked before anything is built or
-    contacted: ANSIBLE_TIMEOUT (provision, run, reproduce: the commands that run playbooks), RATE_SCALE against the
-    experiment (provision, run and reproduce, dry runs too: netrepro.model.rate_scale_option),
+    contacted: ANSIBLE_TIMEOUT (provision, run, reproduce: the commands that run playbooks), --rate-scale or else
+    RATE_SCALE against the experiment (provision, run and reproduce, dry runs too:
+    netrepro.model.rate_scale_option, naming the one given),
     NETREPRO_LEAD_S (run, reproduce: netrepro.runner.barrier.lead_from_env). SWEEP is read by
     :func:`_schedule_args`, HOURS and the others by their options' types. Raises ValueError
     naming the variable (one line, exit 2)."""
     cmd = args.command
     if cmd in ("provision", "run", "reproduce"):
         _ansible_timeout()
-        rate_scale_option(spec.model, os.environ.get("RATE_SCALE"))
+        rate_scale_option(spec.model, *rate_scale_request(args.rate_scale))
     if cmd in ("run", "reproduce"):
         lead_from_env()
 
@@ -157,7 +159,7 @@ def cmd_up(args) -> int:
 def cmd_provision(args) -> int:
     spec = load_spec(args.experiment)
     _check_environment(args, spec)
-    steps.provision(spec, args.site, _options(args))
+    steps.provision(spec, args.site, _options(args), rate_scale=args.rate_scale)
     return 0
 
 
@@ -230,7 +232,7 @@ def cmd_run(args) -> int:
     run_dir = run(spec, args.site, _run_time_scale(args), _options(args),
                   trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
                   repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"],
-                  judge=judge_trial, jobs=sched["jobs"])
+                  judge=judge_trial, jobs=sched["jobs"], rate_scale=args.rate_scale)
     print(f"[run] raw data and run.json in {run_dir}")
     return 0
 
@@ -307,12 +309,12 @@ def cmd_reproduce(args) -> int:
         steps.up(spec, args.site, opts)
         timings["up_s"] = round(time.time() - t, 1)
         t = time.time()
-        steps.provision(spec, args.site, opts)
+        steps.provision(spec, args.site, opts, rate_scale=args.rate_scale)
         timings["provision_s"] = round(time.time() - t, 1)
         t = time.time()
         run_dir = run(spec, args.site, _run_time_scale(args), opts, resume=resume, command="reproduce",
                       repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
-                      sweep=sched["sweep"], judge=judge_trial, jobs=sched["jobs"])
+                      sweep=sched["sweep"], judge=judge_trial, jobs=sched["jobs"], rate_scale=args.rate_scale)
         timings["trials_s"] = round(time.time() - t, 1)
         t = time.time()
         verdict = analyze_run(run_dir)
@@ -415,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--user", required=True, help="your login name among the manifest's logins")
     sp.add_argument("--key", help="SSH private key for the nodes")
     add("up", cmd_up, "reserve the site and wait until every node answers SSH")
-    add("provision", cmd_provision, "provision the nodes with Ansible")
+    _add_rate_scale(add("provision", cmd_provision, "provision the nodes with Ansible"))
     sp = add("run", cmd_run, "run the trials and fetch the raw data into a new results folder")
     sp.add_argument("--time-scale", type=_time_scale, default=os.environ.get("TIME_SCALE", "1"), action=_Given,
                     help="multiply every duration of the schedule (default: $TIME_SCALE or 1; "
@@ -423,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--trial", action="append", help="run only this trial (its id in the file); repeatable")
     sp.add_argument("--resume", metavar="RUN", help="continue the interrupted run in folder RUN from its first "
                                                     "incomplete trial, keeping the completed ones")
+    _add_rate_scale(sp)
     _add_schedule(sp)
     sp = add("analyze", cmd_analyze, "analyze a run folder (default: results/<experiment>/latest)", site=False)
     sp.add_argument("--run", default=os.environ.get("RUN") or None, help="run folder")
@@ -447,8 +450,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--resume", metavar="RUN", help="run the interrupted run in folder RUN to its end "
                                                     "(its completed trials are kept) instead of a new run")
     sp.add_argument("--keep", action="store_true", help="leave the site up at the end")
+    _add_rate_scale(sp)
     _add_schedule(sp)
     return p
+
+
+def _add_rate_scale(sp) -> None:
+    """--rate-scale of provision, run and reproduce: the scale k, checked against the experiment
+    by :func:`_check_environment` (netrepro.model.rate_scale_option, naming --rate-scale)."""
+    sp.add_argument("--rate-scale", metavar="K", default=None,
+                    help="the rate scale K in (0, 1]: every rate and byte size of the experiment times K, where "
+                         "its rate_scale.allowed and rate_scale.min permit (default: $RATE_SCALE, else chosen from "
+                         "the site's rate ceiling or measured capacity when the site is provisioned; a provisioned "
+                         "site keeps its scale)")
 
 
 def _add_schedule(sp) -> None:

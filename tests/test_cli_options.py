@@ -1,6 +1,9 @@
 """The command line's options that issue 24 added or made reachable, in process (no site is
 made, reserved or contacted):
 
+- ``--rate-scale`` on provision, run and reproduce: it wins over RATE_SCALE, is checked the
+  same way (netrepro.model.rate_scale_option, the line naming --rate-scale), reaches the step
+  that chooses the scale, and is recorded as the reason of the scale chosen;
 - ``setup --option mode=...`` picks the local site's mode; a key the site does not declare is
   refused in one line; ``setup --site fabric`` installs fablib (pip) and what it builds with.
 """
@@ -13,14 +16,15 @@ import pytest
 
 from netrepro import cli
 from netrepro import setup as nsetup
-from netrepro.runner import steps
-from netrepro.spec import REPO_ROOT
+from netrepro.model import choose_rate_scale
+from netrepro.runner import steps, trialvars
+from netrepro.spec import REPO_ROOT, load_spec
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    """No site option or site variable from this machine; state in tmp_path."""
-    for var in [*cli.OPTION_ENV, "SITE"]:
+    """No site option, scale or site variable from this machine; state in tmp_path."""
+    for var in [*cli.OPTION_ENV, "RATE_SCALE", "SITE", "TIME_SCALE", "REPEAT", "SWEEP"]:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(steps, "STATE_ROOT", tmp_path / "state")
 
@@ -29,6 +33,81 @@ def _err_line(capsys) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     return err[0]
+
+
+# --- --rate-scale -------------------------------------------------------------------------------
+def test_the_option_wins_over_the_environment(monkeypatch):
+    monkeypatch.setenv("RATE_SCALE", "0.5")
+    assert trialvars.rate_scale_request("0.1") == ("0.1", "--rate-scale")
+    assert trialvars.rate_scale_request(None) == ("0.5", "RATE_SCALE")
+    monkeypatch.delenv("RATE_SCALE")
+    assert trialvars.rate_scale_request(None) == (None, "RATE_SCALE")
+
+
+def test_the_reason_names_where_the_scale_came_from():
+    m = load_spec("pie-lab").model
+    assert choose_rate_scale(m, 500, "0.1", name="--rate-scale") == (0.1, "--rate-scale=0.1")
+    assert choose_rate_scale(m, 500, "0.1") == (0.1, "RATE_SCALE=0.1")
+    with pytest.raises(ValueError, match=r"^--rate-scale: expected a number in \(0, 1\], got '2'$"):
+        choose_rate_scale(m, 500, "2", name="--rate-scale")
+
+
+@pytest.mark.parametrize("command, target", [("provision", "provision"), ("run", "run"), ("reproduce", "provision")])
+def test_the_option_reaches_the_step_that_chooses_the_scale(command, target, monkeypatch):
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake(*args, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setenv("RATE_SCALE", "junk")  # the option wins: the junk is never read
+    class Site:
+        def preflight(self):
+            pass
+
+    monkeypatch.setattr(steps, "open_site", lambda *a, **k: Site())
+    monkeypatch.setattr(steps, "up", lambda *a, **k: None)
+    monkeypatch.setattr(steps, "down", lambda *a, **k: None)
+    monkeypatch.setattr(steps, "provision", fake)
+    monkeypatch.setattr(cli, "run", fake)
+    with pytest.raises(Stop):
+        cli.main([command, "pie-lab", "--site", "ns3", "--rate-scale", "0.1"])
+    assert seen.get("rate_scale") == "0.1"
+
+
+def test_a_bad_option_is_one_line_before_anything(capsys, monkeypatch):
+    monkeypatch.setattr(steps, "provision", lambda *a, **k: pytest.fail("provisioned"))
+    assert cli.main(["provision", "pie-vs-red", "--site", "ns3", "--rate-scale", "0.5"]) == 2
+    line = _err_line(capsys)
+    assert line.startswith("netrepro: --rate-scale=0.5: ") and "rate_scale.allowed" in line \
+        and line.endswith("leave out --rate-scale or give it 1"), line
+
+
+def test_the_chosen_scale_records_the_option(monkeypatch):
+    spec = load_spec("pie-lab")
+
+    class Site:
+        state: dict = {}
+
+        def load_state(self):
+            return dict(self.state)
+
+        def save_state(self, st):
+            self.state = dict(st)
+
+        def status(self):
+            return {}
+
+    site = Site()
+    monkeypatch.setenv("RATE_SCALE", "0.2")
+    scaled = trialvars._at_rate_scale(spec, site, choose=True, rate_scale="0.5")
+    assert site.state["rate_scale"] == {"k": 0.5, "why": "--rate-scale=0.5"}
+    assert scaled is not spec
+    trialvars._at_rate_scale(spec, site, choose=True)
+    assert site.state["rate_scale"] == {"k": 0.2, "why": "RATE_SCALE=0.2"}
 
 
 # --- setup ------------------------------------------------------------------------------------------
