@@ -8,8 +8,10 @@
 # their work through the `netrepro` command line (python -m netrepro), so all of that is also
 # usable without make (clean also removes the .pytest_cache and __pycache__ folders). The
 # others call their tools directly: venv (python -m venv, pip), bench (python -m
-# netrepro.bench), lint (ansible-lint, lint-imports), the test targets (pytest, lint-imports;
-# after netrepro setup) and fresh-root-check (tools/fresh-root-check).
+# netrepro.bench), reference (python -m netrepro.reference), lint (ansible-lint,
+# lint-imports), the test targets (pytest, lint-imports; after netrepro setup) and
+# fresh-root-check (tools/fresh-root-check). docs/reference.md (`make reference`) lists what
+# each target runs.
 #
 # Site options: OPTIONS="key=value key=value" (each becomes --option key=value), or the
 # variables of netrepro.sites.OPTION_ENV (LOCAL_MODE, AGGREGATE, IMAGE, VM_TYPE, SLICE_NAME,
@@ -17,7 +19,7 @@
 # INSTALL_PACKAGES), read from the environment by netrepro itself.
 #
 # Every variable a user may set is declared below with `?=`, after its description in `#:`
-# lines.
+# lines: docs/reference.md is generated from them (netrepro/reference.py).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -78,7 +80,7 @@ SCHEDULE_ARGS = $(if $(filter-out 1,$(REPEAT)),--repeat $(REPEAT)) $(if $(SEED),
 
 .PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status \
         renew plan rspec validate compare test test-unit test-integration faults fresh-root-check lint bench \
-        clean
+        reference clean
 
 help: ## Show the targets
 	@echo "netrepro: reproduce network experiments on testbeds"
@@ -86,6 +88,7 @@ help: ## Show the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  %-22s %s\n", $$1, $$2}'
 	@echo
 	@echo "Variables: SITE=$(SITE) EXPERIMENT=$(EXPERIMENT) TIME_SCALE=$(TIME_SCALE) RUN=<results folder> OPTIONS=\"key=value ...\""
+	@echo "Every variable, command, option, site option and environment variable: docs/reference.md"
 
 # The run-time packages only: the main job on the local site needs no compiler and no fablib.
 $(STAMP): requirements.txt pyproject.toml
@@ -172,6 +175,9 @@ compare: $(STAMP) ## One report and figure across RUNS="<run folder> <run folder
 
 bench: $(STAMP) ## Print the figures of the latest run (wall time, overhead, skew, samples); PARTIAL=1 as analyze
 	$(PY) -m netrepro.bench $(EXPERIMENT) $(if $(RUN),--run $(RUN)) $(if $(filter 1,$(PARTIAL)),--partial)
+
+reference: $(STAMP) ## Regenerate docs/reference.md (targets, variables, commands, site options, environment) from the code
+	$(PY) -m netrepro.reference --output docs/reference.md
 
 clean: ## Tear down local sites, remove generated files; keeps results/ and live testbed reservations
 	if [ -x $(PY) ]; then $(NETREPRO) clean; fi

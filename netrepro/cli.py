@@ -1,6 +1,9 @@
 """Command line: ``netrepro <command> <experiment> [--site SITE] ...``.
 
-Every Makefile target calls one of these commands, so everything is usable without make.
+The Makefile's targets that make, use or release a site or analyze a run do their work
+through these commands, so all of that is usable without make (docs/reference.md lists what
+each target runs).
+
 Errors in the user's input or environment print one line (``netrepro: ...``) and exit 2.
 """
 
@@ -35,7 +38,7 @@ from netrepro.runner.trialvars import rate_scale_request
 from netrepro.schedule import REPEAT_MAX
 from netrepro.setup import setup
 # OPTION_ENV: the environment variables the Makefile passes through as site options.
-from netrepro.sites import OPTION_ENV, site_class, site_options
+from netrepro.sites import OPTION_ENV, SITES, site_class, site_options
 from netrepro.sites.base import SiteError
 from netrepro.sites.local import default_mgmt_problem
 from netrepro.spec import REPO_ROOT, SpecError, check_time_scale, load_spec
@@ -394,8 +397,10 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("experiment", metavar="EXPERIMENT",
                             help="an experiment's folder name under experiments/, or the path of its experiment.yml")
         if site:
-            sp.add_argument("--site", default=os.environ.get("SITE", "local"), help="site name (default: local)")
-            sp.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="site option (repeatable)")
+            sp.add_argument("--site", default=os.environ.get("SITE", "local"),
+                            help=f"site name: {', '.join(SITES)} (default: $SITE, else local)")
+            sp.add_argument("--option", "-o", action="append", metavar="KEY=VALUE",
+                            help="a site option (repeatable; each site's options: docs/reference.md, Site options)")
         sp.add_argument("-v", "--verbose", action="store_true",
                         help="show Ansible's task lines on the console (they always go to the playbook's log)")
         sp.set_defaults(func=func)
@@ -428,7 +433,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rate_scale(sp)
     _add_schedule(sp)
     sp = add("analyze", cmd_analyze, "analyze a run folder (default: results/<experiment>/latest)", site=False)
-    sp.add_argument("--run", default=os.environ.get("RUN") or None, help="run folder")
+    sp.add_argument("--run", default=os.environ.get("RUN") or None,
+                    help="run folder (default: $RUN, else results/<experiment>/latest)")
     sp.add_argument("--partial", action="store_true",
                     help="analyze a run whose raw files differ from run.json's sha256 record; claims reading "
                          "incomplete trials are reported NOT EVALUABLE (default: refuse such a run)")
