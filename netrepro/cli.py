@@ -467,8 +467,8 @@ def _add_rate_scale(sp) -> None:
     sp.add_argument("--rate-scale", metavar="K", default=None,
                     help="the rate scale K in (0, 1]: every rate and byte size of the experiment times K, where "
                          "its rate_scale.allowed and rate_scale.min permit (default: $RATE_SCALE, else chosen from "
-                         "the site's rate ceiling or measured capacity when the site is provisioned; a provisioned "
-                         "site keeps its scale)")
+                         "the site's rate ceiling or measured capacity when the site is provisioned; run refuses a "
+                         "scale other than the one the site was provisioned at)")
 
 
 def _add_schedule(sp) -> None:

@@ -110,6 +110,30 @@ def test_the_chosen_scale_records_the_option(monkeypatch):
     assert site.state["rate_scale"] == {"k": 0.2, "why": "RATE_SCALE=0.2"}
 
 
+def test_a_run_refuses_a_scale_other_than_the_provisioned_one(monkeypatch):
+    spec = load_spec("pie-lab")
+
+    class Site:
+        state = {"rate_scale": {"k": 0.5, "why": "RATE_SCALE=0.5"}}
+
+        def load_state(self):
+            return dict(self.state)
+
+        def status(self):
+            return pytest.fail("a kept scale is not chosen again")
+
+    with pytest.raises(ValueError) as exc:
+        trialvars._at_rate_scale(spec, Site(), rate_scale="0.2")
+    assert str(exc.value) == ("--rate-scale=0.2: the site was provisioned at rate scale 0.5 (RATE_SCALE=0.5); "
+                              "expected 0.5 or nothing, or provision it again with --rate-scale=0.2")
+    monkeypatch.setenv("RATE_SCALE", "0.2")
+    with pytest.raises(ValueError, match=r"^RATE_SCALE=0.2: the site was provisioned at rate scale 0.5 "):
+        trialvars._at_rate_scale(spec, Site())
+    assert trialvars._at_rate_scale(spec, Site(), rate_scale="0.50") is not spec  # the same scale, written otherwise
+    monkeypatch.delenv("RATE_SCALE")
+    assert trialvars._at_rate_scale(spec, Site()) is not spec  # nothing asked: the kept scale
+
+
 # --- setup ------------------------------------------------------------------------------------------
 def test_setup_takes_the_local_mode_as_an_option(monkeypatch):
     seen = {}

@@ -105,6 +105,7 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
         if not st.get("reserved"):
             raise RuntimeError(f"site {site_name}: not up; run `make up SITE={site_name}` first")
         st["provisioned"] = True
+        st.pop("rate_scale", None)  # chosen again by the next run, with its --rate-scale or RATE_SCALE
         site.save_state(st)
         log("[provision] nothing to provision: the site simulates its trials")
         return ansible.PlaybookResult("(none)", 0, {}, 0.0)

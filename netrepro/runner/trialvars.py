@@ -4,10 +4,11 @@ start is chosen on, a trial's settings in one phrase."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
-from netrepro.model import choose_rate_scale, trial_plan
+from netrepro.model import choose_rate_scale, rate_scale_option, trial_plan
 from netrepro.rolevars import iperf3_argv, model_ftp_source
 from netrepro.runner.console import log
 from netrepro.sites import Site
@@ -51,13 +52,23 @@ def _at_rate_scale(spec: Spec, site: Site, choose: bool = False, rate_scale: str
     ``rate_scale`` (--rate-scale), else RATE_SCALE (:func:`rate_scale_request`), else from the
     site's rate ceiling (a simulator's) or measured forwarding capacity; ``spec`` itself at k = 1).
     The scale is chosen when provisioning (``choose``), said on the console and kept in the
-    site's state; the run uses the same one and records it.
+    site's state; the run uses the same one and records it. A scale asked for (``rate_scale``
+    or RATE_SCALE) that differs from the kept one is refused, not ignored: the nodes were
+    provisioned at the kept one.
 
     Raises:
-        ValueError: a bad --rate-scale or RATE_SCALE, or a scale below the experiment's
-            ``rate_scale.min``.
+        ValueError: a bad --rate-scale or RATE_SCALE, a scale below the experiment's
+            ``rate_scale.min``, or one other than the scale the site was provisioned at (one
+            line naming both).
     """
     st = site.load_state()
+    if not choose and "rate_scale" in st:
+        option, name = rate_scale_request(rate_scale)
+        asked, kept = rate_scale_option(spec.model, option, name), float(st["rate_scale"]["k"])
+        if asked is not None and not math.isclose(asked, kept, rel_tol=1e-9):
+            raise ValueError(f"{name}={option}: the site was provisioned at rate scale {kept:g} "
+                             f"({st['rate_scale'].get('why')}); expected {kept:g} or nothing, or provision it again "
+                             f"with {name}={option}")
     if choose or "rate_scale" not in st:
         status = site.status()
         cap = (status.get("capacity") or {}).get("forwarding_mbit")
