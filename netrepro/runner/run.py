@@ -81,9 +81,10 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     - ``failed/<trial>-<n>/``: the data of an attempt that ran to its end but failed its checks.
 
     ``command``: the netrepro command the resume hint names (``run`` or ``reproduce``).
-    ``rate_scale``: the command line's --rate-scale, which wins over RATE_SCALE where the
-    rate scale is chosen (:func:`netrepro.runner.trialvars._at_rate_scale`: when the site's
-    state has none yet, as on a site that simulates its trials before its first run).
+    ``rate_scale``: the command line's --rate-scale, which wins over RATE_SCALE
+    (:func:`netrepro.runner.trialvars._at_rate_scale`): it chooses the scale when the site's
+    state has none yet (a site that simulates its trials, before its first run), else it must
+    be the scale the site was provisioned at (ValueError otherwise, before any folder is made).
 
     Raises:
         SpecError: bad ``trial_ids``, ``resume`` or ``jobs`` (nothing is written).
