@@ -3,27 +3,65 @@
 #   make reproduce-pie-vs-red [SITE=local] [TIME_SCALE=1]   the main job
 #   make test                                                 unit + integration tests
 #
-# Every target calls the `netrepro` command line (python -m netrepro), so everything is also
-# usable without make. Site options are passed through the environment: LOCAL_MODE,
-# AGGREGATE, IMAGE, VM_TYPE, SLICE_NAME, MANIFEST, GENI_USER, SSH_KEY, FABRIC_SITE, CORES,
-# RAM_GB, DISK_GB, SWITCH_NIC, STATIC_FILE, INSTALL_PACKAGES.
+# The targets that make, use or release a site, or analyze a run (setup, reproduce, up,
+# provision, run, analyze, down, status, renew, plan, rspec, validate, compare, clean) do
+# their work through the `netrepro` command line (python -m netrepro), so all of that is also
+# usable without make (clean also removes the .pytest_cache and __pycache__ folders). The
+# others call their tools directly: venv (python -m venv, pip), bench (python -m
+# netrepro.bench), reference (python -m netrepro.reference), lint (ansible-lint,
+# lint-imports), the test targets (pytest, lint-imports; after netrepro setup) and
+# fresh-root-check (tools/fresh-root-check). docs/reference.md (`make reference`) lists what
+# each target runs.
+#
+# Site options: OPTIONS="key=value key=value" (each becomes --option key=value), or the
+# variables of netrepro.sites.OPTION_ENV (LOCAL_MODE, AGGREGATE, IMAGE, VM_TYPE, SLICE_NAME,
+# MANIFEST, GENI_USER, SSH_KEY, FABRIC_SITE, CORES, RAM_GB, DISK_GB, SWITCH_NIC, STATIC_FILE,
+# INSTALL_PACKAGES), read from the environment by netrepro itself.
+#
+# Every variable a user may set is declared below with `?=`, after its description in `#:`
+# lines: docs/reference.md is generated from them (netrepro/reference.py).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
+#: the site (--site): local, instageni, fabric, static or ns3
 SITE ?= local
+#: the experiment: a folder name under experiments/ or the path of its experiment.yml
 EXPERIMENT ?= pie-vs-red
+#: run, reproduce: every duration of the schedule multiplied by it, 0.001 to 100 (--time-scale)
 TIME_SCALE ?= 1
+#: run, reproduce, provision: the rate scale k in (0, 1], every rate and byte size times k (read by
+#: netrepro from the environment; its --rate-scale does the same); empty: chosen by the site
+RATE_SCALE ?=
+#: renew: hours to extend the reservation by (--hours)
 HOURS ?= 6
+#: analyze, bench: the run folder (--run; default results/<experiment>/latest)
 RUN ?=
+#: run, reproduce: continue the interrupted run in this folder (--resume)
 RESUME ?=
+#: run, reproduce: run every trial N times (--repeat)
 REPEAT ?= 1
+#: run, reproduce: the shuffle's seed (--seed)
 SEED ?=
+#: run, reproduce: 1 runs each block in the file's order (--no-shuffle)
 NO_SHUFFLE ?=
+#: run, reproduce: 1 runs the experiment's sweep (--sweep)
 SWEEP ?=
+#: run, reproduce: 1 prints the trials that would run and runs nothing (--dry-run); reproduce then
+#: skips setup (nothing is installed; only the virtual environment is made if missing)
 DRY_RUN ?=
+#: run, reproduce: trial instances simulated at once, ns3 only (--jobs; default one per core)
 JOBS ?=
+#: 1: Ansible's task lines on the console (-v)
 V ?=
+#: analyze, bench: 1 accepts a run whose raw files differ from run.json's record (--partial)
+PARTIAL ?=
+#: compare: the run folders to compare, separated by spaces
+RUNS ?=
+#: the site options, "key=value key=value" (each becomes --option key=value; a value holds no space);
+#: on reproduce, up, provision, run, down, status, renew, plan, and setup (which reads only mode)
+OPTIONS ?=
+#: the Python that makes the virtual environment .venv
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -33,20 +71,24 @@ DEV_STAMP := $(VENV)/.installed-dev
 
 export SITE TIME_SCALE RATE_SCALE HOURS RUN REPEAT
 
+# The site and its options, on every command that opens a site (netrepro up --help).
+SITE_ARGS = --site $(SITE) $(foreach o,$(OPTIONS),--option '$(subst ','\'',$(o))')
 # The repetition, concurrency and console options of run and reproduce (netrepro run --help).
 SCHEDULE_ARGS = $(if $(filter-out 1,$(REPEAT)),--repeat $(REPEAT)) $(if $(SEED),--seed $(SEED)) \
                 $(if $(filter 1,$(NO_SHUFFLE)),--no-shuffle) $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(V)),-v) \
                 $(if $(filter 1,$(SWEEP)),--sweep) $(if $(JOBS),--jobs $(JOBS))
 
 .PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status \
-        renew plan rspec validate compare quick test test-unit test-integration faults fresh-root-check lint bench clean
+        renew plan rspec validate compare quick test test-unit test-integration faults fresh-root-check lint \
+        bench reference clean
 
 help: ## Show the targets
 	@echo "netrepro: reproduce network experiments on testbeds"
 	@echo
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  %-22s %s\n", $$1, $$2}'
 	@echo
-	@echo "Variables: SITE=$(SITE) EXPERIMENT=$(EXPERIMENT) TIME_SCALE=$(TIME_SCALE) RUN=<results folder>"
+	@echo "Variables: SITE=$(SITE) EXPERIMENT=$(EXPERIMENT) TIME_SCALE=$(TIME_SCALE) RUN=<results folder> OPTIONS=\"key=value ...\""
+	@echo "Every variable, command, option, site option and environment variable: docs/reference.md"
 
 # The run-time packages only: the main job on the local site needs no compiler and no fablib.
 $(STAMP): requirements.txt pyproject.toml
@@ -63,8 +105,8 @@ $(DEV_STAMP): $(STAMP) requirements-dev.txt requirements-fabric.txt
 
 venv: $(STAMP) ## Create the virtual environment with the pinned Python packages
 
-setup: $(STAMP) ## Install everything SITE needs (Debian packages, micro-VM kernel); idempotent
-	$(NETREPRO) setup --site $(SITE)
+setup: $(STAMP) ## Install everything SITE needs on this machine (local: Debian packages, micro-VM kernel; ns3: g++, ns-3, netrepro-sim; fabric: fablib and the compiler it builds with; instageni, static: nothing more); idempotent
+	$(NETREPRO) setup $(SITE_ARGS)
 
 reproduce-pie-vs-red: ## The main job: reproduce PIE vs RED (Fig. 8) on SITE, then tear down
 	$(MAKE) reproduce EXPERIMENT=pie-vs-red
@@ -74,32 +116,33 @@ quick: $(STAMP) ## The fastest real verdicts of EXPERIMENT: on the ns3 site, the
 	$(NETREPRO) setup --site local
 	$(NETREPRO) quick $(EXPERIMENT)
 
-reproduce: setup ## up + provision + run + analyze + down for EXPERIMENT (REPEAT=N, SWEEP=1, DRY_RUN=1, RESUME=<run folder>, JOBS=N: trials simulated at once, ns3 only, default one per core)
-	$(NETREPRO) reproduce $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
+# A dry run installs nothing: setup (apt-get, the micro-VM kernel) only for a real run.
+reproduce: $(if $(filter 1,$(DRY_RUN)),$(STAMP),setup) ## setup + up + provision + run + analyze + down for EXPERIMENT (REPEAT=N, SWEEP=1, RESUME=<run folder>, JOBS=N: trials simulated at once, ns3 only, default one per core); DRY_RUN=1 prints the trials and skips setup: nothing is installed but the virtual environment
+	$(NETREPRO) reproduce $(EXPERIMENT) $(SITE_ARGS) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
 
 up: setup ## Reserve/build the site and wait until every node answers
-	$(NETREPRO) up $(EXPERIMENT) --site $(SITE)
+	$(NETREPRO) up $(EXPERIMENT) $(SITE_ARGS)
 
 provision: $(STAMP) ## Provision the nodes with Ansible
-	$(NETREPRO) provision $(EXPERIMENT) --site $(SITE)
+	$(NETREPRO) provision $(EXPERIMENT) $(SITE_ARGS)
 
 run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/ (REPEAT=N, SWEEP=1, SEED, NO_SHUFFLE=1, DRY_RUN=1, V=1, JOBS=N: trials simulated at once, ns3 only, default one per core); RESUME=<run folder> continues that run
-	$(NETREPRO) run $(EXPERIMENT) --site $(SITE) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
+	$(NETREPRO) run $(EXPERIMENT) $(SITE_ARGS) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
 
 analyze: $(STAMP) ## Analyze RUN=<folder> (default: results/<experiment>/latest); PARTIAL=1 accepts damaged raw files
 	$(NETREPRO) analyze $(EXPERIMENT) $(if $(RUN),--run $(RUN)) $(if $(filter 1,$(PARTIAL)),--partial)
 
 down: $(STAMP) ## Release the site (idempotent)
-	$(NETREPRO) down $(EXPERIMENT) --site $(SITE)
+	$(NETREPRO) down $(EXPERIMENT) $(SITE_ARGS)
 
 status: $(STAMP) ## Show the site's reservation
-	$(NETREPRO) status $(EXPERIMENT) --site $(SITE)
+	$(NETREPRO) status $(EXPERIMENT) $(SITE_ARGS)
 
 renew: $(STAMP) ## Extend the reservation by HOURS
-	$(NETREPRO) renew $(EXPERIMENT) --site $(SITE) --hours $(HOURS)
+	$(NETREPRO) renew $(EXPERIMENT) $(SITE_ARGS) --hours $(HOURS)
 
 plan: $(STAMP) ## Print what SITE would be asked for (RSpec, fablib slice, nodes); no account needed
-	$(NETREPRO) plan $(EXPERIMENT) --site $(SITE)
+	$(NETREPRO) plan $(EXPERIMENT) $(SITE_ARGS)
 
 rspec: $(STAMP) ## Regenerate rspecs/<experiment>.xml from the experiment's topology
 	$(NETREPRO) rspec $(EXPERIMENT)
@@ -114,7 +157,7 @@ test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports), unit (i
 	$(PY) -m pytest -q -n auto --durations=15 -m "not integration and not netns" tests
 	$(PY) -m pytest -q --durations=0 --durations-min=5 -m "integration or netns" tests
 
-fresh-root-check: ## In a fresh minimal Debian 12 root: make setup, then the local site up and down
+fresh-root-check: ## In a fresh minimal Debian 12 root (root): make setup, then the local site up and down; FRESH_ROOT_JOB=reproduce: the main job instead (TIME_SCALE=FRESH_ROOT_TIME_SCALE, default 0.05)
 	tools/fresh-root-check
 
 test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM), one worker per core (pytest-xdist); installs the ns3 site and UML as make test
@@ -122,7 +165,7 @@ test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM), one worker per core (p
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(PY) -m pytest -q -n auto -m "not integration and not netns" tests
 
-test-integration: setup $(DEV_STAMP) ## The end-to-end test only
+test-integration: setup $(DEV_STAMP) ## Every test marked integration (pytest -m integration): the main job in a fresh Debian 12 root (tests/test_integration.py) and the live tests on the local site (faults, sweep, static on local)
 	$(PY) -m pytest -q -m integration tests
 
 faults: setup $(DEV_STAMP) ## Inject each fault for real on the local site; check nothing is lost (root)
@@ -137,6 +180,9 @@ compare: $(STAMP) ## One report and figure across RUNS="<run folder> <run folder
 
 bench: $(STAMP) ## Print the figures of the latest run (wall time, overhead, skew, samples); PARTIAL=1 as analyze
 	$(PY) -m netrepro.bench $(EXPERIMENT) $(if $(RUN),--run $(RUN)) $(if $(filter 1,$(PARTIAL)),--partial)
+
+reference: $(STAMP) ## Regenerate docs/reference.md (targets, variables, commands, site options, environment) from the code
+	$(PY) -m netrepro.reference --output docs/reference.md
 
 clean: ## Tear down local sites, remove generated files; keeps results/ and live testbed reservations
 	if [ -x $(PY) ]; then $(NETREPRO) clean; fi

@@ -1,6 +1,9 @@
 """Command line: ``netrepro <command> <experiment> [--site SITE] ...``.
 
-Every Makefile target calls one of these commands, so everything is usable without make.
+The Makefile's targets that make, use or release a site or analyze a run do their work
+through these commands, so all of that is usable without make (docs/reference.md lists what
+each target runs).
+
 Errors in the user's input or environment print one line (``netrepro: ...``) and exit 2.
 """
 
@@ -31,10 +34,11 @@ from netrepro.runner.console import StepIncomplete
 from netrepro.runner.plan import JOBS_MAX, checked_jobs, dry_run
 from netrepro.runner.resume import load_resume
 from netrepro.runner.run import run
+from netrepro.runner.trialvars import rate_scale_request
 from netrepro.schedule import REPEAT_MAX
 from netrepro.setup import setup
 # OPTION_ENV: the environment variables the Makefile passes through as site options.
-from netrepro.sites import OPTION_ENV, site_options
+from netrepro.sites import OPTION_ENV, SITES, site_class, site_options
 from netrepro.sites.base import SiteError
 from netrepro.sites.local import default_mgmt_problem
 from netrepro.spec import REPO_ROOT, SpecError, check_time_scale, load_spec
@@ -85,15 +89,16 @@ def _ansible_timeout() -> None:
 
 def _check_environment(args, spec) -> None:
     """The environment variables ``args.command`` reads, checked before anything is built or
-    contacted: ANSIBLE_TIMEOUT (provision, run, reproduce: the commands that run playbooks), RATE_SCALE against the
-    experiment (provision, run and reproduce, dry runs too: netrepro.model.rate_scale_option),
+    contacted: ANSIBLE_TIMEOUT (provision, run, reproduce: the commands that run playbooks), --rate-scale or else
+    RATE_SCALE against the experiment (provision, run and reproduce, dry runs too:
+    netrepro.model.rate_scale_option, naming the one given),
     NETREPRO_LEAD_S (run, reproduce: netrepro.runner.barrier.lead_from_env). SWEEP is read by
     :func:`_schedule_args`, HOURS and the others by their options' types. Raises ValueError
     naming the variable (one line, exit 2)."""
     cmd = args.command
     if cmd in ("provision", "run", "reproduce", "quick"):
         _ansible_timeout()
-        rate_scale_option(spec.model, os.environ.get("RATE_SCALE"))
+        rate_scale_option(spec.model, *rate_scale_request(getattr(args, "rate_scale", None)))
     if cmd in ("run", "reproduce", "quick"):
         lead_from_env()
     if cmd in ("run", "reproduce"):
@@ -116,7 +121,18 @@ def cmd_validate(args) -> int:
 
 
 def cmd_setup(args) -> int:
-    return setup(site=args.site, check_only=args.check, dev=args.dev)
+    """netrepro setup: what ``--site`` needs (:func:`netrepro.setup.setup`). Of the site options
+    it reads only the local site's ``mode`` (``--option mode=``, else LOCAL_MODE); the other
+    keys given with ``--option`` must still be the site's (make passes OPTIONS to setup too).
+    Raises SiteError (one line) for a key the site does not declare."""
+    given = getattr(args, "option", None) or []
+    opts = site_options(given, {})
+    known = site_class(args.site).OPTIONS
+    for key in opts:
+        if key not in known:
+            raise SiteError(f"site {args.site}: unknown option {key!r} (from --option); expected one of the site's "
+                            f"options: {', '.join(known) or 'none'}")
+    return setup(site=args.site, check_only=args.check, dev=args.dev, mode=opts.get("mode"), mode_origin="--option")
 
 
 def cmd_plan(args) -> int:
@@ -150,7 +166,7 @@ def cmd_up(args) -> int:
 def cmd_provision(args) -> int:
     spec = load_spec(args.experiment)
     _check_environment(args, spec)
-    steps.provision(spec, args.site, _options(args))
+    steps.provision(spec, args.site, _options(args), rate_scale=args.rate_scale)
     return 0
 
 
@@ -223,7 +239,7 @@ def cmd_run(args) -> int:
     run_dir = run(spec, args.site, _run_time_scale(args), _options(args),
                   trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
                   repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"],
-                  judge=judge_trial, jobs=sched["jobs"])
+                  judge=judge_trial, jobs=sched["jobs"], rate_scale=args.rate_scale)
     print(f"[run] raw data and run.json in {run_dir}")
     return 0
 
@@ -286,16 +302,18 @@ def cmd_reproduce(args) -> int:
         return _dry_run(args, spec)
     resume = Path(args.resume) if args.resume else None
     run_dir, verdict, timings = _reproduce(spec, args.site, _run_time_scale(args), _options(args),
-                                           _schedule_args(args), keep=args.keep, resume=resume)
+                                           _schedule_args(args), keep=args.keep, resume=resume,
+                                           rate_scale=args.rate_scale)
     _print_verdict(verdict, run_dir)
     print(f"[reproduce] wall time {timings['total_s']:.0f} s: " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items() if k != "total_s"))
     return 0
 
 
 def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dict, keep: bool = False,
-               resume: Path | None = None) -> tuple[Path, dict, dict]:
+               resume: Path | None = None, rate_scale: str | None = None) -> tuple[Path, dict, dict]:
     """One reproduction on ``site``: up, provision, run, analyze, down (unless ``keep``; the
-    site is released even on failure or Ctrl-C). ``sched``: :func:`_schedule_args`'s.
+    site is released even on failure or Ctrl-C). ``sched``: :func:`_schedule_args`'s;
+    ``rate_scale``: ``--rate-scale`` (None: $RATE_SCALE or the site's choice).
     Returns (the run folder, its verdict, its ``timings.json``: seconds per step and
     ``total_s``). Raises what the steps raise (StepIncomplete saying whether the site was
     released)."""
@@ -312,12 +330,12 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
         steps.up(spec, site, opts)
         timings["up_s"] = round(time.time() - t, 1)
         t = time.time()
-        steps.provision(spec, site, opts)
+        steps.provision(spec, site, opts, rate_scale=rate_scale)
         timings["provision_s"] = round(time.time() - t, 1)
         t = time.time()
         run_dir = run(spec, site, time_scale, opts, resume=resume, command="reproduce",
                       repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
-                      sweep=sched["sweep"], judge=judge_trial, jobs=sched["jobs"])
+                      sweep=sched["sweep"], judge=judge_trial, jobs=sched["jobs"], rate_scale=rate_scale)
         timings["trials_s"] = round(time.time() - t, 1)
         t = time.time()
         verdict = analyze_run(run_dir)
@@ -459,8 +477,10 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("experiment", metavar="EXPERIMENT",
                             help="an experiment's folder name under experiments/, or the path of its experiment.yml")
         if site:
-            sp.add_argument("--site", default=os.environ.get("SITE", "local"), help="site name (default: local)")
-            sp.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="site option (repeatable)")
+            sp.add_argument("--site", default=os.environ.get("SITE", "local"),
+                            help=f"site name: {', '.join(SITES)} (default: $SITE, else local)")
+            sp.add_argument("--option", "-o", action="append", metavar="KEY=VALUE",
+                            help="a site option (repeatable; each site's options: docs/reference.md, Site options)")
         sp.add_argument("-v", "--verbose", action="store_true",
                         help="show Ansible's task lines on the console (they always go to the playbook's log)")
         sp.set_defaults(func=func)
@@ -470,7 +490,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("migrate", cmd_migrate, "print the schema_version 2 form of a schema_version 1 experiment file",
              site=False)
     sp.add_argument("-o", "--output", help="write it to this new file instead (never overwrites one)")
-    sp = add("setup", cmd_setup, "install what a site needs (Debian packages, the micro-VM kernel)", exp=False)
+    sp = add("setup", cmd_setup, "install what a site needs on this machine (local: Debian packages and the micro-VM "
+             "kernel; ns3: g++, the ns-3 libraries and netrepro-sim; fabric: fablib and the compiler it builds with; "
+             "instageni, static: nothing beyond the Python packages)", exp=False)
     sp.add_argument("--check", action="store_true", help="only report what is missing; change nothing")
     sp.add_argument("--dev", action="store_true", help="the build tools of the tests' Python packages instead")
     add("plan", cmd_plan, "print what would be requested from the site, without contacting it")
@@ -480,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--user", required=True, help="your login name among the manifest's logins")
     sp.add_argument("--key", help="SSH private key for the nodes")
     add("up", cmd_up, "reserve the site and wait until every node answers SSH")
-    add("provision", cmd_provision, "provision the nodes with Ansible")
+    _add_rate_scale(add("provision", cmd_provision, "provision the nodes with Ansible"))
     sp = add("run", cmd_run, "run the trials and fetch the raw data into a new results folder")
     sp.add_argument("--time-scale", type=_time_scale, default=os.environ.get("TIME_SCALE", "1"), action=_Given,
                     help="multiply every duration of the schedule (default: $TIME_SCALE or 1; "
@@ -488,9 +510,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--trial", action="append", help="run only this trial (its id in the file); repeatable")
     sp.add_argument("--resume", metavar="RUN", help="continue the interrupted run in folder RUN from its first "
                                                     "incomplete trial, keeping the completed ones")
+    _add_rate_scale(sp)
     _add_schedule(sp)
     sp = add("analyze", cmd_analyze, "analyze a run folder (default: results/<experiment>/latest)", site=False)
-    sp.add_argument("--run", default=os.environ.get("RUN") or None, help="run folder")
+    sp.add_argument("--run", default=os.environ.get("RUN") or None,
+                    help="run folder (default: $RUN, else results/<experiment>/latest)")
     sp.add_argument("--partial", action="store_true",
                     help="analyze a run whose raw files differ from run.json's sha256 record; claims reading "
                          "incomplete trials are reported NOT EVALUABLE (default: refuse such a run)")
@@ -517,8 +541,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--resume", metavar="RUN", help="run the interrupted run in folder RUN to its end "
                                                     "(its completed trials are kept) instead of a new run")
     sp.add_argument("--keep", action="store_true", help="leave the site up at the end")
+    _add_rate_scale(sp)
     _add_schedule(sp)
     return p
+
+
+def _add_rate_scale(sp) -> None:
+    """--rate-scale of provision, run and reproduce: the scale k, checked against the experiment
+    by :func:`_check_environment` (netrepro.model.rate_scale_option, naming --rate-scale)."""
+    sp.add_argument("--rate-scale", metavar="K", default=None,
+                    help="the rate scale K in (0, 1]: every rate and byte size of the experiment times K, where "
+                         "its rate_scale.allowed and rate_scale.min permit (default: $RATE_SCALE, else chosen from "
+                         "the site's rate ceiling or measured capacity when the site is provisioned; run refuses a "
+                         "scale other than the one the site was provisioned at)")
 
 
 def _add_schedule(sp) -> None:

@@ -1245,12 +1245,13 @@ def highest_rate_mbit(m: Model) -> float:
     return max(rates, default=0.0)
 
 
-def rate_scale_option(m: Model, option: str | float | None) -> float | None:
-    """RATE_SCALE (``option``, from the environment) checked against the experiment before
-    anything is built: None when unset or empty, else the scale k.
+def rate_scale_option(m: Model, option: str | float | None, name: str = "RATE_SCALE") -> float | None:
+    """The rate scale asked for (``option``: RATE_SCALE from the environment, or the command
+    line's --rate-scale; ``name`` says which, for the messages) checked against the experiment
+    before anything is built: None when unset or empty, else the scale k.
 
     Raises:
-        ValueError: one line naming RATE_SCALE and, when the file forbids it, the file and
+        ValueError: one line naming ``name`` and, when the file forbids it, the file and
             its field: ``option`` is not a number in (0, 1]; or it asks for k < 1 while the
             file's ``rate_scale.allowed`` is not true; or k is below the file's
             ``rate_scale.min``.
@@ -1262,23 +1263,25 @@ def rate_scale_option(m: Model, option: str | float | None) -> float | None:
     except (TypeError, ValueError):
         k = math.nan
     if not (math.isfinite(k) and 0 < k <= 1):
-        raise ValueError(f"RATE_SCALE: expected a number in (0, 1], got {option!r}")
+        raise ValueError(f"{name}: expected a number in (0, 1], got {option!r}")
     if k == 1:
         return k
     rs = m.data["rate_scale"]
     if not rs.get("allowed"):
-        raise ValueError(f"RATE_SCALE={option}: {m.path}: rate_scale.allowed: the file does not allow scaling its "
-                         f"rates (expected rate_scale.allowed: true); unset RATE_SCALE or set it to 1")
+        fix = "unset RATE_SCALE or set it to 1" if name == "RATE_SCALE" else f"leave out {name} or give it 1"
+        raise ValueError(f"{name}={option}: {m.path}: rate_scale.allowed: the file does not allow scaling its "
+                         f"rates (expected rate_scale.allowed: true); {fix}")
     lo = float(rs.get("min", 0) or 0)
     if k < lo:
-        raise ValueError(f"RATE_SCALE={option}: {m.path}: rate_scale.min: {k:g} is below the experiment's "
+        raise ValueError(f"{name}={option}: {m.path}: rate_scale.min: {k:g} is below the experiment's "
                          f"rate_scale.min {lo:g}, where its claims lose their meaning")
     return k
 
 
 def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float | None = None,
-                      ceiling_mbit: float | None = None) -> tuple[float, str]:
-    """(k, why): the rate scale to run ``m`` at. ``option`` (RATE_SCALE) wins; else, when the
+                      ceiling_mbit: float | None = None, name: str = "RATE_SCALE") -> tuple[float, str]:
+    """(k, why): the rate scale to run ``m`` at. ``option`` (RATE_SCALE, or --rate-scale as
+    ``name`` says; ``why`` names it) wins; else, when the
     site has a rate ceiling (``ceiling_mbit``: the fastest link a simulator runs in reasonable
     time, netrepro.sites.ns3) and the experiment allows scaling, the largest k of the ladder
     below that brings the highest rate to the ceiling (no capacity share: a simulation's
@@ -1300,9 +1303,9 @@ def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float
     """
     rs = m.data["rate_scale"]
     lo = float(rs.get("min", 0) or 0)
-    k_option = rate_scale_option(m, option)
+    k_option = rate_scale_option(m, option, name)
     if k_option is not None:
-        return k_option, f"RATE_SCALE={k_option:g}"
+        return k_option, f"{name}={k_option:g}"
     top = highest_rate_mbit(m)
     ladder = [round(m_ * 10.0 ** -e, 12) for e in range(0, 7) for m_ in (1, 0.5, 0.2)]
     if ceiling_mbit and rs.get("allowed") and top > ceiling_mbit:

@@ -45,9 +45,15 @@ VM_EXECUTABLES = {
     "qemu-system-x86_64": "qemu-system-x86", "busybox": "busybox-static", "file": "file",
     "apt-get": "apt", "apt-cache": "apt", "dpkg": "dpkg",
 }
-#: What the tests' Python packages need to build (requirements-dev.txt: fablib pulls in
-#: recordclass, which PyPI has only as source for CPython 3.11): a C compiler and the headers.
+#: What fablib needs to build (requirements-fabric.txt, also in requirements-dev.txt: fablib
+#: pulls in recordclass, which PyPI has only as source for CPython 3.11): a C compiler and the
+#: headers. ``setup --site fabric`` and ``setup --dev`` install them.
 DEV_FILES = {"gcc": "gcc", f"/usr/include/python3.{sys.version_info.minor}/Python.h": f"python3.{sys.version_info.minor}-dev"}
+#: The fabric site's Python packages (fablib, pinned), installed by ``setup --site fabric``
+#: into the interpreter running netrepro (the virtual environment under make).
+FABRIC_REQUIREMENTS = "requirements-fabric.txt"
+#: The module fablib installs: present means the fabric site's packages are.
+FABRIC_MODULE = "fabrictestbed_extensions"
 #: Kernel modules (qdiscs) the local site needs in host mode for pie-vs-red (`up` probes each experiment's own, netrepro.sites.local.needed_qdisc_probes).
 HOST_QDISC_MODULES = ("sch_netem", "sch_htb", "sch_pie", "sch_red")
 
@@ -83,10 +89,11 @@ def host_has_qdiscs(release: str | None = None, modules_root: Path = Path("/lib/
 
 
 def local_mode(mode: str | None = None, *, tun: Path | None = None, release: str | None = None,
-               modules_root: Path = Path("/lib/modules")) -> tuple[str, str]:
+               modules_root: Path = Path("/lib/modules"), origin: str = "LOCAL_MODE") -> tuple[str, str]:
     """The mode the local site will run in here (``host``, ``uml`` or ``vm``), and why.
 
-    ``mode`` is LOCAL_MODE (auto|host|uml|vm; default: the environment's, else auto). As
+    ``mode`` is LOCAL_MODE (auto|host|uml|vm; default: the environment's, else auto), or the
+    site option ``mode`` when ``origin`` says so (``--option``: errors and reasons name it). As
     :meth:`netrepro.sites.local.LocalSite.choose_mode` decides once setup has run: ``auto`` is
     ``host`` when the running kernel's module lists show every qdisc (``release`` and
     ``modules_root`` as :func:`host_has_qdiscs`'s; ``up`` probes for real later); else ``vm``
@@ -105,9 +112,9 @@ def local_mode(mode: str | None = None, *, tun: Path | None = None, release: str
     mode = mode or os.environ.get("LOCAL_MODE") or "auto"
     problem = LocalSite.OPTIONS["mode"].check(mode, None)
     if problem:
-        raise SiteError(f"site local: option mode={mode!r} (from LOCAL_MODE): {problem}")
+        raise SiteError(f"site local: option mode={mode!r} (from {origin}): {problem}")
     if mode != "auto":
-        return mode, f"LOCAL_MODE={mode}"
+        return mode, f"{'LOCAL_MODE=' if origin == 'LOCAL_MODE' else 'mode='}{mode}"
     has = host_has_qdiscs(release, modules_root)
     if has:
         return "host", f"the running kernel lists {', '.join(HOST_QDISC_MODULES)}"
@@ -143,18 +150,58 @@ def apt_install(packages: list[str]) -> None:
             raise RuntimeError(f"{' '.join(argv[:3])} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
 
 
-def setup_dev(check_only: bool = False, log=print) -> int:
-    """Install what building the tests' Python packages needs (DEV_FILES); exit code as setup."""
-    missing = {f: pkg for f, pkg in DEV_FILES.items() if not _which(f) and not os.path.exists(f)}
+def _have(path_or_exe: str) -> bool:
+    """An executable on PATH (or the sbin folders), or a file that exists (a header)."""
+    return _which(path_or_exe) or os.path.exists(path_or_exe)
+
+
+def _build_tools(check_only: bool, log, what: str) -> int:
+    """Install the C compiler and Python headers of :data:`DEV_FILES` (apt-get, as root) that
+    are missing, to build ``what``; exit code as :func:`setup` (1: missing and check only, or
+    not root; the line says what to install)."""
+    missing = {f: pkg for f, pkg in DEV_FILES.items() if not _have(f)}
     if not missing:
-        log("[setup] build tools for the tests' packages present")
+        log(f"[setup] build tools for {what} present")
         return 0
     pkgs = sorted(set(missing.values()))
     if check_only or os.geteuid() != 0:
-        log(f"[setup] missing for the tests' packages: {', '.join(sorted(missing))}; install as root: apt-get install {' '.join(pkgs)}")
+        log(f"[setup] missing for {what}: {', '.join(sorted(missing))}; install as root: apt-get install {' '.join(pkgs)}")
         return 1
-    log(f"[setup] installing {' '.join(pkgs)} (to build the tests' Python packages)")
+    log(f"[setup] installing {' '.join(pkgs)} (to build {what})")
     apt_install(pkgs)
+    return 0
+
+
+def setup_dev(check_only: bool = False, log=print) -> int:
+    """Install what building the tests' Python packages needs (DEV_FILES); exit code as setup."""
+    return _build_tools(check_only, log, "the tests' packages")
+
+
+def setup_fabric(check_only: bool = False, log=print) -> int:
+    """The fabric site: fablib (:data:`FABRIC_REQUIREMENTS`, pip, into this interpreter's
+    environment) and, first, what it needs to build (:data:`DEV_FILES`: gcc and the Python
+    headers, apt-get as root). Exit code as :func:`setup`: 0 ready, 1 something missing
+    (check only, or not root for the build tools). Raises RuntimeError when pip fails."""
+    import importlib.util
+
+    from netrepro.spec import REPO_ROOT
+
+    if importlib.util.find_spec(FABRIC_MODULE) is not None:
+        log(f"[setup] fabric site: fablib ({FABRIC_MODULE}) installed")
+        return 0
+    req = REPO_ROOT / FABRIC_REQUIREMENTS
+    if check_only:
+        _build_tools(True, log, "fablib")
+        log(f"[setup] fabric site: missing fablib ({FABRIC_MODULE}); run `make setup SITE=fabric` "
+            f"(pip install -r {FABRIC_REQUIREMENTS})")
+        return 1
+    if _build_tools(False, log, "fablib"):
+        return 1
+    log(f"[setup] installing fablib ({FABRIC_REQUIREMENTS}, pip)")
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r", str(req)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"pip install -r {FABRIC_REQUIREMENTS} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
+    log("[setup] fabric site: fablib installed")
     return 0
 
 
@@ -191,24 +238,31 @@ def setup_ns3(check_only: bool = False, log=print) -> int:
     return 0
 
 
-def setup(site: str = "local", check_only: bool = False, log=print, dev: bool = False) -> int:
+def setup(site: str = "local", check_only: bool = False, log=print, dev: bool = False,
+          mode: str | None = None, mode_origin: str = "--option") -> int:
     """Make this machine ready for ``site`` (or, with ``check_only``, say what it lacks).
 
     ``dev``: only the build tools of the tests' packages (:func:`setup_dev`), nothing else.
+    ``mode``: the local site's mode (its option ``mode``, from ``mode_origin``; default
+    LOCAL_MODE, else auto).
+    The fabric site: :func:`setup_fabric`; ns3: :func:`setup_ns3`; instageni and static need
+    nothing beyond the run-time Python packages.
     Returns a process exit code: 0 ready, 1 something is missing (check only, or not root).
-    Raises RuntimeError when apt-get fails, MicroVMError when the kernel cannot be fetched and
-    SiteError when LOCAL_MODE is not a mode of the local site.
+    Raises RuntimeError when apt-get or pip fails, MicroVMError when the kernel cannot be
+    fetched and SiteError when the mode is not one of the local site's.
     """
     if dev:
         return setup_dev(check_only, log)
     if site == "ns3":
         return setup_ns3(check_only, log)
+    if site == "fabric":
+        return setup_fabric(check_only, log)
     if site != "local":
         log(f"[setup] site {site}: nothing to install on this machine beyond the Python packages")
         return 0
     from netrepro.sites import microvm
 
-    mode, why = local_mode()
+    mode, why = local_mode(mode, origin=mode_origin if mode else "LOCAL_MODE")
     vm = mode == "vm"
     label = {"host": "host", "uml": "User-Mode Linux (uml)", "vm": "micro-VM (vm)"}[mode]
     log(f"[setup] local site, {label} mode: {why}")

@@ -65,6 +65,25 @@ def _rate_rows() -> list[Row]:
     return rows
 
 
+def _rate_option_rows() -> list[Row]:
+    """--rate-scale (provision, run, reproduce, dry runs too): checked as RATE_SCALE is, the
+    line naming --rate-scale; it wins over RATE_SCALE (a good RATE_SCALE does not save a bad
+    --rate-scale)."""
+    rows = []
+    for cmd in (["run", FILE, "--dry-run"], ["reproduce", FILE, "--dry-run"], ["run", FILE], ["provision", FILE]):
+        name = "-".join(a.strip("-") for a in cmd if a != FILE)
+        rows.append(Row(f"rate-scale-option-junk-{name}", [*cmd, "--rate-scale", "junk"],
+                        ["netrepro: --rate-scale: expected a number in (0, 1], got 'junk'"], setup=COPY,
+                        env={"RATE_SCALE": "0.5"}))
+        rows.append(Row(f"rate-scale-option-not-allowed-{name}", [*cmd, "--rate-scale", "0.5"],
+                        ["--rate-scale=0.5", FILE, "rate_scale.allowed", "expected rate_scale.allowed: true",
+                         "leave out --rate-scale or give it 1"], setup=NOT_ALLOWED))
+        rows.append(Row(f"rate-scale-option-below-min-{name}", [*cmd, "--rate-scale", "0.01"],
+                        ["--rate-scale=0.01", FILE, "rate_scale.min", "below the experiment's rate_scale.min 0.02"],
+                        setup=COPY))
+    return rows
+
+
 ROWS = [
     # --- HOURS (renew; the Makefile exports it to every command) --------------------------
     Row("hours-words", ["renew", "pie-lab"], ["HOURS", "'six'", "expected a number of hours above 0"],
@@ -78,6 +97,7 @@ ROWS = [
     Row("hours-option-words", ["renew", "pie-lab", "--hours", "six"], ["HOURS", "'six'", "expected a number of hours"]),
     # --- RATE_SCALE (run, reproduce, their dry runs, provision) ---------------------------
     *_rate_rows(),
+    *_rate_option_rows(),
     Row("rate-scale-pie-vs-red-run-dry-run", ["run", "pie-vs-red", "--dry-run"],
         ["RATE_SCALE=0.5", "experiments/pie-vs-red/experiment.yml", "rate_scale.allowed",
          "expected rate_scale.allowed: true"], env={"RATE_SCALE": "0.5"}),
@@ -150,8 +170,11 @@ def test_good_values_pass_the_check(tmp_path):
     (tmp_path / "forbids").mkdir()
     NOT_ALLOWED(tmp_path / "forbids")
     forbids = tmp_path / "forbids" / "experiment.yml"
-    for path, env in ((allowed, {"RATE_SCALE": "0.02"}), (allowed, {"RATE_SCALE": "1", "SWEEP": "0"}),
-                      (forbids, {"RATE_SCALE": "1"}), (forbids, {"RATE_SCALE": ""}), (forbids, {})):
-        proc = subprocess.run([sys.executable, "-m", "netrepro", "run", str(path), "--dry-run"], cwd=REPO,
+    for path, env, extra in ((allowed, {"RATE_SCALE": "0.02"}, []), (allowed, {"RATE_SCALE": "1", "SWEEP": "0"}, []),
+                             (forbids, {"RATE_SCALE": "1"}, []), (forbids, {"RATE_SCALE": ""}, []), (forbids, {}, []),
+                             # --rate-scale wins over a RATE_SCALE the file would refuse
+                             (allowed, {"RATE_SCALE": "junk"}, ["--rate-scale", "0.02"]),
+                             (forbids, {"RATE_SCALE": "0.5"}, ["--rate-scale", "1"])):
+        proc = subprocess.run([sys.executable, "-m", "netrepro", "run", str(path), "--dry-run", *extra], cwd=REPO,
                               env={**base, **env}, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0 and "[dry-run]" in proc.stdout, f"{path} {env}: {proc.stderr}"

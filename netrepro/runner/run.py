@@ -37,7 +37,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         trial_ids: list[str] | None = None, lead_s: float | None = None, resume: Path | None = None,
         command: str = "run", repeat: int | None = None, shuffle: bool = True, seed: int | None = None,
         progress_tty: bool | None = None, sweep: bool = False, judge: TrialJudge | None = None,
-        jobs: int | None = None) -> Path:
+        jobs: int | None = None, rate_scale: str | float | None = None) -> Path:
     """Run the spec's trials (or ``trial_ids``) on a provisioned site; return the run folder.
 
     ``repeat``: run every trial that many times, in blocks of one of each, each block in a
@@ -81,6 +81,10 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     - ``failed/<trial>-<n>/``: the data of an attempt that ran to its end but failed its checks.
 
     ``command``: the netrepro command the resume hint names (``run`` or ``reproduce``).
+    ``rate_scale``: the command line's --rate-scale, which wins over RATE_SCALE
+    (:func:`netrepro.runner.trialvars._at_rate_scale`): it chooses the scale when the site's
+    state has none yet (a site that simulates its trials, before its first run), else it must
+    be the scale the site was provisioned at (ValueError otherwise, before any folder is made).
 
     Raises:
         SpecError: bad ``trial_ids``, ``resume`` or ``jobs`` (nothing is written).
@@ -99,14 +103,14 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         points = sweeps.from_record(spec, prior["sweep"]) if isinstance(prior.get("sweep"), dict) else None
     if prior is None and time_scale is None:
         time_scale = 1.0
-    site, inv, scaled, session = _provisioned(spec, site_name, options)
+    site, inv, scaled, session = _provisioned(spec, site_name, options, rate_scale)
     session["jobs"] = jobs
     if prior is not None:
         r = _resumed(spec, site, Path(resume).resolve(), prior, known_ids, session)
     else:
         lead = lead_s if lead_s is not None else lead_from_env()
         r = _started(spec, site_name, site, session, time_scale, lead, instances, repeat, shuffle, seed, points)
-    r.scaled, r.inv, r.judge, r.jobs = scaled, inv, judge, jobs
+    r.scaled, r.inv, r.judge, r.jobs, r.rate_scale = scaled, inv, judge, jobs, rate_scale
     r.meta["jobs"] = jobs
     r.resume_hint = f"resume with: netrepro {command} {_spec_arg(spec)}{_site_arg(site_name)} --resume {r.run_dir}"
     _hold_space(r, remove=prior is None)
@@ -148,10 +152,13 @@ class _Run:
     jobs: int = 1
     #: sweep point id -> (the point, its experiment at the site's rate scale)
     at_point: dict = field(default_factory=dict)
+    #: the command line's --rate-scale (None: RATE_SCALE or the site's choice)
+    rate_scale: str | float | None = None
     failure: tuple[str, str, int] | None = None
 
 
-def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None) -> tuple[Site, Path | None, Spec, dict]:
+def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None,
+                 rate_scale: str | float | None = None) -> tuple[Site, Path | None, Spec, dict]:
     """The provisioned site (RuntimeError when it is not), its inventory (written again; None
     when it simulates its trials), the experiment at its rate scale and the session's record
     (when, the toolkit's commit, the site's mode and status, this machine's Python and name)."""
@@ -161,7 +168,7 @@ def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None) -> 
     inv = None if simulated(site) else write_site_inventory(spec, site)
     status = site.status()
     mode = status.get("mode", "remote")
-    scaled = _at_rate_scale(spec, site)
+    scaled = _at_rate_scale(spec, site, rate_scale=rate_scale)
     session = {"at": datetime.now(timezone.utc).isoformat(), "toolkit_commit": _git_commit(), "mode": mode,
                "site_status": status, "controller": {"python": platform.python_version(), "host": platform.node()}}
     return site, inv, scaled, session
@@ -239,7 +246,8 @@ def _run_trials(r: _Run, points: list | None, session: dict, progress_tty: bool 
             f"run in progress since {session['at']} (netrepro process {os.getpid()} on {platform.node()}); "
             f"if that process is gone, it was stopped without a word: {r.resume_hint}\n")
         _write_json(r.run_dir / "run.json", r.meta)
-        r.at_point = {p.id: (p, _at_rate_scale(sweeps.point_spec(r.spec, p.values), r.site)) for p in points or []}
+        r.at_point = {p.id: (p, _at_rate_scale(sweeps.point_spec(r.spec, p.values), r.site,
+                                                                 rate_scale=r.rate_scale)) for p in points or []}
         estimate = _instance_estimate_s(r.scaled, r.time_scale, r.meta["trials"], type(r.site))
         progress = RunProgress(len(r.meta["trial_status"]), len(r.meta["trial_status"]) - len(r.pending), estimate,
                                tty=progress_tty, jobs=r.jobs)

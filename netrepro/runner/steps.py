@@ -86,9 +86,11 @@ def simulated(site: Site) -> bool:
     return bool(getattr(site, "SIMULATED", False))
 
 
-def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> ansible.PlaybookResult:
+def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
+              rate_scale: str | float | None = None) -> ansible.PlaybookResult:
     """Run playbooks/provision.yml on the site's nodes, with the experiment at the site's rate
-    scale (:func:`_at_rate_scale`, chosen here) as :func:`netrepro.rolevars.model_vars` gives it.
+    scale (:func:`_at_rate_scale`, chosen here: ``rate_scale``, the command line's
+    --rate-scale, wins over RATE_SCALE) as :func:`netrepro.rolevars.model_vars` gives it.
 
     The site counts as provisioned only once the playbook has succeeded (``run`` refuses
     until then).
@@ -103,6 +105,7 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
         if not st.get("reserved"):
             raise RuntimeError(f"site {site_name}: not up; run `make up SITE={site_name}` first")
         st["provisioned"] = True
+        st.pop("rate_scale", None)  # chosen again by the next run, with its --rate-scale or RATE_SCALE
         site.save_state(st)
         log("[provision] nothing to provision: the site simulates its trials")
         return ansible.PlaybookResult("(none)", 0, {}, 0.0)
@@ -113,7 +116,7 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
     again = f"run `netrepro provision {_spec_arg(spec)}{_site_arg(site_name)}` again, or `netrepro down {_spec_arg(spec)}{_site_arg(site_name)}`"
     t0 = time.time()
     try:
-        scaled = _at_rate_scale(spec, site, choose=True)
+        scaled = _at_rate_scale(spec, site, choose=True, rate_scale=rate_scale)
         res = _playbook("provision", inv, {"netrepro": model_vars(scaled)}, site)
     except ansible.PlaybookError as exc:
         raise StepIncomplete(f"provisioning failed ({playbook_failure(exc)})",

@@ -4,10 +4,11 @@ start is chosen on, a trial's settings in one phrase."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
-from netrepro.model import choose_rate_scale, trial_plan
+from netrepro.model import choose_rate_scale, rate_scale_option, trial_plan
 from netrepro.rolevars import iperf3_argv, model_ftp_source
 from netrepro.runner.console import log
 from netrepro.sites import Site
@@ -36,21 +37,43 @@ def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead
             "fetch_dir": str(fetch_dir), **plan}
 
 
-def _at_rate_scale(spec: Spec, site: Site, choose: bool = False) -> Spec:
+def rate_scale_request(option: str | float | None = None) -> tuple[str | float | None, str]:
+    """The rate scale asked for and who asked: ``(option, "--rate-scale")`` when the command
+    line gave one (not None), else ``($RATE_SCALE or None, "RATE_SCALE")``. Not checked here:
+    :func:`netrepro.model.rate_scale_option` checks it against the experiment, naming the
+    second item."""
+    if option is not None:
+        return option, "--rate-scale"
+    return os.environ.get("RATE_SCALE"), "RATE_SCALE"
+
+
+def _at_rate_scale(spec: Spec, site: Site, choose: bool = False, rate_scale: str | float | None = None) -> Spec:
     """The experiment at the rate scale k of this site (:func:`netrepro.model.choose_rate_scale`:
-    RATE_SCALE, else from the site's rate ceiling (a simulator's) or measured forwarding
-    capacity; ``spec`` itself at k = 1).
+    ``rate_scale`` (--rate-scale), else RATE_SCALE (:func:`rate_scale_request`), else from the
+    site's rate ceiling (a simulator's) or measured forwarding capacity; ``spec`` itself at k = 1).
     The scale is chosen when provisioning (``choose``), said on the console and kept in the
-    site's state; the run uses the same one and records it.
+    site's state; the run uses the same one and records it. A scale asked for (``rate_scale``
+    or RATE_SCALE) that differs from the kept one is refused, not ignored: the nodes were
+    provisioned at the kept one.
 
     Raises:
-        ValueError: a bad RATE_SCALE, or a scale below the experiment's ``rate_scale.min``.
+        ValueError: a bad --rate-scale or RATE_SCALE, a scale below the experiment's
+            ``rate_scale.min``, or one other than the scale the site was provisioned at (one
+            line naming both).
     """
     st = site.load_state()
+    if not choose and "rate_scale" in st:
+        option, name = rate_scale_request(rate_scale)
+        asked, kept = rate_scale_option(spec.model, option, name), float(st["rate_scale"]["k"])
+        if asked is not None and not math.isclose(asked, kept, rel_tol=1e-9):
+            raise ValueError(f"{name}={option}: the site was provisioned at rate scale {kept:g} "
+                             f"({st['rate_scale'].get('why')}); expected {kept:g} or nothing, or provision it again "
+                             f"with {name}={option}")
     if choose or "rate_scale" not in st:
         status = site.status()
         cap = (status.get("capacity") or {}).get("forwarding_mbit")
-        k, why = choose_rate_scale(spec.model, cap, os.environ.get("RATE_SCALE"), status.get("rate_ceiling_mbit"))
+        option, name = rate_scale_request(rate_scale)
+        k, why = choose_rate_scale(spec.model, cap, option, status.get("rate_ceiling_mbit"), name)
         st = site.load_state()
         st["rate_scale"] = {"k": k, "why": why}
         site.save_state(st)

@@ -425,6 +425,9 @@ class Site(ABC):
     OPTIONS: ClassVar[dict[str, Option]] = {}
     #: Keys code may pass with a non-text object (tests' fakes, an environment dict).
     HOOKS: ClassVar[tuple[str, ...]] = ()
+    #: The environment variables the site reads besides its options' (an account's files and
+    #: settings): name -> one line. docs/reference.md lists them (netrepro.reference).
+    ENV: ClassVar[dict[str, str]] = {}
     #: A trial's wall time before any trial of the run has been timed (the progress ETA and
     #: ``--dry-run``'s estimate): ``TRIAL_WALL_PER_SCHEDULED_S`` s per second of its schedule and
     #: base-RTT pings, plus ``TRIAL_OVERHEAD_S`` s. A site that runs trials in real time takes 1 s

@@ -284,6 +284,10 @@ class FabricSite(Site):
                              matches(r"NIC_[A-Za-z0-9_]{1,32}", "a fablib NIC model such as NIC_ConnectX_5")),
     }
     HOOKS = ("env",)
+    #: Read by :func:`load_fabric_config` (every ``FABRIC_*`` variable overrides fabric_rc's line).
+    ENV = {"FABRIC_RC": f"fablib's fabric_rc file (export NAME=value lines); the option fabric_rc wins; "
+                        f"default {DEFAULT_RC}",
+           **REQUIRED, "FABRIC_BASTION_HOST": f"the bastion host, default {DEFAULT_BASTION_HOST}"}
 
     def preflight(self) -> None:
         """Check offline, before anything is requested or written: the fabric_rc settings and

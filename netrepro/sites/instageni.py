@@ -48,7 +48,8 @@ DEFAULT_MA = "https://www.emulab.net:12369/protogeni/xmlrpc/geni-ma"
 DEFAULT_SA = "https://www.emulab.net:12369/protogeni/xmlrpc/geni-sa/2"
 DATE_FMT = "%Y-%m-%dT%H:%M:%SZ"
 
-#: Environment variables read by :func:`load_credentials` (documented in the README).
+#: Environment variables read by :func:`load_credentials` (listed in docs/reference.md, with
+#: NETREPRO_AGGREGATES: :attr:`InstaGENISite.ENV`).
 ENV_VARS = {
     "NETREPRO_GENI_CONTEXT": f"geni-lib context JSON (default {DEFAULT_CONTEXT})",
     "NETREPRO_GENI_CERT": "PEM from the portal's 'Download Credentials' (certificate + key)",
@@ -549,6 +550,8 @@ class InstaGENISite(Site):
         "key_file": Option("SSH private key for the nodes, SSH_KEY", existing_file),
     }
     HOOKS = ("client", "env")
+    ENV = {**ENV_VARS, "NETREPRO_AGGREGATES": "a YAML file of more aggregates, in netrepro/aggregates.yml's shape; "
+                                              "its entries override that file's"}
 
     def _rspec_opts(self, agg_urn: str | None):
 
