@@ -36,7 +36,7 @@ from pathlib import Path
 
 from analysis.run import AnalysisError
 
-#: Environment variable naming the toolkit version (overrides git; documented in README).
+#: Environment variable naming the toolkit version (overrides git; documented in docs/results-format.md).
 VERSION_ENV = "NETREPRO_TOOLKIT_VERSION"
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 

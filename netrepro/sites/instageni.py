@@ -48,7 +48,7 @@ DEFAULT_MA = "https://www.emulab.net:12369/protogeni/xmlrpc/geni-ma"
 DEFAULT_SA = "https://www.emulab.net:12369/protogeni/xmlrpc/geni-sa/2"
 DATE_FMT = "%Y-%m-%dT%H:%M:%SZ"
 
-#: Environment variables read by :func:`load_credentials` (documented in the README).
+#: Environment variables read by :func:`load_credentials` (documented in docs/sites/instageni.md).
 ENV_VARS = {
     "NETREPRO_GENI_CONTEXT": f"geni-lib context JSON (default {DEFAULT_CONTEXT})",
     "NETREPRO_GENI_CERT": "PEM from the portal's 'Download Credentials' (certificate + key)",
@@ -336,7 +336,7 @@ def load_credentials(env: dict[str, str] | None = None) -> GeniCredentials:
         missing.append(f"SSH public key (NETREPRO_GENI_PUBKEY, or user-pubkeypath in {ctx_path})")
     if missing:
         raise SiteError("site instageni: no GENI credentials: missing " + "; ".join(missing)
-                        + ". Download them from your CloudLab/Emulab portal (Download Credentials) and see README, section instageni")
+                        + ". Download them from your CloudLab/Emulab portal (Download Credentials) and see docs/sites/instageni.md")
     problem = public_key_problem(pubkey, "the SSH public key to install on the nodes (NETREPRO_GENI_PUBKEY)")
     if problem:
         raise SiteError(problem)
