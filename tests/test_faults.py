@@ -25,7 +25,7 @@ host: namespaces, links and bridges, qdiscs, processes, SSH control sockets (the
 with everything inside it, is gone). A static site whose nodes do not answer fails to reserve
 with one line and leaves nothing (this one needs no VM and is not marked integration).
 
-Run with `make faults` (as root). Wall time on a 2-core machine under QEMU TCG: see README.
+Run with `make faults` (as root). Wall time on a 2-core machine under QEMU TCG: see docs/testing.md.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def test_the_local_site_probes_the_experiments_own_qdiscs():
 
 @pytest.mark.netns
 def test_probe_on_this_host():
-    """This machine's kernel has tbf but no pie (README: why the site runs in the micro-VM); the
+    """This machine's kernel has tbf but no pie (docs/sites/local.md: why the site runs in the micro-VM); the
     probe must tell them apart, or it proves nothing."""
     from netrepro.sites.local import probe_host_qdiscs
     if os.geteuid() != 0:

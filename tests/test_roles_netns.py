@@ -2,7 +2,7 @@
 on this machine.
 
 Runs only as root on Linux with ip, sshd, vsftpd, curl and ethtool. This machine's kernel
-has HTB, veth, bridge and netns but no netem/pie/red (see README, local site), so the
+has HTB, veth, bridge and netns but no netem/pie/red (see docs/sites/local.md), so the
 test covers what works here, for real, with pie-vs-red's provisioning vars
 (netrepro.rolevars.model_vars of experiments/pie-vs-red) cut to two server namespaces:
 playbooks/provision.yml's packages (check mode of the local site), kernel_capability (htb

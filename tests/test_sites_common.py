@@ -66,7 +66,7 @@ def test_reserve_without_credentials_fails_at_once(spec, tmp_path):
     with pytest.raises(SiteError) as exc:
         site.reserve()
     msg = str(exc.value)
-    for piece in ("NETREPRO_GENI_CERT", "NETREPRO_GENI_USER", "NETREPRO_GENI_PROJECT", "NETREPRO_GENI_PUBKEY", str(tmp_path / "none.json"), "README"):
+    for piece in ("NETREPRO_GENI_CERT", "NETREPRO_GENI_USER", "NETREPRO_GENI_PROJECT", "NETREPRO_GENI_PUBKEY", str(tmp_path / "none.json"), "docs/sites/instageni.md"):
         assert piece in msg
     assert "\n" not in msg and not site.state_file.exists()
 

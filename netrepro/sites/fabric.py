@@ -223,7 +223,7 @@ def load_fabric_config(env: dict[str, str] | None = None, rc_path: str | None = 
             missing.append(f"{key}={conf[key]} (file not found)")
     if missing:
         raise SiteError(f"site fabric: missing {'; '.join(missing)}: set them in {rc} (fablib's fabric_rc, "
-                        "see README, section fabric) or in the environment")
+                        "see docs/sites/fabric.md) or in the environment")
     check_fabric_files(conf, rc)
     conf["FABRIC_RC"] = str(rc)
     return conf

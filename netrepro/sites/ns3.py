@@ -50,7 +50,7 @@ file and each field (:func:`unmodelled`, :meth:`Ns3Site.check_experiment`): a qd
 parameter without a model here (cake, netem's jitter, fq_codel's quantum, ...), a pacer
 beside other layers, a second shaper in a stack or at the other end of a link, a congestion
 control or sysctl without a model, senders with different SACK settings, FTP items from a
-paced sender or on nodes with their own socket buffers, offloads on. docs/ns3.md says where
+paced sender or on nodes with their own socket buffers, offloads on. docs/sites/ns3.md says where
 the simulation differs from Linux and what that changes.
 """
 
