@@ -337,7 +337,7 @@ def load_credentials(env: dict[str, str] | None = None) -> GeniCredentials:
         missing.append(f"SSH public key (NETREPRO_GENI_PUBKEY, or user-pubkeypath in {ctx_path})")
     if missing:
         raise SiteError("site instageni: no GENI credentials: missing " + "; ".join(missing)
-                        + ". Download them from your CloudLab/Emulab portal (Download Credentials) and see README, section instageni")
+                        + ". Download them from your CloudLab/Emulab portal (Download Credentials) and see docs/sites/instageni.md")
     problem = public_key_problem(pubkey, "the SSH public key to install on the nodes (NETREPRO_GENI_PUBKEY)")
     if problem:
         raise SiteError(problem)
