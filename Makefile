@@ -111,9 +111,9 @@ setup: $(STAMP) ## Install everything SITE needs on this machine (local: Debian 
 reproduce-pie-vs-red: ## The main job: reproduce PIE vs RED (Fig. 8) on SITE, then tear down
 	$(MAKE) reproduce EXPERIMENT=pie-vs-red
 
-quick: $(STAMP) ## The fastest real verdicts of EXPERIMENT: on the ns3 site, then on the local site at the experiment's quick time scale; both verdicts side by side
-	$(NETREPRO) setup --site ns3
+quick: $(STAMP) ## The fastest real verdicts of EXPERIMENT: on the local site at the experiment's quick time scale, then on the ns3 site at the same time and rate scale; both verdicts side by side
 	$(NETREPRO) setup --site local
+	$(NETREPRO) setup --site ns3
 	$(NETREPRO) quick $(EXPERIMENT)
 
 # A dry run installs nothing: setup (apt-get, the micro-VM kernel) only for a real run.

@@ -101,10 +101,17 @@ def _check_environment(args, spec) -> None:
         rate_scale_option(spec.model, *rate_scale_request(getattr(args, "rate_scale", None)))
     if cmd in ("run", "reproduce", "quick"):
         lead_from_env()
-    if cmd in ("run", "reproduce"):
-        note = time_scale_note(spec.model, _run_time_scale(args) or 1.0)
-        if note:  # run anyway (a smoke test, a test suite): the verdict will say it
-            print(f"[{cmd}] {note}", flush=True)
+    if cmd in ("run", "reproduce") and not args.dry_run:  # (a dry run says it after its plan)
+        _print_time_scale_note(args, spec, cmd)
+
+
+def _print_time_scale_note(args, spec, tag: str) -> None:
+    """Say before a run (or after a dry run's plan) which claims its TIME_SCALE makes not
+    applicable (:func:`netrepro.model.time_scale_note`); the run goes on all the same (a
+    smoke test, a test suite), and its verdict says it again."""
+    note = time_scale_note(spec.model, _run_time_scale(args) or 1.0)
+    if note:
+        print(f"[{tag}] {note}", flush=True)
 
 
 def cmd_validate(args) -> int:
@@ -227,6 +234,7 @@ def _dry_run(args, spec) -> int:
     dry_run(spec, args.site, _run_time_scale(args), _options(args), trial_ids=getattr(args, "trial", None),
             repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
             resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"], jobs=sched["jobs"])
+    _print_time_scale_note(args, spec, "dry-run")
     return 0
 
 
@@ -356,10 +364,11 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
     return run_dir, verdict, timings
 
 
-#: The sites ``netrepro quick`` reproduces on, in order: the simulation at the experiment's own
-#: time scale (its wall time does not depend on the schedule's length much), then the emulation
-#: at the quick time scale (:func:`quick_time_scale`).
-QUICK_SITES = ("ns3", "local")
+#: The sites ``netrepro quick`` reproduces on, in order: the emulation at the quick time scale
+#: (:func:`quick_time_scale`), then the simulation of the same experiment as run, at the same
+#: time scale and the rate scale the emulation chose (run.json ``rate_scale.k``), so that the
+#: two verdicts judge one experiment.
+QUICK_SITES = ("local", "ns3")
 
 
 def quick_time_scale(spec) -> tuple[float, str]:
@@ -395,24 +404,26 @@ def quick_table(results: list[tuple[str, float, Path, dict, dict]]) -> list[str]
 
 
 def cmd_quick(args) -> int:
-    """netrepro quick EXPERIMENT: reproduce on the ns3 site (TIME_SCALE 1) and on the local site
-    at :func:`quick_time_scale`, one after the other, then print both verdicts side by side."""
+    """netrepro quick EXPERIMENT: reproduce on the local site at :func:`quick_time_scale`, then on
+    the ns3 site at the same time scale and rate scale (:data:`QUICK_SITES`), then print both
+    verdicts side by side."""
     spec = load_spec(args.experiment)
     _check_environment(args, spec)
     ts_local, why = quick_time_scale(spec)
     if getattr(args, "time_scale_given", False):
         ts_local, why = args.time_scale, "--time-scale"
-    plan = [("ns3", 1.0), ("local", ts_local)]
-    print(f"[quick] {spec.name}: the ns3 site at TIME_SCALE 1, then the local site at TIME_SCALE {ts_local:g} ({why})",
-          flush=True)
+    print(f"[quick] {spec.name}: the local site at TIME_SCALE {ts_local:g} ({why}), then the ns3 site at the same "
+          "time scale and rate scale", flush=True)
     note = time_scale_note(spec.model, ts_local)
     if note:
         print(f"[quick] {note}", flush=True)
     sched = {"repeat": None, "shuffle": True, "seed": None, "sweep": False, "jobs": None}
-    results = []
-    for site, ts in plan:
-        run_dir, verdict, timings = _reproduce(spec, site, ts, {}, sched)
-        results.append((site, ts, run_dir, verdict, timings))
+    results, k = [], None
+    for site in QUICK_SITES:
+        run_dir, verdict, timings = _reproduce(spec, site, ts_local, {}, sched,
+                                               rate_scale=None if k is None else f"{k:g}")
+        results.append((site, ts_local, run_dir, verdict, timings))
+        k = float((json.loads((run_dir / "run.json").read_text()).get("rate_scale") or {}).get("k", 1))
     print("[quick] verdicts side by side:")
     for line in quick_table(results):
         print(line)
@@ -529,8 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("renew", cmd_renew, "extend the reservation")
     sp.add_argument("--hours", type=_hours, default=os.environ.get("HOURS") or "6",
                     help="hours to extend the reservation by (default: $HOURS or 6)")
-    sp = add("quick", cmd_quick, "the fastest real verdicts: reproduce on the ns3 site, then on the local site at "
-             "the experiment's quick time scale; both verdicts side by side", site=False)
+    sp = add("quick", cmd_quick, "the fastest real verdicts: reproduce on the local site at the experiment's quick "
+             "time scale, then on the ns3 site at the same time and rate scale; both verdicts side by side",
+             site=False)
     sp.add_argument("--time-scale", type=_time_scale, default=None, action=_Given,
                     help="the local run's time scale (default: the experiment's time_scale.quick, else its "
                          "time_scale.min, else 1)")

@@ -120,8 +120,9 @@ def test_two_time_scales_give_the_claims_against_ts(runs, tmp_path):
     row = next(ln for ln in report.splitlines() if ln.startswith(f"| `unpaced-fills-link` | {labels['t2']} |"))
     assert f"| 0.2 | {status[(labels['t2'], 'unpaced-fills-link')]} (" in row  # with "held k of 2"
     assert f"utilization unpaced/s1:s1-eth1/all: {two['mean']:.4g} [" in row
-    # pacing-lab declares no time_scale.min: nothing said of one
-    assert "time_scale_min" not in report and "time_scale.min" not in report
+    # pacing-lab declares time_scale.min 0.5: both runs are below it, and their claims not applicable
+    assert "- `unpaced-fills-link`" in report and "TS = 0.5 (the experiment's time_scale.min: " in report
+    assert "not applicable" in row and "; below time_scale_min 0.5 |" in row
 
 
 def test_one_time_scale_writes_no_time_scale_file(runs, tmp_path):

@@ -85,6 +85,8 @@ def test_the_dry_run_prints_every_instance_in_order_and_touches_nothing(tmp_path
     assert lines[0] == ("[dry-run] pie-vs-red on local, TIME_SCALE=0.1, REPEAT=3, shuffled with seed 5 "
                         "(--seed 5 runs this order)")
     want = schedule.plan(load_spec("pie-vs-red").trial_ids, 3, True, 5)
+    # last, what TIME_SCALE 0.1 does to the claims (pie-vs-red's time_scale.min is 0.25)
+    assert lines.pop().startswith("[dry-run] TIME_SCALE=0.1 is shorter than ") and "every claim" in p.stdout
     rows = lines[1:-1]
     assert [r.split()[1] for r in rows] == [i.id for i in want]
     # the schedule (25 s) + base RTT (3 s) at TIME_SCALE 0.1, + the default overhead (no earlier run here)

@@ -361,12 +361,20 @@ def test_pie_vs_red_reproduces_on_ns3_with_the_same_analysis(ns3_up):
         assert checks["nodes_cpu_busy"]["passed"] is None and "not applicable: a simulated trial" in checks["nodes_cpu_busy"]["detail"]
         assert checks["ping_received"]["passed"] is True and checks["flow_start_lag"]["value"] == 0
         assert (run_dir / "raw" / t["id"] / "scenario.txt").is_file()
-    # deterministic at run number 1: every claim holds at TIME_SCALE 0.1, as in the full-length
-    # runs of docs/runs/pie-vs-red-repeat5-ns3-fixed-2026-11-23 since the receivers ack as Linux's do
-    # (ns3.DELACK_TIMEOUT_S)
+    # the simulated links keep their rate; FTP's data start one round trip after the flows, or a
+    # SYN's retransmission timeout later when the loaded queue dropped it
+    for t in meta["trials"]:
+        checks = {c["id"]: c for c in t["health"]["checks"]}
+        assert checks["shaper_rate_off"]["passed"] is True and checks["shaper_rate_off"]["value"] <= 0.01
+        assert checks["data_start_lag"]["passed"] is True and 0 < checks["data_start_lag"]["value"] < 0.25
+    # TIME_SCALE 0.1 is shorter than the file's time_scale.min (0.25): every claim is not
+    # applicable and says why, so the verdict is inconclusive; the numbers are there all the
+    # same (deterministic at run number 1)
     assert [(c["id"], c["status"]) for c in verdict["claims"]] == [
-        ("pie-near-target", "holds"), ("red-follows-load", "holds"), ("red-above-pie-under-load", "holds")]
-    assert verdict["verdict"] == "reproduced"
+        ("pie-near-target", "not applicable"), ("red-follows-load", "not applicable"),
+        ("red-above-pie-under-load", "not applicable")]
+    assert all("time scale 0.1 is shorter than 0.25" in c["reason"] for c in verdict["claims"])
+    assert verdict["verdict"] == "inconclusive"
 
 
 # --- several trials simulated at once (--jobs) ------------------------------------------------------

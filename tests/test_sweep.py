@@ -150,6 +150,7 @@ def test_the_dry_run_of_a_sweep_lists_each_instance_with_its_factor_values(tmp_p
             env={"NETREPRO_RESULTS": str(results), "NETREPRO_STATE": str(state)})
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
+    assert lines.pop().startswith("[dry-run] TIME_SCALE=0.1 is shorter than ")  # pie-vs-red's time_scale.min
     assert lines[0] == ("[dry-run] pie-vs-red on local, TIME_SCALE=0.1, REPEAT=1, sweep of 6 points, shuffled with "
                         "seed 4 (--seed 4 runs this order)")
     spec = load_spec("pie-vs-red")
