@@ -23,53 +23,26 @@ interval is quantisation: 1514 B is 1.2 % of a 0.1 s interval at 10 Mbit/s.
 
 from __future__ import annotations
 
-import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from analysis.raw import SHAPER_COLUMNS, parse_shaper_samples
 from netrepro import tc
 
 #: Columns of :func:`shaper_samples`.
-SAMPLE_COLUMNS = ["t_epoch_s", "tx_bytes", "backlog_bytes"]
+SAMPLE_COLUMNS = SHAPER_COLUMNS
 #: Columns of :func:`busy_intervals`.
 INTERVAL_COLUMNS = ["t_s", "seconds", "rate_mbit", "deviation"]
 
 
-def _num(x) -> float:
-    if isinstance(x, bool) or x is None:
-        return math.nan
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return math.nan
-    return v if math.isfinite(v) else math.nan
-
-
 def shaper_samples(text: str) -> pd.DataFrame:
-    """The samples of a ``qdisc.jsonl`` as the invariant reads them: SAMPLE_COLUMNS, sorted by
-    time: ``t_epoch_s`` (s), ``tx_bytes`` (the device's counter, bytes) and ``backlog_bytes``
-    (the first :data:`netrepro.tc.SHAPERS` layer's backlog, else the root qdisc's). Lines
-    without a time, a counter or a backlog are skipped; never raises."""
-    rows = []
-    for line in text.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("qdisc"), list):
-            continue
-        qs = [q for q in obj["qdisc"] if isinstance(q, dict)]
-        layer = next((q for q in qs if q.get("kind") in tc.SHAPERS), None) or next(
-            (q for q in qs if q.get("root") or "parent" not in q), None)
-        if layer is None:
-            continue
-        row = (_num(obj.get("t")), _num(obj.get("tx_bytes")), _num(layer.get("backlog")))
-        if all(math.isfinite(v) for v in row):
-            rows.append(row)
-    df = pd.DataFrame(rows, columns=SAMPLE_COLUMNS).astype(float)
-    return df.sort_values("t_epoch_s", kind="stable").reset_index(drop=True)
+    """The samples of a ``qdisc.jsonl`` as the invariant reads them (SAMPLE_COLUMNS; the backlog
+    of the first :data:`netrepro.tc.SHAPERS` layer, else the root's):
+    :func:`analysis.raw.parse_shaper_samples`."""
+    return parse_shaper_samples(text, tc.SHAPERS)
 
 
 #: The length of a busy window, s: consecutive samples with a backlog are joined into windows
@@ -152,6 +125,31 @@ def trial_busy_intervals(model, trial: dict, read, start: float, end: float) -> 
             for port, rate in shaped_ports(model, trial).items()}
 
 
+def run_busy_intervals(model, records: dict[str, dict], raw_dir: Path,
+                       time_scale: float) -> dict[str, dict[str, tuple[float, pd.DataFrame]]]:
+    """:func:`trial_busy_intervals` of every trial record of a run: key of ``records`` -> port
+    -> (shaped rate, Mbit/s; busy windows). A record's trial is the model's ``trial`` (a
+    repeated run's instance), else its ``id``; its raw files are ``raw_dir/<id>/``; its window
+    is ``start_epoch_s`` plus ``duration_s`` (else the trial's schedule at ``time_scale``).
+    Records without a start, of no trial of ``model``, or whose qdisc.jsonl cannot be read
+    are left out (their health check says why)."""
+    trials = {t["id"]: t for t in model.trials}
+    out = {}
+    for key, rec in records.items():
+        trial, start = trials.get(rec.get("trial") or rec.get("id")), rec.get("start_epoch_s")
+        if trial is None or isinstance(start, bool) or not isinstance(start, (int, float)):
+            continue
+        duration = rec.get("duration_s")
+        if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not duration:
+            duration = trial["duration_s"] * time_scale
+        try:
+            out[key] = trial_busy_intervals(model, trial, lambda node: (raw_dir / rec["id"] / node / "qdisc.jsonl")
+                                            .read_text(encoding="utf-8", errors="replace"), start, start + duration)
+        except OSError:
+            continue
+    return out
+
+
 #: The |deviation| at which :func:`summary` gives the CCDF: 1, 5, 10 and 20 % of the rate.
 CCDF_AT = (0.01, 0.05, 0.10, 0.20)
 
@@ -193,4 +191,4 @@ def ccdf_figure(by_trial: dict[str, dict[str, pd.DataFrame]], tolerance: float, 
 
 
 __all__ = ["SAMPLE_COLUMNS", "INTERVAL_COLUMNS", "CCDF_AT", "shaper_samples", "busy_intervals", "shaped_ports",
-           "off_share", "ccdf", "trial_busy_intervals", "summary", "ccdf_figure"]
+           "off_share", "ccdf", "trial_busy_intervals", "run_busy_intervals", "summary", "ccdf_figure"]

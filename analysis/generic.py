@@ -616,20 +616,9 @@ def fidelity_figures(spec, records: dict[str, dict], run_dir: Path, time_scale: 
     intervals' deviation from the shaped rate (:func:`analysis.fidelity.ccdf_figure`), for
     the trials whose sampled, shaped ports had a busy window; none without one.
     ``spec``: at the run's rate scale; ``records``: the model's trial id -> its record."""
-    by_trial = {}
-    for trial in spec.model.trials:
-        rec = records.get(trial["id"])
-        start = rec.get("start_epoch_s") if rec else None
-        if not isinstance(start, (int, float)):
-            continue
-        end = start + float(rec.get("duration_s") or trial["duration_s"] * time_scale)
-        try:
-            ports = fidelity.trial_busy_intervals(
-                spec.model, trial, lambda node: (run_dir / "raw" / rec["id"] / node / "qdisc.jsonl").read_text(
-                    encoding="utf-8", errors="replace"), start, end)
-        except OSError:
-            continue
-        by_trial[trial["id"]] = {port: iv for port, (_, iv) in ports.items()}
+    busy = fidelity.run_busy_intervals(spec.model, records, run_dir / "raw", time_scale)
+    by_trial = {t["id"]: {port: iv for port, (_, iv) in busy[t["id"]].items()}  # in the file's order
+                for t in spec.model.trials if t["id"] in busy}
     k = float((data.get("rate_scale") or {}).get("k", 1))
     fig = fidelity.ccdf_figure(by_trial, shaper_rate_tolerance(spec.model),
                                f"{spec.model.name} on {data.get('site', '?')}, time scale {time_scale:g}, rate scale {k:g}")

@@ -270,6 +270,14 @@ def _phase_names(spec, record, time_scale) -> dict[float, str]:
             if isinstance(p, dict) and _num(p.get("start_s")) is not None}
 
 
+def _flows_file(trial_dir: Path, it: dict, nth: dict) -> Path:
+    """The flows.csv an FTP item's receiver wrote: its k-th FTP item of the trial (k >= 1)
+    writes flows-<k>.csv (roles/flow_clients). ``nth``: receiver -> FTP items seen so far,
+    updated; items must come in the trial's order."""
+    k = nth[it["to"]] = nth.get(it["to"], -1) + 1
+    return trial_dir / it["to"] / ("flows.csv" if k == 0 else f"flows-{k}.csv")
+
+
 def _item_starts(spec, record, trial_dir: Path) -> dict[str, list[float]]:
     """Traffic item id -> the epoch times (s) its client recorded starting it: an iperf3
     item's ``iperf3-<id>.json.t0`` (nr-iperf3.sh), an FTP item's ``start_epoch_s`` of every
@@ -285,8 +293,7 @@ def _item_starts(spec, record, trial_dir: Path) -> dict[str, list[float]]:
                 except (IndexError, ValueError):
                     raise _NotMeasured(f"{it['from']}/{f.name} has no start time") from None
             else:
-                k = nth[it["to"]] = nth.get(it["to"], -1) + 1
-                f = trial_dir / it["to"] / ("flows.csv" if k == 0 else f"flows-{k}.csv")
+                f = _flows_file(trial_dir, it, nth)
                 starts = [float(x) for x in parse_flows(_text(f))["start_epoch_s"].dropna()]
                 if not starts:
                     raise _NotMeasured(f"{it['to']}/{f.name} has no flow start")
@@ -363,8 +370,7 @@ def _item_data_starts(spec, record, trial_dir: Path, it: dict, nth: dict) -> tup
         if not sent:
             raise _NotMeasured(f"{it['from']}/{f.name} has no interval with bytes")
         return t0 + (float(ends[sent[0] - 1]) if sent[0] else 0.0), "first interval with bytes"
-    k = nth[it["to"]] = nth.get(it["to"], -1) + 1
-    f = trial_dir / it["to"] / ("flows.csv" if k == 0 else f"flows-{k}.csv")
+    f = _flows_file(trial_dir, it, nth)
     fl = parse_flows(_text(f))
     if fl.empty or fl["start_epoch_s"].isna().all():
         raise _NotMeasured(f"{it['to']}/{f.name} has no flow start")
@@ -386,16 +392,13 @@ def _data_start_lag(spec, record, trial_dir, start, duration, time_scale, **_) -
         data, how = _item_data_starts(spec, record, trial_dir, it, nth)
         name, length = windows.get(round(at, 3), (it["id"], it["duration_s"] * time_scale))
         lag = data - (start + at)
-        if it["id"] not in per or lag / length > per[it["id"]][0]:
-            per[it["id"]] = (min(max(lag, 0.0) / length, 1.0), lag, name, length, how)  # 1: the whole phase lost
+        per[it["id"]] = (min(max(lag, 0.0) / length, 1.0), lag, name, length, how, at)  # 1: the whole phase lost
     worst = max(per, key=lambda i: per[i][0])
-    share, lag, name, length, how = per[worst]
+    share, lag, name, length, how, _ = per[worst]
     # per phase (or item) opened: the latest data start of the items opening it, for the
     # report's table of effective phase windows
     opened: dict[str, dict] = {}
-    for iid, (_, lag_i, name_i, length_i, _) in per.items():
-        at = next(it["start_s"] * time_scale for it in _items(spec, record, trial_dir, STARTED_KINDS)
-                  if it["id"] == iid)
+    for _, lag_i, name_i, length_i, _, at in per.values():
         o = opened.setdefault(name_i, {"phase": name_i, "start_s": round(at, 3), "length_s": round(length_i, 3),
                                        "data_lag_s": lag_i})
         o["data_lag_s"] = round(max(o["data_lag_s"], lag_i), 3)

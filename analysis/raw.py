@@ -225,6 +225,40 @@ def parse_iperf3(text: str) -> tuple[pd.DataFrame, dict]:
 STACK_COLUMNS = ["t_epoch_s", "backlog_bytes", "backlog_packets", "drops"]
 
 
+def _root(qdiscs: list[dict]) -> dict | None:
+    """The root qdisc of a sample's list (``root`` true, or no ``parent``), or None."""
+    return next((q for q in qdiscs if q.get("root") or "parent" not in q), None)
+
+
+#: Columns of :func:`parse_shaper_samples`.
+SHAPER_COLUMNS = ["t_epoch_s", "tx_bytes", "backlog_bytes"]
+
+
+def parse_shaper_samples(text: str, shapers: tuple[str, ...]) -> pd.DataFrame:
+    """What a shaped port's samples of ``qdisc.jsonl`` say of its link (analysis/fidelity.py):
+    SHAPER_COLUMNS, sorted by time: ``t_epoch_s`` (s), ``tx_bytes`` (the device's counter,
+    bytes) and ``backlog_bytes`` (the backlog of the first qdisc whose kind is in ``shapers``,
+    which holds its children's, else the root qdisc's). Lines without a time, a counter or a
+    backlog are skipped; never raises."""
+    rows = []
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("qdisc"), list):
+            continue
+        qs = [q for q in obj["qdisc"] if isinstance(q, dict)]
+        layer = next((q for q in qs if q.get("kind") in shapers), None) or _root(qs)
+        if layer is None:
+            continue
+        row = (_num(obj.get("t")), _num(obj.get("tx_bytes")), _size_bytes(layer.get("backlog")))
+        if all(math.isfinite(v) for v in row):
+            rows.append(row)
+    df = pd.DataFrame(rows, columns=SHAPER_COLUMNS).astype(float)
+    return df.sort_values("t_epoch_s", kind="stable").reset_index(drop=True)
+
+
 def parse_qdisc_stack(text: str) -> pd.DataFrame:
     """The queue of a whole stack of qdiscs from ``qdisc.jsonl``: the root qdisc's ``backlog`` (bytes) and ``qlen`` (packets), which hold its
     children's, and the drops of every qdisc of the stack summed (each counts its own).
@@ -241,7 +275,7 @@ def parse_qdisc_stack(text: str) -> pd.DataFrame:
         if not isinstance(obj, dict) or not math.isfinite(_num(obj.get("t"))) or not isinstance(obj.get("qdisc"), list):
             continue
         qs = [q for q in obj["qdisc"] if isinstance(q, dict)]
-        root = next((q for q in qs if q.get("root") or "parent" not in q), None)
+        root = _root(qs)
         if root is None:
             continue
         rows.append((_num(obj["t"]), _size_bytes(root.get("backlog")), _num(root.get("qlen")),

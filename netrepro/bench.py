@@ -126,23 +126,12 @@ def _fidelity(spec, records: dict[str, dict], rdir: Path, time_scale: float) -> 
     """Trial (raw folder) -> sampled, shaped port -> :func:`analysis.fidelity.summary` of its
     busy windows, with ``rate_mbit``; trials without a start or a readable qdisc.jsonl are
     left out (their health check says why)."""
-    from analysis.fidelity import summary, trial_busy_intervals
+    from analysis.fidelity import run_busy_intervals, summary
     from analysis.health import shaper_rate_tolerance
 
-    tol, out = shaper_rate_tolerance(spec.model), {}
-    trials = {t["id"]: t for t in spec.model.trials}
-    for rid, rec in records.items():
-        trial, start = trials.get(rec.get("trial") or rid), _num(rec.get("start_epoch_s"))
-        if trial is None or start is None:
-            continue
-        end = start + (_num(rec.get("duration_s")) or trial["duration_s"] * time_scale)
-        try:
-            ports = trial_busy_intervals(spec.model, trial, lambda node: (rdir / "raw" / rid / node / "qdisc.jsonl")
-                                         .read_text(encoding="utf-8", errors="replace"), start, end)
-        except OSError:
-            continue
-        out[rid] = {port: {"rate_mbit": rate, "tolerance": tol, **summary(iv, tol)} for port, (rate, iv) in ports.items()}
-    return out
+    tol = shaper_rate_tolerance(spec.model)
+    return {rid: {port: {"rate_mbit": rate, "tolerance": tol, **summary(iv, tol)} for port, (rate, iv) in ports.items()}
+            for rid, ports in run_busy_intervals(spec.model, records, rdir / "raw", time_scale).items()}
 
 
 def print_fidelity(fidelity: dict) -> None:
