@@ -52,7 +52,8 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
 - ``shaper_rate_off``: per port sampled by a queue collector whose stack has a shaper, the
   share of its busy windows (consecutive samples with a backlog, 0.5 s or more) whose sending
   rate (the device's tx_bytes) is off the shaped rate by more than ``shaper_rate_tolerance_fraction``
-  (default :data:`SHAPER_RATE_TOLERANCE`); the largest share; ``fraction``;
+  (default :data:`SHAPER_RATE_TOLERANCE`), as its one-sided 95 % lower confidence bound
+  (Wilson; a short trial's few windows are weak evidence); the largest bound; ``fraction``;
   ``shaper_rate_off_max_fraction``. Mininet-HiFi's link invariant (analysis/fidelity.py): a
   busy link sends at its rate, and a host that cannot keep up sends less. Not measured when
   no sampled port has a shaper or no interval was busy.
@@ -418,7 +419,8 @@ def _shaper_rate(spec, record, trial_dir, start, duration, **_) -> tuple[float, 
     """``shaper_rate_off``: per sampled port with a shaper (:func:`analysis.fidelity.shaped_ports`),
     the share of its busy windows (:func:`analysis.fidelity.busy_intervals`) whose sending
     rate is off the shaped rate by more than ``shaper_rate_tolerance_fraction``
-    (:data:`SHAPER_RATE_TOLERANCE` by default); the largest share."""
+    (:data:`SHAPER_RATE_TOLERANCE` by default), judged by its one-sided 95 % lower
+    confidence bound (:func:`analysis.fidelity.off_share_lower_bound`): the largest bound."""
     ports = fidelity.trial_busy_intervals(spec.model, _model_trial(spec, record, trial_dir),
                                           lambda node: _text(trial_dir / node / "qdisc.jsonl"), start, start + duration)
     if not ports:
@@ -428,15 +430,16 @@ def _shaper_rate(spec, record, trial_dir, start, duration, **_) -> tuple[float, 
     per = {}
     for port, (rate, iv) in ports.items():
         if len(iv):
-            per[port] = (fidelity.off_share(iv, tol), len(iv), rate, float(iv["deviation"].median()),
-                         float(iv["deviation"].abs().quantile(0.99)))
+            off = int((iv["deviation"].abs() > tol).sum())
+            per[port] = (fidelity.off_share_lower_bound(off, len(iv)), off, len(iv), rate,
+                         float(iv["deviation"].median()), float(iv["deviation"].abs().quantile(0.99)))
     if not per:
         raise _Unmeasurable(f"no busy window (a backlog in consecutive samples for {fidelity.WINDOW_S:g} s) at {', '.join(ports)}: the links never "
                             "had to work at their rate")
     worst = max(per, key=lambda p: per[p][0])
     return per[worst][0], "; ".join(
-        f"{p}: {v[0]:.1%} of {v[1]} busy windows off {v[2]:g} Mbit/s by more than {tol:.0%} "
-        f"(median deviation {v[3]:+.1%}, 99th percentile of |deviation| {v[4]:.1%})"
+        f"{p}: {v[1]} of {v[2]} busy windows ({v[1] / v[2]:.1%}; lower bound {v[0]:.1%}) off {v[3]:g} Mbit/s "
+        f"by more than {tol:.0%} (median deviation {v[4]:+.1%}, 99th percentile of |deviation| {v[5]:.1%})"
         for p, v in sorted(per.items(), key=lambda kv: kv[0] != worst))
 
 

@@ -8,6 +8,7 @@ bottleneck every 0.1 s)."""
 from __future__ import annotations
 
 import json
+import re
 import math
 from pathlib import Path
 
@@ -100,9 +101,23 @@ def test_the_recorded_runs_links_kept_their_rate_except_where_the_load_was_heavi
     15-21 % less while the queue waited."""
     limited = _checks(_health(run, "red-limited"))["shaper_rate_off"]
     assert limited["value"] == 0 and limited["unit"] == "fraction"
-    assert "router:eth1: 0.0% of" in limited["detail"] and "off 10 Mbit/s by more than 10%" in limited["detail"]
+    assert "router:eth1: 0 of 17 busy windows (0.0%; lower bound 0.0%) off 10 Mbit/s by more than 10%" in limited["detail"]
     heavy = _checks(_health(run, "pie-unlimited"))["shaper_rate_off"]
-    assert 0.05 < heavy["value"] < 0.2, heavy
+    assert 0.02 < heavy["value"] < 0.2, heavy
+    share = re.search(r"(\d+) of (\d+) busy windows \(([\d.]+)%; lower bound ([\d.]+)%\)", heavy["detail"])
+    off, n, pct, low = int(share[1]), int(share[2]), float(share[3]), float(share[4])
+    assert off / n == pytest.approx(pct / 100, abs=5e-4) and low < pct and heavy["value"] == pytest.approx(low / 100, abs=5e-4)
+
+
+def test_the_bound_forgives_one_window_of_a_short_trial_but_not_three():
+    """The quick pie-lab run's one window of 14 off (7.1 %) passes a 5 % threshold by its bound;
+    three of 14 fail it; with many windows the bound nears the share."""
+    assert fidelity.off_share_lower_bound(1, 14) == pytest.approx(0.016, abs=1e-3)
+    assert fidelity.off_share_lower_bound(2, 14) < 0.05 < fidelity.off_share_lower_bound(3, 14)
+    assert fidelity.off_share_lower_bound(0, 14) == 0 and math.isnan(fidelity.off_share_lower_bound(0, 0))
+    assert 0.09 < fidelity.off_share_lower_bound(1000, 10000) < 0.1
+    with pytest.raises(ValueError):
+        fidelity.off_share_lower_bound(15, 14)
 
 
 def test_a_link_that_sent_less_fails_a_threshold_and_makes_the_claims_inconclusive(run, tmp_path):  # noqa: F811
