@@ -19,15 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from analysis import analyze, analyze_run
-from analysis.compare import compare
-from analysis.verdict import LABEL, verdict_line
 from netrepro import sweep as sweeps
 from netrepro.ansible import PlaybookError
 from netrepro.clean import clean
 from netrepro.cli_sites import inventory_from_manifest, plan_text, write_rspec
 from netrepro.model import rate_scale_option, time_scale_note
-from netrepro.pipeline import judge_trial
 from netrepro.runner import playbooks, rundir, steps
 from netrepro.runner.barrier import lead_from_env
 from netrepro.runner.console import StepIncomplete
@@ -247,12 +243,20 @@ def cmd_run(args) -> int:
     run_dir = run(spec, args.site, _run_time_scale(args), _options(args),
                   trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
                   repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"],
-                  judge=judge_trial, jobs=sched["jobs"], rate_scale=args.rate_scale)
+                  judge=_judge(), jobs=sched["jobs"], rate_scale=args.rate_scale)
     print(f"[run] raw data and run.json in {run_dir}")
     return 0
 
 
+def _judge():
+    """netrepro.pipeline.judge_trial, imported when a run needs it: the analysis (pandas,
+    numpy) costs ~0.2 s of every command's start, and most commands never analyse."""
+    from netrepro.pipeline import judge_trial
+    return judge_trial
+
+
 def _print_verdict(verdict: dict, run_dir: Path) -> None:
+    from analysis.verdict import LABEL, verdict_line
     for c in verdict["claims"]:
         status = c.get("status") or ("holds" if c["holds"] else "fails")
         print(f"  [{LABEL.get(status, status.upper())}] {c['id']}: {c.get('reason') or c['evidence']}")
@@ -264,6 +268,7 @@ def _print_verdict(verdict: dict, run_dir: Path) -> None:
 def cmd_analyze(args) -> int:
     """Check the run's raw files against run.json, analyze, print the verdict (analysis.analyze)."""
     target = Path(args.run) if args.run else rundir.RESULTS_ROOT / load_spec(args.experiment).name / "latest"
+    from analysis import analyze
     res = analyze(target.resolve(), partial=args.partial)
     for p in res.problems:
         print(f"[analyze] data problem: {p}")
@@ -343,9 +348,10 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
         t = time.time()
         run_dir = run(spec, site, time_scale, opts, resume=resume, command="reproduce",
                       repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
-                      sweep=sched["sweep"], judge=judge_trial, jobs=sched["jobs"], rate_scale=rate_scale)
+                      sweep=sched["sweep"], judge=_judge(), jobs=sched["jobs"], rate_scale=rate_scale)
         timings["trials_s"] = round(time.time() - t, 1)
         t = time.time()
+        from analysis import analyze_run
         verdict = analyze_run(run_dir)
         timings["analyze_s"] = round(time.time() - t, 1)
     except StepIncomplete as exc:
@@ -433,6 +439,7 @@ def cmd_quick(args) -> int:
 def cmd_compare(args) -> int:
     """netrepro compare RUN RUN ...: analysis.compare; prints where the comparison is (and its
     figures against the rate scale and the time scale when the runs have two or more of it)."""
+    from analysis.compare import compare
     from analysis.scales import SCALES
     out = compare([Path(r) for r in args.runs], Path(args.out) if args.out else None)
     figs = [(sc.words, out / "figures" / f"{sc.file}.png") for sc in SCALES.values()]
