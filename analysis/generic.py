@@ -555,7 +555,10 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
     claim is inconclusive or not evaluable. A claim whose ``rate_scale_min`` is above the
     run's ``rate_scale`` (k) is not applicable either: the experiment file says below which
     k it loses its meaning; so is one whose ``time_scale_min`` (default ``time_scale_min``, the
-    file's ``time_scale.min``) is above the run's ``time_scale``. When no claim applies the
+    file's ``time_scale.min``) is above the run's ``time_scale``. These two come first: they
+    are properties of the run's design, known before it ran, so a claim below its scale is
+    not applicable whatever its data or its substrate's health (an "inconclusive" would say
+    that a healthier machine could judge it, and none can). When no claim applies the
     verdict is inconclusive: nothing was judged. ``computed``: :func:`select`'s.
 
     A condition says which case a run fell in when chance decides it: Lab 18's
@@ -575,16 +578,7 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
                         else (True, ""))
         if "when" in c:
             entry["condition"] = why
-        if gaps:
-            entry.update(status="not evaluable", holds=None, reason="data incomplete: " + "; ".join(
-                f"{t}: {', '.join(incomplete[t])}" for t in gaps))
-        elif sick:
-            entry.update(status="inconclusive", holds=None,
-                         reason="the substrate failed health checks: " + "; ".join(failure_line(f) for f in sick)
-                         + (f"; the numbers alone: {'holds' if holds else 'fails'}" if holds is not None else ""))
-            if holds is not None:  # the numbers alone, when they can be judged at all
-                entry["numbers_hold"] = bool(holds)
-        elif float(c.get("time_scale_min", time_scale_min) or 0) > time_scale:
+        if float(c.get("time_scale_min", time_scale_min) or 0) > time_scale:
             entry.update(status="not applicable", holds=None,
                          reason=f"the run's time scale {time_scale:g} is shorter than "
                                 f"{float(c.get('time_scale_min', time_scale_min)):g}, the shortest at which the claim "
@@ -593,6 +587,15 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
             entry.update(status="not applicable", holds=None,
                          reason=f"the run's rate scale {rate_scale:g} is below {c['rate_scale_min']:g}, where the claim "
                                 "keeps its meaning (the experiment file says why)")
+        elif gaps:
+            entry.update(status="not evaluable", holds=None, reason="data incomplete: " + "; ".join(
+                f"{t}: {', '.join(incomplete[t])}" for t in gaps))
+        elif sick:
+            entry.update(status="inconclusive", holds=None,
+                         reason="the substrate failed health checks: " + "; ".join(failure_line(f) for f in sick)
+                         + (f"; the numbers alone: {'holds' if holds else 'fails'}" if holds is not None else ""))
+            if holds is not None:  # the numbers alone, when they can be judged at all
+                entry["numbers_hold"] = bool(holds)
         elif applies is None:
             entry.update(status="not evaluable", holds=None, reason="its condition cannot be judged: " + why)
         elif not applies:

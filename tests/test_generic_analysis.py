@@ -243,6 +243,24 @@ def test_a_claim_read_at_a_shorter_time_scale_than_its_minimum_is_not_applicable
     assert generic.evaluate(SUMMARY, claims, IDS, {}, time_scale=0.25, time_scale_min=0.25)["claims"][0]["status"] == "holds"
 
 
+def test_a_claim_below_its_scale_is_not_applicable_even_when_its_trial_is_unhealthy_or_incomplete():
+    """The scales are the run's design, known before it ran: no healthier machine could judge
+    such a claim, so it is not applicable rather than inconclusive or not evaluable; a claim at
+    its scale reading the same unhealthy trial is inconclusive."""
+    check = {"kind": "bound", "select": {"statistic": "jain_index", "trials": ["pie"]}, "min": 0.5}
+    claims = [{"id": "c", "text": "t", "check": check}, {"id": "d", "text": "u", "time_scale_min": 0.05, "check": check},
+              {"id": "e", "text": "v", "rate_scale_min": 0.5, "time_scale_min": 0.05, "check": check}]
+    sick = {"pie": [{"trial": "pie", "check": "nodes_cpu_busy", "value": 0.9, "threshold": 0.6, "unit": "fraction",
+                     "detail": ""}]}
+    v = generic.evaluate(SUMMARY, claims, IDS, sick, time_scale=0.1, time_scale_min=0.25, rate_scale=0.1)
+    assert [c["status"] for c in v["claims"]] == ["not applicable", "inconclusive", "not applicable"], v["claims"]
+    assert "time scale 0.1" in v["claims"][0]["reason"] and "rate scale 0.1" in v["claims"][2]["reason"]
+    assert v["verdict"] == "inconclusive" and v["health_failures"]
+    gaps = generic.evaluate(SUMMARY, claims[:1], IDS, {}, incomplete={"pie": ["ping.txt damaged"]},
+                            time_scale=0.1, time_scale_min=0.25)
+    assert gaps["claims"][0]["status"] == "not applicable"
+
+
 def test_the_time_scale_note_names_the_claims_a_short_run_cannot_judge(tmp_path):
     from netrepro.model import claim_time_scale_min, time_scale_note
     spec = load_spec("pie-vs-red")
