@@ -179,6 +179,12 @@ class LocalSite(Site):
         "boot_timeout_s": Option("seconds to wait for the micro-VM, default 600", positive_number),
     }
     HOOKS = ("authorized_keys",)
+    #: A trial's wall time beyond its schedule and base-RTT pings (arming, the barrier's lead,
+    #: packing, fetching, checks): the median per experiment was 16-28 s in the micro-VM under
+    #: QEMU TCG on 2 cores (docs/runs, 2026-11-25/26: pie-lab 16, codel-lab 21, pie-vs-red 26-28,
+    #: pacing-lab 26); less in host mode. The base class's 60 s made `--dry-run` say 66 s for
+    #: a trial that takes 26 s.
+    TRIAL_OVERHEAD_S = 25.0
 
     @classmethod
     def check_experiment(cls, spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:
