@@ -685,14 +685,14 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
         summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
     outputs.append(out / "summary.csv")
     under = caption(run_dir.name, data.get("site"), ts, k)
-    figs = ([p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures", ts, under)]
-            + fidelity_figures(scaled, records, run_dir, ts, out / "figures", data)
-            if figures else [])
-    outputs += figs
+    figs = [p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures", ts, under)] if figures else []
+    health_figs = fidelity_figures(scaled, records, run_dir, ts, out / "figures", data) if figures else []
+    outputs += figs + health_figs
     outputs += write_trials(tidy, records, m.name, out)
     outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
     outputs.append(write_text(out / "report.md", render_report(
         spec, data, summary, verdict, problems, [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"],
-        health, run_dir=run_dir, out_dir=out, record=record, incomplete=incomplete)))
+        health, run_dir=run_dir, out_dir=out, record=record, incomplete=incomplete,
+        health_figures=[p.relative_to(out).as_posix() for p in health_figs if p.suffix == ".png"])))
     return {"tidy": tidy, "summary": summary, "verdict": verdict, "problems": problems, "outputs": outputs,
             "health": health, "incomplete": incomplete}
