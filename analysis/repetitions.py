@@ -34,6 +34,7 @@ from analysis import generic
 from analysis.generic_figures import caption, new_figure, save_figure
 from analysis.io import atomic_path, write_gzip, write_text
 from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
+from analysis.report import found_by_table, markdown_table, statistic_tables
 from analysis.run import RunInfo, model_run_records, verified_raw
 from analysis.single import AnalysisResult
 from netrepro.model import quantity_label
@@ -197,7 +198,11 @@ def draw_spread(stats: pd.DataFrame, summary: pd.DataFrame, statistics: list[str
 def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statistics: list[str],
                   per_rep: dict[int, dict], figures: list[str], problems: list[str]) -> str:
     """report.md of a repeated run: how it was run, the verdict with each claim's count, the
-    run-to-run variation of the claims' statistics per phase, each repetition's verdict."""
+    figures, what each found (each claim's status in the run and in the file's
+    ``reference_results``, and the mean over the repetitions of each statistic the claims read
+    beside what each source states: :func:`analysis.report.statistic_tables`), the run-to-run
+    variation of the claims' statistics per phase, each repetition's verdict, the data
+    problems. ``stats``: :func:`across`; ``per_rep``: repetition k -> its verdict."""
     rep = data["repetitions"]
     title = spec.model.data["title"]
     lines = [f"# {title}", "",
@@ -211,6 +216,15 @@ def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statisti
         lines.append(f"- `{c['id']}` **{c['status']}** ({tally}; the numbers alone held in {c['numbers_held']}, "
                      f"health checks aside): {c['text']}  \n  {c['evidence']}"
                      + (f"  \n  ({c['reason']})" if c.get("reason") else ""))
+    if figures:
+        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    refs = spec.model.data.get("reference_results") or []
+    mine = f"this run, mean of {rep['repeat']}"
+    means = stats.rename(columns={"mean": "value"})
+    lines += ["", "## What each found", "", "Each claim's status over the repetitions and in the published results the "
+              "experiment file records (`reference_results`):", "",
+              markdown_table(found_by_table(verdict, refs, this_run=f"this run ({rep['repeat']} repetitions)"))]
+    lines += statistic_tables(spec.model, means, refs, this_run=mine)
     lines += ["", "## Run-to-run variation of the claims' statistics", "",
               "Mean and 95 % Student-t interval over the repetitions, and the coefficient of variation "
               "(sd / |mean|) of each phase's value.", ""]
@@ -228,8 +242,6 @@ def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statisti
                      + ", ".join(f"{c['id']} {c['status']}" for c in v["claims"]))
     if problems:
         lines += ["", "## Data problems", ""] + [f"- {p}" for p in problems]
-    if figures:
-        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
     return "\n".join(lines) + "\n"
 
 

@@ -206,6 +206,33 @@ def claim_selections(model) -> list[dict]:
     return list(groups.values())
 
 
+def reference_selections(model, known: list[dict]) -> list[dict]:
+    """The statistics the file's ``reference_results`` state that ``known`` (the claims'
+    :func:`claim_selections`) does not read, grouped like them: ``[{"statistic", "subject",
+    "trials", "phased"}]``, a value's ``subject`` or else every subject of its trials that
+    computes the statistic (:func:`netrepro.model.statistics`), trials in the file's order."""
+    computed = statistics(model)
+    order = [t["id"] for t in model.trials]
+    have = {(g["statistic"], g["subject"]) for g in known}
+    groups: dict[tuple[str, str], dict] = {}
+    for ref in model.data.get("reference_results") or []:
+        for v in ref.get("values") or []:
+            for t in v["trials"]:
+                subjects = [v["subject"]] if v.get("subject") else \
+                    [s for s, n in computed.get(t, {}).items() if v["statistic"] in n]
+                for subj in subjects:
+                    if (v["statistic"], subj) in have:
+                        continue
+                    g = groups.setdefault((v["statistic"], subj), {"statistic": v["statistic"], "subject": subj,
+                                                                   "trials": [], "phased": False})
+                    if t not in g["trials"]:
+                        g["trials"].append(t)
+                    g["phased"] |= any(p != "all" for p in v.get("phases") or [])
+    for g in groups.values():
+        g["trials"].sort(key=order.index)
+    return list(groups.values())
+
+
 def _value(v: float) -> str:
     return "missing" if not math.isfinite(v) else f"{v:.4g}"
 
@@ -244,18 +271,21 @@ def statistic_table(summary: pd.DataFrame, group: dict, phases: list[str], refer
     return pd.DataFrame(rows, columns=["trial", FOUND_BY, *phases])
 
 
-def statistic_tables(model, summary: pd.DataFrame, references: list[dict]) -> list[str]:
+def statistic_tables(model, summary: pd.DataFrame, references: list[dict], this_run: str = THIS_RUN) -> list[str]:
     """Markdown lines: for each statistic and subject the claims read
-    (:func:`claim_selections`), a heading naming it in words with its unit
+    (:func:`claim_selections`), then each other one a source states
+    (:func:`reference_selections`), a heading naming it in words with its unit
     (:func:`netrepro.model.quantity_label`) and its :func:`statistic_table` over the file's
-    phases (the whole trial when no claim reads a phase), a line when no source states it,
-    then where each stated value comes from (the source's words and place)."""
+    phases (the whole trial when no selection names a phase), its rows of this run named
+    ``this_run``, a line when no source states it, then where each stated value comes from
+    (the source's words and place)."""
     names = [p["name"] for p in model.data.get("phases", [])]
     lines: list[str] = []
-    for g in claim_selections(model):
+    known = claim_selections(model)
+    for g in known + reference_selections(model, known):
         phases = names if g["phased"] and names else ["all"]
         lines += ["", f"### {quantity_label(model, g['statistic'])}: `{g['statistic']}` of `{g['subject']}`", "",
-                  markdown_table(statistic_table(summary, g, phases, references))]
+                  markdown_table(statistic_table(summary, g, phases, references, this_run))]
         if not any(v["statistic"] == g["statistic"] for r in references for v in r.get("values") or []):
             lines += ["", f"No source of the experiment file (`reference_results`) states a value of "
                           f"`{g['statistic']}`: {NOT_STATED}."]
@@ -494,5 +524,5 @@ def _versions_table(data: dict, record: dict | None) -> str:
 
 
 __all__ = ["render_report", "markdown_table", "health_table", "phase_windows_table", "found_by_table",
-           "claim_selections", "statistic_table", "statistic_tables", "plain", "flatten", "STATUS_WORDS", "SECTIONS",
+           "claim_selections", "reference_selections", "statistic_table", "statistic_tables", "plain", "flatten", "STATUS_WORDS", "SECTIONS",
            "FOUND_BY", "THIS_RUN", "NOT_STATED"]

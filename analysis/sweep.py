@@ -175,10 +175,10 @@ def render_report(data: dict, spec, verdict: dict, pts, fs: list[dict], per_poin
                      + " | ".join(str(p.values[f["name"]]) for f in fs) + f" | {v['verdict']} | "
                      + " | ".join(status.get(c["id"], "") for c in verdict["claims"]) + " |")
     lines += ["", "Every statistic of every point is in `sweep.csv`."]
-    if problems:
-        lines += ["", "## Data problems", ""] + [f"- {p}" for p in problems]
     if figures:
         lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    if problems:
+        lines += ["", "## Data problems", ""] + [f"- {p}" for p in problems]
     return "\n".join(lines) + "\n"
 
 
