@@ -206,6 +206,7 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
     from analysis.io import atomic_path, write_text
     from analysis.scales import SCALES, draw_scale, report_section, scale_mins, scale_of, scale_table
     from analysis.repetitions import across, claim_statistics
+    from netrepro.model import quantity_label
     from netrepro.model import statistics as computed_statistics
     loaded = [(real, *load(real, out / ".runs" / str(i))) for i, (_, real, _) in enumerate(given)]
     labels = _labels(loaded)
@@ -264,8 +265,11 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
         labels = list(dict.fromkeys(stats["run"]))
         used: set[int] = set()
         for i, st in enumerate(present):
+            first = axes[i * per, 0]  # the panels of one statistic share its y axis
             for j0, tr in enumerate(trials):
                 ax = axes[i * per + j0 // ncols, j0 % ncols]
+                if ax is not first:
+                    ax.sharey(first)
                 used.add(id(ax))
                 j = j0 % ncols
                 s = stats[(stats["statistic"] == st) & (stats["trial"] == tr)]
@@ -280,15 +284,17 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
                     err = np.vstack([r["mean"] - r["ci95_low"], r["ci95_high"] - r["mean"]])
                     ax.errorbar(x, r["mean"], yerr=np.nan_to_num(err), fmt="o", ms=4, capsize=2, label=lab)
                 ax.set_xticks(np.arange(len(phases)), phases)
-                ax.set_title(tr, fontsize=8)
+                ax.set_title(f"{quantity_label(spec.model, st)}, {tr}", fontsize=8)
+                ax.set_xlabel("Phase of the trial (all: the whole trial)", fontsize=7)
                 ax.grid(True, axis="y", alpha=0.3)
                 if j == 0:
-                    ax.set_ylabel(st, fontsize=8)
+                    ax.set_ylabel(quantity_label(spec.model, st), fontsize=8)
         for ax in axes.ravel():
             if id(ax) not in used:
                 ax.set_visible(False)
         axes[0, 0].legend(fontsize=6)
-        fig.suptitle("mean and 95 % t interval over each run's repetitions", fontsize=9)
+        fig.suptitle(f"{len(labels)} runs of {name}: mean and 95 % t interval over each run's repetitions",
+                     fontsize=9)
         figs = [save_figure(fig, out / "figures" / f"compare.{ext}") for ext in ("png", "pdf")]
 
     # the report

@@ -70,7 +70,7 @@ import pandas as pd
 
 from analysis import fidelity
 from analysis.flent import write_trials
-from analysis.generic_figures import draw, figure_specs, save_figure
+from analysis.generic_figures import caption, draw, figure_specs, save_figure
 from analysis.health import failure_line, failures, shaper_rate_tolerance, trial_health
 from analysis.io import atomic_path, write_gzip, write_text
 from analysis.raw import (parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields, parse_qdisc_stack,
@@ -624,7 +624,7 @@ def fidelity_figures(spec, records: dict[str, dict], run_dir: Path, time_scale: 
                 for t in spec.model.trials if t["id"] in busy}
     k = float((data.get("rate_scale") or {}).get("k", 1))
     fig = fidelity.ccdf_figure(by_trial, shaper_rate_tolerance(spec.model),
-                               f"{spec.model.name} on {data.get('site', '?')}, time scale {time_scale:g}, rate scale {k:g}")
+                               f"{spec.model.name}, " + caption(run_dir.name, data.get("site"), time_scale, k))
     if fig is None:
         return []
     return [save_figure(fig, Path(out_dir) / f"link-fidelity.{ext}") for ext in ("png", "pdf")]
@@ -687,14 +687,15 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     with atomic_path(out / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
     outputs.append(out / "summary.csv")
-    figs = ([p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures", ts)]
-            + fidelity_figures(scaled, records, run_dir, ts, out / "figures", data)
-            if figures else [])
-    outputs += figs
+    under = caption(run_dir.name, data.get("site"), ts, k)
+    figs = [p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures", ts, under)] if figures else []
+    health_figs = fidelity_figures(scaled, records, run_dir, ts, out / "figures", data) if figures else []
+    outputs += figs + health_figs
     outputs += write_trials(tidy, records, m.name, out)
     outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
     outputs.append(write_text(out / "report.md", render_report(
         spec, data, summary, verdict, problems, [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"],
-        health, run_dir=run_dir, out_dir=out, record=record, incomplete=incomplete)))
+        health, run_dir=run_dir, out_dir=out, record=record, incomplete=incomplete,
+        health_figures=[p.relative_to(out).as_posix() for p in health_figs if p.suffix == ".png"])))
     return {"tidy": tidy, "summary": summary, "verdict": verdict, "problems": problems, "outputs": outputs,
             "health": health, "incomplete": incomplete}

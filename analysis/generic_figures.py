@@ -21,6 +21,16 @@ over time:
   ``label`` (default: its name) written at the top of every panel;
 - ``lines``: horizontal reference lines; one legend below the panels names every colour,
   line style and reference line.
+- the reference values of the file's ``reference_results`` (a number a published source
+  states of a statistic that sums up this metric in its unit:
+  :data:`netrepro.model.STATISTIC_METRICS`) as short thick segments over the phases they
+  hold for, in the panels and colours of their trials, a line style per source
+  (:data:`REFERENCE_STYLES`).
+
+Every panel shares the y axis, so that the panels compare at a glance; the y axis and each
+panel's title name the metric in words with its unit (:func:`netrepro.model.quantity_label`:
+``Queueing delay (ms)``, or the file's ``metrics`` section), and the figure's title says in a
+second line which run it is (:func:`caption`: run id, site, time scale, rate scale).
 
 Times: ``t_s`` counts real seconds from the trial's start, so the file's phases and
 ``window_s`` are multiplied by the run's TIME_SCALE, as the trials' schedules were.
@@ -39,6 +49,7 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
 from analysis.io import atomic_path
+from netrepro.model import STATISTIC_METRICS, quantity_label
 
 #: The statistics ``rolling`` computes over a window's samples (p95: pandas' quantile 0.95,
 #: linear interpolation between the closest ranks).
@@ -47,6 +58,12 @@ ROLLING_STATISTICS = ("median", "mean", "p95", "max", "min")
 STYLES = ("-", "--", ":", "-.")
 #: Figure width (in) and height per panel (in).
 WIDTH_IN, PANEL_IN = 8.0, 2.6
+#: Line styles of the reference values, one per source of ``reference_results`` in turn.
+REFERENCE_STYLES = (":", "-.", (0, (5, 1)), (0, (1, 3)))
+#: About how many characters of 7-point legend text fit across a figure :data:`WIDTH_IN` wide.
+LEGEND_CHARS = 150
+#: The x axis of a figure over time.
+TIME_AXIS = "Time since the trial's start (s)"
 
 
 #: Metadata that would carry the wall-clock time, removed so that equal data give equal
@@ -71,6 +88,36 @@ def new_figure(n_rows: int, n_cols: int, height: float = 3.6) -> tuple[Figure, n
     fig = Figure(figsize=(6.0 * n_cols, height * n_rows), layout="constrained")
     FigureCanvasAgg(fig)
     return fig, fig.subplots(n_rows, n_cols, squeeze=False, sharex=True)
+
+
+def caption(run_id: str | None, site: str | None, time_scale: float, rate_scale: float) -> str:
+    """The line under a figure's title that says which run it shows: ``run <id> on site <site>,
+    time scale <TS>, rate scale <k>`` (``?`` for an id or site not known). ``time_scale``
+    multiplied every duration of the run, ``rate_scale`` every rate and byte size."""
+    return (f"run {run_id or '?'} on site {site or '?'}, time scale {float(time_scale):g}, "
+            f"rate scale {float(rate_scale):g}")
+
+
+def reference_segments(model, metric: str) -> list[dict]:
+    """The numbers the file's ``reference_results`` state of a statistic summing up ``metric``
+    in its unit (:data:`netrepro.model.STATISTIC_METRICS`), one per trial and phase:
+    ``{"source", "style", "trial", "phase", "value", "approximate", "label"}``, phase ``all``
+    for the whole trial; ``style`` is the source's line style (:data:`REFERENCE_STYLES`) and
+    ``label`` its legend text (``<source>: about 20``). Findings in words are not drawn.
+    Empty when the file states none."""
+    out = []
+    for i, ref in enumerate(model.data.get("reference_results") or []):
+        for v in ref.get("values") or []:
+            if "value" not in v or STATISTIC_METRICS.get(v["statistic"]) != metric:
+                continue
+            about = "about " if v.get("approximate") else ""
+            for t in v["trials"]:
+                for ph in v.get("phases") or ["all"]:
+                    out.append({"source": ref["source"], "style": REFERENCE_STYLES[i % len(REFERENCE_STYLES)],
+                                "trial": t, "phase": ph, "value": float(v["value"]),
+                                "approximate": bool(v.get("approximate")),
+                                "label": f"{ref['source']}: {about}{float(v['value']):g}"})
+    return out
 
 
 def figure_specs(model, tidy: pd.DataFrame) -> list[dict]:
@@ -130,11 +177,13 @@ def _shade_phases(ax, phases: list[dict], time_scale: float) -> None:
                 fontsize=8, color="0.3")
 
 
-def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0) -> Figure | None:
+def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0, caption: str | None = None) -> Figure | None:
     """The matplotlib Figure of one of the file's ``figures`` (see the module docstring), or
     None when no chosen trial has samples of its metric. ``model``: the run's
-    :class:`netrepro.model.Model` (its trials, their labels and the file's phases);
-    ``time_scale``: the run's TIME_SCALE."""
+    :class:`netrepro.model.Model` (its trials, their labels, the file's phases, metric names
+    and reference values); ``tidy``: the run's samples (TIDY_COLUMNS, ``t_s`` in real
+    seconds); ``time_scale``: the run's TIME_SCALE; ``caption``: the second line of the
+    title (:func:`caption`), none when not given."""
     d = tidy[tidy["metric"] == fig["metric"]]
     if fig.get("subjects"):
         d = d[d["subject"].isin(fig["subjects"])]
@@ -158,9 +207,14 @@ def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0) -> Fig
     styles = {v: STYLES[i % len(STYLES)] for i, v in enumerate(dict.fromkeys(d[style_col]))}
     phases = model.data.get("phases", []) if fig.get("shade_phases") else []
 
+    ylabel = quantity_label(model, fig["metric"])
+    durations = {t["id"]: t["duration_s"] * time_scale for t in model.trials if "duration_s" in t}
+    spans = {p["name"]: (p["start_s"] * time_scale, p["end_s"] * time_scale) for p in model.data.get("phases", [])}
+    refs = reference_segments(model, fig["metric"])
+
     f = Figure(figsize=(WIDTH_IN, PANEL_IN * len(panels)), layout="constrained")
     FigureCanvasAgg(f)
-    axes = f.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    axes = f.subplots(len(panels), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
     for ax, p in zip(axes, panels):
         _shade_phases(ax, phases, time_scale)
         dp = d[d["_facet"] == p]
@@ -181,27 +235,38 @@ def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0) -> Fig
                         label=f"{h}, {st}" if styled else h)
         for line in fig.get("lines", []):
             ax.axhline(line["y"], color="0.3", linestyle="--", linewidth=0.8, label=line["label"])
-        if phases:  # room at the top for the phases' labels
-            lo, hi = ax.get_ylim()
-            ax.set_ylim(lo, hi + 0.10 * (hi - lo))
-        ax.set_title(p if facet == "trial" else f"{facet}: {p}", fontsize=9)
-        ax.set_ylabel(fig["metric"])
-    axes[-1].set_xlabel("time since the trial's start (s)" + (f", TIME_SCALE {time_scale:g}" if time_scale != 1 else ""))
+        for r in refs:  # a published number, over its phase, in its trial's panel and colour
+            here = dp[dp["trial"] == r["trial"]]
+            if here.empty or (r["phase"] != "all" and r["phase"] not in spans):
+                continue
+            lo, hi = spans[r["phase"]] if r["phase"] != "all" else (0.0, durations.get(r["trial"], here["t_s"].max()))
+            colour = palette.get(here["_hue"].iloc[0], "0.2") if hue != "subject" else "0.2"
+            ax.hlines(r["value"], lo, hi, colors=[colour], linestyles=[r["style"]], linewidth=2.2, alpha=0.9,
+                      label=r["label"])
+        ax.set_title(f"{ylabel}, {p if facet == 'trial' else f'{facet}: {p}'}", fontsize=9)
+        ax.set_ylabel(ylabel)
+    if phases:  # room at the top for the phases' labels (the panels share the y axis: once)
+        lo, hi = axes[0].get_ylim()
+        axes[0].set_ylim(lo, hi + 0.10 * (hi - lo))
+    axes[-1].set_xlabel(TIME_AXIS + (f", TIME_SCALE {time_scale:g}" if time_scale != 1 else ""))
     handles: dict[str, object] = {}
     for ax in axes:
         for hd, lb in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lb, hd)
     if handles:
-        f.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(4, len(handles)),
-                 fontsize=7, frameon=False)
-    f.suptitle(fig.get("title", f"{fig['metric']} ({model.name})"), fontsize=10)
+        widest = max(len(lb) for lb in handles)  # about LEGEND_CHARS characters fit across the figure
+        f.legend(list(handles.values()), list(handles), loc="outside lower center",
+                 ncol=max(1, min(4, len(handles), LEGEND_CHARS // (widest + 6))), fontsize=7, frameon=False)
+    title = fig.get("title", f"{ylabel} ({model.name})")
+    f.suptitle(title + (f"\n{caption}" if caption else ""), fontsize=10)
     return f
 
 
-def draw(model, tidy: pd.DataFrame, fig: dict, out_dir: Path, time_scale: float = 1.0) -> list[Path]:
-    """Write one figure (:func:`figure`) as PNG and PDF to ``out_dir/<id>.*``; returns their
-    paths, none when it has no data."""
-    f = figure(model, tidy, fig, time_scale)
+def draw(model, tidy: pd.DataFrame, fig: dict, out_dir: Path, time_scale: float = 1.0,
+         caption: str | None = None) -> list[Path]:
+    """Write one figure (:func:`figure`, ``caption`` under its title) as PNG and PDF to
+    ``out_dir/<id>.*``; returns their paths, none when it has no data."""
+    f = figure(model, tidy, fig, time_scale, caption)
     if f is None:
         return []
     return [save_figure(f, Path(out_dir) / f"{fig['id']}.{ext}") for ext in ("png", "pdf")]

@@ -31,11 +31,13 @@ import numpy as np
 import pandas as pd
 
 from analysis import generic
-from analysis.generic_figures import new_figure, save_figure
+from analysis.generic_figures import caption, new_figure, save_figure
 from analysis.io import atomic_path, write_gzip, write_text
 from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
+from analysis.report import found_by_table, markdown_table, statistic_tables
 from analysis.run import RunInfo, model_run_records, verified_raw
 from analysis.single import AnalysisResult
+from netrepro.model import quantity_label
 
 STATS_COLUMNS = ["n", "mean", "median", "sd", "ci95_low", "ci95_high", "cv", "min", "max"]
 
@@ -147,10 +149,16 @@ def combine_verdicts(verdicts: dict[int, dict]) -> dict:
                     "every one, else is inconclusive", "claims": out}
 
 
-def draw_spread(stats: pd.DataFrame, summary: pd.DataFrame, statistics: list[str], out_dir: Path) -> list[Path]:
+def draw_spread(stats: pd.DataFrame, summary: pd.DataFrame, statistics: list[str], out_dir: Path,
+                model=None, under: str | None = None) -> list[Path]:
     """figures/repetitions.png and .pdf: for each of ``statistics`` a panel with the phases
     on x; per trial (and subject) each repetition's value as a dot and the mean with its
-    95 % t interval as a bar. ``summary``: long rows with ``repetition``; ``stats``: :func:`across`."""
+    95 % t interval as a bar. ``summary``: long rows with ``repetition``; ``stats``: :func:`across`.
+    Each panel's y axis names its statistic in words with its unit
+    (:func:`netrepro.model.quantity_label`; ``model``: the run's, for the file's own names),
+    the lowest one's x axis the phases; ``under``: the line under the title that says which
+    run it is (:func:`analysis.generic_figures.caption`). Returns the paths written, none
+    when no statistic has a row."""
     statistics = [s for s in statistics if (stats["statistic"] == s).any()]
     if not statistics:
         return []
@@ -177,18 +185,24 @@ def draw_spread(stats: pd.DataFrame, summary: pd.DataFrame, statistics: list[str
                 ax.scatter(np.full(len(vals), x[i] + width * 0.25), vals, s=9, alpha=0.5,
                            color=line[0].get_color(), linewidths=0)
         ax.set_xticks(np.arange(len(phases)), phases)
-        ax.set_ylabel(st)
+        ax.set_ylabel(quantity_label(model, st))
+        ax.set_title(f"{quantity_label(model, st)} (`{st}`)", fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize=7, ncols=2)
-    axes[0].set_title(f"across {int(summary['repetition'].nunique())} repetitions: mean and 95 % t interval "
-                      "(bars), each repetition (dots)", fontsize=9)
+    axes[-1].set_xlabel("Phase of the trial (all: the whole trial)")
+    fig.suptitle(f"Across {int(summary['repetition'].nunique())} repetitions: mean and 95 % t interval "
+                 "(bars), each repetition (dots)" + (f"\n{under}" if under else ""), fontsize=9)
     return [save_figure(fig, out_dir / f"repetitions.{ext}") for ext in ("png", "pdf")]
 
 
 def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statistics: list[str],
                   per_rep: dict[int, dict], figures: list[str], problems: list[str]) -> str:
     """report.md of a repeated run: how it was run, the verdict with each claim's count, the
-    run-to-run variation of the claims' statistics per phase, each repetition's verdict."""
+    figures, what each found (each claim's status in the run and in the file's
+    ``reference_results``, and the mean over the repetitions of each statistic the claims read
+    beside what each source states: :func:`analysis.report.statistic_tables`), the run-to-run
+    variation of the claims' statistics per phase, each repetition's verdict, the data
+    problems. ``stats``: :func:`across`; ``per_rep``: repetition k -> its verdict."""
     rep = data["repetitions"]
     title = spec.model.data["title"]
     lines = [f"# {title}", "",
@@ -202,6 +216,15 @@ def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statisti
         lines.append(f"- `{c['id']}` **{c['status']}** ({tally}; the numbers alone held in {c['numbers_held']}, "
                      f"health checks aside): {c['text']}  \n  {c['evidence']}"
                      + (f"  \n  ({c['reason']})" if c.get("reason") else ""))
+    if figures:
+        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    refs = spec.model.data.get("reference_results") or []
+    mine = f"this run, mean of {rep['repeat']}"
+    means = stats.rename(columns={"mean": "value"})
+    lines += ["", "## What each found", "", "Each claim's status over the repetitions and in the published results the "
+              "experiment file records (`reference_results`):", "",
+              markdown_table(found_by_table(verdict, refs, this_run=f"this run ({rep['repeat']} repetitions)"))]
+    lines += statistic_tables(spec.model, means, refs, this_run=mine)
     lines += ["", "## Run-to-run variation of the claims' statistics", "",
               "Mean and 95 % Student-t interval over the repetitions, and the coefficient of variation "
               "(sd / |mean|) of each phase's value.", ""]
@@ -219,8 +242,6 @@ def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statisti
                      + ", ".join(f"{c['id']} {c['status']}" for c in v["claims"]))
     if problems:
         lines += ["", "## Data problems", ""] + [f"- {p}" for p in problems]
-    if figures:
-        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
     return "\n".join(lines) + "\n"
 
 
@@ -284,7 +305,9 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, rec
     with atomic_path(out / "repetitions.csv") as tmp:
         stats.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
     outputs.append(out / "repetitions.csv")
-    figs = draw_spread(stats, summary, statistics, out / "figures") if figures else []
+    under = caption(run_dir.name, data.get("site"), float(data.get("time_scale", 1)),
+                    float((data.get("rate_scale") or {}).get("k", 1)))
+    figs = draw_spread(stats, summary, statistics, out / "figures", spec.model, under) if figures else []
     outputs += figs
     outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
     outputs.append(write_text(out / "report.md", render_report(

@@ -1,13 +1,25 @@
 """``report.md`` of one run (or of one repetition or sweep point of a run): the run explained to
-an artifact evaluator who was not there.
+an artifact evaluator who was not there, in the order a paper tells its result
+(:data:`SECTIONS`):
 
-Sections: the reference the experiment reproduces, the verdict with each claim's evidence, how
-the run was made (site, time and rate scale, toolkit, raw files checked, the trials, the
-software on the nodes), the health of the substrate (every check of every trial), the
-statistics of each whole trial, the data problems, the figures and how to regenerate the
-outputs. Everything comes from run.json, the analysis's tables and its record (analysis.json):
-no wall-clock time of the analysis and no absolute path, so equal inputs give equal text.
-Nothing here knows an experiment by name.
+1. the title, the reference the experiment reproduces, the verdict and each claim with its
+   evidence;
+2. the experiment's figures;
+3. what each found (:func:`found_by_table`, :func:`statistic_tables`): each claim's status in
+   this run beside the published results of the file's ``reference_results``, then per
+   statistic the claims read a table per trial and phase of this run's value beside what each
+   source states of it (a number, about a number, a finding in words, or *not stated*);
+4. the health of the substrate: every check of every trial, the effective phase windows, the
+   link-fidelity figure and the data problems;
+5. the statistics of each whole trial;
+6. how the run was made, last: settings, the site's state, the trials and their status, the
+   software on the nodes, the versions and checksums of this analysis, and how to regenerate
+   it, every value as readable text in a table (:func:`plain`, :func:`flatten`), never as a
+   JSON dump.
+
+Everything comes from run.json, the experiment as run, the analysis's tables and its record
+(analysis.json): no wall-clock time of the analysis and no absolute path, so equal inputs
+give equal text. Nothing here knows an experiment by name.
 """
 
 from __future__ import annotations
@@ -19,6 +31,17 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.health import format_value
+from netrepro.model import quantity_label, statistics
+
+#: The report's sections after its title, verdict and claims, in order.
+SECTIONS = ("Figures", "What each found", "Health of the substrate", "Statistics of each whole trial",
+            "How this run was made")
+#: The column of the table "what each found" that names who found a value.
+FOUND_BY = "found by"
+#: This run's row in the tables "what each found".
+THIS_RUN = "this run"
+#: A source's cell where it states nothing of a value.
+NOT_STATED = "not stated"
 
 #: A claim's status in a sentence.
 STATUS_WORDS = {"holds": "holds", "fails": "does not hold", "not evaluable": "not evaluable",
@@ -85,6 +108,44 @@ def phase_windows_table(health: dict[str, dict]) -> pd.DataFrame:
                                        "effective length (s)", "lost"])
 
 
+def plain(v) -> str:
+    """A value of run.json or analysis.json as text for a table cell: a number (``:g``), a
+    string as it is, ``yes``/``no``, ``not recorded`` for None, a list as its items joined by
+    ``, `` and a mapping as ``key value`` pairs joined by ``; `` (nested alike): never
+    Python's or JSON's brackets and quotes."""
+    if v is None:
+        return "not recorded"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, dict):
+        return "; ".join(f"{k} {plain(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(plain(x) for x in v) or "none"
+    return str(v)
+
+
+def flatten(d: dict, prefix: str = "") -> list[tuple[str, str]]:
+    """A nested mapping (run.json's ``site_status``, ``controller``, ...) as ``(key, text)``
+    rows: nested keys joined by ``.``, the items of a list of mappings numbered
+    (``attempts.1.status``), any other value as :func:`plain` text. Empty for an empty or
+    non-mapping ``d``."""
+    rows: list[tuple[str, str]] = []
+    if not isinstance(d, dict):
+        return rows
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            rows += flatten(v, key + ".")
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            for i, x in enumerate(v, 1):
+                rows += flatten(x, f"{key}.{i}.")
+        else:
+            rows.append((key, plain(v)))
+    return rows
+
+
 def _verdict_line(verdict: dict) -> str:
     claims = verdict["claims"]
     count = {s: sum(c["status"] == s for c in claims) for s in STATUS_WORDS}
@@ -98,36 +159,189 @@ def _verdict_line(verdict: dict) -> str:
     return f"**Verdict: {verdict['verdict']}** ({'; '.join(parts)})."
 
 
+def found_by_table(verdict: dict, references: list[dict], this_run: str = THIS_RUN) -> pd.DataFrame:
+    """Each claim's status in this run and in each published source (the file's
+    ``reference_results``): a row per source, this run first (``this_run`` names it), a
+    column per claim (its id), :data:`NOT_STATED` where a source says nothing of a claim."""
+    ids = [c["id"] for c in verdict["claims"]]
+    rows = [{FOUND_BY: this_run, **{c["id"]: c["status"] for c in verdict["claims"]}}]
+    rows += [{FOUND_BY: r["source"], **{i: r.get("claims", {}).get(i, NOT_STATED) for i in ids}} for r in references]
+    return pd.DataFrame(rows, columns=[FOUND_BY, *ids])
+
+
+def claim_selections(model) -> list[dict]:
+    """What the claims read, grouped by statistic and subject, in the order the claims name
+    them: ``[{"statistic", "subject", "trials", "phased"}]``, ``trials`` in the file's order,
+    ``phased`` when a selection names phases. A selection without ``subjects`` reads every
+    subject that computes the statistic (:func:`netrepro.model.statistics`), and without
+    ``trials`` every trial; the ``when`` conditions count too."""
+    computed = statistics(model)
+    order = [t["id"] for t in model.trials]
+    groups: dict[tuple[str, str], dict] = {}
+
+    def walk(check: dict) -> None:
+        if check.get("kind") == "all_of":
+            for sub in check["checks"]:
+                walk(sub)
+            return
+        for key in ("select", "higher", "lower"):
+            sel = check.get(key)
+            if not sel:
+                continue
+            for t in sel.get("trials") or order:
+                subjects = sel.get("subjects") or [s for s, n in computed.get(t, {}).items() if sel["statistic"] in n]
+                for subj in subjects:
+                    g = groups.setdefault((sel["statistic"], subj), {"statistic": sel["statistic"], "subject": subj,
+                                                                     "trials": [], "phased": False})
+                    if t not in g["trials"]:
+                        g["trials"].append(t)
+                    g["phased"] |= bool(sel.get("phases"))
+
+    for c in model.data["claims"]:
+        walk(c["check"])
+        if "when" in c:
+            walk({"kind": "bound", **c["when"]})
+    for g in groups.values():
+        g["trials"].sort(key=order.index)
+    return list(groups.values())
+
+
+def reference_selections(model, known: list[dict]) -> list[dict]:
+    """The statistics the file's ``reference_results`` state that ``known`` (the claims'
+    :func:`claim_selections`) does not read, grouped like them: ``[{"statistic", "subject",
+    "trials", "phased"}]``, a value's ``subject`` or else every subject of its trials that
+    computes the statistic (:func:`netrepro.model.statistics`), trials in the file's order."""
+    computed = statistics(model)
+    order = [t["id"] for t in model.trials]
+    have = {(g["statistic"], g["subject"]) for g in known}
+    groups: dict[tuple[str, str], dict] = {}
+    for ref in model.data.get("reference_results") or []:
+        for v in ref.get("values") or []:
+            for t in v["trials"]:
+                subjects = [v["subject"]] if v.get("subject") else \
+                    [s for s, n in computed.get(t, {}).items() if v["statistic"] in n]
+                for subj in subjects:
+                    if (v["statistic"], subj) in have:
+                        continue
+                    g = groups.setdefault((v["statistic"], subj), {"statistic": v["statistic"], "subject": subj,
+                                                                   "trials": [], "phased": False})
+                    if t not in g["trials"]:
+                        g["trials"].append(t)
+                    g["phased"] |= any(p != "all" for p in v.get("phases") or [])
+    for g in groups.values():
+        g["trials"].sort(key=order.index)
+    return list(groups.values())
+
+
+def _value(v: float) -> str:
+    return "missing" if not math.isfinite(v) else f"{v:.4g}"
+
+
+def _stated(v: dict) -> str:
+    """What a reference value says, for a cell: ``about 20``, ``20`` or its finding."""
+    if "value" in v:
+        return ("about " if v.get("approximate") else "") + f"{float(v['value']):g}"
+    return str(v["finding"])
+
+
+def statistic_table(summary: pd.DataFrame, group: dict, phases: list[str], references: list[dict],
+                    this_run: str = THIS_RUN) -> pd.DataFrame:
+    """One statistic of one subject (``group``: an item of :func:`claim_selections`) per trial
+    and phase: for each of its trials a row of this run's values (``missing`` where
+    summary.csv has none) and a row per source of ``references`` that states anything of
+    the statistic, with what it states (:data:`NOT_STATED` elsewhere). Columns: trial,
+    :data:`FOUND_BY`, then ``phases``."""
+    st, subj = group["statistic"], group["subject"]
+    mine = summary[(summary["statistic"] == st) & (summary["subject"] == subj)]
+    speaking = [r for r in references if any(v["statistic"] == st and (v.get("subject") in (None, subj))
+                                             for v in r.get("values") or [])]
+    rows = []
+    for t in group["trials"]:
+        have = mine[mine["trial"] == t].set_index("phase")["value"]
+        rows.append({"trial": t, FOUND_BY: this_run,
+                     **{ph: _value(float(have[ph])) if ph in have.index else "missing" for ph in phases}})
+        for r in speaking:
+            cells = dict.fromkeys(phases, NOT_STATED)
+            for v in r.get("values") or []:
+                if v["statistic"] == st and v.get("subject") in (None, subj) and t in v["trials"]:
+                    for ph in v.get("phases") or ["all"]:
+                        if ph in cells:
+                            cells[ph] = _stated(v)
+            rows.append({"trial": t, FOUND_BY: r["source"], **cells})
+    return pd.DataFrame(rows, columns=["trial", FOUND_BY, *phases])
+
+
+def statistic_tables(model, summary: pd.DataFrame, references: list[dict], this_run: str = THIS_RUN) -> list[str]:
+    """Markdown lines: for each statistic and subject the claims read
+    (:func:`claim_selections`), then each other one a source states
+    (:func:`reference_selections`), a heading naming it in words with its unit
+    (:func:`netrepro.model.quantity_label`) and its :func:`statistic_table` over the file's
+    phases (the whole trial when no selection names a phase), its rows of this run named
+    ``this_run``, a line when no source states it, then where each stated value comes from
+    (the source's words and place)."""
+    names = [p["name"] for p in model.data.get("phases", [])]
+    lines: list[str] = []
+    known = claim_selections(model)
+    for g in known + reference_selections(model, known):
+        phases = names if g["phased"] and names else ["all"]
+        lines += ["", f"### {quantity_label(model, g['statistic'])}: `{g['statistic']}` of `{g['subject']}`", "",
+                  markdown_table(statistic_table(summary, g, phases, references, this_run))]
+        if not any(v["statistic"] == g["statistic"] for r in references for v in r.get("values") or []):
+            lines += ["", f"No source of the experiment file (`reference_results`) states a value of "
+                          f"`{g['statistic']}`: {NOT_STATED}."]
+    quotes = [(r["source"], v) for r in references for v in r.get("values") or []]
+    if quotes:
+        lines += ["", "Where each source states it (its own words):", ""]
+        for source, v in quotes:
+            where = f", {v['where']}" if v.get("where") else ""
+            lines.append(f"- *{source}*{where}: {', '.join(v['trials'])}, "
+                         f"{', '.join(v.get('phases') or ['all'])}: {_stated(v)} (`{v['statistic']}`): \"{v['quote']}\"")
+    return lines
+
+
+def _figure_title(model, path: str) -> str:
+    """The title the experiment file gives the figure at ``path`` (``figures/<id>.png``), else its id."""
+    fid = Path(path).stem
+    return next((f.get("title", fid) for f in model.data.get("figures", []) if f["id"] == fid), fid)
+
+
 def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, problems: list[str],
                   figures: list[str], health: dict[str, dict], run_dir: Path | None = None,
                   out_dir: Path | None = None, record: dict | None = None,
-                  incomplete: dict[str, list[str]] | None = None) -> str:
-    """report.md's text (see the module docstring).
+                  incomplete: dict[str, list[str]] | None = None, health_figures: list[str] | None = None) -> str:
+    """report.md's text (see the module docstring for its sections).
 
     Args:
         spec: the experiment as run (:class:`netrepro.spec.Spec`); data: run.json (or one
             repetition's or sweep point's view of it: :mod:`analysis.repetitions`).
         summary: summary.csv's long table; verdict: verdict.json's dict
             (:func:`analysis.generic.evaluate`).
-        problems: data problems, one line each; figures: the figures' paths relative to
-            the report's folder.
+        problems: data problems, one line each; figures: the experiment's figures' paths
+            relative to the report's folder; health_figures: the same of the figures about
+            the substrate (link fidelity), shown with its health.
         health: trial id -> its checks (:func:`analysis.health.trial_health`).
         run_dir: the run folder; out_dir: the folder the report goes into (the run folder,
             an ``analysis-*`` folder in it, or a repetition's or point's folder).
-        record: analysis.json's record (toolkit version, raw check), if any.
+        record: analysis.json's record (toolkit version, libraries, input checksums), if any.
         incomplete: trial id -> why its data are incomplete (damaged raw files).
     Returns:
-        Markdown text.
+        Markdown text; no value of run.json is written as a JSON or Python literal.
     """
     m = spec.model
     ref = m.data.get("reference") or {}
+    references = m.data.get("reference_results") or []
     rs = data.get("rate_scale") or {"k": 1, "why": "rates as written"}
+    run_id = run_dir.name if run_dir else "?"
     lines = [f"# {m.data['title']}", ""]
     if ref.get("paper"):
         lines.append(f"- Paper: {' '.join(str(ref['paper']).split())}" + (f", {ref['figure']}" if ref.get("figure") else ""))
     if ref.get("reproduction"):
         lines.append(f"- Earlier reproduction: {' '.join(str(ref['reproduction']).split())}")
-    lines += [f"- Run directory: `{run_dir.name if run_dir else '?'}` (experiment `{data.get('experiment', m.name)}`)", "",
+    for k, v in ref.items():
+        if k not in ("paper", "figure", "reproduction"):
+            lines.append(f"- {k.capitalize()}: {' '.join(str(v).split())}")
+    lines += [f"- Run `{run_id}` of experiment `{data.get('experiment', m.name)}` on site {plain(data.get('site'))}, "
+              f"time scale {plain(data.get('time_scale'))}, rate scale {float(rs.get('k', 1)):g}", "",
               _verdict_line(verdict), ""]
     for c in verdict["claims"]:
         lines.append(f"- `{c['id']}` **{c['status']}**: {c['text']}  \n  {c['evidence']}"
@@ -135,50 +349,28 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
                      + (f"  \n  (applies: {c['condition']})" if c.get("condition") and not c.get("reason") else ""))
     lines += ["", "Thresholds are those of the experiment file (section `claims`), fixed before any run.", ""]
 
-    lines += ["## How this run was made", "",
-              f"- Site: {data.get('site', 'not recorded')}; mode: {data.get('mode', 'not recorded')}",
-              f"- Time scale: {data.get('time_scale')} (every phase and traffic start multiplied by it)",
-              f"- Rate scale: {rs['k']:g} ({rs['why']}): every rate and byte size of the experiment file was "
-              "multiplied by it; delays, AQM time constants and packet counts were kept"]
-    if m.data["rate_scale"].get("note"):
-        lines.append(f"- What keeps its meaning at a rate scale: {m.data['rate_scale']['note']}")
-    trials = [t for t in data.get("trials") or [] if isinstance(t, dict)]
-    starts = [t["start_epoch_s"] for t in trials if isinstance(t.get("start_epoch_s"), (int, float))]
-    lines += [f"- First trial start: {_utc(min(starts) if starts else None)}",
-              f"- Toolkit commit: {data.get('toolkit_commit', 'not recorded')}"]
-    if data.get("spec_file"):
-        lines.append(f"- Experiment file: {_spec_file(data['spec_file'])}")
-    if isinstance(data.get("raw_sha256"), dict):
-        lines.append(f"- Raw files: {len(data['raw_sha256'])}, each with its sha256 in run.json (`raw_sha256`)")
-    if record:
-        if (record.get("inputs") or {}).get("raw_check"):
-            lines.append(f"- Raw files checked before this analysis: {record['inputs']['raw_check']}")
-        mb = record.get("made_by") or {}
-        lines.append(f"- Analysed by toolkit version {mb.get('version')} ({mb.get('version_from')}); "
-                     "what made this analysis and from what: `analysis.json`")
-    if trials:
-        labels = {t["id"]: t["labels"] for t in m.trials}
+    # --- the figures ---------------------------------------------------------------------
+    lines += [f"## {SECTIONS[0]}", ""]
+    if figures:
+        for f in figures:
+            lines += [f"![{_figure_title(m, f)}]({f})", ""]
+    else:
+        lines += ["None drawn (the analysis ran without figures, or no trial had samples of a figure's metric).", ""]
 
-        def base(t: dict) -> str:
-            if not m.data["base_rtt"]:
-                return "none (no base_rtt)"
-            rec = t.get("base_rtt_ms") if isinstance(t.get("base_rtt_ms"), dict) else {}
-            return ", ".join(f"{k} {v:.1f}" for k, v in rec.items() if isinstance(v, (int, float))) or \
-                f"each node's {m.data['base_rtt'].get('statistic', 'median')} of its base_rtt.txt"
-        lines += ["", "Trials, in run order:", "", markdown_table(pd.DataFrame([{
-            "record": t.get("id"), "trial": t.get("trial") or t.get("id"),
-            "labels": ", ".join(f"{k}={v}" for k, v in labels.get(t.get("trial") or t.get("id"), {}).items()),
-            "start": _utc(t.get("start_epoch_s")), "base RTT (ms)": base(t)} for t in trials]))]
-    nodes = data.get("nodes")
-    if isinstance(nodes, dict) and nodes:
-        rows = []
-        for name, info in nodes.items():
-            info = info if isinstance(info, dict) else {}
-            rows.append({"node": name, **{k: info.get(k, "") for k in ("kernel", "iproute2", "iperf3", "vsftpd")},
-                         "sysctls": ", ".join(f"{k}={v}" for k, v in (info.get("sysctls") or {}).items())})
-        lines += ["", "Software on the nodes:", "", markdown_table(pd.DataFrame(rows))]
+    # --- what each found -----------------------------------------------------------------
+    lines += [f"## {SECTIONS[1]}", "",
+              f"Each claim's status in {THIS_RUN} (`{run_id}`) and in the published results the experiment file "
+              "records (`reference_results`):", "", markdown_table(found_by_table(verdict, references))]
+    for r in references:
+        if r.get("note"):
+            lines.append(f"\n*{r['source']}*: {' '.join(str(r['note']).split())}")
+    lines += ["", "The statistics the claims read, per trial and phase: this run's value beside what each source "
+                  "states of it (a number, *about* a number, a finding in words, or *not stated*)."]
+    lines += statistic_tables(m, summary, references)
+    lines.append("")
 
-    lines += ["", "## Health of the substrate", ""]
+    # --- health ----------------------------------------------------------------------------
+    lines += [f"## {SECTIONS[2]}", ""]
     if health:
         lines += ["Each trial's own data checked against the thresholds of the experiment file (section `health`; "
                   "analysis/health.py says how each is measured). A trial that fails one makes the claims reading "
@@ -193,8 +385,16 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
                                                "effective length (s)": 2})]
     else:
         lines.append("No trial was measured.")
+    for f in health_figures or []:
+        lines += ["", f"![{Path(f).stem}]({f})"]
+    lines += ["", "### Data problems", ""]
+    lines += [f"- trial {t} incomplete: {', '.join(why)}" for t, why in (incomplete or {}).items()]
+    lines += [f"- {p}" for p in problems]
+    if not problems and not incomplete:
+        lines.append("None: every raw file the analysis reads was there.")
 
-    lines += ["", "## Statistics (whole trials)", ""]
+    # --- the statistics of each whole trial ----------------------------------------------
+    lines += ["", f"## {SECTIONS[3]}", ""]
     whole = summary[summary["phase"] == "all"]
     if len(whole):
         wide = whole.pivot_table(index=["trial", "subject"], columns="statistic", values="value", sort=False)
@@ -203,22 +403,24 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
         lines.append("|---|---|" + "---|" * len(cols))
         for (t, s), r in wide.iterrows():
             lines.append(f"| {t} | {s} | " + " | ".join("" if pd.isna(r[c]) else f"{r[c]:.4g}" for c in cols) + " |")
-    lines.append("")
+        lines.append("")
     lines.append("Every statistic of every phase is in `summary.csv`; every sample in `tidy.csv.gz`.")
 
-    lines += ["", "## Data problems", ""]
-    lines += [f"- trial {t} incomplete: {', '.join(why)}" for t, why in (incomplete or {}).items()]
-    lines += [f"- {p}" for p in problems]
-    if not problems and not incomplete:
-        lines.append("None: every raw file the analysis reads was there.")
-    if figures:
-        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    # --- provenance, last --------------------------------------------------------------------
+    lines += ["", f"## {SECTIONS[4]}", "", _settings_table(m, data, rs, run_id)]
+    site_rows = flatten(data.get("site_status") or {})
+    if site_rows:
+        lines += ["", "The site's state when the run started (run.json `site_status`):", "",
+                  markdown_table(pd.DataFrame(site_rows, columns=["site status", "value"]))]
+    lines += _trial_lines(m, data)
+    lines += _node_lines(data)
+    lines += ["", "Versions and checksums:", "", _versions_table(data, record)]
     if run_dir is not None:
         where = f"results/{data.get('experiment', m.name)}/{run_dir.name}"
         sub = ("" if out_dir is None or out_dir == run_dir
                else f" (this one is in `{out_dir.relative_to(run_dir).as_posix()}/`)"
                if out_dir.is_relative_to(run_dir) else f" (this one is in `{out_dir.name}/`)")
-        lines += ["", "## Regenerate", "",
+        lines += ["", "### Regenerate", "",
                   f"`python -m analysis {where}{' --partial' if (record or {}).get('partial') else ''}` checks raw/ "
                   "against run.json and writes tidy.csv.gz, summary.csv, verdict.json, figures/, report.md and "
                   "analysis.json from run.json and raw/ (both only read). The same toolkit version writes the same "
@@ -227,4 +429,100 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["render_report", "markdown_table", "health_table", "phase_windows_table", "STATUS_WORDS"]
+def _settings_table(m, data: dict, rs: dict, run_id: str) -> str:
+    """How the run was made, a row per setting (run.json), as a two-column table."""
+    trials = [t for t in data.get("trials") or [] if isinstance(t, dict)]
+    starts = [t["start_epoch_s"] for t in trials if isinstance(t.get("start_epoch_s"), (int, float))]
+    rows = [("run", run_id), ("experiment", data.get("experiment", m.name))]
+    if data.get("spec_file"):
+        rows.append(("experiment file", _spec_file(data["spec_file"])))
+    rows += [("site", data.get("site", "not recorded")), ("mode", data.get("mode", "not recorded")),
+             ("time scale", f"{plain(data.get('time_scale'))}: every phase and traffic start multiplied by it"),
+             ("rate scale", f"{float(rs.get('k', 1)):g} ({rs.get('why', '')}): every rate and byte size of the "
+                            "experiment file multiplied by it; delays, AQM time constants and packet counts kept")]
+    if m.data["rate_scale"].get("note"):
+        rows.append(("what keeps its meaning at a rate scale", " ".join(str(m.data["rate_scale"]["note"]).split())))
+    rows.append(("first trial start", _utc(min(starts) if starts else None)))
+    for key, words in (("started_at", "run started"), ("finished_at", "run finished"), ("lead_s", "barrier lead (s)"),
+                       ("jobs", "trials at a time"), ("wall_s", "wall time of the trials (s)"),
+                       ("repetitions", "repetitions"), ("packet", "packets"), ("controller", "controller machine"),
+                       ("timings_s", "wall time of each step (s)"), ("toolkit_commit", "toolkit commit (run)")):
+        if key in data:
+            rows.append((words, plain(data[key])))
+    return markdown_table(pd.DataFrame(rows, columns=["setting", "value"]))
+
+
+def _trial_lines(m, data: dict) -> list[str]:
+    """The trials in run order (record, trial, labels, start, base RTT) and each trial's
+    status and attempts (run.json ``trial_status``), as tables."""
+    out: list[str] = []
+    trials = [t for t in data.get("trials") or [] if isinstance(t, dict)]
+    if trials:
+        labels = {t["id"]: t["labels"] for t in m.trials}
+
+        def base(t: dict) -> str:
+            if not m.data["base_rtt"]:
+                return "none (no base_rtt)"
+            rec = t.get("base_rtt_ms") if isinstance(t.get("base_rtt_ms"), dict) else {}
+            return ", ".join(f"{k} {v:.1f}" for k, v in rec.items() if isinstance(v, (int, float))) or \
+                f"each node's {m.data['base_rtt'].get('statistic', 'median')} of its base_rtt.txt"
+        out += ["", "Trials, in run order:", "", markdown_table(pd.DataFrame([{
+            "record": t.get("id"), "trial": t.get("trial") or t.get("id"),
+            "labels": ", ".join(f"{k}={v}" for k, v in labels.get(t.get("trial") or t.get("id"), {}).items()),
+            "start": _utc(t.get("start_epoch_s")), "base RTT (ms)": base(t)} for t in trials]))]
+    status = [s for s in data.get("trial_status") or [] if isinstance(s, dict)]
+    if status:
+        rows = []
+        for s in status:
+            attempts = [a for a in s.get("attempts") or [] if isinstance(a, dict)]
+            reasons = [plain(a["reason"]) for a in attempts if a.get("reason")] or \
+                ([plain(s["reason"])] if s.get("reason") else [])
+            rows.append({"record": plain(s.get("id")), "status": plain(s.get("status")), "attempts": len(attempts),
+                         "reasons": "; ".join(reasons)})
+        out += ["", "Each trial's status (run.json `trial_status`):", "", markdown_table(pd.DataFrame(rows))]
+    return out
+
+
+def _node_lines(data: dict) -> list[str]:
+    """The software and sysctls of each node (run.json ``nodes``), as a table."""
+    nodes = data.get("nodes")
+    if not isinstance(nodes, dict) or not nodes:
+        return []
+    rows = []
+    for name, info in nodes.items():
+        info = info if isinstance(info, dict) else {}
+        rows.append({"node": name, **{k: plain(info[k]) if k in info else "" for k in ("kernel", "iproute2", "iperf3",
+                                                                                         "vsftpd")},
+                     "sysctls": ", ".join(f"{k}={plain(v)}" for k, v in (info.get("sysctls") or {}).items())})
+    return ["", "Software on the nodes:", "", markdown_table(pd.DataFrame(rows))]
+
+
+def _versions_table(data: dict, record: dict | None) -> str:
+    """The toolkit and libraries that made this analysis and the checksums of its inputs
+    (analysis.json's record; the raw files' count from run.json), as a two-column table."""
+    rows = []
+    if isinstance(data.get("raw_sha256"), dict):
+        rows.append(("raw files", f"{len(data['raw_sha256'])}, each with its sha256 in run.json (`raw_sha256`)"))
+    if record:
+        inputs = record.get("inputs") or {}
+        if inputs.get("raw_check"):
+            rows.append(("raw files checked before this analysis", plain(inputs["raw_check"])))
+        mb = record.get("made_by") or {}
+        rows.append(("analysed by toolkit version", f"{plain(mb.get('version'))} (from {plain(mb.get('version_from'))})"))
+        for key, words in (("commit", "its commit"), ("sources_sha256", "sha256 of its sources")):
+            if mb.get(key):
+                rows.append((words, plain(mb[key])))
+        rows += [(f"library {k}", plain(v)) for k, v in (record.get("libraries") or {}).items()]
+        for key, words in (("run_json_sha256", "sha256 of run.json"), ("raw_tree_sha256", "sha256 of the raw tree"),
+                           ("incomplete_marker_sha256", "sha256 of the INCOMPLETE marker")):
+            if key in inputs:
+                rows.append((words, plain(inputs[key]) if inputs[key] else "none"))
+        rows.append(("what made this analysis and from what", "`analysis.json`"))
+    if not rows:
+        rows.append(("analysis record", "none (not written by netrepro's analysis)"))
+    return markdown_table(pd.DataFrame(rows, columns=["what", "value"]))
+
+
+__all__ = ["render_report", "markdown_table", "health_table", "phase_windows_table", "found_by_table",
+           "claim_selections", "reference_selections", "statistic_table", "statistic_tables", "plain", "flatten", "STATUS_WORDS", "SECTIONS",
+           "FOUND_BY", "THIS_RUN", "NOT_STATED"]

@@ -43,6 +43,7 @@ import pandas as pd
 from analysis.errors import AnalysisError
 from analysis.generic import check_limits, pair_value, select, selection_keys
 from analysis.repetitions import across
+from netrepro.model import quantity_name
 
 
 class Scale(NamedTuple):
@@ -221,14 +222,18 @@ def unit_words(statistic: str) -> str:
 
 def axis_label(quantity: str, statistic: str) -> str:
     """A y-axis label in words for a check's ``quantity`` (``value``, ``ratio``,
-    ``difference``, ``absolute difference``) of ``statistic``, with its unit."""
-    base = statistic.split(" vs ")[0]
+    ``difference``, ``absolute difference``) of ``statistic`` (``a vs b`` when a pair's two
+    statistics differ), each statistic named in words (:func:`netrepro.model.quantity_name`),
+    with its unit: ``Median RTT (ms)``, ``ratio of Median RTT, higher / lower (no unit)``."""
+    parts = statistic.split(" vs ")
+    words = " vs ".join(quantity_name(None, p)[0] for p in parts)
+    unit = quantity_name(None, parts[0])[1]
     if quantity == "ratio":
-        return f"ratio of {statistic}, higher / lower (no unit)"
+        return f"ratio of {words}, higher / lower (no unit)"
     if quantity in ("difference", "absolute difference"):
         sign = "|higher - lower|" if quantity == "absolute difference" else "higher - lower"
-        return f"{quantity} of {statistic}, {sign} ({unit_words(base)})"
-    return f"{statistic} ({unit_words(base)})"
+        return f"{quantity} of {words}, {sign}" + (f" ({unit})" if unit else " (no unit)")
+    return f"{words} ({unit})" if unit else words
 
 
 def claim_parts(claim: dict) -> list[tuple[str, dict]]:

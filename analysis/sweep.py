@@ -37,6 +37,7 @@ from analysis.repetitions import across, claim_statistics, repeated, repeated_in
 from analysis.run import RunInfo, model_run_records, verified_raw
 from analysis.single import AnalysisResult
 from netrepro import sweep as sweeps
+from netrepro.model import quantity_label
 
 
 def swept(data: dict) -> bool:
@@ -140,7 +141,9 @@ def draw(stats: pd.DataFrame, statistics: list[str], pts, out_dir: Path) -> list
             if i == 0:
                 ax.set_title(str(ph), fontsize=9)
             if j == 0:
-                ax.set_ylabel(st)
+                ax.set_ylabel(quantity_label(None, st), fontsize=8)
+            if i == len(statistics) - 1:
+                ax.set_xlabel("Sweep point (its factors' values)", fontsize=8)
     axes[0, -1].legend(fontsize=6)
     return [save_figure(fig, out_dir / f"sweep.{ext}") for ext in ("png", "pdf")]
 
@@ -172,10 +175,10 @@ def render_report(data: dict, spec, verdict: dict, pts, fs: list[dict], per_poin
                      + " | ".join(str(p.values[f["name"]]) for f in fs) + f" | {v['verdict']} | "
                      + " | ".join(status.get(c["id"], "") for c in verdict["claims"]) + " |")
     lines += ["", "Every statistic of every point is in `sweep.csv`."]
-    if problems:
-        lines += ["", "## Data problems", ""] + [f"- {p}" for p in problems]
     if figures:
         lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    if problems:
+        lines += ["", "## Data problems", ""] + [f"- {p}" for p in problems]
     return "\n".join(lines) + "\n"
 
 

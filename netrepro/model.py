@@ -94,7 +94,9 @@ class Model:
       "sysctls": {node: {name: value}}, "traffic": [item with defaults filled],
       "duration_s"}]``, in run order;
     - ``phases``, ``base_rtt``, ``collectors``, ``health``, ``figures``, ``claims``,
-      ``rate_scale``, ``time_scale`` as in the file (empty when absent).
+      ``rate_scale``, ``time_scale``, ``metrics`` (how figures and tables name a metric or
+      statistic: :func:`quantity_name`) and ``reference_results`` (what published runs
+      found) as in the file (empty when absent).
     """
 
     data: dict
@@ -394,7 +396,10 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     only trials, phases, statistics, subjects and metrics the analysis has for this file
     (:func:`statistics`, :func:`metrics`), with min <= max and figure text that matplotlib
     can draw (:func:`_check_claims`); a figure's facet and hue name a column it has,
-    shade_phases has phases, and a phase's label is text matplotlib can draw (:func:`_check_figures`).
+    shade_phases has phases, and a phase's label is text matplotlib can draw (:func:`_check_figures`);
+    ``metrics`` names only metrics and statistics the analysis has for this file, and
+    ``reference_results``' values only its statistics, trials, subjects and phases
+    (:func:`_check_quantities`).
     """
     import copy
     check_plain_data(data, path)
@@ -553,7 +558,8 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
         "trials": trials, "phases": phases, "base_rtt": data.get("base_rtt", {}),
         "collectors": data.get("collectors", []), "health": data.get("health", {}),
         "figures": data.get("figures", []), "claims": data["claims"], "rate_scale": data.get("rate_scale", {}),
-        "time_scale": data.get("time_scale", {}),
+        "time_scale": data.get("time_scale", {}), "metrics": data.get("metrics", {}),
+        "reference_results": data.get("reference_results", []),
     }, Path(path))
     _check_phases(m, path)
     ts = m.data["time_scale"]
@@ -565,6 +571,7 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     _check_health(m, path)
     _check_claims(m, path)
     _check_figures(m, path)
+    _check_quantities(m, path)
     return m
 
 
@@ -621,6 +628,78 @@ METRICS = {"iperf3": ("throughput_mbit", "retransmits", "cwnd_bytes", "rtt_ms"),
            "port_classes": ("class_backlog_packets", "busy_classes")}
 #: The subject of a trial's own statistics (analysis/generic.py).
 TRIAL_SUBJECT = "all"
+
+#: How figures and tables name each metric (tidy.csv) and statistic (summary.csv) the
+#: analysis records: ``(label, unit)``, the unit ``""`` for a number without one (an index, a
+#: fraction). The file's ``metrics`` section renames any of them (:func:`quantity_name`). A
+#: qdisc's own field (``<kind>_<field>``) is not listed: it is named by its words.
+QUANTITY_NAMES: dict[str, tuple[str, str]] = {
+    # metrics: the samples of tidy.csv
+    "throughput_mbit": ("Throughput", "Mbit/s"), "retransmits": ("Retransmitted segments", "segments"),
+    "cwnd_bytes": ("Congestion window", "bytes"), "rtt_ms": ("RTT", "ms"),
+    "queue_delay_ms": ("Queueing delay", "ms"), "backlog_bytes": ("Backlog", "bytes"),
+    "backlog_packets": ("Backlog", "packets"), "drops": ("Drops", "packets"),
+    "tx_bytes": ("Bytes sent by the interface", "bytes"),
+    "class_backlog_packets": ("Backlog of a class", "packets"), "busy_classes": ("Classes holding packets", "classes"),
+    # statistics: the rows of summary.csv (throughput_mbit, retransmits and drops as above)
+    "throughput_cov": ("Throughput's coefficient of variation", ""),
+    "rtt_mean_ms": ("Mean RTT", "ms"), "cwnd_mean_bytes": ("Mean congestion window", "bytes"),
+    "share": ("Share of the trial's throughput", "fraction"),
+    "stream_jain_index": ("Jain's index over the streams", ""),
+    "stream_throughput_cov": ("Coefficient of variation over the streams", ""),
+    "rtt_median_ms": ("Median RTT", "ms"), "rtt_p95_ms": ("95th percentile of the RTT", "ms"),
+    "rtt_min_ms": ("Least RTT", "ms"), "ping_received_fraction": ("Pings answered", "fraction"),
+    "queue_delay_median_ms": ("Median queueing delay", "ms"), "queue_delay_mean_ms": ("Mean queueing delay", "ms"),
+    "queue_delay_p95_ms": ("95th percentile of the queueing delay", "ms"),
+    "queue_delay_samples": ("Queueing delay samples", "samples"),
+    "backlog_mean_bytes": ("Mean backlog", "bytes"), "backlog_max_bytes": ("Largest backlog", "bytes"),
+    "backlog_mean_ms": ("Mean backlog in time", "ms"), "backlog_max_ms": ("Largest backlog in time", "ms"),
+    "utilization": ("Utilization by the iperf3 flows", "fraction of the rate"),
+    "sent_utilization": ("Utilization", "fraction of the rate"),
+    "busy_classes_max": ("Most classes holding packets", "classes"), "classes_in_use": ("Classes in use", "classes"),
+    "total_throughput_mbit": ("Total throughput", "Mbit/s"), "jain_index": ("Jain's index over the flows", ""),
+}
+#: A unit read from the end of a name no table above lists (a qdisc's field, a file's own
+#: metric name): ``_mbit`` Mbit/s, ``_ms`` ms, ...
+UNIT_SUFFIXES = (("_mbit", "Mbit/s"), ("_kbit", "kbit/s"), ("_ms", "ms"), ("_us", "µs"), ("_bytes", "bytes"),
+                 ("_packets", "packets"), ("_fraction", "fraction"), ("_s", "s"))
+#: The metric (tidy.csv) whose samples a statistic sums up in the same unit, so that a
+#: reference value of the statistic can be drawn on a figure of the metric.
+STATISTIC_METRICS = {
+    "throughput_mbit": "throughput_mbit", "rtt_mean_ms": "rtt_ms", "rtt_median_ms": "rtt_ms",
+    "rtt_p95_ms": "rtt_ms", "rtt_min_ms": "rtt_ms", "cwnd_mean_bytes": "cwnd_bytes",
+    "queue_delay_median_ms": "queue_delay_ms", "queue_delay_mean_ms": "queue_delay_ms",
+    "queue_delay_p95_ms": "queue_delay_ms", "backlog_mean_bytes": "backlog_bytes",
+    "backlog_max_bytes": "backlog_bytes", "busy_classes_max": "busy_classes",
+}
+
+
+def quantity_name(m: "Model | None", name: str) -> tuple[str, str]:
+    """``(label, unit)`` of a metric or statistic ``name`` for figures and tables: the file's
+    ``metrics.<name>`` (``label``, ``unit``, default no unit) when ``m`` (a :class:`Model`)
+    has one, else :data:`QUANTITY_NAMES`, else its words with the unit its name ends in
+    (:data:`UNIT_SUFFIXES`: ``fq_codel_ldelay_us`` -> ``("Fq codel ldelay", "µs")``). Never
+    raises; the unit is ``""`` when none is known."""
+    own = ((m.data.get("metrics") or {}) if m is not None else {}).get(name)
+    if own:
+        return own["label"], own.get("unit", "")
+    if name in QUANTITY_NAMES:
+        return QUANTITY_NAMES[name]
+    stem, unit = name, ""
+    for suffix, words in UNIT_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            stem, unit = name[:-len(suffix)], words
+            break
+    words = stem.replace("_", " ").strip()
+    return (words[:1].upper() + words[1:]) or name, unit
+
+
+def quantity_label(m: "Model | None", name: str) -> str:
+    """A metric's or statistic's name with its unit, as an axis or a table says it:
+    ``Queueing delay (ms)`` for ``queue_delay_ms``; the label alone when it has no unit
+    (:func:`quantity_name`)."""
+    label, unit = quantity_name(m, name)
+    return f"{label} ({unit})" if unit else label
 
 
 def statistics(m: Model) -> dict[str, dict[str, list[str]]]:
@@ -866,6 +945,44 @@ def _check_claims(m: Model, path) -> None:
             _check_text(path, f + ".title", fig["title"])
         for j, line in enumerate(fig.get("lines", [])):
             _check_text(path, f"{f}.lines[{j}].label", line["label"])
+
+
+def _check_quantities(m: Model, path) -> None:
+    """``metrics`` renames only a metric the analysis records or a statistic it computes for
+    this file, in text matplotlib can draw; each value of ``reference_results[i].values``
+    names a statistic, trials, subject and phases the analysis has for this file (phase
+    ``all`` is the whole trial) and states either a ``value`` (a number, maybe
+    ``approximate``) or a ``finding`` (words). Raises ModelError naming the field."""
+    tids = [t["id"] for t in m.trials]
+    phases = [p["name"] for p in m.data["phases"]]
+    stats = statistics(m)
+    all_stats = sorted({x for subj in stats.values() for names in subj.values() for x in names})
+    all_mets = list(dict.fromkeys(x for names in metrics(m).values() for x in names))
+    for name, d in (m.data.get("metrics") or {}).items():
+        if name not in all_stats and not _metric_in(name, all_mets):
+            _fail(path, f"metrics.{name}", f"unknown metric or statistic {name!r}; the analysis records, for this "
+                                           f"file: {', '.join(all_mets + all_stats)}")
+        _check_text(path, f"metrics.{name}.label", d["label"])
+    for i, ref in enumerate(m.data.get("reference_results") or []):
+        for j, v in enumerate(ref.get("values") or []):
+            f = f"reference_results[{i}].values[{j}]"
+            if ("value" in v) == ("finding" in v):
+                _fail(path, f, "expected value (the number the source states) or finding (its words where it states "
+                               "none), " + ("not both" if "value" in v else "one of them"))
+            if v.get("approximate") is not None and "value" not in v:
+                _fail(path, f + ".approximate", "qualifies a value; expected it beside value, not finding")
+            if v["statistic"] not in all_stats:
+                _fail(path, f + ".statistic", f"unknown statistic {v['statistic']!r}; the analysis computes, for this "
+                                              f"file: {', '.join(all_stats) or '(none)'}")
+            for t in v["trials"]:
+                if t not in tids:
+                    _fail(path, f + ".trials", f"unknown trial {t!r}; expected one of: {', '.join(tids)}")
+                if v.get("subject") and v["statistic"] not in stats[t].get(v["subject"], []):
+                    _fail(path, f + ".subject", f"trial {t} computes no {v['statistic']} of {v['subject']}; its "
+                                                f"subjects with it: {', '.join(s for s, n in stats[t].items() if v['statistic'] in n) or '(none)'}")
+            for p in v.get("phases", []):
+                if p != "all" and p not in phases:
+                    _fail(path, f + ".phases", f"unknown phase {p!r}; expected all or one of: {', '.join(phases) or '(no phases)'}")
 
 
 #: The columns a figure's ``facet`` and ``hue`` may name besides the trials' label keys

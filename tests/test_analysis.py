@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 #: flow groups, ping collectors), converted by the analysis (netrepro.migrate)
 SPEC_FILE = PIE_VS_RED_V1
 TRIALS = ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
+PHASES = ["p1", "p2", "p3", "p4", "p5"]
 
 
 # --- parsers ----------------------------------------------------------------------------------
@@ -355,6 +356,13 @@ def make_synthetic_run(root: Path, time_scale: float = 0.1, seed: int = 1) -> Pa
     run = {"experiment": "pie-vs-red", "spec": spec, "time_scale": time_scale, "site": "local", "mode": "vm",
            "trials": trials, "toolkit_commit": "abc1234", "phase_start_skew_ms": {"pie-unlimited": {"client2": 12}},
            "nodes": {"router": {"kernel": "6.1.0-test", "iproute2": "6.1.0", "sysctls": {"net.ipv4.ip_forward": 1}}},
+           # nested records, as the local site and the runner write them
+           "site_status": {"site": "local", "mode": "vm", "kvm": False, "capacity": {"forwarding_mbit": 600.5,
+                                                                                     "kernel": "6.1.0-test"}},
+           "trial_status": [{"id": t["id"], "status": "complete", "reason": None,
+                             "attempts": [{"status": "failed", "reason": "a flow ended early"},
+                                          {"status": "complete", "reason": None}]} for t in trials],
+           "controller": {"python": "3.11.7", "host": "ci"},
            "raw_sha256": sha256_tree(run_dir / "raw")}  # as netrepro.runner.run.run records them
     (run_dir / "run.json").write_text(json.dumps(run))
     return run_dir
@@ -417,8 +425,10 @@ def test_end_to_end(tmp_path, capsys):
 
     report = (run_dir / "report.md").read_text()
     for text in ["Fig. 8", "figures/queue-delay.png", "| trial | subject |", "`pie-near-target` **holds**",
-                 "6.1.0-test", "abc1234", "2016", "Time scale: 0.1", "## Health of the substrate",
-                 "| pie-unlimited | nodes_cpu_busy | 40.0 % | 60.0 % | pass |", "client1 100.5"]:
+                 "6.1.0-test", "abc1234", "2016", "| time scale | 0.1: every phase", "## Health of the substrate",
+                 "| pie-unlimited | nodes_cpu_busy | 40.0 % | 60.0 % | pass |", "client1 100.5",
+                 "| capacity.forwarding_mbit | 600.5 |", "| kvm | no |", "| controller machine | python 3.11.7; host ci |",
+                 "| pie-unlimited | complete | 2 | a flow ended early |"]:
         assert text in report, text
 
     assert analysis.analyze_run(run_dir) == verdict  # re-run: the same result
@@ -526,3 +536,50 @@ def test_bad_run_json_of_a_version_2_run_is_refused_in_one_line(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "trials": [{**trial, "start_epoch_s": START0}]}))
     with pytest.raises(AnalysisError, match=r"run.json: time_scale: missing; expected a number > 0"):
         analysis.analyze_run(tmp_path)
+
+
+# --- the report reads like the paper ------------------------------------------------------------
+def test_report_reads_like_the_paper(tmp_path):
+    """The synthetic run analysed as the experiment file stands (experiments/pie-vs-red: its
+    claims and its reference values): the verdict and claims first, then the figures, what
+    each found (this run's medians per trial and phase beside what the paper and the 2016
+    reproduction state, "not stated" where they say nothing), health, the whole trials, and
+    how the run was made last; every value of run.json as text, never a dict or list."""
+    from analysis.report import SECTIONS
+    run_dir = make_synthetic_run(tmp_path)
+    res = analysis.analyze(run_dir, load_spec("pie-vs-red"))
+    report = (res.out_dir / "report.md").read_text()
+    lines = report.splitlines()
+    assert [ln[3:] for ln in lines if ln.startswith("## ")] == list(SECTIONS)
+    first = lines.index("## " + SECTIONS[0])
+    assert lines[0].startswith("# PIE vs RED") and any(ln.startswith("**Verdict: ") for ln in lines[:first])
+    assert [ln for ln in lines[:first] if ln.startswith("- `")][0].startswith("- `pie-near-target` **")
+    assert lines[first + 2].startswith("![Queueing delay, PIE vs RED (Fig. 8 of Pan et al., HPSR 2013)](figures/")
+    # what each found: each claim's status, this run first, then each source
+    found = lines.index("## What each found")
+    assert "| found by | pie-near-target | red-follows-load | red-above-pie-under-load |" in lines[found:]
+    assert "| Pan et al., HPSR 2013, Fig. 8 (ns-2 simulation) | holds | holds | holds |" in lines[found:]
+    # the claims' statistic per trial and phase beside what each source states of it
+    s = res.summary
+    med = s[(s["statistic"] == "queue_delay_median_ms") & (s["subject"] == "all")].set_index(["trial", "phase"])["value"]
+    row = "| red-unlimited | this run | " + " | ".join(f"{med[('red-unlimited', p)]:.4g}" for p in PHASES) + " |"
+    table = lines.index("### Median queueing delay (ms): `queue_delay_median_ms` of `all`")
+    at = lines.index(row)
+    assert table < at < lines.index("## Health of the substrate")
+    assert lines[at + 1] == "| red-unlimited | Pan et al., HPSR 2013, Fig. 8 (ns-2 simulation) | " + \
+        " | ".join(["rises with the traffic"] * 5) + " |"
+    assert lines[at + 2] == "| red-unlimited | GENI 2016 (B. Yan, F. Fund), figures only | " + \
+        " | ".join(["flat, above PIE's"] * 5) + " |"
+    assert "| pie-limited | Pan et al., HPSR 2013, Fig. 8 (ns-2 simulation) | " + " | ".join(["not stated"] * 5) + " |" \
+        in lines
+    assert "| pie-unlimited | GENI 2016 (B. Yan, F. Fund), figures only | " + " | ".join(["about 20"] * 5) + " |" in lines
+    assert "No source of the experiment file (`reference_results`) states a value of `sent_utilization`: not stated." \
+        in lines
+    assert any(ln.startswith("- *GENI 2016 (B. Yan, F. Fund), figures only*, Results, unlimited sources: red-unlimited")
+               and '"flat" trend' in ln for ln in lines)
+    # provenance last, as tables; no JSON or Python literal anywhere
+    made = lines.index("## How this run was made")
+    assert made > lines.index("## Statistics of each whole trial") > lines.index("## Health of the substrate")
+    assert "| capacity.forwarding_mbit | 600.5 |" in lines[made:] and "| sha256 of run.json | " in report
+    for literal in ("{", "}", "['", "[{", "': ", '": ', "True", "False", "| None", ", None", "(None"):
+        assert literal not in report, literal

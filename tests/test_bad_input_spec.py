@@ -111,8 +111,9 @@ def leaf_as(layer: str):
     return edited((block, block[:start] + f"        - {layer}" + block[end:]))
 
 
-#: claims[0]'s selection (pie-near-target: PIE's queueing delay in every phase).
-CLAIM0_TRIALS = "trials: [pie-unlimited, pie-limited], subjects: [all],\n"
+#: claims[0]'s first check's selection (pie-near-target: PIE's queueing delay in every phase with
+#: unlimited sources).
+CLAIM0_TRIALS = "trials: [pie-unlimited], subjects: [all],\n"
 #: claims[1]'s selection (red-follows-load: RED's queueing delay, limited sources).
 CLAIM1_SELECT = ("select: {statistic: queue_delay_median_ms, trials: [red-limited], subjects: [all], "
                  "phases: [p1, p2, p3, p4, p5]}")
@@ -136,10 +137,10 @@ ROWS = [
         setup=edited(("base_rtt:\n", "base_rtt: {duration_s: 5}\nbase_rtt:\n"))),
     # --- claims about trials, statistics, subjects and phases the file does not have -------
     Row("claim-on-trial-not-in-file", VALIDATE,
-        [FILE, "claims[0].check.select.trials", "unknown trial 'codel-unlimited'", "pie-unlimited"],
+        [FILE, "claims[0].check.checks[0].select.trials", "unknown trial 'codel-unlimited'", "pie-unlimited"],
         setup=edited((CLAIM0_TRIALS, CLAIM0_TRIALS.replace("pie-unlimited", "codel-unlimited")))),
     Row("claim-on-subject-without-the-statistic", VALIDATE,
-        [FILE, "claims[0].check.select.subjects",
+        [FILE, "claims[0].check.checks[0].select.subjects",
          "trial pie-unlimited computes no queue_delay_median_ms of router:eth1",
          "its statistics of router:eth1:", "sent_utilization"],
         setup=edited((CLAIM0_TRIALS, CLAIM0_TRIALS.replace("[all]", '["router:eth1"]')))),
@@ -166,8 +167,8 @@ ROWS = [
         [FILE, "trials[0].qdiscs.router:eth1[0].rate_mbit", "expected a finite number, got .nan"],
         setup=edited(in_trial("pie-unlimited", HTB, "{kind: htb, rate_mbit: .nan}"))),
     Row("claim-bound-minus-inf", VALIDATE,
-        [FILE, "claims[0].check.max", "expected a finite number, got -.inf"],
-        setup=edited(("      max: 40 ", "      max: -.inf "))),
+        [FILE, "claims[0].check.checks[2].max", "expected a finite number, got -.inf"],
+        setup=edited(("          max: 40\n", "          max: -.inf\n"))),
     Row("float-overflowing-to-inf", VALIDATE,
         [FILE, "base_rtt.duration_s", "expected a finite number, got .inf"],
         setup=edited(("  duration_s: 30\n", "  duration_s: 1.0e+999\n"))),

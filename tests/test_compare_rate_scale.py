@@ -20,7 +20,7 @@ from analysis.compare import compare, run_label
 from analysis.errors import AnalysisError
 from analysis.ratescale import (COLUMNS, UNITS, axis_label, claim_parts, claim_values, draw_rate_scale,
                                 rate_scale_of, rate_scale_table)
-from netrepro.model import STATISTICS
+from netrepro.model import METRICS, QUANTITY_NAMES, STATISTICS
 from netrepro.pipeline import judge_trial
 from netrepro.runner import rundir, run, steps
 from netrepro.sites import ns3
@@ -145,11 +145,18 @@ def test_rate_scale_of_a_run():
 
 
 def test_every_statistic_has_its_unit_in_words():
+    """Every statistic and metric has its unit in words and a name in words for the axes
+    (netrepro.model.QUANTITY_NAMES), which say it instead of its column name."""
     names = {s for group in STATISTICS.values() for s in group}
     assert names <= set(UNITS), names - set(UNITS)
-    assert axis_label("ratio", "throughput_cov") == "ratio of throughput_cov, higher / lower (no unit)"
-    assert axis_label("difference", "retransmits") == "difference of retransmits, higher - lower (retransmitted segments)"
-    assert axis_label("value", "rtt_p95_ms") == "rtt_p95_ms (milliseconds)"
+    assert names | {m for group in METRICS.values() for m in group} <= set(QUANTITY_NAMES)
+    assert axis_label("ratio", "throughput_cov") == "ratio of Throughput's coefficient of variation, higher / lower (no unit)"
+    assert axis_label("difference", "retransmits") == \
+        "difference of Retransmitted segments, higher - lower (segments)"
+    assert axis_label("absolute difference", "sent_utilization") == \
+        "absolute difference of Utilization, |higher - lower| (fraction of the rate)"
+    assert axis_label("value", "rtt_p95_ms") == "95th percentile of the RTT (ms)"
+    assert axis_label("ratio", "rtt_median_ms vs rtt_mean_ms") == "ratio of Median RTT vs Mean RTT, higher / lower (no unit)"
 
 
 SUMMARY = pd.DataFrame(

@@ -281,7 +281,7 @@ def test_a_figure_draws_only_the_trials_it_names(tmp_path):
     from PIL import Image
     tidy = pd.DataFrame([{"trial": t, "subject": "q", "stream": -1, "t_s": float(s), "metric": "busy_classes",
                           "value": float(s % 3)} for t in ("a", "b", "c") for s in range(10)])
-    model = type("M", (), {"trials": [{"id": "a"}, {"id": "b"}, {"id": "c"}], "name": "x"})()
+    model = type("M", (), {"trials": [{"id": "a"}, {"id": "b"}, {"id": "c"}], "name": "x", "data": {}})()
     every = generic.draw(model, tidy, {"id": "all3", "metric": "busy_classes"}, tmp_path)
     one = generic.draw(model, tidy, {"id": "one", "metric": "busy_classes", "trials": ["b"]}, tmp_path)
     h_every, h_one = (Image.open(p[0]).size[1] for p in (every, one))

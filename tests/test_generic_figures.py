@@ -59,7 +59,7 @@ def _legend(f) -> list[str]:
 def test_fig8_panel_per_variant_median_per_aqm_phases_and_reference_line(recorded):
     m, tidy, ts = recorded
     f = figure(m, tidy, FIG8, ts)
-    assert [ax.get_title() for ax in f.axes] == ["variant: unlimited", "variant: limited"]
+    assert [ax.get_title() for ax in f.axes] == ["RTT (ms), variant: unlimited", "RTT (ms), variant: limited"]
     for ax in f.axes:
         assert sorted(_lines(ax)) == ["a reference at 120 ms", "pie (median per 1 s)", "red (median per 1 s)"]
         # five phases, each a patch spanning its scaled time, labelled at the top
@@ -85,7 +85,7 @@ def test_facet_pools_trials_sharing_a_label_and_style_tells_subjects_apart(recor
     is a line, coloured by variant, its line style naming the client."""
     m, tidy, ts = recorded
     f = figure(m, tidy, {"id": "x", "metric": "rtt_ms", "subjects": PINGS, "facet": "aqm", "hue": "variant"}, ts)
-    assert [ax.get_title() for ax in f.axes] == ["aqm: pie", "aqm: red"]
+    assert [ax.get_title() for ax in f.axes] == ["RTT (ms), aqm: pie", "RTT (ms), aqm: red"]
     for ax in f.axes:
         lines = ax.get_lines()
         assert len(lines) == 6  # 2 trials x 3 clients
@@ -115,7 +115,7 @@ def test_rolling_hue_subject_pools_each_subject_over_the_panels_trials(recorded)
 def test_default_is_a_panel_per_trial_and_a_line_per_subject(recorded):
     m, tidy, ts = recorded
     f = figure(m, tidy, {"id": "x", "metric": "rtt_ms", "lines": [{"y": 100, "label": "base"}]}, ts)
-    assert [ax.get_title() for ax in f.axes] == [t["id"] for t in m.trials]
+    assert [ax.get_title() for ax in f.axes] == [f"RTT (ms), {t['id']}" for t in m.trials]
     for ax in f.axes:
         assert sorted(_lines(ax)) == ["base"] + PINGS
         assert {ln.get_linestyle() for ln in ax.get_lines() if ln.get_label() != "base"} == {"-"}
@@ -185,9 +185,108 @@ def test_analysis_scales_the_phases_like_the_run(tmp_path, monkeypatch):
     analyze(run_dir)
     assert (run_dir / "figures" / "shaded.png").stat().st_size > 10_000
     f = drawn[0]
-    assert [ax.get_title() for ax in f.axes] == ["rate: 1gbit", "rate: 100mbit"]
+    assert [ax.get_title() for ax in f.axes] == ["RTT (ms), rate: 1gbit", "RTT (ms), rate: 100mbit"]
+    # the caption under the title names the run, its site and its scales
+    assert f.get_suptitle().splitlines()[1] == "run run on site local, time scale 0.2, rate scale 0.02"
     for ax in f.axes:
         spans = [(round(p.get_x(), 6), round(p.get_x() + p.get_width(), 6)) for p in ax.patches]
         assert spans == [(0, 9), (9, 18)]
         assert [t.get_text() for t in ax.texts] == ["first half", "b"]
     assert _legend(f) == ["droptail (median per 1 s)", "pie (median per 1 s)"]
+
+
+# --- names, units, shared axes, captions and reference values ----------------------------------
+def test_axes_name_the_metric_in_words_with_its_unit_and_panels_share_y(recorded):
+    """Never the raw column name: the y axis and each panel's title say "Queueing delay (ms)";
+    the panels share one y range; the x axis says what time it counts; the caption line under
+    the title names the run, the site, the time scale and the rate scale."""
+    from analysis.generic_figures import caption
+    m, tidy, ts = recorded
+    f = figure(m, tidy, {**FIG8, "metric": "queue_delay_ms", "lines": []}, ts,
+               caption("20261122T111651Z-local", "local", ts, 1))
+    for ax in f.axes:
+        assert ax.get_ylabel() == "Queueing delay (ms)" and "queue_delay" not in ax.get_title()
+        assert ax.get_title().startswith("Queueing delay (ms), variant: ")
+    assert f.axes[-1].get_xlabel() == "Time since the trial's start (s), TIME_SCALE 0.1"
+    assert f.axes[0].get_shared_y_axes().joined(f.axes[0], f.axes[1])
+    assert f.axes[0].get_ylim() == f.axes[1].get_ylim()
+    assert f.get_suptitle() == "Fig. 8\nrun 20261122T111651Z-local on site local, time scale 0.1, rate scale 1"
+
+
+@pytest.mark.parametrize("name, label", [
+    ("queue_delay_ms", "Queueing delay (ms)"), ("throughput_mbit", "Throughput (Mbit/s)"),
+    ("backlog_bytes", "Backlog (bytes)"), ("queue_delay_median_ms", "Median queueing delay (ms)"),
+    ("jain_index", "Jain's index over the flows"), ("foo_sojourn_us", "Foo sojourn (µs)"), ("foo_marks", "Foo marks")])
+def test_quantity_labels_default(name, label):
+    from netrepro.model import quantity_label
+    assert quantity_label(None, name) == label
+
+
+def test_the_files_metrics_section_renames_a_metric(recorded):
+    m, tidy, ts = recorded
+    m = copy.deepcopy(m)
+    m.data["metrics"] = {"rtt_ms": {"label": "Round trip of a ping", "unit": "ms"}}
+    f = figure(m, tidy, {"id": "x", "metric": "rtt_ms", "subjects": PINGS, "facet": "aqm", "hue": "variant"}, ts)
+    assert {ax.get_ylabel() for ax in f.axes} == {"Round trip of a ping (ms)"}
+
+
+def test_reference_values_are_drawn_over_their_phases_in_their_trials_colour(recorded):
+    """A number a source states of a statistic of the figure's metric (queue_delay_median_ms
+    of queue_delay_ms) is a segment over each phase it holds for, in the panel and colour of
+    its trial; a finding in words is not drawn, nor a value of another metric's statistic."""
+    m, tidy, ts = recorded
+    m = copy.deepcopy(m)
+    m.data["reference_results"] = [
+        {"source": "Paper", "claims": {}, "values": [
+            {"statistic": "queue_delay_median_ms", "trials": ["pie-unlimited"], "phases": ["p2", "p3"], "value": 20,
+             "approximate": True, "quote": "about 20 ms"},
+            {"statistic": "queue_delay_median_ms", "trials": ["red-unlimited"], "phases": ["p1"], "finding": "flat",
+             "quote": "flat"},
+            {"statistic": "rtt_median_ms", "trials": ["pie-unlimited"], "value": 120, "quote": "120 ms"}]},
+        {"source": "Rerun", "claims": {}, "values": [
+            {"statistic": "queue_delay_median_ms", "trials": ["red-limited"], "value": 55, "quote": "55 ms"}]}]
+    f = figure(m, tidy, {**FIG8, "metric": "queue_delay_ms", "lines": []}, ts)
+    unlimited, limited = f.axes
+    pie = _lines(unlimited)["pie (median per 1 s)"].get_color()
+    red = _lines(limited)["red (median per 1 s)"].get_color()
+    paper = [c for c in unlimited.collections if c.get_label() == "Paper: about 20"]
+    assert len(paper) == 2 and not [c for c in limited.collections if c.get_label().startswith("Paper")]
+    assert sorted(tuple(np.round(c.get_segments()[0], 6).ravel()) for c in paper) == [(5, 20, 10, 20), (10, 20, 15, 20)]
+    assert to_hex(paper[0].get_colors()[0]) == to_hex(pie)
+    rerun = [c for c in limited.collections if c.get_label() == "Rerun: 55"]  # no phases: the whole trial
+    assert len(rerun) == 1 and np.allclose(rerun[0].get_segments()[0], [[0, 55], [25, 55]])
+    assert to_hex(rerun[0].get_colors()[0]) == to_hex(red)
+    assert rerun[0].get_linestyle() != paper[0].get_linestyle()  # a line style per source
+    assert "Paper: about 20" in _legend(f) and "Rerun: 55" in _legend(f)
+    assert not any("flat" in c.get_label() for ax in f.axes for c in ax.collections)
+    g = figure(m, tidy, {**FIG8, "lines": []}, ts)  # rtt_ms: only the rtt statistic's value, no phases
+    assert [c.get_label() for ax in g.axes for c in ax.collections if c.get_label().startswith(("Paper", "Rerun"))] \
+        == ["Paper: 120"]
+
+
+def test_compare_figure_names_its_axes_and_shares_y_per_statistic(tmp_path, monkeypatch):
+    """netrepro compare's figure (two copies of a recorded pie-lab run): every panel's x axis
+    names the phases, the y axis the statistic in words with its unit, and the panels of one
+    statistic share their y range."""
+    import shutil
+
+    from analysis import generic_figures
+    from analysis.compare import compare
+    src = Path(__file__).resolve().parent / "data" / "labs" / "pie-lab-local-0.2"
+    runs = []
+    for name in ("a", "b"):
+        shutil.copytree(src, tmp_path / name / "run", ignore=shutil.ignore_patterns("expected", "README.md"))
+        runs.append(tmp_path / name / "run")
+    drawn = []
+    real_save = generic_figures.save_figure
+    monkeypatch.setattr(generic_figures, "save_figure", lambda f, target: drawn.append((target.name, f))
+                        or real_save(f, target))
+    compare(runs, tmp_path / "out")
+    f = next(f for name, f in drawn if name == "compare.png")
+    axes = [ax for ax in f.axes if ax.get_visible()]
+    assert f.get_suptitle().startswith("2 runs of pie-lab: ")
+    assert {ax.get_xlabel() for ax in axes} == {"Phase of the trial (all: the whole trial)"}
+    rtt = [ax for ax in axes if ax.get_title().startswith("Median RTT (ms), ")]
+    assert len(rtt) == 3 and rtt[0].get_ylabel() == "Median RTT (ms)"
+    assert all(rtt[0].get_shared_y_axes().joined(rtt[0], ax) for ax in rtt[1:])
+    assert not any("_" in ax.get_ylabel() for ax in axes)

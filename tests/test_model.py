@@ -327,3 +327,51 @@ def test_health_needs_is_what_the_health_checks_measure():
 def test_reserved_columns_are_the_analysis_columns():
     from analysis import generic, repetitions
     assert set(generic.SUMMARY_KEYS) | set(repetitions.STATS_COLUMNS) <= set(model.RESERVED_COLUMNS)
+
+
+# --- names of metrics and the published results' values ----------------------------------------
+PIE_VS_RED = Path(__file__).resolve().parent.parent / "experiments" / "pie-vs-red" / "experiment.yml"
+
+
+@pytest.fixture(scope="module")
+def pvr():
+    return load_yaml_file(PIE_VS_RED, "experiment file")
+
+
+def test_the_files_reference_values_and_metric_names_are_in_the_model(pvr):
+    """reference_results (with what each source states) and metrics reach the model, which
+    the report and the figures read; the file states numbers only as "about" its sources' 20 ms."""
+    data = copy.deepcopy(pvr)
+    data["metrics"] = {"queue_delay_ms": {"label": "Delay in the queue", "unit": "ms"}, "pie_prob": {"label": "p"}}
+    m = model.build(data, "x.yml")
+    assert model.quantity_label(m, "queue_delay_ms") == "Delay in the queue (ms)"
+    assert model.quantity_label(m, "pie_prob") == "p" and model.quantity_label(m, "rtt_ms") == "RTT (ms)"
+    values = [v for r in m.data["reference_results"] for v in r.get("values", [])]
+    assert values and {v.get("value") for v in values} == {20, None}
+    assert all(v.get("approximate") for v in values if "value" in v) and all(v["quote"] for v in values)
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    (lambda d: d.update(metrics={"queue_delay_p99_ms": {"label": "x"}}), "metrics.queue_delay_p99_ms",
+     "unknown metric or statistic 'queue_delay_p99_ms'"),
+    (lambda d: d["reference_results"][0]["values"][0].update(statistic="queue_delay_p99_ms"),
+     "reference_results[0].values[0].statistic", "unknown statistic 'queue_delay_p99_ms'"),
+    (lambda d: d["reference_results"][0]["values"][0].update(trials=["codel-unlimited"]),
+     "reference_results[0].values[0].trials", "unknown trial 'codel-unlimited'"),
+    (lambda d: d["reference_results"][0]["values"][0].update(phases=["p6"]),
+     "reference_results[0].values[0].phases", "unknown phase 'p6'"),
+    (lambda d: d["reference_results"][0]["values"][0].update(subject="router:eth1"),
+     "reference_results[0].values[0].subject", "computes no queue_delay_median_ms of router:eth1"),
+    (lambda d: d["reference_results"][0]["values"][0].update(finding="flat"),
+     "reference_results[0].values[0]", "expected value (the number the source states) or finding"),
+    (lambda d: d["reference_results"][0]["values"][0].pop("value"), "reference_results[0].values[0]",
+     "or finding (its words where it states none), one of them"),
+    (lambda d: d["reference_results"][0]["values"][1].update(approximate=True),
+     "reference_results[0].values[1].approximate", "qualifies a value"),
+])
+def test_bad_reference_values_and_metric_names_are_refused_naming_the_field(pvr, edit, field, words):
+    data = copy.deepcopy(pvr)
+    edit(data)
+    with pytest.raises(model.ModelError) as e:
+        model.build(data, "x.yml")
+    assert e.value.field.startswith(field) and words in e.value.problem, str(e.value)

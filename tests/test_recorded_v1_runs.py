@@ -136,7 +136,9 @@ def test_the_migrated_files_figure_is_drawn(analyzed):
     run_dir, res, _ = analyzed
     for f in ("queue-delay.png", "queue-delay.pdf"):  # netrepro migrate's figure of the pings' queueing delay
         assert (run_dir / "figures" / f).stat().st_size > 10_000, f
-    assert "![figures/queue-delay.png](figures/queue-delay.png)" in (run_dir / "report.md").read_text()
+    # in the report, under the figure's title
+    assert "![Queueing delay (ping RTT - base RTT) of each client](figures/queue-delay.png)" in \
+        (run_dir / "report.md").read_text()
 
 
 def _instances(dest: Path, data: dict, instances: list[tuple[str, dict]]) -> None:

@@ -452,3 +452,43 @@ def test_each_trial_opens_in_the_real_flent(tmp_path, recorded, trial, want):
                            cwd=tmp_path, timeout=120)
         assert p.returncode == 0 and "ERROR" not in p.stdout + p.stderr, p.stdout + p.stderr
         assert png.stat().st_size > 10_000
+
+
+def test_spread_figure_names_its_axes_and_the_run(tmp_path, monkeypatch):
+    """figures/repetitions.png: the phases on the lowest panel's x axis, each statistic in
+    words with its unit on its y axis, and the run under the title."""
+    from analysis import repetitions
+    rows = [{"trial": t, "phase": ph, "subject": "all", "statistic": "queue_delay_median_ms", "value": v + k,
+             "repetition": k} for k in (1, 2, 3) for t, v in (("a", 20.0), ("b", 80.0)) for ph in ("p1", "p2")]
+    summary = pd.DataFrame(rows)
+    drawn = []
+    monkeypatch.setattr(repetitions, "save_figure", lambda f, target: drawn.append(f) or target)
+    out = repetitions.draw_spread(repetitions.across(summary), summary, ["queue_delay_median_ms"], tmp_path,
+                                  None, "run r on site ns3, time scale 1, rate scale 1")
+    assert [p.name for p in out] == ["repetitions.png", "repetitions.pdf"]
+    ax = drawn[0].axes[-1]
+    assert ax.get_xlabel() == "Phase of the trial (all: the whole trial)"
+    assert ax.get_ylabel() == "Median queueing delay (ms)"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["p1", "p2"]
+    assert drawn[0].get_suptitle().splitlines()[-1] == "run r on site ns3, time scale 1, rate scale 1"
+
+
+def test_a_repeated_runs_report_shows_the_figures_then_what_each_found(tmp_path):
+    """A repeated run of pie-lab (the recorded run twice), analysed with the experiment file as
+    it stands: its report gives the figures after the claims, then each claim's status beside
+    the manual's, and the mean over the repetitions of each statistic the claims read, and of
+    one the manual states (rtt_mean_ms: its ping summaries), beside the manual's number."""
+    run = compose(tmp_path / "rep", [LAB_RUN, LAB_RUN])
+    analysis.analyze(run, load_spec("pie-lab"))
+    lines = (run / "report.md").read_text().splitlines()
+    heads = [ln for ln in lines if ln.startswith("## ")]
+    assert heads[:3] == ["## Figures", "## What each found", "## Run-to-run variation of the claims' statistics"]
+    source = "Lab 19 manual (Mininet, Linux, 1 Gbit/s and 100 Mbit/s, 20 ms)"
+    assert f"| {source} | holds | holds | holds | holds |" in lines
+    stats = pd.read_csv(run / "repetitions.csv")
+    mean = stats[(stats["trial"] == "droptail") & (stats["subject"] == "h2-h3") & (stats["statistic"] == "rtt_mean_ms")
+                 & (stats["phase"] == "all")]["mean"].iloc[0]
+    at = lines.index("### Mean RTT (ms): `rtt_mean_ms` of `h2-h3`")
+    assert lines[at + 4] == f"| droptail | this run, mean of 2 | {mean:.4g} |"
+    assert lines[at + 5] == f"| droptail | {source} | 192.823 |"
+    assert lines.index("### Median RTT (ms): `rtt_median_ms` of `h2-h3`") < at  # the claims' statistics first
