@@ -9,11 +9,15 @@ a result shaped by a saturated CPU or late flows says nothing about the paper.
 
 The checks, in this order (``id``: value, unit; threshold key; sources):
 
-- ``nodes_cpu_busy``: the largest share of CPU time not idle on any node's machine from the
-  trial's release to its ``meta-after.json`` snapshot (``cpu_ticks``: the ``cpu`` line of
-  /proc/stat, proc(5)); the release's reading is run.json's ``barrier.cpu_ticks`` (every
-  node acknowledges the release), else, for runs recorded before it was, ``meta-before.json``,
-  which also counts the arming of the collectors and flows; ``fraction``;
+- ``nodes_cpu_busy``: the largest share of CPU time not idle on any node's machine over the
+  trial's schedule: from the ``start`` to the ``end`` reading of the node's ``cpu-window.txt``
+  (the ``cpu`` line of /proc/stat, proc(5), read at the schedule's start and end by
+  roles/collectors/files/nr-wait.sh). Runs recorded before it was (and the ns3 site, which has
+  no CPU to watch) use the trial's release to its ``meta-after.json`` snapshot (``cpu_ticks``),
+  which also counts the barrier's lead and the processes' ending, 4-5 s against a 6-s schedule
+  at TIME_SCALE 0.1; the release's reading is run.json's ``barrier.cpu_ticks`` (every node
+  acknowledges the release), else ``meta-before.json``, which also counts the arming of the
+  collectors and flows; ``fraction``;
   ``nodes_cpu_busy_max_fraction``. On the local site every node shares one machine (the same
   /proc/stat); on a testbed each node is its own, and the busiest one counts.
 - ``ping_received``: per ping item of the trial (:mod:`netrepro.model`), echo replies to the
@@ -153,11 +157,29 @@ def _pct(x: float) -> str:
 
 
 # --- the measurements: each returns (value, detail) or raises _NotMeasured -------------------
+def _cpu_window(path: Path) -> tuple[dict, dict] | None:
+    """The node's ``cpu-window.txt`` (roles/collectors/files/nr-wait.sh: ``start TICKS`` and
+    ``end TICKS``, the cpu line of /proc/stat at the schedule's start and end) as two
+    snapshots for :func:`netrepro.runfolder.cpu_busy`, or None without a readable one."""
+    try:
+        lines = dict(ln.split(" ", 1) for ln in path.read_bytes().decode("utf-8", "replace").splitlines() if " " in ln)
+    except OSError:
+        return None
+    if not {"start", "end"} <= set(lines):
+        return None
+    return {"cpu_ticks": lines["start"]}, {"cpu_ticks": lines["end"]}
+
+
 def _nodes_cpu_busy(spec, record: dict, trial_dir: Path, **_) -> tuple[float, str]:
     barrier = record.get("barrier") if isinstance(record.get("barrier"), dict) else {}
     released = barrier.get("cpu_ticks") if isinstance(barrier.get("cpu_ticks"), dict) else {}
-    busy, missing, from_release = {}, [], 0
+    busy, missing, from_release, scheduled = {}, [], 0, 0
     for node in spec.nodes:
+        window = _cpu_window(trial_dir / node / "cpu-window.txt")
+        if window is not None and cpu_busy(*window) is not None:
+            busy[node] = cpu_busy(*window)
+            scheduled += 1
+            continue
         metas = []
         for which in ("before", "after"):
             if which == "before" and isinstance(released.get(node), str):
@@ -175,12 +197,15 @@ def _nodes_cpu_busy(spec, record: dict, trial_dir: Path, **_) -> tuple[float, st
         else:
             busy[node] = b
     if not busy:
-        raise _NotMeasured("no node has two readable /proc/stat snapshots (cpu_ticks in meta-before.json "
-                           "and meta-after.json)")
+        raise _NotMeasured("no node has two readable /proc/stat snapshots (cpu-window.txt, or cpu_ticks in "
+                           "meta-before.json and meta-after.json)")
     top = max(busy, key=busy.get)  # the first in node order among equals
-    since = ("the release" if from_release >= len(spec.nodes) else "meta-before.json" if not from_release
-             else f"the release ({from_release} nodes) or meta-before.json")
-    detail = f"busiest {top} {_pct(busy[top])} of {len(busy)} nodes' machines, from {since} to meta-after.json"
+    others = len(busy) - scheduled
+    since = ("the release" if from_release >= others else "meta-before.json" if not from_release
+             else f"the release ({from_release} nodes) or meta-before.json") + " to meta-after.json"
+    how = ("over the schedule (cpu-window.txt)" if not others else f"from {since}" if not scheduled
+           else f"over the schedule ({scheduled} nodes) or from {since}")
+    detail = f"busiest {top} {_pct(busy[top])} of {len(busy)} nodes' machines, {how}"
     if missing:
         detail += f"; no snapshots from {', '.join(missing)}"
     return busy[top], detail

@@ -288,6 +288,31 @@ def test_the_nodes_cpu_is_measured_from_the_release_when_recorded(run):
     assert c["passed"] is True
 
 
+def test_the_nodes_cpu_is_judged_over_the_schedule_when_read_at_its_start_and_end(run):
+    """cpu-window.txt (roles/collectors/files/nr-wait.sh) wins over the release and
+    meta-after.json: the barrier's lead before the schedule and the processes' ending after it
+    are not the experiment's. Here the schedule alone was 70 % busy on the router (the other
+    nodes' windows 20 %), where release to meta-after says 22.5 %; a node without the file
+    falls back to the older window, and the detail says which nodes were read how."""
+    for node in ("client1", "client2", "client3", "router", "server1", "server2", "server3"):
+        busy = "700" if node == "router" else "200"
+        (run / f"raw/red-limited/{node}/cpu-window.txt").write_text(
+            f"start 1000 0 1000 8000 0 0 0 0 0 0\nend {1000 + int(busy)} 0 1000 {8000 + 1000 - int(busy)} 0 0 0 0 0 0\n")
+    _rehash(run)
+    every = {n: "1240 0 1120 8240 0 0 0 0 0 0" for n in ("client1", "client2", "client3", "router",
+                                                          "server1", "server2", "server3")}
+    h = _health(run, barrier={"cpu_ticks": every})
+    c = _checks(h)["nodes_cpu_busy"]
+    assert c["value"] == 0.7 and c["passed"] is False, c
+    assert c["detail"] == "busiest router 70.0% of 7 nodes' machines, over the schedule (cpu-window.txt)"
+    (run / "raw/red-limited/router/cpu-window.txt").unlink()
+    _rehash(run)
+    c = _checks(_health(run, barrier={"cpu_ticks": every}))["nodes_cpu_busy"]
+    # the router falls back to release -> meta-after (22.5 %); the others' schedules were 20 % busy
+    assert c["value"] == 0.225 and c["detail"] == ("busiest router 22.5% of 7 nodes' machines, over the schedule "
+                                                   "(6 nodes) or from the release to meta-after.json"), c
+
+
 def test_a_loaded_controller_fails(run):
     h = _health(run, controller_loadavg={"before": [0.5, 0.5, 0.5], "after": [4.0, 2.0, 1.0]}, controller_cpu_busy=0.97)
     assert _failed(h) == ["controller_load", "controller_cpu_busy"]

@@ -460,6 +460,10 @@ def test_trial_steps_run_the_installed_scripts_and_the_controller_fetches(lab, p
     meta = json.loads((trial_dir / "meta-after.json").read_text())
     assert sorted(meta) == ["clock_epoch_s", "cpu_ticks", "loadavg", "qdiscs"]  # counters only
     assert len(meta["cpu_ticks"].split()) >= 8 and any(q["kind"] == "htb" for q in meta["qdiscs"])
+    # the schedule's CPU window (nodes_cpu_busy): read at its start and end, each a /proc/stat cpu line
+    window = [ln.split() for ln in (trial_dir / "cpu-window.txt").read_text().splitlines()]
+    assert [w[0] for w in window] == ["start", "end"] and all(len(w) >= 9 for w in window), window
+    assert all(int(b) >= int(a) for a, b in zip(window[0][1:], window[1][1:]))
     dest = lab.tmp / "fetched"
     code = ("import sys, json; from pathlib import Path; from netrepro.runner.fetch import fetch_archives, FetchFailed\n"
             "try:\n    print(json.dumps(fetch_archives(Path(sys.argv[1]), ['server1', 'server2'], 't1', Path(sys.argv[2]))))\n"
