@@ -315,6 +315,9 @@ def test_health_needs_is_what_the_health_checks_measure():
         no_ping["claims"] = [{"id": "c", "text": "t", "check": {"kind": "bound", "select": {
             "statistic": "total_throughput_mbit"}, "min": 0}}]
         no_ping["health"] = {"nodes_cpu_busy_max_fraction": 0.6}
+        # the sources' values name statistics of the ports whose collectors are gone, as the claims did
+        for ref in no_ping.get("reference_results") or []:
+            ref.pop("values", None)
         m = Spec.from_data(no_ping).model
         assert "collector_sampling_min_fraction" not in {
             health.CHECKS["sampling" if cid.startswith("sampling_") else cid][0]
