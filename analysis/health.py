@@ -63,7 +63,10 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
   no sampled port has a shaper or no interval was busy.
 - ``controller_load``: the larger 1-minute load average of the controller machine read
   before and after the trial (run.json ``controller_loadavg``), per core
-  (``controller_cores``); ``load per core``; ``controller_load_per_core_max``.
+  (``controller_cores``); ``load per core``; ``controller_load_per_core_max``. Not measured
+  for a schedule shorter than the average's time constant (:data:`LOAD_AVERAGE_TAU_S`),
+  whose reading is mostly the minute before it: back-to-back quick runs were judged by the
+  previous run's load (0.76-1.74 per core over 71 trials of 6-15 s).
 - ``controller_cpu_busy``: the controller machine's share of CPU time not idle during the
   trial (run.json ``controller_cpu_busy``, from its own /proc/stat); ``fraction``;
   ``controller_cpu_busy_max_fraction``.
@@ -539,7 +542,20 @@ def _queue_delay_excess(spec, record, trial_dir, start, duration, time_scale, **
                    + (f"; no shaped buffer on the path of {', '.join(unbounded)}" if unbounded else ""))
 
 
+#: The time constant of the kernel's 1-minute load average, s: it decays by e^(-5/60) every
+#: 5-s tick (kernel/sched/loadavg.c, EXP_1 = 1884 / 2048; proc(5)). A trial whose schedule is
+#: shorter makes less than 1 - 1/e (63 %) of the average read after it: the rest is the minute
+#: before, so ``controller_load`` does not measure it.
+LOAD_AVERAGE_TAU_S = 60.0
+
+
 def _controller_load(spec, record, **_) -> tuple[float, str]:
+    duration = _num(record.get("duration_s"))
+    if duration is not None and duration < LOAD_AVERAGE_TAU_S:
+        raise _Unmeasurable(f"the {duration:g}-s schedule is shorter than the 1-minute load average's "
+                            f"{LOAD_AVERAGE_TAU_S:g}-s time constant: the average read after it is "
+                            f"{math.exp(-duration / LOAD_AVERAGE_TAU_S):.0%} the minute before "
+                            "(controller_cpu_busy measures the trial itself)")
     la, cores = record.get("controller_loadavg"), _num(record.get("controller_cores"))
     try:
         one = [float(la[k][0]) for k in ("before", "after")]

@@ -116,7 +116,10 @@ def test_a_healthy_trial_passes_every_check(run):
     # RED's largest queueing delay, 132 ms, stays under the 160 ms the 200 KB buffer drains in
     assert c["queue_delay_excess"]["value"] == 0.0 and c["queue_delay_excess"]["unit"] == "fraction"
     assert c["queue_delay_excess"]["detail"].endswith("largest queueing delay 132.0 ms (ping-client1 at 10.8 s)")
-    assert c["controller_load"]["value"] == 0.6 and c["controller_load"]["unit"] == "load per core"
+    # a 25-s schedule is too short for the 1-minute load average read after it to describe it
+    assert c["controller_load"]["value"] is None and c["controller_load"]["passed"] is None
+    assert c["controller_load"]["detail"].startswith("not measured: the 25-s schedule is shorter than the 1-minute "
+                                                     "load average's 60-s time constant: the average read after it is 66% ")
     assert c["controller_cpu_busy"]["value"] == 0.55
 
 
@@ -315,11 +318,18 @@ def test_the_nodes_cpu_is_judged_over_the_schedule_when_read_at_its_start_and_en
 
 def test_a_loaded_controller_fails(run):
     h = _health(run, controller_loadavg={"before": [0.5, 0.5, 0.5], "after": [4.0, 2.0, 1.0]}, controller_cpu_busy=0.97)
-    assert _failed(h) == ["controller_load", "controller_cpu_busy"]
+    assert _failed(h) == ["controller_cpu_busy"]  # the 25-s trial's load average is not its own
     c = _checks(h)
-    assert c["controller_load"]["value"] == 2.0 and c["controller_load"]["threshold"] == 1.5
-    assert c["controller_load"]["detail"] == "1-min load average 0.5 before, 4 after, on 2 cores"
     assert c["controller_cpu_busy"]["value"] == 0.97 and c["controller_cpu_busy"]["threshold"] == 0.9
+    assert c["controller_load"]["passed"] is None
+    # a schedule of at least the average's time constant is judged by it
+    load = {"controller_loadavg": {"before": [0.5, 0.5, 0.5], "after": [4.0, 2.0, 1.0]}, "controller_cores": 2}
+    assert health_mod._controller_load(None, {**load, "duration_s": 60}) == (
+        2.0, "1-min load average 0.5 before, 4 after, on 2 cores")
+    with pytest.raises(health_mod._Unmeasurable, match="the 59.9-s schedule is shorter"):
+        health_mod._controller_load(None, {**load, "duration_s": 59.9})
+    with pytest.raises(health_mod._NotMeasured, match="no controller_loadavg"):
+        health_mod._controller_load(None, {"controller_loadavg": "junk", "duration_s": 250})
 
 
 # --- odd data: failed checks, never an exception -----------------------------------------------------
@@ -336,7 +346,7 @@ def test_odd_data_fails_checks_and_never_raises(run, monkeypatch):
     assert c["flow_start_lag"]["value"] is None and c["flow_start_lag"]["passed"] is False
     assert c["flow_start_lag"]["detail"] == "not measured: client1/flows.csv has no flow start"
     assert c["ping_received"]["detail"] == "not measured: client3/ping.txt missing"
-    assert c["controller_load"]["detail"] == "not measured: run.json has no controller_loadavg before and after the trial"
+    assert c["controller_load"]["passed"] is None  # a 25-s schedule: never judged by the load average
     assert c["controller_cpu_busy"]["detail"] == "not measured: run.json has no controller_cpu_busy"
 
     # no start time, no raw folder, not even a record
@@ -538,7 +548,9 @@ def test_version_2_checks_on_a_healthy_lab_run(lab_run):
     assert list(c) == ["nodes_cpu_busy", "ping_received", "flow_start_lag", "flow_start_skew", "data_start_lag",
                        "sampling_ping", "sampling_qdisc_stats", "queue_delay_excess", "shaper_rate_off",
                        "controller_load", "controller_cpu_busy"]
-    measured = {k: x for k, x in c.items() if k not in ("flow_start_skew", "queue_delay_excess")}
+    # (18-s trials: too short for the controller's 1-minute load average)
+    assert c["controller_load"]["passed"] is None and "18-s schedule is shorter" in c["controller_load"]["detail"]
+    measured = {k: x for k, x in c.items() if k not in ("flow_start_skew", "queue_delay_excess", "controller_load")}
     # iperf3's data started in its first interval; the 20 Mbit/s TBF (1 Gbit/s x 0.02) kept its rate
     assert c["data_start_lag"]["value"] < 0.01 and "first interval with bytes" in c["data_start_lag"]["detail"]
     assert c["shaper_rate_off"]["value"] <= 0.02 and "s2:s2-eth2: " in c["shaper_rate_off"]["detail"]
