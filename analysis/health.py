@@ -65,8 +65,8 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
   before and after the trial (run.json ``controller_loadavg``), per core
   (``controller_cores``); ``load per core``; ``controller_load_per_core_max``. Not measured
   for a schedule shorter than the average's time constant (:data:`LOAD_AVERAGE_TAU_S`),
-  whose reading is mostly the minute before it: back-to-back quick runs were judged by the
-  previous run's load (0.76-1.74 per core over 71 trials of 6-15 s).
+  whose reading is mostly the minute before it (back-to-back quick runs were judged by the
+  previous run's load: docs/runs/quick-pacing-lab-2026-11-26).
 - ``controller_cpu_busy``: the controller machine's share of CPU time not idle during the
   trial (run.json ``controller_cpu_busy``, from its own /proc/stat); ``fraction``;
   ``controller_cpu_busy_max_fraction``.
