@@ -11,7 +11,7 @@ import csv
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -159,6 +159,18 @@ def _size_bytes(x) -> float:
     return _num(x)
 
 
+def _json_lines(text: str) -> Iterator[dict]:
+    """Each line of a JSON-lines file (``qdisc.jsonl``) that is a JSON object, as a dict;
+    lines that are not (a sampler cut off mid-line, a tool's error) are skipped."""
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            yield obj
+
+
 TX_COLUMNS = ["t_epoch_s", "tx_bytes"]
 
 
@@ -168,13 +180,7 @@ def parse_tx_bytes(text: str) -> pd.DataFrame:
     the line's ``dev`` label (the node's one collector wrote every line: netrepro/model.py).
     Lines that are not JSON objects, or lack the time or the counter, are skipped."""
     rows = []
-    for line in text.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(obj, dict):
-            continue
+    for obj in _json_lines(text):
         t, tx = _num(obj.get("t")), _num(obj.get("tx_bytes"))
         if math.isfinite(t) and math.isfinite(tx):
             rows.append((t, tx))
@@ -241,12 +247,8 @@ def parse_shaper_samples(text: str, shapers: tuple[str, ...]) -> pd.DataFrame:
     which holds its children's, else the root qdisc's). Lines without a time, a counter or a
     backlog are skipped; never raises."""
     rows = []
-    for line in text.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("qdisc"), list):
+    for obj in _json_lines(text):
+        if not isinstance(obj.get("qdisc"), list):
             continue
         qs = [q for q in obj["qdisc"] if isinstance(q, dict)]
         layer = next((q for q in qs if q.get("kind") in shapers), None) or _root(qs)
@@ -267,12 +269,8 @@ def parse_qdisc_stack(text: str) -> pd.DataFrame:
     qdisc are skipped.
     """
     rows = []
-    for line in text.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(obj, dict) or not math.isfinite(_num(obj.get("t"))) or not isinstance(obj.get("qdisc"), list):
+    for obj in _json_lines(text):
+        if not math.isfinite(_num(obj.get("t"))) or not isinstance(obj.get("qdisc"), list):
             continue
         qs = [q for q in obj["qdisc"] if isinstance(q, dict)]
         root = _root(qs)
@@ -331,12 +329,8 @@ def parse_qdisc_classes(text: str) -> pd.DataFrame:
     sorted by time. Samples without ``classes`` (a collector run without the option) give no
     rows."""
     rows = []
-    for line in text.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("classes"), str):
+    for obj in _json_lines(text):
+        if not isinstance(obj.get("classes"), str):
             continue
         t = _num(obj.get("t"))
         if not math.isfinite(t):
@@ -363,12 +357,8 @@ def parse_qdisc_fields(text: str) -> pd.DataFrame:
     counts (q_red.c)). Returns FIELD_COLUMNS in long form (``kind`` the qdisc's kind), sorted by
     time; booleans and non-numeric values are skipped."""
     rows = []
-    for line in text.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("qdisc"), list):
+    for obj in _json_lines(text):
+        if not isinstance(obj.get("qdisc"), list):
             continue
         t = _num(obj.get("t"))
         if not math.isfinite(t):
