@@ -99,12 +99,18 @@ def shaped_ports(model, trial: dict) -> dict[str, float]:
     return out
 
 
+def off_count(intervals: pd.DataFrame, tolerance: float) -> int:
+    """How many of ``intervals`` (:func:`busy_intervals`) have a |deviation| above
+    ``tolerance`` (a fraction of the rate)."""
+    return int((intervals["deviation"].abs() > tolerance).sum())
+
+
 def off_share(intervals: pd.DataFrame, tolerance: float) -> float:
     """The share of ``intervals`` (:func:`busy_intervals`) whose |deviation| exceeds
-    ``tolerance`` (a fraction of the rate); NaN without an interval."""
+    ``tolerance`` (a fraction of the rate, :func:`off_count`); NaN without an interval."""
     if not len(intervals):
         return math.nan
-    return float((intervals["deviation"].abs() > tolerance).mean())
+    return off_count(intervals, tolerance) / len(intervals)
 
 
 #: Confidence of :func:`off_share_lower_bound`: one-sided 95 %.
@@ -218,4 +224,4 @@ def ccdf_figure(by_trial: dict[str, dict[str, pd.DataFrame]], tolerance: float, 
 
 
 __all__ = ["SAMPLE_COLUMNS", "INTERVAL_COLUMNS", "CCDF_AT", "shaper_samples", "busy_intervals", "shaped_ports",
-           "off_share", "off_share_lower_bound", "OFF_SHARE_CONFIDENCE", "ccdf", "trial_busy_intervals", "run_busy_intervals", "summary", "ccdf_figure"]
+           "off_count", "off_share", "off_share_lower_bound", "OFF_SHARE_CONFIDENCE", "ccdf", "trial_busy_intervals", "run_busy_intervals", "summary", "ccdf_figure"]

@@ -179,8 +179,9 @@ def _nodes_cpu_busy(spec, record: dict, trial_dir: Path, **_) -> tuple[float, st
     busy, missing, from_release, scheduled = {}, [], 0, 0
     for node in spec.nodes:
         window = _cpu_window(trial_dir / node / "cpu-window.txt")
-        if window is not None and cpu_busy(*window) is not None:
-            busy[node] = cpu_busy(*window)
+        b = cpu_busy(*window) if window is not None else None
+        if b is not None:
+            busy[node] = b
             scheduled += 1
             continue
         metas = []
@@ -458,7 +459,7 @@ def _shaper_rate(spec, record, trial_dir, start, duration, **_) -> tuple[float, 
     per = {}
     for port, (rate, iv) in ports.items():
         if len(iv):
-            off = int((iv["deviation"].abs() > tol).sum())
+            off = fidelity.off_count(iv, tol)
             per[port] = (fidelity.off_share_lower_bound(off, len(iv)), off, len(iv), rate,
                          float(iv["deviation"].median()), float(iv["deviation"].abs().quantile(0.99)))
     if not per:
