@@ -4,8 +4,8 @@ this module keeps the names its earlier callers import."""
 
 from __future__ import annotations
 
-from analysis.scales import (COLUMNS, PANEL_KEYS, UNITS, axis_label, claim_parts, claim_values, draw_rate_scale,
-                             mean_ci, rate_scale_of, rate_scale_table, report_section, unit_words)
+from analysis.scales import (COLUMNS, PANEL_KEYS, axis_label, claim_parts, claim_values, draw_rate_scale,
+                             mean_ci, rate_scale_of, rate_scale_table, report_section)
 
-__all__ = ["COLUMNS", "PANEL_KEYS", "UNITS", "axis_label", "claim_parts", "claim_values", "draw_rate_scale",
-           "mean_ci", "rate_scale_of", "rate_scale_table", "report_section", "unit_words"]
+__all__ = ["COLUMNS", "PANEL_KEYS", "axis_label", "claim_parts", "claim_values", "draw_rate_scale",
+           "mean_ci", "rate_scale_of", "rate_scale_table", "report_section"]

@@ -94,26 +94,6 @@ COLUMNS = columns("rate_scale")
 #: What identifies a panel of the figure: one claim's part and one value it reads.
 PANEL_KEYS = ["claim", "part", "check", "quantity", "statistic", "trial", "subject", "phase"]
 
-#: The unit of each statistic of summary.csv in words (:data:`netrepro.model.STATISTICS`);
-#: :func:`unit_words` falls back on the name's suffix for others.
-UNITS = {
-    "throughput_mbit": "megabits per second", "total_throughput_mbit": "megabits per second",
-    "throughput_cov": "coefficient of variation, no unit", "stream_throughput_cov": "coefficient of variation, no unit",
-    "retransmits": "retransmitted segments", "rtt_mean_ms": "milliseconds", "cwnd_mean_bytes": "bytes",
-    "share": "fraction of the trial's throughput", "stream_jain_index": "Jain's index, 1/n to 1",
-    "jain_index": "Jain's index, 1/n to 1", "rtt_median_ms": "milliseconds", "rtt_p95_ms": "milliseconds",
-    "rtt_min_ms": "milliseconds", "ping_received_fraction": "fraction of the probes",
-    "queue_delay_median_ms": "milliseconds", "queue_delay_mean_ms": "milliseconds",
-    "queue_delay_p95_ms": "milliseconds", "queue_delay_samples": "samples", "backlog_mean_bytes": "bytes",
-    "backlog_max_bytes": "bytes", "drops": "packets dropped", "backlog_mean_ms": "milliseconds",
-    "backlog_max_ms": "milliseconds", "sent_utilization": "fraction of the shaping rate",
-    "utilization": "fraction of the shaping rate", "busy_classes_max": "classes", "classes_in_use": "classes",
-}
-_SUFFIXES = (("_mbit", "megabits per second"), ("_kbit", "kilobits per second"), ("_ms", "milliseconds"),
-             ("_bytes", "bytes"), ("_packets", "packets"), ("_fraction", "fraction"), ("_cov", "coefficient of "
-             "variation, no unit"), ("_index", "index, no unit"), ("_samples", "samples"), ("_s", "seconds"))
-
-
 def rate_scale_of(data: dict, where: str | Path = "run.json") -> float:
     """The rate scale k of a run (``data``: its run.json): ``rate_scale.k``; 1 when
     ``rate_scale`` is missing or null (runs made before rate scales) or has no ``k``.
@@ -210,14 +190,6 @@ def scale_mins(claims: list[dict], experiment: dict | None, scale: str = "rate_s
         elif default is not None:
             out[c["id"]] = default
     return out
-
-
-def unit_words(statistic: str) -> str:
-    """The unit of a summary statistic in words (:data:`UNITS`, else by its suffix: ``_ms``
-    milliseconds, ``_bytes`` bytes, ...); ``as summary.csv has it`` when neither says."""
-    if statistic in UNITS:
-        return UNITS[statistic]
-    return next((w for suffix, w in _SUFFIXES if statistic.endswith(suffix)), "as summary.csv has it")
 
 
 def axis_label(quantity: str, statistic: str) -> str:
