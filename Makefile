@@ -150,12 +150,12 @@ rspec: $(STAMP) ## Regenerate rspecs/<experiment>.xml from the experiment's topo
 validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
 	$(NETREPRO) validate $(EXPERIMENT)
 
-test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports), unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root
+test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports); the micro-VM tests (faults, the main job in a fresh Debian 12 root) on one worker beside the unit tests; then the namespace tests alone
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(VENV)/bin/lint-imports --config .importlinter
-	$(PY) -m pytest -q -n auto --durations=15 -m "not integration and not netns" tests
-	$(PY) -m pytest -q --durations=0 --durations-min=5 -m "integration or netns" tests
+	$(PY) -m pytest -q -n auto --dist loadgroup --durations=25 -m "not netns" tests
+	$(PY) -m pytest -q --durations=0 --durations-min=5 -m "netns and not integration" tests
 
 fresh-root-check: ## In a fresh minimal Debian 12 root (root): make setup, then the local site up and down; FRESH_ROOT_JOB=reproduce: the main job instead (TIME_SCALE=FRESH_ROOT_TIME_SCALE, default 0.05)
 	tools/fresh-root-check
@@ -165,7 +165,7 @@ test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM), one worker per core (p
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(PY) -m pytest -q -n auto -m "not integration and not netns" tests
 
-test-integration: setup $(DEV_STAMP) ## Every test marked integration (pytest -m integration): the main job in a fresh Debian 12 root (tests/test_integration.py) and the live tests on the local site (faults, sweep, static on local)
+test-integration: setup $(DEV_STAMP) ## Every test marked integration (pytest -m integration): the main job in a fresh Debian 12 root (tests/test_integration.py) and the live tests on the local site's micro-VM (the faults, the static site on the same nodes, UML mode)
 	$(PY) -m pytest -q -m integration tests
 
 faults: setup $(DEV_STAMP) ## Inject each fault for real on the local site; check nothing is lost (root)

@@ -12,6 +12,30 @@ import pytest
 from netrepro.runner import run, rundir
 from netrepro.sites import Site
 
+#: The xdist group of the tests that boot the micro-VM (marked ``integration``): one worker
+#: runs them one after another while the other workers run the unit tests (`make test`).
+MICRO_VM_GROUP = "micro-vm"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Put the tests marked ``integration`` first, in one xdist group (``--dist loadgroup``).
+
+    They boot the micro-VM or a fresh root and last most of the suite's wall time, so they
+    start at once on one worker and the unit tests fill the other workers beside them. None
+    of them needs the machine to itself: they check failures, records and sane values, not a
+    healthy verdict (tests/test_integration.py accepts "inconclusive"). The tests that judge
+    a verdict on the host's own namespaces (marked ``netns``) are not in the group: `make
+    test` runs them afterwards, alone. The order is the same in every worker (xdist checks it).
+    """
+    vm = [it for it in items if it.get_closest_marker("integration")]
+    if not vm:
+        return
+    for it in vm:
+        it.add_marker(pytest.mark.xdist_group(MICRO_VM_GROUP))
+    rest = [it for it in items if not it.get_closest_marker("integration")]
+    items[:] = vm + rest
+
+
 #: A recorded run of pie-vs-red on the local site at TIME_SCALE 0.1 (its run.json says how it was made).
 V1_RUN = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 #: pie-vs-red's schema_version 1 file, for the tests of the version 1 format (netrepro.spec.Spec,
