@@ -50,8 +50,9 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, interfaces_text, login_user_problem,
                                  private_key_problem,
@@ -59,6 +60,11 @@ from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, bo
 from netrepro.sites import inventory
 from netrepro.spec import Spec, SpecError
 from netrepro.yamlfile import load_yaml_file
+
+#: Nodes asked at once over SSH by reserve and wait_ready (:func:`_each`): below OpenSSH
+#: sshd's default MaxStartups of 10 unauthenticated connections (sshd_config(5)), which a
+#: shared jump host would otherwise start refusing.
+MAX_PARALLEL_SSH = 8
 
 STATIC_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -295,6 +301,19 @@ def ssh_argv(login: NodeLogin, command: str, connect_timeout_s: int = 10,
     return argv + ["--", f"{login.user}@{login.host}", command]
 
 
+def _each(fn: Callable[[NodeLogin], Any], logins: Iterable[NodeLogin]) -> list[Any]:
+    """``fn`` of each login, the nodes asked at once (one thread per node, at most
+    :data:`MAX_PARALLEL_SSH`), the results in the order given. Each node's question is an SSH
+    connection that waits on the network and on the node (a handshake through a jump host
+    takes seconds): asked one after another, a reservation of N nodes waits N times as long.
+    The first exception, in the order given, is raised once all have answered."""
+    logins = list(logins)
+    if len(logins) < 2:
+        return [fn(lg) for lg in logins]
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_SSH, len(logins))) as pool:
+        return list(pool.map(fn, logins))
+
+
 class StaticSite(Site):
     """Existing machines from a YAML file (option ``static_file``). See the module docstring.
 
@@ -356,23 +375,26 @@ class StaticSite(Site):
 
     def reserve(self) -> None:
         """Validate the file, check that every node answers SSH (all reported at once), then
-        that each carries its addresses; save the logins (with the interface names found)."""
+        that each carries its addresses; save the logins (with the interface names found).
+        The nodes are asked at once (one SSH connection each, :func:`_each`); a node that
+        fails is named as the file orders them."""
         logins = load_static_file(self.spec, self._file())
-        down = [why for why in (self.unreachable(lg) for lg in logins.values()) if why]
+        down = [why for why in _each(self.unreachable, logins.values()) if why]
         if down:
             raise SiteError("; ".join(down) + "; expected SSH logins without a password (BatchMode=yes)")
-        for name, lg in logins.items():
-            lg.extra["interfaces"] = self.check_node(lg)
+        for lg, interfaces in zip(logins.values(), _each(self.check_node, logins.values())):
+            lg.extra["interfaces"] = interfaces
         self.save_logins(logins, static_file=str(self._file()))
 
     def wait_ready(self, timeout_s: float = 1800, interval_s: float = 5) -> None:
-        """Wait until every saved node answers SSH (``true``), up to ``timeout_s`` seconds."""
+        """Wait until every saved node answers SSH (``true``), up to ``timeout_s`` seconds;
+        the nodes still waited for are asked at once every ``interval_s`` seconds."""
         logins = self.logins()
         deadline = time.monotonic() + timeout_s
         pending = dict(logins)
         while pending:
-            for name, lg in list(pending.items()):
-                if self.unreachable(lg) is None:
+            for name, why in zip(list(pending), _each(self.unreachable, list(pending.values()))):
+                if why is None:
                     del pending[name]
             if not pending:
                 break
