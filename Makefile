@@ -150,12 +150,12 @@ rspec: $(STAMP) ## Regenerate rspecs/<experiment>.xml from the experiment's topo
 validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
 	$(NETREPRO) validate $(EXPERIMENT)
 
-test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports); the main job in a fresh Debian 12 root on one worker beside the unit tests; then the fault, micro-VM and namespace tests, alone
+test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports), unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root, alone
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(VENV)/bin/lint-imports --config .importlinter
-	$(PY) -m pytest -q -n auto --dist loadgroup --durations=25 -m "fresh_root or not (integration or netns)" tests
-	$(PY) -m pytest -q --durations=0 --durations-min=5 -m "(integration or netns) and not fresh_root" tests
+	$(PY) -m pytest -q -n auto --durations=25 -m "not integration and not netns" tests
+	$(PY) -m pytest -q --durations=0 --durations-min=5 -m "integration or netns" tests
 
 fresh-root-check: ## In a fresh minimal Debian 12 root (root): make setup, then the local site up and down; FRESH_ROOT_JOB=reproduce: the main job instead (TIME_SCALE=FRESH_ROOT_TIME_SCALE, default 0.05)
 	tools/fresh-root-check

@@ -12,44 +12,6 @@ import pytest
 from netrepro.runner import run, rundir
 from netrepro.sites import Site
 
-#: The xdist group of the main job in a fresh root (tests/test_integration.py, marked
-#: ``fresh_root``): one worker runs it while the other workers run the unit tests (`make test`).
-FRESH_ROOT_GROUP = "fresh-root"
-
-
-@pytest.hookimpl(tryfirst=True)   # before xdist's own, which reads the groups (xdist/remote.py)
-def pytest_collection_modifyitems(config, items):
-    """Put the tests marked ``fresh_root`` first, in one xdist group (``--dist loadgroup``).
-
-    The main job in a fresh root lasts about six minutes, mostly in the micro-VM, and checks
-    records and sane values, not a healthy verdict (it accepts "inconclusive"), so it can run
-    beside the unit tests: it starts at once on one worker and the unit tests fill the others.
-    The fault tests (timed injections into the micro-VM) and the ``netns`` tests (verdicts
-    judged on the host's own CPU) are not in the group: `make test` runs them afterwards,
-    alone. The order is the same in every worker (xdist checks it)."""
-    first = [it for it in items if it.get_closest_marker("fresh_root")]
-    if not first:
-        return
-    for it in first:
-        it.add_marker(pytest.mark.xdist_group(FRESH_ROOT_GROUP))
-    items[:] = first + [it for it in items if not it.get_closest_marker("fresh_root")]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def fresh_root_tests_grouped(request):
-    """Fail every test when ``--dist loadgroup`` lost the fresh root's group, before anything
-    is built: its module fixture would run once per worker, two fresh roots and micro-VMs at
-    once on 2 cores (pytest 9.2 with pytest-xdist 3.8 loses groups silently: xdist issue
-    #1386)."""
-    if not request.config.getvalue("loadgroup"):
-        return
-    lost = [it.nodeid for it in request.session.items
-            if it.get_closest_marker("fresh_root") and not it.nodeid.endswith("@" + FRESH_ROOT_GROUP)]
-    if lost:
-        pytest.fail(f"--dist loadgroup did not group {len(lost)} fresh-root tests (first: {lost[0]}); "
-                    "expected the pytest and pytest-xdist pinned in requirements-dev.txt", pytrace=False)
-
-
 #: A recorded run of pie-vs-red on the local site at TIME_SCALE 0.1 (its run.json says how it was made).
 V1_RUN = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 #: pie-vs-red's schema_version 1 file, for the tests of the version 1 format (netrepro.spec.Spec,

@@ -25,7 +25,7 @@ SCALE = os.environ.get("NETREPRO_IT_SCALE", "0.1")
 #: summary.csv of a schema 2 experiment: one row per trial, label, phase, subject and statistic.
 HEADER = "trial,variant,aqm,phase,subject,statistic,value"
 
-pytestmark = [pytest.mark.integration, pytest.mark.fresh_root]
+pytestmark = pytest.mark.integration
 
 
 def _links_and_netns() -> tuple[set[str], set[str]]:
