@@ -21,8 +21,10 @@ written once into ``results/<experiment>/compare-<UTC time>/``:
   (:mod:`analysis.scales`), with the lowest scale at which each claim keeps its meaning
   where the experiment says it (a claim's ``rate_scale_min``/``time_scale_min``, else the
   experiment's ``rate_scale.min``/``time_scale.min``);
-- ``report.md``: the runs, the claims table, where the runs disagree, the figure (and the
-  claims against the rate scale, then against the time scale).
+- ``report.md``: the runs, the claims table, where the runs disagree, the claims' statistics
+  with what the published sources state of them (``reference_results[].values``: a number,
+  ``about`` one, or a finding in words, per trial and phase), the figure (and the claims
+  against the rate scale, then against the time scale).
 """
 
 from __future__ import annotations
@@ -206,6 +208,7 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
     from analysis.io import atomic_path, write_text
     from analysis.scales import SCALES, draw_scale, report_section, scale_mins, scale_of, scale_table
     from analysis.repetitions import across, claim_statistics
+    from analysis.report import markdown_table, stated_value
     from netrepro.model import quantity_label
     from netrepro.model import statistics as computed_statistics
     loaded = [(real, *load(real, out / ".runs" / str(i))) for i, (_, real, _) in enumerate(given)]
@@ -335,6 +338,13 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
     for _, r in stats.iterrows():
         ci = "" if not math.isfinite(r["ci95_low"]) else f"{r['ci95_low']:.4g} .. {r['ci95_high']:.4g}"
         lines.append(f"| {r['run']} | {r['trial']} | {r['phase']} | {r['statistic']} | {r['n']} | {r['mean']:.4g} | {ci} |")
+    stated = [{"source": f"*{r['source']}*", "statistic": v["statistic"], "trials": ", ".join(v["trials"]),
+               "phases": ", ".join(v.get("phases") or ["all"]), "states": stated_value(v), "where": v.get("where", "")}
+              for r in refs for v in r.get("values") or []]
+    if stated:
+        lines += ["", "What the published sources state of the runs' statistics (the experiment file's "
+                      "`reference_results`), to read beside the means above; each run's report.md quotes "
+                      "their words:", "", markdown_table(pd.DataFrame(stated))]
     if figs:
         lines += ["", "## Figure", "", "![compare](figures/compare.png)"]
     held = {(r["row"], r["claim"]): r["held"] for _, r in claims_df[claims_df["kind"] == "run"].iterrows()

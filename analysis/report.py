@@ -237,8 +237,9 @@ def _value(v: float) -> str:
     return "missing" if not math.isfinite(v) else f"{v:.4g}"
 
 
-def _stated(v: dict) -> str:
-    """What a reference value says, for a cell: ``about 20``, ``20`` or its finding."""
+def stated_value(v: dict) -> str:
+    """What a reference value (an item of ``reference_results[].values``) says, for a cell:
+    ``about 20`` (``approximate``), ``20``, or its ``finding`` in words."""
     if "value" in v:
         return ("about " if v.get("approximate") else "") + f"{float(v['value']):g}"
     return str(v["finding"])
@@ -266,7 +267,7 @@ def statistic_table(summary: pd.DataFrame, group: dict, phases: list[str], refer
                 if v["statistic"] == st and v.get("subject") in (None, subj) and t in v["trials"]:
                     for ph in v.get("phases") or ["all"]:
                         if ph in cells:
-                            cells[ph] = _stated(v)
+                            cells[ph] = stated_value(v)
             rows.append({"trial": t, FOUND_BY: r["source"], **cells})
     return pd.DataFrame(rows, columns=["trial", FOUND_BY, *phases])
 
@@ -295,7 +296,7 @@ def statistic_tables(model, summary: pd.DataFrame, references: list[dict], this_
         for source, v in quotes:
             where = f", {v['where']}" if v.get("where") else ""
             lines.append(f"- *{source}*{where}: {', '.join(v['trials'])}, "
-                         f"{', '.join(v.get('phases') or ['all'])}: {_stated(v)} (`{v['statistic']}`): \"{v['quote']}\"")
+                         f"{', '.join(v.get('phases') or ['all'])}: {stated_value(v)} (`{v['statistic']}`): \"{v['quote']}\"")
     return lines
 
 

@@ -363,6 +363,11 @@ def test_compare_places_runs_and_the_published_results_side_by_side(tmp_path):
     report = (out / "report.md").read_text()
     assert "| *Pan et al., HPSR 2013, Fig. 8 (ns-2 simulation)* | holds | holds | holds |" in report
     assert "Every claim has the same status in every run." in report
+    # what the sources state, beside the runs' means: the paper's "about 20 ms" of PIE and
+    # its finding in words of RED (experiments/pie-vs-red: reference_results[].values)
+    paper = "*Pan et al., HPSR 2013, Fig. 8 (ns-2 simulation)*"
+    assert f"| {paper} | queue_delay_median_ms | pie-unlimited | p1, p2, p3, p4, p5 | about 20 |" in report
+    assert f"| {paper} | queue_delay_median_ms | red-unlimited | p1, p2, p3, p4, p5 | rises with the traffic |" in report
     assert (out / "figures" / "compare.png").stat().st_size > 10_000
 
 
