@@ -313,7 +313,7 @@ def test_static_site_that_does_not_answer(tmp_path):
     env.update(NETREPRO_STATE=str(tmp_path / "state"), NETREPRO_RESULTS=str(tmp_path / "results"))
     inventory = REPO / "inventory" / "pie-vs-red-static.yml"
     had_inventory = inventory.exists()
-    # its own SSH control folder: the micro-VM tests beside it (another xdist worker) open theirs
+    # its own SSH control folder only: another netrepro command on the machine may hold its own
     own_sockets = Path(control_dir(tmp_path / "state" / "pie-vs-red-static"))
     p = subprocess.run([sys.executable, "-m", "netrepro", "reproduce", "pie-vs-red", "--site", "static",
                         "--option", f"static_file={static}"], cwd=REPO, env=env, capture_output=True, text=True,
@@ -367,7 +367,9 @@ def test_jump_connection_cut(site):
         os.kill(int(m.group(1)), signal.SIGKILL)
         print(f"[fault] killed the SSH master to the jump host (pid {m.group(1)})")
     rc, out, err = run_with_fault(site, inject)
-    check_incomplete(site, rc, out, err, exit_code=2, attempts=2, reason=r"^(client|router|server)\d? unreachable in task '.+': ")
+    run = check_incomplete(site, rc, out, err, exit_code=2, attempts=2,
+                           reason=r"^(client|router|server)\d? unreachable in task '.+': ")
+    assert [r["from_trial"] for r in run["resumes"]] == [TRIALS[1]]  # the first resume, from the failed trial
 
 
 @pytest.mark.integration
@@ -548,8 +550,8 @@ def test_teardown_leaves_nothing(site):
         pass
     guest = (site.site_state / "vm-guest.log").read_text()
     assert "torn down" in guest.rsplit("stop requested", 1)[-1]
-    # the site's own SSH control folder is gone (the unit tests beside this one, on another
-    # xdist worker, may hold folders of their own under /tmp/netrepro-cp meanwhile)
+    # the site's own SSH control folder is gone (another netrepro command on the machine may
+    # hold folders of its own under /tmp/netrepro-cp meanwhile)
     assert not Path(control_dir(site.site_state)).exists()
     now = host_snapshot()
     for what in ("netns", "links", "qdiscs"):
