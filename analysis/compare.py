@@ -13,7 +13,8 @@ written once into ``results/<experiment>/compare-<UTC time>/``:
   (the experiment file's ``reference_results``; no scales), each claim's status (and, for a
   repeated run, how many repetitions it held in, and in how many its numbers alone held);
 - ``figures/compare.png|pdf``: per statistic and trial, the phases on x, one series per run
-  (the mean and its interval);
+  (the mean and its interval), and the numbers the published sources state over their
+  phases (:func:`reference_marks`);
 - when the runs have two or more rate scales (run.json ``rate_scale.k``; 1 when missing):
   ``rate-scale.csv`` and ``figures/rate-scale.png|pdf``, what each claim judges against k;
   when they have two or more time scales (run.json ``time_scale``): ``time-scale.csv`` and
@@ -197,6 +198,28 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
         raise
 
 
+def reference_marks(refs: list[dict], statistic: str, trial: str, phases: list[str]) -> list[dict]:
+    """The numbers the published sources (``refs``: the file's ``reference_results``) state
+    of ``statistic`` in ``trial``, placed on a compare panel whose x axis is ``phases`` (in
+    order): ``[{"x", "value", "style", "label"}]``, ``x`` the phase's index, ``style`` the
+    source's line style (:data:`analysis.generic_figures.REFERENCE_STYLES`, by the source's
+    place in ``refs``, as each run's figures draw it), ``label`` its legend text
+    (``<source>: about 20``). Findings in words and phases not on the axis are left out."""
+    from analysis.generic_figures import REFERENCE_STYLES
+    marks = []
+    for i, ref in enumerate(refs):
+        for v in ref.get("values") or []:
+            if "value" not in v or v["statistic"] != statistic or trial not in v["trials"]:
+                continue
+            about = "about " if v.get("approximate") else ""
+            for ph in v.get("phases") or ["all"]:
+                if ph in phases:
+                    marks.append({"x": phases.index(ph), "value": float(v["value"]),
+                                  "style": REFERENCE_STYLES[i % len(REFERENCE_STYLES)],
+                                  "label": f"{ref['source']}: {about}{float(v['value']):g}"})
+    return marks
+
+
 def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, claims: list[dict], ids: list[str],
            refs: list[dict]) -> Path:
     """Analyse each run (``given``: (as given, real folder, run.json)) into ``out/.runs/<i>/``
@@ -286,6 +309,9 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
                     x = np.arange(len(phases)) - 0.35 + width * (k + 0.5)
                     err = np.vstack([r["mean"] - r["ci95_low"], r["ci95_high"] - r["mean"]])
                     ax.errorbar(x, r["mean"], yerr=np.nan_to_num(err), fmt="o", ms=4, capsize=2, label=lab)
+                for mk in reference_marks(refs, st, tr, phases):  # what the sources state, over its phase
+                    ax.hlines(mk["value"], mk["x"] - 0.4, mk["x"] + 0.4, colors="0.3", linestyles=mk["style"],
+                              lw=1.2, label=mk["label"])
                 ax.set_xticks(np.arange(len(phases)), phases)
                 ax.set_title(f"{quantity_label(spec.model, st)}, {tr}", fontsize=8)
                 ax.set_xlabel("Phase of the trial (all: the whole trial)", fontsize=7)
@@ -295,7 +321,12 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
         for ax in axes.ravel():
             if id(ax) not in used:
                 ax.set_visible(False)
-        axes[0, 0].legend(fontsize=6)
+        # the runs in the first panel's legend; a stated value in the legend of each panel it is drawn in
+        for ax in axes.ravel():
+            handles, names = ax.get_legend_handles_labels()
+            keep = {n: h for n, h in zip(names, handles) if ax is axes[0, 0] or n not in labels}
+            if id(ax) in used and keep:
+                ax.legend(keep.values(), keep.keys(), fontsize=6)
         fig.suptitle(f"{len(labels)} runs of {name}: mean and 95 % t interval over each run's repetitions",
                      fontsize=9)
         figs = [save_figure(fig, out / "figures" / f"compare.{ext}") for ext in ("png", "pdf")]

@@ -371,6 +371,22 @@ def test_compare_places_runs_and_the_published_results_side_by_side(tmp_path):
     assert (out / "figures" / "compare.png").stat().st_size > 10_000
 
 
+def test_compare_marks_the_stated_numbers_over_their_phases():
+    """compare.png draws each number a source states over its phase, in the source's line
+    style, and neither a finding in words nor a phase off the panel's axis."""
+    from analysis.compare import reference_marks
+    from analysis.generic_figures import REFERENCE_STYLES
+    refs = load_spec("pie-vs-red").data["reference_results"]
+    marks = reference_marks(refs, "queue_delay_median_ms", "pie-unlimited", ["p1", "p2", "p3", "p4", "p5"])
+    # the paper's and the 2016 write-up's "about 20" ms of PIE, in every phase, each in its style
+    assert {(m["x"], m["value"], m["label"]) for m in marks} == {
+        (x, 20.0, f"{r['source']}: about 20") for x in range(5) for r in refs[:2]}
+    assert {m["style"] for m in marks} == set(REFERENCE_STYLES[:2])
+    assert reference_marks(refs, "queue_delay_median_ms", "red-unlimited", ["p1", "p2"]) == []   # findings in words
+    assert [m["x"] for m in reference_marks(refs, "queue_delay_median_ms", "pie-unlimited", ["p3", "all"])] == [0, 0]
+    assert reference_marks(refs, "sent_utilization", "pie-unlimited", ["p1"]) == []
+
+
 def test_compare_refuses_runs_of_different_experiments(tmp_path):
     from analysis.compare import compare
     from analysis.run import AnalysisError
