@@ -33,7 +33,8 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, ClassVar, Iterable, TypeVar
 
 from netrepro.spec import Spec
 
@@ -602,6 +603,22 @@ class Site(ABC):
     def inventory_vars(self) -> dict[str, Any]:
         """Extra ``all.vars`` for the inventory (e.g. ``netrepro_site_kind``)."""
         return {}
+
+
+_T = TypeVar("_T")
+
+
+def at_once(fn: Callable[[_T], Any], items: Iterable[_T], max_workers: int | None = None) -> list[Any]:
+    """``fn`` of each of ``items``, called in threads (at most ``max_workers`` at once; default
+    one per item), the results in the order given. For questions to the nodes that wait on
+    the network and on the node (an SSH handshake through a jump host takes seconds): asked
+    one after another, N nodes wait N times as long. The first exception, in the order
+    given, is raised once every call has returned."""
+    items = list(items)
+    if len(items) < 2:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(max_workers or len(items), len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def interfaces_text(spec: Spec, node: str) -> str:

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from netrepro.sites import capacity, inventory, microvm, netns, uml
 from netrepro.spec import REPO_ROOT
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, _origin, matches, mgmt_subnet, one_of,
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, _origin, at_once, matches, mgmt_subnet, one_of,
                                  positive_int, positive_number)
 
 DEFAULT_MGMT_SUBNET = "172.30.0.0/24"
@@ -493,8 +493,6 @@ class LocalSite(Site):
 
     def wait_ready(self, timeout_s: float = 300, log=print) -> None:
         """Wait until every node's sshd answers (``true`` over SSH)."""
-        from concurrent.futures import ThreadPoolExecutor
-
         logins = self.logins()
         t0 = time.time()
         pending = set(logins)
@@ -509,14 +507,13 @@ class LocalSite(Site):
         first = sorted(pending)[0]
         while time.time() - t0 < timeout_s and not answers(first):
             time.sleep(1)
-        with ThreadPoolExecutor(max_workers=len(logins)) as pool:
-            while pending and time.time() - t0 < timeout_s:
-                names = sorted(pending)
-                for n, ok in zip(names, pool.map(answers, names)):
-                    if ok:
-                        pending.discard(n)
-                if pending:
-                    time.sleep(1)
+        while pending and time.time() - t0 < timeout_s:
+            names = sorted(pending)
+            for n, ok in zip(names, at_once(answers, names)):
+                if ok:
+                    pending.discard(n)
+            if pending:
+                time.sleep(1)
         if pending:
             raise SiteError(f"site local: no SSH answer from {', '.join(sorted(pending))} after {timeout_s:.0f} s")
         log(f"[local] all {len(logins)} nodes answer SSH ({time.time() - t0:.1f} s)")

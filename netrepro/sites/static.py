@@ -50,18 +50,16 @@ import json
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, interfaces_text, login_user_problem,
-                                 private_key_problem,
-                                 safe_path_problem, ssh_host_problem)
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, at_once, boolean, interfaces_text,
+                                 login_user_problem, private_key_problem, safe_path_problem, ssh_host_problem)
 from netrepro.sites import inventory
 from netrepro.spec import Spec, SpecError
 from netrepro.yamlfile import load_yaml_file
 
-#: Nodes asked at once over SSH by reserve and wait_ready (:func:`_each`). Each question is a
+#: Nodes asked at once over SSH by reserve and wait_ready (:func:`netrepro.sites.base.at_once`). Each question is a
 #: handshake with the node and, through a jump host, one with the jump host too. Seven at once
 #: through the local site's micro-VM jump host (QEMU TCG) on a busy 2-core machine overran
 #: :func:`ssh_argv`'s 10-s ConnectTimeout; four stays well below OpenSSH sshd's default
@@ -303,19 +301,6 @@ def ssh_argv(login: NodeLogin, command: str, connect_timeout_s: int = 10,
     return argv + ["--", f"{login.user}@{login.host}", command]
 
 
-def _each(fn: Callable[[NodeLogin], Any], logins: Iterable[NodeLogin]) -> list[Any]:
-    """``fn`` of each login, the nodes asked at once (one thread per node, at most
-    :data:`MAX_PARALLEL_SSH`), the results in the order given. Each node's question is an SSH
-    connection that waits on the network and on the node (a handshake through a jump host
-    takes seconds): asked one after another, a reservation of N nodes waits N times as long.
-    The first exception, in the order given, is raised once all have answered."""
-    logins = list(logins)
-    if len(logins) < 2:
-        return [fn(lg) for lg in logins]
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_SSH, len(logins))) as pool:
-        return list(pool.map(fn, logins))
-
-
 class StaticSite(Site):
     """Existing machines from a YAML file (option ``static_file``). See the module docstring.
 
@@ -378,13 +363,13 @@ class StaticSite(Site):
     def reserve(self) -> None:
         """Validate the file, check that every node answers SSH (all reported at once), then
         that each carries its addresses; save the logins (with the interface names found).
-        The nodes are asked at once (one SSH connection each, :func:`_each`); a node that
+        The nodes are asked at once (one SSH connection each, at most :data:`MAX_PARALLEL_SSH` at a time); a node that
         fails is named as the file orders them."""
         logins = load_static_file(self.spec, self._file())
-        down = [why for why in _each(self.unreachable, logins.values()) if why]
+        down = [why for why in at_once(self.unreachable, logins.values(), MAX_PARALLEL_SSH) if why]
         if down:
             raise SiteError("; ".join(down) + "; expected SSH logins without a password (BatchMode=yes)")
-        for lg, interfaces in zip(logins.values(), _each(self.check_node, logins.values())):
+        for lg, interfaces in zip(logins.values(), at_once(self.check_node, logins.values(), MAX_PARALLEL_SSH)):
             lg.extra["interfaces"] = interfaces
         self.save_logins(logins, static_file=str(self._file()))
 
@@ -395,7 +380,7 @@ class StaticSite(Site):
         deadline = time.monotonic() + timeout_s
         pending = dict(logins)
         while pending:
-            for name, why in zip(list(pending), _each(self.unreachable, list(pending.values()))):
+            for name, why in zip(list(pending), at_once(self.unreachable, pending.values(), MAX_PARALLEL_SSH)):
                 if why is None:
                     del pending[name]
             if not pending:
