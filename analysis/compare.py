@@ -200,24 +200,14 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
 
 def reference_marks(refs: list[dict], statistic: str, trial: str, phases: list[str]) -> list[dict]:
     """The numbers the published sources (``refs``: the file's ``reference_results``) state
-    of ``statistic`` in ``trial``, placed on a compare panel whose x axis is ``phases`` (in
-    order): ``[{"x", "value", "style", "label"}]``, ``x`` the phase's index, ``style`` the
-    source's line style (:data:`analysis.generic_figures.REFERENCE_STYLES`, by the source's
-    place in ``refs``, as each run's figures draw it), ``label`` its legend text
-    (``<source>: about 20``). Findings in words and phases not on the axis are left out."""
-    from analysis.generic_figures import REFERENCE_STYLES
-    marks = []
-    for i, ref in enumerate(refs):
-        for v in ref.get("values") or []:
-            if "value" not in v or v["statistic"] != statistic or trial not in v["trials"]:
-                continue
-            about = "about " if v.get("approximate") else ""
-            for ph in v.get("phases") or ["all"]:
-                if ph in phases:
-                    marks.append({"x": phases.index(ph), "value": float(v["value"]),
-                                  "style": REFERENCE_STYLES[i % len(REFERENCE_STYLES)],
-                                  "label": f"{ref['source']}: {about}{float(v['value']):g}"})
-    return marks
+    of ``statistic`` in ``trial`` (:func:`analysis.generic_figures.stated_numbers`), placed on
+    a compare panel whose x axis is ``phases`` (in order): ``[{"x", "value", "style",
+    "label"}]``, ``x`` the phase's index, ``style`` and ``label`` as each run's figures draw
+    them. Findings in words and phases not on the axis are left out."""
+    from analysis.generic_figures import stated_numbers
+    return [{"x": phases.index(n["phase"]), "value": n["value"], "style": n["style"], "label": n["label"]}
+            for n in stated_numbers(refs)
+            if n["statistic"] == statistic and n["trial"] == trial and n["phase"] in phases]
 
 
 def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, claims: list[dict], ids: list[str],

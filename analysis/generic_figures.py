@@ -98,26 +98,33 @@ def caption(run_id: str | None, site: str | None, time_scale: float, rate_scale:
             f"rate scale {float(rate_scale):g}")
 
 
-def reference_segments(model, metric: str) -> list[dict]:
-    """The numbers the file's ``reference_results`` state of a statistic summing up ``metric``
-    in its unit (:data:`netrepro.model.STATISTIC_METRICS`), one per trial and phase:
-    ``{"source", "style", "trial", "phase", "value", "approximate", "label"}``, phase ``all``
-    for the whole trial; ``style`` is the source's line style (:data:`REFERENCE_STYLES`) and
-    ``label`` its legend text (``<source>: about 20``). Findings in words are not drawn.
-    Empty when the file states none."""
+def stated_numbers(references: list[dict]) -> list[dict]:
+    """Every number the published sources (``references``: a file's ``reference_results``)
+    state, one per trial and phase: ``{"source", "style", "statistic", "trial", "phase",
+    "value", "approximate", "label"}``, phase ``all`` for the whole trial; ``style`` is the
+    source's line style by its place in ``references`` (:data:`REFERENCE_STYLES`) and
+    ``label`` its legend text (``<source>: about 20``). Findings in words are left out."""
     out = []
-    for i, ref in enumerate(model.data.get("reference_results") or []):
+    for i, ref in enumerate(references):
         for v in ref.get("values") or []:
-            if "value" not in v or STATISTIC_METRICS.get(v["statistic"]) != metric:
+            if "value" not in v:
                 continue
             about = "about " if v.get("approximate") else ""
             for t in v["trials"]:
                 for ph in v.get("phases") or ["all"]:
                     out.append({"source": ref["source"], "style": REFERENCE_STYLES[i % len(REFERENCE_STYLES)],
-                                "trial": t, "phase": ph, "value": float(v["value"]),
+                                "statistic": v["statistic"], "trial": t, "phase": ph, "value": float(v["value"]),
                                 "approximate": bool(v.get("approximate")),
                                 "label": f"{ref['source']}: {about}{float(v['value']):g}"})
     return out
+
+
+def reference_segments(model, metric: str) -> list[dict]:
+    """The numbers the file's ``reference_results`` state (:func:`stated_numbers`) of a
+    statistic summing up ``metric`` in its unit (:data:`netrepro.model.STATISTIC_METRICS`).
+    Empty when the file states none."""
+    return [n for n in stated_numbers(model.data.get("reference_results") or [])
+            if STATISTIC_METRICS.get(n["statistic"]) == metric]
 
 
 def figure_specs(model, tidy: pd.DataFrame) -> list[dict]:
