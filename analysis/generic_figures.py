@@ -39,17 +39,19 @@ Times: ``t_s`` counts real seconds from the trial's start, so the file's phases 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
-from matplotlib import rc_context
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.transforms import blended_transform_factory
 
 from analysis.io import atomic_path
 from netrepro.model import STATISTIC_METRICS, quantity_label
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# matplotlib and seaborn (about 1 s to import on a CI-class machine) are imported by the
+# functions that draw, so that a command refusing a bad run folder answers before them.
 
 #: The statistics ``rolling`` computes over a window's samples (p95: pandas' quantile 0.95,
 #: linear interpolation between the closest ranks).
@@ -76,6 +78,8 @@ def save_figure(fig: Figure, target: Path) -> Path:
     """Write ``fig`` to ``target`` (its format from the suffix: png, pdf, svg; 150 dpi)
     atomically and byte for byte the same for the same figure: no time stamp, SVG ids salted
     (matplotlibrc ``svg.hashsalt``). Returns ``target``."""
+    from matplotlib import rc_context
+
     fmt = target.suffix.lstrip(".")
     with atomic_path(target) as tmp, rc_context({"svg.hashsalt": "netrepro"}):
         fig.savefig(tmp, format=fmt, dpi=150, metadata=NO_TIME.get(fmt) or None)
@@ -85,6 +89,9 @@ def save_figure(fig: Figure, target: Path) -> Path:
 def new_figure(n_rows: int, n_cols: int, height: float = 3.6) -> tuple[Figure, np.ndarray]:
     """A figure on the Agg canvas (no pyplot) with ``n_rows`` x ``n_cols`` panels sharing
     their x axis, 6 in wide and ``height`` in high each: ``(figure, 2-d array of axes)``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(6.0 * n_cols, height * n_rows), layout="constrained")
     FigureCanvasAgg(fig)
     return fig, fig.subplots(n_rows, n_cols, squeeze=False, sharex=True)
@@ -176,6 +183,8 @@ def _column(d: pd.DataFrame, model, name: str) -> pd.Series:
 def _shade_phases(ax, phases: list[dict], time_scale: float) -> None:
     """The phases shaded alternately darker and lighter (every phase is one patch), each
     phase's label (default: its name) at the top of the panel."""
+    from matplotlib.transforms import blended_transform_factory
+
     trans = blended_transform_factory(ax.transData, ax.transAxes)
     for i, ph in enumerate(phases):
         lo, hi = ph["start_s"] * time_scale, ph["end_s"] * time_scale
@@ -191,6 +200,10 @@ def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0, captio
     and reference values); ``tidy``: the run's samples (TIDY_COLUMNS, ``t_s`` in real
     seconds); ``time_scale``: the run's TIME_SCALE; ``caption``: the second line of the
     title (:func:`caption`), none when not given."""
+    import seaborn as sns
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     d = tidy[tidy["metric"] == fig["metric"]]
     if fig.get("subjects"):
         d = d[d["subject"].isin(fig["subjects"])]

@@ -277,3 +277,13 @@ def test_the_command_line_starts_without_the_analysis():
             "print(sorted(m for m in ('pandas', 'numpy', 'matplotlib', 'seaborn', 'analysis') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_analysis_refuses_a_run_folder_before_it_loads_the_figure_libraries():
+    """The analysis' modules import matplotlib and seaborn (about 1 s of a start on a 2-core
+    machine) only where a figure is drawn, so that a damaged run folder is refused first: the
+    run-folder bad-input table (tests/test_bad_input_runs.py) starts it dozens of times."""
+    code = ("import sys, analysis.repetitions, analysis.compare, analysis.sweep, netrepro.bench; "
+            "print(sorted(m for m in ('matplotlib', 'seaborn') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]", out.stdout
