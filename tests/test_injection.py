@@ -120,7 +120,9 @@ def vars_problems(extravars: dict, what: str) -> list[str]:
     with tempfile.NamedTemporaryFile("w", suffix=".yml") as f:
         f.write(ansible.unsafe_yaml(extravars))
         f.flush()
-        loaded = DataLoader().load_from_file(f.name, trusted_as_template=True)
+        # cache="none", unsafe=True: the same parsed data, without the loader's cache and the
+        # deep copy it hands out of it (most of this table's time)
+        loaded = DataLoader().load_from_file(f.name, cache="none", unsafe=True, trusted_as_template=True)
     out = []
     stack = [(extravars, loaded)]
     while stack:
@@ -146,6 +148,7 @@ def generated_problems(data: dict, path: Path, value: str) -> list[str]:
     spec = Spec.from_data(data, path)
     m = spec.model
     out: list[str] = []
+    trials: list[dict] = []
     for t in m.trials:
         for port, stack in t["qdiscs"].items():
             for argv in tc.stack_commands(stack):
@@ -154,8 +157,7 @@ def generated_problems(data: dict, path: Path, value: str) -> list[str]:
         for node, items in plan["iperf3"].items():
             for x in items:
                 out += argv_problems(rolevars.iperf3_argv(x["item"], x["address"]), value, f"iperf3 from {node}")
-        tv = trial_vars(spec, t, 1.0, Path("/tmp/fetch"), 2.0)
-        out += vars_problems({"trial": tv}, f"trial {t['id']} vars")
+        trials.append(trial_vars(spec, t, 1.0, Path("/tmp/fetch"), 2.0))
     mv = rolevars.model_vars(spec)
     for node, probes in mv["probes"].items():
         for label, argv in probes.items():
@@ -164,7 +166,10 @@ def generated_problems(data: dict, path: Path, value: str) -> list[str]:
         for p in ports:
             for argv in p["commands"]:
                 out += argv_problems(argv, value, f"provisioned stack on {node}")
-    out += vars_problems({"netrepro": mv}, "provisioning vars")
+    # One extra-vars file holds every trial's vars and the provisioning vars: Ansible's loader
+    # reads each string alike wherever it stands, and one file per leaf, not one per
+    # playbook, keeps the table's cost to one load per leaf.
+    out += vars_problems({"netrepro": mv, "trials": trials}, "provisioning and trial vars")
     return out
 
 
