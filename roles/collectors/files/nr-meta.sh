@@ -5,19 +5,41 @@
 # the CPU ticks, the load average and the qdiscs' statistics (the snapshot after a trial).
 # Few processes: a fork costs ~80 ms on a QEMU TCG micro-VM, and seven nodes snapshot at once
 # (about 12 + one per interface in full, 3 with --counters).
-# Usage: nr-meta.sh [OUT] [--counters] [--sysctl net/ipv4/KEY ...]   (default OUT: standard
-# output). Each --sysctl adds a file under /proc/sys to the fixed list: the experiment's own
-# sysctls on this node, so that the record shows what the node had, not what was asked.
+# Usage: nr-meta.sh [OUT] [--counters] [--versions FILE] [--sysctl net/ipv4/KEY ...]
+#        nr-meta.sh --record-versions FILE
+# (default OUT: standard output). Each --sysctl adds a file under /proc/sys to the fixed list:
+# the experiment's own sysctls on this node, so that the record shows what the node had, not
+# what was asked. The tools' versions cost most of a full snapshot (curl --version alone loads
+# a dozen libraries): provisioning records them once with --record-versions (after the
+# packages; it rewrites FILE and prints CHANGED only when they differ), and each trial's
+# snapshot reads them back with --versions FILE (computed afresh when FILE is missing).
 set -u
-counters="" out="" extra=""
+counters="" out="" extra="" versions="" record=""
 while [ $# -gt 0 ]; do
   case $1 in
     --counters) counters=1 ;;
+    --versions) versions=${2:?--versions needs a file}; shift ;;
+    --record-versions) record=${2:?--record-versions needs a file}; shift ;;
     --sysctl) extra="$extra ${2:?--sysctl needs a key}"; shift ;;
     *) out=$1 ;;
   esac
   shift
 done
+# First line of each tool's version as JSON members, each followed by a comma, on one line
+# (vsftpd -v prints on file descriptor 0, vsftpd.c, hence 0>&1).
+tool_versions() {
+  { echo "@iproute2"; ip -V; echo "@vsftpd"; command -v vsftpd >/dev/null && vsftpd -v 0>&1
+    echo "@openssh"; ssh -V; echo "@curl"; curl --version; } 2>&1 |
+    awk '/^@/ { k = substr($0, 2); next } k != "" { gsub(/["\\]/, ""); printf "\"%s\":\"%s\",", k, $0; k = "" }'
+}
+if [ -n "$record" ]; then
+  now=$(tool_versions)
+  was=""
+  [ -r "$record" ] && IFS= read -r was < "$record"
+  if [ "$now" = "$was" ]; then echo unchanged; exit 0; fi
+  mkdir -p "${record%/*}" && printf '%s\n' "$now" > "$record.new" && mv -f "$record.new" "$record" && echo CHANGED
+  exit
+fi
 if [ -n "$out" ]; then mkdir -p "${out%/*}"; exec > "$out"; fi
 date +'{"clock_epoch_s":%s.%N,'
 # Cumulative CPU time (proc(5): user nice system idle iowait irq softirq steal, in ticks) and
@@ -43,11 +65,10 @@ awk -v full="${counters:+0}" '
   END { if (full != "0") printf "},"; print "" }' "$@"
 cd / || exit 1
 if [ -z "$counters" ]; then
-  # First line of each tool's version, one awk for all (vsftpd -v prints on file descriptor 0,
-  # vsftpd.c, hence 0>&1).
-  { echo "@iproute2"; ip -V; echo "@vsftpd"; command -v vsftpd >/dev/null && vsftpd -v 0>&1
-    echo "@openssh"; ssh -V; echo "@curl"; curl --version; } 2>&1 |
-    awk '/^@/ { k = substr($0, 2); next } k != "" { gsub(/["\\]/, ""); printf "\"%s\":\"%s\",", k, $0; k = "" }'
+  # The tools' versions as provisioning recorded them (read without a fork), else afresh.
+  v=""
+  [ -n "$versions" ] && [ -r "$versions" ] && IFS= read -r v < "$versions"
+  if [ -n "$v" ]; then printf '%s' "$v"; else tool_versions; fi
   printf '"addresses":%s,"offloads":{' "$(ip -j addr show)"
   # eth0: the management interface.
   for d in /sys/class/net/*; do i=${d##*/}; case $i in lo|eth0) ;; *) echo "@$i"; ethtool -k "$i" 2>/dev/null ;; esac; done |
