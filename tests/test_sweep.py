@@ -219,12 +219,14 @@ def test_a_point_is_judged_by_what_its_model_changes():
 # --- real simulations, analysed point by point ----------------------------------------------------------
 @pytest.fixture(scope="module")
 def simulated_sweep(tmp_path_factory):
-    """pie-vs-red's sweep on the ns3 site at TIME_SCALE 0.2 (18 simulations), analysed."""
+    """pie-vs-red's sweep on the ns3 site at TIME_SCALE 0.1 (18 simulations), analysed. Its PIE
+    trials at 5 Mbit/s made ns-3 3.44 crash in a zero-window probe before netrepro-sim moved the
+    probe beyond the trial (netrepro/ns3/netrepro-sim.cc)."""
     from netrepro.sites import ns3
     ns3.build()
     tmp = tmp_path_factory.mktemp("sweep")
     env = {"NETREPRO_RESULTS": str(tmp / "results"), "NETREPRO_STATE": str(tmp / "state")}
-    p = _nr("reproduce", "pie-vs-red", "--site", "ns3", "--sweep", "--seed", "1", "--time-scale", "0.2", env=env)
+    p = _nr("reproduce", "pie-vs-red", "--site", "ns3", "--sweep", "--seed", "1", "--time-scale", "0.1", env=env)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     run_dir = tmp / "results" / "pie-vs-red" / "latest"
     return SimpleNamespace(dir=run_dir.resolve(), out=p.stdout, meta=json.loads((run_dir / "run.json").read_text()))
