@@ -298,6 +298,20 @@ def test_two_files_of_pie_vs_red_give_the_same_simulation(simulator, tmp_path, m
     assert sim_a["start_epoch_s"] == sim_b["start_epoch_s"] and sim_a["scenario_sha256"] == sim_b["scenario_sha256"]
 
 
+def test_a_simulator_that_dies_of_a_signal_is_named_with_it(simulator, tmp_path):
+    """A crash of the simulator reads as one (ns-3 3.44's zero-window probe died of SIGSEGV,
+    which the run reported as "exit -11"): a program in its place that kills itself so."""
+    spec = load_spec("pie-vs-red")
+    site = ns3.Ns3Site(spec, tmp_path / "state")
+    site.reserve()
+    crash = tmp_path / "crash.sh"
+    crash.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    crash.chmod(0o755)
+    site.save_state({**site.load_state(), "simulator": str(crash)})
+    with pytest.raises(SiteError, match=r"^site ns3: netrepro-sim failed \(killed by SIGSEGV\): no message$"):
+        site.simulate(spec, _tv(spec), tmp_path / "out")
+
+
 def test_rate_limited_flows_keep_their_rate_with_linux_delayed_acks(simulator, tmp_path, monkeypatch):
     """The flows of p3 (50 flows offering 10 Mbit/s to RED) each get most of their 25 kB/s, as on
     Linux (docs/runs/pie-vs-red-repeat5-local-vm-2026-11-23: least 19.8 kB/s). With ns-3's own

@@ -59,6 +59,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -448,6 +449,18 @@ def _iperf3_line(m: Model, trial: dict, it: dict, t0: float, k: float) -> str:
             f"{int(paced)} {round(rate * 1e6)} {sack} {it['from']}/iperf3-{it['id']}.json")
 
 
+def _how_it_ended(returncode: int) -> str:
+    """A non-zero exit of a subprocess in words: ``exit N``, or ``killed by SIGNAME`` for
+    subprocess's negative return code of a signal (SIGSEGV: the simulator crashed; SIGTERM or
+    SIGKILL: :meth:`~netrepro.sites.base.Site.stop_subprocesses` stopped it)."""
+    if returncode > 0:
+        return f"exit {returncode}"
+    try:
+        return f"killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"killed by signal {-returncode}"
+
+
 class Ns3Site(Site):
     """The experiment in ns-3 (see the module docstring). ``SIMULATED``: the controller runs
     each trial with :meth:`simulate` instead of playbooks on nodes."""
@@ -527,7 +540,7 @@ class Ns3Site(Site):
         # killable from another thread (Site.stop_subprocesses): trials simulated at once
         p = self.run_subprocess([str(sim), str(scen), str(out_dir)])
         if p.returncode != 0:
-            raise SiteError(f"site ns3: netrepro-sim failed (exit {p.returncode}): "
+            raise SiteError(f"site ns3: netrepro-sim failed ({_how_it_ended(p.returncode)}): "
                             + (p.stderr.strip().splitlines() or ["no message"])[0][:300])
         return {"start_epoch_s": round(epoch0 + trial_start_s(m, k), 6), "wall_s": round(time.time() - t, 2),
                 "scenario_sha256": hashlib.sha256(scen.read_bytes()).hexdigest()}
