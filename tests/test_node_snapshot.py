@@ -24,7 +24,7 @@ def _record(path: Path) -> str:
 
 
 def test_recorded_versions_are_written_once_and_read_back_as_computed(tmp_path):
-    versions = tmp_path / "node" / "versions.json"
+    versions = tmp_path / "node" / "tool-versions.txt"
     assert _record(versions) == "CHANGED"
     written = versions.read_bytes()
     assert _record(versions) == "unchanged" and versions.read_bytes() == written  # idempotent
@@ -34,7 +34,7 @@ def test_recorded_versions_are_written_once_and_read_back_as_computed(tmp_path):
 
 
 def test_the_snapshot_takes_the_versions_from_the_file_and_computes_them_without_it(tmp_path):
-    versions = tmp_path / "versions.json"
+    versions = tmp_path / "tool-versions.txt"
     versions.write_text('"iproute2":"as provisioned","vsftpd":"v","openssh":"o","curl":"c",\n')
     assert _meta("--versions", str(versions))["iproute2"] == "as provisioned"
     assert _meta("--versions", str(tmp_path / "missing.json"))["iproute2"].startswith("ip utility")

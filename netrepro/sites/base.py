@@ -31,9 +31,9 @@ import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, ClassVar, Iterable, TypeVar
 
 from netrepro.spec import Spec

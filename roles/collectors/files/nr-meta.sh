@@ -4,7 +4,8 @@
 # offloads of every interface. With --counters, only what changes during a trial: the clock,
 # the CPU ticks, the load average and the qdiscs' statistics (the snapshot after a trial).
 # Few processes: a fork costs ~80 ms on a QEMU TCG micro-VM, and seven nodes snapshot at once
-# (about 12 + one per interface in full, 3 with --counters).
+# (about 6 + one per interface in full, 6 more when the tools' versions are computed rather
+# read back, 3 with --counters).
 # Usage: nr-meta.sh [OUT] [--counters] [--versions FILE] [--sysctl net/ipv4/KEY ...]
 #        nr-meta.sh --record-versions FILE
 # (default OUT: standard output). Each --sysctl adds a file under /proc/sys to the fixed list:
