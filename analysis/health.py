@@ -12,7 +12,7 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
 - ``nodes_cpu_busy``: the largest share of CPU time not idle on any node's machine over the
   trial's schedule: from the ``start`` to the ``end`` reading of the node's ``cpu-window.txt``
   (the ``cpu`` line of /proc/stat, proc(5), read at the schedule's start and end by
-  roles/collectors/files/nr-wait.sh). Runs recorded before it was (and the ns3 site, which has
+  roles/collectors/files/nr-window.sh). Runs recorded before it was (and the ns3 site, which has
   no CPU to watch) use the trial's release to its ``meta-after.json`` snapshot (``cpu_ticks``),
   which also counts the barrier's lead and the processes' ending, 4-5 s against a 6-s schedule
   at TIME_SCALE 0.1; the release's reading is run.json's ``barrier.cpu_ticks`` (every node
@@ -161,7 +161,7 @@ def _pct(x: float) -> str:
 
 # --- the measurements: each returns (value, detail) or raises _NotMeasured -------------------
 def _cpu_window(path: Path) -> tuple[dict, dict] | None:
-    """The node's ``cpu-window.txt`` (roles/collectors/files/nr-wait.sh: ``start TICKS`` and
+    """The node's ``cpu-window.txt`` (roles/collectors/files/nr-window.sh: ``start TICKS`` and
     ``end TICKS``, the cpu line of /proc/stat at the schedule's start and end) as two
     snapshots for :func:`netrepro.runfolder.cpu_busy`, or None without a readable one."""
     try:

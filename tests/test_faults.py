@@ -60,7 +60,8 @@ SCALE = os.environ.get("NETREPRO_FAULTS_SCALE", "0.05")
 TRIALS = ["pie-unlimited", "red-unlimited"]
 #: Process names (comm, 15 characters) of a trial's processes on a node (roles/collectors,
 #: roles/flow_clients): none may be left once a trial has stopped.
-TRIAL_COMMS = ("curl", "ping", "tc", "sleep", "nr-flows.sh", "nr-ping.sh", "nr-qdisc-stats.", "nr-wait.sh")
+TRIAL_COMMS = ("curl", "ping", "tc", "sleep", "nr-flows.sh", "nr-ping.sh", "nr-qdisc-stats.", "nr-wait.sh",
+               "nr-window.sh")
 
 
 # --- helpers ----------------------------------------------------------------------------------------

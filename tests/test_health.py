@@ -292,7 +292,7 @@ def test_the_nodes_cpu_is_measured_from_the_release_when_recorded(run):
 
 
 def test_the_nodes_cpu_is_judged_over_the_schedule_when_read_at_its_start_and_end(run):
-    """cpu-window.txt (roles/collectors/files/nr-wait.sh) wins over the release and
+    """cpu-window.txt (roles/collectors/files/nr-window.sh) wins over the release and
     meta-after.json: the barrier's lead before the schedule and the processes' ending after it
     are not the experiment's. Here the schedule alone was 70 % busy on the router (the other
     nodes' windows 20 %), where release to meta-after says 22.5 %; a node without the file

@@ -435,11 +435,12 @@ def test_trial_steps_run_the_installed_scripts_and_the_controller_fetches(lab, p
     trial = {"id": "t1", "ping": {}, "qdisc_stats": {}, "flows": {}}
     book = lab.tmp / "pack-only.yml"
     book.write_text(yaml.safe_dump([{
-        "name": "Prepare (clear, snapshot before) and finish (wait, snapshot after, pack)", "hosts": "all",
+        "name": "Prepare (clear, snapshot before), start (the CPU window) and finish (wait, snapshot after, pack)",
+        "hosts": "all",
         "gather_facts": False, "tasks": [
             {"name": step, "ansible.builtin.include_role": {"name": "collectors", "tasks_from": step},
              "vars": {"collectors_trial_id": "t1", "collectors_start_epoch_s": 0, "collectors_duration_s": 0}}
-            for step in ("prepare", "finish")]}]))
+            for step in ("prepare", "main", "finish")]}]))
     rv = lab_vars()
     # A sysctl the experiment sets on server1 only (none of the fixed list): recorded there alone.
     rv["sysctls"]["server1"]["net.ipv4.tcp_early_retrans"] = "3"

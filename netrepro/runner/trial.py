@@ -116,10 +116,10 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
 def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, attempt: int, bn: str,
                     started: dict | None) -> tuple[dict, str | None]:
     """A trial on the nodes: playbooks/trial.yml arms it, the barrier releases it
-    (:func:`release_trial`, its start chosen on node ``bn``'s clock), trial-end.yml waits for
-    its end and packs it, and each node's archive is fetched to ``tv["fetch_dir"]``. Each
-    playbook's log is kept in the run's ``logs/<trial>-<attempt>-<playbook>.log``.
-    ``started``: gets ``start_epoch_s`` as soon as the barrier has released the trial.
+    (:func:`release_trial`, its start chosen on node ``bn``'s clock), trial-end.yml, run once
+    the schedule has ended (:func:`_await_schedule_end`), ends and packs it, and each node's
+    archive is fetched to ``tv["fetch_dir"]``. Each playbook's log is kept in the run's
+    ``logs/<trial>-<attempt>-<playbook>.log``. ``started``: gets ``start_epoch_s`` as soon as the barrier has released the trial.
 
     Returns (the barrier's result, this machine's /proc/stat ``cpu`` numbers at the release).
     Raises _TrialFailed (``stop``: processes may be left) when a playbook failed (saying when
@@ -145,6 +145,7 @@ def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, 
         log(f"[run] trial {tid}: released at a lead of {barrier['lead_s']} s (slowest round trip "
             f"{max(barrier['round_trip_s'].values()):.3f} s, least margin {min(barrier['ack_margin_s'].values()):.3f} s)")
         extra["trial"] = {**tv, "start_epoch_s": barrier["start_epoch_s"]}
+        _await_schedule_end(barrier, bn, tv["duration_s"])
         _playbook("trial-end", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial-end.log")
         try:
             fetch_archives(inv, sorted(set(armed) | set(spec.model.nodes)), tid, Path(tv["fetch_dir"]))
@@ -159,6 +160,24 @@ def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, 
             pass
         raise _TrialFailed(reason, stop=True) from None
     return barrier, ticks_before
+
+
+def _await_schedule_end(barrier: dict, bn: str, duration_s: float) -> None:
+    """Sleep until the schedule's end: the barrier's start (on node ``bn``'s clock, converted
+    with the offset it measured) plus ``duration_s`` seconds.
+
+    Nothing is asked of the nodes from the release to the end: trial.yml armed every process
+    of the trial (each node's CPU window reader too, roles/collectors/files/nr-window.sh), and
+    trial-end.yml connects afterwards. Started right after the release instead, its SSH
+    sessions and commands reached the micro-VM's nodes 0-1.4 s after the start (their
+    cpu-window.txt readings against the barrier's, pie-vs-red at TIME_SCALE 0.25, 2026-11-26),
+    just as the first phase's flow clients started: these were the trial's latest, 11-172 ms
+    behind the schedule against 6-44 ms in the later phases.
+
+    Raises KeyboardInterrupt from the sleep (the caller stops the trial as from a playbook).
+    """
+    offset = ((barrier.get("clocks") or {}).get(bn) or {}).get("offset_s", 0.0)
+    time.sleep(max(0.0, barrier["start_epoch_s"] - offset + duration_s - time.time()))
 
 
 def _simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir: Path, attempt: int,

@@ -3,20 +3,11 @@
 # under DIR): sleep until the schedule's END (epoch s) without polling, so the wait costs the
 # node nothing during the trial, then poll at most GRACE_S seconds; stop any left (SIGTERM)
 # and say which.
-# With START_EPOCH_S (a trial's finish, not a stop): also read the node's CPU time at the
-# schedule's start and at its end (the cpu line of /proc/stat, proc(5)) into DIR/cpu-window.txt
-# ("start TICKS" and "end TICKS"): analysis/health.py's nodes_cpu_busy judges the schedule, not
-# the barrier's lead before it or the processes' ending and packing after it, which weigh
-# 4-5 s against a 6-s schedule at a short TIME_SCALE. Read by the shell's own `read` (no
-# process: at the start it would compete with the collectors released then). A reading
-# begun after START is taken at once (the window is then shorter).
-# Usage: nr-wait.sh DIR END_EPOCH_S GRACE_S [START_EPOCH_S]
+# Usage: nr-wait.sh DIR END_EPOCH_S GRACE_S
 set -u
-dir=$1 end=$2 timeout=$3 start=${4:-}
+dir=$1 end=$2 timeout=$3
 until_epoch() { sleep "$(awk -v e="$1" -v n="$(date +%s.%N)" 'BEGIN { w = e - n; printf "%.3f", (w > 0 ? w : 0) }')"; }
-if [ -n "$start" ]; then until_epoch "$start"; read -r _ t0 < /proc/stat; fi
 until_epoch "$end"
-if [ -n "$start" ]; then read -r _ t1 < /proc/stat; printf 'start %s\nend %s\n' "$t0" "$t1" > "$dir/cpu-window.txt"; fi
 t=0
 # A process is running when /proc says so and it is not a zombie: an init that does not reap
 # orphans (virtme-ng's, in the local micro-VM) leaves ended collectors as zombies.
