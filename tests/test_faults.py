@@ -357,8 +357,17 @@ def test_data_faults_are_named_together(site):
 
 @pytest.mark.integration
 def test_jump_connection_cut(site):
+    """The SSH master to the jump host killed while trial-end.yml's command runs on the nodes:
+    the trial fails, named "unreachable in task", and the run stays resumable. During the
+    schedule no command is in flight (the controller connects again after its end), so the cut
+    is made while trial-end waits on client1: a process planted in client1's trial folder
+    during the schedule (a pid file, as the collectors leave) keeps it waiting."""
     def inject(c):
-        site.after_flows()
+        site.after_flows(
+            'p=$(pids_cmd client1 ftp://); d=$(dirname "$(readlink /proc/${p%% *}/fd/1)"); '
+            'ip netns exec client1 sh -c "sleep 600 </dev/null >/dev/null 2>&1 & echo \\$! > $d/linger.pid"; '
+            'i=0; until [ -n "$(pids_cmd client1 nr-wait.sh)" ]; do i=$((i+1)); [ $i -gt 3000 ] && exit 1; '
+            'sleep 0.1; done; echo "trial-end waits on client1 at $(date +%s.%N)"')
         st = site.st()
         jump = "root@127.0.0.1:" + str(st["ssh_port"])
         path = str(Path(control_dir(site.site_state)) / ("jump-" + hashlib.sha1(jump.encode()).hexdigest()[:12]))

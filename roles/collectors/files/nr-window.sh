@@ -1,37 +1,51 @@
-#!/bin/sh
+#!/bin/bash
 # The schedule's CPU window of a node: the cpu line of its /proc/stat (proc(5)) read at the
 # trial's START and at START + DURATION into DIR/cpu-window.txt ("start TICKS", "end TICKS").
 # analysis/health.py's nodes_cpu_busy judges that window, not the barrier's lead before it or
 # the processes' ending and packing after it, which weigh 4-5 s against a 6-s schedule at a
-# short TIME_SCALE. Read by the shell's own `read` (no process at the start, where it would
-# compete with the collectors and flow clients released then); a START already past is read
-# at once (the window is then shorter).
+# short TIME_SCALE.
 #
-# Armed (START "armed"), with the trial's other processes (playbooks/trial.yml): the
+# START: epoch seconds with six decimals (a START already past is read at once, and the window
+# is then shorter), or "armed", with the trial's other processes (playbooks/trial.yml): the
 # background process makes the FIFO DIR/window.go and blocks reading it (no CPU) until the
-# barrier writes the trial's common start time into it (netrepro.runner.barrier); it works out
-# both waits then, in the barrier's lead, so that from the start to the end it forks one sleep.
-# No command from the controller is then needed on the node until the schedule has ended
-# (trial-end.yml; netrepro.runner.trial).
-# Usage: nr-window.sh DIR START DURATION_S [--background]
+# barrier writes the trial's common start time into it (netrepro.runner.barrier, "%.6f").
+# From then on it forks nothing: it waits with bash's `read -t` on a pipe nobody writes to and
+# reads the clock and /proc/stat with the shell's own means. Forking at the release slowed every
+# node's acknowledgement of it on the micro-VM, all nodes sharing its two CPUs (least margin
+# 1.3-2.1 s before, 0.6 s and late with three forks per node). Nothing then needs the
+# controller on the node until the schedule has ended (trial-end.yml; netrepro.runner.trial).
+# DURATION_US: the schedule's length in integer microseconds.
+# Usage: nr-window.sh DIR START DURATION_US [--background]
 set -eu
-dir=$1 start=$2 duration=$3 mode=${4:-}
+dir=$1 start=$2 duration_us=$3 mode=${4:-}
 mkdir -p "$dir"
 [ "$start" != armed ] || { rm -f "$dir/window.go"; mkfifo "$dir/window.go"; }
+
+until_us() {  # wait until epoch microsecond $1 on the wall clock, without a process
+  local w tmo
+  # A timeout runs on the monotonic clock, which drifted ~1.4 ms per second from the wall
+  # clock on the micro-VM (roles/flow_clients/files/nr-start.sh): each step waits at most
+  # 99 % of what is left, the wall clock read again after it.
+  while w=$(( $1 - ${EPOCHREALTIME/./} )); (( w > 0 )); do
+    (( w > 1000000 )) && w=$(( w * 99 / 100 ))
+    printf -v tmo '%d.%06d' $(( w / 1000000 )) $(( w % 1000000 ))
+    read -r -t "$tmo" -u "$never" _ || true
+  done
+}
+
 run() {
-  if [ "$start" = armed ]; then
-    read -r start < "$dir/window.go"
-    rm -f "$dir/window.go"
-  fi
-  # the wait until the start, then the one from there to the end (what is left of it)
-  waits=$(awk -v s="$start" -v d="$duration" -v n="$(date +%s.%N)" \
-    'BEGIN { w = s - n; e = s + d - n; printf "%.3f %.3f", (w > 0 ? w : 0), (e <= 0 ? 0 : w > 0 ? d : e) }')
-  sleep "${waits% *}"
+  exec {never}<> <(:)  # made before the release: <(:) forks
+  [ "$start" != armed ] || read -r start < "$dir/window.go"  # removed after the end (rm forks)
+  # "%.6f" seconds and $EPOCHREALTIME (six decimals) -> microseconds, dropping the point
+  local at=$(( 10#${start/./} )) t0 t1
+  until_us "$at"
   read -r _ t0 < /proc/stat
-  sleep "${waits#* }"
+  until_us $(( at + duration_us ))
   read -r _ t1 < /proc/stat
   printf 'start %s\nend %s\n' "$t0" "$t1" > "$dir/cpu-window.txt"
+  rm -f "$dir/window.go"
 }
+
 if [ "$mode" = --background ]; then
   # Ansible runs commands on a pty: ignore the SIGHUP its closing sends (as nohup(1) does).
   trap '' HUP
