@@ -6,10 +6,12 @@ for the trial); otherwise (CI, a log file, ``make ... | tee``) plain lines, each
 time stamp, at each trial's start and end and each phase's end. Both are driven by
 :class:`RunProgress`, which the controller calls; nothing here touches the run folder.
 
-The live queueing delay is read by :func:`queueing_delay_probe` at most twice a phase (its
-middle and end) and never within :data:`PROBE_MIN_INTERVAL_S` of the last reading: one
-``tail`` of a client's ping file over the SSH control connection the playbooks already hold,
-so that the nodes' CPU (emulated, on the local site) is barely touched. It is shown, never
+The live queueing delay is read by :func:`queueing_delay_probe` at most once a phase, at its
+middle, and never within :data:`PROBE_MIN_INTERVAL_S` of the last reading: one ``tail`` of a
+client's ping file over the SSH control connection the playbooks already hold, so that the
+nodes' CPU (emulated, on the local site) is barely touched, and never at a phase's end, where
+the next phase's flows start (read there, it came with their start on the micro-VM, which then
+started them late). The line at a phase's end shows the last reading. It is shown, never
 recorded: the analysis reads the fetched raw files.
 """
 
@@ -29,8 +31,8 @@ from typing import Any, Callable
 from netrepro.schedule import hms
 
 #: The least time between two live readings of the queueing delay (s): a full-length
-#: pie-vs-red trial (50 s phases) is read 10 times; at TIME_SCALE=0.1 (5 s phases) every
-#: other phase end shows the last reading instead of reading again.
+#: pie-vs-red trial (50 s phases) is read 5 times, once a phase; at TIME_SCALE=0.1 (5 s
+#: phases) every other phase shows the last reading instead of reading again.
 PROBE_MIN_INTERVAL_S = 10.0
 
 #: ping(8) with -D: ``[1795413918.924935] 64 bytes from 10.10.2.2: icmp_seq=1 ttl=63 time=105 ms``
@@ -231,7 +233,7 @@ class RunProgress:
                   + (f": {what}" if what else "") + f"; {self.done} of {self.total} done, {self._times()}")
 
     def _follow(self, s: _Shown) -> None:
-        """Wait for each phase's middle and end; probe the delay there; print or update."""
+        """Wait for each phase's middle and end; probe the delay at the middle; print or update."""
         marks = []
         for i, ph in enumerate(s.phases):
             marks.append((float(ph["start_s"]) + (float(ph["end_s"]) - float(ph["start_s"])) / 2, i, False))
@@ -248,7 +250,7 @@ class RunProgress:
             if s.stop.is_set():
                 return
             ph = s.phases[i]
-            if s.probe and time.monotonic() - self._probed_at >= PROBE_MIN_INTERVAL_S:
+            if s.probe and not is_end and time.monotonic() - self._probed_at >= PROBE_MIN_INTERVAL_S:
                 self._probed_at = time.monotonic()
                 self.last_delay_ms = s.probe()
             delay = "n/a" if self.last_delay_ms is None else f"{self.last_delay_ms:g} ms"

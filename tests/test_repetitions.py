@@ -260,6 +260,20 @@ def test_plain_progress_lines_name_each_phase_its_flows_the_delay_and_the_eta():
     assert p.eta_s() == pytest.approx(2 * p.walls[0])  # the finished trial's wall time, not the estimate
 
 
+def test_the_delay_is_read_at_phase_middles_only(monkeypatch):
+    """Never at a phase's end, where the next phase's flows start: two phases, two readings
+    even when no least interval holds them back."""
+    monkeypatch.setattr(progress, "PROBE_MIN_INTERVAL_S", 0.0)
+    p = progress.RunProgress(1, tty=False, out=io.StringIO())
+    phases = [{"name": "p1", "start_s": 0, "end_s": 0.2, "flows": 10}, {"name": "p2", "start_s": 0.2, "end_s": 0.4, "flows": 30}]
+    probes: list[int] = []
+    start = time.time()
+    p.trial("t", "", phases, lambda: start, lambda: probes.append(1) or 1.0)
+    time.sleep(1.5)
+    p.end("t", True)
+    assert probes == [1, 1]
+
+
 # --- the analysis across repetitions ----------------------------------------------------------------
 def compose(dest: Path, sources: list[Path]) -> Path:
     """A repeated run folder from recorded runs of one experiment: run k's trials become
