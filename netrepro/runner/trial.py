@@ -166,9 +166,10 @@ def _await_schedule_end(barrier: dict, bn: str, duration_s: float) -> None:
     """Sleep until the schedule's end: the barrier's start (on node ``bn``'s clock, converted
     with the offset it measured) plus ``duration_s`` seconds.
 
-    Nothing is asked of the nodes from the release to the end: trial.yml armed every process
+    No playbook reaches the nodes from the release to the end: trial.yml armed every process
     of the trial (each node's CPU window reader too, roles/collectors/files/nr-window.sh), and
-    trial-end.yml connects afterwards. Started right after the release instead, its SSH
+    trial-end.yml connects afterwards; only the live delay probe reads one node, at a phase's
+    middle (:mod:`netrepro.progress`). Started right after the release instead, its SSH
     sessions and commands reached the micro-VM's nodes 0-1.4 s after the start (their
     cpu-window.txt readings against the barrier's, pie-vs-red at TIME_SCALE 0.25, 2026-11-26),
     just as the first phase's flow clients started: these were the trial's latest, 11-172 ms
