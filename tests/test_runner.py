@@ -517,3 +517,34 @@ def test_jobs_out_of_range_or_above_one_on_machines_are_refused(site, jobs, prob
     with pytest.raises(SpecError) as exc:
         plan.checked_jobs(site, jobs)
     assert str(exc.value).startswith(f"command line: --jobs: {problem}")
+
+
+def test_release_command_writes_every_fifo_and_names_the_stuck_one(tmp_path):
+    """The barrier's release (barrier.release_command) run by sh on real FIFOs: each armed
+    reader gets the start; a FIFO whose reader is gone ends the release after its timeout,
+    named. A folder name with a quote and a space is one word."""
+    import subprocess
+    import threading
+
+    from netrepro.runner.barrier import release_command, unreleased
+
+    d = tmp_path / "it's a trial"
+    d.mkdir()
+    got: dict[str, str] = {}
+    for name in ("flows.csv.go", "ping.txt.go"):
+        os.mkfifo(d / name)
+        threading.Thread(target=lambda n=name: got.__setitem__(n, (d / n).read_text()), daemon=True).start()
+    (d / "notes.go").write_text("")  # not a FIFO: skipped
+    out = subprocess.run(["sh", "-c", release_command(str(d), 1795727171.5)], capture_output=True, text=True,
+                         timeout=30).stdout
+    for t in threading.enumerate():
+        if t is not threading.current_thread() and t.daemon:
+            t.join(5)
+    assert got == {"flows.csv.go": "1795727171.500000\n", "ping.txt.go": "1795727171.500000\n"}
+    assert unreleased(out) == [] and out.split() == ["at:flows.csv.go", "at:ping.txt.go"]
+    for name in got:  # their readers remove them once read
+        (d / name).unlink()
+    os.mkfifo(d / "window.go")  # armed, but its reader is gone
+    out = subprocess.run(["sh", "-c", release_command(str(d), 1795727171.5, timeout_s=0.5)], capture_output=True,
+                         text=True, timeout=30).stdout
+    assert unreleased(out) == ["window.go"], out
