@@ -21,8 +21,9 @@ from netrepro.runner.ssh import _inventory_hosts, node_ssh_argv, node_trial_dir
 #: lead (default LEAD_MIN_S; NETREPRO_LEAD_S) ahead and at least LEAD_ROUNDS times the
 #: slowest node's measured round trip; every node must acknowledge its release GUARD_S before
 #: the start, else the trial is aborted. 2 s: with 1 s, on the micro-VM under TCG, two clients
-#: once acknowledged 0.13-0.18 s before the start (writing into each FIFO forks, and the
-#: released collectors wake up at once); the least margins seen at 1.2-1.7 s were 0.4-0.9 s.
+#: once acknowledged 0.13-0.18 s before the start (each FIFO's write then forked two
+#: processes, and the released collectors wake up at once); the least margins seen at
+#: 1.2-1.7 s were 0.4-0.9 s.
 BARRIER_LEAD_MIN_S = 2.0
 BARRIER_LEAD_ROUNDS = 4.0
 BARRIER_GUARD_S = 0.2
