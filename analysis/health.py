@@ -11,8 +11,8 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
 
 - ``nodes_cpu_busy``: the largest share of CPU time not idle on any node's machine over the
   trial's schedule: from the ``start`` to the ``end`` reading of the node's ``cpu-window.txt``
-  (the ``cpu`` line of /proc/stat, proc(5), read at the schedule's start and end by
-  roles/collectors/files/nr-window.sh). Runs recorded before it was (and the ns3 site, which has
+  (the ``cpu`` line of /proc/stat, proc(5), read 0.1 s before the schedule's start and at its
+  end by roles/collectors/files/nr-window.sh). Runs recorded before it was (and the ns3 site, which has
   no CPU to watch) use the trial's release to its ``meta-after.json`` snapshot (``cpu_ticks``),
   which also counts the barrier's lead and the processes' ending, 4-5 s against a 6-s schedule
   at TIME_SCALE 0.1; the release's reading is run.json's ``barrier.cpu_ticks`` (every node

@@ -1,6 +1,11 @@
 #!/bin/bash
-# The schedule's CPU window of a node: the cpu line of its /proc/stat (proc(5)) read at the
-# trial's START and at START + DURATION into DIR/cpu-window.txt ("start TICKS", "end TICKS").
+# The schedule's CPU window of a node: the cpu line of its /proc/stat (proc(5)) read just
+# before the trial's START (EARLY_US, 0.1 s) and at START + DURATION into DIR/cpu-window.txt
+# ("start TICKS", "end TICKS"). Read at START itself, the micro-VM's seven readers woke with
+# the first phase's flow clients, which then started 33 ms behind the schedule in the median
+# trial (20 trials at TIME_SCALE 0.5, docs/runs/quick-pie-vs-red-ts0.5-2026-11-26), against
+# 16 ms before the readers were armed (24 at 0.25) and 13 ms for the later phases' clients.
+# The window's extra 0.1 s is 0.2 % of a 62.5-s schedule.
 # analysis/health.py's nodes_cpu_busy judges that window, not the barrier's lead before it or
 # the processes' ending and packing after it, which weigh 4-5 s against a 6-s schedule at a
 # short TIME_SCALE.
@@ -18,6 +23,7 @@
 # Usage: nr-window.sh DIR START DURATION_US [--background]
 set -eu
 dir=$1 start=$2 duration_us=$3 mode=${4:-}
+EARLY_US=100000
 mkdir -p "$dir"
 [ "$start" != armed ] || { rm -f "$dir/window.go"; mkfifo "$dir/window.go"; }
 
@@ -38,7 +44,7 @@ run() {
   [ "$start" != armed ] || read -r start < "$dir/window.go"  # removed after the end (rm forks)
   # "%.6f" seconds and $EPOCHREALTIME (six decimals) -> microseconds, dropping the point
   local at=$(( 10#${start/./} )) t0 t1
-  until_us "$at"
+  until_us $(( at - EARLY_US ))
   read -r _ t0 < /proc/stat
   until_us $(( at + duration_us ))
   read -r _ t1 < /proc/stat
