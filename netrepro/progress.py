@@ -10,8 +10,8 @@ The live queueing delay is read by :func:`queueing_delay_probe` at most once a p
 middle, and never within :data:`PROBE_MIN_INTERVAL_S` of the last reading: one ``tail`` of a
 client's ping file over the SSH control connection the playbooks already hold, so that the
 nodes' CPU (emulated, on the local site) is barely touched, and never at a phase's end, where
-the next phase's flows start (read there, it came with their start on the micro-VM, which then
-started them late). The line at a phase's end shows the last reading. It is shown, never
+the next phase's flows start: its SSH session would reach the micro-VM with them. The line at
+a phase's end shows the last reading. It is shown, never
 recorded: the analysis reads the fetched raw files.
 """
 

@@ -119,7 +119,8 @@ def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, 
     (:func:`release_trial`, its start chosen on node ``bn``'s clock), trial-end.yml, run once
     the schedule has ended (:func:`_await_schedule_end`), ends and packs it, and each node's
     archive is fetched to ``tv["fetch_dir"]``. Each playbook's log is kept in the run's
-    ``logs/<trial>-<attempt>-<playbook>.log``. ``started``: gets ``start_epoch_s`` as soon as the barrier has released the trial.
+    ``logs/<trial>-<attempt>-<playbook>.log``. ``started``: gets ``start_epoch_s`` as soon as
+    the barrier has released the trial.
 
     Returns (the barrier's result, this machine's /proc/stat ``cpu`` numbers at the release).
     Raises _TrialFailed (``stop``: processes may be left) when a playbook failed (saying when
