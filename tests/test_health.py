@@ -493,7 +493,8 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     def release(inv, hosts, trial_id, bottleneck=None, lead_min_s=None):
         assert trial_id == "red-limited" and bottleneck == "router" and "router" in hosts
         assert lead_min_s == tv["lead_s"] == 30  # the run's lead is the barrier's least
-        return {"start_epoch_s": recorded["start_epoch_s"], "lead_s": 1.0, "round_trip_s": {h: 0.1 for h in hosts},
+        return {"start_epoch_s": recorded["start_epoch_s"], "start_here_s": recorded["start_epoch_s"],
+                "lead_s": 1.0, "round_trip_s": {h: 0.1 for h in hosts},
                 "ack_margin_s": {h: 0.9 for h in hosts}, "clocks": steady}
 
     steady = {n: {"offset_s": 0.0, "rtt_s": 0.01} for n in spec.nodes}

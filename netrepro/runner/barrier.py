@@ -93,7 +93,8 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
        trip), so that a slow node lengthens the lead;
     2. the start time is written into every FIFO; each node answers with its clock once done.
 
-    Returns ``{"start_epoch_s", "lead_s", "round_trip_s": {host: s}, "ack_margin_s": {host: s},
+    Returns ``{"start_epoch_s", "start_here_s" (the start on this machine's clock), "lead_s",
+    "round_trip_s": {host: s}, "ack_margin_s": {host: s},
     "cpu_ticks": {host: str}, "clocks": {host: {"offset_s", "rtt_s"}}}`` (clocks: step 1's
     readings, the start of the window in which a stepped clock is detected,
     :func:`clock_problems`; margin: start minus the node's acknowledgement, on its clock;
@@ -141,5 +142,5 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
             late.append(f"{h} acknowledged {margins[h]:+.3f} s before the start (needs {BARRIER_GUARD_S} s)")
     if late:
         raise BarrierLate(f"barrier of trial {trial_id}, lead {lead:.2f} s: " + "; ".join(late))
-    return {"start_epoch_s": start, "lead_s": round(lead, 3), "round_trip_s": rounds, "ack_margin_s": margins,
+    return {"start_epoch_s": start, "start_here_s": start - offset, "lead_s": round(lead, 3), "round_trip_s": rounds, "ack_margin_s": margins,
             "cpu_ticks": ticks, "clocks": probe}

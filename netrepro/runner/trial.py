@@ -146,7 +146,7 @@ def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, 
         log(f"[run] trial {tid}: released at a lead of {barrier['lead_s']} s (slowest round trip "
             f"{max(barrier['round_trip_s'].values()):.3f} s, least margin {min(barrier['ack_margin_s'].values()):.3f} s)")
         extra["trial"] = {**tv, "start_epoch_s": barrier["start_epoch_s"]}
-        _await_schedule_end(barrier, bn, tv["duration_s"])
+        _await_schedule_end(barrier["start_here_s"] + tv["duration_s"])
         _playbook("trial-end", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial-end.log")
         try:
             fetch_archives(inv, sorted(set(armed) | set(spec.model.nodes)), tid, Path(tv["fetch_dir"]))
@@ -163,9 +163,9 @@ def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, 
     return barrier, ticks_before
 
 
-def _await_schedule_end(barrier: dict, bn: str, duration_s: float) -> None:
-    """Sleep until the schedule's end: the barrier's start (on node ``bn``'s clock, converted
-    with the offset it measured) plus ``duration_s`` seconds.
+def _await_schedule_end(end_here_s: float) -> None:
+    """Sleep until the schedule's end, ``end_here_s`` on this machine's clock (epoch seconds:
+    the barrier's ``start_here_s`` plus the schedule's length).
 
     No playbook reaches the nodes from the release to the end: trial.yml armed every process
     of the trial (each node's CPU window reader too, roles/collectors/files/nr-window.sh), and
@@ -178,8 +178,7 @@ def _await_schedule_end(barrier: dict, bn: str, duration_s: float) -> None:
 
     Raises KeyboardInterrupt from the sleep (the caller stops the trial as from a playbook).
     """
-    offset = ((barrier.get("clocks") or {}).get(bn) or {}).get("offset_s", 0.0)
-    time.sleep(max(0.0, barrier["start_epoch_s"] - offset + duration_s - time.time()))
+    time.sleep(max(0.0, end_here_s - time.time()))
 
 
 def _simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir: Path, attempt: int,
