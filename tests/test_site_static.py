@@ -273,7 +273,22 @@ def test_install_packages_option_reaches_the_inventory(spec, tmp_path, value, wa
     opts = {"static_file": str(tmp_path / "nodes.yml")}
     if value is not None:
         opts["install_packages"] = value
-    assert get_site("static", spec, tmp_path / "st", opts).inventory_vars() == want
+    got = get_site("static", spec, tmp_path / "st", opts).inventory_vars()
+    assert {k: v for k, v in got.items() if k == "packages_install"} == want
+
+
+@pytest.mark.parametrize("value, want", [(None, False), ("false", False), ("true", True), ("1", True)])
+def test_kernel_upgrade_only_when_asked(spec, tmp_path, value, want):
+    """A static node is the user's own machine: roles/kernel_capability may install a kernel
+    and reboot it only with the option kernel_upgrade; the failure's hint names the option."""
+    opts = {"static_file": str(tmp_path / "nodes.yml")}
+    if value is not None:
+        opts["kernel_upgrade"] = value
+    got = get_site("static", spec, tmp_path / "st", opts).inventory_vars()
+    assert got["kernel_capability_upgrade"] is want
+    assert "kernel_upgrade=true" in got["kernel_capability_upgrade_hint"]
+    with pytest.raises(SiteError, match="kernel_upgrade.*expected true or false"):
+        get_site("static", spec, tmp_path / "st2", {**opts, "kernel_upgrade": "maybe"})
 
 
 def test_install_packages_option_is_checked(spec, tmp_path):

@@ -23,7 +23,7 @@ OPTION_ENV: dict[str, str] = {
     "FABRIC_SITE": "fabric_site", "CORES": "cores", "RAM_GB": "ram_gb", "DISK_GB": "disk_gb",
     "STATIC_FILE": "static_file", "SLICE_NAME": "slice_name", "GENI_USER": "user",
     "MANIFEST": "manifest", "SSH_KEY": "key_file", "SWITCH_NIC": "switch_nic",
-    "INSTALL_PACKAGES": "install_packages",
+    "INSTALL_PACKAGES": "install_packages", "KERNEL_UPGRADE": "kernel_upgrade",
 }
 
 __all__ = ["OPTION_ENV", "SITES", "NodeLogin", "Site", "SiteError", "SiteOptions", "get_site", "site_class",

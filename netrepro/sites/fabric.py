@@ -379,6 +379,11 @@ class FabricSite(Site):
         state["expires"] = end.isoformat()
         self.save_state(state)
 
+    def inventory_vars(self) -> dict[str, Any]:
+        """The VMs are this reservation's own: roles/kernel_capability may install a kernel and
+        reboot one that lacks a qdisc (``kernel_capability_upgrade``)."""
+        return {"kernel_capability_upgrade": True}
+
     def release(self) -> None:
         """Delete the slice. Idempotent: nothing reserved, or slice already gone, succeeds."""
         state = self.load_state()

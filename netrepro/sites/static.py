@@ -301,12 +301,18 @@ def ssh_argv(login: NodeLogin, command: str, connect_timeout_s: int = 10,
     return argv + ["--", f"{login.user}@{login.host}", command]
 
 
+#: What a static node lacking a qdisc is told (roles/kernel_capability's failure message).
+STATIC_UPGRADE_HINT = ("Install a kernel that has them yourself, or let netrepro install the kernel packages and "
+                       "reboot this machine with the static site option kernel_upgrade=true (KERNEL_UPGRADE=true).")
+
+
 class StaticSite(Site):
     """Existing machines from a YAML file (option ``static_file``). See the module docstring.
 
     Options: ``static_file`` (required), ``known_hosts`` (a known_hosts file to use instead
     of ~/.ssh/known_hosts), ``install_packages`` (false: roles/packages only checks that the
-    programs are there, for machines without a package mirror). Hook: ``runner`` (a
+    programs are there, for machines without a package mirror), ``kernel_upgrade`` (true:
+    a machine lacking a qdisc may get kernel packages and a reboot; default false). Hook: ``runner`` (a
     :data:`Runner`, tests).
     """
 
@@ -316,6 +322,9 @@ class StaticSite(Site):
         "known_hosts": Option("a known_hosts file to use instead of ~/.ssh/known_hosts", safe_path_problem),
         "install_packages": Option("install the experiment's packages with apt, INSTALL_PACKAGES (default true; "
                                    "false: machines without a package mirror, only checked)", boolean),
+        "kernel_upgrade": Option("let netrepro install kernel packages and REBOOT a machine that lacks a qdisc, "
+                                 "KERNEL_UPGRADE (default false: provisioning fails naming the node and the qdisc)",
+                                 boolean),
     }
     HOOKS = ("runner",)
 
@@ -391,9 +400,16 @@ class StaticSite(Site):
             time.sleep(interval_s)
 
     def inventory_vars(self) -> dict[str, Any]:
-        """``packages_install: false`` when option ``install_packages`` says so."""
+        """``packages_install: false`` when option ``install_packages`` says so;
+        ``kernel_capability_upgrade`` true only when option ``kernel_upgrade`` says so (the
+        machines are the user's own: roles/kernel_capability may install a kernel and reboot
+        them only when asked), with the hint naming that option."""
+        out: dict[str, Any] = {"kernel_capability_upgrade": as_bool(self.options.get("kernel_upgrade") or False),
+                               "kernel_capability_upgrade_hint": STATIC_UPGRADE_HINT}
         value = self.options.get("install_packages")
-        return {} if value in (None, "") else {"packages_install": as_bool(value)}   # checked: boolean
+        if value not in (None, ""):
+            out["packages_install"] = as_bool(value)   # checked: boolean
+        return out
 
     def release(self) -> None:
         """Forget the logins (the machines stay as they are). Idempotent."""
