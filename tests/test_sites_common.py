@@ -126,7 +126,7 @@ def portal_pem(path: Path, passphrase: bytes | None = b"portal secret") -> Path:
 
 
 def geni_env(tmp_path, **over):
-    (tmp_path / "cloudlab.pem").write_text("cert")
+    portal_pem(tmp_path / "cloudlab.pem", passphrase=None)
     ssh_keypair(tmp_path, "id")
     ctx = {"framework": "emulab-ch2", "cert-path": str(tmp_path / "cloudlab.pem"), "key-path": str(tmp_path / "cloudlab.pem"),
            "user-name": "alice", "user-urn": "urn:publicid:IDN+emulab.net+user+alice",
@@ -187,6 +187,12 @@ class FakeGeni:
     def __init__(self, manifest: str, statuses):
         self.calls, self.manifest, self.statuses, self.deleted = [], manifest, iter(statuses), False
 
+    def get_version(self, url):
+        self.calls.append(("GetVersion", url))
+
+    def user_credential(self):
+        self.calls.append(("get_credentials", "user"))
+
     def create_slice(self, name, project_urn, expires):
         self.calls.append(("create_slice", name, project_urn))
 
@@ -220,9 +226,10 @@ def test_instageni_lifecycle_with_a_fake_aggregate(spec, tmp_path, monkeypatch):
     assert st["slice_name"] == default_slice_name("pie-vs-red", "alice") == "nr-pievsred-alice"
     assert st["slice_urn"] == "urn:publicid:IDN+emulab.net:netrepro+slice+nr-pievsred-alice"
     assert (st["aggregate"], st["aggregate_url"]) == ("cl-utah", "https://www.utah.cloudlab.us:12369/protogeni/xmlrpc/am/3.0")
-    assert [c[0] for c in fake.calls] == ["create_slice", "Allocate", "Provision", "PerformOperationalAction"]
+    assert [c[0] for c in fake.calls] == ["GetVersion", "get_credentials", "create_slice", "Allocate", "Provision",
+                                          "PerformOperationalAction"]
     site.reserve()                                   # idempotent: nothing new requested
-    assert len(fake.calls) == 4
+    assert len(fake.calls) == 6
     site.wait_ready(timeout_s=600, interval_s=1)
     logins = site.logins()
     assert set(logins) == set(spec.nodes) and logins["router"].user == "ingino" and logins["router"].key_file == str(tmp_path / "id")

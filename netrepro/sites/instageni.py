@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from netrepro.sites import manifest as geni_manifest
 from netrepro.sites import rspec as geni_rspec
-from netrepro.sites.base import (PRIVATE_KEY_RE, NodeLogin, Option, Site, SiteError, boolean, existing_file, interfaces_text,
+from netrepro.sites.base import (PRIVATE_KEY_RE, NodeLogin, Option, Site, SiteError, as_bool, boolean, existing_file, interfaces_text,
                                  login_user_problem, matches, positive_int, positive_number, private_key_problem,
                                  public_key_problem, read_json_object, read_small_text)
 
@@ -47,6 +47,12 @@ DEFAULT_CONTEXT = "~/.bssw/geni/context.json"
 DEFAULT_MA = "https://www.emulab.net:12369/protogeni/xmlrpc/geni-ma"
 DEFAULT_SA = "https://www.emulab.net:12369/protogeni/xmlrpc/geni-sa/2"
 DATE_FMT = "%Y-%m-%dT%H:%M:%SZ"
+#: The initial lease, hours (option ``hours``): a full pie-vs-red run with REPEAT=5 takes about
+#: two hours; CloudLab grants a few days without asking an administrator.
+DEFAULT_HOURS = 6
+#: How long the slivers may take to become ready, s (option ``ready_timeout_s``): CloudLab's
+#: Xen VMs usually boot in 5-10 minutes.
+READY_TIMEOUT_S = 1800.0
 
 #: Environment variables read by :func:`load_credentials` (listed in docs/reference.md, with
 #: NETREPRO_AGGREGATES: :attr:`InstaGENISite.ENV`).
@@ -83,9 +89,14 @@ class TLSPolicy:
     source: str = ""
 
 
-#: Keys of the aggregates file, at the top level and per aggregate.
+#: Keys of the aggregates file, at the top level, of ``slice_authority`` and per aggregate.
 TOP_KEYS = ("default", "ca_bundle", "slice_authority", "aggregates")
+SA_KEYS = ("url", "ma_url", "authority", "ca_bundle", "verify_tls")
 AGGREGATE_KEYS = ("urn", "url", "kind", "ca_bundle", "verify_tls")
+#: The portal's domain in slice, project and user URNs (``urn:publicid:IDN+emulab.net:<project>+slice+<name>``;
+#: geni-lib 0.9.9.4 frameworks.py, EmulabCH2.sliceNameToURN).
+DEFAULT_AUTHORITY = "emulab.net"
+_URL_RE = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]+)?/\S*$")
 
 
 def _tls_fields(f: Path, where: str, entry: dict[str, Any]) -> dict[str, Any]:
@@ -111,7 +122,12 @@ def load_aggregates(extra: Path | str | None = None) -> dict[str, Any]:
     """The aggregates configuration::
 
         {'default': name, 'aggregates': {name: {urn, url, kind, tls: TLSPolicy}},
-         'slice_authority_tls': TLSPolicy}
+         'slice_authority': {'url', 'ma_url', 'authority'}, 'slice_authority_tls': TLSPolicy}
+
+    ``slice_authority``: the portal's slice authority (``url``, Federation API v2), member
+    authority (``ma_url``) and the domain of its URNs (``authority``), defaults
+    :data:`DEFAULT_SA`, :data:`DEFAULT_MA`, :data:`DEFAULT_AUTHORITY` (the Emulab/CloudLab
+    portal, which every aggregate listed accepts).
 
     Reads ``netrepro/aggregates.yml``, then ``extra`` (or ``$NETREPRO_AGGREGATES``) whose
     entries override or add to it (strict YAML: duplicate keys refused). TLS: an aggregate's
@@ -127,7 +143,8 @@ def load_aggregates(extra: Path | str | None = None) -> dict[str, Any]:
     extra = extra or os.environ.get("NETREPRO_AGGREGATES")
     if extra:
         files.append(Path(extra).expanduser())
-    conf: dict[str, Any] = {"default": None, "aggregates": {}}
+    conf: dict[str, Any] = {"default": None, "aggregates": {},
+                            "slice_authority": {"url": DEFAULT_SA, "ma_url": DEFAULT_MA, "authority": DEFAULT_AUTHORITY}}
     default_tls: dict[str, Any] = {}
     sa_tls: dict[str, Any] = {}
     own_tls: dict[str, dict[str, Any]] = {}
@@ -144,9 +161,24 @@ def load_aggregates(extra: Path | str | None = None) -> dict[str, Any]:
         if "ca_bundle" in data:
             default_tls = _tls_fields(f, "", data)
         if data.get("slice_authority") is not None:
-            if not isinstance(data["slice_authority"], dict):
-                raise SiteError(f"{f}: slice_authority: expected a mapping (url, authority, ca_bundle, verify_tls)")
-            sa_tls = _tls_fields(f, "slice_authority.", data["slice_authority"]) or sa_tls
+            sa = data["slice_authority"]
+            if not isinstance(sa, dict):
+                raise SiteError(f"{f}: slice_authority: expected a mapping ({', '.join(SA_KEYS)})")
+            unknown = [k for k in sa if k not in SA_KEYS]
+            if unknown:
+                raise SiteError(f"{f}: slice_authority.{unknown[0]}: unknown field; expected one of: {', '.join(SA_KEYS)}")
+            for key in ("url", "ma_url"):
+                if key in sa:
+                    if not _URL_RE.match(str(sa[key])):
+                        raise SiteError(f"{f}: slice_authority.{key}: expected an https:// URL of the portal's "
+                                        f"{'slice' if key == 'url' else 'member'} authority, got {sa[key]!r}")
+                    conf["slice_authority"][key] = sa[key]
+            if "authority" in sa:
+                if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]{0,99}", str(sa["authority"])):
+                    raise SiteError(f"{f}: slice_authority.authority: expected the portal's domain such as emulab.net, "
+                                    f"got {sa['authority']!r}")
+                conf["slice_authority"]["authority"] = sa["authority"]
+            sa_tls = _tls_fields(f, "slice_authority.", sa) or sa_tls
         for name, agg in data.get("aggregates", {}).items():
             if not isinstance(agg, dict):
                 raise SiteError(f"{f}: aggregates.{name}: expected a mapping with urn and url")
@@ -156,7 +188,7 @@ def load_aggregates(extra: Path | str | None = None) -> dict[str, Any]:
             urn, url = agg.get("urn", ""), agg.get("url", "")
             if not re.match(r"^urn:publicid:IDN\+[^+]+\+authority\+(cm|am)$", str(urn)):
                 raise SiteError(f"{f}: aggregates.{name}.urn: expected urn:publicid:IDN+<domain>+authority+cm, got {urn!r}")
-            if not re.match(r"^https://[A-Za-z0-9.-]+(:[0-9]+)?/\S*$", str(url)):
+            if not _URL_RE.match(str(url)):
                 raise SiteError(f"{f}: aggregates.{name}.url: expected an https:// AM API v3 URL, got {url!r}")
             conf["aggregates"][name] = {"urn": urn, "url": url, "kind": agg.get("kind", "")}
             own_tls[name] = _tls_fields(f, f"aggregates.{name}.", agg)
@@ -262,6 +294,34 @@ def read_context(path: Path) -> dict[str, Any]:
 PORTAL_PEM = "the PEM from the portal's Download Credentials (NETREPRO_GENI_CERT / cert-path)"
 
 
+def cert_validity_problem(path: str, text: str, now: dt.datetime | None = None) -> None:
+    """Check offline that the first certificate of the PEM ``text`` (file ``path``) is valid
+    at ``now`` (UTC; default the present), as a portal checks it on every call: the portal's
+    Download Credentials certificate is valid for a limited time (CloudLab: about a year) and
+    an expired one is refused by every service. Read with the ``cryptography`` library.
+
+    Raises:
+        SiteError: not a PEM certificate, expired, or not yet valid (one line naming the file,
+            the date, and where to get a new one).
+    """
+    from cryptography import x509
+
+    now = now or dt.datetime.now(dt.timezone.utc)
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise SiteError(f"{path}: (content): no certificate; expected {PORTAL_PEM}")
+    try:
+        cert = x509.load_pem_x509_certificate(text.encode())
+    except ValueError:
+        raise SiteError(f"{path}: (content): not a readable PEM certificate; expected {PORTAL_PEM}") from None
+    if cert.not_valid_after_utc < now:
+        raise SiteError(f"{path}: (certificate): expired on {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC; expected a "
+                        "current one: download your credentials again from the portal (Download Credentials), "
+                        "nothing was requested")
+    if cert.not_valid_before_utc > now:
+        raise SiteError(f"{path}: (certificate): not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC; "
+                        "expected a current one (is this machine's clock right?), nothing was requested")
+
+
 def load_client_cert(ctx: ssl.SSLContext, creds: GeniCredentials,
                      ask: Callable[[str], str] | None = None) -> None:
     """Load the portal certificate and its key into ``ctx``, checking them offline.
@@ -279,6 +339,7 @@ def load_client_cert(ctx: ssl.SSLContext, creds: GeniCredentials,
     cert_text = read_small_text(creds.cert, what)
     if "-----BEGIN CERTIFICATE-----" not in cert_text:
         raise SiteError(f"{creds.cert}: (content): no certificate; expected {what}")
+    cert_validity_problem(creds.cert, cert_text)
     key_what = "the private key of that certificate (in the same PEM, or NETREPRO_GENI_KEY / key-path)"
     key_text = cert_text if creds.key == creds.cert else read_small_text(creds.key, key_what)
     m = PRIVATE_KEY_RE.search(key_text)
@@ -357,13 +418,17 @@ def load_credentials(env: dict[str, str] | None = None) -> GeniCredentials:
 
 
 # --- waiting ---------------------------------------------------------------------------
-def summarize_status(value: dict[str, Any]) -> tuple[bool, str | None, str]:
+def summarize_status(value: dict[str, Any], names: dict[str, str] | None = None) -> tuple[bool, str | None, str]:
     """Read an AM API v3 ``Status`` value: ``{'geni_urn', 'geni_slivers': [{'geni_sliver_urn',
     'geni_allocation_status', 'geni_operational_status', 'geni_error'?}]}``.
+
+    ``names`` maps a sliver URN to its node's name (from the manifest), used in the failure
+    message (``node router (urn:...): <geni_error>``).
 
     Returns (every sliver ready, failure message or None, one-line summary such as
     ``3/7 ready, 4 geni_configuring``).
     """
+    names = names or {}
     slivers = value.get("geni_slivers", []) or []
     counts: dict[str, int] = {}
     failed = []
@@ -371,7 +436,9 @@ def summarize_status(value: dict[str, Any]) -> tuple[bool, str | None, str]:
         op = s.get("geni_operational_status", "unknown")
         counts[op] = counts.get(op, 0) + 1
         if op == "geni_failed":
-            failed.append(f"{s.get('geni_sliver_urn', '?')}: {s.get('geni_error') or 'failed'}")
+            urn = s.get("geni_sliver_urn", "?")
+            who = f"node {names[urn]} ({urn})" if urn in names else urn
+            failed.append(f"{who}: {s.get('geni_error') or 'failed'}")
     ready = counts.get("geni_ready", 0)
     others = ", ".join(f"{n} {st}" for st, n in sorted(counts.items()) if st != "geni_ready")
     summary = f"{ready}/{len(slivers)} ready" + (f", {others}" if others else "")
@@ -382,7 +449,8 @@ def poll_until(status_fn: Callable[[], tuple[bool, str | None, str]], timeout_s:
                interval_s: float = 20.0, what: str = "slice",
                progress: Callable[[str], None] | None = None,
                clock: Callable[[], float] = time.monotonic,
-               sleep: Callable[[float], None] = time.sleep) -> str:
+               sleep: Callable[[float], None] = time.sleep,
+               timeout_hint: str = "wait longer with `make wait` or release with `make down`") -> str:
     """Call ``status_fn`` every ``interval_s`` seconds until it reports done.
 
     ``status_fn`` returns (done, failure message or None, summary). A progress line
@@ -407,18 +475,32 @@ def poll_until(status_fn: Callable[[], tuple[bool, str | None, str]], timeout_s:
         if done:
             return summary
         if elapsed + interval_s > timeout_s:
-            raise SiteError(f"{what}: not ready after {timeout_s:.0f} s ({summary}); "
-                            "wait longer with `make wait` or release with `make down`")
+            raise SiteError(f"{what}: not ready after {timeout_s:.0f} s ({summary}); {timeout_hint}")
         sleep(interval_s)
 
 
 # --- the thin service layer ---------------------------------------------------------------
-class GeniError(SiteError):
-    """An XML-RPC call returned a non-zero GENI code. ``code`` holds it (12 = not found)."""
+#: GENI codes (AM API v3, "Error codes": geni_code): those named in messages and decisions.
+GENI_CODES = {1: "BADARGS", 2: "ERROR", 3: "FORBIDDEN", 5: "SERVERERROR", 6: "TOOBIG", 7: "REFUSED",
+              8: "TIMEDOUT", 11: "UNAVAILABLE", 12: "SEARCHFAILED", 14: "BUSY", 15: "EXPIRED",
+              17: "ALREADYEXISTS", 24: "VLAN_UNAVAILABLE", 25: "INSUFFICIENT_BANDWIDTH"}
+#: geni_code BUSY: the aggregate (or the slice) is locked by another operation; AM API v3 says
+#: to try again later.
+BUSY = 14
+#: Seconds waited before each new try of a call answered BUSY: bounded, about a minute in all,
+#: then the error is raised (geni-tools' Omni retries BUSY the same way, a few times).
+BUSY_WAITS_S = (2.0, 4.0, 8.0, 16.0, 30.0)
 
-    def __init__(self, method: str, code: int, output: str):
-        self.code = code
-        super().__init__(f"{method}: GENI error {code}: {output}")
+
+class GeniError(SiteError):
+    """An XML-RPC call returned a non-zero GENI code. ``code`` holds it (12 = not found);
+    ``output`` the service's message; ``url`` and ``method`` the call."""
+
+    def __init__(self, method: str, code: int, output: str, url: str = ""):
+        output = " / ".join(ln.strip() for ln in str(output).splitlines() if ln.strip())   # one line
+        self.code, self.output, self.method, self.url = code, output, method, url
+        name = GENI_CODES.get(code)
+        super().__init__(f"{method}: GENI error {code}{' (' + name + ')' if name else ''}: {output}")
 
 
 def _cred_list(*creds: str) -> list[dict[str, str]]:
@@ -438,9 +520,14 @@ class GeniClient:
 
     def __init__(self, creds: GeniCredentials, am_tls: TLSPolicy, sa_tls: TLSPolicy,
                  ma_url: str = DEFAULT_MA, sa_url: str = DEFAULT_SA,
-                 ask: Callable[[str], str] | None = None, warn: Callable[[str], None] = _warn):
+                 ask: Callable[[str], str] | None = None, warn: Callable[[str], None] = _warn,
+                 sleep: Callable[[float], None] = time.sleep):
         self.creds, self.ma_url, self.sa_url = creds, ma_url, sa_url
         self._ucred: str | None = None
+        self._scred: dict[str, str] = {}
+        self._warn, self._sleep = warn, sleep
+        #: method name -> number of calls sent (retries included), for the console and tests.
+        self.calls: dict[str, int] = {}
         self._tls = {"am": am_tls, "sa": sa_tls}
         self._ctx = {}
         for kind, policy in self._tls.items():
@@ -457,22 +544,54 @@ class GeniClient:
         return xmlrpc.client.ServerProxy(url, context=self._ctx[self._kind(url)], allow_none=True)
 
     def _call(self, url: str, method: str, *args):
+        """One XML-RPC call; its ``value``. A BUSY answer (geni_code 14) is tried again after
+        each of :data:`BUSY_WAITS_S`, saying so in one line each time.
+
+        Raises:
+            SiteError: TLS refused either way (the server's certificate not trusted, or ours
+                refused), the service unreachable; GeniError: a non-zero geni_code (BUSY
+                after the last wait).
+        """
+        for wait in (*BUSY_WAITS_S, None):
+            try:
+                return self._call_once(url, method, *args)
+            except GeniError as exc:
+                if exc.code != BUSY or wait is None:
+                    raise
+                self._warn(f"instageni: {method} at {url}: the aggregate is busy ({exc.output or 'GENI code 14'}); "
+                           f"trying again in {wait:.0f} s")
+                self._sleep(wait)
+        raise AssertionError("unreachable")
+
+    def _call_once(self, url: str, method: str, *args):
         import xmlrpc.client
 
         policy = self._tls[self._kind(url)]
+        self.calls[method] = self.calls.get(method, 0) + 1
         try:
             res = getattr(self._proxy(url), method)(*args)
         except ssl.SSLCertVerificationError as exc:
             trust = policy.ca_bundle or "the system trust store"
             raise SiteError(f"{url}: TLS: certificate not trusted ({exc.verify_message}); expected one signed by a CA "
                             f"in {trust} ({policy.source or 'no ca_bundle configured'})") from None
+        except ssl.SSLError as exc:   # the server ended the handshake: it refused our certificate
+            raise SiteError(f"{url}: TLS: the service refused your certificate {self.creds.cert} ({exc.reason or exc}); "
+                            f"expected {PORTAL_PEM}, current and issued by this portal") from None
         except (OSError, xmlrpc.client.Error) as exc:
             raise SiteError(f"{url}: {method}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+        if not isinstance(res, dict):
+            raise SiteError(f"{url}: {method}: answered {type(res).__name__}; expected a GENI result "
+                            "{code, value, output}")
         code = res.get("code")
         code = code.get("geni_code", 0) if isinstance(code, dict) else code
         if code:
-            raise GeniError(method, int(code), str(res.get("output", "")))
+            raise GeniError(method, int(code), str(res.get("output", "")), url)
         return res.get("value")
+
+    def get_version(self, am_url: str) -> dict[str, Any]:
+        """AM API v3 ``GetVersion`` (no credential): checks the aggregate's TLS and ours
+        before anything is requested. Returns its value."""
+        return self._call(am_url, "GetVersion", {})
 
     def user_credential(self) -> str:
         if self._ucred is None:
@@ -480,7 +599,11 @@ class GeniClient:
         return self._ucred
 
     def slice_credential(self, slice_urn: str) -> str:
-        return self._call(self.sa_url, "get_credentials", slice_urn, _cred_list(self.user_credential()), {})[0]["geni_value"]
+        """The slice's credential from the slice authority, asked once per client and slice."""
+        if slice_urn not in self._scred:
+            self._scred[slice_urn] = self._call(self.sa_url, "get_credentials", slice_urn,
+                                                _cred_list(self.user_credential()), {})[0]["geni_value"]
+        return self._scred[slice_urn]
 
     def create_slice(self, name: str, project_urn: str, expires: dt.datetime) -> None:
         fields = {"SLICE_NAME": name, "SLICE_PROJECT_URN": project_urn,
@@ -527,8 +650,15 @@ class InstaGENISite(Site):
 
     Options: ``aggregate``, ``image``, ``vm_type``, ``routable_control_ip``, ``vm_cores``,
     ``vm_ram_mb`` (see :class:`netrepro.sites.rspec.RSpecOptions`), ``slice_name``, ``hours``
-    (initial lease, default 6), ``user`` (login user in manifests; default: the portal user).
+    (initial lease, default :data:`DEFAULT_HOURS`), ``user`` (login user in manifests; default:
+    the portal user), ``ready_timeout_s`` (how long the slivers may take to become ready,
+    default :data:`READY_TIMEOUT_S`), ``install_packages`` (false: the disk image already has
+    the experiment's programs; they are only checked).
     ``client`` may hold a ready :class:`GeniClient`-like object (tests).
+
+    Whatever stops ``reserve`` or ``wait_ready`` part-way (an error, a sliver that failed or
+    never became ready, Ctrl-C) deletes the slivers it made; if that is impossible, one line
+    names the slice, its aggregate, its expiry and the command that releases it.
     """
 
     name = "instageni"
@@ -548,6 +678,10 @@ class InstaGENISite(Site):
         "user": Option("your login user on the nodes, GENI_USER", login_user_problem),
         "manifest": Option("a manifest saved from a portal, MANIFEST"),
         "key_file": Option("SSH private key for the nodes, SSH_KEY", existing_file),
+        "ready_timeout_s": Option("seconds the slivers may take to become ready before they are deleted, default 1800",
+                                  positive_number),
+        "install_packages": Option("install the experiment's packages with apt, INSTALL_PACKAGES (default true; "
+                                   "false: the image already has them, only checked)", boolean),
     }
     HOOKS = ("client", "env")
     ENV = {**ENV_VARS, "NETREPRO_AGGREGATES": "a YAML file of more aggregates, in netrepro/aggregates.yml's shape; "
@@ -577,23 +711,32 @@ class InstaGENISite(Site):
         return decl + "\n" + "\n".join(lines) + "\n" + body
 
     def _client(self, creds: GeniCredentials, aggregate: str, ask: Callable[[str], str] | None = None,
-                warn: Callable[[str], None] = _warn):
+                warn: Callable[[str], None] = _warn, keep: bool = True):
         """The ``client`` hook, else a :class:`GeniClient` with the TLS settings of
-        ``aggregate`` and of the slice authority (contexts made now: no network)."""
+        ``aggregate`` and the slice authority's URLs and TLS settings (contexts made now: no
+        network)."""
         if self.options.get("client"):
             return self.options["client"]
+        if keep and getattr(self, "_made_client", None) is not None and self._made_client[0] == aggregate:
+            return self._made_client[1]   # one client per site object: its credentials are asked once
         conf = load_aggregates()
         if aggregate not in conf["aggregates"]:
             raise SiteError(f"aggregate {aggregate!r} (of the reservation in {self.state_file}) is not configured any more; "
                             f"expected it in {AGGREGATES_FILE} or $NETREPRO_AGGREGATES")
-        return GeniClient(creds, conf["aggregates"][aggregate]["tls"], conf["slice_authority_tls"],
-                          ask=_terminal_ask() if ask is None else ask, warn=warn)
+        sa = conf["slice_authority"]
+        client = GeniClient(creds, conf["aggregates"][aggregate]["tls"], conf["slice_authority_tls"],
+                            ma_url=sa["ma_url"], sa_url=sa["url"],
+                            ask=_terminal_ask() if ask is None else ask, warn=warn)
+        if keep:
+            self._made_client = (aggregate, client)
+        return client
 
     def preflight(self) -> None:
         """Check offline, before anything is requested or written, what ``reserve`` needs:
         the manifest to adopt (option ``manifest``), or the aggregates configuration, the
-        credentials (files, certificate, key and its passphrase) and the TLS trust settings.
-        Never asks for the passphrase (``reserve`` does, on a terminal) and prints nothing.
+        credentials (files, certificate and its validity dates, key and its passphrase) and
+        the TLS trust settings. Never asks for the passphrase (``reserve`` does, on a
+        terminal) and prints nothing.
 
         Raises:
             SiteError / SpecError: one line naming the file, field or option.
@@ -604,27 +747,76 @@ class InstaGENISite(Site):
             return
         name, _ = resolve_aggregate(self.options.get("aggregate"))
         creds = load_credentials(self.options.get("env"))
+        cert_validity_problem(creds.cert, read_small_text(creds.cert, PORTAL_PEM))
         if creds.passphrase is None and _terminal_ask() is not None:
             return   # the key may be encrypted: reserve asks, then checks the same way
-        self._client(creds, name, ask=None, warn=lambda _: None)
+        self._client(creds, name, ask=None, warn=lambda _: None, keep=False)
 
     def _hours(self) -> float:
         try:
-            hours = float(self.options.get("hours", 6))
+            hours = float(self.options.get("hours", DEFAULT_HOURS))
         except (TypeError, ValueError):
             hours = -1
         if hours <= 0:
             raise SiteError(f"HOURS={self.options.get('hours')}: expected a positive number of hours")
         return hours
 
+    def held(self) -> str | None:
+        """One line naming what is reserved (slice, aggregate, expiry) and the commands that
+        release it; None when nothing is (or only an adopted portal manifest)."""
+        st = self.load_state()
+        if not st.get("slice_urn"):
+            return None
+        exp = self.spec.name
+        return (f"instageni: slice {st['slice_name']} ({st['slice_urn']}) is reserved on aggregate {st['aggregate']} "
+                f"({st.get('aggregate_url', '?')}) until {st.get('expires', '?')}; release it with "
+                f"`netrepro down {exp} --site instageni` (or `make down EXPERIMENT={exp} SITE=instageni`), "
+                "or in the portal")
+
+    def lease_end(self) -> float | None:
+        """The reservation's expiry (epoch seconds, from the state), or None."""
+        st = self.load_state()
+        if not st.get("expires"):
+            return None
+        return dt.datetime.strptime(st["expires"], DATE_FMT).replace(tzinfo=dt.timezone.utc).timestamp()
+
+    def _give_back(self, client, state: dict[str, Any]) -> bool:
+        """Delete the slivers of ``state`` after a failure or interruption (code 12, nothing
+        there, counts as done) and forget them. Returns True when nothing is held any more;
+        else prints :meth:`held`'s line, keeps the state and returns False."""
+        try:
+            client.am(state["aggregate_url"], "Delete", state["slice_urn"], {})
+        except GeniError as exc:
+            if exc.code != 12:
+                _warn(f"instageni: Delete failed: {exc}")
+                _warn(self.held() or "")
+                return False
+        except (SiteError, OSError) as exc:
+            _warn(f"instageni: Delete failed: {exc}")
+            _warn(self.held() or "")
+            return False
+        except KeyboardInterrupt:
+            _warn(self.held() or "")
+            raise
+        self.state_file.unlink(missing_ok=True)
+        return True
+
     def reserve(self) -> None:
         """Create the slice, Allocate + Provision + start the request on the aggregate.
+
+        Before anything is requested: GetVersion at the aggregate and the user credential at
+        the member authority, so that a CA that does not match either service, or a
+        certificate they refuse, stops here. An aggregate that cannot give the resources
+        (Allocate refused) leaves nothing reserved and is named with what it said.
 
         With option ``manifest`` (MANIFEST=, a manifest saved from a web portal after
         reserving there), nothing is requested: the manifest's logins for option ``user``
         are adopted, and ``release`` later only forgets them (release the slice in the portal).
         Idempotent: with a slice already in the state it does nothing.
-        Raises SiteError at once when credentials are missing (before any network use).
+
+        Raises:
+            SiteError: credentials missing (before any network use), TLS refused, the
+                aggregate refused or failed (after deleting what was allocated).
         """
         self.preflight()
         if self.options.get("manifest"):
@@ -643,45 +835,91 @@ class InstaGENISite(Site):
         slice_name = self.options.get("slice_name") or default_slice_name(self.spec.name, creds.user)
         if not SLICE_NAME_RE.match(slice_name):
             raise SiteError(f"SLICE_NAME={slice_name}: expected 1-19 characters [a-z0-9-] starting with a letter")
-        slice_urn = f"urn:publicid:IDN+emulab.net:{creds.project}+slice+{slice_name}"
+        authority = load_aggregates()["slice_authority"]["authority"]
+        slice_urn = f"urn:publicid:IDN+{authority}:{creds.project}+slice+{slice_name}"
         expires = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(hours=self._hours())
         client = self._client(creds, name)
         rspec = self.request_xml()
+        # Before anything is requested: the aggregate's TLS and ours (GetVersion), and the
+        # portal's acceptance of our certificate (the user credential).
+        client.get_version(agg["url"])
+        client.user_credential()
         try:
-            client.create_slice(slice_name, f"urn:publicid:IDN+emulab.net+project+{creds.project}", expires)
+            client.create_slice(slice_name, f"urn:publicid:IDN+{authority}+project+{creds.project}", expires)
         except GeniError as exc:
-            if "exist" not in str(exc).lower():
+            if exc.code != 17 and "exist" not in str(exc).lower():   # ALREADYEXISTS: a slice of that name, ours
                 raise
-        self.save_state({"slice_name": slice_name, "slice_urn": slice_urn, "aggregate": name,
-                         "aggregate_url": agg["url"], "aggregate_urn": agg["urn"],
-                         "expires": expires.strftime(DATE_FMT), "user": self.options.get("user") or creds.user})
+        state = {"slice_name": slice_name, "slice_urn": slice_urn, "aggregate": name,
+                 "aggregate_url": agg["url"], "aggregate_urn": agg["urn"],
+                 "expires": expires.strftime(DATE_FMT), "user": self.options.get("user") or creds.user}
+        self.save_state(state)
         end = {"geni_end_time": expires.strftime(DATE_FMT)}
-        client.am(agg["url"], "Allocate", slice_urn, rspec, end)
-        users = [{"urn": creds.user_urn, "keys": [Path(creds.pubkey).read_text().strip()]}]
-        client.am(agg["url"], "Provision", slice_urn, {"geni_users": users, **end})
+        print(f"instageni: requesting {len(self.spec.nodes)} VMs on aggregate {name} ({agg['url']}) in slice "
+              f"{slice_name}, lease until {state['expires']}", file=sys.stderr, flush=True)
         try:
-            client.am(agg["url"], "PerformOperationalAction", slice_urn, "geni_start", {})
-        except GeniError as exc:   # ProtoGENI starts provisioned slivers by itself
-            print(f"instageni: geni_start: {exc} (continuing)", file=sys.stderr)
+            alloc = client.am(agg["url"], "Allocate", slice_urn, rspec, end)
+        except GeniError as exc:
+            self._give_back(client, state)
+            raise SiteError(f"aggregate {name} ({agg['url']}) refused the request: {exc}. Nothing is reserved "
+                            f"(slice {slice_name} holds no VMs and expires by itself). Try another aggregate "
+                            "(AGGREGATE=<name>, see netrepro/aggregates.yml and docs/sites/cloudlab.md), fewer or "
+                            "smaller VMs (vm_cores, vm_ram_mb), or later") from None
+        except BaseException:
+            self._give_back(client, state)
+            raise
+        state["slivers"] = _sliver_names(alloc)
+        self.save_state(state)
+        try:
+            users = [{"urn": creds.user_urn, "keys": [Path(creds.pubkey).read_text().strip()]}]
+            client.am(agg["url"], "Provision", slice_urn, {"geni_users": users, **end})
+            try:
+                client.am(agg["url"], "PerformOperationalAction", slice_urn, "geni_start", {})
+            except GeniError as exc:   # ProtoGENI starts provisioned slivers by itself
+                print(f"instageni: geni_start: {exc} (continuing)", file=sys.stderr)
+        except BaseException:
+            self._give_back(client, state)
+            raise
 
-    def wait_ready(self, timeout_s: float = 1800, interval_s: float = 20) -> None:
+    def _ready_timeout(self, timeout_s: float | None) -> float:
+        return float(self.options.get("ready_timeout_s") or timeout_s or READY_TIMEOUT_S)
+
+    def wait_ready(self, timeout_s: float | None = None, interval_s: float = 20) -> None:
         """Poll AM API v3 Status until every sliver is geni_ready, then read the manifest
         (Describe), save it as ``state_dir/manifest.xml`` and the logins in the state.
-        An adopted manifest (reserved through a portal) is taken as ready."""
+        An adopted manifest (reserved through a portal) is taken as ready.
+
+        ``timeout_s``: option ``ready_timeout_s``, else this, else :data:`READY_TIMEOUT_S`.
+
+        Raises:
+            SiteError: a sliver failed (naming its node and what the aggregate said), or the
+                slivers were not ready in time; the slivers are deleted first.
+        """
         if self.load_state().get("adopted"):
             return
         state = self._need_state()
         creds = load_credentials(self.options.get("env"))
         client = self._client(creds, state["aggregate"])
+        timeout = self._ready_timeout(timeout_s)
 
         def status():
-            return summarize_status(client.am(state["aggregate_url"], "Status", state["slice_urn"], {}))
+            return summarize_status(client.am(state["aggregate_url"], "Status", state["slice_urn"], {}),
+                                    state.get("slivers"))
 
-        poll_until(status, timeout_s, interval_s, what=f"slice {state['slice_name']}")
-        desc = client.am(state["aggregate_url"], "Describe", state["slice_urn"], {"geni_rspec_version": {"type": "GENI", "version": "3"}})
-        manifest = self.state_dir / "manifest.xml"
-        manifest.write_text(desc["geni_rspec"] if isinstance(desc, dict) else str(desc))
-        self.adopt_manifest(manifest, state.get("user") or creds.user, creds.ssh_key)
+        try:
+            poll_until(status, timeout, interval_s, what=f"slice {state['slice_name']}",
+                       timeout_hint="raise the option ready_timeout_s or try another aggregate")
+            desc = client.am(state["aggregate_url"], "Describe", state["slice_urn"],
+                             {"geni_rspec_version": {"type": "GENI", "version": "3"}})
+            manifest = self.state_dir / "manifest.xml"
+            manifest.write_text(desc["geni_rspec"] if isinstance(desc, dict) else str(desc))
+            self.adopt_manifest(manifest, state.get("user") or creds.user, creds.ssh_key)
+        except SiteError as exc:
+            gone = self._give_back(client, state)
+            raise SiteError(f"aggregate {state['aggregate']}: {exc}; "
+                            + ("the slivers were deleted: nothing is reserved" if gone else "the slice is still reserved")) from None
+        except BaseException:
+            self._give_back(client, state)
+            raise
 
     def adopt_manifest(self, manifest: Path | str, user: str | None, key_file: str | None = None) -> dict[str, NodeLogin]:
         """Parse ``manifest`` into logins (see netrepro.sites.manifest) and save them in the state."""
@@ -697,7 +935,13 @@ class InstaGENISite(Site):
         return state
 
     def renew(self, hours: float) -> None:
-        """Extend slice and slivers to now + ``hours`` (idempotent: same target, same result)."""
+        """Set the lease of slice and slivers to end ``hours`` from now (not ``hours`` added to
+        the current end; idempotent: the same target gives the same result). The slice
+        authority first, then the aggregate (AM API v3 Renew), as the portal does.
+
+        Raises:
+            SiteError / GeniError: either refused (the state keeps the old expiry).
+        """
         state = self._need_state()
         creds = load_credentials(self.options.get("env"))
         client = self._client(creds, state["aggregate"])
@@ -707,9 +951,23 @@ class InstaGENISite(Site):
         state["expires"] = expires.strftime(DATE_FMT)
         self.save_state(state)
 
+    def inventory_vars(self) -> dict[str, Any]:
+        """The VMs are this reservation's own: roles/kernel_capability may install a kernel and
+        reboot one that lacks a qdisc; ``packages_install`` false when option
+        ``install_packages`` says so."""
+        out: dict[str, Any] = {"kernel_capability_upgrade": True}
+        if self.options.get("install_packages") not in (None, ""):
+            out["packages_install"] = as_bool(self.options["install_packages"])
+        return out
+
     def release(self) -> None:
         """Delete the slivers (AM API v3 Delete) and forget the reservation. Idempotent:
-        with nothing reserved, or slivers already gone (GENI code 12), it succeeds."""
+        with nothing reserved, or slivers already gone (GENI code 12), it succeeds.
+
+        Raises:
+            SiteError: the aggregate could not be asked or refused; the message is
+                :meth:`held`'s line (slice, aggregate, expiry, how to release it).
+        """
         state = self.load_state()
         if state.get("adopted"):
             print(f"instageni: forgetting the nodes of {state.get('manifest')}; release the slice in the portal "
@@ -725,5 +983,24 @@ class InstaGENISite(Site):
             client.am(state["aggregate_url"], "Delete", state["slice_urn"], {})
         except GeniError as exc:
             if exc.code != 12:   # SEARCHFAILED: nothing there any more
-                raise
+                raise SiteError(f"Delete refused ({exc}); {self.held()}") from None
+        except SiteError as exc:
+            raise SiteError(f"{exc}; {self.held()}") from None
         self.state_file.unlink(missing_ok=True)
+        print(f"instageni: slice {state['slice_name']}: slivers deleted on {state['aggregate']}", file=sys.stderr)
+
+
+def _sliver_names(alloc: Any) -> dict[str, str]:
+    """Sliver URN -> node name (``client_id``), from an Allocate result's manifest
+    (``geni_rspec``; a node's ``sliver_id``). {} when the answer has none."""
+    from lxml import etree
+
+    text = alloc.get("geni_rspec") if isinstance(alloc, dict) else None
+    if not isinstance(text, str) or not text.strip():
+        return {}
+    try:
+        root = etree.fromstring(text.encode(), etree.XMLParser(resolve_entities=False, no_network=True))
+    except etree.XMLSyntaxError:
+        return {}
+    return {n.get("sliver_id"): n.get("client_id") for n in root.iter("{*}node")
+            if n.get("sliver_id") and n.get("client_id")}
