@@ -1,0 +1,78 @@
+"""A whole experiment through the instageni site over the wire, on real nodes.
+
+`netrepro reproduce tests/data/experiments/gateway-fifo.yml --site instageni` runs against
+the test aggregate (tests/testbed/aggregate.py) as an evaluator runs it against CloudLab:
+reserve (slice, Allocate, Provision, start) -> wait (Status until ready) -> logins (Describe's
+manifest) -> provision -> trials -> analysis -> release (Delete). The aggregate builds the
+slivers as real nodes with the local site in host mode (tests/testbed/nodes.py: namespaces
+with their own sshd and their own /var/lib/netrepro, the switches without their bridge, the
+user's key from Provision's geni_users); the experiment's qdiscs (tbf, bfifo, pfifo) are in
+this kernel. Only URLs, certificates, the CA and ``install_packages=false`` (the "VMs" share
+this machine's programs) differ from a CloudLab run. Root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from test_instageni_wire import Account
+from testbed.aggregate import SA_PATH, TestAggregate, counts
+from testbed.nodes import LocalNodes
+from testbed.pki import TestPKI
+
+pytestmark = pytest.mark.netns
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.fail("needs root (network namespaces); run `make test` as root")
+    from test_instageni_wire import EXP
+
+    base = tmp_path_factory.mktemp("instageni-wire")
+    nodes = LocalNodes(EXP, base / "aggregate")
+    agg = TestAggregate(TestPKI(base / "pki"), builder=nodes)
+    try:
+        acc = Account(base, agg, user="root")   # the nodes' sshd logs in as root (namespaces of this host)
+        ns_before = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+        t0 = time.monotonic()
+        p = acc.nr("reproduce", "--time-scale", "0.5", "--option", "install_packages=false", timeout=1800)
+        wall = time.monotonic() - t0
+        ns_after = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+        yield {"proc": p, "out": p.stdout + p.stderr, "agg": agg, "acc": acc, "wall": wall, "nodes": nodes,
+               "ns": (ns_before, ns_after), "run": base / "results" / "gateway-fifo" / "latest"}
+    finally:
+        agg.close()
+
+
+def test_reproduced_over_the_wire(run):
+    assert run["proc"].returncode == 0, run["out"][-5000:]
+    assert "[analyze] reproduced: yes" in run["out"]
+    v = json.loads((run["run"] / "verdict.json").read_text())
+    assert v["verdict"] == "reproduced"
+    print(f"\nwall {run['wall']:.0f} s; calls {counts(run['agg'].calls)}")
+
+
+def test_every_stage_went_through_the_aggregate_and_nothing_is_left(run):
+    agg = run["agg"]
+    am = agg.methods("/protogeni/xmlrpc/am/3.0")
+    assert am[:4] == ["GetVersion", "Allocate", "Provision", "PerformOperationalAction"]
+    assert am[-2:] == ["Describe", "Delete"] or am[-1] == "Delete"
+    assert "Status" in am and "Describe" in am
+    assert agg.methods(SA_PATH)[:1] == ["create"]
+    assert agg.slivers == {} and all(code == 0 for _, _, code in agg.calls)
+    assert run["nodes"].builds == 1 and run["nodes"].site is None   # built once, torn down by Delete
+    before, after = run["ns"]
+    assert after == before
+
+
+def test_the_run_names_the_site_and_its_manifest(run):
+    meta = json.loads((run["run"] / "run.json").read_text())
+    assert meta["site"] == "instageni" or meta.get("site", {}).get("name") == "instageni"
+    text = json.dumps(meta)
+    assert "nr-gatewayfif-root" in text   # the slice, in the site's status
