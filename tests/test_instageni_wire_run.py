@@ -41,7 +41,9 @@ def run(tmp_path_factory):
         acc = Account(base, agg, user="root")   # the nodes' sshd logs in as root (namespaces of this host)
         ns_before = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
         t0 = time.monotonic()
-        p = acc.nr("reproduce", "--time-scale", "0.5", "--option", "install_packages=false", timeout=1800)
+        # A lease of 3 minutes: shorter than a trial and its margin, so the runner renews it first.
+        p = acc.nr("reproduce", "--time-scale", "0.5", "--option", "install_packages=false", "--option", "hours=0.05",
+                   timeout=1800)
         wall = time.monotonic() - t0
         ns_after = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
         yield {"proc": p, "out": p.stdout + p.stderr, "agg": agg, "acc": acc, "wall": wall, "nodes": nodes,
@@ -69,6 +71,35 @@ def test_every_stage_went_through_the_aggregate_and_nothing_is_left(run):
     assert run["nodes"].builds == 1 and run["nodes"].site is None   # built once, torn down by Delete
     before, after = run["ns"]
     assert after == before
+
+
+def test_a_lease_that_would_end_during_the_run_is_renewed_first(run):
+    out = run["out"]
+    assert "[run] the lease ends at" in out and "renewing it to 1 h from now" in out
+    am = run["agg"].methods("/protogeni/xmlrpc/am/3.0")
+    assert am.count("Renew") == 1 and am.index("Renew") > am.index("Describe")
+    assert run["agg"].methods(SA_PATH).count("update") == 1
+
+
+def test_a_lease_that_cannot_be_renewed_stops_the_run_before_the_trial(tmp_path, run):
+    """After the first run (its nodes are gone): a portal that grants at most half an hour."""
+    from test_instageni_wire import EXP
+
+    nodes = LocalNodes(EXP, tmp_path / "aggregate")
+    agg = TestAggregate(TestPKI(tmp_path / "pki"), builder=nodes)
+    agg.faults["max_lease_hours"] = 0.5
+    try:
+        acc = Account(tmp_path, agg, user="root")
+        p = acc.nr("reproduce", "--time-scale", "0.5", "--option", "install_packages=false", "--option", "hours=0.05",
+                   timeout=1800)
+        err = p.stderr.strip().splitlines()[-1]
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert "run INCOMPLETE at trial" in err and "renewing it for 1 h was refused" in err
+        assert "Cannot extend the expiration beyond 0.5 hours" in err and "0 of 2 trials kept" in err
+        assert "resume with: netrepro reproduce" in err and "--resume" in err
+        assert agg.slivers == {} and nodes.site is None   # released
+    finally:
+        agg.close()
 
 
 def test_the_run_names_the_site_and_its_manifest(run):

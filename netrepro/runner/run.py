@@ -5,6 +5,7 @@ says where and why the run stopped until every trial is complete."""
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time
@@ -29,7 +30,7 @@ from netrepro.runner.trial import (TrialJudge, _delay_probe, _kept_simulation, _
                                    _stop_trial, _TrialFailed)
 from netrepro.runner.trialvars import _at_rate_scale, _scaled_phases, _settings_text, trial_vars
 from netrepro.schedule import Instance
-from netrepro.sites import Site
+from netrepro.sites import Site, SiteError
 from netrepro.spec import REPO_ROOT, Spec
 
 
@@ -254,7 +255,10 @@ def _run_trials(r: _Run, points: list | None, session: dict, progress_tty: bool 
         if r.jobs > 1 and r.inv is None and len(r.pending) > 1:
             _simulate_at_once(r, progress)
         else:
-            for tid in r.pending:
+            for i, tid in enumerate(r.pending):
+                _keep_leased(r, tid, len(r.pending) - i, estimate)
+                if r.failure is not None:
+                    break
                 _run_instance(r, tid, progress)
                 if r.failure is not None:
                     break
@@ -266,6 +270,34 @@ def _run_trials(r: _Run, points: list | None, session: dict, progress_tty: bool 
         kept, unrecorded = _record_end(r, t_run)
         os.close(r.lock)
     return kept, unrecorded
+
+
+#: A lease must outlast the next trial's expected end by this much, s; else it is renewed
+#: before the trial starts (a testbed's clock, a slow fetch and the release need a margin).
+LEASE_MARGIN_S = 1800.0
+
+
+def _keep_leased(r: _Run, tid: str, left: int, estimate_s: float) -> None:
+    """Before trial instance ``tid`` (``left`` instances to go, ``estimate_s`` s each): when the
+    site's lease (:meth:`Site.lease_end`) would end less than :data:`LEASE_MARGIN_S` after this
+    trial's expected end, renew it to cover every instance left plus the margin, in whole
+    hours, saying so. A renewal refused stops the run here (``r.failure``), before the trial:
+    what ran is kept, and the account says when the lease ends and how to resume."""
+    end = r.site.lease_end()
+    if end is None:
+        return
+    now = time.time()
+    if end >= now + estimate_s + LEASE_MARGIN_S:
+        return
+    hours = max(1, math.ceil((left * estimate_s + LEASE_MARGIN_S) / 3600))
+    ends = datetime.fromtimestamp(end, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    log(f"[run] the lease ends at {ends}, before trial {tid} and the margin ({LEASE_MARGIN_S / 60:.0f} min) "
+        f"would: renewing it to {hours} h from now")
+    try:
+        r.site.renew(hours)
+    except SiteError as exc:
+        r.failure = (tid, f"the lease ends at {ends} and renewing it for {hours} h was refused ({exc}); extend it "
+                          "in the portal first", 2)
 
 
 @dataclass

@@ -532,7 +532,18 @@ class Site(ABC):
         return logins
 
     def renew(self, hours: float) -> None:
-        """Extend the reservation by ``hours``. Default: nothing expires."""
+        """Set the reservation's lease to end ``hours`` from now. Default: nothing expires."""
+
+    def lease_end(self) -> float | None:
+        """When the reservation's lease ends (epoch seconds), or None when it does not end
+        (the default). The runner renews a lease that would end before the next trial does."""
+        return None
+
+    def held(self) -> str | None:
+        """One line naming what this site holds for the experiment that someone must release
+        (a testbed's slice, its aggregate, its expiry, the command that releases it), or None
+        (the default: nothing that outlives this machine)."""
+        return None
 
     @abstractmethod
     def release(self) -> None:
