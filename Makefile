@@ -154,8 +154,8 @@ test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports), unit (i
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(VENV)/bin/lint-imports --config .importlinter
-	$(PY) -m pytest -q -n auto --durations=25 -m "not integration and not netns" tests
-	$(PY) -m pytest -q --durations=0 --durations-min=5 -m "integration or netns" tests
+	$(PY) -m pytest -q -n auto --durations=25 -m "not integration and not netns and not wire" tests
+	$(PY) -m pytest -q --durations=0 --durations-min=5 -m "integration or netns or wire" tests
 
 fresh-root-check: ## In a fresh minimal Debian 12 root (root): make setup, then the local site up and down; FRESH_ROOT_JOB=reproduce: the main job instead (TIME_SCALE=FRESH_ROOT_TIME_SCALE, default 0.05)
 	tools/fresh-root-check
@@ -163,7 +163,7 @@ fresh-root-check: ## In a fresh minimal Debian 12 root (root): make setup, then 
 test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM), one worker per core (pytest-xdist); installs the ns3 site and UML as make test
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
-	$(PY) -m pytest -q -n auto -m "not integration and not netns" tests
+	$(PY) -m pytest -q -n auto -m "not integration and not netns and not wire" tests
 
 test-integration: setup $(DEV_STAMP) ## Every test marked integration (pytest -m integration): the main job in a fresh Debian 12 root (tests/test_integration.py) and the live tests on the local site's micro-VM (the faults, the static site on the same nodes, UML mode)
 	$(PY) -m pytest -q -m integration tests

@@ -25,6 +25,9 @@ class _RecordedSite(SimpleNamespace):
     TRIAL_WALL_PER_SCHEDULED_S = Site.TRIAL_WALL_PER_SCHEDULED_S
     TRIAL_OVERHEAD_S = Site.TRIAL_OVERHEAD_S
 
+    def lease_end(self):   # a site whose reservation does not expire (Site's default)
+        return None
+
 
 @pytest.fixture
 def recorded_site(tmp_path, monkeypatch):

@@ -28,6 +28,8 @@ import pytest
 from testbed.aggregate import AM_PATH, TestAggregate, wait_for
 from testbed.pki import TestPKI
 
+pytestmark = pytest.mark.wire
+
 REPO = Path(__file__).resolve().parent.parent
 EXP = REPO / "tests" / "data" / "experiments" / "gateway-fifo.yml"
 PASSPHRASE = "portal secret"
