@@ -33,7 +33,7 @@ TIME_SCALE ?= 1
 #: run, reproduce, provision: the rate scale k in (0, 1], every rate and byte size times k (read by
 #: netrepro from the environment; its --rate-scale does the same); empty: chosen by the site
 RATE_SCALE ?=
-#: renew: hours to extend the reservation by (--hours)
+#: renew: the lease ends HOURS from now (--hours)
 HOURS ?= 6
 #: analyze, bench: the run folder (--run; default results/<experiment>/latest)
 RUN ?=
@@ -138,7 +138,7 @@ down: $(STAMP) ## Release the site (idempotent)
 status: $(STAMP) ## Show the site's reservation
 	$(NETREPRO) status $(EXPERIMENT) $(SITE_ARGS)
 
-renew: $(STAMP) ## Extend the reservation by HOURS
+renew: $(STAMP) ## Set the reservation's lease to end HOURS from now
 	$(NETREPRO) renew $(EXPERIMENT) $(SITE_ARGS) --hours $(HOURS)
 
 plan: $(STAMP) ## Print what SITE would be asked for (RSpec, fablib slice, nodes); no account needed

@@ -16,7 +16,6 @@ is used. tests/test_instageni_wire_run.py runs a whole experiment on real nodes.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.account import write_account
 from testbed.aggregate import AM_PATH, TestAggregate, wait_for
 from testbed.pki import TestPKI
 
@@ -32,29 +32,16 @@ pytestmark = pytest.mark.wire
 
 REPO = Path(__file__).resolve().parent.parent
 EXP = REPO / "tests" / "data" / "experiments" / "gateway-fifo.yml"
-PASSPHRASE = "portal secret"
 
 
 class Account:
-    """A user's files for the instageni site, pointing at a test aggregate, and the commands."""
+    """A user's files for the instageni site pointing at a test aggregate
+    (:func:`testbed.account.write_account`), and the commands."""
 
     def __init__(self, base: Path, agg: TestAggregate, user: str = "alice", cert: Path | None = None,
                  aggregates: str | None = None):
         self.base, self.agg = base, agg
-        urn = f"urn:publicid:IDN+emulab.net+user+{user}"
-        self.cert = cert or agg.pki.portal_user(urn, passphrase=PASSPHRASE.encode())
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "evaluator", "-f", str(base / "id_ed25519")],
-                       check=True)
-        ctx = {"framework": "emulab-ch2", "cert-path": str(self.cert), "key-path": str(self.cert),
-               "user-name": user, "user-urn": urn, "user-pubkeypath": str(base / "id_ed25519.pub"),
-               "project": "netrepro-ae"}
-        (base / "context.json").write_text(json.dumps(ctx))
-        (base / "aggregates.yml").write_text(aggregates or agg.aggregates_yaml())
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("NETREPRO_", "GENI_", "AGGREGATE"))}
-        self.env.update({"NETREPRO_AGGREGATES": str(base / "aggregates.yml"),
-                         "NETREPRO_GENI_CONTEXT": str(base / "context.json"),
-                         "NETREPRO_GENI_KEY_PASSPHRASE": PASSPHRASE,
-                         "NETREPRO_STATE": str(base / "state"), "NETREPRO_RESULTS": str(base / "results")})
+        self.env, self.cert = write_account(base, agg, user, cert, aggregates)
 
     def argv(self, command: str, *more: str) -> list[str]:
         return [sys.executable, "-m", "netrepro", command, str(EXP), "--site", "instageni", *more]

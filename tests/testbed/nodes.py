@@ -1,16 +1,21 @@
 """Real nodes behind the test aggregate: the local site's namespaces, made to look like testbed VMs.
 
-:class:`LocalNodes` builds an experiment's nodes with netrepro's local site in host mode (one
-network namespace per node, each with its own sshd on a management address; the host's
-kernel must have the experiment's qdiscs), then changes what a testbed VM would not have:
+:class:`LocalNodes` builds an experiment's nodes with netrepro's local site, in host mode
+(one network namespace per node on this machine; its kernel must have the experiment's
+qdiscs) or in the micro-VM (``mode="vm"``: the namespaces inside a QEMU guest booting
+Debian's kernel, for experiments such as pie-vs-red), then changes what a testbed VM would
+not have:
 
 - each node's sshd is started again in a mount namespace of its own, where
   ``/var/lib/netrepro`` (netrepro's folder on a testbed node) is a folder of that node alone,
   so that seven "VMs" sharing one file system do not share their trial files;
 - a switch's bridge is removed: a testbed VM gets NICs, and roles/switch_bridge must bridge
   them (found by the MAC addresses the manifest gives);
-- the slice members' SSH public keys (AM API v3 Provision's ``geni_users``) are the only
-  ones its sshd accepts besides the local site's own.
+- the slice members' SSH public keys (AM API v3 Provision's ``geni_users``) are accepted by
+  every node's sshd (besides the local site's own key);
+- in the micro-VM, each node is reached on a port of 127.0.0.1 of its own, as an InstaGENI
+  VM without a public address is reached on a high port of its physical host: one OpenSSH
+  client forwards each port (``-L``) through the micro-VM's jump sshd to the node's sshd.
 
 ``build`` returns what the aggregate's manifest needs: each node's login host and port, and
 each interface's MAC by its request ``client_id``. ``teardown`` gives everything back.
@@ -21,80 +26,138 @@ from __future__ import annotations
 
 import json
 import shlex
+import socket
 import subprocess
 import time
 from pathlib import Path
 
 from netrepro.sites import get_site
+from netrepro.sites.microvm import free_port
 from netrepro.sites.rspec import interface_id
 from netrepro.spec import load_spec
 
 #: netrepro's folder on a testbed node (netrepro.runner.ssh's default node dir).
-NODE_DIR = Path("/var/lib/netrepro")
+NODE_DIR = "/var/lib/netrepro"
 
 
-def _sh(*argv: str) -> str:
-    res = subprocess.run(list(argv), capture_output=True, text=True)
+def _sh(*argv: str, timeout: float = 120) -> str:
+    res = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
     if res.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)}: {(res.stderr or res.stdout).strip()[-400:]}")
+        raise RuntimeError(f"{' '.join(argv)[:200]}: {(res.stderr or res.stdout).strip()[-400:]}")
     return res.stdout
 
 
-class LocalNodes:
-    """Nodes of experiment ``experiment`` (a path) built on demand in ``base``."""
+def _restart_sshd(node: str, cfg: str, run: str, disk: str) -> str:
+    """Shell text: stop ``node``'s sshd and start it again in a mount namespace of its own
+    whose NODE_DIR is ``disk``."""
+    q = shlex.quote
+    inner = f"mount --bind {q(disk)} {NODE_DIR} && exec /usr/sbin/sshd -f {q(cfg)} -E {q(run + '/sshd.log')}"
+    return (f"pid=$(cat {q(run + '/sshd.pid')}) && kill $pid && "
+            f"for i in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done; "
+            f"mkdir -p {q(disk)} {NODE_DIR} && "
+            f"ip netns exec {q(node)} unshare --mount --propagation private sh -c {q(inner)}")
 
-    def __init__(self, experiment: Path, base: Path):
+
+class LocalNodes:
+    """Nodes of experiment ``experiment`` (a path) built on demand in ``base``, in ``mode``
+    (``host`` or ``vm``) of the local site."""
+
+    def __init__(self, experiment: Path, base: Path, mode: str = "host"):
         self.spec = load_spec(experiment)
         self.base = Path(base)
+        self.mode = mode
         self.site = None
-        self.made_node_dir = False
+        self.forwarder: subprocess.Popen | None = None
         self.builds = 0
+        self.made_node_dir = False
+
+    def _jump(self, script: str) -> str:
+        """Run ``script`` as root in the micro-VM's root namespace, through its jump sshd."""
+        st = self.site.load_state()
+        return _sh("ssh", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={self.site.known_hosts}",
+                   "-o", "StrictHostKeyChecking=yes", "-o", "GlobalKnownHostsFile=/dev/null",
+                   "-i", str(self.site.client_key), "-o", "IdentitiesOnly=yes", "-p", str(st["ssh_port"]),
+                   "root@127.0.0.1", script)
+
+    def _here(self, script: str) -> str:
+        return _sh("sh", "-c", script)
 
     def build(self, keys: list[str]) -> dict[str, dict]:
         """Build the nodes with ``keys`` authorized; node -> {"host", "port", "macs"}."""
         self.builds += 1
         state = self.base / f"nodes-{self.builds}"
-        self.site = get_site("local", self.spec, state, {"mode": "host", "authorized_keys": keys})
+        self.site = get_site("local", self.spec, state, {"mode": self.mode, "authorized_keys": keys})
         self.site.reserve(log=lambda line: None)
         self.site.wait_ready(log=lambda line: None)
-        if not NODE_DIR.exists():
-            NODE_DIR.mkdir(parents=True)
+        run_in = self._jump if self.mode == "vm" else self._here
+        if self.mode == "host" and not Path(NODE_DIR).exists():
             self.made_node_dir = True
-        st = self.site.load_state()
+        disks = "/var/lib/netrepro-test-nodes" if self.mode == "vm" else str(self.base / "disks")
+        logins = self.site.load_state()["logins"]
         m = self.spec.model
-        out = {}
-        for node, login in st["logins"].items():
-            home = self.base / "disks" / f"{self.builds}-{node}"
-            home.mkdir(parents=True, exist_ok=True)
-            run = Path(login["extra"]["node_dir"])
-            pid = (run / "sshd.pid").read_text().strip()
-            _sh("kill", pid)
-            for _ in range(100):   # its listening socket goes with it
-                if not Path(f"/proc/{pid}").exists():
-                    break
-                time.sleep(0.05)
-            cfg = state / "nodes" / node / "sshd_config"
-            inner = (f"mount --bind {shlex.quote(str(home))} {NODE_DIR} && "
-                     f"exec /usr/sbin/sshd -f {shlex.quote(str(cfg))} -E {shlex.quote(str(run / 'sshd.log'))}")
-            _sh("ip", "netns", "exec", node, "unshare", "--mount", "--propagation", "private", "sh", "-c", inner)
+        script = []
+        for node, login in logins.items():
+            script.append(_restart_sshd(node, str(state / "nodes" / node / "sshd_config"), login["extra"]["node_dir"],
+                                        f"{disks}/{self.builds}-{node}"))
             if m.nodes[node]["kind"] == "switch":
-                links = json.loads(_sh("ip", "-n", node, "-j", "link", "show", "type", "bridge"))
-                for br in links:
-                    _sh("ip", "-n", node, "link", "del", br["ifname"])
-            links = {ln["ifname"]: ln.get("address") for ln in json.loads(_sh("ip", "-n", node, "-j", "link"))}
+                script.append(f"for br in $(ip -n {shlex.quote(node)} -o link show type bridge | cut -d: -f2 | "
+                              f"cut -d@ -f1); do ip -n {shlex.quote(node)} link del $br; done")
+        run_in(" && ".join(script))
+        out = {}
+        for node, login in logins.items():
+            links = {ln["ifname"]: ln.get("address")
+                     for ln in json.loads(run_in(f"ip -n {shlex.quote(node)} -j link"))}
             macs = {interface_id(node, key): links[key] for key in m.data_plane(node) if links.get(key)}
             out[node] = {"host": login["host"], "port": login["port"], "macs": macs}
+        if self.mode == "vm":
+            self._forward(out)
         return out
 
+    def _forward(self, nodes: dict[str, dict]) -> None:
+        """Give each node a port of 127.0.0.1 forwarded to its sshd (``nodes`` updated)."""
+        st = self.site.load_state()
+        argv = ["ssh", "-N", "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes",
+                "-o", f"UserKnownHostsFile={self.site.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+                "-o", "GlobalKnownHostsFile=/dev/null", "-o", "ServerAliveInterval=15",
+                "-i", str(self.site.client_key), "-o", "IdentitiesOnly=yes", "-p", str(st["ssh_port"])]
+        for info in nodes.values():
+            port = free_port()
+            argv += ["-L", f"127.0.0.1:{port}:{info['host']}:{info['port']}"]
+            info["host"], info["port"] = "127.0.0.1", port
+        self.forwarder = subprocess.Popen(argv + ["root@127.0.0.1"], stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for info in nodes.values():
+            end = time.monotonic() + 60
+            while True:
+                if self.forwarder.poll() is not None:
+                    raise RuntimeError(f"the port forwarder exited: {self.forwarder.stderr.read().decode()[-400:]}")
+                try:
+                    with socket.create_connection(("127.0.0.1", info["port"]), timeout=5) as s:
+                        if s.recv(4).startswith(b"SSH"):
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > end:
+                    raise RuntimeError(f"no sshd behind 127.0.0.1:{info['port']} after 60 s")
+                time.sleep(0.2)
+
     def teardown(self) -> None:
-        """Release the local site (namespaces, bridges, processes); remove the node folder
-        this class made, if it is empty. Harmless when nothing is built."""
+        """Stop the forwarder, release the local site (micro-VM, namespaces, bridges,
+        processes); remove the node folder this class made on the host, if empty. Harmless
+        when nothing is built."""
+        if self.forwarder is not None:
+            self.forwarder.terminate()
+            try:
+                self.forwarder.wait(10)
+            except subprocess.TimeoutExpired:
+                self.forwarder.kill()
+            self.forwarder = None
         if self.site is not None:
             self.site.release(log=lambda line: None)
             self.site = None
         if self.made_node_dir:
             try:
-                NODE_DIR.rmdir()
+                Path(NODE_DIR).rmdir()
                 self.made_node_dir = False
             except OSError:
                 pass
