@@ -78,7 +78,7 @@ SCHEDULE_ARGS = $(if $(filter-out 1,$(REPEAT)),--repeat $(REPEAT)) $(if $(SEED),
                 $(if $(filter 1,$(NO_SHUFFLE)),--no-shuffle) $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(V)),-v) \
                 $(if $(filter 1,$(SWEEP)),--sweep) $(if $(JOBS),--jobs $(JOBS))
 
-.PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status \
+.PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status profile \
         renew plan rspec validate compare quick test test-unit test-integration faults fresh-root-check lint \
         bench reference clean
 
@@ -146,6 +146,9 @@ plan: $(STAMP) ## Print what SITE would be asked for (RSpec, fablib slice, nodes
 
 rspec: $(STAMP) ## Regenerate rspecs/<experiment>.xml from the experiment's topology
 	$(NETREPRO) rspec $(EXPERIMENT)
+
+profile: $(STAMP) ## Write a CloudLab profile of EXPERIMENT (profile.rspec) into the new folder cloudlab-profile-<experiment>
+	$(NETREPRO) profile $(EXPERIMENT)
 
 validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
 	$(NETREPRO) validate $(EXPERIMENT)

@@ -153,6 +153,17 @@ def cmd_rspec(args) -> int:
     return 0
 
 
+def cmd_profile(args) -> int:
+    """Write a CloudLab repository-based profile of the experiment (netrepro.sites.rspec.write_profile)."""
+    from netrepro.sites.rspec import write_profile
+
+    spec = load_spec(args.experiment)
+    folder = Path(args.output or f"cloudlab-profile-{spec.name}")
+    print(f"wrote {write_profile(spec, folder)}/profile.rspec and README.md: push the folder as a git repository "
+          "and create a profile from it in the CloudLab portal (docs/sites/cloudlab.md)")
+    return 0
+
+
 def cmd_inventory(args) -> int:
     spec = load_spec(args.experiment)
     sys.stdout.write(inventory_from_manifest(spec, Path(args.manifest), args.user, site=args.site, key_file=args.key))
@@ -519,6 +530,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dev", action="store_true", help="the build tools of the tests' Python packages instead")
     add("plan", cmd_plan, "print what would be requested from the site, without contacting it")
     add("rspec", cmd_rspec, "regenerate rspecs/<experiment>.xml", site=False)
+    sp = add("profile", cmd_profile, "write a CloudLab profile (profile.rspec) of the experiment into a new folder",
+             site=False)
+    sp.add_argument("--output", help="the new folder (default cloudlab-profile-<experiment>)")
     sp = add("inventory", cmd_inventory, "write an inventory (stdout) from a manifest saved by hand")
     sp.add_argument("--manifest", required=True, help="manifest XML file")
     sp.add_argument("--user", required=True, help="your login name among the manifest's logins")

@@ -155,3 +155,54 @@ def test_a_switched_topology_is_vms_and_one_link_per_cable():
 @pytest.mark.parametrize("name", sorted(p.parent.name for p in (Path(__file__).resolve().parent.parent / "experiments").glob("*/experiment.yml")))
 def test_every_experiments_committed_rspec_is_current(name):
     assert cli_sites.rspec_drift(load_spec(name)) is None, f"rspecs/{name}.xml is stale: run `make rspec EXPERIMENT={name}`"
+
+
+EXPERIMENTS = sorted(p.parent.name for p in (Path(__file__).resolve().parent.parent / "experiments").glob("*/experiment.yml"))
+TOUR = "{%s}" % rspec.TOUR_NS
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_every_experiment_has_a_cloudlab_profile_that_validates_and_is_its_topology(name, tmp_path):
+    """`netrepro profile`: a repository-based CloudLab profile (profile.rspec) of each experiment,
+    valid against the request schema, holding the experiment's nodes, addresses and segments,
+    bound to no aggregate (the portal chooses the cluster), with its description and the steps
+    from the instantiated profile to a verdict."""
+    spec = load_spec(name)
+    folder = rspec.write_profile(spec, tmp_path / "profile")
+    xml = (folder / "profile.rspec").read_bytes()
+    assert rspec.validate_request(xml, XSD) == []
+    root = etree.fromstring(xml)
+    m = spec.model
+    nodes = root.findall(G + "node")
+    assert [n.get("client_id") for n in nodes] == list(m.nodes)
+    assert all(n.get("component_manager_id") is None for n in nodes)
+    for n in nodes:
+        want = {a["address"] for a in m.data_plane(n.get("client_id")).values() if a["address"]}
+        assert {ip.get("address") for ip in n.iter(G + "ip")} == want
+    links = {l.get("client_id"): sorted(r.get("client_id") for r in l.findall(G + "interface_ref"))
+             for l in root.findall(G + "link")}
+    assert links == {s["name"]: sorted(rspec.interface_id(nd, k) for nd, k in s["members"]) for s in m.segments()}
+    tour = root.find(TOUR + "rspec_tour")
+    assert tour.find(TOUR + "description").text == m.data["title"]
+    steps = tour.find(TOUR + "instructions").text
+    assert f"make up provision run analyze EXPERIMENT={name} SITE=instageni MANIFEST=manifest.xml" in steps
+    assert "profile.rspec" in (folder / "README.md").read_text()
+
+
+def test_the_profile_checks_can_fail_and_nothing_is_overwritten(spec, tmp_path):
+    folder = rspec.write_profile(spec, tmp_path / "p")
+    root = etree.fromstring((folder / "profile.rspec").read_bytes())
+    root.find(G + "node").find(G + "interface").set("bogus", "1")   # not in the request schema
+    assert rspec.validate_request(etree.tostring(root), XSD)
+    before = (folder / "profile.rspec").read_bytes()
+    with pytest.raises(SpecError, match=r"/p: \(folder\): exists already"):
+        rspec.write_profile(spec, folder)
+    assert (folder / "profile.rspec").read_bytes() == before
+
+
+def test_a_title_is_text_in_the_profile_never_markup(tmp_path):
+    spec = copy.deepcopy(load_spec("pie-vs-red"))
+    spec.model.data["title"] = "</description><node client_id=\"evil\"/>"
+    root = etree.fromstring(etree.tostring(rspec.build_profile(spec)))
+    assert root.find(TOUR + "rspec_tour").find(TOUR + "description").text == "</description><node client_id=\"evil\"/>"
+    assert "evil" not in [n.get("client_id") for n in root.findall(G + "node")]
