@@ -50,8 +50,8 @@ DATE_FMT = "%Y-%m-%dT%H:%M:%SZ"
 #: The initial lease, hours (option ``hours``): a full pie-vs-red run with REPEAT=5 takes about
 #: two hours; CloudLab grants a few days without asking an administrator.
 DEFAULT_HOURS = 6
-#: How long the slivers may take to become ready, s (option ``ready_timeout_s``): CloudLab's
-#: Xen VMs usually boot in 5-10 minutes.
+#: How long the slivers may take to become ready, s (option ``ready_timeout_s``); then they are
+#: deleted. Generous: how long a cluster takes to boot seven VMs has not been measured.
 READY_TIMEOUT_S = 1800.0
 
 #: Environment variables read by :func:`load_credentials` (listed in docs/reference.md, with

@@ -601,8 +601,7 @@ class LocalSite(Site):
         st = self.load_state()
         return {"netrepro_local_mode": st.get("mode", ""), "packages_install": False,
                 "kernel_capability_upgrade": False,
-                "kernel_capability_upgrade_hint": "The local site never changes this machine's kernel: use "
-                                                  "LOCAL_MODE=vm (the micro-VM boots a Debian kernel that has them)."}
+                "kernel_capability_upgrade_hint": "Use LOCAL_MODE=vm: the micro-VM boots a Debian kernel that has them."}
 
 
 def boot_shell_line(argv: list[str], log_path: Path) -> str:

@@ -302,8 +302,8 @@ def ssh_argv(login: NodeLogin, command: str, connect_timeout_s: int = 10,
 
 
 #: What a static node lacking a qdisc is told (roles/kernel_capability's failure message).
-STATIC_UPGRADE_HINT = ("Install a kernel that has them yourself, or let netrepro install the kernel packages and "
-                       "reboot this machine with the static site option kernel_upgrade=true (KERNEL_UPGRADE=true).")
+STATIC_UPGRADE_HINT = ("Install a kernel that has them, or let netrepro install one and reboot this machine: "
+                       "kernel_upgrade=true (KERNEL_UPGRADE=true).")
 
 
 class StaticSite(Site):

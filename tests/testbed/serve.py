@@ -45,14 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# test aggregate at {agg.url()}; Ctrl-C stops it", flush=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())   # also when started with SIGINT ignored (a background job)
     seen = 0
     try:
         while not done.wait(0.5):
             for path, method, code in agg.calls[seen:]:
                 print(f"# {SERVICE[path]} {method}: geni_code {code}", file=sys.stderr, flush=True)
             seen = len(agg.calls)
-    except KeyboardInterrupt:
-        pass
     finally:
         print(f"# calls: {counts(agg.calls)}", file=sys.stderr)
         agg.close()
