@@ -21,6 +21,8 @@ from netrepro.sites.instageni import (GeniClient, GeniError, TLSPolicy, default_
                                       summarize_status, tls_context)
 from netrepro.spec import SpecError, load_spec
 
+from testbed import pki
+
 RSPEC_DATA = Path(__file__).resolve().parent / "data" / "rspec"  # copies of public RSpecs, see SOURCE.md
 MANIFEST = RSPEC_DATA / "manifest" / "cloudlab-utah-2node-CS244-oncache.xml"
 
@@ -80,43 +82,16 @@ def ssh_keypair(directory: Path, name: str = "id") -> Path:
 
 
 def make_cert(cn: str, issuer=None, ip: str | None = None, ca: bool = False):
-    """(certificate, key) made with cryptography: self-signed, or signed by ``issuer`` =
-    (certificate, key); ``ip`` as a subjectAltName; ``ca`` marks a CA. Valid for one day."""
-    import datetime as dt
+    """(certificate, key) of the test PKI (tests/testbed/pki.py): self-signed, or signed by
+    ``issuer`` = (certificate, key); ``ip`` as a subjectAltName; ``ca`` marks a CA. Valid for one day."""
     import ipaddress
 
     from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-    now = dt.datetime.now(dt.timezone.utc)
-    b = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer[0].subject if issuer else name)
-         .public_key(key.public_key()).serial_number(x509.random_serial_number())
-         .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
-         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    if ca:
-        b = b.add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                          data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                          crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-        b = b.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-    if ip:
-        b = b.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), critical=False)
-    if issuer:
-        b = b.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer[1].public_key()), critical=False)
-    return b.sign(issuer[1] if issuer else key, hashes.SHA256()), key
+    return pki.make_cert(cn, issuer, ca=ca, sans=[x509.IPAddress(ipaddress.ip_address(ip))] if ip else None)
 
 
-def pem(cert=None, key=None, passphrase: bytes | None = None) -> bytes:
-    from cryptography.hazmat.primitives import serialization as ser
-
-    out = cert.public_bytes(ser.Encoding.PEM) if cert is not None else b""
-    if key is not None:
-        enc = ser.BestAvailableEncryption(passphrase) if passphrase else ser.NoEncryption()
-        out += key.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.PKCS8, enc)
-    return out
+pem = pki.pem
 
 
 def portal_pem(path: Path, passphrase: bytes | None = b"portal secret") -> Path:

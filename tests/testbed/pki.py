@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 
-def _cert(cn: str, issuer=None, *, ca: bool = False, sans: list | None = None, days: float = 1.0):
+def make_cert(cn: str, issuer=None, *, ca: bool = False, sans: list | None = None, days: float = 1.0):
     """(certificate, key): self-signed, or signed by ``issuer`` = (certificate, key); valid from
     one day ago for ``days`` days from now."""
     key = ec.generate_private_key(ec.SECP256R1())
@@ -66,7 +66,7 @@ class TestPKI:
     def __init__(self, base: Path, name: str = "Test portal CA"):
         self.base = Path(base)
         self.base.mkdir(parents=True, exist_ok=True)
-        self.ca = _cert(name, ca=True, days=30)
+        self.ca = make_cert(name, ca=True, days=30)
         self.ca_file = self.base / "ca.pem"
         self.ca_file.write_bytes(pem(self.ca[0]))
 
@@ -74,7 +74,7 @@ class TestPKI:
         """The services' certificate and key (one PEM) for 127.0.0.1 and localhost."""
         path = self.base / "server.pem"
         sans = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-        path.write_bytes(pem(*_cert("127.0.0.1", self.ca, sans=sans, days=30)))
+        path.write_bytes(pem(*make_cert("127.0.0.1", self.ca, sans=sans, days=30)))
         return path
 
     def portal_user(self, urn: str, name: str = "user.pem", days: float = 365.0,
@@ -82,13 +82,13 @@ class TestPKI:
         """A user's Download Credentials PEM: certificate (URN as a URI subjectAltName) and key."""
         path = self.base / name
         cn = urn.rsplit("+", 1)[-1]
-        path.write_bytes(pem(*_cert(cn, self.ca, sans=[x509.UniformResourceIdentifier(urn)], days=days),
+        path.write_bytes(pem(*make_cert(cn, self.ca, sans=[x509.UniformResourceIdentifier(urn)], days=days),
                              passphrase=passphrase))
         return path
 
     def stranger(self, urn: str, name: str = "stranger.pem") -> Path:
         """A user's PEM signed by another CA: well-formed and current, but not this portal's."""
-        other = _cert("Another CA", ca=True, days=30)
+        other = make_cert("Another CA", ca=True, days=30)
         path = self.base / name
-        path.write_bytes(pem(*_cert(urn.rsplit("+", 1)[-1], other, sans=[x509.UniformResourceIdentifier(urn)])))
+        path.write_bytes(pem(*make_cert(urn.rsplit("+", 1)[-1], other, sans=[x509.UniformResourceIdentifier(urn)])))
         return path
