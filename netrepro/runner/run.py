@@ -433,12 +433,17 @@ def _simulate_at_once(r: _Run, progress: RunProgress) -> None:
     every simulator has stopped."""
     queue = deque(r.pending)
     flight: deque[tuple[_Begun, Future]] = deque()  # begun, in the pending order, not yet recorded
+    # Every instance begun and not yet recorded, noted before its simulator is submitted: a
+    # signal between the submit and its entry in ``flight`` (a loaded machine may run the
+    # simulator first) must still find it to discard.
+    unrecorded: list[_Begun] = []
     pool = ThreadPoolExecutor(max_workers=r.jobs, thread_name_prefix="simulate")
     try:
         while queue or flight:
             while (queue and sum(not f.done() for _, f in flight) < r.jobs
                    and not any(f.done() and f.exception() is not None for _, f in flight)):
                 b = _begin(r, queue.popleft(), progress)
+                unrecorded.append(b)
                 flight.append((b, pool.submit(_simulation, b.tspec, r.site, b.tv)))
             b, fut = flight[0]
             if not fut.done():
@@ -448,18 +453,19 @@ def _simulate_at_once(r: _Run, progress: RunProgress) -> None:
                         progress.waiting(b2.tid)
                 continue
             flight.popleft()
+            unrecorded.remove(b)
             _conclude(r, b, progress, lambda: _kept_simulation(
                 b.tspec, b.tv, *fut.result(), r.time_scale, r.run_dir, len(b.ts["attempts"]), b.started, judge=r.judge),
                 timed=True)
             if r.failure is not None:
                 break
     except KeyboardInterrupt as exc:
-        if not flight:
+        if not unrecorded:
             raise
         sig = signal_of(exc)
-        r.failure = (flight[0][0].tid, f"interrupted by {sig}", SIGNAL_EXIT[sig])
+        r.failure = (unrecorded[0].tid, f"interrupted by {sig}", SIGNAL_EXIT[sig])
     finally:
-        if flight:
+        if unrecorded:
             stop = getattr(r.site, "stop_subprocesses", None)
             if stop is not None:
                 stop()
@@ -470,7 +476,7 @@ def _simulate_at_once(r: _Run, progress: RunProgress) -> None:
             why = r.failure[1]
         else:
             why = f"not recorded: the run stopped at trial {r.failure[0]}"
-        for b, _ in flight:
+        for b in unrecorded:
             _discard(r, b, progress, why)
 
 
