@@ -294,7 +294,7 @@ def read_context(path: Path) -> dict[str, Any]:
 PORTAL_PEM = "the PEM from the portal's Download Credentials (NETREPRO_GENI_CERT / cert-path)"
 
 
-def cert_validity_problem(path: str, text: str, now: dt.datetime | None = None) -> None:
+def check_certificate_dates(path: str, text: str, now: dt.datetime | None = None) -> None:
     """Check offline that the first certificate of the PEM ``text`` (file ``path``) is valid
     at ``now`` (UTC; default the present), as a portal checks it on every call: the portal's
     Download Credentials certificate is valid for a limited time (CloudLab: about a year) and
@@ -339,7 +339,7 @@ def load_client_cert(ctx: ssl.SSLContext, creds: GeniCredentials,
     cert_text = read_small_text(creds.cert, what)
     if "-----BEGIN CERTIFICATE-----" not in cert_text:
         raise SiteError(f"{creds.cert}: (content): no certificate; expected {what}")
-    cert_validity_problem(creds.cert, cert_text)
+    check_certificate_dates(creds.cert, cert_text)
     key_what = "the private key of that certificate (in the same PEM, or NETREPRO_GENI_KEY / key-path)"
     key_text = cert_text if creds.key == creds.cert else read_small_text(creds.key, key_what)
     m = PRIVATE_KEY_RE.search(key_text)
@@ -747,7 +747,7 @@ class InstaGENISite(Site):
             return
         name, _ = resolve_aggregate(self.options.get("aggregate"))
         creds = load_credentials(self.options.get("env"))
-        cert_validity_problem(creds.cert, read_small_text(creds.cert, PORTAL_PEM))
+        check_certificate_dates(creds.cert, read_small_text(creds.cert, PORTAL_PEM))
         if creds.passphrase is None and _terminal_ask() is not None:
             return   # the key may be encrypted: reserve asks, then checks the same way
         self._client(creds, name, ask=None, warn=lambda _: None, keep=False)
