@@ -66,7 +66,7 @@ def test_the_aggregate_reserved_and_released_everything(run):
     agg = run["agg"]
     am = agg.methods(AM_PATH)
     assert am[:4] == ["GetVersion", "Allocate", "Provision", "PerformOperationalAction"] and am[-1] == "Delete"
-    assert agg.slivers == {} and run["nodes"].site is None and run["nodes"].forwarder is None
+    assert agg.slivers == {} and run["nodes"].site is None and run["nodes"].relays == []
     assert all(code == 0 for _, _, code in agg.calls)
 
 

@@ -347,9 +347,10 @@ def test_missing_qdisc_fails_clearly(lab, provisioned):
                                "tcp_reno": ["tcp_congestion", "reno"], "tcp_nosuch": ["tcp_congestion", "nosuchcc"]}
     out, recap = lab.playbook("provision.yml", rv, expect_ok=False)
     assert recap["server2"]["failed"] == 1 and recap["server1"]["failed"] == 0
-    assert "server2 (kernel " in out and "lacks: bogus (" in out and "qdisc kind is unknown" in out
+    assert "server2 lacks: bogus, tcp_nosuch. Nothing was installed and the node was not rebooted." in out
+    assert "(kernel " in out and "tc said: bogus: " in out and "qdisc kind is unknown" in out
     assert "bogus MISSING" in out and "tcp_reno ok" in out
-    assert "tcp_nosuch (no TCP congestion control nosuchcc (available: " in out
+    assert "tcp_nosuch: no TCP congestion control nosuchcc (available: " in out
 
 
 def task_results(out: str, task: str) -> dict[str, str]:

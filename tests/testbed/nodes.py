@@ -14,8 +14,9 @@ not have:
 - the slice members' SSH public keys (AM API v3 Provision's ``geni_users``) are accepted by
   every node's sshd (besides the local site's own key);
 - in the micro-VM, each node is reached on a port of 127.0.0.1 of its own, as an InstaGENI
-  VM without a public address is reached on a high port of its physical host: one OpenSSH
-  client forwards each port (``-L``) through the micro-VM's jump sshd to the node's sshd.
+  VM without a public address is reached on a high port of its physical host: each
+  connection to a node's port is relayed by an OpenSSH client of its own (``ssh -W``)
+  through the micro-VM's jump sshd to the node's sshd.
 
 ``build`` returns what the aggregate's manifest needs: each node's login host and port, and
 each interface's MAC by its request ``client_id``. ``teardown`` gives everything back.
@@ -28,11 +29,11 @@ import json
 import shlex
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 from netrepro.sites import get_site
-from netrepro.sites.microvm import free_port
 from netrepro.sites.rspec import interface_id
 from netrepro.spec import load_spec
 
@@ -58,6 +59,67 @@ def _restart_sshd(node: str, cfg: str, run: str, disk: str) -> str:
             f"ip netns exec {q(node)} unshare --mount --propagation private sh -c {q(inner)}")
 
 
+class _Relay:
+    """A port of 127.0.0.1 (:attr:`port`) whose every connection is piped through a new
+    process ``argv`` (an ``ssh -W`` client) until either side ends; ``close`` stops it all."""
+
+    def __init__(self, argv: list[str], log):
+        import socketserver
+
+        relay = self
+        self.argv, self.log, self.procs = argv, log, set()
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                relay._pipe(self.request)
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def _pipe(self, conn: socket.socket) -> None:
+        proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+        self.procs.add(proc)
+
+        def up():   # the connection -> ssh
+            try:
+                while data := conn.recv(65536):
+                    proc.stdin.write(data)
+                    proc.stdin.flush()
+            except OSError:
+                pass
+            finally:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+
+        t = threading.Thread(target=up, daemon=True)
+        t.start()
+        try:
+            while data := proc.stdout.read1(65536):
+                conn.sendall(data)
+        except OSError:
+            pass
+        finally:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            proc.wait()
+            self.procs.discard(proc)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        for proc in list(self.procs):
+            proc.terminate()
+
+
 class LocalNodes:
     """Nodes of experiment ``experiment`` (a path) built on demand in ``base``, in ``mode``
     (``host`` or ``vm``) of the local site."""
@@ -67,7 +129,7 @@ class LocalNodes:
         self.base = Path(base)
         self.mode = mode
         self.site = None
-        self.forwarder: subprocess.Popen | None = None
+        self.relays: list[_Relay] = []
         self.builds = 0
         self.made_node_dir = False
 
@@ -114,44 +176,42 @@ class LocalNodes:
         return out
 
     def _forward(self, nodes: dict[str, dict]) -> None:
-        """Give each node a port of 127.0.0.1 forwarded to its sshd (``nodes`` updated)."""
+        """Give each node a port of 127.0.0.1 relayed to its sshd (``nodes`` updated): each
+        connection to the port gets an OpenSSH client of its own, ``ssh -W node:22`` through
+        the micro-VM's jump sshd, so that no single long-lived connection carries every node
+        (a NAT rule on an InstaGENI host has no such connection either). Each client's
+        messages go to ``<base>/relay.log``."""
         st = self.site.load_state()
-        argv = ["ssh", "-N", "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes",
-                "-o", f"UserKnownHostsFile={self.site.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-                "-o", "GlobalKnownHostsFile=/dev/null", "-o", "ServerAliveInterval=15",
+        jump = ["ssh", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={self.site.known_hosts}",
+                "-o", "StrictHostKeyChecking=yes", "-o", "GlobalKnownHostsFile=/dev/null",
                 "-i", str(self.site.client_key), "-o", "IdentitiesOnly=yes", "-p", str(st["ssh_port"])]
-        for info in nodes.values():
-            port = free_port()
-            argv += ["-L", f"127.0.0.1:{port}:{info['host']}:{info['port']}"]
-            info["host"], info["port"] = "127.0.0.1", port
-        self.forwarder = subprocess.Popen(argv + ["root@127.0.0.1"], stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for info in nodes.values():
-            end = time.monotonic() + 60
+        log = open(self.base / "relay.log", "ab")
+        self.relays = []
+        for node, info in nodes.items():
+            relay = _Relay(jump + ["-W", f"{info['host']}:{info['port']}", "root@127.0.0.1"], log)
+            self.relays.append(relay)
+            info["host"], info["port"] = "127.0.0.1", relay.port
+        for node, info in nodes.items():   # each answers with its sshd's banner
+            end = time.monotonic() + 120
             while True:
-                if self.forwarder.poll() is not None:
-                    raise RuntimeError(f"the port forwarder exited: {self.forwarder.stderr.read().decode()[-400:]}")
                 try:
-                    with socket.create_connection(("127.0.0.1", info["port"]), timeout=5) as s:
+                    with socket.create_connection(("127.0.0.1", info["port"]), timeout=60) as s:
+                        s.settimeout(60)
                         if s.recv(4).startswith(b"SSH"):
                             break
                 except OSError:
                     pass
                 if time.monotonic() > end:
-                    raise RuntimeError(f"no sshd behind 127.0.0.1:{info['port']} after 60 s")
-                time.sleep(0.2)
+                    raise RuntimeError(f"no sshd of {node} behind 127.0.0.1:{info['port']} after 120 s (see relay.log)")
+                time.sleep(0.5)
 
     def teardown(self) -> None:
-        """Stop the forwarder, release the local site (micro-VM, namespaces, bridges,
+        """Stop the relays, release the local site (micro-VM, namespaces, bridges,
         processes); remove the node folder this class made on the host, if empty. Harmless
         when nothing is built."""
-        if self.forwarder is not None:
-            self.forwarder.terminate()
-            try:
-                self.forwarder.wait(10)
-            except subprocess.TimeoutExpired:
-                self.forwarder.kill()
-            self.forwarder = None
+        for relay in self.relays:
+            relay.close()
+        self.relays = []
         if self.site is not None:
             self.site.release(log=lambda line: None)
             self.site = None
