@@ -173,9 +173,9 @@ def cmd_inventory(args) -> int:
 def cmd_up(args) -> int:
     spec, opts = load_spec(args.experiment), _options(args)
     steps.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
-    site = steps.up(spec, args.site, opts)
-    if site.held():   # what stays reserved until `down`, and how to release it
-        print(site.held())
+    held = steps.up(spec, args.site, opts).held()
+    if held:   # what stays reserved until `down`, and how to release it
+        print(held)
     return 0
 
 
@@ -378,8 +378,8 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
             t = time.time()
             steps.down(spec, site, opts)
             timings["down_s"] = round(time.time() - t, 1)
-        elif steps.open_site(spec, site, opts).held():   # --keep: what stays reserved, and how to release it
-            print(steps.open_site(spec, site, opts).held())
+        elif held := steps.open_site(spec, site, opts).held():   # --keep: what stays reserved, and how to release it
+            print(held)
     timings["total_s"] = round(time.time() - t0, 1)
     (run_dir / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
     return run_dir, verdict, timings

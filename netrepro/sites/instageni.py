@@ -494,11 +494,11 @@ BUSY_WAITS_S = (2.0, 4.0, 8.0, 16.0, 30.0)
 
 class GeniError(SiteError):
     """An XML-RPC call returned a non-zero GENI code. ``code`` holds it (12 = not found);
-    ``output`` the service's message; ``url`` and ``method`` the call."""
+    ``output`` the service's message, on one line."""
 
-    def __init__(self, method: str, code: int, output: str, url: str = ""):
+    def __init__(self, method: str, code: int, output: str):
         output = " / ".join(ln.strip() for ln in str(output).splitlines() if ln.strip())   # one line
-        self.code, self.output, self.method, self.url = code, output, method, url
+        self.code, self.output = code, output
         name = GENI_CODES.get(code)
         super().__init__(f"{method}: GENI error {code}{' (' + name + ')' if name else ''}: {output}")
 
@@ -526,8 +526,6 @@ class GeniClient:
         self._ucred: str | None = None
         self._scred: dict[str, str] = {}
         self._warn, self._sleep = warn, sleep
-        #: method name -> number of calls sent (retries included), for the console and tests.
-        self.calls: dict[str, int] = {}
         self._tls = {"am": am_tls, "sa": sa_tls}
         self._ctx = {}
         for kind, policy in self._tls.items():
@@ -567,7 +565,6 @@ class GeniClient:
         import xmlrpc.client
 
         policy = self._tls[self._kind(url)]
-        self.calls[method] = self.calls.get(method, 0) + 1
         try:
             res = getattr(self._proxy(url), method)(*args)
         except ssl.SSLCertVerificationError as exc:
@@ -585,7 +582,7 @@ class GeniClient:
         code = res.get("code")
         code = code.get("geni_code", 0) if isinstance(code, dict) else code
         if code:
-            raise GeniError(method, int(code), str(res.get("output", "")), url)
+            raise GeniError(method, int(code), str(res.get("output", "")))
         return res.get("value")
 
     def get_version(self, am_url: str) -> dict[str, Any]:
@@ -780,25 +777,35 @@ class InstaGENISite(Site):
             return None
         return dt.datetime.strptime(st["expires"], DATE_FMT).replace(tzinfo=dt.timezone.utc).timestamp()
 
-    def _give_back(self, client, state: dict[str, Any]) -> bool:
-        """Delete the slivers of ``state`` after a failure or interruption (code 12, nothing
-        there, counts as done) and forget them. Returns True when nothing is held any more;
-        else prints :meth:`held`'s line, keeps the state and returns False."""
+    def _delete(self, client, state: dict[str, Any]) -> None:
+        """Delete the slivers of ``state`` (AM API v3 Delete; GENI code 12, nothing there,
+        counts as done) and forget the reservation.
+
+        Raises:
+            SiteError: the aggregate could not be asked or refused; the message ends with
+                :meth:`held`'s line (slice, aggregate, expiry, how to release it).
+        """
         try:
             client.am(state["aggregate_url"], "Delete", state["slice_urn"], {})
         except GeniError as exc:
-            if exc.code != 12:
-                _warn(f"instageni: Delete failed: {exc}")
-                _warn(self.held() or "")
-                return False
-        except (SiteError, OSError) as exc:
-            _warn(f"instageni: Delete failed: {exc}")
-            _warn(self.held() or "")
+            if exc.code != 12:   # SEARCHFAILED: nothing there any more
+                raise SiteError(f"Delete refused ({exc}); {self.held()}") from None
+        except SiteError as exc:
+            raise SiteError(f"{exc}; {self.held()}") from None
+        self.state_file.unlink(missing_ok=True)
+
+    def _give_back(self, client, state: dict[str, Any]) -> bool:
+        """:meth:`_delete` after a failure or interruption. Returns True when nothing is held
+        any more; else prints the reason and :meth:`held`'s line, keeps the state and
+        returns False."""
+        try:
+            self._delete(client, state)
+        except SiteError as exc:
+            _warn(f"instageni: {exc}")
             return False
         except KeyboardInterrupt:
             _warn(self.held() or "")
             raise
-        self.state_file.unlink(missing_ok=True)
         return True
 
     def reserve(self) -> None:
@@ -867,7 +874,8 @@ class InstaGENISite(Site):
         except BaseException:
             self._give_back(client, state)
             raise
-        state["slivers"] = _sliver_names(alloc)
+        text = alloc.get("geni_rspec") if isinstance(alloc, dict) else None
+        state["slivers"] = geni_manifest.sliver_nodes(text) if isinstance(text, str) else {}
         self.save_state(state)
         try:
             users = [{"urn": creds.user_urn, "keys": [Path(creds.pubkey).read_text().strip()]}]
@@ -978,29 +986,6 @@ class InstaGENISite(Site):
             print(f"instageni: nothing reserved for {self.spec.name}", file=sys.stderr)
             return
         creds = load_credentials(self.options.get("env"))
-        client = self._client(creds, state["aggregate"])
-        try:
-            client.am(state["aggregate_url"], "Delete", state["slice_urn"], {})
-        except GeniError as exc:
-            if exc.code != 12:   # SEARCHFAILED: nothing there any more
-                raise SiteError(f"Delete refused ({exc}); {self.held()}") from None
-        except SiteError as exc:
-            raise SiteError(f"{exc}; {self.held()}") from None
-        self.state_file.unlink(missing_ok=True)
+        self._delete(self._client(creds, state["aggregate"]), state)
         print(f"instageni: slice {state['slice_name']}: slivers deleted on {state['aggregate']}", file=sys.stderr)
 
-
-def _sliver_names(alloc: Any) -> dict[str, str]:
-    """Sliver URN -> node name (``client_id``), from an Allocate result's manifest
-    (``geni_rspec``; a node's ``sliver_id``). {} when the answer has none."""
-    from lxml import etree
-
-    text = alloc.get("geni_rspec") if isinstance(alloc, dict) else None
-    if not isinstance(text, str) or not text.strip():
-        return {}
-    try:
-        root = etree.fromstring(text.encode(), etree.XMLParser(resolve_entities=False, no_network=True))
-    except etree.XMLSyntaxError:
-        return {}
-    return {n.get("sliver_id"): n.get("client_id") for n in root.iter("{*}node")
-            if n.get("sliver_id") and n.get("client_id")}

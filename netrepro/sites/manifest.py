@@ -134,6 +134,20 @@ def parse_manifest(path: Path | str) -> dict[str, ManifestNode]:
     return nodes
 
 
+def sliver_nodes(text: str) -> dict[str, str]:
+    """Sliver URN -> node name (``client_id``) of a manifest given as text (an AM API v3
+    Allocate result's ``geni_rspec``: each ``<node>``'s ``sliver_id``), for naming the node of a
+    sliver the aggregate reports. {} when the text is not XML or names no sliver."""
+    from lxml import etree
+
+    try:
+        root = etree.fromstring(text.encode(), etree.XMLParser(resolve_entities=False, no_network=True))
+    except etree.XMLSyntaxError:
+        return {}
+    return {n.get("sliver_id"): n.get("client_id") for n in root.iter()
+            if _local(n.tag) == "node" and _ns(n.tag) in CORE_NAMESPACES and n.get("sliver_id") and n.get("client_id")}
+
+
 def choose_login(path: Path | str, node: ManifestNode, user: str | None) -> tuple[str, str, int]:
     """The (username, hostname, port) to use for ``node``.
 
