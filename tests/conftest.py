@@ -66,3 +66,19 @@ def recorded_site(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "_delay_probe", lambda inv, tv: None)
     monkeypatch.setattr(run, "_stop_trial", lambda *a: None)
     return SimpleNamespace(ran=ran, given=given, stop_at=stop_at, results=tmp_path / "results")
+
+
+def static_nodes_of_local(state: dict, spec, base: Path) -> dict:
+    """A static site's ``nodes`` (as a user writes them in their YAML file) for the nodes the
+    local site built (``state``: its state.json): each node's login, its addresses, and a work
+    folder of its own under ``base`` (the nodes are namespaces of one host, sharing its files)."""
+    nodes = {}
+    for name, lg in state["logins"].items():
+        nodes[name] = {"host": lg["host"], "port": lg["port"], "user": lg["user"], "key": lg["key_file"],
+                       "work_dir": f"{base}/work/{name}"}
+        if lg.get("proxy_jump"):
+            nodes[name]["proxy_jump"] = lg["proxy_jump"]
+        addrs = {k: i["address"] for k, i in spec.model.data_plane(name).items() if i["address"]}
+        if addrs:
+            nodes[name]["addresses"] = addrs
+    return nodes

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import static_nodes_of_local
 from netrepro.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,11 +46,7 @@ def refused(tmp_path_factory):
         assert up.returncode == 0, (up.stdout + up.stderr)[-4000:]
         state = json.loads((base / "state" / "pie-pair-local" / "state.json").read_text())
         spec = load_spec(EXP)
-        nodes = {}
-        for name, lg in state["logins"].items():
-            nodes[name] = {"host": lg["host"], "port": lg["port"], "user": lg["user"], "key": lg["key_file"],
-                           "work_dir": f"{base}/work/{name}",
-                           "addresses": {k: i["address"] for k, i in spec.model.data_plane(name).items()}}
+        nodes = static_nodes_of_local(state, spec, base)
         (base / "nodes.yml").write_text(yaml.safe_dump({"nodes": nodes}))
         known = base / "state" / "pie-pair-local" / "ssh" / "known_hosts"
         opts = ["--site", "static", "--option", f"static_file={base / 'nodes.yml'}", "--option",

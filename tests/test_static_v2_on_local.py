@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import static_nodes_of_local
 from netrepro.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,17 +59,7 @@ def run(tmp_path_factory):
         sh("ip", "-n", "swb", "link", "set", "dev", "swb-1", "name", "ens9")
         sh("ip", "-n", "swb", "addr", "add", "10.254.0.1/24", "dev", "swb-2")
         spec = load_spec(EXP)
-        nodes = {}
-        for name, lg in state["logins"].items():
-            dp = spec.model.data_plane(name)
-            # the nodes are namespaces of one host: each keeps its files in a folder of its own
-            nodes[name] = {"host": lg["host"], "port": lg["port"], "user": lg["user"], "key": lg["key_file"],
-                           "work_dir": f"{base}/work/{name}"}
-            if lg.get("proxy_jump"):
-                nodes[name]["proxy_jump"] = lg["proxy_jump"]
-            addrs = {k: i["address"] for k, i in dp.items() if i["address"]}
-            if addrs:
-                nodes[name]["addresses"] = addrs
+        nodes = static_nodes_of_local(state, spec, base)
         nodes["swb"]["ports"] = {"swb-1": "ens9"}
         static_file = base / "nodes.yml"
         static_file.write_text(yaml.safe_dump({"nodes": nodes}))
