@@ -548,3 +548,19 @@ def test_release_command_writes_every_fifo_and_names_the_stuck_one(tmp_path):
     out = subprocess.run(["sh", "-c", release_command(str(d), 1795727171.5, timeout_s=0.5)], capture_output=True,
                          text=True, timeout=30).stdout
     assert unreleased(out) == ["window.go"], out
+
+
+def test_commands_that_need_root_go_through_sudo_for_a_login_user_that_is_not_root():
+    """ssh.node_ssh_argv(as_root=True): for an inventory host Ansible escalates on (a testbed
+    image's user, ``ansible_become``), the command runs under ``sudo -n sh -c`` as one word, so
+    that the barrier can write the FIFOs and the fetch read the archive the trial playbook made
+    as root; a root login, or a command that needs no root, is sent as it is."""
+    import shlex
+
+    cmd = "echo \"at:x\" > '/var/lib/netrepro/trials/t 1/window.go'"
+    user = {"ansible_host": "10.0.0.5", "ansible_user": "ubuntu", "ansible_become": True}
+    argv = ssh.node_ssh_argv("gw", user, cmd, as_root=True)
+    assert argv[-2:] == ["ubuntu@10.0.0.5", f"sudo -n sh -c {shlex.quote(cmd)}"]
+    assert shlex.split(argv[-1])[4] == cmd
+    assert ssh.node_ssh_argv("gw", user, cmd)[-1] == cmd
+    assert ssh.node_ssh_argv("gw", {"ansible_host": "10.0.0.5"}, cmd, as_root=True)[-2:] == ["root@10.0.0.5", cmd]

@@ -118,7 +118,7 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
         cmd = (release_command(node_trial_dir(hv[host], trial_id), start) + '; echo; '
                'read -r c < /proc/stat; echo "@$c"; date +%s.%N')
         try:
-            p = subprocess.run(node_ssh_argv(host, hv[host], cmd), capture_output=True, text=True,
+            p = subprocess.run(node_ssh_argv(host, hv[host], cmd, as_root=True), capture_output=True, text=True,
                                timeout=timeout_s, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             return None

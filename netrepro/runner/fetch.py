@@ -44,7 +44,7 @@ def fetch_archives(inv: Path, hosts: list[str], trial_id: str, dest_dir: Path, t
             # The node says the archive's size first (on stderr): ssh does not fail when it
             # cannot write what it receives (a full disk), so the size is checked here.
             with part.open("wb") as out:
-                p = subprocess.run(node_ssh_argv(host, hv[host], f"stat -c %s {shlex.quote(src)} >&2 && exec cat {shlex.quote(src)}"),
+                p = subprocess.run(node_ssh_argv(host, hv[host], f"stat -c %s {shlex.quote(src)} >&2 && exec cat {shlex.quote(src)}", as_root=True),
                                    stdout=out, stderr=subprocess.PIPE, text=False, timeout=timeout_s, stdin=subprocess.DEVNULL)
             err = p.stderr.decode(errors="replace").strip().splitlines()
             size = part.stat().st_size

@@ -34,10 +34,16 @@ def _inventory_hosts(inv: Path) -> dict[str, dict]:
     return out
 
 
-def node_ssh_argv(host: str, hv: dict, command: str, connect_timeout_s: int = 30) -> list[str]:
+def node_ssh_argv(host: str, hv: dict, command: str, connect_timeout_s: int = 30, as_root: bool = False) -> list[str]:
     """ssh(1) argv running ``command`` on an inventory host as Ansible reaches it: its address,
     port, user, key and ``ansible_ssh_common_args`` (jump host, known_hosts, control socket),
-    with ansible.cfg's ControlPersist (the first value of an option wins)."""
+    with ansible.cfg's ControlPersist (the first value of an option wins). ``as_root``: the
+    command runs as root, through ``sudo -n sh -c`` when the login user is not root (the
+    inventory's ``ansible_become``, set for such users: a testbed's image user, FABRIC's
+    ``ubuntu``), as Ansible escalates; what the trial playbook made as root (the FIFOs of the
+    barrier, the trial's archive) is then writable and readable."""
+    if as_root and hv.get("ansible_become"):
+        command = f"sudo -n sh -c {shlex.quote(command)}"
     argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout_s}", "-o", "ControlPersist=120s",
             "-p", str(hv.get("ansible_port", 22))]
     if hv.get("ansible_ssh_private_key_file"):
