@@ -527,7 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
              "kernel; ns3: g++, the ns-3 libraries and netrepro-sim; fabric: fablib and the compiler it builds with; "
              "instageni, static: nothing beyond the Python packages)", exp=False)
     sp.add_argument("--check", action="store_true", help="only report what is missing; change nothing")
-    sp.add_argument("--dev", action="store_true", help="the build tools of the tests' Python packages instead")
+    sp.add_argument("--dev", action="store_true", help="what the tests need from Debian instead (the build tools of their Python packages, sudo)")
     add("plan", cmd_plan, "print what would be requested from the site, without contacting it")
     add("rspec", cmd_rspec, "regenerate rspecs/<experiment>.xml", site=False)
     sp = add("profile", cmd_profile, "write a CloudLab profile (profile.rspec) of the experiment into a new folder",

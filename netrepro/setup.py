@@ -49,6 +49,9 @@ VM_EXECUTABLES = {
 #: pulls in recordclass, which PyPI has only as source for CPython 3.11): a C compiler and the
 #: headers. ``setup --site fabric`` and ``setup --dev`` install them.
 DEV_FILES = {"gcc": "gcc", f"/usr/include/python3.{sys.version_info.minor}/Python.h": f"python3.{sys.version_info.minor}-dev"}
+#: What the tests need besides: sudo, with which the FABRIC stand-in's nodes (tests/testbed)
+#: let their non-root login user (``ubuntu``, as on FABRIC's images) escalate.
+TEST_FILES = {"sudo": "sudo"}
 #: The fabric site's Python packages (fablib, pinned), installed by ``setup --site fabric``
 #: into the interpreter running netrepro (the virtual environment under make).
 FABRIC_REQUIREMENTS = "requirements-fabric.txt"
@@ -155,11 +158,12 @@ def _have(path_or_exe: str) -> bool:
     return _which(path_or_exe) or os.path.exists(path_or_exe)
 
 
-def _build_tools(check_only: bool, log, what: str) -> int:
-    """Install the C compiler and Python headers of :data:`DEV_FILES` (apt-get, as root) that
-    are missing, to build ``what``; exit code as :func:`setup` (1: missing and check only, or
-    not root; the line says what to install)."""
-    missing = {f: pkg for f, pkg in DEV_FILES.items() if not _have(f)}
+def _build_tools(check_only: bool, log, what: str, needs: dict[str, str] | None = None) -> int:
+    """Install the files of ``needs`` (file or executable -> Debian package; default
+    :data:`DEV_FILES`, the C compiler and Python headers) that are missing (apt-get, as root),
+    for ``what``; exit code as :func:`setup` (1: missing and check only, or not root; the line
+    says what to install)."""
+    missing = {f: pkg for f, pkg in (needs or DEV_FILES).items() if not _have(f)}
     if not missing:
         log(f"[setup] build tools for {what} present")
         return 0
@@ -173,8 +177,9 @@ def _build_tools(check_only: bool, log, what: str) -> int:
 
 
 def setup_dev(check_only: bool = False, log=print) -> int:
-    """Install what building the tests' Python packages needs (DEV_FILES); exit code as setup."""
-    return _build_tools(check_only, log, "the tests' packages")
+    """Install what the tests need from Debian: the build tools of their Python packages
+    (:data:`DEV_FILES`) and :data:`TEST_FILES`; exit code as setup."""
+    return _build_tools(check_only, log, "the tests", {**DEV_FILES, **TEST_FILES})
 
 
 def setup_fabric(check_only: bool = False, log=print) -> int:
