@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import json
+import logging
 import os
 import shlex
 import sys
@@ -32,12 +33,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, login_user_problem, matches, positive_int,
-                                 positive_int_option, private_key_problem, public_key_problem, read_json_object, read_small_text,
-                                 ssh_host_problem)
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, login_user_problem, matches,
+                                 positive_int, positive_int_option, positive_number, private_key_problem, public_key_problem,
+                                 read_json_object, read_small_text, ssh_host_problem)
 from netrepro.spec import Spec
 
 DEFAULT_RC = "~/work/fabric_config/fabric_rc"
+#: The initial lease, hours (option ``hours``): fablib's own default (Slice.submit, 24 h).
+DEFAULT_HOURS = 24
+#: How long the slice may take to become ready (StableOK), s (option ``ready_timeout_s``);
+#: then it is deleted. fablib's own default (Slice.submit's wait_timeout).
+READY_TIMEOUT_S = 1800
+#: fablib's time format for lease ends (fabrictestbed OrchestratorClient.TIME_FORMAT).
+LEASE_FORMAT = "%Y-%m-%d %H:%M:%S %z"
 DEFAULT_BASTION_HOST = "bastion.fabric-testbed.net"
 #: What each setting is for; checked by :func:`load_fabric_config` before any network use.
 REQUIRED = {
@@ -265,6 +273,27 @@ def login_for(node_name: str, host: str, user: str, conf: dict[str, str], extra:
                             "management_ip_version": ipaddress.ip_address(ip).version, **(extra or {})})
 
 
+def fabric_problem(exc: BaseException, conf: dict[str, str]) -> str:
+    """One line saying why fablib could not use FABRIC's services, from the exception its
+    first authenticated call raised (fablib and fabrictestbed raise bare Exceptions and
+    FabricManagerException with the service's answer in the text): the server's certificate
+    not trusted, the token refused, a service not reached, or else the exception's last line."""
+    text = " ".join(str(exc).split())
+    hosts = {conf.get(k) for k in ("FABRIC_CREDMGR_HOST", "FABRIC_ORCHESTRATOR_HOST", "FABRIC_CORE_API_HOST")} - {None}
+    where = ", ".join(f"https://{h}" for h in sorted(hosts)) or "FABRIC's services"
+    if "CERTIFICATE_VERIFY_FAILED" in text or "SSLError" in text:
+        bundle = os.environ.get("REQUESTS_CA_BUNDLE")
+        trust = f"the CA bundle REQUESTS_CA_BUNDLE={bundle}" if bundle else "this machine's CA bundle (certifi)"
+        return (f"site fabric: {where}: TLS: certificate not trusted by {trust}; check the FABRIC_*_HOST settings "
+                f"in {conf.get('FABRIC_RC')} and REQUESTS_CA_BUNDLE")
+    if any(w in text for w in ("401", "Unauthorized", "token expired", "Refresh token", "refresh token")):
+        return (f"site fabric: FABRIC refused the token in {conf.get('FABRIC_TOKEN_LOCATION')} ({text[:160]}); create a new "
+                "FABRIC token in the portal (Experiments > Manage Tokens) and save it there (FABRIC_TOKEN_LOCATION)")
+    if any(w in text for w in ("Connection refused", "ConnectionError", "Max retries", "not reachable", "Name or service")):
+        return f"site fabric: cannot reach {where} ({text[:160]}); check the network and the FABRIC_*_HOST settings"
+    return f"site fabric: FABRIC's services refused: {text[-300:]}"
+
+
 class FabricSite(Site):
     """One VM per node at one FABRIC site (option ``fabric_site``), reached through the bastion."""
 
@@ -282,12 +311,19 @@ class FabricSite(Site):
         "fabric_rc": Option("fablib's fabric_rc file, default ~/work/fabric_config/fabric_rc"),
         "switch_nic": Option("NIC model of a switch's ports, SWITCH_NIC, default NIC_ConnectX_5",
                              matches(r"NIC_[A-Za-z0-9_]{1,32}", "a fablib NIC model such as NIC_ConnectX_5")),
+        "hours": Option(f"initial lease in hours, HOURS, default {DEFAULT_HOURS}", positive_number),
+        "ready_timeout_s": Option(f"seconds the slice may take to become ready before it is deleted, default {READY_TIMEOUT_S}",
+                                  positive_number),
+        "install_packages": Option("install the experiment's packages with apt, INSTALL_PACKAGES (default true; "
+                                   "false: the image already has them, only checked)", boolean),
     }
     HOOKS = ("env",)
     #: Read by :func:`load_fabric_config` (every ``FABRIC_*`` variable overrides fabric_rc's line).
     ENV = {"FABRIC_RC": f"fablib's fabric_rc file (export NAME=value lines); the option fabric_rc wins; "
                         f"default {DEFAULT_RC}",
-           **REQUIRED, "FABRIC_BASTION_HOST": f"the bastion host, default {DEFAULT_BASTION_HOST}"}
+           **REQUIRED, "FABRIC_BASTION_HOST": f"the bastion host, default {DEFAULT_BASTION_HOST}",
+           "REQUESTS_CA_BUNDLE": "the CA certificates fablib's HTTPS clients (requests) trust, default certifi's; "
+                                 "set only for services with a CA of their own (a stand-in, a private deployment)"}
 
     def preflight(self) -> None:
         """Check offline, before anything is requested or written: the fabric_rc settings and
@@ -321,40 +357,93 @@ class FabricSite(Site):
             return "\n".join(lines) + "\n"
 
     def _manager(self, conf: dict[str, str]):
+        """A FablibManager for ``conf``, signed in: its first authenticated calls (token
+        refresh, the user's record and bastion key) are made here, so that a token, CA or
+        host problem is one line (:func:`fabric_problem`) before anything is requested.
+
+        Raises:
+            SiteError: fablib could not sign in.
+        """
         from fabrictestbed_extensions.fablib.fablib import FablibManager
 
         self.ensure_state_dir()
-        return FablibManager(fabric_rc=conf["FABRIC_RC"], log_file=str(self.state_dir / "fablib.log"),
-                             project_id=conf["FABRIC_PROJECT_ID"], token_location=conf["FABRIC_TOKEN_LOCATION"],
-                             bastion_username=conf["FABRIC_BASTION_USERNAME"],
-                             bastion_key_location=conf["FABRIC_BASTION_KEY_LOCATION"])
+        log_file = str(self.state_dir / "fablib.log")
+        # fabrictestbed's clients log to the "fabric.*" loggers, which have no handler: their
+        # warnings (a failed token refresh, with the service's answer) would reach the console.
+        fabric_log = logging.getLogger("fabric")
+        if not any(getattr(h, "baseFilename", None) == log_file for h in fabric_log.handlers):
+            fabric_log.addHandler(logging.FileHandler(log_file))
+        fm = FablibManager(fabric_rc=conf["FABRIC_RC"], log_file=log_file,
+                           project_id=conf["FABRIC_PROJECT_ID"], token_location=conf["FABRIC_TOKEN_LOCATION"],
+                           bastion_username=conf["FABRIC_BASTION_USERNAME"],
+                           bastion_key_location=conf["FABRIC_BASTION_KEY_LOCATION"])
+        try:
+            fm.get_manager()
+        except Exception as exc:   # fablib and fabrictestbed raise bare Exceptions
+            raise SiteError(fabric_problem(exc, conf)) from None
+        return fm
 
     def reserve(self) -> None:
-        """Build and submit the slice (no wait). Idempotent: an existing slice is kept.
-        Raises SiteError at once when fabric_rc settings or key files are missing."""
+        """Build and submit the slice with a lease of option ``hours`` (no wait). Idempotent:
+        an existing slice is kept. Raises SiteError at once when fabric_rc settings or key
+        files are missing."""
         conf = load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
         opts = self._opts()
         if self.load_state().get("slice_id"):
             print(f"fabric: slice {opts.slice_name} already reserved", file=sys.stderr)
             return
+        hours = float(self.options.get("hours") or DEFAULT_HOURS)
         fm = self._manager(conf)
         site = opts.site or fm.get_random_site()
         slc = build_slice(fm, self.spec, FabricOptions(**{**opts.__dict__, "site": site}))
-        slice_id = slc.submit(wait=False)
-        self.save_state({"slice_name": opts.slice_name, "slice_id": slice_id, "fabric_site": site})
+        end = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(hours=hours)
+        slice_id = slc.submit(wait=False, lease_end_time=end)
+        self.save_state({"slice_name": opts.slice_name, "slice_id": slice_id, "fabric_site": site,
+                         "expires": end.strftime(LEASE_FORMAT)})
 
-    def wait_ready(self, timeout_s: float = 1800) -> None:
+    def wait_ready(self, timeout_s: float | None = None) -> None:
         """fablib's wait (StableOK), SSH through the bastion and post-boot address
-        configuration; then save the logins (management IP, user, MACs)."""
+        configuration; then save the logins (management IP, user, MACs). ``timeout_s``:
+        option ``ready_timeout_s``, else this, else :data:`READY_TIMEOUT_S`.
+
+        Raises:
+            SiteError: the slice failed (StableError) or did not become ready within the
+                timeout: the slice is deleted first and the line names each failed node with
+                what FABRIC said; if deleting fails too, the line ends with :meth:`held`'s.
+        """
+        timeout_s = float(self.options.get("ready_timeout_s") or timeout_s or READY_TIMEOUT_S)
         conf = load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
         state = self.load_state()
         if not state.get("slice_id"):
             raise SiteError(f"site fabric: nothing reserved for {self.spec.name} (state {self.state_file}); run `make up` first")
         fm = self._manager(conf)
         slc = fm.get_slice(name=state["slice_name"])
-        slc.wait(timeout=int(timeout_s), progress=True)
-        slc.wait_ssh(timeout=int(timeout_s), progress=True)
-        slc.post_boot_config()
+        try:
+            try:
+                slc.wait(timeout=max(1, int(timeout_s)), interval=min(10, max(1, int(timeout_s) // 3)), progress=True)
+            except Exception as exc:   # fablib raises bare Exceptions for StableError and timeouts
+                self._give_back(slc, state, exc, timeout_s)
+            slc.wait_ssh(timeout=int(timeout_s), progress=True)
+            slc.post_boot_config()
+            logins = self._logins(slc, conf)
+        except SiteError:
+            raise
+        except Exception as exc:   # fablib's SSH and post-boot steps raise bare Exceptions
+            self._give_back(slc, state, exc, timeout_s, f"no SSH through the bastion {conf['FABRIC_BASTION_HOST']}")
+        except BaseException:   # Ctrl-C, SIGTERM: give the slice back, or say what is held
+            try:
+                slc.delete()
+                self.state_file.unlink(missing_ok=True)
+            except BaseException:
+                print(self.held() or "", file=sys.stderr)
+            raise
+        state["expires"] = str(slc.get_lease_end() or state.get("expires"))
+        self.save_state(state)
+        self.save_logins(logins, expires=state["expires"])
+
+    def _logins(self, slc, conf: dict[str, str]) -> dict[str, NodeLogin]:
+        """Each node's login (management IP, user, site, the MAC of each interface by its
+        key in the experiment) from a ready slice."""
         logins = {}
         keys = segment_keys(self.spec)
         for node in slc.get_nodes():
@@ -366,38 +455,107 @@ class FabricSite(Site):
                     macs[key] = iface.get_mac()
             logins[node.get_name()] = login_for(node.get_name(), str(node.get_management_ip()), node.get_username(),
                                                 conf, {"site": node.get_site(), "macs": macs})
-        self.save_logins(logins, expires=str(slc.get_lease_end()))
+        return logins
+
+    def _give_back(self, slc, state: dict[str, Any], exc: Exception, timeout_s: float, stage: str = "") -> None:
+        """Delete a slice that failed or was not ready after ``timeout_s`` and raise SiteError
+        naming its failed nodes and what FABRIC said (each node's reservation state and error
+        message), or the timeout and the option that raises it; ``stage``: what failed after
+        the slice was ready (the SSH and post-boot steps), said first."""
+        failed = []
+        for node in slc.get_nodes():
+            if str(node.get_reservation_state()) in ("Failed", "Closed"):
+                failed.append(f"node {node.get_name()} ({node.get_reservation_state()}: {node.get_error_message() or 'no message'})")
+        if failed:
+            what = "; ".join(failed)
+        elif "timeout" in str(exc).lower():
+            what = (f"not ready after {timeout_s:g} s (state {slc.get_state()}); raise the option ready_timeout_s "
+                    "(READY_TIMEOUT_S)")
+        else:
+            what = str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else type(exc).__name__
+        if stage and not failed:
+            what = f"{stage}: {what}"
+        try:
+            slc.delete()
+        except Exception as gone:   # fablib raises bare Exceptions
+            raise SiteError(f"site fabric: slice {state['slice_name']} failed ({what}) and deleting it failed too "
+                            f"({str(gone)[:200]}); {self.held()}") from None
+        self.state_file.unlink(missing_ok=True)
+        raise SiteError(f"site fabric: slice {state['slice_name']} at {state.get('fabric_site')} failed and was deleted: "
+                        f"{what}; try another site with FABRIC_SITE=<site> (or later)") from None
 
     def renew(self, hours: float) -> None:
-        """Set the lease end to now + ``hours`` (idempotent)."""
+        """Set the lease end to now + ``hours`` (idempotent): the orchestrator's renew
+        (fabrictestbed's FabricManagerV2.renew_slice) with that end.
+
+        Raises:
+            SiteError: nothing reserved, or FABRIC refused (the line says what it said).
+        """
         conf = load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
         state = self.load_state()
         if not state.get("slice_id"):
             raise SiteError(f"site fabric: nothing reserved for {self.spec.name}; run `make up` first")
-        end = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=float(hours))
-        self._manager(conf).get_slice(name=state["slice_name"]).renew(end_date=end.strftime("%Y-%m-%d %H:%M:%S %z"))
-        state["expires"] = end.isoformat()
+        end = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(hours=float(hours))
+        try:
+            # The orchestrator's renew with the exact end: fablib 2.0.9's Slice.renew rounds the
+            # time left down to whole days and, under one day, sends a modify, not a renew.
+            self._manager(conf).get_manager().renew_slice(slice_id=state["slice_id"], lease_end_time=end.strftime(LEASE_FORMAT))
+        except Exception as exc:   # fablib raises bare Exceptions with the orchestrator's answer
+            said = " ".join(str(exc).split())
+            raise SiteError(f"FABRIC refused to renew slice {state['slice_name']}: {said[:300]}") from None
+        state["expires"] = end.strftime(LEASE_FORMAT)
         self.save_state(state)
+
+    def lease_end(self) -> float | None:
+        """The slice's lease end (epoch seconds, from the state), or None when nothing is reserved."""
+        st = self.load_state()
+        if not st.get("expires"):
+            return None
+        return dt.datetime.strptime(st["expires"], LEASE_FORMAT).timestamp()
+
+    def held(self) -> str | None:
+        """One line naming the slice held (name, id, FABRIC site, lease end) and the commands
+        that release it; None when nothing is."""
+        st = self.load_state()
+        if not st.get("slice_id"):
+            return None
+        exp = self.spec.name
+        return (f"fabric: slice {st['slice_name']} ({st['slice_id']}) is reserved at FABRIC site {st.get('fabric_site', '?')} "
+                f"until {st.get('expires', '?')}; release it with `netrepro down {exp} --site fabric` "
+                f"(or `make down EXPERIMENT={exp} SITE=fabric`), or in the portal (Experiments > Slices)")
 
     def inventory_vars(self) -> dict[str, Any]:
         """The VMs are this reservation's own: roles/kernel_capability may install a kernel and
-        reboot one that lacks a qdisc (``kernel_capability_upgrade``)."""
-        return {"kernel_capability_upgrade": True}
+        reboot one that lacks a qdisc (``kernel_capability_upgrade``); ``packages_install``
+        false when option ``install_packages`` says so."""
+        out: dict[str, Any] = {"kernel_capability_upgrade": True}
+        if self.options.get("install_packages") not in (None, ""):
+            out["packages_install"] = as_bool(self.options["install_packages"])
+        return out
 
     def release(self) -> None:
-        """Delete the slice. Idempotent: nothing reserved, or slice already gone, succeeds."""
+        """Delete the slice. Idempotent: nothing reserved, or slice already gone, succeeds.
+
+        Raises:
+            SiteError: FABRIC could not be asked or refused; the line ends with :meth:`held`'s
+                (the slice, its site and lease end, how to release it), and the state is kept.
+        """
         state = self.load_state()
         if not state.get("slice_id"):
             print(f"fabric: nothing reserved for {self.spec.name}", file=sys.stderr)
             return
         conf = load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
-        fm = self._manager(conf)
         try:
-            slc = fm.get_slice(name=state["slice_name"])
-        except Exception as exc:  # fablib raises a bare Exception when the slice is unknown
-            if "not found" not in str(exc).lower():
-                raise
-            slc = None
-        if slc is not None:
-            slc.delete()
+            fm = self._manager(conf)
+            try:
+                slc = fm.get_slice(name=state["slice_name"])
+            except Exception as exc:  # fablib raises a bare Exception when the slice is unknown
+                if "not found" not in str(exc).lower():
+                    raise
+                slc = None
+            if slc is not None:
+                slc.delete()
+        except Exception as exc:   # SiteError from _manager, fablib's bare Exceptions
+            said = " ".join(str(exc).split())
+            raise SiteError(f"{said[:300]}; {self.held()}") from None
         self.state_file.unlink(missing_ok=True)
