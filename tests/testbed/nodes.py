@@ -26,9 +26,12 @@ Root only.
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -48,15 +51,67 @@ def _sh(*argv: str, timeout: float = 120) -> str:
     return res.stdout
 
 
-def _restart_sshd(node: str, cfg: str, run: str, disk: str) -> str:
-    """Shell text: stop ``node``'s sshd and start it again in a mount namespace of its own
-    whose NODE_DIR is ``disk``."""
+def _restart_sshd(node: str, cfg: str, run: str, disk: str, mounts: str = "", keys: str = "", log: str = "") -> str:
+    """Shell text: stop ``node``'s sshd and start it again in a mount and UTS namespace of its
+    own whose NODE_DIR is ``disk``, after the shell text ``mounts`` (more mounts, or nothing);
+    ``keys``: an authorized keys file instead of the configuration's; ``log``: its log file
+    (default: ``run``'s sshd.log)."""
     q = shlex.quote
-    inner = f"mount --bind {q(disk)} {NODE_DIR} && exec /usr/sbin/sshd -f {q(cfg)} -E {q(run + '/sshd.log')}"
+    opt = f" -o AuthorizedKeysFile={q(keys)}" if keys else ""
+    inner = (f"mount --bind {q(disk)} {NODE_DIR} && {mounts + ' && ' if mounts else ''}"
+             f"exec /usr/sbin/sshd -f {q(cfg)}{opt} -E {q(log or run + '/sshd.log')}")
     return (f"pid=$(cat {q(run + '/sshd.pid')}) && kill $pid && "
             f"for i in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done; "
             f"mkdir -p {q(disk)} {NODE_DIR} && "
-            f"ip netns exec {q(node)} unshare --mount --propagation private sh -c {q(inner)}")
+            f"ip netns exec {q(node)} unshare --mount --uts --propagation private sh -c {q(inner)}")
+
+
+def shared_folder() -> Path:
+    """A new folder under the system's temporary folder that every user may enter (mode 0755;
+    pytest's own are 0700): what sshd reads as a non-root user (its authorized keys, its home)
+    must be there. Its maker removes it."""
+    path = Path(tempfile.mkdtemp(prefix="netrepro-testbed-"))
+    path.chmod(0o755)
+    return path
+
+
+def login_user_files(folder: Path, home: Path, user: str) -> str:
+    """Write, into ``folder``, the account files of a node whose login user is ``user`` (not
+    root), as a testbed image has one (FABRIC's ``ubuntu``): ``passwd`` and ``group`` (this
+    host's, plus ``user`` with a uid and gid no host account has and ``home``, made and given
+    to it, in a :func:`shared_folder`),
+    ``shadow`` (root's and ``user``'s lines only, no password: keys log in; this host's own
+    shadow is never read) and ``sudoers.d/`` (``user`` may run anything as root without a
+    password, as on the testbed's images). Returns the shell text that mounts them over the
+    node's ``/etc`` in its own mount namespace (see :func:`_restart_sshd`), where the D-Bus
+    system socket and ``/etc/netplan`` are also hidden, so that what a testbed's client runs
+    on the node with sudo (fablib's ``hostnamectl``, ``nmcli``, ``netplan``) reaches no
+    service and no file of this host.
+    Raises RuntimeError when sudo is not installed (``netrepro setup --dev`` installs it)."""
+    if not Path("/etc/sudoers.d").is_dir() or not any(Path(d, "sudo").exists() for d in ("/usr/bin", "/bin")):
+        raise RuntimeError("sudo is not installed: the nodes' login user needs it; run `netrepro setup --dev` (apt-get install sudo)")
+    folder.mkdir(parents=True, exist_ok=True)
+    passwd = Path("/etc/passwd").read_text()
+    group = Path("/etc/group").read_text()
+    taken = {int(line.split(":")[2]) for text in (passwd, group) for line in text.splitlines() if line.count(":") >= 3}
+    uid = next(i for i in range(60000, 61000) if i not in taken)
+    home.mkdir(exist_ok=True)
+    os.chown(home, uid, uid)
+    (folder / "passwd").write_text(passwd.rstrip("\n") + f"\n{user}:x:{uid}:{uid}:testbed login:{home}:/bin/bash\n")
+    (folder / "group").write_text(group.rstrip("\n") + f"\n{user}:x:{uid}:\n")
+    shadow = folder / "shadow"
+    shadow.write_text(f"root:*:20000:0:99999:7:::\n{user}:*:20000:0:99999:7:::\n")
+    shadow.chmod(0o640)
+    sudoers = folder / "sudoers.d"
+    sudoers.mkdir(exist_ok=True)
+    rule = sudoers / "testbed-login"
+    rule.write_text(f"{user} ALL=(ALL) NOPASSWD:ALL\n")
+    rule.chmod(0o440)
+    q = shlex.quote
+    mounts = [f"mount --bind {q(str(folder / f))} /etc/{f}" for f in ("passwd", "group", "shadow", "sudoers.d")]
+    mounts += ["{ [ ! -d /run/dbus ] || mount -t tmpfs none /run/dbus; }",
+               "{ [ ! -d /etc/netplan ] || mount -t tmpfs none /etc/netplan; }"]
+    return " && ".join(mounts)
 
 
 class _Relay:
@@ -132,6 +187,7 @@ class LocalNodes:
         self.relays: list[_Relay] = []
         self.builds = 0
         self.made_node_dir = False
+        self.shared: Path | None = None
 
     def _jump(self, script: str) -> str:
         """Run ``script`` as root in the micro-VM's root namespace, through its jump sshd."""
@@ -144,8 +200,11 @@ class LocalNodes:
     def _here(self, script: str) -> str:
         return _sh("sh", "-c", script)
 
-    def build(self, keys: list[str]) -> dict[str, dict]:
-        """Build the nodes with ``keys`` authorized; node -> {"host", "port", "macs"}."""
+    def build(self, keys: list[str], user: str = "root") -> dict[str, dict]:
+        """Build the nodes with ``keys`` authorized for ``user`` (root, or a user each node gets
+        with sudo: :func:`login_user_files`, host mode only); node -> {"host", "port", "macs"}."""
+        if user != "root" and self.mode != "host":
+            raise ValueError("a login user other than root needs host mode (the micro-VM's /etc is read-only)")
         self.builds += 1
         state = self.base / f"nodes-{self.builds}"
         self.site = get_site("local", self.spec, state, {"mode": self.mode, "authorized_keys": keys})
@@ -159,8 +218,16 @@ class LocalNodes:
         m = self.spec.model
         script = []
         for node, login in logins.items():
+            mounts, keys_file, log = "", "", ""
+            if user != "root":   # its sshd's log is kept (in the node's accounts folder)
+                self.shared = self.shared or shared_folder()
+                keys_file = str(self.shared / f"authorized_keys-{self.builds}")
+                Path(keys_file).write_text("".join(k.strip() + "\n" for k in keys))
+                accounts = self.base / "accounts" / f"{self.builds}-{node}"
+                mounts = login_user_files(accounts, self.shared / f"home-{self.builds}-{node}", user)
+                log = str(accounts / "sshd.log")
             script.append(_restart_sshd(node, str(state / "nodes" / node / "sshd_config"), login["extra"]["node_dir"],
-                                        f"{disks}/{self.builds}-{node}"))
+                                        f"{disks}/{self.builds}-{node}", mounts, keys_file, log))
             if m.nodes[node]["kind"] == "switch":
                 script.append(f"for br in $(ip -n {shlex.quote(node)} -o link show type bridge | cut -d: -f2 | "
                               f"cut -d@ -f1); do ip -n {shlex.quote(node)} link del $br; done")
@@ -221,3 +288,6 @@ class LocalNodes:
                 self.made_node_dir = False
             except OSError:
                 pass
+        if self.shared is not None:
+            shutil.rmtree(self.shared, ignore_errors=True)
+            self.shared = None

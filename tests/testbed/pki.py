@@ -70,11 +70,11 @@ class TestPKI:
         self.ca_file = self.base / "ca.pem"
         self.ca_file.write_bytes(pem(self.ca[0]))
 
-    def server(self) -> Path:
-        """The services' certificate and key (one PEM) for 127.0.0.1 and localhost."""
+    def server(self, address: str = "127.0.0.1") -> Path:
+        """The services' certificate and key (one PEM) for ``address`` and localhost."""
         path = self.base / "server.pem"
-        sans = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-        path.write_bytes(pem(*make_cert("127.0.0.1", self.ca, sans=sans, days=30)))
+        sans = [x509.IPAddress(ipaddress.ip_address(address)), x509.DNSName("localhost")]
+        path.write_bytes(pem(*make_cert(address, self.ca, sans=sans, days=30)))
         return path
 
     def portal_user(self, urn: str, name: str = "user.pem", days: float = 365.0,

@@ -1,6 +1,7 @@
-"""Serve the test aggregate until Ctrl-C, with real nodes behind it, to walk the testbed path by hand.
+"""Serve the test aggregate (or the FABRIC stand-in) until Ctrl-C, with real nodes behind it, to walk the testbed path by hand.
 
     cd tests && python -m testbed.serve ../experiments/pie-vs-red/experiment.yml --mode vm --dir /tmp/agg
+    cd tests && python -m testbed.serve data/experiments/gateway-fifo.yml --site fabric --dir /tmp/fab
 
 writes an account in ``--dir`` (portal PEM, SSH key, geni-lib context, aggregates file; see
 :mod:`testbed.account`), prints the variables to export, and serves until interrupted (or
@@ -9,6 +10,12 @@ docs/sites/cloudlab.md run against it, e.g.
 ``make reproduce-pie-vs-red SITE=instageni INSTALL_PACKAGES=false``. Each call is printed as
 it is answered; the counts by method are printed at the end. Root (the nodes are the local
 site's).
+
+``--site fabric`` serves the FABRIC stand-in (:mod:`testbed.fabric`) instead: the account is a
+fabric_rc, token and keys, the nodes are built in host mode (their login user, ``ubuntu``,
+needs the host's /etc), so the experiment's qdiscs must be in this kernel; then
+``netrepro reproduce <experiment> --site fabric --option fabric_site=UTAH --option
+install_packages=false`` runs against it.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from pathlib import Path
 
 from testbed.account import write_account
 from testbed.aggregate import AM_PATH, MA_PATH, SA_PATH, TestAggregate, counts
+from testbed.fabric import TestFabric
 from testbed.nodes import LocalNodes
 from testbed.pki import TestPKI
 
@@ -35,8 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", choices=("host", "vm"), default="vm", help="the local site's mode for the nodes")
     ap.add_argument("--dir", required=True, help="a new folder for the account, the CA and the nodes' state")
     ap.add_argument("--user", default="root", help="the portal user (the nodes log in as root)")
+    ap.add_argument("--site", choices=("instageni", "fabric"), default="instageni", help="the services to stand in for")
     args = ap.parse_args(argv)
     base = Path(args.dir).resolve()
+    if args.site == "fabric":
+        return serve_fabric(Path(args.experiment), base)
     agg = TestAggregate(TestPKI(base / "pki"), builder=LocalNodes(Path(args.experiment), base / "aggregate",
                                                                    mode=args.mode))
     env, _ = write_account(base / "account", agg, user=args.user)
@@ -55,6 +66,28 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         print(f"# calls: {counts(agg.calls)}", file=sys.stderr)
         agg.close()
+    return 0
+
+
+def serve_fabric(experiment: Path, base: Path) -> int:
+    """Serve the FABRIC stand-in with host-mode nodes of ``experiment`` until SIGINT/SIGTERM."""
+    fab = TestFabric(base / "fabric", builder=LocalNodes(experiment, base / "nodes"), experiment=experiment)
+    env = fab.write_account(base / "account")
+    for k in ("FABRIC_RC", "REQUESTS_CA_BUNDLE"):
+        print(f"export {k}={shlex.quote(env[k])}")
+    print(f"# FABRIC stand-in at https://{fab.address} (bastion {fab.address}:22); Ctrl-C stops it", flush=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    seen = 0
+    try:
+        while not done.wait(0.5):
+            for method, path, status in fab.calls[seen:]:
+                print(f"# {method} {path}: HTTP {status}", file=sys.stderr, flush=True)
+            seen = len(fab.calls)
+    finally:
+        print(f"# {len(fab.calls)} requests; still reserved: {fab.reserved() or 'nothing'}", file=sys.stderr)
+        fab.close()
     return 0
 
 
