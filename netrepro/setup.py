@@ -165,13 +165,13 @@ def _build_tools(check_only: bool, log, what: str, needs: dict[str, str] | None 
     says what to install)."""
     missing = {f: pkg for f, pkg in (needs or DEV_FILES).items() if not _have(f)}
     if not missing:
-        log(f"[setup] build tools for {what} present")
+        log(f"[setup] present for {what}: {', '.join(sorted(Path(f).name for f in (needs or DEV_FILES)))}")
         return 0
     pkgs = sorted(set(missing.values()))
     if check_only or os.geteuid() != 0:
         log(f"[setup] missing for {what}: {', '.join(sorted(missing))}; install as root: apt-get install {' '.join(pkgs)}")
         return 1
-    log(f"[setup] installing {' '.join(pkgs)} (to build {what})")
+    log(f"[setup] installing {' '.join(pkgs)} (for {what})")
     apt_install(pkgs)
     return 0
 

@@ -21,7 +21,9 @@ public key line), so junk fails at once with one line naming the file.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
 import ipaddress
 import json
 import logging
@@ -373,14 +375,20 @@ class FabricSite(Site):
         fabric_log = logging.getLogger("fabric")
         if not any(getattr(h, "baseFilename", None) == log_file for h in fabric_log.handlers):
             fabric_log.addHandler(logging.FileHandler(log_file))
+        fabric_log.setLevel(logging.INFO)
         fm = FablibManager(fabric_rc=conf["FABRIC_RC"], log_file=log_file,
                            project_id=conf["FABRIC_PROJECT_ID"], token_location=conf["FABRIC_TOKEN_LOCATION"],
                            bastion_username=conf["FABRIC_BASTION_USERNAME"],
                            bastion_key_location=conf["FABRIC_BASTION_KEY_LOCATION"])
+        said = io.StringIO()   # fablib prints its configuration check ("Configuration is valid") each time
         try:
-            fm.get_manager()
+            with contextlib.redirect_stdout(said):
+                fm.get_manager()
         except Exception as exc:   # fablib and fabrictestbed raise bare Exceptions
             raise SiteError(fabric_problem(exc, conf)) from None
+        finally:
+            if said.getvalue().strip():
+                logging.getLogger("fabric").info("fablib said: %s", " ".join(said.getvalue().split()))
         return fm
 
     def reserve(self) -> None:
