@@ -77,7 +77,7 @@ from analysis.raw import (parse_iperf3, parse_ping, parse_qdisc_classes, parse_q
                           parse_tx_bytes, trial_base_rtt_ms)
 from analysis.report import render_report
 from netrepro import tc
-from netrepro.model import SUMMARY_COLUMNS, scale_rates, statistics
+from netrepro.model import SUMMARY_COLUMNS, rate_scaled, scale_rates, statistics
 
 TIDY_COLUMNS = ["trial", "subject", "stream", "t_s", "metric", "value"]
 #: A class of a port's leaf qdisc is in use when it held packets in at least this share of the
@@ -539,11 +539,52 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
     raise ValueError(f"unknown claim kind {kind!r}")
 
 
+#: The fields of a check that are values of its statistic (and so follow the rate scale with
+#: it); a ratio's ``min``/``max`` are ratios, which k does not change.
+SCALED_FIELDS = {"bound": ("min", "max"), "difference": ("min", "max"), "rise_and_fall": ("tolerance", "min_rise")}
+
+
+def at_rate_scale(check: dict, k: float, scaled) -> dict:
+    """A copy of claim ``check`` (or ``when``: a bound without a kind) whose thresholds on
+    values the rate scale changes are multiplied by ``k``: the :data:`SCALED_FIELDS` of each
+    check (an ``all_of``'s too) whose statistic ``scaled(statistic)`` says follows k
+    (:func:`netrepro.model.rate_scaled`); others as they are. A claim's ``rate_scaling:
+    proportional`` asks for it: at k = 0.5, "15 to 20.5 Mbit/s" is judged as 7.5 to 10.25."""
+    kind = check.get("kind", "bound")
+    if kind == "all_of":
+        return {**check, "checks": [at_rate_scale(sub, k, scaled) for sub in check["checks"]]}
+    sel = check.get("select") or check.get("higher")
+    if kind not in SCALED_FIELDS or not scaled(sel["statistic"]):
+        return check
+    return {**check, **{f: check[f] * k for f in SCALED_FIELDS[kind] if f in check}}
+
+
+def scaled_thresholds(check: dict, k: float, scaled) -> str:
+    """The thresholds :func:`at_rate_scale` changes, as written and at ``k``:
+    ``total_throughput_mbit 15 to 20.5 at k = 1, 7.5 to 10.25 at k = 0.5``; "" when none."""
+    kind = check.get("kind", "bound")
+    if kind == "all_of":
+        return "; ".join(t for t in (scaled_thresholds(sub, k, scaled) for sub in check["checks"]) if t)
+    sel = check.get("select") or check.get("higher")
+    fields = [f for f in SCALED_FIELDS.get(kind, ()) if f in check]
+    if not fields or not scaled(sel["statistic"]):
+        return ""
+
+    def text(factor: float) -> str:
+        if kind == "rise_and_fall":
+            return f"tolerance {check['tolerance'] * factor:g}, rise {check['min_rise'] * factor:g}"
+        lo, hi = check.get("min"), check.get("max")
+        return (f"{lo * factor:g} to {hi * factor:g}" if lo is not None and hi is not None
+                else f"at least {lo * factor:g}" if lo is not None else f"at most {hi * factor:g}")
+
+    return f"{sel['statistic']} {text(1)} at k = 1, {text(k)} at k = {k:g}"
+
+
 def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
              unhealthy: dict[str, list[dict]], rate_scale: float = 1.0,
              computed: dict[str, dict[str, list[str]]] | None = None,
              incomplete: dict[str, list[str]] | None = None, time_scale: float = 1.0,
-             time_scale_min: float = 0.0) -> dict:
+             time_scale_min: float = 0.0, scaled=None) -> dict:
     """The verdict: each claim's status (holds, fails, not evaluable when it reads a trial
     whose data are ``incomplete`` (trial id -> why: its damaged raw files, analysed with
     ``--partial``) or when its values or its condition's are missing or undefined
@@ -561,20 +602,34 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
     that a healthier machine could judge it, and none can). When no claim applies the
     verdict is inconclusive: nothing was judged. ``computed``: :func:`select`'s.
 
+    A claim with ``rate_scaling: proportional`` is judged with its thresholds on values the
+    rate scale changes multiplied by the run's k (:func:`at_rate_scale`; ``scaled``: statistic
+    -> whether k changes it, :func:`netrepro.model.rate_scaled`); its entry's ``thresholds``
+    says both (:func:`scaled_thresholds`).
+
     A condition says which case a run fell in when chance decides it: Lab 18's
     ``fq_codel flows 2`` puts two flows in one bucket half the time, and a claim of fairness
     then applies only when two of its buckets were in use (``classes_in_use``)."""
     out = []
     incomplete = incomplete or {}
     for c in claims:
-        ch = c["check"]
+        ch, when = c["check"], c.get("when")
+        follows = c.get("rate_scaling") == "proportional" and rate_scale != 1 and scaled is not None
+        if follows:
+            ch = at_rate_scale(ch, rate_scale, scaled)
+            when = at_rate_scale(when, rate_scale, scaled) if when else when
         sels = selections(ch)
         read = sorted({t for s in sels for t in (s.get("trials") or trial_ids)})
         gaps = [t for t in read if incomplete.get(t)]
         sick = [f for t in read for f in unhealthy.get(t, [])]
         holds, evidence = check_claim(summary, ch, trial_ids, computed)
         entry = {"id": c["id"], "text": c["text"], "evidence": evidence}
-        applies, why = (check_claim(summary, {"kind": "bound", **c["when"]}, trial_ids, computed) if "when" in c
+        if c.get("finding"):
+            entry["finding"] = {"text": c["finding"]["text"], "runs": list(c["finding"]["runs"])}
+        if follows:
+            entry["thresholds"] = "; ".join(t for t in (scaled_thresholds(x, rate_scale, scaled)
+                                                        for x in ([c["when"]] if when else []) + [c["check"]]) if t)
+        applies, why = (check_claim(summary, {"kind": "bound", **when}, trial_ids, computed) if when
                         else (True, ""))
         if "when" in c:
             entry["condition"] = why
@@ -681,7 +736,7 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
         unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None, "threshold": None,
                                             "unit": None, "detail": "no record in run.json"})
     verdict = evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy, k, statistics(m), incomplete,
-                       ts, float(m.data.get("time_scale", {}).get("min", 0) or 0))
+                       ts, float(m.data.get("time_scale", {}).get("min", 0) or 0), lambda st: rate_scaled(m, st))
     outputs = ([write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
                if tidy_file else [])
     with atomic_path(out / "summary.csv") as tmp:

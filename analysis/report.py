@@ -346,6 +346,9 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
               _verdict_line(verdict), ""]
     for c in verdict["claims"]:
         lines.append(f"- `{c['id']}` **{c['status']}**: {c['text']}  \n  {c['evidence']}"
+                     + (f"  \n  (thresholds follow the rate scale: {c['thresholds']})" if c.get("thresholds") else "")
+                     + (f"  \n  Recorded finding: {c['finding']['text']} (docs/runs: {', '.join(c['finding']['runs'])})"
+                        if c.get("finding") else "")
                      + (f"  \n  ({c['reason']})" if c.get("reason") else "")
                      + (f"  \n  (applies: {c['condition']})" if c.get("condition") and not c.get("reason") else ""))
     lines += ["", "Thresholds are those of the experiment file (section `claims`), fixed before any run.", ""]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from analysis.errors import AnalysisError
 from analysis.integrity import RawCheck, verify_raw
-from netrepro.migrate import migrate_data
+from netrepro.migrate import migrate_data, recorded_rate_scaling
 from netrepro.spec import Spec, SpecError
 
 #: A trial id is also a folder name under raw/: a plain name, never a path.
@@ -87,8 +87,9 @@ def read_run(run_dir: Path | str, spec: Spec | None = None) -> tuple[Path, dict,
     A run recorded with a schema_version 1 file is converted here, once: ``data`` is then a
     copy of run.json whose ``spec`` is the schema_version 2 form of the recorded one
     (:func:`netrepro.migrate.migrate_data`) and, for a sweep, whose ``sweep.factors`` are that
-    form's factors (their version 2 paths; the recorded points keep their values). run.json
-    itself is never written.
+    form's factors (their version 2 paths; the recorded points keep their values). A recorded
+    spec written before claims had ``rate_scaling`` is judged as it was then
+    (:func:`netrepro.migrate.recorded_rate_scaling`). run.json itself is never written.
 
     Raises:
         AnalysisError: as :func:`read_run_json`; run.json's ``spec`` not an object; a swept
@@ -104,7 +105,7 @@ def read_run(run_dir: Path | str, spec: Spec | None = None) -> tuple[Path, dict,
     if isinstance(recorded, dict) and recorded.get("schema_version") == 1:
         data = _from_version_1(path, data)
     if spec is None:
-        spec = Spec.from_data(data["spec"], f"{path}:spec")
+        spec = Spec.from_data(recorded_rate_scaling(data["spec"]), f"{path}:spec")
     return run_dir, data, spec
 
 

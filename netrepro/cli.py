@@ -273,6 +273,8 @@ def _print_verdict(verdict: dict, run_dir: Path) -> None:
     for c in verdict["claims"]:
         status = c.get("status") or ("holds" if c["holds"] else "fails")
         print(f"  [{LABEL.get(status, status.upper())}] {c['id']}: {c.get('reason') or c['evidence']}")
+        if c.get("finding") and status == "fails":   # what measurement already found, from the experiment file
+            print(f"      as recorded in the experiment file: {c['finding']['text']}")
     if verdict.get("verdict") == "inconclusive":  # the failed health checks, with their numbers
         print(f"[analyze] verdict {verdict_line(verdict)}")
     print(f"[analyze] reproduced: {'yes' if verdict['reproduced'] else 'no'}; report {run_dir / 'report.md'}")

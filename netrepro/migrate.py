@@ -38,7 +38,7 @@ from pathlib import Path
 import yaml
 
 from netrepro import tc
-from netrepro.model import HEALTH_DATA, HEALTH_NEEDS, Model, health_data
+from netrepro.model import HEALTH_DATA, HEALTH_NEEDS, Model, health_data, rate_scaled_reads
 from netrepro.spec import SpecError, Spec, resolve_path
 from netrepro.yamlfile import load_yaml_file
 
@@ -403,3 +403,24 @@ def migrate(path: str | Path) -> str:
     head += [f"# NOTE: {n}" for n in notes]
     body = yaml.dump(out, Dumper=_Dumper, sort_keys=False, width=110, allow_unicode=True)
     return "\n".join(head) + "\n" + body
+
+
+def recorded_rate_scaling(spec: dict) -> dict:
+    """A recorded experiment (run.json's ``spec``, schema_version 2) as it was judged: a copy
+    whose claims that set thresholds on values the rate scale changes and say nothing of it
+    (written before claims had ``rate_scaling``, docs/experiment-format.md) get ``rate_scaling:
+    none``, their thresholds as written at every k, as they were judged then; the file allows
+    rate scaling. Anything else is returned as it is (it is checked afterwards)."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("rate_scale"), dict) or not spec["rate_scale"].get("allowed"):
+        return spec
+    claims = spec.get("claims")
+    if not isinstance(claims, list):
+        return spec
+    out = []
+    for c in claims:
+        try:
+            needs = isinstance(c, dict) and "rate_scaling" not in c and bool(rate_scaled_reads(None, c))
+        except (KeyError, TypeError, AttributeError):   # a malformed claim: the check names it
+            needs = False
+        out.append({**c, "rate_scaling": "none"} if needs else c)
+    return {**spec, "claims": out}

@@ -663,6 +663,15 @@ QUANTITY_NAMES: dict[str, tuple[str, str]] = {
 #: metric name): ``_mbit`` Mbit/s, ``_ms`` ms, ...
 UNIT_SUFFIXES = (("_mbit", "Mbit/s"), ("_kbit", "kbit/s"), ("_ms", "ms"), ("_us", "µs"), ("_bytes", "bytes"),
                  ("_packets", "packets"), ("_fraction", "fraction"), ("_s", "s"))
+#: The units whose values follow the rate scale k: :func:`scale_rates` multiplies every rate
+#: and byte size of the experiment by k, so throughputs, queue and window sizes follow it, and
+#: counts of packets or segments over a trial's fixed time follow the packet rate. A claim
+#: that compares such a value with a number says how that number follows k (``rate_scaling``).
+RATE_SCALED_UNITS = ("Mbit/s", "kbit/s", "bytes", "packets", "segments")
+#: A claim's ``rate_scaling``: ``proportional``: every threshold it sets on a value in a
+#: :data:`RATE_SCALED_UNITS` unit is multiplied by the run's k (analysis.generic.at_rate_scale);
+#: ``none``: judged as written at every k (the author says the value does not follow k).
+RATE_SCALINGS = ("proportional", "none")
 #: The metric (tidy.csv) whose samples a statistic sums up in the same unit, so that a
 #: reference value of the statistic can be drawn on a figure of the metric.
 STATISTIC_METRICS = {
@@ -692,6 +701,32 @@ def quantity_name(m: "Model | None", name: str) -> tuple[str, str]:
             break
     words = stem.replace("_", " ").strip()
     return (words[:1].upper() + words[1:]) or name, unit
+
+
+def rate_scaled(m: "Model | None", statistic: str) -> bool:
+    """Whether the rate scale changes ``statistic``'s values: its unit (:func:`quantity_name`)
+    is one of :data:`RATE_SCALED_UNITS`."""
+    return quantity_name(m, statistic)[1] in RATE_SCALED_UNITS
+
+
+def rate_scaled_reads(m: "Model | None", claim: dict) -> list[str]:
+    """The statistics a claim compares with a threshold that the rate scale changes
+    (:func:`rate_scaled`), in its ``when`` and in every check of its ``check`` (an
+    ``all_of``'s too), each once: a ``bound``'s, ``difference``'s or ``rise_and_fall``'s
+    selections; a ``ratio``'s thresholds are ratios, which k does not change."""
+    out: list[str] = []
+
+    def walk(ch: dict) -> None:
+        if ch["kind"] == "all_of":
+            for sub in ch["checks"]:
+                walk(sub)
+        elif ch["kind"] != "ratio":
+            out.extend(ch[key]["statistic"] for key in ("select", "higher", "lower") if key in ch)
+
+    if "when" in claim:
+        out.append(claim["when"]["select"]["statistic"])
+    walk(claim["check"])
+    return [st for st in dict.fromkeys(out) if rate_scaled(m, st)]
 
 
 def quantity_label(m: "Model | None", name: str) -> str:
@@ -923,11 +958,23 @@ def _check_claims(m: Model, path) -> None:
                                            f"one value per step of the order (one subject, and one "
                                            f"{'trial' if ch['order'] == 'phases' else 'phase'})")
 
+    scalable = bool((m.data.get("rate_scale") or {}).get("allowed"))
     for i, cl in enumerate(m.data["claims"]):
         if "when" in cl:
             check_stat(f"claims[{i}].when.select", cl["when"]["select"])
             check_range(f"claims[{i}].when", cl["when"])
         check_one(f"claims[{i}].check", cl["check"])
+        reads = rate_scaled_reads(m, cl)
+        named = ", ".join(f"{st} ({quantity_name(m, st)[1]})" for st in reads)
+        if scalable and reads and "rate_scaling" not in cl:
+            _fail(path, f"claims[{i}].rate_scaling", f"missing: claim {cl['id']} sets thresholds on {named}, which the "
+                                                      "rate scale changes, and the file allows rate scaling; expected "
+                                                      "rate_scaling: proportional (its thresholds on them are multiplied "
+                                                      "by k) or none (judged as written at every k)")
+        if "rate_scaling" in cl and not reads:
+            _fail(path, f"claims[{i}].rate_scaling", f"claim {cl['id']} sets no threshold on a value the rate scale "
+                                                      f"changes (units {', '.join(RATE_SCALED_UNITS)}); expected no "
+                                                      "rate_scaling")
     mets = metrics(m)
     all_mets = list(dict.fromkeys(x for names in mets.values() for x in names))
     for i, fig in enumerate(m.data["figures"]):

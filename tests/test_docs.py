@@ -87,3 +87,19 @@ def test_the_checks_can_fail():
     assert commands(text) == [("make", ["reproduce", "frobnicate", "SITE=x"]),
                               ("netrepro", ["frob", "pie-vs-red", "--option", "nope=1"])]
     assert "frobnicate" not in _make_targets()
+
+
+def test_every_recorded_finding_names_records_that_exist():
+    """A claim's ``finding`` (docs/experiment-format.md) names the docs/runs records that show
+    it; each must be there, and mention the claim."""
+    import yaml
+
+    seen = 0
+    for f in sorted((REPO / "experiments").glob("*/experiment.yml")):
+        for c in yaml.safe_load(f.read_text())["claims"]:
+            for run in (c.get("finding") or {}).get("runs", []):
+                readme = REPO / "docs" / "runs" / run / "README.md"
+                assert readme.is_file(), (f, c["id"], run)
+                assert c["id"] in readme.read_text(), (f, c["id"], run)
+                seen += 1
+    assert seen >= 3

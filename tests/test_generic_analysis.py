@@ -286,3 +286,51 @@ def test_a_figure_draws_only_the_trials_it_names(tmp_path):
     one = generic.draw(model, tidy, {"id": "one", "metric": "busy_classes", "trials": ["b"]}, tmp_path)
     h_every, h_one = (Image.open(p[0]).size[1] for p in (every, one))
     assert h_every > 2.5 * h_one
+
+
+def _throughput_summary(total_mbit, rtt_ms=30.0):
+    return pd.DataFrame([{"trial": "t", "phase": "all", "subject": "all", "statistic": "total_throughput_mbit",
+                          "value": total_mbit},
+                         {"trial": "t", "phase": "all", "subject": "ping", "statistic": "rtt_median_ms", "value": rtt_ms}])
+
+
+def test_a_proportional_claim_is_judged_at_the_runs_rate_scale():
+    """rate_scaling: proportional multiplies the thresholds on values the rate scale changes
+    (Mbit/s) by k, and leaves the others (ms) as written, inside an all_of too: the flows that
+    fill a 20 Mbit/s link scaled to 10 (9.9 Mbit/s) hold at k = 0.5, as 19.9 does at k = 1;
+    judged as written (rate_scaling none, or none given) 9.9 fails. The entry says both."""
+    from netrepro.model import rate_scaled
+
+    link = {"kind": "bound", "select": {"statistic": "total_throughput_mbit"}, "min": 15, "max": 20.5}
+    rtt = {"kind": "bound", "select": {"statistic": "rtt_median_ms"}, "max": 40}
+    claim = {"id": "link-used", "text": "t", "rate_scaling": "proportional", "check": {"kind": "all_of", "checks": [link, rtt]}}
+    scaled = lambda st: rate_scaled(None, st)  # noqa: E731
+    at_half = generic.evaluate(_throughput_summary(9.9), [claim], ["t"], {}, rate_scale=0.5, scaled=scaled)["claims"][0]
+    assert at_half["status"] == "holds", at_half
+    assert "within [7.5, 10.25]" in at_half["evidence"] and "within [-inf, 40]" in at_half["evidence"]
+    assert at_half["thresholds"] == "total_throughput_mbit 15 to 20.5 at k = 1, 7.5 to 10.25 at k = 0.5"
+    whole = generic.evaluate(_throughput_summary(19.9), [claim], ["t"], {}, rate_scale=1, scaled=scaled)["claims"][0]
+    assert whole["status"] == "holds" and "thresholds" not in whole
+    for fixed in ({**claim, "rate_scaling": "none"}, {k: v for k, v in claim.items() if k != "rate_scaling"}):
+        v = generic.evaluate(_throughput_summary(9.9), [fixed], ["t"], {}, rate_scale=0.5, scaled=scaled)["claims"][0]
+        assert v["status"] == "fails" and "thresholds" not in v
+    # the delay bound keeps its value: 45 ms fails at every k
+    assert generic.evaluate(_throughput_summary(9.9, 45.0), [claim], ["t"], {}, rate_scale=0.5,
+                            scaled=scaled)["claims"][0]["status"] == "fails"
+
+
+def test_scaled_thresholds_follow_each_kind():
+    from netrepro.model import rate_scaled
+
+    scaled = lambda st: rate_scaled(None, st)  # noqa: E731
+    diff = {"kind": "difference", "higher": {"statistic": "backlog_max_bytes"}, "lower": {"statistic": "backlog_max_bytes"},
+            "min": 1000}
+    assert generic.at_rate_scale(diff, 0.5, scaled)["min"] == 500
+    assert generic.scaled_thresholds(diff, 0.5, scaled) == "backlog_max_bytes at least 1000 at k = 1, at least 500 at k = 0.5"
+    ratio = {"kind": "ratio", "higher": {"statistic": "throughput_mbit"}, "lower": {"statistic": "throughput_mbit"}, "min": 2}
+    assert generic.at_rate_scale(ratio, 0.5, scaled) == ratio and generic.scaled_thresholds(ratio, 0.5, scaled) == ""
+    rise = {"kind": "rise_and_fall", "select": {"statistic": "drops"}, "order": "phases", "peak": "p2",
+            "tolerance": 10, "min_rise": 100}
+    assert generic.at_rate_scale(rise, 0.1, scaled) == {**rise, "tolerance": 1.0, "min_rise": 10.0}
+    when = {"select": {"statistic": "classes_in_use"}, "min": 2}
+    assert generic.at_rate_scale(when, 0.1, scaled) == when

@@ -32,6 +32,7 @@ from netrepro import bench
 from netrepro.runfolder import cpu_busy, host_cpu_ticks
 from netrepro.runner.fetch import sha256_tree
 from netrepro.spec import Spec, load_spec
+from netrepro.migrate import recorded_rate_scaling
 
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 HEALTH = yaml.safe_load(PIE_VS_RED_V1.read_text())["health"]
@@ -541,7 +542,7 @@ def _lab_health(run: Path, tid: str) -> dict:
     data = json.loads((run / "run.json").read_text())
     record = next(t for t in data["trials"] if t["id"] == tid)
     k = (data.get("rate_scale") or {}).get("k", 1)  # the experiment as run, as the analysis reads it
-    return trial_health(Spec.from_data(data["spec"]).at_rate_scale(k), record, run / "raw" / tid, data["time_scale"])
+    return trial_health(Spec.from_data(recorded_rate_scaling(data["spec"])).at_rate_scale(k), record, run / "raw" / tid, data["time_scale"])
 
 
 def test_version_2_checks_on_a_healthy_lab_run(lab_run):
@@ -599,7 +600,7 @@ def test_version_2_checks_follow_the_experiments_items(lab_run):
     # a trial without iperf3 items has no utilization (validate refuses a claim that reads it there)
     spec["claims"] = [{"id": "rtt", "text": "t", "check": {"kind": "bound", "select": {
         "statistic": "rtt_median_ms", "trials": [spec["trials"][1]["id"]], "subjects": ["h2-h3"]}, "max": 100}}]
-    c = _checks(trial_health(Spec.from_data(data["spec"]), data["trials"][1], lab_run / "raw" / "pie",
+    c = _checks(trial_health(Spec.from_data(recorded_rate_scaling(data["spec"])), data["trials"][1], lab_run / "raw" / "pie",
                              data["time_scale"]))
     assert c["flow_start_lag"]["passed"] is None and c["flow_start_lag"]["detail"].startswith("not applicable")
 
@@ -611,13 +612,13 @@ def test_version_2_queue_delay_excess_reads_the_buffers_on_the_pings_path(lab_ru
     data["spec"]["base_rtt"] = {"duration_s": 10, "statistic": "median"}
     data["spec"]["health"]["queue_delay_excess_max_fraction"] = 0.01
     record = {**data["trials"][0], "base_rtt_ms": {"h2": 40.0}}
-    c = _checks(trial_health(Spec.from_data(data["spec"]), record, lab_run / "raw" / "droptail", data["time_scale"]))
+    c = _checks(trial_health(Spec.from_data(recorded_rate_scaling(data["spec"])), record, lab_run / "raw" / "droptail", data["time_scale"]))
     q = c["queue_delay_excess"]
     assert q["value"] == 0.0 and q["passed"] is True and q["threshold"] == 0.01
     assert "(s2:s2-eth2: 26214400 B at 1000 Mbit/s: 209.7 ms)" in q["detail"]
     assert q["detail"].endswith("largest queueing delay 186.0 ms (h2-h3 at 17.9 s)")
     # a base RTT 30 ms lower puts the bufferbloat's top samples beyond what the buffer holds
-    c = _checks(trial_health(Spec.from_data(data["spec"]), {**record, "base_rtt_ms": {"h2": 10.0}},
+    c = _checks(trial_health(Spec.from_data(recorded_rate_scaling(data["spec"])), {**record, "base_rtt_ms": {"h2": 10.0}},
                              lab_run / "raw" / "droptail", data["time_scale"]))
     assert c["queue_delay_excess"]["passed"] is False and c["queue_delay_excess"]["value"] > 0.01
 
@@ -632,7 +633,7 @@ def test_version_2_skew_is_measured_where_two_items_start_together(tmp_path):
     shutil.copytree(CODEL, run, ignore=shutil.ignore_patterns("expected", "README.md"))
     data = json.loads((run / "run.json").read_text())
     data["spec"]["health"]["flow_start_skew_max_ms"] = 20
-    spec, record = Spec.from_data(data["spec"]), next(t for t in data["trials"] if t["id"] == "droptail")
+    spec, record = Spec.from_data(recorded_rate_scaling(data["spec"])), next(t for t in data["trials"] if t["id"] == "droptail")
     c = _checks(trial_health(spec, record, run / "raw" / "droptail", data["time_scale"]))
     assert c["flow_start_skew"]["value"] == 9.2 and c["flow_start_skew"]["passed"] is True
     assert c["flow_start_skew"]["detail"] == "worst cubic, bbr; cubic, bbr 9 ms"

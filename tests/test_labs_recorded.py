@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from analysis import analyze_run
+from netrepro.migrate import recorded_rate_scaling
 
 LABS = Path(__file__).resolve().parent / "data" / "labs"
 RUNS = sorted(p.name for p in LABS.iterdir() if (p / "run.json").exists())
@@ -103,9 +104,26 @@ def test_every_statistic_is_one_the_model_announces(analyzed):
     from netrepro.spec import Spec
     _, run_dir, _ = analyzed
     data = json.loads((run_dir / "run.json").read_text())
-    spec = Spec.from_data(data["spec"], "run.json")
+    spec = Spec.from_data(recorded_rate_scaling(data["spec"]), "run.json")
     announced = statistics(spec.model)
     s = pd.read_csv(run_dir / "summary.csv")
     got = {(r.trial, r.subject, r.statistic) for r in s.itertuples()}
     assert got and all(st in announced[t].get(subj, []) for t, subj, st in got), sorted(
         (t, subj, st) for t, subj, st in got if st not in announced[t].get(subj, []))
+
+
+def test_a_recorded_finding_is_said_beside_its_claim(tmp_path):
+    """codel-lab's recorded run analysed with the experiment file as it is now: the claim that
+    fails in every run (droptail-bbr-dominates) still fails against the manual's 1.5, and its
+    ``finding`` is in verdict.json and printed beside it in the report, naming its records."""
+    from netrepro.spec import load_spec
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(LABS / "codel-lab-local-0.2", run_dir, ignore=shutil.ignore_patterns("expected", "README.md"))
+    verdict = analyze_run(run_dir, load_spec("codel-lab"))
+    claim = next(c for c in verdict["claims"] if c["id"] == "droptail-bbr-dominates")
+    assert claim["status"] == "fails" and claim["finding"]["runs"][0] == "rate-scale-ns3-2026-11-26"
+    report = (run_dir / "report.md").read_text()
+    line = next(ln for ln in report.splitlines() if "Recorded finding:" in ln)
+    assert "Not found in any run" in line and "docs/runs: rate-scale-ns3-2026-11-26" in line
+    assert all("finding" not in c for c in verdict["claims"] if c["id"] != "droptail-bbr-dominates")

@@ -607,3 +607,47 @@ def test_a_sites_subprocess_is_stopped_from_another_thread(tmp_path):
     assert got["p"].returncode == -15 and time.time() - t0 < 10
     with pytest.raises(SiteError, match="site ns3: stopped; sleep was not started"):
         site.run_subprocess(["sleep", "1"])
+
+
+def _scaled_gateway(path: Path) -> Path:
+    """gateway-fifo made to allow rate scaling (its byte FIFO trial only: a packet FIFO's
+    limit is a packet count, which the rate scale keeps, so its queueing delay would not), its
+    throughput and backlog claims following k (``rate_scaling: proportional``)."""
+    data = yaml.safe_load((DATA / "experiments" / "gateway-fifo.yml").read_text())
+    data["name"] = "gateway-scaled"
+    data["trials"] = [t for t in data["trials"] if t["id"] == "bytes"]
+    data["rate_scale"] = {"allowed": True, "min": 0.25,
+                          "note": "the gateway's rate and its FIFO's byte limit follow k; the delays do not"}
+    for c in data["claims"]:
+        c["check"]["select"]["trials"] = ["bytes"]
+        if c["id"] in ("link-used", "queue-bounded"):
+            c["rate_scaling"] = "proportional"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_a_claim_on_a_rate_gives_the_same_verdict_at_two_rate_scales(simulator, tmp_path):
+    """The same experiment simulated at k = 1 and k = 0.5 (TIME_SCALE 0.5): the flows fill the
+    gateway's 20 Mbit/s, then its 10, and link-used, judged with its thresholds times k, holds
+    in both, as every other claim does: the same verdict. Judged as written, the k = 0.5 run's
+    total throughput (about 10 Mbit/s) would have failed 15-20.5 (issue 36)."""
+    f = _scaled_gateway(tmp_path / "gateway-scaled.yml")
+    verdicts = {}
+    for k in ("1", "0.5"):
+        env = {**os.environ, "NETREPRO_STATE": str(tmp_path / f"s{k}"), "NETREPRO_RESULTS": str(tmp_path / f"r{k}")}
+        p = subprocess.run([sys.executable, "-m", "netrepro", "reproduce", str(f), "--site", "ns3", "--time-scale", "0.5",
+                            "--rate-scale", k], cwd=REPO, capture_output=True, text=True, env=env, timeout=900)
+        assert p.returncode == 0, p.stderr[-3000:]
+        run_dir = tmp_path / f"r{k}" / "gateway-scaled" / "latest"
+        verdicts[k] = json.loads((run_dir / "verdict.json").read_text())
+        summary = pd.read_csv(run_dir / "summary.csv")
+        total = summary[(summary.statistic == "total_throughput_mbit") & (summary.phase == "all")].value.iloc[0]
+        assert 15 * float(k) <= total <= 20.5 * float(k), (k, total)
+    assert verdicts["1"]["verdict"] == verdicts["0.5"]["verdict"] == "reproduced", verdicts
+    assert [c["status"] for c in verdicts["1"]["claims"]] == [c["status"] for c in verdicts["0.5"]["claims"]]
+    half = {c["id"]: c for c in verdicts["0.5"]["claims"]}
+    assert half["link-used"]["thresholds"] == "total_throughput_mbit 15 to 20.5 at k = 1, 7.5 to 10.25 at k = 0.5"
+    assert "within [7.5, 10.25]" in half["link-used"]["evidence"]
+    assert "thresholds" not in half["delay-bounded"] and "within [-inf, 40]" in half["delay-bounded"]["evidence"]
+    report = (tmp_path / "r0.5" / "gateway-scaled" / "latest" / "report.md").read_text()
+    assert "thresholds follow the rate scale: total_throughput_mbit 15 to 20.5 at k = 1, 7.5 to 10.25 at k = 0.5" in report
