@@ -51,43 +51,40 @@ def main(argv: list[str] | None = None) -> int:
     agg = TestAggregate(TestPKI(base / "pki"), builder=LocalNodes(Path(args.experiment), base / "aggregate",
                                                                    mode=args.mode))
     env, _ = write_account(base / "account", agg, user=args.user)
-    for k in ("NETREPRO_AGGREGATES", "NETREPRO_GENI_CONTEXT", "NETREPRO_GENI_KEY_PASSPHRASE"):
-        print(f"export {k}={shlex.quote(env[k])}")
-    print(f"# test aggregate at {agg.url()}; Ctrl-C stops it", flush=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())   # also when started with SIGINT ignored (a background job)
-    seen = 0
-    try:
-        while not done.wait(0.5):
-            for path, method, code in agg.calls[seen:]:
-                print(f"# {SERVICE[path]} {method}: geni_code {code}", file=sys.stderr, flush=True)
-            seen = len(agg.calls)
-    finally:
-        print(f"# calls: {counts(agg.calls)}", file=sys.stderr)
-        agg.close()
-    return 0
+    exports = {k: env[k] for k in ("NETREPRO_AGGREGATES", "NETREPRO_GENI_CONTEXT", "NETREPRO_GENI_KEY_PASSPHRASE")}
+    return _serve(exports, f"test aggregate at {agg.url()}", agg.calls,
+                  lambda call: f"{SERVICE[call[0]]} {call[1]}: geni_code {call[2]}",
+                  lambda: f"calls: {counts(agg.calls)}", agg.close)
 
 
 def serve_fabric(experiment: Path, base: Path) -> int:
     """Serve the FABRIC stand-in with host-mode nodes of ``experiment`` until SIGINT/SIGTERM."""
     fab = TestFabric(base / "fabric", builder=LocalNodes(experiment, base / "nodes"), experiment=experiment)
     env = fab.write_account(base / "account")
-    for k in ("FABRIC_RC", "REQUESTS_CA_BUNDLE"):
-        print(f"export {k}={shlex.quote(env[k])}")
-    print(f"# FABRIC stand-in at https://{fab.address} (bastion {fab.address}:22); Ctrl-C stops it", flush=True)
+    return _serve({k: env[k] for k in ("FABRIC_RC", "REQUESTS_CA_BUNDLE")},
+                  f"FABRIC stand-in at https://{fab.address} (bastion {fab.address}:22)", fab.calls,
+                  lambda call: f"{call[0]} {call[1]}: HTTP {call[2]}",
+                  lambda: f"{len(fab.calls)} requests; still reserved: {fab.reserved() or 'nothing'}", fab.close)
+
+
+def _serve(exports: dict[str, str], what: str, calls: list, line, summary, close) -> int:
+    """Print the ``exports`` and what is served, then each call of ``calls`` (a list the server
+    appends to) as ``line(call)`` until SIGINT or SIGTERM; then ``summary()`` and ``close()``."""
+    for k, v in exports.items():
+        print(f"export {k}={shlex.quote(v)}")
+    print(f"# {what}; Ctrl-C stops it", flush=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())   # also when started with SIGINT ignored (a background job)
     seen = 0
     try:
         while not done.wait(0.5):
-            for method, path, status in fab.calls[seen:]:
-                print(f"# {method} {path}: HTTP {status}", file=sys.stderr, flush=True)
-            seen = len(fab.calls)
+            for call in calls[seen:]:
+                print(f"# {line(call)}", file=sys.stderr, flush=True)
+            seen = len(calls)
     finally:
-        print(f"# {len(fab.calls)} requests; still reserved: {fab.reserved() or 'nothing'}", file=sys.stderr)
-        fab.close()
+        print(f"# {summary()}", file=sys.stderr)
+        close()
     return 0
 
 
