@@ -77,7 +77,7 @@ from analysis.raw import (parse_iperf3, parse_ping, parse_qdisc_classes, parse_q
                           parse_tx_bytes, trial_base_rtt_ms)
 from analysis.report import render_report
 from netrepro import tc
-from netrepro.model import SUMMARY_COLUMNS, rate_scaled, scale_rates, statistics
+from netrepro.model import RATE_SCALED_FIELDS, SUMMARY_COLUMNS, rate_scaled, scale_rates, statistics
 
 TIDY_COLUMNS = ["trial", "subject", "stream", "t_s", "metric", "value"]
 #: A class of a port's leaf qdisc is in use when it held packets in at least this share of the
@@ -539,24 +539,20 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
     raise ValueError(f"unknown claim kind {kind!r}")
 
 
-#: The fields of a check that are values of its statistic (and so follow the rate scale with
-#: it); a ratio's ``min``/``max`` are ratios, which k does not change.
-SCALED_FIELDS = {"bound": ("min", "max"), "difference": ("min", "max"), "rise_and_fall": ("tolerance", "min_rise")}
-
-
 def at_rate_scale(check: dict, k: float, scaled) -> dict:
     """A copy of claim ``check`` (or ``when``: a bound without a kind) whose thresholds on
-    values the rate scale changes are multiplied by ``k``: the :data:`SCALED_FIELDS` of each
-    check (an ``all_of``'s too) whose statistic ``scaled(statistic)`` says follows k
+    values the rate scale changes are multiplied by ``k``: the
+    :data:`netrepro.model.RATE_SCALED_FIELDS` of each check (an ``all_of``'s too) whose
+    statistic ``scaled(statistic)`` says follows k
     (:func:`netrepro.model.rate_scaled`); others as they are. A claim's ``rate_scaling:
     proportional`` asks for it: at k = 0.5, "15 to 20.5 Mbit/s" is judged as 7.5 to 10.25."""
     kind = check.get("kind", "bound")
     if kind == "all_of":
         return {**check, "checks": [at_rate_scale(sub, k, scaled) for sub in check["checks"]]}
     sel = check.get("select") or check.get("higher")
-    if kind not in SCALED_FIELDS or not scaled(sel["statistic"]):
+    if kind not in RATE_SCALED_FIELDS or not scaled(sel["statistic"]):
         return check
-    return {**check, **{f: check[f] * k for f in SCALED_FIELDS[kind] if f in check}}
+    return {**check, **{f: check[f] * k for f in RATE_SCALED_FIELDS[kind] if f in check}}
 
 
 def scaled_thresholds(check: dict, k: float, scaled) -> str:
@@ -566,7 +562,7 @@ def scaled_thresholds(check: dict, k: float, scaled) -> str:
     if kind == "all_of":
         return "; ".join(t for t in (scaled_thresholds(sub, k, scaled) for sub in check["checks"]) if t)
     sel = check.get("select") or check.get("higher")
-    fields = [f for f in SCALED_FIELDS.get(kind, ()) if f in check]
+    fields = [f for f in RATE_SCALED_FIELDS.get(kind, ()) if f in check]
     if not fields or not scaled(sel["statistic"]):
         return ""
 

@@ -672,6 +672,10 @@ RATE_SCALED_UNITS = ("Mbit/s", "kbit/s", "bytes", "packets", "segments")
 #: :data:`RATE_SCALED_UNITS` unit is multiplied by the run's k (analysis.generic.at_rate_scale);
 #: ``none``: judged as written at every k (the author says the value does not follow k).
 RATE_SCALINGS = ("proportional", "none")
+#: The fields of a claim check that are values of its statistic, by kind, and so follow the
+#: rate scale with it (analysis.generic.at_rate_scale); a ratio's ``min``/``max`` are ratios,
+#: which k does not change, and an ``all_of`` has its checks'.
+RATE_SCALED_FIELDS = {"bound": ("min", "max"), "difference": ("min", "max"), "rise_and_fall": ("tolerance", "min_rise")}
 #: The metric (tidy.csv) whose samples a statistic sums up in the same unit, so that a
 #: reference value of the statistic can be drawn on a figure of the metric.
 STATISTIC_METRICS = {
@@ -712,15 +716,15 @@ def rate_scaled(m: "Model | None", statistic: str) -> bool:
 def rate_scaled_reads(m: "Model | None", claim: dict) -> list[str]:
     """The statistics a claim compares with a threshold that the rate scale changes
     (:func:`rate_scaled`), in its ``when`` and in every check of its ``check`` (an
-    ``all_of``'s too), each once: a ``bound``'s, ``difference``'s or ``rise_and_fall``'s
-    selections; a ``ratio``'s thresholds are ratios, which k does not change."""
+    ``all_of``'s too), each once: the selections of the kinds of :data:`RATE_SCALED_FIELDS`
+    (not a ``ratio``'s: its thresholds are ratios, which k does not change)."""
     out: list[str] = []
 
     def walk(ch: dict) -> None:
         if ch["kind"] == "all_of":
             for sub in ch["checks"]:
                 walk(sub)
-        elif ch["kind"] != "ratio":
+        elif ch["kind"] in RATE_SCALED_FIELDS:
             out.extend(ch[key]["statistic"] for key in ("select", "higher", "lower") if key in ch)
 
     if "when" in claim:

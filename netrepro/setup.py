@@ -163,9 +163,10 @@ def _build_tools(check_only: bool, log, what: str, needs: dict[str, str] | None 
     :data:`DEV_FILES`, the C compiler and Python headers) that are missing (apt-get, as root),
     for ``what``; exit code as :func:`setup` (1: missing and check only, or not root; the line
     says what to install)."""
-    missing = {f: pkg for f, pkg in (needs or DEV_FILES).items() if not _have(f)}
+    needs = needs or DEV_FILES
+    missing = {f: pkg for f, pkg in needs.items() if not _have(f)}
     if not missing:
-        log(f"[setup] present for {what}: {', '.join(sorted(Path(f).name for f in (needs or DEV_FILES)))}")
+        log(f"[setup] present for {what}: {', '.join(sorted(Path(f).name for f in needs))}")
         return 0
     pkgs = sorted(set(missing.values()))
     if check_only or os.geteuid() != 0:

@@ -440,8 +440,7 @@ class FabricSite(Site):
             self._give_back(slc, state, exc, timeout_s, f"no SSH through the bastion {conf['FABRIC_BASTION_HOST']}")
         except BaseException:   # Ctrl-C, SIGTERM: give the slice back, or say what is held
             try:
-                slc.delete()
-                self.state_file.unlink(missing_ok=True)
+                self._delete(slc)
             except BaseException:
                 print(self.held() or "", file=sys.stderr)
             raise
@@ -465,6 +464,12 @@ class FabricSite(Site):
                                                 conf, {"site": node.get_site(), "macs": macs})
         return logins
 
+    def _delete(self, slc) -> None:
+        """Delete slice ``slc`` (fablib's Slice.delete) and forget the reservation; fablib's
+        exceptions pass through, and the state is then kept."""
+        slc.delete()
+        self.state_file.unlink(missing_ok=True)
+
     def _give_back(self, slc, state: dict[str, Any], exc: Exception, timeout_s: float, stage: str = "") -> None:
         """Delete a slice that failed or was not ready after ``timeout_s`` and raise SiteError
         naming its failed nodes and what FABRIC said (each node's reservation state and error
@@ -484,11 +489,10 @@ class FabricSite(Site):
         if stage and not failed:
             what = f"{stage}: {what}"
         try:
-            slc.delete()
+            self._delete(slc)
         except Exception as gone:   # fablib raises bare Exceptions
             raise SiteError(f"site fabric: slice {state['slice_name']} failed ({what}) and deleting it failed too "
                             f"({str(gone)[:200]}); {self.held()}") from None
-        self.state_file.unlink(missing_ok=True)
         raise SiteError(f"site fabric: slice {state['slice_name']} at {state.get('fabric_site')} failed and was deleted: "
                         f"{what}; try another site with FABRIC_SITE=<site> (or later)") from None
 
@@ -504,10 +508,11 @@ class FabricSite(Site):
         if not state.get("slice_id"):
             raise SiteError(f"site fabric: nothing reserved for {self.spec.name}; run `make up` first")
         end = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(hours=float(hours))
+        fm = self._manager(conf)   # a sign-in problem is its own line (SiteError), not a refusal
         try:
             # The orchestrator's renew with the exact end: fablib 2.0.9's Slice.renew rounds the
             # time left down to whole days and, under one day, sends a modify, not a renew.
-            self._manager(conf).get_manager().renew_slice(slice_id=state["slice_id"], lease_end_time=end.strftime(LEASE_FORMAT))
+            fm.get_manager().renew_slice(slice_id=state["slice_id"], lease_end_time=end.strftime(LEASE_FORMAT))
         except Exception as exc:   # fablib raises bare Exceptions with the orchestrator's answer
             said = " ".join(str(exc).split())
             raise SiteError(f"FABRIC refused to renew slice {state['slice_name']}: {said[:300]}") from None
@@ -562,8 +567,8 @@ class FabricSite(Site):
                     raise
                 slc = None
             if slc is not None:
-                slc.delete()
+                self._delete(slc)
         except Exception as exc:   # SiteError from _manager, fablib's bare Exceptions
             said = " ".join(str(exc).split())
             raise SiteError(f"{said[:300]}; {self.held()}") from None
-        self.state_file.unlink(missing_ok=True)
+        self.state_file.unlink(missing_ok=True)   # the slice was already gone

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from testbed.nodes import shared_folder
+from testbed.nodes import free_id, shared_folder
 from testbed.pki import TestPKI
 
 #: The orchestrator's time format (fabrictestbed's OrchestratorClient.TIME_FORMAT).
@@ -112,7 +112,8 @@ class _Bastion:
         hostkey = base / "bastion_host_ed25519_key"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hostkey)], check=True)
         (self.shared / "authorized_keys").write_text(authorized_key.strip() + "\n")
-        passwd = Path("/etc/passwd").read_text().rstrip("\n") + f"\n{login}:x:60999:60999:bastion login:/nonexistent:/usr/sbin/nologin\n"
+        uid = free_id()
+        passwd = Path("/etc/passwd").read_text().rstrip("\n") + f"\n{login}:x:{uid}:{uid}:bastion login:/nonexistent:/usr/sbin/nologin\n"
         (base / "passwd").write_text(passwd)
         (base / "shadow").write_text(f"{login}:*:20000:0:99999:7:::\n")
         (base / "sshd_config").write_text("\n".join([

@@ -75,6 +75,14 @@ def shared_folder() -> Path:
     return path
 
 
+def free_id() -> int:
+    """A number from 60000 up that no user or group of this host has, for an account only a
+    node's (or a bastion's) mount namespace sees."""
+    taken = {int(line.split(":")[2]) for f in ("/etc/passwd", "/etc/group")
+             for line in Path(f).read_text().splitlines() if line.count(":") >= 3}
+    return next(i for i in range(60000, 61000) if i not in taken)
+
+
 def login_user_files(folder: Path, home: Path, user: str) -> str:
     """Write, into ``folder``, the account files of a node whose login user is ``user`` (not
     root), as a testbed image has one (FABRIC's ``ubuntu``): ``passwd`` and ``group`` (this
@@ -93,8 +101,7 @@ def login_user_files(folder: Path, home: Path, user: str) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     passwd = Path("/etc/passwd").read_text()
     group = Path("/etc/group").read_text()
-    taken = {int(line.split(":")[2]) for text in (passwd, group) for line in text.splitlines() if line.count(":") >= 3}
-    uid = next(i for i in range(60000, 61000) if i not in taken)
+    uid = free_id()
     home.mkdir(exist_ok=True)
     os.chown(home, uid, uid)
     (folder / "passwd").write_text(passwd.rstrip("\n") + f"\n{user}:x:{uid}:{uid}:testbed login:{home}:/bin/bash\n")
