@@ -68,7 +68,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import fidelity
+from analysis import fidelity, uncertainty
 from analysis.flent import write_trials
 from analysis.generic_figures import caption, draw, figure_specs, save_figure
 from analysis.health import failure_line, failures, shaper_rate_tolerance, trial_health
@@ -76,6 +76,7 @@ from analysis.io import atomic_path, write_gzip, write_text
 from analysis.raw import (parse_iperf3, parse_ping, parse_qdisc_classes, parse_qdisc_fields, parse_qdisc_stack,
                           parse_tx_bytes, trial_base_rtt_ms)
 from analysis.report import render_report
+from analysis.uncertainty import Estimate
 from netrepro import tc
 from netrepro.model import RATE_SCALED_FIELDS, SUMMARY_COLUMNS, rate_scaled, scale_rates, statistics
 
@@ -291,9 +292,10 @@ def delivered_bps(end: dict) -> float:
 
 
 def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases: list[dict],
-                     time_scale: float = 1.0) -> list[dict]:
-    """The statistics of one trial (see the module docstring) for phase ``all`` and each
-    phase (start_s/end_s, time-scaled); rows ``{trial, phase, subject, statistic, value}``."""
+                     time_scale: float = 1.0, whole: bool = True) -> list[dict]:
+    """The statistics of one trial (see the module docstring) for phase ``all`` (unless not
+    ``whole``) and each phase (start_s/end_s, time-scaled); rows ``{trial, phase, subject,
+    statistic, value}``."""
     rows: list[dict] = []
 
     def put(phase, subject, statistic, value):
@@ -312,7 +314,7 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
 
     pings = [it["id"] for it in trial["traffic"] if it["kind"] == "ping"]
     tx = tidy[tidy["metric"] == "tx_bytes"]
-    windows = [("all", -math.inf, math.inf)] + [(p["name"], p["start_s"], p["end_s"]) for p in phases]
+    windows = ([("all", -math.inf, math.inf)] if whole else []) + [(p["name"], p["start_s"], p["end_s"]) for p in phases]
     for phase, lo, hi in windows:
         d = tidy[(tidy["t_s"] > lo) & (tidy["t_s"] <= hi)] if phase != "all" else tidy
         if pings and model.data.get("base_rtt"):  # pooled over the trial's ping items
@@ -368,7 +370,9 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
                     put(phase, c["at"], "classes_in_use", int((held >= CLASS_IN_USE_SHARE * len(busy)).sum()))
                 drops = s[s["metric"] == "drops"]["value"]
                 put(phase, c["at"], "drops", drops.max() - drops.min() if len(drops) else math.nan)
-        if thr:
+        # a window in which no iperf3 item has a sample (its omitted seconds, a batch before the
+        # flows start: trial_intervals) has no total throughput, rather than a total of 0
+        if thr and any(math.isfinite(v) for v in thr.values()):
             total = float(np.nansum(list(thr.values())))
             put(phase, "all", "total_throughput_mbit", total)
             for c in model.data["collectors"]:  # the share of the sampled port's shaping rate used
@@ -383,6 +387,65 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
                    and r["subject"] in thr]
             put(phase, "all", "retransmits", sum(rtx) if rtx else math.nan)
     return rows
+
+
+#: The columns of intervals.csv: each statistic's within-trial 95 % interval by batch means
+#: (:func:`trial_intervals`), ``sd`` the standard error of its value, ``batches`` how many.
+INTERVAL_COLUMNS = ["trial", "phase", "subject", "statistic", "value", "low", "high", "sd", "batches"]
+
+
+def sampling_spacing(tidy: pd.DataFrame) -> float:
+    """The coarsest sampling interval (s) among a trial's series (one per subject, stream
+    and metric): the largest of their median spacings between samples; NaN without a
+    series of two samples."""
+    spacing = [float(np.median(np.diff(np.sort(g.to_numpy())))) for _, g in
+               tidy.groupby(["subject", "stream", "metric"], sort=False)["t_s"] if len(g) > 1]
+    spacing = [x for x in spacing if x > 0]
+    return max(spacing) if spacing else math.nan
+
+
+def trial_intervals(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases: list[dict], rows: list[dict],
+                    time_scale: float = 1.0) -> list[dict]:
+    """The within-trial 95 % interval of each of the trial's statistics in
+    :data:`analysis.uncertainty.SECTIONED`, for phase ``all`` (the trial's schedule) and each
+    phase: the window is cut into :func:`analysis.uncertainty.batch_count` batches, each
+    batch's statistics computed as a phase's (:func:`trial_statistics`), and the interval is
+    :func:`analysis.uncertainty.sectioning` around the window's value in ``rows`` (the
+    trial's :func:`trial_statistics`). Rows :data:`INTERVAL_COLUMNS`; none for a window too
+    short for :data:`analysis.uncertainty.MIN_BATCHES` batches of the trial's coarsest
+    sampling interval (:func:`sampling_spacing`)."""
+    spacing = sampling_spacing(tidy)
+    windows = [("all", 0.0, trial["duration_s"] * time_scale)] + [(p["name"], p["start_s"], p["end_s"])
+                                                                   for p in phases]
+    batches, name_of = [], {}
+    for name, lo, hi in windows:
+        b = uncertainty.batch_count(hi - lo, spacing)
+        for i in range(b):
+            key = f"{name}#{i}"
+            name_of[key] = name
+            batches.append({"name": key, "start_s": lo + (hi - lo) * i / b, "end_s": lo + (hi - lo) * (i + 1) / b})
+    if not batches:
+        return []
+    per: dict[tuple[str, str, str], list[float]] = {}
+    for r in trial_statistics(model, trial, tidy, ends, batches, time_scale, whole=False):
+        if r["statistic"] in uncertainty.SECTIONED:
+            per.setdefault((name_of[r["phase"]], r["subject"], r["statistic"]), []).append(r["value"])
+    out = []
+    for r in rows:
+        e = uncertainty.sectioning(r["value"], per.get((r["phase"], r["subject"], r["statistic"]), []))
+        if e.has_interval:
+            out.append({"trial": r["trial"], "phase": r["phase"], "subject": r["subject"], "statistic": r["statistic"],
+                        "value": e.value, "low": e.low, "high": e.high, "sd": e.sd, "batches": e.n})
+    return out
+
+
+def estimates_of(intervals: pd.DataFrame) -> dict:
+    """intervals.csv's rows (:data:`INTERVAL_COLUMNS`) as (trial, subject, phase, statistic)
+    -> :class:`analysis.uncertainty.Estimate`, what :func:`evaluate` reads."""
+    return {(r.trial, r.subject, r.phase, r.statistic):
+            Estimate(float(r.value), float(r.low), float(r.high), float(r.sd), int(r.batches),
+                     f"batch means of {int(r.batches)}")
+            for r in intervals.itertuples(index=False)}
 
 
 # --- claims -----------------------------------------------------------------------------------------
@@ -471,54 +534,102 @@ def pair_value(check: dict, higher: float, lower: float) -> float:
 
 def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
                 computed: dict[str, dict[str, list[str]]] | None = None) -> tuple[bool | None, str]:
-    """(holds, evidence) of one claim's ``check`` (kinds: see the module docstring);
-    ``computed`` as :func:`select`'s. ``holds`` is None when the claim is not evaluable:
-    a selected value is missing or not finite, a selection is empty, a ratio's lower value
-    is 0 (the ratio is undefined), higher and lower select different numbers of values, or
-    a rise_and_fall has not one value per step; ``evidence`` then says why."""
+    """(holds, evidence) of one claim's ``check`` judged on its values alone (kinds: see the
+    module docstring; :func:`judge_claim` without intervals); ``computed`` as
+    :func:`select`'s. ``holds`` is None when the claim is not evaluable: a selected value is
+    missing or not finite, a selection is empty, a ratio's lower value is 0 (the ratio is
+    undefined), higher and lower select different numbers of values, or a rise_and_fall has
+    not one value per step; ``evidence`` then says why."""
+    outcome, evidence, _ = judge_claim(summary, check, trial_ids, computed)
+    return (None if outcome is None else outcome == "holds"), evidence
+
+
+def _estimates_of(summary: pd.DataFrame, sel: dict, trial_ids: list[str], computed, vals: list[tuple[str, float]],
+                  estimates: dict | None) -> list[Estimate]:
+    """Each of a selection's values (``vals``: :func:`select`'s) with its interval from
+    ``estimates`` ((trial, subject, phase, statistic) -> Estimate, the keys of
+    :func:`selection_keys`), a point where it has none or the estimate is of another value."""
+    keys = selection_keys(summary, sel, trial_ids, computed) if estimates else [None] * len(vals)
+    out = []
+    for key, (_, v) in zip(keys, vals):
+        e = estimates.get((*key, sel["statistic"])) if key else None
+        out.append(e if e is not None and math.isfinite(v) and e.value == v else Estimate.point(v))
+    return out
+
+
+def _value_entry(label: str, e: Estimate, outcome: str, least: float, most: float) -> dict:
+    """One judged value as verdict.json's ``values`` lists it (docs/results-format.md)."""
+    entry = {"at": label, "value": e.value, "outcome": outcome}
+    if e.has_interval:
+        entry.update(low=e.low, high=e.high, interval=e.method)
+    if outcome == "undecided":
+        entry["repetitions_to_decide"] = uncertainty.repetitions_to_decide(e, least, most)
+    return entry
+
+
+def judge_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
+                computed: dict[str, dict[str, list[str]]] | None = None,
+                estimates: dict | None = None) -> tuple[str | None, str, list[dict]]:
+    """(outcome, evidence, values) of one claim's ``check``: outcome ``holds``, ``fails``,
+    ``undecided`` (an interval straddles a bound and none is wholly on its wrong side:
+    :mod:`analysis.uncertainty`) or None (not evaluable, as :func:`check_claim` says);
+    ``values``: each judged value or quantity with its interval and outcome (entries of
+    verdict.json's ``values``). ``estimates``: (trial, subject, phase, statistic) ->
+    :class:`analysis.uncertainty.Estimate` of the values that have an interval; without
+    them every value is judged as a point and nothing is undecided."""
     kind = check["kind"]
     if kind == "bound":
         vals = select(summary, check["select"], trial_ids, computed)
         lo, hi = check_limits(check)
         rng = f"[{lo:g}, {hi:g}]"
-        evidence = f"{check['select']['statistic']} within {rng}: " + ", ".join(f"{k} {_f(v)}" for k, v in vals)
+        ests = _estimates_of(summary, check["select"], trial_ids, computed, vals, estimates)
+        evidence = (f"{check['select']['statistic']} within {rng}: "
+                    + ", ".join(f"{k} {e.text()}" for (k, _), e in zip(vals, ests)))
         if not vals:
-            return None, evidence + "nothing selected"
+            return None, evidence + "nothing selected", []
         if _missing(vals):
-            return None, evidence + "; missing: " + ", ".join(_missing(vals))
-        return all(lo <= v <= hi for _, v in vals), evidence
+            return None, evidence + "; missing: " + ", ".join(_missing(vals)), []
+        outcomes = [uncertainty.compare(e, lo, hi) for e in ests]
+        return (uncertainty.combine(outcomes), evidence,
+                [_value_entry(k, e, o, lo, hi) for (k, _), e, o in zip(vals, ests, outcomes)])
     if kind == "all_of":
-        results = [check_claim(summary, sub, trial_ids, computed) for sub in check["checks"]]
-        evidence = "all of: " + "; ".join(f"({i}) {ev}" for i, (_, ev) in enumerate(results, 1))
-        if any(h is None for h, _ in results):
-            return None, evidence
-        return all(h for h, _ in results), evidence
+        results = [judge_claim(summary, sub, trial_ids, computed, estimates) for sub in check["checks"]]
+        evidence = "all of: " + "; ".join(f"({i}) {ev}" for i, (_, ev, _) in enumerate(results, 1))
+        values = [v for _, _, vs in results for v in vs]
+        if any(o is None for o, _, _ in results):
+            return None, evidence, values
+        return uncertainty.combine(o for o, _, _ in results), evidence, values
     if kind in ("difference", "ratio"):
         hi_v = select(summary, check["higher"], trial_ids, computed)
         lo_v = select(summary, check["lower"], trial_ids, computed)
         least, most = check_limits(check)
         absolute = kind == "difference" and check.get("absolute", False)
         if len(hi_v) != len(lo_v) or not hi_v:
-            return None, f"higher selects {len(hi_v)} values and lower {len(lo_v)}; expected the same number"
-        parts, ok, undefined = [], True, []
-        for (kh, vh), (kl, vl) in zip(hi_v, lo_v):
+            return None, f"higher selects {len(hi_v)} values and lower {len(lo_v)}; expected the same number", []
+        hi_e = _estimates_of(summary, check["higher"], trial_ids, computed, hi_v, estimates)
+        lo_e = _estimates_of(summary, check["lower"], trial_ids, computed, lo_v, estimates)
+        parts, outcomes, values, undefined = [], [], [], []
+        for (kh, vh), (kl, vl), eh, el in zip(hi_v, lo_v, hi_e, lo_e):
             if not (math.isfinite(vh) and math.isfinite(vl)):
                 undefined.append(f"{kh if not math.isfinite(vh) else kl} missing")
-                val = math.nan
+                q = Estimate.point(math.nan)
             elif kind == "ratio" and vl == 0:
                 undefined.append(f"{kl} is 0: the ratio is undefined")
-                val = math.nan
+                q = Estimate.point(math.nan)
             else:
-                val = pair_value(check, vh, vl)
-                ok &= least <= val <= most
-            parts.append(f"{kh} {_f(vh)} vs {kl} {_f(vl)}: {kind} {_f(val)}")
+                q = (uncertainty.ratio(eh, el) if kind == "ratio" else uncertainty.difference(eh, el, absolute))
+                # the value itself exactly as the pair gives it (pair_value), the interval around it
+                q = Estimate(pair_value(check, vh, vl), q.low, q.high, q.sd, q.n, q.method)
+                outcomes.append(uncertainty.compare(q, least, most))
+                values.append(_value_entry(f"{kh} vs {kl}", q, outcomes[-1], least, most))
+            parts.append(f"{kh} {eh.text()} vs {kl} {el.text()}: {kind} {q.text()}")
         name = f"|{kind}|" if absolute else kind
         evidence = (f"{name} >= {_f(least)}: " if most == math.inf else
                     f"{name} <= {_f(most)}: " if least == -math.inf else
                     f"{name} within [{_f(least)}, {_f(most)}]: ") + "; ".join(parts)
         if undefined:
-            return None, evidence + "; not evaluable: " + "; ".join(undefined)
-        return ok, evidence
+            return None, evidence + "; not evaluable: " + "; ".join(undefined), values
+        return uncertainty.combine(outcomes), evidence, values
     if kind == "rise_and_fall":
         sel = check["select"]
         vals = select(summary, sel, trial_ids, computed)
@@ -527,15 +638,21 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
         if len(v) != len(order) or not all(math.isfinite(x) for x in v) or check["peak"] not in order:
             return None, ("values: " + ", ".join(f"{k} {_f(x)}" for k, x in vals)
                           + f"; expected one finite value per step of {', '.join(order) or '(no order)'} "
-                            f"with the peak {check['peak']} among them")
+                            f"with the peak {check['peak']} among them"), []
+        e = _estimates_of(summary, sel, trial_ids, computed, vals, estimates)
         p = order.index(check["peak"])
         tol = check["tolerance"]
-        rising = all(v[i + 1] - v[i] >= -tol for i in range(p))  # each step within tolerance
-        falling = all(v[i + 1] - v[i] <= tol for i in range(p, len(v) - 1))
-        rise = min(v[p] - v[0], v[p] - v[-1])
-        ok = rising and falling and rise >= check["min_rise"]
-        return ok, (f"{sel['statistic']} over {', '.join(order)}: " + " ".join(_f(x) for x in v)
-                    + f"; peak {check['peak']} above both ends by {_f(rise)} (min {_f(check['min_rise'])})")
+        # each step within tolerance: rising to the peak, falling after it (interval arithmetic)
+        steps = [uncertainty.at_least(uncertainty.difference(e[i + 1], e[i]), -tol) for i in range(p)]
+        steps += [uncertainty.at_most(uncertainty.difference(e[i + 1], e[i]), tol) for i in range(p, len(v) - 1)]
+        to_first, to_last = uncertainty.difference(e[p], e[0]), uncertainty.difference(e[p], e[-1])
+        rise = Estimate(min(to_first.value, to_last.value), min(to_first.low, to_last.low),
+                        min(to_first.high, to_last.high), math.nan, min(to_first.n, to_last.n), to_first.method)
+        outcome = uncertainty.combine(steps + [uncertainty.at_least(rise, check["min_rise"])])
+        values = [_value_entry(k, x, outcome, -math.inf, math.inf)
+                  for (k, _), x in zip(vals, e)] if any(x.has_interval for x in e) else []
+        return outcome, (f"{sel['statistic']} over {', '.join(order)}: " + " ".join(x.text() for x in e)
+                         + f"; peak {check['peak']} above both ends by {rise.text()} (min {_f(check['min_rise'])})"), values
     raise ValueError(f"unknown claim kind {kind!r}")
 
 
@@ -576,11 +693,33 @@ def scaled_thresholds(check: dict, k: float, scaled) -> str:
     return f"{sel['statistic']} {text(1)} at k = 1, {text(k)} at k = {k:g}"
 
 
+#: A claim status that makes a run's verdict inconclusive: the run could not judge the claim.
+INCONCLUSIVE_STATUSES = ("inconclusive", "not evaluable", "undecided")
+
+
+def undecided_reason(values: list[dict]) -> str:
+    """Why a claim is undecided, from its ``values`` (:func:`judge_claim`): each straddling
+    value with its interval, and the repetitions that would likely decide the claim (the
+    most any value needs): ``its 95 % interval straddles a bound: unpaced/s1:s1-eth1/all 0.79
+    (0.74 to 0.84, batch means of 5); about 12 repetitions would likely decide it (REPEAT=12)``."""
+    straddle = [v for v in values if v["outcome"] == "undecided"]
+    parts = [f"{v['at']} {v['value']:.4g} ({v['low']:.4g} to {v['high']:.4g}, {v['interval']})"
+             for v in straddle if "low" in v]
+    needed = [v.get("repetitions_to_decide") for v in straddle]
+    if needed and all(isinstance(n, int) for n in needed):
+        n = max(needed)
+        then = f"about {n} repetitions would likely decide it (REPEAT={n})"
+    else:
+        then = (f"the repetitions that would decide it cannot be told (more than {uncertainty.MAX_REPETITIONS}, "
+                "or a value without a known spread): a value sits on or very near its bound")
+    return "its 95 % interval straddles a bound: " + "; ".join(parts) + f"; {then}"
+
+
 def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
              unhealthy: dict[str, list[dict]], rate_scale: float = 1.0,
              computed: dict[str, dict[str, list[str]]] | None = None,
              incomplete: dict[str, list[str]] | None = None, time_scale: float = 1.0,
-             time_scale_min: float = 0.0, scaled=None) -> dict:
+             time_scale_min: float = 0.0, scaled=None, estimates: dict | None = None) -> dict:
     """The verdict: each claim's status (holds, fails, not evaluable when it reads a trial
     whose data are ``incomplete`` (trial id -> why: its damaged raw files, analysed with
     ``--partial``) or when its values or its condition's are missing or undefined
@@ -605,7 +744,17 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
 
     A condition says which case a run fell in when chance decides it: Lab 18's
     ``fq_codel flows 2`` puts two flows in one bucket half the time, and a claim of fairness
-    then applies only when two of its buckets were in use (``classes_in_use``)."""
+    then applies only when two of its buckets were in use (``classes_in_use``); the
+    condition is read on the run's values alone (which case the run fell in).
+
+    ``estimates``: (trial, subject, phase, statistic) -> the 95 % interval of a value
+    (:class:`analysis.uncertainty.Estimate`: within the trial by batch means, or across
+    repetitions). A claim whose values have intervals holds when every interval is on the
+    right side of its bounds, fails when one is wholly on the wrong side, and is
+    ``undecided`` when one straddles a bound (:func:`judge_claim`); its entry's ``values``
+    lists each with its interval, and ``repetitions_to_decide`` the repetitions (REPEAT)
+    that would likely decide it. An undecided claim makes the verdict inconclusive, never
+    "not reproduced"."""
     out = []
     incomplete = incomplete or {}
     for c in claims:
@@ -618,8 +767,11 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
         read = sorted({t for s in sels for t in (s.get("trials") or trial_ids)})
         gaps = [t for t in read if incomplete.get(t)]
         sick = [f for t in read for f in unhealthy.get(t, [])]
-        holds, evidence = check_claim(summary, ch, trial_ids, computed)
+        outcome, evidence, values = judge_claim(summary, ch, trial_ids, computed, estimates)
+        holds = None if outcome is None else outcome == "holds"
         entry = {"id": c["id"], "text": c["text"], "evidence": evidence}
+        if any("low" in v for v in values):
+            entry["values"] = values
         if c.get("finding"):
             entry["finding"] = {"text": c["finding"]["text"], "runs": list(c["finding"]["runs"])}
         if follows:
@@ -642,26 +794,44 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
             entry.update(status="not evaluable", holds=None, reason="data incomplete: " + "; ".join(
                 f"{t}: {', '.join(incomplete[t])}" for t in gaps))
         elif sick:
+            alone = judge_claim(summary, ch, trial_ids, computed)[0]
             entry.update(status="inconclusive", holds=None,
                          reason="the substrate failed health checks: " + "; ".join(failure_line(f) for f in sick)
-                         + (f"; the numbers alone: {'holds' if holds else 'fails'}" if holds is not None else ""))
-            if holds is not None:  # the numbers alone, when they can be judged at all
-                entry["numbers_hold"] = bool(holds)
+                         + (f"; the numbers alone: {alone}" if alone is not None else ""))
+            if alone is not None:  # the numbers alone (as points), when they can be judged at all
+                entry["numbers_hold"] = alone == "holds"
         elif applies is None:
             entry.update(status="not evaluable", holds=None, reason="its condition cannot be judged: " + why)
         elif not applies:
             entry.update(status="not applicable", holds=None, reason="its condition does not hold: " + why)
-        elif holds is None:
+        elif outcome is None:
             entry.update(status="not evaluable", holds=None, reason="its data are missing or undefined: " + evidence)
+        elif outcome == "undecided":
+            alone = judge_claim(summary, ch, trial_ids, computed)[0]  # the values as points, intervals aside
+            entry.update(status="undecided", holds=None, values_alone=alone,
+                         reason=undecided_reason(values) + f"; the values alone: {alone}")
         else:
             entry.update(status="holds" if holds else "fails", holds=bool(holds))
         out.append(entry)
     failures = [f for fs in unhealthy.values() for f in fs]
     judged = [e for e in out if e["status"] != "not applicable"]
     reproduced = bool(judged) and all(e["holds"] is True for e in judged)
-    verdict = ("inconclusive" if not judged or any(e["status"] in ("inconclusive", "not evaluable") for e in out)
+    verdict = ("inconclusive" if not judged or any(e["status"] in INCONCLUSIVE_STATUSES for e in out)
                else "reproduced" if reproduced else "not reproduced")
     return {"reproduced": reproduced, "verdict": verdict, "health_failures": failures, "claims": out}
+
+
+def evaluate_model(model, data: dict, summary: pd.DataFrame, estimates: dict | None = None,
+                   unhealthy: dict[str, list[dict]] | None = None,
+                   incomplete: dict[str, list[str]] | None = None) -> dict:
+    """:func:`evaluate` of the claims of experiment ``model`` (as written) on ``summary``
+    with what run.json ``data`` says of the run: its rate scale (the model's rates and the
+    claims' thresholds at k), time scale, and the file's ``time_scale.min``."""
+    k = float((data.get("rate_scale") or {}).get("k", 1))
+    m = scale_rates(model, k)
+    return evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy or {}, k, statistics(m),
+                    incomplete, float(data.get("time_scale", 1)), float(m.data.get("time_scale", {}).get("min", 0) or 0),
+                    lambda st: rate_scaled(m, st), estimates)
 
 
 def fidelity_figures(spec, records: dict[str, dict], run_dir: Path, time_scale: float, out_dir: Path,
@@ -702,7 +872,7 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     ts = float(data.get("time_scale", 1))
     problems = list(problems or [])
     damaged = damaged or {}
-    tidies, rows, health, incomplete = [], [], {}, {}
+    tidies, rows, interval_rows, health, incomplete = [], [], [], {}, {}
     # a repeated run's view of one repetition (analysis.repetitions) records instance ids
     # (raw folder names) with the experiment's trial id in ``trial``
     records = {t.get("trial") or t["id"]: t for t in data.get("trials", [])}
@@ -717,11 +887,14 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
         tidy, ends = trial_tidy(m, trial, rec, tdir, ts, problems)
         tidies.append(tidy)
         phases = rec.get("phases") or []
-        rows += trial_statistics(m, trial, tidy, ends, phases, ts)
+        trial_rows = trial_statistics(m, trial, tidy, ends, phases, ts)
+        rows += trial_rows
+        interval_rows += trial_intervals(m, trial, tidy, ends, phases, trial_rows, ts)
         health[trial["id"]] = trial_health(scaled, rec, tdir, ts)
     tidies = [t for t in tidies if len(t)]  # a trial without any sample adds no row
     tidy = pd.concat(tidies, ignore_index=True) if tidies else pd.DataFrame(columns=TIDY_COLUMNS)
     summary = pd.DataFrame(rows, columns=SUMMARY_KEYS)
+    intervals = pd.DataFrame(interval_rows, columns=INTERVAL_COLUMNS)
     labels = sorted({k for t in m.trials for k in t["labels"]})
     for key in labels:
         summary.insert(1, key, summary["trial"].map({t["id"]: t["labels"].get(key, "") for t in m.trials}))
@@ -731,13 +904,15 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     for t in (t["id"] for t in m.trials if t["id"] not in records):
         unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None, "threshold": None,
                                             "unit": None, "detail": "no record in run.json"})
-    verdict = evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy, k, statistics(m), incomplete,
-                       ts, float(m.data.get("time_scale", {}).get("min", 0) or 0), lambda st: rate_scaled(m, st))
+    verdict = evaluate_model(spec.model, data, summary, estimates_of(intervals), unhealthy, incomplete)
     outputs = ([write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
                if tidy_file else [])
     with atomic_path(out / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
     outputs.append(out / "summary.csv")
+    with atomic_path(out / "intervals.csv") as tmp:
+        intervals.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
+    outputs.append(out / "intervals.csv")
     under = caption(run_dir.name, data.get("site"), ts, k)
     figs = [p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures", ts, under)] if figures else []
     health_figs = fidelity_figures(scaled, records, run_dir, ts, out / "figures", data) if figures else []
@@ -749,4 +924,4 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
         health, run_dir=run_dir, out_dir=out, record=record, incomplete=incomplete,
         health_figures=[p.relative_to(out).as_posix() for p in health_figs if p.suffix == ".png"])))
     return {"tidy": tidy, "summary": summary, "verdict": verdict, "problems": problems, "outputs": outputs,
-            "health": health, "incomplete": incomplete}
+            "health": health, "incomplete": incomplete, "intervals": intervals}

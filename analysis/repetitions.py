@@ -30,13 +30,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import generic
+from analysis import generic, uncertainty
 from analysis.generic_figures import caption, new_figure, save_figure
 from analysis.io import atomic_path, write_gzip, write_text
 from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
 from analysis.report import found_by_table, markdown_table, statistic_tables
 from analysis.run import RunInfo, model_run_records, verified_raw
 from analysis.single import AnalysisResult
+from analysis.uncertainty import Estimate
 from netrepro.model import quantity_label
 
 STATS_COLUMNS = ["n", "mean", "median", "sd", "ci95_low", "ci95_high", "cv", "min", "max"]
@@ -93,14 +94,32 @@ def claim_statistics(claims: list[dict]) -> list[str]:
     return found
 
 
-def combine_verdicts(verdicts: dict[int, dict]) -> dict:
+#: What a repeated run's claim status means (verdict.json's ``rule``).
+RULE = ("a claim judged in every repetition where it applied is judged on the mean of its values over the "
+        "repetitions with their 95 % Student-t intervals: it holds when every interval is on the right side of its "
+        "bounds, fails when one is wholly on the wrong side, and is undecided when one straddles a bound; a claim "
+        "not judged in every such repetition (a failed health check, missing data) is inconclusive")
+#: The rule without the means (:func:`combine_verdicts` given none): each repetition's status.
+RULE_BY_COUNT = ("a claim holds when it held in every repetition where it applied, fails when it failed in "
+                 "every one, else is inconclusive")
+#: A repetition's claim status that judged the claim on its numbers.
+JUDGED = ("holds", "fails", "undecided")
+
+
+def combine_verdicts(verdicts: dict[int, dict], on_means: dict | None = None) -> dict:
     """One verdict from each repetition's (k -> verdict.json).
 
-    A claim holds when it held in every repetition where it applied (status other than
+    With ``on_means`` (:func:`analysis.generic.evaluate` of the claims on the repetitions'
+    mean values with their t intervals: :func:`mean_estimates`), a claim judged (holds,
+    fails or undecided) in every repetition where it applied takes its status there
+    (:data:`RULE`): values that the repetitions scatter across a bound are undecided, with
+    the repetitions that would likely decide them. Otherwise, and without ``on_means``, a
+    claim holds when it held in every repetition where it applied (status other than
     ``not applicable``), fails when it failed in every one, is ``not applicable`` when it
-    applied in none, and is inconclusive otherwise; ``repetitions`` counts each status and
-    ``held`` says "k of N". The run is inconclusive when a claim is, reproduced when every
-    claim that applies holds, else not reproduced."""
+    applied in none, and is inconclusive otherwise. ``repetitions`` counts each status and
+    ``held`` says "k of N". The run is inconclusive when a claim is inconclusive, not
+    evaluable or undecided, reproduced when every claim that applies holds, else not
+    reproduced."""
     n = len(verdicts)
     order = [c["id"] for v in verdicts.values() for c in v["claims"]]
     out = []
@@ -116,8 +135,12 @@ def combine_verdicts(verdicts: dict[int, dict]) -> dict:
         numbers = held + sum(1 for c in per.values() if c and c.get("numbers_hold") is True)
         judgeable = held + counts.get("fails", 0) + sum(1 for c in per.values() if c and "numbers_hold" in c)
         first = next(c for c in per.values() if c)
+        mean = next((c for c in (on_means or {}).get("claims", []) if c["id"] == cid), None)
+        judged_in_all = applied > 0 and sum(counts.get(s, 0) for s in JUDGED) == applied
         if applied == 0:
             status = "not applicable"
+        elif mean is not None and judged_in_all and mean["status"] in JUDGED:
+            status = mean["status"]
         elif held == applied:
             status = "holds"
         elif counts.get("fails", 0) == applied:
@@ -133,7 +156,12 @@ def combine_verdicts(verdicts: dict[int, dict]) -> dict:
                  "by_repetition": {f"r{k}": ({"status": c["status"], "evidence": c["evidence"],
                                              **({"reason": c["reason"]} if c.get("reason") else {})} if c else None)
                                    for k, c in per.items()}}
-        if status == "inconclusive":
+        if mean is not None and judged_in_all and mean["status"] in JUDGED:
+            entry["evidence"] = f"mean over the repetitions: {mean['evidence']}; " + entry["evidence"]
+            for key in ("values", "reason", "thresholds", "values_alone"):
+                if mean.get(key):
+                    entry[key] = mean[key]
+        elif status == "inconclusive":
             tally = ", ".join(f"{v} {s}" for s, v in counts.items()) + f" of {n}"
             why = next((f"r{k}: {c['reason']}" for k, c in per.items() if c and c.get("reason")), "")
             entry["reason"] = (f"the repetitions disagree: {tally}" if held and counts.get("fails")
@@ -141,12 +169,42 @@ def combine_verdicts(verdicts: dict[int, dict]) -> dict:
         out.append(entry)
     judged = [e for e in out if e["status"] != "not applicable"]
     reproduced = bool(judged) and all(e["holds"] is True for e in judged)
-    verdict = ("inconclusive" if any(e["status"] in ("inconclusive", "not evaluable") for e in out)
+    verdict = ("inconclusive" if any(e["status"] in generic.INCONCLUSIVE_STATUSES for e in out)
                else "reproduced" if reproduced else "not reproduced")
     failures = [{**f, "repetition": k} for k, v in sorted(verdicts.items()) for f in v.get("health_failures") or []]
     return {"reproduced": reproduced, "verdict": verdict, "repetitions": n, "health_failures": failures,
-            "rule": "a claim holds when it held in every repetition where it applied, fails when it failed in "
-                    "every one, else is inconclusive", "claims": out}
+            "rule": RULE if on_means is not None else RULE_BY_COUNT, "claims": out}
+
+
+def mean_estimates(stats: pd.DataFrame, within: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
+    """The repetitions' means as summary rows (trial, phase, subject, statistic, value) and
+    each mean's 95 % interval as (trial, subject, phase, statistic) ->
+    :class:`analysis.uncertainty.Estimate`: mean +- the larger of two half-widths, the
+    repetitions' Student-t one, t(0.975, n-1) s / sqrt(n) (``stats``: :func:`across`), and
+    the one the trials' own batches give for a mean of n, t(0.975, sum of (B-1)) se / sqrt(n)
+    with se the root mean square of their within-trial standard errors (``within``: the
+    repetitions' intervals.csv rows, :func:`analysis.generic.trial_intervals`), so that
+    repetitions which happen to agree closely never claim more certainty than one trial's
+    samples allow. ``sd`` is the larger spread. A mean of one repetition has no interval."""
+    means = stats.rename(columns={"mean": "value"})[["trial", "phase", "subject", "statistic", "value"]]
+    floor: dict = {}
+    if within is not None and len(within):
+        for key, g in within.groupby(["trial", "subject", "phase", "statistic"], sort=False):
+            floor[key] = (float(np.sqrt(np.mean(np.square(g["sd"].to_numpy(dtype=float))))),
+                          int((g["batches"] - 1).sum()))
+    estimates = {}
+    for r in stats.itertuples(index=False):
+        key = (r.trial, r.subject, r.phase, r.statistic)
+        if r.n < 2 or not math.isfinite(r.sd):
+            continue
+        half = uncertainty.t_quantile(int(r.n) - 1) * float(r.sd) / math.sqrt(r.n)
+        sd, how = float(r.sd), f"t over {int(r.n)} repetitions"
+        se, df = floor.get(key, (math.nan, 0))
+        if df > 0 and math.isfinite(se) and uncertainty.t_quantile(df) * se / math.sqrt(r.n) > half:
+            half, sd = uncertainty.t_quantile(df) * se / math.sqrt(r.n), max(sd, se)
+            how = f"batch means of {int(r.n)} repetitions"
+        estimates[key] = Estimate(float(r.mean), float(r.mean) - half, float(r.mean) + half, sd, int(r.n), how)
+    return means, estimates
 
 
 def draw_spread(stats: pd.DataFrame, summary: pd.DataFrame, statistics: list[str], out_dir: Path,
@@ -278,7 +336,7 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, rec
     "summary", "verdict", "problems", "outputs", "health", "incomplete"}`` (health and
     incomplete keyed by trial instance: its record's ``id``); writes no analysis.json."""
     n = int(data["repetitions"]["repeat"])
-    tidies, summaries, verdicts, health, incomplete, outputs = [], [], {}, {}, {}, []
+    tidies, summaries, intervals, verdicts, health, incomplete, outputs = [], [], [], {}, {}, {}, []
     problems = list(problems)
     for k in range(1, n + 1):
         sub = out / "repetitions" / f"r{k}"
@@ -288,6 +346,7 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, rec
         instance = {r.get("trial") or r["id"]: r["id"] for r in v["trials"]}  # trial -> its raw folder
         tidies.append(res["tidy"].assign(repetition=k))
         summaries.append(res["summary"].assign(repetition=k))
+        intervals.append(res["intervals"].assign(repetition=k))
         verdicts[k] = res["verdict"]
         health.update({instance[t]: h for t, h in res["health"].items()})
         incomplete.update({instance[t]: why for t, why in res["incomplete"].items()})
@@ -296,7 +355,8 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, rec
     tidy = pd.concat(tidies, ignore_index=True)
     summary = pd.concat(summaries, ignore_index=True)
     stats = across(summary)
-    verdict = combine_verdicts(verdicts)
+    means, estimates = mean_estimates(stats, pd.concat(intervals, ignore_index=True))
+    verdict = combine_verdicts(verdicts, generic.evaluate_model(spec.model, data, means, estimates))
     statistics = claim_statistics(spec.model.data["claims"])
     outputs.append(write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode()))
     with atomic_path(out / "summary.csv") as tmp:

@@ -45,7 +45,7 @@ NOT_STATED = "not stated"
 
 #: A claim's status in a sentence.
 STATUS_WORDS = {"holds": "holds", "fails": "does not hold", "not evaluable": "not evaluable",
-                "inconclusive": "inconclusive", "not applicable": "not applicable"}
+                "inconclusive": "inconclusive", "undecided": "undecided", "not applicable": "not applicable"}
 
 
 def _utc(epoch) -> str:
@@ -154,6 +154,9 @@ def _verdict_line(verdict: dict) -> str:
         parts.append(f"{count['not evaluable']} not evaluable: their data are incomplete or missing")
     if count["inconclusive"]:
         parts.append(f"{count['inconclusive']} inconclusive: a trial they read failed a health check of its substrate")
+    if count["undecided"]:
+        parts.append(f"{count['undecided']} undecided: the 95 % interval of a value they read straddles its bound, "
+                     "and more repetitions (REPEAT) would decide them")
     if count["not applicable"]:
         parts.append(f"{count['not applicable']} not applicable")
     return f"**Verdict: {verdict['verdict']}** ({'; '.join(parts)})."
@@ -351,7 +354,11 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
                         if c.get("finding") else "")
                      + (f"  \n  ({c['reason']})" if c.get("reason") else "")
                      + (f"  \n  (applies: {c['condition']})" if c.get("condition") and not c.get("reason") else ""))
-    lines += ["", "Thresholds are those of the experiment file (section `claims`), fixed before any run.", ""]
+    lines += ["", "Thresholds are those of the experiment file (section `claims`), fixed before any run. "
+              + ("A value is judged with its 95 % interval where it has one (within a trial by batch means, across "
+                 "repetitions by Student's t; `intervals.csv`): a claim holds when every interval is on the right side "
+                 "of its bounds, fails when one is wholly on the wrong side, and is undecided when one straddles a bound."
+                 if any(c.get("values") for c in verdict["claims"]) else ""), ""]
 
     # --- the figures ---------------------------------------------------------------------
     lines += [f"## {SECTIONS[0]}", ""]

@@ -404,7 +404,11 @@ def test_end_to_end(tmp_path, capsys):
     assert set(verdict) == {"reproduced", "verdict", "health_failures", "claims"} and verdict["reproduced"] is True
     assert verdict["verdict"] == "reproduced" and verdict["health_failures"] == []  # a healthy substrate
     assert [c["id"] for c in verdict["claims"]] == ["pie-near-target", "red-follows-load", "red-above-pie-under-load"]
-    assert all(set(c) == {"id", "text", "status", "holds", "evidence"} for c in verdict["claims"])
+    # each value with its 95 % interval by batch means (10 batches of a 5 s phase)
+    assert all(set(c) == {"id", "text", "status", "holds", "evidence", "values"} for c in verdict["claims"])
+    near = verdict["claims"][0]["values"]
+    assert all(v["outcome"] == "holds" and v["low"] <= v["value"] <= v["high"] for v in near)
+    assert {v["interval"] for v in near} == {"batch means of 10"}
     assert all(c["status"] == "holds" and c["holds"] is True for c in verdict["claims"])
 
     with gzip.open(run_dir / "tidy.csv.gz", "rt") as fh:

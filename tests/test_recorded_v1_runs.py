@@ -23,6 +23,7 @@ import pandas as pd
 import pytest
 
 import analysis
+import analysis.repetitions as reps
 from analysis.run import AnalysisError, read_run
 from netrepro.runner.fetch import sha256_tree
 
@@ -101,12 +102,15 @@ def test_same_per_phase_numbers_as_the_version_1_analysis(analyzed):
 def test_same_claim_statuses_as_the_version_1_analysis(analyzed):
     _, res, _ = analyzed
     want = json.loads((EXPECTED / "verdict.json").read_text())
-    assert [(c["id"], c["status"]) for c in res.verdict["claims"]] == [
+    # version 1 judged each value as a point: so do the values alone; with their within-trial
+    # intervals (5 s phases at TIME_SCALE 0.1, batches of 0.5 s) every claim straddles a bound
+    assert [(c["id"], c["values_alone"]) for c in res.verdict["claims"]] == [
         (c["id"], "holds" if c["holds"] else "fails") for c in want["claims"]]
     assert res.verdict["reproduced"] == want["reproduced"] is False
-    assert {c["status"] for c in res.verdict["claims"]} == {"holds", "fails"}  # both outcomes read
+    assert {c["values_alone"] for c in res.verdict["claims"]} == {"holds", "fails"}  # both outcomes read
+    assert {c["status"] for c in res.verdict["claims"]} == {"undecided"} and res.verdict["verdict"] == "inconclusive"
     written = json.loads((res.out_dir / "verdict.json").read_text())
-    assert [c["holds"] for c in written["claims"]] == [c["holds"] for c in want["claims"]]
+    assert [c["values_alone"] for c in written["claims"]] == ["holds" if c["holds"] else "fails" for c in want["claims"]]
 
 
 def test_real_data_is_sane(analyzed):
@@ -161,8 +165,15 @@ def test_a_repeated_version_1_run(tmp_path):
                                 for t in ("pie-unlimited", "red-unlimited", "pie-limited", "red-limited")])
     res = analysis.analyze(tmp_path, figures=False)
     want = [(c["id"], "holds" if c["holds"] else "fails") for c in json.loads((EXPECTED / "verdict.json").read_text())["claims"]]
-    assert [(c["id"], c["status"]) for c in res.verdict["claims"]] == want
-    assert [c["held"] for c in res.verdict["claims"]] == ["0 of 2", "2 of 2", "0 of 2"]
+    # two identical repetitions: the means' intervals are what the trials' own batches give for
+    # a mean of two (the repetitions' spread is 0), and still straddle the bounds; the values
+    # alone are decided as version 1 decided them
+    assert [(c["id"], c["values_alone"]) for c in res.verdict["claims"]] == want
+    assert [c["status"] for c in res.verdict["claims"]] == ["undecided"] * 3
+    assert [c["held"] for c in res.verdict["claims"]] == ["0 of 2", "0 of 2", "0 of 2"]
+    assert all(c["repetitions"] == {"undecided": 2} for c in res.verdict["claims"])
+    assert {v["interval"] for c in res.verdict["claims"] for v in c["values"]} == {"batch means of 2 repetitions"}
+    assert res.verdict["rule"] == reps.RULE
     r2 = res.summary[res.summary["repetition"] == 2]
     assert _compare(r2, pd.read_csv(EXPECTED / "summary.csv"), 1e-9) == 99
     assert set(res.health) == {f"{t}.r{k}" for k in (1, 2) for t in ("pie-unlimited", "red-unlimited",
@@ -195,7 +206,7 @@ def test_a_swept_version_1_run(tmp_path):
     assert res.verdict["sweep"]["base_point"] == "p1"
     p1 = json.loads((tmp_path / "sweep" / "p1" / "verdict.json").read_text())
     want = json.loads((EXPECTED / "verdict.json").read_text())
-    assert [c["status"] for c in p1["claims"]] == ["holds" if c["holds"] else "fails" for c in want["claims"]]
+    assert [c["values_alone"] for c in p1["claims"]] == ["holds" if c["holds"] else "fails" for c in want["claims"]]
     assert [c["status"] for c in res.verdict["claims"]] == [c["status"] for c in p1["claims"]]
     s = res.summary
     assert set(s["point"]) == {"p1", "p2"} and s[s["trial"].str.startswith("red")]["pie_target_ms"].isna().all()

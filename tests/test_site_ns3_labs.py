@@ -111,14 +111,18 @@ def _summary(run_dir, trial, subject, statistic, phase="all"):
 
 
 def test_pacing_lab_is_simulated_with_iperf3s_own_reports(ns3_site):
-    """pacing-lab at k = 0.001 (10 Mbit/s) and TIME_SCALE 0.5: every claim holds (run number
-    1 is deterministic); each iperf3 item's report is what iperf3 -J writes, its omitted
-    seconds (-O) marked, and the health checks of a simulation measure the flows' starts."""
+    """pacing-lab at k = 0.001 (10 Mbit/s) and TIME_SCALE 0.5: every claim holds but
+    pairs-pacing-fairer, whose numbers hold (run number 1 is deterministic) and whose Jain's
+    indices (0.9999 paced, 0.98 unpaced) are closer than the unpaced pair's 10-s trial can
+    tell: undecided; each iperf3 item's report is what iperf3 -J writes, its omitted seconds
+    (-O) marked, and the health checks of a simulation measure the flows' starts."""
     run_dir, verdict = ns3_site("pacing-lab", 0.001, 0.5)
     assert {c["id"]: c["status"] for c in verdict["claims"]} == {
         "unpaced-fills-link": "holds", "paced-at-its-rate": "holds", "pacing-fewer-retransmits": "holds",
-        "pacing-smoother": "holds", "pairs-paced-fair": "holds", "pairs-pacing-fairer": "holds",
+        "pacing-smoother": "holds", "pairs-paced-fair": "holds", "pairs-pacing-fairer": "undecided",
         "streams-pacing-less-variation": "holds"}
+    fairer = next(c for c in verdict["claims"] if c["id"] == "pairs-pacing-fairer")
+    assert fairer["values_alone"] == "holds" and "REPEAT=" in fairer["reason"]
     iv, end = parse_iperf3((run_dir / "raw" / "fq-maxrate" / "h1" / "iperf3-h1-h2.json").read_text())
     assert iv["omitted"].sum() == 3 and (~iv["omitted"]).sum() == 5  # -O 2.5 s, then 5 s, 1 s intervals
     assert end["received_bps"] == pytest.approx(5e6, rel=0.05)  # paced at 5 Mbit/s of a 10 Mbit/s link

@@ -1,0 +1,140 @@
+"""Claims judged with their uncertainty (issue 36): the intervals of analysis.uncertainty, and
+recorded runs whose claims are clear on each side of their bounds or straddle them."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import analysis
+from analysis import uncertainty as u
+from analysis.uncertainty import Estimate
+from analysis.verdict import verdict_line
+
+LABS = Path(__file__).resolve().parent / "data" / "labs"
+
+
+def test_sectioning_is_the_window_value_plus_minus_t_times_the_batches_standard_error():
+    batches = [1.0, 2.0, 3.0, 4.0, 5.0]  # sd sqrt(2.5), se sqrt(2.5)/sqrt(5) = 0.70711; t(0.975, 4) = 2.77645
+    e = u.sectioning(3.2, batches)
+    assert e.value == 3.2 and e.n == 5 and e.method == "batch means of 5"
+    assert e.sd == pytest.approx(0.707107, abs=1e-6)
+    assert e.low == pytest.approx(3.2 - 1.963243, abs=1e-5) and e.high == pytest.approx(3.2 + 1.963243, abs=1e-5)
+    # NaN batches are left out; fewer than MIN_BATCHES finite ones give a point
+    assert u.sectioning(3.2, batches + [math.nan]).n == 5
+    assert not u.sectioning(3.2, batches[:4]).has_interval and u.sectioning(3.2, batches[:4]).low == 3.2
+    assert not u.sectioning(math.nan, batches).has_interval
+
+
+def test_batch_count_holds_the_coarsest_sampling_interval_in_each_batch():
+    assert u.batch_count(60, 1) == u.MAX_BATCHES
+    assert u.batch_count(7.5, 1) == 7 and u.batch_count(5, 1) == 5
+    assert u.batch_count(4.9, 1) == 0  # fewer than MIN_BATCHES
+    assert u.batch_count(10, math.nan) == 0 and u.batch_count(0, 1) == 0
+
+
+def test_the_t_interval_of_repetitions():
+    e = u.t_interval([10.0, 12.0, 11.0, 13.0, 9.0])  # as repetitions.csv: 9.0368 .. 12.9632
+    assert e.value == 11 and e.low == pytest.approx(9.0368, abs=1e-4) and e.high == pytest.approx(12.9632, abs=1e-4)
+    assert e.sd == pytest.approx(1.58114, abs=1e-5) and e.n == 5
+    assert not u.t_interval([4.0]).has_interval and math.isnan(u.t_interval([]).value)
+
+
+def test_a_value_is_judged_by_where_its_whole_interval_lies():
+    assert u.compare(Estimate(0.9, 0.85, 0.95, 0.02, 5), 0.8, math.inf) == "holds"
+    assert u.compare(Estimate(0.7, 0.65, 0.75, 0.02, 5), 0.8, math.inf) == "fails"
+    assert u.compare(Estimate(0.79, 0.74, 0.84, 0.02, 5), 0.8, math.inf) == "undecided"
+    assert u.compare(Estimate.point(0.79), 0.8, math.inf) == "fails"  # a point is judged as a point
+    assert u.compare(Estimate(0.5, 0.45, 0.56, 0.02, 5), 0.4, 0.55) == "undecided"  # straddles the upper end
+    assert u.combine(["holds", "undecided", "fails"]) == "fails"
+    assert u.combine(["holds", "undecided"]) == "undecided" and u.combine(["holds", "holds"]) == "holds"
+
+
+def test_differences_and_ratios_take_the_interval_arithmetic_of_their_two_values():
+    a, b = Estimate(10, 9, 11, 0.5, 10), Estimate(4, 3, 5, 0.5, 10)
+    d = u.difference(a, b)
+    assert (d.value, d.low, d.high) == (6, 4, 8) and d.sd == pytest.approx(math.hypot(0.5, 0.5))
+    r = u.ratio(a, b)
+    assert r.value == 2.5 and r.low == pytest.approx(9 / 5) and r.high == pytest.approx(11 / 3)
+    assert u.ratio(a, Estimate(1, -1, 3, 1, 10)).low == -math.inf  # the divisor's interval holds 0
+    assert math.isnan(u.ratio(a, Estimate.point(0)).value)
+    ab = u.difference(Estimate(1, 0, 2, 0.5, 10), Estimate(1.5, 1, 2, 0.2, 10), absolute=True)
+    assert ab.value == 0.5 and ab.low == 0 and ab.high == 2  # |[-2, 1]|: from 0, as it holds 0
+    # a point and an interval: the interval's width alone
+    assert (u.difference(a, Estimate.point(4)).low, u.difference(a, Estimate.point(4)).high) == (5, 7)
+
+
+def test_the_repetitions_that_would_decide_a_straddling_value():
+    e = Estimate(0.79, 0.74, 0.84, 0.02, 5)
+    n = u.repetitions_to_decide(e, 0.8, math.inf)  # gap 0.01, sd 0.02: t(n-1) 0.02 / sqrt(n) < 0.01
+    assert n == next(k for k in range(2, 101) if u.t_quantile(k - 1) * 0.02 / math.sqrt(k) < 0.01) == 18
+    assert u.repetitions_to_decide(Estimate(0.8, 0.75, 0.85, 0.02, 5), 0.8, math.inf) is None  # on the bound
+    assert u.repetitions_to_decide(Estimate(0.79, 0.74, 0.84, math.nan, 5), 0.8, math.inf) is None  # spread unknown
+    assert u.repetitions_to_decide(Estimate(0.7999, 0.7, 0.9, 0.1, 5), 0.8, math.inf) is None  # beyond 100
+    assert u.repetitions_to_decide(Estimate(0.9, 0.85, 0.95, 0.02, 5), 0.8, math.inf) is None  # decided
+
+
+@pytest.fixture(scope="module")
+def labs(tmp_path_factory):
+    """The recorded pie-lab and codel-lab runs (tests/data/labs), analysed anew."""
+    out = {}
+    for name in ("pie-lab-local-0.2", "codel-lab-local-0.2"):
+        run = shutil.copytree(LABS / name, tmp_path_factory.mktemp(name) / "run",
+                              ignore=shutil.ignore_patterns("expected"))
+        out[name] = (run, analysis.analyze(run, figures=False))
+    return out
+
+
+def _claim(res, cid):
+    return next(c for c in res.verdict["claims"] if c["id"] == cid)
+
+
+def test_a_recorded_claim_clear_above_its_bound_holds(labs):
+    """pie-lab's pie-cuts-delay: drop-tail's median RTT over PIE's, 5.09 (3.90 to 6.64 by the
+    interval arithmetic of the two trials' batch-means intervals), at least 3: holds."""
+    c = _claim(labs["pie-lab-local-0.2"][1], "pie-cuts-delay")
+    assert c["status"] == "holds" and c["holds"] is True
+    (v,) = c["values"]
+    assert v["outcome"] == "holds" and 3 < v["low"] < v["value"] < v["high"]
+    assert v["value"] == pytest.approx(5.088, abs=1e-3) and v["interval"] == "batch means of 10"
+
+
+def test_a_recorded_claim_clear_below_its_bound_fails(labs):
+    """codel-lab's droptail-bbr-dominates: BBR's throughput over cubic's, 0.13 (at most 0.28),
+    where the claim asks for at least 1.5: fails, whatever the intervals."""
+    c = _claim(labs["codel-lab-local-0.2"][1], "droptail-bbr-dominates")
+    assert c["status"] == "fails" and c["holds"] is False
+    (v,) = c["values"]
+    assert v["outcome"] == "fails" and v["high"] < 1.5
+
+
+def test_a_recorded_claim_that_straddles_its_bound_is_undecided(labs):
+    """pie-lab's link-used at 100 Mbit/s: utilization 0.89 whose 95 % interval (0.70 to 1.08)
+    holds the claim's 0.8: undecided, with the repetitions that would likely decide it, and the
+    run inconclusive rather than reproduced (its values alone hold)."""
+    run, res = labs["pie-lab-local-0.2"]
+    c = _claim(res, "link-used")
+    assert c["status"] == "undecided" and c["holds"] is None and c["values_alone"] == "holds"
+    straddle = [v for v in c["values"] if v["outcome"] == "undecided"]
+    assert straddle and all(v["low"] < 0.8 < v["high"] for v in straddle)
+    n = max(v["repetitions_to_decide"] for v in straddle)
+    assert isinstance(n, int) and n >= 2 and f"REPEAT={n}" in c["reason"]
+    assert res.verdict["verdict"] == "inconclusive" and res.verdict["reproduced"] is False
+    assert verdict_line(res.verdict) == (f"inconclusive: 1 claim undecided (link-used): its 95 % intervals straddle "
+                                         f"a bound; REPEAT={n} would likely decide it")
+    written = json.loads((run / "verdict.json").read_text())
+    assert written["claims"] == res.verdict["claims"]
+    report = (run / "report.md").read_text()
+    assert "`link-used` **undecided**" in report and "straddles a bound" in report
+    # intervals.csv holds what the verdict read
+    import pandas as pd
+    iv = pd.read_csv(run / "intervals.csv")
+    row = iv[(iv["trial"] == straddle[0]["at"].split("/")[0]) & (iv["statistic"] == "utilization")
+             & (iv["phase"] == "all")].iloc[0]
+    assert row["low"] == pytest.approx(straddle[0]["low"], rel=1e-5) and row["batches"] == 10
+    assert np.isclose(row["value"], straddle[0]["value"], rtol=1e-5)
