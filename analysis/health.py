@@ -94,7 +94,7 @@ import pandas as pd
 from analysis import fidelity
 from netrepro import tc
 from analysis.raw import trial_base_rtt_ms, parse_flows, parse_iperf3, parse_ping, parse_qdisc_stack
-from netrepro.model import STARTED_KINDS, data_kinds, ping_buffers
+from netrepro.model import STARTED_KINDS, data_kinds, health_data, pacing_limited, ping_buffers
 from netrepro.runfolder import cpu_busy
 from netrepro.spec import check_time_scale
 
@@ -107,6 +107,7 @@ CHECKS: dict[str, tuple[str, str, str]] = {
     "flow_start_skew": ("flow_start_skew_max_ms", "ms", "max"),
     "data_start_lag": ("data_start_lag_max_fraction", "fraction", "max"),
     "shaper_rate_off": ("shaper_rate_off_max_fraction", "fraction", "max"),
+    "pacing_rate_off": ("pacing_rate_off_max_fraction", "fraction", "max"),
     "sampling": ("collector_sampling_min_fraction", "fraction", "min"),
     "queue_delay_excess": ("queue_delay_excess_max_fraction", "fraction", "max"),
     "controller_load": ("controller_load_per_core_max", "load per core", "max"),
@@ -121,6 +122,14 @@ CHECKS: dict[str, tuple[str, str, str]] = {
 #: samples, which only lowers the rate. 10 % is above all of these together and well below
 #: the 15-21 % deficits of the busiest trials of tests/data/pie-vs-red-local-0.1.
 SHAPER_RATE_TOLERANCE = 0.10
+
+#: How far a paced stream's rate in one iperf3 interval may be from its pacing rate before
+#: the interval counts as off (``pacing_rate_tolerance_fraction``'s default): 10 %. iperf3
+#: counts payload, fq and SO_MAX_PACING_RATE pace whole IP packets, so a stream paced exactly
+#: sends 1448 of every 1500 bytes as payload, 3.5 % below its pacing rate (TCP with
+#: timestamps, MTU 1500); a 1-s interval of a stream paced at 1.9 Mbit/s (pacing-lab at
+#: k = 0.001) holds about 160 packets, so one packet more or less moves it by 0.6 %.
+PACING_RATE_TOLERANCE = 0.10
 
 #: ``ping -O`` line of a probe without a reply when the next one is sent (iputils ping(8)).
 _NO_ANSWER = re.compile(r"^\s*\[(?P<t>\d+(?:\.\d*)?)\]\s*no answer yet for icmp_seq=(?P<seq>\d+)")
@@ -472,6 +481,45 @@ def _shaper_rate(spec, record, trial_dir, start, duration, **_) -> tuple[float, 
         for p, v in sorted(per.items(), key=lambda kv: kv[0] != worst))
 
 
+def _pacing_rate(spec, record, trial_dir, **_) -> tuple[float, str]:
+    """``pacing_rate_off``: per paced iperf3 item of the trial whose pacing limits its rate
+    (:func:`netrepro.model.pacing_limited`),
+    the share of its streams' measured intervals (not omitted, each stream's first left out:
+    slow start reaches the pacing rate within it) whose rate (iperf3's bits_per_second) is
+    off the stream's pacing rate by more than ``pacing_rate_tolerance_fraction``
+    (:data:`PACING_RATE_TOLERANCE` by default); the largest share. Such a stream off its
+    rate was paced unevenly by the substrate (late timers under emulation send less, bursts
+    more)."""
+    rates = pacing_limited(spec.model, _model_trial(spec, record, trial_dir))
+    if not rates:
+        raise _NotApplicable("no iperf3 item of the trial is limited by its pacing (an item without pacing, or paced "
+                             "items that together fill a shaper)")
+    tol = _num(spec.model.data["health"].get("pacing_rate_tolerance_fraction"))
+    tol = PACING_RATE_TOLERANCE if tol is None else tol
+    per = {}
+    for it in _items(spec, record, trial_dir, ("iperf3",)):
+        if it["id"] not in rates:
+            continue
+        f = trial_dir / it["from"] / f"iperf3-{it['id']}.json"
+        try:
+            iv, _ = parse_iperf3(_text(f))
+        except ValueError as exc:
+            raise _NotMeasured(f"{it['from']}/{f.name}: {exc}") from None
+        iv = iv[~iv["omitted"]].sort_values(["stream", "t_s"], kind="stable")
+        iv = iv[iv.groupby("stream").cumcount() > 0]
+        if iv.empty:
+            continue
+        dev = iv["bits_per_second"].to_numpy(dtype=float) / (rates[it["id"]] * 1e6) - 1
+        per[it["id"]] = (float((abs(dev) > tol).mean()), int((abs(dev) > tol).sum()), len(dev), rates[it["id"]],
+                         float(pd.Series(dev).median()))
+    if not per:
+        raise _NotMeasured("no paced item has a measured interval after its first")
+    worst = max(per, key=lambda i: per[i][0])
+    return per[worst][0], "; ".join(
+        f"{i}: {v[1]} of {v[2]} intervals off {v[3]:g} Mbit/s by more than {tol:.0%} (median deviation {v[4]:+.1%})"
+        for i, v in sorted(per.items(), key=lambda kv: kv[0] != worst))
+
+
 def _phase_windows(spec, record, duration, time_scale) -> list[tuple[str, float, float]]:
     """(name, start s, end s) of the trial's phases (run.json's, else the file's at
     ``time_scale``), or the whole schedule as ``all`` without phases."""
@@ -591,6 +639,7 @@ def _measures(spec) -> list[tuple[str, Callable]]:
             + ([("sampling_qdisc_stats", _sampling("qdisc_stats"))] if "qdisc_stats" in kinds else [])
             + ([("queue_delay_excess", _queue_delay_excess)] if ping else [])
             + ([("shaper_rate_off", _shaper_rate)] if "qdisc_stats" in kinds else [])
+            + ([("pacing_rate_off", _pacing_rate)] if "paced" in health_data(spec.model) else [])
             + [("controller_load", _controller_load), ("controller_cpu_busy", _controller_cpu_busy)])
 
 
@@ -723,4 +772,4 @@ def failures(health_by_trial: dict[str, dict]) -> list[dict]:
             for tid, h in health_by_trial.items() for c in h.get("checks", []) if c.get("passed") is False]
 
 
-__all__ = ["CHECKS", "SHAPER_RATE_TOLERANCE", "shaper_rate_tolerance", "trial_health", "format_value", "describe", "failure_line", "failures"]
+__all__ = ["CHECKS", "SHAPER_RATE_TOLERANCE", "PACING_RATE_TOLERANCE", "shaper_rate_tolerance", "trial_health", "format_value", "describe", "failure_line", "failures"]

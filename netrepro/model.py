@@ -1188,6 +1188,8 @@ HEALTH_NEEDS: dict[str, tuple[str, ...]] = {
     "queue_delay_excess_max_fraction": ("base_rtt", "ping_buffer"),
     "shaper_rate_tolerance_fraction": ("shaped_sample",),
     "shaper_rate_off_max_fraction": ("shaped_sample",),
+    "pacing_rate_tolerance_fraction": ("paced",),
+    "pacing_rate_off_max_fraction": ("paced",),
     "controller_load_per_core_max": (),
     "controller_cpu_busy_max_fraction": (),
 }
@@ -1202,7 +1204,61 @@ HEALTH_DATA: dict[str, str] = {
     "ping_buffer": f"a ping item whose path crosses a port with a shaper ({', '.join(tc.SHAPERS)} rate_mbit) and "
                    "a limit (limit_bytes or limit_packets on the stack's leaf)",
     "shaped_sample": f"a qdisc_stats collector at a port whose stack has a shaper ({', '.join(tc.SHAPERS)} rate_mbit)",
+    "paced": f"a trial whose iperf3 items are all paced (fq_rate_mbit, or a {tc.PACING_KIND} qdisc with maxrate on "
+              "the sender's port) below the shaped rate of their path",
 }
+
+
+#: The share of a shaped rate that paced streams may ask for together and still be limited by
+#: their pacing rather than by the shaper: fq and SO_MAX_PACING_RATE pace IP packets, a shaper
+#: counts frames, and a 1500-byte packet is a 1514-byte frame (99.1 %); below 95 % the
+#: streams leave the bottleneck a margin for the ACKs' and the pings' share too.
+PACING_HEADROOM = 0.95
+
+
+def pacing_rates(m: Model, trial: dict) -> dict[str, float]:
+    """iperf3 item id -> the rate (Mbit/s) at which each of its streams is paced, for the
+    trial's paced items: the lower of its ``fq_rate_mbit`` (iperf3 --fq-rate: the socket's
+    SO_MAX_PACING_RATE) and the maxrate of a :data:`netrepro.tc.PACING_KIND` qdisc on the
+    port its sender sends by (:func:`path_ports`; tc-fq(8): maxrate is per flow)."""
+    out = {}
+    for it in trial["traffic"]:
+        if it["kind"] != "iperf3":
+            continue
+        rates = [float(it["fq_rate_mbit"])] if it.get("fq_rate_mbit") else []
+        try:
+            first = path_ports(m, it["from"], it["to"])[:1]
+        except ValueError:
+            first = []
+        rates += [r for r in (tc.pacing_rate_mbit(trial["qdiscs"].get(port, [])) for port in first) if r]
+        if rates:
+            out[it["id"]] = min(rates)
+    return out
+
+
+def pacing_limited(m: Model, trial: dict) -> dict[str, float]:
+    """The trial's paced items (:func:`pacing_rates`) whose pacing, not a shaper, limits
+    their rate: every iperf3 item of the trial is paced, and on the path of each the streams
+    of all of them together ask for at most :data:`PACING_HEADROOM` of the lowest shaping
+    rate (:func:`netrepro.tc.shaping_rate_mbit`) along it (``parallel`` streams each at the
+    item's rate). Empty when an unpaced item shares the trial, or the paced ones together
+    would fill a shaper (pacing-lab's four pairs at 2.5 of 10 Gbit/s: the bottleneck, not
+    the pacing, sets their rates)."""
+    rates = pacing_rates(m, trial)
+    items = [it for it in trial["traffic"] if it["kind"] == "iperf3"]
+    if not rates or any(it["id"] not in rates for it in items):
+        return {}
+    asked = sum(rates[it["id"]] * it.get("parallel", 1) for it in items)
+    out = {}
+    for it in items:
+        try:
+            ports = path_ports(m, it["from"], it["to"])
+        except ValueError:
+            continue
+        shaped = [r for r in (tc.shaping_rate_mbit(trial["qdiscs"].get(p, [])) for p in ports) if r]
+        if not shaped or asked <= PACING_HEADROOM * min(shaped):
+            out[it["id"]] = rates[it["id"]]
+    return out
 
 
 def health_data(m: Model) -> set[str]:
@@ -1220,6 +1276,8 @@ def health_data(m: Model) -> set[str]:
     sampled = {c["at"] for c in m.data["collectors"] if c["kind"] == "qdisc_stats"}
     if any(tc.shaping_rate_mbit(t["qdiscs"].get(port, [])) for t in m.trials for port in sampled):
         out.add("shaped_sample")
+    if any(pacing_limited(m, t) for t in m.trials):
+        out.add("paced")
     for t in m.trials:
         for it in t["traffic"]:
             if it["kind"] == "ping":

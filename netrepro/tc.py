@@ -630,6 +630,19 @@ def shaping_rate_mbit(stack: list[Mapping[str, Any]]) -> float | None:
     return min(rates) if rates else None
 
 
+#: The qdisc that paces each flow of its port to a most rate (tc-fq(8): ``maxrate``, "maximum
+#: sending rate of a flow").
+PACING_KIND = "fq"
+
+
+def pacing_rate_mbit(stack: list[Mapping[str, Any]]) -> float | None:
+    """The most rate (Mbit/s) at which a stack's :data:`PACING_KIND` layer paces each flow
+    (its ``maxrate_mbit``, or ``maxrate_kbit`` / 1000), None without one."""
+    rates = [float(layer["maxrate_mbit"]) if "maxrate_mbit" in layer else float(layer["maxrate_kbit"]) / 1000
+             for layer in stack if layer["kind"] == PACING_KIND and ("maxrate_mbit" in layer or "maxrate_kbit" in layer)]
+    return min(rates) if rates else None
+
+
 def delay_ms(stack: list[Mapping[str, Any]]) -> float:
     """The delay (ms) a stack adds to every packet leaving its port: the sum of its
     :data:`DELAY_KIND` layers' ``delay_ms`` (0.0 without one)."""

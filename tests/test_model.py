@@ -305,7 +305,8 @@ def test_health_needs_is_what_the_health_checks_measure():
         # data the file lacks says "not measured")
         accepted = {k for k, needs in model.HEALTH_NEEDS.items() if set(needs) <= have}
         # tolerances are read by the check their threshold judges: not judged by themselves
-        assert accepted - {"queue_delay_excess_max_ms", "shaper_rate_tolerance_fraction"} <= used, (name, accepted, used)
+        assert accepted - {"queue_delay_excess_max_ms", "shaper_rate_tolerance_fraction",
+                           "pacing_rate_tolerance_fraction"} <= used, (name, accepted, used)
         no_ping = copy.deepcopy(spec.data)
         for t in no_ping["trials"]:
             t.pop("traffic", None)

@@ -138,3 +138,62 @@ def test_a_recorded_claim_that_straddles_its_bound_is_undecided(labs):
              & (iv["phase"] == "all")].iloc[0]
     assert row["low"] == pytest.approx(straddle[0]["low"], rel=1e-5) and row["batches"] == 10
     assert np.isclose(row["value"], straddle[0]["value"], rtol=1e-5)
+
+
+# --- what the substrate delivers: pacing ---------------------------------------------------------
+PACING = LABS / "pacing-lab-local-0.5"
+
+
+def _pacing_checks(run: Path) -> dict[str, dict]:
+    from analysis import health
+    from analysis.run import read_run
+    _, data, spec = read_run(run)
+    scaled = spec.at_rate_scale(float(data["rate_scale"]["k"]))
+    return {rec["id"]: next(c for c in health.trial_health(scaled, rec, run / "raw" / rec["id"], 0.5)["checks"]
+                            if c["id"] == "pacing_rate_off") for rec in data["trials"]}
+
+
+def _paced_run(tmp_path: Path) -> Path:
+    """The recorded pacing-lab run (made before pacing_rate_off was), its recorded experiment
+    given pacing-lab's threshold of today, as a run made now records it."""
+    run = shutil.copytree(PACING, tmp_path / "run", ignore=shutil.ignore_patterns("expected"))
+    data = json.loads((run / "run.json").read_text())
+    data["spec"]["health"]["pacing_rate_off_max_fraction"] = 0.25
+    (run / "run.json").write_text(json.dumps(data, indent=1))
+    return run
+
+
+def test_a_paced_flow_that_keeps_its_rate_passes_and_the_check_is_judged_only_where_pacing_limits(tmp_path):
+    checks = _pacing_checks(_paced_run(tmp_path))
+    assert {t for t, c in checks.items() if c["passed"] is not None} == {"fq-maxrate", "fq-rate", "streams-paced"}
+    assert all(checks[t]["passed"] is True and checks[t]["value"] == 0 for t in ("fq-maxrate", "fq-rate", "streams-paced"))
+    assert checks["fq-rate"]["detail"].startswith("h1-h2: 0 of 4 intervals off 10 Mbit/s by more than 10%")
+    # the four paced pairs ask for the whole bottleneck (4 x 2.5 of 10): the TBF, not the pacing, sets their rates
+    assert checks["pairs-paced"]["passed"] is None and "not applicable" in checks["pairs-paced"]["detail"]
+    assert checks["unpaced"]["passed"] is None
+
+
+def test_a_paced_flow_off_its_rate_fails_the_check_and_its_claims_are_inconclusive(tmp_path):
+    """fq-rate's flow at 60 % of its pacing rate in three of its four measured seconds after
+    the first (what late timers do): pacing_rate_off 0.75, above pacing-lab's 0.25, and the
+    claims reading fq-rate are inconclusive, never failed."""
+    from netrepro.runner.fetch import sha256_tree
+    run = _paced_run(tmp_path)
+    f = run / "raw" / "fq-rate" / "h1" / "iperf3-h1-h2.json"
+    report = json.loads(f.read_text())
+    measured = [iv for iv in report["intervals"] if not iv["sum"]["omitted"]]
+    for iv in measured[2:]:
+        for part in [*iv["streams"], iv["sum"]]:
+            part["bits_per_second"] = 0.6 * 10e6
+    f.write_text(json.dumps(report))
+    data = json.loads((run / "run.json").read_text())
+    data["raw_sha256"] = sha256_tree(run / "raw")
+    (run / "run.json").write_text(json.dumps(data, indent=1))
+    check = _pacing_checks(run)["fq-rate"]
+    assert check["passed"] is False and check["value"] == 0.75
+    assert check["detail"].startswith("h1-h2: 3 of 4 intervals off 10 Mbit/s by more than 10% (median deviation -40.0%)")
+    res = analysis.analyze(run, figures=False)
+    paced = next(c for c in res.verdict["claims"] if c["id"] == "paced-at-its-rate")
+    assert paced["status"] == "inconclusive" and "fq-rate: pacing_rate_off 75.0 % (max 25.0 %)" in paced["reason"]
+    assert {"trial": "fq-rate", "check": "pacing_rate_off"}.items() <= next(
+        f for f in res.verdict["health_failures"] if f["check"] == "pacing_rate_off").items()
