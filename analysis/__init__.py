@@ -4,9 +4,10 @@ Reads ``run.json`` and ``raw/`` (never modified), checks every raw file against 
 ``raw_sha256`` first (refusing a damaged run unless ``partial=True``), and writes, atomically
 and deterministically, one output set (:mod:`analysis.generic`): ``tidy.csv.gz`` (every
 sample, long form), ``summary.csv`` (every statistic per trial, phase and subject, long form),
+``intervals.csv`` (the within-trial 95 % interval of those that have one: :mod:`analysis.uncertainty`),
 ``figures/`` (the experiment file's figures), ``flent/`` (each trial in Flent's format),
-``verdict.json`` (the file's claims checked, and the health checks of the substrate that
-failed: :mod:`analysis.health`), ``report.md`` and ``analysis.json`` (which toolkit made
+``verdict.json`` (the file's claims checked with their values' intervals, and the health
+checks of the substrate that failed: :mod:`analysis.health`), ``report.md`` and ``analysis.json`` (which toolkit made
 them, from which inputs). Results are written
 once: the first analysis goes into the run folder, re-analysing with the same toolkit
 version leaves those bytes as they are, and another version writes into
@@ -87,7 +88,9 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
 def analyze_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False) -> dict:
     """Analyse ``run_dir`` (see :func:`analyze`) and return the verdict:
     ``{"reproduced": bool, "verdict": "reproduced"|"not reproduced"|"inconclusive",
-    "health_failures": [...], "claims": [{"id", "text", "status", "holds", "evidence"[, "reason"]}]}``
+    "health_failures": [...], "claims": [{"id", "text", "status", "holds", "evidence"[, "reason",
+    "values", "values_alone"]}]}`` (a claim's status: holds, fails, undecided, inconclusive, not
+    evaluable or not applicable)
     (:func:`analysis.generic.evaluate`; a repeated run or a sweep adds how the repetitions or
     points were combined).
 
