@@ -394,36 +394,62 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
 INTERVAL_COLUMNS = ["trial", "phase", "subject", "statistic", "value", "low", "high", "sd", "batches"]
 
 
-def sampling_spacing(tidy: pd.DataFrame) -> float:
-    """The coarsest sampling interval (s) among a trial's series (one per subject, stream
-    and metric): the largest of their median spacings between samples; NaN without a
-    series of two samples."""
-    spacing = [float(np.median(np.diff(np.sort(g.to_numpy())))) for _, g in
-               tidy.groupby(["subject", "stream", "metric"], sort=False)["t_s"] if len(g) > 1]
-    spacing = [x for x in spacing if x > 0]
-    return max(spacing) if spacing else math.nan
+#: The metrics whose series pace a trial's batches (:func:`coarsest_times`): each traffic
+#: item's and each sampled port's own samples, not a class's or a qdisc field's, which are
+#: recorded only while they hold something.
+BATCH_METRICS = ("throughput_mbit", "rtt_ms", "backlog_bytes", "tx_bytes")
+
+
+def coarsest_times(tidy: pd.DataFrame) -> np.ndarray:
+    """The sample times (s, sorted) of a trial's most sparsely sampled series among
+    :data:`BATCH_METRICS` (one per subject, stream and metric): the one with the largest
+    median spacing between samples, an iperf3 item's 1-s reports beside 0.1-s pings and
+    queue samples. Empty without a series of two samples."""
+    best, spacing = np.empty(0), 0.0
+    for _, g in tidy[tidy["metric"].isin(BATCH_METRICS)].groupby(["subject", "stream", "metric"], sort=False)["t_s"]:
+        t = np.sort(g.to_numpy(dtype=float))
+        if len(t) > 1 and float(np.median(np.diff(t))) > spacing:
+            best, spacing = t, float(np.median(np.diff(t)))
+    return best
+
+
+def batch_edges(times: np.ndarray, lo: float, hi: float) -> list[float]:
+    """The edges ``lo = e0 < e1 < ... < eB = hi`` of the batches of the window (lo, hi]: B is
+    :func:`analysis.uncertainty.batch_count` of the coarsest series' samples in the window
+    (``times``), and each inner edge is one of them, so that every batch (e[i-1], e[i]] holds
+    the same number of its samples, give or take one. Empty when there are too few for
+    :data:`analysis.uncertainty.MIN_BATCHES` batches."""
+    t = times[(times > lo) & (times <= hi)]
+    b = uncertainty.batch_count(len(t))
+    if not b:
+        return []
+    inner = [float(t[int(round(i * len(t) / b)) - 1]) for i in range(1, b)]
+    edges = [lo, *inner, hi]
+    return edges if all(x < y for x, y in zip(edges, edges[1:])) else []
 
 
 def trial_intervals(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases: list[dict], rows: list[dict],
                     time_scale: float = 1.0) -> list[dict]:
     """The within-trial 95 % interval of each of the trial's statistics in
-    :data:`analysis.uncertainty.SECTIONED`, for phase ``all`` (the trial's schedule) and each
-    phase: the window is cut into :func:`analysis.uncertainty.batch_count` batches, each
-    batch's statistics computed as a phase's (:func:`trial_statistics`), and the interval is
-    :func:`analysis.uncertainty.sectioning` around the window's value in ``rows`` (the
-    trial's :func:`trial_statistics`). Rows :data:`INTERVAL_COLUMNS`; none for a window too
-    short for :data:`analysis.uncertainty.MIN_BATCHES` batches of the trial's coarsest
-    sampling interval (:func:`sampling_spacing`)."""
-    spacing = sampling_spacing(tidy)
-    windows = [("all", 0.0, trial["duration_s"] * time_scale)] + [(p["name"], p["start_s"], p["end_s"])
-                                                                   for p in phases]
+    :data:`analysis.uncertainty.SECTIONED`, for phase ``all`` (the trial's schedule, to its
+    last sample of the coarsest series when that comes later: iperf3 stamps an interval at its
+    end) and each phase: the window is cut into batches that each hold as many samples of the
+    trial's most sparsely sampled series (:func:`coarsest_times`, :func:`batch_edges`), each
+    batch's statistics are computed as a phase's (:func:`trial_statistics`), and the interval
+    is :func:`analysis.uncertainty.sectioning` around the window's value in ``rows`` (the
+    trial's :func:`trial_statistics`). Rows :data:`INTERVAL_COLUMNS`; none for a window
+    with fewer than :data:`analysis.uncertainty.MIN_BATCHES` samples of that series."""
+    times = coarsest_times(tidy)
+    end = trial["duration_s"] * time_scale
+    windows = [("all", 0.0, max(end, float(times[-1])) if len(times) else end)] + \
+        [(p["name"], p["start_s"], p["end_s"]) for p in phases]
     batches, name_of = [], {}
     for name, lo, hi in windows:
-        b = uncertainty.batch_count(hi - lo, spacing)
-        for i in range(b):
+        edges = batch_edges(times, lo, hi)
+        for i, (a, z) in enumerate(zip(edges, edges[1:])):
             key = f"{name}#{i}"
             name_of[key] = name
-            batches.append({"name": key, "start_s": lo + (hi - lo) * i / b, "end_s": lo + (hi - lo) * (i + 1) / b})
+            batches.append({"name": key, "start_s": a, "end_s": z})
     if not batches:
         return []
     per: dict[tuple[str, str, str], list[float]] = {}

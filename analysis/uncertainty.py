@@ -5,7 +5,8 @@ A value a claim reads comes with an :class:`Estimate`: the value, a 95 % interva
 standard deviation of one trial's value, from one of two sources:
 
 - **within one trial, by batch means** (:func:`sectioning`): the trial's window (the whole
-  trial or a phase) is cut into B contiguous batches of equal length, the statistic is
+  trial or a phase) is cut into B contiguous batches that hold as many samples each of the
+  trial's most sparsely sampled series (an iperf3 item's 1-s reports), the statistic is
   computed on each batch as on the window, and the interval is the window's value +-
   t(0.975, B-1) s_B / sqrt(B), s_B the batches' sample standard deviation. This is
   *sectioning* (S. Asmussen, P. W. Glynn, *Stochastic Simulation*, Springer 2007, sec.
@@ -16,8 +17,8 @@ standard deviation of one trial's value, from one of two sources:
   bootstrap over the samples would give too narrow an interval; batches much longer than
   that dependence are close to independent. B is at most :data:`MAX_BATCHES` (Schmeiser's 10
   to 30 batches: B. Schmeiser, "Batch size effects in the analysis of simulation output",
-  Operations Research 30(3), 1982) and no more than the window holds of the trial's coarsest
-  sampling interval; a window with fewer than :data:`MIN_BATCHES` gets no interval.
+  Operations Research 30(3), 1982) and no more than the window holds samples of that series;
+  a window with fewer than :data:`MIN_BATCHES` gets no interval.
   Statistics that are extremes (a maximum, a minimum), counts over the window (retransmits,
   drops, samples, classes in use), a dispersion (a coefficient of variation) or a ping
   item's received fraction have no within-trial interval: a batch's maximum or count is not
@@ -96,14 +97,11 @@ class Estimate:
         return v + (f" (95 % {self.low:.4g} to {self.high:.4g}, {self.method})" if self.has_interval else "")
 
 
-def batch_count(length_s: float, spacing_s: float) -> int:
-    """How many batches a window of ``length_s`` seconds is cut into: at most
-    :data:`MAX_BATCHES`, and no more than the window holds of the coarsest sampling interval
-    ``spacing_s`` (so that each batch has a sample of every series); 0 when that is fewer
-    than :data:`MIN_BATCHES` or either length is not positive and finite."""
-    if not (math.isfinite(length_s) and math.isfinite(spacing_s)) or length_s <= 0 or spacing_s <= 0:
-        return 0
-    b = min(MAX_BATCHES, int(math.floor(length_s / spacing_s + 1e-9)))
+def batch_count(samples: int) -> int:
+    """How many batches a window holding ``samples`` samples of its most sparsely sampled
+    series is cut into: at most :data:`MAX_BATCHES`, and no more than those samples (so that
+    each batch has a sample of every series); 0 when that is fewer than :data:`MIN_BATCHES`."""
+    b = min(MAX_BATCHES, int(samples))
     return b if b >= MIN_BATCHES else 0
 
 

@@ -31,11 +31,17 @@ def test_sectioning_is_the_window_value_plus_minus_t_times_the_batches_standard_
     assert not u.sectioning(math.nan, batches).has_interval
 
 
-def test_batch_count_holds_the_coarsest_sampling_interval_in_each_batch():
-    assert u.batch_count(60, 1) == u.MAX_BATCHES
-    assert u.batch_count(7.5, 1) == 7 and u.batch_count(5, 1) == 5
-    assert u.batch_count(4.9, 1) == 0  # fewer than MIN_BATCHES
-    assert u.batch_count(10, math.nan) == 0 and u.batch_count(0, 1) == 0
+def test_batches_hold_the_same_number_of_the_sparsest_series_samples():
+    from analysis.generic import batch_edges
+    assert u.batch_count(60) == u.MAX_BATCHES and u.batch_count(7) == 7 and u.batch_count(5) == 5
+    assert u.batch_count(4) == 0  # fewer than MIN_BATCHES
+    # iperf3 stamps each 1-s report at its end, a little after the schedule's second: a 5-s
+    # trial's five reports give five batches, each ending at one of them
+    t = np.array([1.02, 2.02, 3.02, 4.02, 5.02])
+    assert batch_edges(t, 0.0, 5.02) == [0.0, 1.02, 2.02, 3.02, 4.02, 5.02]
+    assert batch_edges(t, 0.0, 5.0) == []  # four reports in (0, 5]: no interval
+    edges = batch_edges(np.arange(1, 31, dtype=float), 0.0, 30.0)  # 30 reports: 10 batches of 3
+    assert len(edges) == 11 and edges[1] == 3 and edges[-2] == 27 and edges[-1] == 30
 
 
 def test_the_t_interval_of_repetitions():
