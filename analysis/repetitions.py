@@ -61,17 +61,16 @@ def across(summary: pd.DataFrame) -> pd.DataFrame:
     """Every statistic across repetitions (``summary``: summary.csv's long rows with a
     ``repetition`` column): one row per key with :data:`STATS_COLUMNS`. NaN values
     (a statistic a repetition could not compute) are left out of n."""
-    from scipy import stats
     keys = [c for c in summary.columns if c not in ("repetition", "value")]
     rows = []
     for key, g in summary.groupby(keys, sort=False, dropna=False):
         v = pd.to_numeric(g["value"], errors="coerce").dropna().to_numpy(dtype=float)
         n = len(v)
-        mean = float(v.mean()) if n else math.nan
-        sd = float(v.std(ddof=1)) if n > 1 else math.nan
-        half = float(stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)) if n > 1 else math.nan
+        e = uncertainty.t_interval(v)  # the one owner of the t interval
+        mean, sd = e.value, e.sd
+        low, high = (e.low, e.high) if e.has_interval else (math.nan, math.nan)
         rows.append({**dict(zip(keys, key)), "n": n, "mean": mean, "median": float(np.median(v)) if n else math.nan,
-                     "sd": sd, "ci95_low": mean - half, "ci95_high": mean + half,
+                     "sd": sd, "ci95_low": low, "ci95_high": high,
                      "cv": sd / abs(mean) if n > 1 and mean else math.nan,
                      "min": float(v.min()) if n else math.nan, "max": float(v.max()) if n else math.nan})
     return pd.DataFrame(rows, columns=keys + STATS_COLUMNS)
