@@ -113,6 +113,16 @@ def off_share(intervals: pd.DataFrame, tolerance: float) -> float:
     return off_count(intervals, tolerance) / len(intervals)
 
 
+#: The fewest busy windows of a port from which ``shaper_rate_off`` judges its share off
+#: (analysis/health.py): a window's rate below the shaped one can come from the queue running dry
+#: between two samples that both showed a backlog (:func:`busy_intervals`), not from the link,
+#: and with one or two windows such a window decides alone. One window of 1 (a 5-s quick trial
+#: of pacing-lab's single unpaced flow, whose queue rarely stays busy for 0.5 s: 13 % slow)
+#: gave a bound of 27 % against 5 %, while the same trial had no busy window at all in four other
+#: runs (docs/runs/quick-pacing-lab-2026-11-28). Five: as many as the fewest batches an
+#: interval is formed from (:data:`analysis.uncertainty.MIN_BATCHES`), 2.5 s of a busy link.
+MIN_WINDOWS = 5
+
 #: Confidence of :func:`off_share_lower_bound`: one-sided 95 %.
 OFF_SHARE_CONFIDENCE = 0.95
 
@@ -148,6 +158,36 @@ def ccdf(deviations: pd.Series | np.ndarray) -> pd.DataFrame:
     d = d[np.isfinite(d)]
     n = len(d)
     return pd.DataFrame({"abs_deviation": d, "share_above": (n - np.arange(n)) / n if n else np.array([])})
+
+
+def timer_lateness_ms(t_epoch_s, interval_s: float) -> np.ndarray:
+    """How late a deadline-paced sampler woke for each of its samples, ms: a node's timer
+    latency under the trial's own load, as cyclictest measures it (rt-tests: the time read on
+    waking minus the timer's programmed expiry), from samples netrepro takes anyway.
+
+    roles/collectors/files/nr-qdisc-stats.sh takes its k-th sample at the deadline
+    ``first + k * interval_s`` (it never skips one: a sample later than the next deadline is
+    followed by the next at once) and reads ``$EPOCHREALTIME`` as soon as its ``read -t`` wait
+    returns, so ``t_k - (first + k * interval_s)`` is the wake-up's lateness plus the shell's
+    few instructions. ``first`` (start minus the role's margin) is not recorded; it is taken
+    as ``min_k(t_k - k * interval_s)``: the most punctual sample counts as on time, so every
+    lateness is a lower bound of the true one (never overstated).
+
+    Args:
+        t_epoch_s: the sample times in file order (epoch s; every line of one qdisc.jsonl).
+        interval_s: the collector's ``interval_s`` (s).
+    Returns:
+        lateness per sample, ms (>= 0), in file order; empty for no samples.
+    Raises:
+        ValueError: ``interval_s`` not positive.
+    """
+    if not interval_s > 0:
+        raise ValueError(f"timer_lateness_ms: interval_s {interval_s} is not positive")
+    t = np.asarray(t_epoch_s, dtype=float)
+    if not len(t):
+        return t
+    due = np.arange(len(t)) * float(interval_s)
+    return (t - due - (t - due).min()) * 1000
 
 
 def trial_busy_intervals(model, trial: dict, read, start: float, end: float) -> dict[str, tuple[float, pd.DataFrame]]:
@@ -224,4 +264,4 @@ def ccdf_figure(by_trial: dict[str, dict[str, pd.DataFrame]], tolerance: float, 
 
 
 __all__ = ["SAMPLE_COLUMNS", "INTERVAL_COLUMNS", "CCDF_AT", "shaper_samples", "busy_intervals", "shaped_ports",
-           "off_count", "off_share", "off_share_lower_bound", "OFF_SHARE_CONFIDENCE", "ccdf", "trial_busy_intervals", "run_busy_intervals", "summary", "ccdf_figure"]
+           "MIN_WINDOWS", "timer_lateness_ms", "off_count", "off_share", "off_share_lower_bound", "OFF_SHARE_CONFIDENCE", "ccdf", "trial_busy_intervals", "run_busy_intervals", "summary", "ccdf_figure"]

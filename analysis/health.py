@@ -61,6 +61,13 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
   ``shaper_rate_off_max_fraction``. Mininet-HiFi's link invariant (analysis/fidelity.py): a
   busy link sends at its rate, and a host that cannot keep up sends less. Not measured when
   no sampled port has a shaper or no interval was busy.
+- ``timer_late``: per queue collector, how late its samples within the schedule woke behind
+  their deadlines (the sampler keeps a fixed schedule: analysis/fidelity.py
+  ``timer_lateness_ms``), at the 99th percentile; the largest; ``ms``; ``timer_late_max_ms``.
+  The timers of the node that runs the collector, under the trial's own load, as cyclictest
+  measures a kernel's timer latency: what a pacing qdisc's watchdog, a shaper's and netem's
+  need from the same kernel (on the local site every node's; on a testbed the sampled
+  node's). Not applicable in a simulated trial.
 - ``controller_load``: the larger 1-minute load average of the controller machine read
   before and after the trial (run.json ``controller_loadavg``), per core
   (``controller_cores``); ``load per core``; ``controller_load_per_core_max``. Not measured
@@ -108,6 +115,7 @@ CHECKS: dict[str, tuple[str, str, str]] = {
     "data_start_lag": ("data_start_lag_max_fraction", "fraction", "max"),
     "shaper_rate_off": ("shaper_rate_off_max_fraction", "fraction", "max"),
     "pacing_rate_off": ("pacing_rate_off_max_fraction", "fraction", "max"),
+    "timer_late": ("timer_late_max_ms", "ms", "max"),
     "sampling": ("collector_sampling_min_fraction", "fraction", "min"),
     "queue_delay_excess": ("queue_delay_excess_max_fraction", "fraction", "max"),
     "controller_load": ("controller_load_per_core_max", "load per core", "max"),
@@ -458,19 +466,27 @@ def _shaper_rate(spec, record, trial_dir, start, duration, **_) -> tuple[float, 
     the share of its busy windows (:func:`analysis.fidelity.busy_intervals`) whose sending
     rate is off the shaped rate by more than ``shaper_rate_tolerance_fraction``
     (:data:`SHAPER_RATE_TOLERANCE` by default), judged by its one-sided 95 % lower
-    confidence bound (:func:`analysis.fidelity.off_share_lower_bound`): the largest bound."""
+    confidence bound (:func:`analysis.fidelity.off_share_lower_bound`): the largest bound. A port
+    with fewer than :data:`analysis.fidelity.MIN_WINDOWS` busy windows is not judged (not
+    measured when no port has enough)."""
     ports = fidelity.trial_busy_intervals(spec.model, _model_trial(spec, record, trial_dir),
                                           lambda node: _text(trial_dir / node / "qdisc.jsonl"), start, start + duration)
     if not ports:
         raise _Unmeasurable(f"no queue collector samples a port with a shaper ({' or '.join(tc.SHAPERS)} rate_mbit) "
                             "in this trial")
     tol = shaper_rate_tolerance(spec.model)
-    per = {}
+    per, few = {}, {}
     for port, (rate, iv) in ports.items():
-        if len(iv):
+        if 0 < len(iv) < fidelity.MIN_WINDOWS:
+            few[port] = len(iv)
+        elif len(iv):
             off = fidelity.off_count(iv, tol)
             per[port] = (fidelity.off_share_lower_bound(off, len(iv)), off, len(iv), rate,
                          float(iv["deviation"].median()), float(iv["deviation"].abs().quantile(0.99)))
+    if not per and few:
+        raise _Unmeasurable(", ".join(f"{n} busy window{'s' * (n > 1)} at {p}" for p, n in few.items())
+                            + f" (a backlog in consecutive samples for {fidelity.WINDOW_S:g} s): fewer than the "
+                            f"{fidelity.MIN_WINDOWS} needed to judge a share of them off")
     if not per:
         raise _Unmeasurable(f"no busy window (a backlog in consecutive samples for {fidelity.WINDOW_S:g} s) at {', '.join(ports)}: the links never "
                             "had to work at their rate")
@@ -518,6 +534,35 @@ def _pacing_rate(spec, record, trial_dir, **_) -> tuple[float, str]:
     return per[worst][0], "; ".join(
         f"{i}: {v[1]} of {v[2]} intervals off {v[3]:g} Mbit/s by more than {tol:.0%} (median deviation {v[4]:+.1%})"
         for i, v in sorted(per.items(), key=lambda kv: kv[0] != worst))
+
+
+#: The quantile of the samples' lateness that ``timer_late`` reports: the 99th percentile, as
+#: cyclictest's histograms are read for a latency bound (rt-tests); the largest lateness is in
+#: the detail.
+TIMER_LATE_QUANTILE = 0.99
+
+
+def _timer_late(spec, record, trial_dir, start, duration, **_) -> tuple[float, str]:
+    """``timer_late``: per queue collector, the lateness of its samples within the schedule
+    behind their deadlines (:func:`analysis.fidelity.timer_lateness_ms`), at
+    :data:`TIMER_LATE_QUANTILE`; the largest, ms."""
+    per = {}
+    for c in spec.model.data["collectors"]:
+        if c["kind"] != "qdisc_stats":
+            continue
+        t = parse_qdisc_stack(_text(trial_dir / c["at"].split(":")[0] / "qdisc.jsonl"))["t_epoch_s"].to_numpy()
+        late = fidelity.timer_lateness_ms(t, float(c["interval_s"]))
+        late = late[(t >= start) & (t < start + duration)]
+        if len(late):
+            per[c["at"]] = (float(pd.Series(late).quantile(TIMER_LATE_QUANTILE)), float(pd.Series(late).median()),
+                            float(late.max()), len(late), float(c["interval_s"]))
+    if not per:
+        raise _NotMeasured("no queue collector sample within the schedule")
+    worst = max(per, key=lambda p: per[p][0])
+    return per[worst][0], "; ".join(
+        f"{p}: {TIMER_LATE_QUANTILE:.0%} of {v[3]} samples (every {v[4]:g} s) within {v[0]:.1f} ms of their "
+        f"deadlines (median {v[1]:.1f} ms, largest {v[2]:.1f} ms late)"
+        for p, v in sorted(per.items(), key=lambda kv: kv[0] != worst))
 
 
 def _phase_windows(spec, record, duration, time_scale) -> list[tuple[str, float, float]]:
@@ -640,6 +685,7 @@ def _measures(spec) -> list[tuple[str, Callable]]:
             + ([("queue_delay_excess", _queue_delay_excess)] if ping else [])
             + ([("shaper_rate_off", _shaper_rate)] if "qdisc_stats" in kinds else [])
             + ([("pacing_rate_off", _pacing_rate)] if "paced" in health_data(spec.model) else [])
+            + ([("timer_late", _timer_late)] if "qdisc_stats" in kinds else [])
             + [("controller_load", _controller_load), ("controller_cpu_busy", _controller_cpu_busy)])
 
 
@@ -686,9 +732,9 @@ def trial_health(spec, record: dict, trial_dir: Path | str, time_scale: float) -
             "detail": " ".join(f"not measured: {type(exc).__name__}: {str(exc)[:200]}".split())}]}
 
 
-#: The checks of a machine's CPU, which a simulated trial (netrepro.sites.ns3; run.json
-#: ``simulated``) does not have: its clock is the simulator's, not the machine's.
-SIMULATION_NOT_APPLICABLE = frozenset({"nodes_cpu_busy", "controller_load", "controller_cpu_busy"})
+#: The checks of a machine's CPU and timers, which a simulated trial (netrepro.sites.ns3;
+#: run.json ``simulated``) does not have: its clock is the simulator's, not the machine's.
+SIMULATION_NOT_APPLICABLE = frozenset({"nodes_cpu_busy", "timer_late", "controller_load", "controller_cpu_busy"})
 
 
 def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dict:
@@ -707,10 +753,10 @@ def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dic
         value, detail, applies, extra = None, "", True, []
         try:
             if record.get("simulated") and cid in SIMULATION_NOT_APPLICABLE:
-                raise _NotApplicable("a simulated trial: its results do not depend on the CPU of any machine")
-            if start is None and cid.startswith(("ping_", "flow_", "data_", "sampling_", "queue_", "shaper_")):
+                raise _NotApplicable("a simulated trial: its results do not depend on the CPU or the timers of any machine")
+            if start is None and cid.startswith(("ping_", "flow_", "data_", "sampling_", "queue_", "shaper_", "timer_")):
                 raise _NotMeasured("run.json has no start_epoch_s for the trial")
-            if duration is None and cid.startswith(("ping_", "sampling_", "data_", "shaper_")):
+            if duration is None and cid.startswith(("ping_", "sampling_", "data_", "shaper_", "timer_")):
                 raise _NotMeasured("no schedule duration")
             value, detail, *extra = measure(spec=spec, record=record, trial_dir=trial_dir, start=start,
                                             duration=duration, time_scale=time_scale)
@@ -772,4 +818,4 @@ def failures(health_by_trial: dict[str, dict]) -> list[dict]:
             for tid, h in health_by_trial.items() for c in h.get("checks", []) if c.get("passed") is False]
 
 
-__all__ = ["CHECKS", "SHAPER_RATE_TOLERANCE", "PACING_RATE_TOLERANCE", "shaper_rate_tolerance", "trial_health", "format_value", "describe", "failure_line", "failures"]
+__all__ = ["CHECKS", "SHAPER_RATE_TOLERANCE", "PACING_RATE_TOLERANCE", "TIMER_LATE_QUANTILE", "shaper_rate_tolerance", "trial_health", "format_value", "describe", "failure_line", "failures"]

@@ -1190,6 +1190,7 @@ HEALTH_NEEDS: dict[str, tuple[str, ...]] = {
     "shaper_rate_off_max_fraction": ("shaped_sample",),
     "pacing_rate_tolerance_fraction": ("paced",),
     "pacing_rate_off_max_fraction": ("paced",),
+    "timer_late_max_ms": ("queue_sampled",),
     "controller_load_per_core_max": (),
     "controller_cpu_busy_max_fraction": (),
 }
@@ -1203,6 +1204,7 @@ HEALTH_DATA: dict[str, str] = {
     "base_rtt": "base_rtt (the unloaded RTT a queueing delay is measured from)",
     "ping_buffer": f"a ping item whose path crosses a port with a shaper ({', '.join(tc.SHAPERS)} rate_mbit) and "
                    "a limit (limit_bytes or limit_packets on the stack's leaf)",
+    "queue_sampled": "a qdisc_stats collector",
     "shaped_sample": f"a qdisc_stats collector at a port whose stack has a shaper ({', '.join(tc.SHAPERS)} rate_mbit)",
     "paced": f"a trial whose iperf3 items are all paced (fq_rate_mbit, or a {tc.PACING_KIND} qdisc with maxrate on "
               "the sender's port) below the shaped rate of their path",
@@ -1271,6 +1273,8 @@ def health_data(m: Model) -> set[str]:
         out.add("started_together")
     if kinds & {"ping", "qdisc_stats"}:
         out.add("sampled")
+    if "qdisc_stats" in kinds:
+        out.add("queue_sampled")
     if m.data["base_rtt"]:
         out.add("base_rtt")
     sampled = {c["at"] for c in m.data["collectors"] if c["kind"] == "qdisc_stats"}

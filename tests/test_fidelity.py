@@ -141,6 +141,46 @@ def test_a_link_that_sent_less_fails_a_threshold_and_makes_the_claims_inconclusi
     assert "median deviation -4" in c["detail"] or "median deviation -3" in c["detail"], c["detail"]
 
 
+def test_one_slow_busy_window_is_too_few_to_judge_the_link(run, tmp_path):  # noqa: F811
+    """red-limited's queue kept busy for only the first 0.8 s of the schedule, that one window
+    13 % slow (as pacing-lab's unpaced flow left it in one quick run of five): one window
+    decides nothing, so the check is not measured instead of failing at a bound of 27 %.
+    With the backlog kept in the first 3 s (five windows or more, all slow) it fails."""
+    path = run / "raw/red-limited/router/qdisc.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    start = json.loads((run / "run.json").read_text())["trials"]
+    start = next(t["start_epoch_s"] for t in start if t["id"] == "red-limited")
+
+    def keep_busy(seconds: float) -> None:
+        tx = rows[0]["tx_bytes"]
+        out = []
+        for i, r in enumerate(rows):
+            r = json.loads(json.dumps(r))
+            busy = start <= r["t"] <= start + seconds
+            tx += int(RATE * 1e6 / 8 * STEP * (0.87 if busy else 1.0)) if i else 0
+            r["tx_bytes"] = tx
+            for q in r["qdisc"]:
+                q["backlog"] = q["backlog"] or 3000 if busy else 0
+            out.append(json.dumps(r) + "\n")
+        path.write_text("".join(out))
+        from test_health import _rehash
+        _rehash(run)
+
+    data = json.loads((run / "run.json").read_text())
+    data["spec"]["health"]["shaper_rate_off_max_fraction"] = 0.05
+    (run / "run.json").write_text(json.dumps(data))
+    keep_busy(0.8)
+    c = _checks(_health(run, "red-limited"))["shaper_rate_off"]
+    assert c["passed"] is None and c["value"] is None, c
+    assert c["detail"] == ("not measured: 1 busy window at router:eth1 (a backlog in consecutive samples for "
+                           f"0.5 s): fewer than the {fidelity.MIN_WINDOWS} needed to judge a share of them off"), c
+    keep_busy(3.05)
+    c = _checks(_health(run, "red-limited"))["shaper_rate_off"]
+    share = re.search(r"(\d+) of (\d+) busy windows", c["detail"])
+    assert int(share[2]) >= fidelity.MIN_WINDOWS and int(share[1]) >= int(share[2]) - 1, c["detail"]
+    assert c["passed"] is False and c["value"] > 0.3, c
+
+
 def test_deviations_are_nan_free_and_counted_in_windows_of_half_a_second():
     text = (DATA / "raw/red-unlimited/router/qdisc.jsonl").read_text()
     s = shaper_samples(text)

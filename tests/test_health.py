@@ -97,7 +97,7 @@ def test_a_healthy_trial_passes_every_check(run):
     c = _checks(h)
     assert list(c) == ["nodes_cpu_busy", "ping_received", "flow_start_lag", "flow_start_skew", "data_start_lag",
                        "sampling_ping", "sampling_qdisc_stats", "queue_delay_excess", "shaper_rate_off",
-                       "controller_load", "controller_cpu_busy"]
+                       "timer_late", "controller_load", "controller_cpu_busy"]
     assert all(set(x) == {"id", "value", "threshold", "unit", "passed", "detail"} for x in h["checks"])
     # recorded before flows.csv had data_start_s: not measured, not judged (the file then set no threshold)
     assert c["data_start_lag"]["value"] is None and c["data_start_lag"]["passed"] is None
@@ -354,9 +354,9 @@ def test_odd_data_fails_checks_and_never_raises(run, monkeypatch):
     h = trial_health(read_run(run)[2], None, run / "raw" / "no-such-trial", 0.1)
     assert h["passed"] is False and all(c["value"] is None for c in h["checks"])
     # every check with a threshold fails; flow_start_skew has none (the conversion left it out)
-    # (and neither has data_start_lag nor shaper_rate_off: the file predates them)
+    # (and neither has data_start_lag, shaper_rate_off nor timer_late: the file predates them)
     assert {c["id"]: c["passed"] for c in h["checks"] if c["passed"] is not False} == {
-        "flow_start_skew": None, "data_start_lag": None, "shaper_rate_off": None}
+        "flow_start_skew": None, "data_start_lag": None, "shaper_rate_off": None, "timer_late": None}
     assert _checks(h)["flow_start_lag"]["detail"] == "not measured: run.json has no start_epoch_s for the trial"
 
     # a measurement that raises is a failed check naming the error; the others go on
@@ -425,7 +425,7 @@ def test_unhealthy_trials_make_the_verdict_inconclusive(run, capsys):
     assert "| red-unlimited | queue_delay_excess | 8.9 % | 1.0 % | FAIL | worst ping-client1 p3: 4 of 45 samples" in report
     assert "| red-limited | ping_received | 92.0 % | 85.0 % | pass | lowest ping-client3 (230 of 250)" in report
     section = report[report.index("## Health of the substrate"):report.index("## Statistics")]
-    assert section.count("| pie-limited | ") == 11 and section.count(" | FAIL | ") == 4  # every check of every trial
+    assert section.count("| pie-limited | ") == 12 and section.count(" | FAIL | ") == 4  # every check of every trial
 
     # the same inputs give the same bytes again
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
@@ -554,7 +554,7 @@ def test_version_2_checks_on_a_healthy_lab_run(lab_run):
     c = _checks(_lab_health(lab_run, "droptail"))
     assert list(c) == ["nodes_cpu_busy", "ping_received", "flow_start_lag", "flow_start_skew", "data_start_lag",
                        "sampling_ping", "sampling_qdisc_stats", "queue_delay_excess", "shaper_rate_off",
-                       "controller_load", "controller_cpu_busy"]
+                       "timer_late", "controller_load", "controller_cpu_busy"]
     # (18-s trials: too short for the controller's 1-minute load average)
     assert c["controller_load"]["passed"] is None and "18-s schedule is shorter" in c["controller_load"]["detail"]
     measured = {k: x for k, x in c.items() if k not in ("flow_start_skew", "queue_delay_excess", "controller_load")}
