@@ -220,3 +220,58 @@ def test_a_contended_run_leaves_the_link_invariant_further_from_its_rate_than_on
     assert alone["ccdf"]["5%"] == 0 and alone["off_share"] == 0 and alone["p99_abs_deviation"] < 0.02, alone
     assert busy["ccdf"]["5%"] > 0.05 and 0 < busy["off_share"] < 0.05 and busy["p99_abs_deviation"] > 0.1, busy
     assert abs(alone["median_deviation"]) < 0.005 and abs(busy["median_deviation"]) < 0.005
+
+
+# --- timer_late: the sampled node's timers, from the sampler's own schedule ----------------------
+def test_timer_lateness_is_each_sample_behind_its_deadline_the_most_punctual_on_time():
+    """Deadlines every 0.1 s from an unknown first one; the samples woke 1, 3, 1, 151 (a stall),
+    41 (due 60 ms before the stalled one returned: at once, late) and 2 ms late. The first
+    deadline is taken from the most punctual sample, so lateness is counted from 1 ms."""
+    first, late_ms = 5000.0, [1, 3, 1, 151, 41, 2]
+    t = [first + 0.1 * k + ms / 1000 for k, ms in enumerate(late_ms)]
+    got = fidelity.timer_lateness_ms(t, 0.1)
+    assert got.tolist() == pytest.approx([m - 1 for m in late_ms], abs=1e-3)
+    assert len(fidelity.timer_lateness_ms([], 0.1)) == 0
+    with pytest.raises(ValueError):
+        fidelity.timer_lateness_ms(t, 0)
+
+
+def _pacing_lab_run(tmp_path, timer_late_max_ms: float) -> Path:
+    """A copy of the recorded pacing-lab run (tests/data/labs/pacing-lab-local-0.5) judged with
+    ``timer_late_max_ms``."""
+    import shutil
+    src = Path(__file__).resolve().parent / "data" / "labs" / "pacing-lab-local-0.5"
+    dst = tmp_path / "pacing"
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("expected", "README.md"))
+    data = json.loads((dst / "run.json").read_text())
+    data["spec"]["health"]["timer_late_max_ms"] = timer_late_max_ms
+    (dst / "run.json").write_text(json.dumps(data))
+    return dst
+
+
+def test_a_stalled_node_fails_timer_late_and_a_steady_one_passes(tmp_path):
+    """The recorded pacing-lab run on the micro-VM: its sampler woke at most 9.4 ms late in the
+    unpaced trial (99th percentile 8.0 ms), but stalled for 306 ms in pairs-paced (99th
+    percentile 283 ms): at pacing-lab's 50 ms the first passes and the second fails."""
+    from test_health import _lab_health
+    run = _pacing_lab_run(tmp_path, 50)
+    steady = _checks(_lab_health(run, "unpaced"))["timer_late"]
+    assert steady["passed"] is True and steady["unit"] == "ms" and 5 < steady["value"] < 10, steady
+    assert steady["detail"].startswith("s1:s1-eth1: 99% of 50 samples (every 0.1 s) within 8.0 ms of their deadlines")
+    stalled = _checks(_lab_health(run, "pairs-paced"))["timer_late"]
+    assert stalled["passed"] is False and stalled["value"] > 250, stalled
+    assert "largest 306.2 ms late" in stalled["detail"]
+
+
+def test_timer_late_is_not_applicable_to_a_simulated_trial(tmp_path):
+    """The simulator's samples sit on their deadlines by construction: a check that cannot fail
+    there says so instead of passing."""
+    from test_health import _lab_health
+    run = _pacing_lab_run(tmp_path, 50)
+    data = json.loads((run / "run.json").read_text())
+    for t in data["trials"]:
+        t["simulated"] = True
+    (run / "run.json").write_text(json.dumps(data))
+    c = _checks(_lab_health(run, "pairs-paced"))["timer_late"]
+    assert c["passed"] is None and c["value"] is None
+    assert c["detail"].startswith("not applicable: a simulated trial")
