@@ -39,24 +39,36 @@ def recorded_site(tmp_path, monkeypatch):
 
     Returns a namespace: ``ran`` (instance ids in the order run), ``given`` (instance id ->
     the experiment and trial vars it was run with), ``stop_at`` (set ``stop_at["id"]`` to make
-    that instance raise KeyboardInterrupt as it starts) and ``results`` (the results root)."""
+    that instance raise KeyboardInterrupt as it starts), ``unhealthy`` (instance id -> how many
+    more of its attempts fail their health checks: with a retry left it is not kept, as
+    ``_run_trial`` does, else its record says so) and ``results`` (the results root)."""
     monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
     recorded = {t["id"]: t for t in json.loads((V1_RUN / "run.json").read_text())["trials"]}
     ran: list[str] = []
     given: dict[str, tuple] = {}
     stop_at: dict = {}
+    unhealthy: dict[str, int] = {}
 
-    def run_trial(spec, site, inv, tv, time_scale, run_dir, attempt, started=None, judge=None):
+    def run_trial(spec, site, inv, tv, time_scale, run_dir, attempt, started=None, judge=None, retry_unhealthy=False):
         tid = tv["id"]
         if stop_at.get("id") == tid:
             raise KeyboardInterrupt("SIGINT")
         ran.append(tid)
         given[tid] = (spec, tv)
+        sick = unhealthy.get(tid, 0) > 0
+        if sick:
+            unhealthy[tid] -= 1
+        lag = {"id": "flow_start_lag", "value": 216.0, "threshold": 100.0, "unit": "ms", "passed": not sick, "detail": ""}
+        if sick and retry_unhealthy:
+            raise run._TrialFailed("health checks failed: flow_start_lag 216 ms (max 100 ms): FAILED",
+                                   details={"kept_in": f"failed/{tid}-{attempt}", "unhealthy": True,
+                                            "health": {"passed": False, "checks": [lag]}}, again=True)
         base = tv["trial"]  # the file's trial id: pie-vs-red's are the recorded run's
         shutil.copytree(V1_RUN / "raw" / base, run_dir / "raw" / tid)
         record = {k: v for k, v in recorded[base].items() if k not in ("aqm", "variant", "phase_start_skew_ms")}
         # the trial's labels, as netrepro.runner.trial._run_trial records them
-        return {**record, "id": tid, "wall_s": 60.0, "duration_s": 25.0, "labels": tv["labels"]}
+        return {**record, "id": tid, "wall_s": 60.0, "duration_s": 25.0, "labels": tv["labels"],
+                **({"health": {"passed": False, "checks": [lag]}} if sick else {})}
 
     state = {"provisioned": True}
     site = _RecordedSite(load_state=lambda: dict(state), save_state=state.update, status=lambda: {"mode": "vm"})
@@ -65,7 +77,7 @@ def recorded_site(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "write_site_inventory", lambda spec, site: tmp_path / "inventory.yml")
     monkeypatch.setattr(run, "_delay_probe", lambda inv, tv: None)
     monkeypatch.setattr(run, "_stop_trial", lambda *a: None)
-    return SimpleNamespace(ran=ran, given=given, stop_at=stop_at, results=tmp_path / "results")
+    return SimpleNamespace(ran=ran, given=given, stop_at=stop_at, unhealthy=unhealthy, results=tmp_path / "results")
 
 
 def static_nodes_of_local(state: dict, spec, base: Path) -> dict:

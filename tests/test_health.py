@@ -510,7 +510,25 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     monkeypatch.setattr(trial, "node_clocks", lambda inv, samples=3: steady)
     state: dict = {}
     site = SimpleNamespace(load_state=lambda: dict(state), save_state=state.update)
-    record = trial._run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 1, judge=judge_trial)
+
+    # a run with a retry left keeps no unhealthy trial: its data go whole to failed/, and it asks for another
+    with pytest.raises(trial._TrialFailed) as failed:
+        trial._run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 1, judge=judge_trial,
+                         retry_unhealthy=True)
+    exc = failed.value
+    assert exc.again is True and exc.stop is False
+    assert exc.reason.startswith("health checks failed: nodes_cpu_busy not measured (max 60.0 %): FAILED")
+    assert exc.details["unhealthy"] is True and exc.details["kept_in"] == "failed/red-limited-1"
+    assert exc.details["health"]["passed"] is False
+    assert sorted(p.name for p in (run_dir / "failed" / "red-limited-1").iterdir()) == sorted(spec.nodes)
+    assert not (run_dir / "raw").exists()
+    assert "[run] trial red-limited: unhealthy, so not kept (its data in failed/red-limited-1/); running it again" \
+        in capsys.readouterr().out
+    shutil.rmtree(tmp_path / "fetch")
+
+    # without one (the last attempt), it is kept in raw/ with its health
+    record = trial._run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 2, judge=judge_trial)
+    assert sorted(p.name for p in (run_dir / "raw" / "red-limited").iterdir()) == sorted(spec.nodes)
 
     busy = record["controller_cpu_busy"]  # None when no tick passed between the two readings
     assert busy is None or 0 <= busy <= 1

@@ -169,6 +169,35 @@ def test_an_interrupted_repeated_run_resumes_with_its_own_order(fake_site):
 
 
 
+def test_an_unhealthy_trial_runs_again_once_and_the_run_goes_on(fake_site, capsys):
+    """A trial whose health checks fail is not kept while a retry is left
+    (run.UNHEALTHY_RETRIES): it runs again at once, its first attempt recorded as failed with
+    its checks; unhealthy twice, the second attempt is kept with its failed checks (its claims
+    are then inconclusive), and the run goes on to the end either way."""
+    assert run.UNHEALTHY_RETRIES == 1
+    spec = load_spec("pie-vs-red")
+    fake_site.unhealthy.update({"pie-limited": 1, "red-limited": 2})
+    run_dir = run.run(spec, "local", 0.1, shuffle=False, progress_tty=False, judge=lambda *a: None)
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["unhealthy_retries"] == 1
+    assert fake_site.ran == ["pie-unlimited", "red-unlimited", "pie-limited", "pie-limited", "red-limited",
+                             "red-limited"]
+    status = {s["id"]: s for s in meta["trial_status"]}
+    assert all(s["status"] == "complete" for s in status.values()) and not (run_dir / "INCOMPLETE").exists()
+    first = status["pie-limited"]["attempts"][0]
+    assert first["status"] == "failed" and first["unhealthy"] is True and first["kept_in"] == "failed/pie-limited-1"
+    assert first["reason"] == "health checks failed: flow_start_lag 216 ms (max 100 ms): FAILED"
+    assert [a["status"] for a in status["pie-limited"]["attempts"]] == ["failed", "complete"]
+    assert [a["status"] for a in status["red-limited"]["attempts"]] == ["failed", "complete"]
+    records = {t["id"]: t for t in meta["trials"]}
+    assert "health" not in records["pie-limited"]  # the healthy attempt (the fake records none)
+    assert records["red-limited"]["health"]["passed"] is False  # unhealthy again: kept as it is
+    assert [t["id"] for t in meta["trials"]] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
+    out = capsys.readouterr().out
+    assert "] trial pie-limited FAILED in " in out and "health checks failed: flow_start_lag 216 ms" in out
+    assert "4 of 4 done" in out
+
+
 def test_a_failed_trial_stops_the_run_and_run_json_says_why(fake_site, monkeypatch):
     """A trial that fails its checks (its processes stopped on the nodes, its data kept aside)
     stops the run: run.json records the attempt, its reason and where its data went,

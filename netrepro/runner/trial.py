@@ -39,22 +39,27 @@ TrialJudge = Callable[[Spec, dict, Path, float], tuple[dict, list[str]]]
 class _TrialFailed(Exception):
     """One trial failed: ``reason`` (one line); ``stop``: processes may be left on the nodes;
     ``details``: what to record with the attempt (``kept_in``: where its data was kept for a
-    look; ``clocks``: the node clocks read at the release and after)."""
+    look; ``clocks``: the node clocks read at the release and after; ``unhealthy``: its health
+    checks failed); ``again``: the run runs the trial again at once (an unhealthy attempt
+    with a retry left: :func:`_run_trial`'s ``retry_unhealthy``)."""
 
-    def __init__(self, reason: str, stop: bool = False, details: dict | None = None):
+    def __init__(self, reason: str, stop: bool = False, details: dict | None = None, again: bool = False):
         super().__init__(reason)
-        self.reason, self.stop, self.details = reason, stop, details or {}
+        self.reason, self.stop, self.details, self.again = reason, stop, details or {}, again
 
 
 def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, run_dir: Path, attempt: int,
-               started: dict | None = None, judge: TrialJudge | None = None) -> dict:
+               started: dict | None = None, judge: TrialJudge | None = None, retry_unhealthy: bool = False) -> dict:
     """Run one trial (playbooks/trial.yml) and move its checked data to raw/<trial>/.
     ``started``: gets ``start_epoch_s`` as soon as the barrier has released the trial;
-    ``judge``: judges its health (:data:`TrialJudge`).
+    ``judge``: judges its health (:data:`TrialJudge`) before its data goes to raw/;
+    ``retry_unhealthy``: a trial whose health checks fail is not kept: its data goes whole to
+    ``failed/<trial>-<attempt>/`` and _TrialFailed is raised with ``again`` (the run runs it
+    again; without, it is kept, and the claims reading it are inconclusive).
 
     Returns its record for run.json. Raises _TrialFailed (the playbook failed: processes may
-    be left; the data does not cover the schedule; a node clock was stepped), or what the
-    playbook step raises (KeyboardInterrupt, OSError).
+    be left; the data does not cover the schedule; a node clock was stepped; unhealthy, with
+    ``retry_unhealthy``), or what the playbook step raises (KeyboardInterrupt, OSError).
     """
     tid = tv["id"]
     log(f"[run] trial {tid}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
@@ -80,8 +85,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     # The common start the barrier released the nodes with.
     start = barrier["start_epoch_s"]
     steps, problems = clock_problems(clocks_before, clocks_after)
-    dest = _keep_trial_data(run_dir, tdir, tid, attempt, check_trial_data(tv, tdir, start) + problems,
-                            {"clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps}})
+    problems = check_trial_data(tv, tdir, start) + problems
     # the interface the queue sampler reads, as the experiment names it
     bdev = next((c["at"].split(":")[1] for c in spec.model.data["collectors"] if c["at"].split(":")[0] == bn), None)
     released = (barrier.get("cpu_ticks") or {}).get(bn)  # the bottleneck node's /proc/stat at the release
@@ -108,7 +112,16 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         # every node's clock against the controller's, at the release and after (clock_problems)
         "clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps},
     }
-    _judge_health(judge, spec, record, dest, time_scale)
+    if not problems:  # judged where fetched: the data go to raw/ only once kept
+        failed = _judge_health(judge, spec, record, tdir, time_scale)
+        if failed and retry_unhealthy:
+            kept = run_dir / "failed" / f"{tid}-{attempt}"
+            log(f"[run] trial {tid}: unhealthy, so not kept (its data in {kept.relative_to(run_dir)}/); "
+                "running it again")
+            _keep_trial_data(run_dir, tdir, tid, attempt, ["health checks failed: " + "; ".join(failed)],
+                             {"unhealthy": True, "health": record["health"]}, again=True)
+    _keep_trial_data(run_dir, tdir, tid, attempt, problems,
+                     {"clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps}})
     log(f"[run] trial {tid} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
     return record
 
@@ -250,17 +263,18 @@ def _kept_simulation(spec: Spec, tv: dict, sim: dict, sim_wall_s: float, time_sc
 
 
 def _keep_trial_data(run_dir: Path, tdir: Path, tid: str, attempt: int, problems: list[str],
-                     details: dict | None = None) -> Path:
+                     details: dict | None = None, again: bool = False) -> Path:
     """Where a trial's data (``tdir``, fetched or simulated) go once checked: with
     ``problems``, whole to ``failed/<trial>-<attempt>/`` and _TrialFailed is raised (its
-    details: ``kept_in`` and ``details``); else to ``raw/<trial>/``, once, which is returned
-    (a folder already there, moved by a run stopped before it could record the trial, goes
-    to ``failed/<trial>-<attempt>-unrecorded/`` first)."""
+    details: ``kept_in`` and ``details``; ``again`` as given); else to ``raw/<trial>/``,
+    once, which is returned (a folder already there, moved by a run stopped before it could
+    record the trial, goes to ``failed/<trial>-<attempt>-unrecorded/`` first)."""
     if problems:
         failed = run_dir / "failed" / f"{tid}-{attempt}"
         failed.parent.mkdir(exist_ok=True)
         os.rename(tdir, failed)
-        raise _TrialFailed("; ".join(problems), details={"kept_in": str(failed.relative_to(run_dir)), **(details or {})})
+        raise _TrialFailed("; ".join(problems), details={"kept_in": str(failed.relative_to(run_dir)), **(details or {})},
+                           again=again)
     dest = run_dir / "raw" / tid
     dest.parent.mkdir(exist_ok=True)
     if dest.exists():
@@ -270,14 +284,17 @@ def _keep_trial_data(run_dir: Path, tdir: Path, tid: str, attempt: int, problems
     return dest
 
 
-def _judge_health(judge: TrialJudge | None, spec: Spec, record: dict, dest: Path, time_scale: float) -> None:
-    """The trial's health (``record["health"]``), judged by ``judge`` from its record and raw
-    folder ``dest``; the failed checks on the console. Without a judge the record has none."""
+def _judge_health(judge: TrialJudge | None, spec: Spec, record: dict, dest: Path, time_scale: float) -> list[str]:
+    """The trial's health (``record["health"]``), judged by ``judge`` from its record and its
+    data in ``dest`` (one folder per node); the failed checks on the console, and returned,
+    one line each. Without a judge the record has none (and nothing failed)."""
     if judge is None:
-        return
+        return []
     record["health"], failed = judge(spec, record, dest, time_scale)
     if not record["health"]["passed"]:
         log(f"[run] trial {record['id']}: health checks failed: " + "; ".join(failed))
+        return failed or ["health"]
+    return []
 
 
 def _delay_probe(inv: Path, tv: dict):
