@@ -3,7 +3,9 @@
 Prints, from run.json, timings.json (written by ``netrepro reproduce``) and raw/:
 
 - wall time of the whole reproduction and where it went (micro-VM boot and site build,
-  provisioning, trials, analysis, teardown);
+  provisioning, trials, analysis, teardown), and each trial's, step by step (arm, release,
+  lead, schedule, finish, fetch, keep: :data:`netrepro.runner.trial.TRIAL_STEPS`) with the
+  controller's load average, as the runner timed them;
 - the sum of the trials' schedules (base RTT + phases) and the orchestration overhead
   ``(wall - sum of trial durations) / sum of trial durations``;
 - the substrate's forwarding capacity, measured when the local site was reserved
@@ -112,6 +114,12 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
                         "trials": wall_trials, "analysis": _num(timings.get("analyze_s")),
                         "down": _num(timings.get("down_s"))},
         "trial_wall_s": {t: _num(records[t].get("wall_s")) for t in ran},
+        # each trial's steps (netrepro.runner.trial.TRIAL_STEPS), where the runner timed them
+        "trial_steps_s": {t: {k: _num(v) for k, v in _dict(records[t].get("steps_s")).items()} or None for t in ran},
+        "trial_schedule_s": {t: (_num(records[t].get("duration_s")) or spec.duration_s * time_scale)
+                             for t in ran},
+        "controller_load_before": {t: (_dict(records[t].get("controller_loadavg")).get("before") or [None])[0]
+                                   for t in ran},
         # the local site's forwarding test at reserve time (netrepro.sites.capacity), as run.json recorded it
         "capacity": _dict(data.get("site_status")).get("capacity"),
         "health": health, "health_passed": all(h["passed"] for h in health.values()),
@@ -188,12 +196,47 @@ def main(argv: list[str] | None = None) -> int:
         print(f"orchestration overhead (wall - schedule) / schedule: {f['overhead_total']:.2f} overall, {f['overhead_trials']:.2f} within the trials step")
     print("where the time goes (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["breakdown_s"].items() if v is not None))
     print("trial wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["trial_wall_s"].items() if v is not None))
+    print_steps(f)
     print(f"substrate: {describe_capacity(f['capacity'] if isinstance(f['capacity'], dict) else None)}")
     if isinstance(f.get("rate_scale"), dict):
         print(f"rate scale: {f['rate_scale'].get('k')} ({f['rate_scale'].get('why')})")
     print_health(f["health"])
     print_fidelity(f["link_fidelity"])
     return 0
+
+
+def print_steps(f: dict) -> None:
+    """Where each trial's time went, step by step (:data:`netrepro.runner.trial.TRIAL_STEPS`,
+    run.json ``steps_s``), in seconds, with what is not the schedule as a share of it and the
+    controller's 1-minute load average before the trial; then the steps summed over the
+    trials. Trials recorded before the runner timed its steps are named as such."""
+    from netrepro.runner.trial import TRIAL_STEPS
+
+    timed = {t: st for t, st in f["trial_steps_s"].items() if st}
+    if not timed:
+        print("trial steps: not recorded (the run was made before the runner timed them)")
+        return
+    width = max(len(t) for t in timed)
+    print("trial steps (s; overhead = every step but the schedule, as a share of the schedule; "
+          "load = the controller's 1-minute load average before the trial):")
+    print(f"  {'trial':<{width}} " + " ".join(f"{k:>8}" for k in TRIAL_STEPS) + f" {'overhead':>14} {'load':>5}")
+    total = dict.fromkeys(TRIAL_STEPS, 0.0)
+    for t, st in timed.items():
+        over = sum(v or 0 for k, v in st.items() if k != "schedule")
+        sched = f["trial_schedule_s"].get(t) or 0
+        load = f["controller_load_before"].get(t)
+        share = f" ({over / sched:4.0%})" if sched else " " * 7
+        print(f"  {t:<{width}} " + " ".join(f"{st.get(k, 0) or 0:8.1f}" for k in TRIAL_STEPS) + f" {over:7.1f}{share}"
+              + (f" {load:5.2f}" if isinstance(load, (int, float)) else ""))
+        for k in TRIAL_STEPS:
+            total[k] += st.get(k) or 0
+    over = sum(v for k, v in total.items() if k != "schedule")
+    sched = sum(f["trial_schedule_s"].get(t) or 0 for t in timed)
+    print(f"  {'all':<{width}} " + " ".join(f"{total[k]:8.1f}" for k in TRIAL_STEPS)
+          + (f" {over:7.1f} ({over / sched:4.0%})" if sched else ""))
+    missing = [t for t, st in f["trial_steps_s"].items() if not st]
+    if missing:
+        print(f"  (not recorded for {', '.join(missing)})")
 
 
 def print_health(health: dict[str, dict]) -> None:

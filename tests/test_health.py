@@ -448,6 +448,30 @@ def test_a_sick_healthy_trial_turns_its_claims_inconclusive_too(run):
     assert ("red-limited", "queue_delay_excess", 0.0238) in [(f["trial"], f["check"], f["value"]) for f in v["health_failures"]]
 
 
+def test_bench_prints_where_each_trial_s_time_went(run, capsys):
+    """The runner's step timings (run.json ``steps_s``) as bench prints them: per trial and
+    summed, the overhead beside the schedule; a trial without them is named."""
+    from netrepro.runner.trial import TRIAL_STEPS
+    data = json.loads((run / "run.json").read_text())
+    steps = {"arm": 9.5, "release": 1.5, "lead": 2.0, "schedule": 25.0, "finish": 4.0, "fetch": 2.5, "keep": 0.5}
+    assert tuple(steps) == TRIAL_STEPS
+    for t in data["trials"][1:]:
+        t["steps_s"] = steps
+    (run / "run.json").write_text(json.dumps(data))
+    _rehash(run)
+    assert bench.main(["pie-vs-red", "--run", str(run)]) == 0
+    out = capsys.readouterr().out
+    first, second = data["trials"][0]["id"], data["trials"][1]["id"]
+    row = next(line for line in out.splitlines() if line.startswith(f"  {second} "))
+    assert row.split()[1:9] == ["9.5", "1.5", "2.0", "25.0", "4.0", "2.5", "0.5", "20.0"], row
+    assert "(80%)" in row  # 20 s of overhead on a 25 s schedule
+    total = next(line for line in out.splitlines() if line.startswith("  all "))
+    assert total.split()[1:9] == ["28.5", "4.5", "6.0", "75.0", "12.0", "7.5", "1.5", "60.0"], total
+    assert f"(not recorded for {first})" in out
+    f = bench.figures(run)
+    assert f["trial_steps_s"][first] is None and f["trial_steps_s"][second] == steps
+
+
 def test_bench_prints_the_health_checks(run, capsys):
     assert bench.main(["pie-vs-red", "--run", str(run)]) == 0
     out = capsys.readouterr().out
@@ -530,6 +554,8 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     record = trial._run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 2, judge=judge_trial)
     assert sorted(p.name for p in (run_dir / "raw" / "red-limited").iterdir()) == sorted(spec.nodes)
 
+    from netrepro.runner.trial import TRIAL_STEPS
+    assert tuple(record["steps_s"]) == TRIAL_STEPS and all(v >= 0 for v in record["steps_s"].values())
     busy = record["controller_cpu_busy"]  # None when no tick passed between the two readings
     assert busy is None or 0 <= busy <= 1
     assert record["controller_cores"] >= 1

@@ -66,7 +66,8 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     load_before = os.getloadavg()
     t0 = time.time()
     bn = _sampled_node(spec)
-    barrier, ticks_before = _play_and_fetch(spec, site, inv, tv, run_dir, attempt, bn, started)
+    timed: dict[str, float] = {}
+    barrier, ticks_before = _play_and_fetch(spec, site, inv, tv, run_dir, attempt, bn, started, timed)
     # Every node's clock as the release read it: a clock stepped from then to the end of
     # the trial is caught (clock_problems), without reading the clocks again before it.
     clocks_before = barrier["clocks"]
@@ -114,6 +115,9 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     }
     if not problems:  # judged where fetched: the data go to raw/ only once kept
         failed = _judge_health(judge, spec, record, tdir, time_scale)
+    # where the trial's time went, step by step (netrepro.bench prints them)
+    record["steps_s"] = {**timed, "keep": round(time.time() - t0 - wall, 2)}
+    if not problems:
         if failed and retry_unhealthy:
             kept = run_dir / "failed" / f"{tid}-{attempt}"
             log(f"[run] trial {tid}: unhealthy, so not kept (its data in {kept.relative_to(run_dir)}/); "
@@ -126,14 +130,26 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     return record
 
 
+#: The steps of an emulated trial, in order, as its record's ``steps_s`` times them (s, on the
+#: controller's clock): ``arm`` (playbooks/trial.yml: every process of the trial armed),
+#: ``release`` (the barrier: the common start written to every node, acknowledged), ``lead``
+#: (from then to the schedule's start), ``schedule`` (the schedule itself, base RTT and
+#: phases, until trial-end.yml starts), ``finish`` (trial-end.yml: the processes ended and
+#: packed), ``fetch`` (each node's archive copied here) and ``keep`` (the clocks read again,
+#: the archives unpacked, the data checked, the health judged). Their sum is the trial's
+#: wall time, ``keep`` aside (``wall_s`` ends with the fetch).
+TRIAL_STEPS = ("arm", "release", "lead", "schedule", "finish", "fetch", "keep")
+
+
 def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, attempt: int, bn: str,
-                    started: dict | None) -> tuple[dict, str | None]:
+                    started: dict | None, steps: dict | None = None) -> tuple[dict, str | None]:
     """A trial on the nodes: playbooks/trial.yml arms it, the barrier releases it
     (:func:`release_trial`, its start chosen on node ``bn``'s clock), trial-end.yml, run once
     the schedule has ended (:func:`_await_schedule_end`), ends and packs it, and each node's
     archive is fetched to ``tv["fetch_dir"]``. Each playbook's log is kept in the run's
     ``logs/<trial>-<attempt>-<playbook>.log``. ``started``: gets ``start_epoch_s`` as soon as
-    the barrier has released the trial.
+    the barrier has released the trial; ``steps``: gets the seconds of each step up to the
+    fetch (:data:`TRIAL_STEPS`).
 
     Returns (the barrier's result, this machine's /proc/stat ``cpu`` numbers at the release).
     Raises _TrialFailed (``stop``: processes may be left) when a playbook failed (saying when
@@ -144,27 +160,42 @@ def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, 
     extra = {"netrepro": model_vars(spec), "trial": tv}
     armed = sorted(set(tv["ping"]) | set(tv["qdisc_stats"]) | set(tv["flows"]) | set(tv.get("iperf3", {}))
                    | set(tv.get("iperf3_servers", {})))
+    steps = {} if steps is None else steps
+    mark = [time.time()]
+
+    def took(step: str) -> None:
+        now = time.time()
+        steps[step] = round(now - mark[0], 2)
+        mark[0] = now
+
     try:
         logs = run_dir / "logs"
         _playbook("trial", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial.log")
+        took("arm")
         try:
             # Every node acknowledges the release, the armed ones after their FIFOs: each one's
             # /proc/stat then starts the window of the nodes' CPU check (analysis.health).
             barrier = release_trial(inv, sorted(set(armed) | set(spec.model.nodes)), tid, bn, lead_min_s=tv["lead_s"])
         except BarrierLate as exc:
             raise _TrialFailed(str(exc), stop=True) from None
+        took("release")
         if started is not None:
             started["start_epoch_s"] = barrier["start_epoch_s"]
         ticks_before = host_cpu_ticks()  # this machine's CPU from the release on
         log(f"[run] trial {tid}: released at a lead of {barrier['lead_s']} s (slowest round trip "
             f"{max(barrier['round_trip_s'].values()):.3f} s, least margin {min(barrier['ack_margin_s'].values()):.3f} s)")
         extra["trial"] = {**tv, "start_epoch_s": barrier["start_epoch_s"]}
+        steps["lead"] = round(max(0.0, barrier["start_here_s"] - mark[0]), 2)
+        mark[0] += steps["lead"]
         _await_schedule_end(barrier["start_here_s"] + tv["duration_s"])
+        took("schedule")
         _playbook("trial-end", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial-end.log")
+        took("finish")
         try:
             fetch_archives(inv, sorted(set(armed) | set(spec.model.nodes)), tid, Path(tv["fetch_dir"]))
         except FetchFailed as exc:
             raise _TrialFailed(str(exc), stop=True) from None
+        took("fetch")
     except ansible.PlaybookError as exc:
         reason = playbook_failure(exc)
         try:
