@@ -6,32 +6,35 @@ each test shows: the completed trials kept with their checksums, the partial run
 INCOMPLETE with the trial and the reason, the trial's processes stopped on the nodes, and one
 line on the console (stderr) accounting for the fault.
 
-One local site serves the trial faults (module fixture: `up` and `provision` once; in the
-QEMU micro-VM on machines whose kernel lacks the qdiscs), at TIME_SCALE
-$NETREPRO_FAULTS_SCALE (default 0.05: a 12.5 s schedule). Each micro-VM trial costs about
-half a minute beyond its schedule, so faults that strike the same trial and are detected
-apart share it. The faults follow one run of two trials through its resumes:
+The subject is the runner, not a qdisc, so the faults strike trials of
+tests/data/experiments/gateway-fifo.yml (a TBF with a byte or a packet FIFO, two iperf3 flows,
+a ping and a queue sampler), whose qdiscs the host kernel has: the local site runs in host
+mode (network namespaces of this machine), where a trial costs a few seconds beyond its
+schedule instead of half a minute in the QEMU micro-VM (which it still uses on a machine whose
+kernel lacks them). One local site serves the trial faults (module fixture: `up` and
+`provision` once) at TIME_SCALE $NETREPRO_FAULTS_SCALE (default 0.5: a 10 s schedule). The
+faults follow one run of two trials through its resumes:
 
-1. `run` of pie-unlimited and red-unlimited; in red-unlimited, client1's flow client, client2's
-   ping collector and router's queue sampler are killed and the nodes' clock is stepped by
-   2 s: pie-unlimited is kept, the run is INCOMPLETE at red-unlimited, and its one line
-   names the four faults;
-2-4. each `run --resume` of it meets the next fault in red-unlimited: the SSH jump
-   connection cut, SIGINT, the results disk full while fetching (the results folder is a
-   small tmpfs);
-5. the last `run --resume` completes it: INCOMPLETE is gone, pie-unlimited's raw files and
-   checksums are those of step 1, every attempt and resume is recorded.
+1. `run` of bytes and packets; in packets, a1's iperf3 client, a1's ping collector and gw's
+   queue sampler are killed (and, in the micro-VM, whose clock is its own, the nodes' clock
+   is stepped by 2 s; the host's clock is not touched): bytes is kept, the run is INCOMPLETE
+   at packets, and its one line names the faults;
+2-4. each `run --resume` of it meets the next fault in packets: the SSH connections cut (the
+   jump host's in the micro-VM, every node's in host mode), SIGINT, the results disk full
+   while fetching (the results folder is a small tmpfs);
+5. the last `run --resume` completes it: INCOMPLETE is gone, bytes' raw files and checksums
+   are those of step 1, every attempt and resume is recorded.
 
 Then the static site is pointed at the same nodes, described in a static-site file as a user
-describes their machines: it reaches every node through the jump host and matches the
-data-plane addresses, and a wrong address is reported with the node and the address. Then,
-on the same site, provisioning is interrupted by SIGTERM and a node's sshd is killed
-during provisioning; the last test tears the site down and checks that nothing is left on the
-host: namespaces, links and bridges, qdiscs, processes, SSH control sockets (the micro-VM,
-with everything inside it, is gone). A static site whose nodes do not answer fails to reserve
-with one line and leaves nothing (this one needs no VM and is not marked integration).
+describes their machines: it reaches every node and matches the data-plane addresses, and a
+wrong address is reported with the node and the address. Then, on the same site,
+provisioning is interrupted by SIGTERM and a node's sshd is killed during provisioning; the
+last test tears the site down and checks that nothing is left on the host: namespaces, links
+and bridges, qdiscs, processes, SSH control sockets (and the micro-VM, when there was one). A
+static site whose nodes do not answer fails to reserve with one line and leaves nothing (this
+one needs no site and is not marked integration).
 
-Run with `make faults` (as root). Wall time on a 2-core machine under QEMU TCG: see docs/testing.md.
+Run with `make faults` (as root). Wall time on a 2-core machine: see docs/testing.md.
 """
 
 from __future__ import annotations
@@ -51,17 +54,21 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import static_nodes_of_local
 from netrepro.sites import SiteError, get_site
 from netrepro.sites.inventory import control_dir
 from netrepro.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
-SCALE = os.environ.get("NETREPRO_FAULTS_SCALE", "0.05")
-TRIALS = ["pie-unlimited", "red-unlimited"]
+SCALE = os.environ.get("NETREPRO_FAULTS_SCALE", "0.5")
+#: The experiment the faults strike, as a user names a file outside experiments/.
+EXP = REPO / "tests" / "data" / "experiments" / "gateway-fifo.yml"
+NAME = "gateway-fifo"
+TRIALS = ["bytes", "packets"]
 #: Process names (comm, 15 characters) of a trial's processes on a node (roles/collectors,
-#: roles/flow_clients): none may be left once a trial has stopped.
-TRIAL_COMMS = ("curl", "ping", "tc", "sleep", "nr-flows.sh", "nr-ping.sh", "nr-qdisc-stats.", "nr-wait.sh",
-               "nr-window.sh")
+#: roles/flow_clients, roles/iperf3_server): none may be left once a trial has stopped.
+TRIAL_COMMS = ("iperf3", "curl", "ping", "tc", "sleep", "nr-iperf3.sh", "nr-flows.sh", "nr-ping.sh", "nr-qdisc-stats.",
+               "nr-wait.sh", "nr-window.sh")
 
 
 # --- helpers ----------------------------------------------------------------------------------------
@@ -155,7 +162,8 @@ def processes_mentioning(text: str) -> list[str]:
 
 
 class LocalSite:
-    """The module's local site: its folders, environment and a shell in the micro-VM."""
+    """The module's local site: its folders, environment and a shell where its namespaces are
+    (the host in host mode, else the micro-VM's root namespace)."""
 
     def __init__(self, tmp: Path):
         self.state = tmp / "state"
@@ -164,7 +172,7 @@ class LocalSite:
         self.results.mkdir()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("NETREPRO_", "TIME_SCALE", "RESUME"))}
         self.env.update(NETREPRO_STATE=str(self.state), NETREPRO_RESULTS=str(self.results), SITE="local")
-        self.site_state = self.state / "pie-vs-red-local"
+        self.site_state = self.state / f"{NAME}-local"
         self.run_dir: Path | None = None
         self.kept: dict[str, str] = {}  # pie-unlimited's raw files as first recorded
 
@@ -175,9 +183,20 @@ class LocalSite:
     def st(self) -> dict:
         return json.loads((self.site_state / "state.json").read_text())
 
+    @property
+    def host_mode(self) -> bool:
+        """The namespaces are this machine's (the local site's host mode), not a micro-VM's."""
+        return self.st().get("mode") == "host"
+
     def vm(self, script: str, timeout_s: float = 600) -> str:
-        """Run ``script`` (sh) in the micro-VM's root namespace, through its SSH jump host."""
+        """Run ``script`` (sh) where the namespaces are: on this machine in host mode, else in
+        the micro-VM's root namespace, through its SSH jump host."""
         st = self.st()
+        if st.get("mode") == "host":
+            p = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=timeout_s,
+                               stdin=subprocess.DEVNULL)
+            assert p.returncode == 0, f"on the host: {script}\n{p.stdout}\n{p.stderr}"
+            return p.stdout
         argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", "-o", "LogLevel=ERROR",
                 "-i", str(self.site_state / "ssh" / "id_ed25519"), "-o", "IdentitiesOnly=yes",
                 "-o", f"UserKnownHostsFile={self.site_state / 'ssh' / 'known_hosts'}",
@@ -186,8 +205,8 @@ class LocalSite:
         assert p.returncode == 0, f"in the VM: {script}\n{p.stdout}\n{p.stderr}"
         return p.stdout
 
-    # Shell functions for the VM, with as few processes as possible (each costs ~0.1 s under
-    # QEMU TCG): alive PID (not a zombie); pids_of NODE "NAMES": the processes of a node's
+    # Shell functions for the namespaces, with as few processes as possible (each costs ~0.1 s
+    # under QEMU TCG): alive PID (not a zombie); pids_of NODE "NAMES": the processes of a node's
     # namespace whose name (comm) is one of NAMES; pids_cmd NODE TEXT: those whose command
     # line contains TEXT; kill_of NODE "NAMES" | kill_cmd NODE TEXT: SIGKILL them, or fail.
     PIDS = (
@@ -201,11 +220,10 @@ class LocalSite:
         'kill_of() { killed "$(pids_of "$1" "$2")" "$2 on $1"; }; '
         'kill_cmd() { killed "$(pids_cmd "$1" "$2")" "$2 on $1"; }; ')
 
-    def after_flows(self, action: str = "", after_s: float = 2.0, node: str = "client1") -> None:
-        """Wait in the VM until the flow client (curl) of ``node`` runs, then ``after_s``
-        seconds, then run the shell ``action`` there (in the same session: no delay). (The
-        flows' curl has ftp:// URLs; the snapshot before a trial runs `curl --version`.)"""
-        out = self.vm(self.PIDS + f'i=0; until [ -n "$(pids_cmd {node} ftp://)" ]; do i=$((i+1)); '
+    def after_flows(self, action: str = "", after_s: float = 2.0, node: str = "a1") -> None:
+        """Wait until the iperf3 client of ``node`` runs, then ``after_s`` seconds, then run
+        the shell ``action`` there (in the same session: no delay)."""
+        out = self.vm(self.PIDS + f'i=0; until [ -n "$(pids_of {node} iperf3)" ]; do i=$((i+1)); '
                       f'[ $i -gt 1200 ] && exit 1; sleep 0.25; done; echo "flows on {node} at $(date +%s.%N)"; '
                       f'sleep {after_s}; {action}')
         print("[fault] " + " / ".join(out.strip().splitlines()))
@@ -226,18 +244,18 @@ def site(tmp_path_factory):
     s.before = host_snapshot()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "netrepro-faults", str(s.results)], check=True)
     try:
-        up = s.nr("up", "pie-vs-red")
+        up = s.nr("up", str(EXP))
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr
-        prov = s.nr("provision", "pie-vs-red")
+        prov = s.nr("provision", str(EXP))
         assert prov.returncode == 0, prov.stdout[-3000:] + prov.stderr
         yield s
     finally:
-        s.nr("down", "pie-vs-red")  # (checked by test_teardown_leaves_nothing)
+        s.nr("down", str(EXP))  # (checked by test_teardown_leaves_nothing)
         subprocess.run(["umount", str(s.results)])
 
 
 ACCOUNT = re.compile(r"^netrepro: run INCOMPLETE at trial (?P<trial>\S+) \((?P<reason>.+)\); (?P<kept>\d+) of "
-                     r"(?P<total>\d+) trials kept in (?P<dir>\S+); resume with: netrepro run pie-vs-red "
+                     r"(?P<total>\d+) trials kept in (?P<dir>\S+); resume with: netrepro run \S*gateway-fifo\.yml "
                      r"--resume (?P<again>\S+)$")
 
 
@@ -245,7 +263,7 @@ def run_with_fault(site: LocalSite, inject, *, new: bool = False) -> tuple[int, 
     """`netrepro run` (new: of TRIALS; else --resume of the module's run) with ``inject(console)``
     called once red-unlimited has started (its flows are injected by site.after_flows)."""
     args = ["--trial", TRIALS[0], "--trial", TRIALS[1], "--time-scale", SCALE] if new else ["--resume", str(site.run_dir)]
-    c = Console(["run", "pie-vs-red", *args], site.env)
+    c = Console(["run", str(EXP), *args], site.env)
     try:
         assert c.wait_for(rf"^(\[[0-9:]+Z\] )?\[run\] trial {TRIALS[1]}:", 1200), "".join(c.out)[-3000:] + c.err
         inject(c)
@@ -335,51 +353,70 @@ def test_static_site_that_does_not_answer(tmp_path):
 # --- 1-5: faults during trials, one run resumed after each ---------------------------------------------
 @pytest.mark.integration
 def test_data_faults_are_named_together(site):
-    """Four faults in one trial (fewer micro-VM trials; each is still named): red-unlimited's
-    flow client on client1, the ping collector on client2 and the queue sampler on router are
-    killed, and the clock (one for all the nodes: they share the VM's) is stepped by 2 s. The
-    one line on the console names each."""
-    action = ("kill_of client1 curl; kill_of client2 ping; kill_cmd router nr-qdisc-stats.sh; "
-              'ip netns exec router date -s "+2 seconds"')  # date: one process, 2 s exactly
+    """Three faults in one trial (four in the micro-VM; each is still named): packets' iperf3
+    client and ping collector on a1 and the queue sampler on gw are killed (and, in the
+    micro-VM, the clock it gives every node is stepped by 2 s). The one line on the console
+    names each."""
+    action = "kill_of a1 iperf3; kill_of a1 ping; kill_cmd gw nr-qdisc-stats.sh"
+    if not site.host_mode:
+        action += '; ip netns exec gw date -s "+2 seconds"'  # date: one process, 2 s exactly
     rc, out, err = run_with_fault(site, lambda c: site.after_flows(action), new=True)
-    run = check_incomplete(site, rc, out, err, exit_code=2, attempts=1, reason=r"^flow client on client1 ")
+    run = check_incomplete(site, rc, out, err, exit_code=2, attempts=1, reason=r"^ping collector on a1 ")
     reason = run["trial_status"][1]["reason"]
-    for part in (r"^flow client on client1 exited early: 0 of 10 flows recorded in flows\.csv(;|$)",
-                 r"; ping collector on client2 (ended early: last sample [\d.]+ s before the schedule's end|was killed)",
-                 r"; queue sampler on router ended early",
-                 r"; clock stepped by \+[12]\.\d( to \+[12]\.\d)? s during the trial on all 7 nodes"):
+    parts = [r"^ping collector on a1 (ended early: last sample [\d.]+ s before the schedule's end|was killed)",
+             r"; queue sampler on gw ended early",
+             r"; iperf3 client cubic-flow on a1 left no complete report \(iperf3-cubic-flow\.json\): it was stopped early"]
+    if not site.host_mode:
+        parts.append(r"; clock stepped by \+[12]\.\d( to \+[12]\.\d)? s during the trial on all 7 nodes")
+    for part in parts:
         assert re.search(part, reason), (part, reason)
     attempt = run["trial_status"][1]["attempts"][-1]
-    assert (site.run_dir / attempt["kept_in"] / "client1" / "flows.csv").is_file()  # kept for a look
+    assert (site.run_dir / attempt["kept_in"] / "a1" / "ping.txt").is_file()  # kept for a look
     steps = attempt["clocks"]["step_s"]
-    assert set(steps) == set(load_spec("pie-vs-red").nodes) and all(1.5 < s < 2.5 for s in steps.values()), steps
+    assert set(steps) == set(load_spec(str(EXP)).nodes)
+    if site.host_mode:
+        assert all(abs(s) < 1 for s in steps.values()), steps
+    else:
+        assert all(1.5 < s < 2.5 for s in steps.values()), steps
     assert "resumes" not in run
 
 
-@pytest.mark.integration
-def test_jump_connection_cut(site):
-    """The SSH master to the jump host killed while trial-end.yml's command runs on the nodes:
-    the trial fails, named "unreachable in task", and the run stays resumable. During the
-    schedule no command is in flight (the controller connects again after its end), so the cut
-    is made while trial-end waits on client1: a process planted in client1's trial folder
-    during the schedule (a pid file, as the collectors leave) keeps it waiting."""
-    def inject(c):
-        site.after_flows(
-            'p=$(pids_cmd client1 ftp://); d=$(dirname "$(readlink /proc/${p%% *}/fd/1)"); '
-            'ip netns exec client1 sh -c "sleep 600 </dev/null >/dev/null 2>&1 & echo \\$! > $d/linger.pid"; '
-            'i=0; until [ -n "$(pids_cmd client1 nr-wait.sh)" ]; do i=$((i+1)); [ $i -gt 3000 ] && exit 1; '
-            'sleep 0.1; done; echo "trial-end waits on client1 at $(date +%s.%N)"')
-        st = site.st()
-        jump = "root@127.0.0.1:" + str(st["ssh_port"])
-        path = str(Path(control_dir(site.site_state)) / ("jump-" + hashlib.sha1(jump.encode()).hexdigest()[:12]))
+def _cut_ssh(site: LocalSite) -> None:
+    """Kill the SSH masters the controller reaches the nodes through: the micro-VM's jump
+    host's, or in host mode every node's (netrepro.sites.inventory.control_dir)."""
+    folder = Path(control_dir(site.site_state))
+    if site.host_mode:
+        paths = [str(p) for p in folder.iterdir() if p.is_socket()]
+    else:
+        jump = "root@127.0.0.1:" + str(site.st()["ssh_port"])
+        paths = [str(folder / ("jump-" + hashlib.sha1(jump.encode()).hexdigest()[:12]))]
+    killed = []
+    for path in paths:
         check = subprocess.run(["ssh", "-o", f"ControlPath={path}", "-O", "check", "x"], capture_output=True, text=True)
         m = re.search(r"Master running \(pid=(\d+)\)", check.stderr)
-        assert m, f"no SSH master for the jump host ({path}): {check.stderr}"
-        os.kill(int(m.group(1)), signal.SIGKILL)
-        print(f"[fault] killed the SSH master to the jump host (pid {m.group(1)})")
+        if m:
+            os.kill(int(m.group(1)), signal.SIGKILL)
+            killed.append(m.group(1))
+    assert killed, f"no SSH master in {folder}"
+    print(f"[fault] killed the SSH masters to the nodes (pids {', '.join(killed)})")
+
+
+@pytest.mark.integration
+def test_ssh_connections_cut(site):
+    """The SSH masters to the nodes killed while trial-end.yml's command runs on them: the
+    trial fails, named "unreachable in task", and the run stays resumable. During the
+    schedule no command is in flight (the controller connects again after its end), so the cut
+    is made while trial-end waits on a1: a process planted in a1's trial folder during the
+    schedule (a pid file, as the collectors leave) keeps it waiting."""
+    def inject(c):
+        site.after_flows(
+            'p=$(pids_of a1 iperf3); d=$(dirname "$(readlink /proc/${p%% *}/fd/1)"); '
+            'ip netns exec a1 sh -c "sleep 600 </dev/null >/dev/null 2>&1 & echo \\$! > $d/linger.pid"; '
+            'i=0; until [ -n "$(pids_cmd a1 nr-wait.sh)" ]; do i=$((i+1)); [ $i -gt 3000 ] && exit 1; '
+            'sleep 0.1; done; echo "trial-end waits on a1 at $(date +%s.%N)"')
+        _cut_ssh(site)
     rc, out, err = run_with_fault(site, inject)
-    run = check_incomplete(site, rc, out, err, exit_code=2, attempts=2,
-                           reason=r"^(client|router|server)\d? unreachable in task '.+': ")
+    run = check_incomplete(site, rc, out, err, exit_code=2, attempts=2, reason=r"^\S+ unreachable in task '.+': ")
     assert [r["from_trial"] for r in run["resumes"]] == [TRIALS[1]]  # the first resume, from the failed trial
 
 
@@ -421,7 +458,7 @@ def test_disk_full_while_fetching(site):
 
 @pytest.mark.integration
 def test_resume_completes_the_run(site):
-    p = site.nr("run", "pie-vs-red", "--resume", str(site.run_dir))
+    p = site.nr("run", str(EXP), "--resume", str(site.run_dir))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr
     assert p.stderr == ""
     run_dir = site.run_dir
@@ -435,46 +472,38 @@ def test_resume_completes_the_run(site):
     files = {f"{t}/{k}": v for t in TRIALS for k, v in sha256_tree(run_dir / "raw" / t).items()}
     assert files == run["raw_sha256"]
     assert {k: v for k, v in files.items() if k.startswith(TRIALS[0] + "/")} == site.kept  # never rewritten
-    assert {"ping.txt", "flows.csv", "meta-before.json"} <= {p.name for p in (run_dir / "raw" / TRIALS[1] / "client1").iterdir()}
+    assert {"ping.txt", "iperf3-cubic-flow.json", "meta-before.json"} <= {p.name for p in (run_dir / "raw" / TRIALS[1] / "a1").iterdir()}
     assert (run_dir.parent / "latest").resolve() == run_dir.resolve()
     # the attempts whose data failed its checks kept it under failed/
     for a in attempts:
         if a.get("kept_in"):
             assert (run_dir / a["kept_in"]).is_dir()
-    again = site.nr("run", "pie-vs-red", "--resume", str(run_dir))
+    again = site.nr("run", str(EXP), "--resume", str(run_dir))
     assert again.returncode == 2 and "nothing to resume" in again.stderr and len(again.stderr.splitlines()) == 1
 
 
 # --- the static site against this site's nodes --------------------------------------------------------
-def _static_file(path: Path, logins: dict, spec, change: dict | None = None) -> Path:
+def _static_file(path: Path, logins: dict, spec) -> Path:
     """A static-site nodes file for the local site's ``logins`` (state.json), as a user
-    describes their machines: login, key, work folder and data-plane addresses per node."""
-    nodes = {}
-    for name, lg in logins.items():
-        # keyed by LAN as Model.data_plane keys them; the nodes file gives addresses bare
-        addrs = {i["network"]: i["address"].split("/")[0] for i in spec.nodes[name]["interfaces"].values()}
-        addrs.update((change or {}).get(name, {}))
-        # the nodes are namespaces of one host: each keeps its files in a folder of its own
-        nodes[name] = {"host": lg["host"], "port": lg["port"], "user": lg["user"], "key": lg["key_file"],
-                       "work_dir": f"{path.parent}/work/{name}", "addresses": addrs}
-        if lg.get("proxy_jump"):
-            nodes[name]["proxy_jump"] = lg["proxy_jump"]
-    path.write_text(yaml.safe_dump({"nodes": nodes}))
+    describes their machines: login, key, work folder and data-plane addresses per node
+    (tests/conftest.py static_nodes_of_local)."""
+    path.write_text(yaml.safe_dump({"nodes": static_nodes_of_local({"logins": logins}, spec, path.parent)}))
     return path
 
 
 @pytest.mark.integration
 def test_static_site_reaches_local_nodes(site, tmp_path):
-    spec = load_spec("pie-vs-red")
+    spec = load_spec(str(EXP))
     f = _static_file(tmp_path / "nodes.yml", site.st()["logins"], spec)
     static = get_site("static", spec, tmp_path / "static-state",
                       {"static_file": str(f), "known_hosts": str(tmp_path / "known_hosts")})
     static.reserve()
     logins = static.logins()
     assert set(logins) == set(spec.nodes)
-    # interfaces found on the nodes from their addresses: eth1/eth2 in the local site
-    assert logins["router"].extra["interfaces"] == {"clients_lan": "eth1", "servers_lan": "eth2"}
-    assert logins["client1"].extra["interfaces"] == {"clients_lan": "eth1"}
+    # interfaces found on the nodes from their addresses: the gateway's two, named as the file names them
+    want = {k: i["interface"] for k, i in spec.model.data_plane("gw").items()}
+    assert len(want) == 2 and logins["gw"].extra["interfaces"] == want
+    assert list(logins["a1"].extra["interfaces"].values()) == ["a1-0"]
     static.wait_ready(timeout_s=120)
     static.release()
     static.release()  # idempotent
@@ -483,15 +512,15 @@ def test_static_site_reaches_local_nodes(site, tmp_path):
 
 @pytest.mark.integration
 def test_static_site_reports_a_wrong_address(site, tmp_path):
-    spec = load_spec("pie-vs-red")
-    # the file says client1 is 10.10.1.1 (the topology), but its machine has another address:
-    # simulate by describing server1's machine for client1
+    spec = load_spec(str(EXP))
+    # the file says a1 is 192.168.51.11 (the topology), but its machine has another address:
+    # simulate by describing b1's machine for a1
     logins = dict(site.st()["logins"])
-    logins["client1"] = dict(logins["server1"], name="client1")
+    logins["a1"] = dict(logins["b1"], name="a1")
     f = _static_file(tmp_path / "nodes.yml", logins, spec)
     static = get_site("static", spec, tmp_path / "static-state",
                       {"static_file": str(f), "known_hosts": str(tmp_path / "known_hosts")})
-    with pytest.raises(SiteError, match=r"client1.*10\.10\.1\.1"):
+    with pytest.raises(SiteError, match=r"a1.*192\.168\.51\.11"):
         static.reserve()
     assert not static.state_file.exists()
 
@@ -499,7 +528,7 @@ def test_static_site_reports_a_wrong_address(site, tmp_path):
 # --- faults during provisioning --------------------------------------------------------------------------
 @pytest.mark.integration
 def test_sigterm_mid_provisioning(site):
-    c = Console(["provision", "pie-vs-red", "-v"], site.env)
+    c = Console(["provision", str(EXP), "-v"], site.env)
     try:
         assert c.wait_for(r"^TASK \[", 600), "".join(c.out) + c.err
         time.sleep(5)
@@ -512,20 +541,21 @@ def test_sigterm_mid_provisioning(site):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("netrepro: provisioning interrupted by SIGTERM after "), err
     print(f"[fault] console: {lines[0]}")
-    assert "the site is still up: run `netrepro provision pie-vs-red` again, or `netrepro down pie-vs-red`" in lines[0]
+    assert re.search(r"the site is still up: run `netrepro provision \S*gateway-fifo\.yml` again, or "
+                     r"`netrepro down \S*gateway-fifo\.yml`", lines[0]), lines[0]
     time.sleep(2)
     assert playbooks_of(site.state) == [], "a playbook is still running"
     assert site.st()["provisioned"] is False
-    refused = site.nr("run", "pie-vs-red")
+    refused = site.nr("run", str(EXP))
     assert refused.returncode == 2 and "not provisioned" in refused.stderr and len(refused.stderr.splitlines()) == 1
 
 
 @pytest.mark.integration
 def test_sshd_killed_during_provisioning(site):
-    c = Console(["provision", "pie-vs-red", "-v"], site.env)
+    c = Console(["provision", str(EXP), "-v"], site.env)
     try:
         assert c.wait_for(r"^TASK \[", 600), "".join(c.out) + c.err
-        site.vm(site.PIDS + "kill_of client2 sshd")  # the listener and the session of Ansible's connection
+        site.vm(site.PIDS + "kill_of a2 sshd")  # the listener and the session of Ansible's connection
         rc, out, err = c.finish(1200)
     finally:
         if c.proc.poll() is None:
@@ -534,7 +564,7 @@ def test_sshd_killed_during_provisioning(site):
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     print(f"[fault] console: {lines[0]}")
-    assert re.match(r"^netrepro: provisioning failed \(client2 unreachable in task '.+': .+\); the site is still up: ",
+    assert re.match(r"^netrepro: provisioning failed \(a2 unreachable in task '.+': .+\); the site is still up: ",
                     lines[0]), lines[0]
     assert site.st()["provisioned"] is False
 
@@ -543,28 +573,29 @@ def test_sshd_killed_during_provisioning(site):
 def test_teardown_leaves_nothing(site):
     sockets = [p for p in subprocess.run(
         [sys.executable, "-c", "import sys; from netrepro.runner import ssh, steps; from netrepro.spec import load_spec; "
-         "print('\\n'.join(ssh.ssh_control_paths(steps.open_site(load_spec('pie-vs-red'), 'local'))))"],
+         f"print('\\n'.join(ssh.ssh_control_paths(steps.open_site(load_spec('{EXP}'), 'local'))))"],
         cwd=REPO, env=site.env, capture_output=True, text=True).stdout.split()]
     assert sockets and any(os.path.exists(p) for p in sockets)  # open until down
-    vm_pgid = site.st()["vm_pgid"]
-    p = site.nr("down", "pie-vs-red")
+    vm_pgid = site.st().get("vm_pgid")
+    p = site.nr("down", str(EXP))
     assert p.returncode == 0 and p.stderr == "", p.stdout + p.stderr
     assert not (site.site_state / "state.json").exists()
-    assert not (REPO / "inventory" / "pie-vs-red-local.yml").exists()
+    assert not (REPO / "inventory" / f"{NAME}-local.yml").exists()
     assert [s for s in sockets if os.path.exists(s)] == []
     assert processes_mentioning(str(site.state)) == []
     assert not any(f"ssh: {s} [mux]" in q for s in sockets for q in processes_mentioning("[mux]"))
-    try:
-        os.killpg(vm_pgid, 0)
-        pytest.fail("the micro-VM is still running")
-    except ProcessLookupError:
-        pass
-    guest = (site.site_state / "vm-guest.log").read_text()
-    assert "torn down" in guest.rsplit("stop requested", 1)[-1]
+    if vm_pgid is not None:
+        try:
+            os.killpg(vm_pgid, 0)
+            pytest.fail("the micro-VM is still running")
+        except ProcessLookupError:
+            pass
+        guest = (site.site_state / "vm-guest.log").read_text()
+        assert "torn down" in guest.rsplit("stop requested", 1)[-1]
     # the site's own SSH control folder is gone (another netrepro command on the machine may
     # hold folders of its own under /tmp/netrepro-cp meanwhile)
     assert not Path(control_dir(site.site_state)).exists()
     now = host_snapshot()
     for what in ("netns", "links", "qdiscs"):
         assert now[what] <= site.before[what], (what, now[what] - site.before[what])
-    assert site.nr("down", "pie-vs-red").returncode == 0  # twice is harmless
+    assert site.nr("down", str(EXP)).returncode == 0  # twice is harmless
