@@ -464,7 +464,7 @@ def test_bench_prints_where_each_trial_s_time_went(run, capsys):
     first, second = data["trials"][0]["id"], data["trials"][1]["id"]
     row = next(line for line in out.splitlines() if line.startswith(f"  {second} "))
     assert row.split()[1:9] == ["9.5", "1.5", "2.0", "25.0", "4.0", "2.5", "0.5", "20.0"], row
-    assert "(80%)" in row  # 20 s of overhead on a 25 s schedule
+    assert "( 80%)" in row  # 20 s of overhead on a 25 s schedule
     total = next(line for line in out.splitlines() if line.startswith("  all "))
     assert total.split()[1:9] == ["28.5", "4.5", "6.0", "75.0", "12.0", "7.5", "1.5", "60.0"], total
     assert f"(not recorded for {first})" in out
