@@ -168,7 +168,7 @@ test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM), one worker per core (p
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(PY) -m pytest -q -n auto -m "not integration and not netns and not wire" tests
 
-test-integration: setup $(DEV_STAMP) ## Every test marked integration (pytest -m integration): the main job in a fresh Debian 12 root (tests/test_integration.py) and the live tests on the local site's micro-VM (the faults, the static site on the same nodes, UML mode)
+test-integration: setup $(DEV_STAMP) ## Every test marked integration (pytest -m integration): the main job in a fresh Debian 12 root (tests/test_integration.py) and the live tests on the local site (the faults and the static site on the same nodes, UML mode)
 	$(PY) -m pytest -q -m integration tests
 
 faults: setup $(DEV_STAMP) ## Inject each fault for real on the local site; check nothing is lost (root)

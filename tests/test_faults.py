@@ -424,7 +424,7 @@ def test_ssh_connections_cut(site):
 def test_sigint_mid_trial(site):
     rc, out, err = run_with_fault(site, lambda c: (site.after_flows(), c.proc.send_signal(signal.SIGINT)))
     check_incomplete(site, rc, out, err, exit_code=130, attempts=3, reason=r"^interrupted by SIGINT$")
-    assert "stopped trial red-unlimited's processes on the nodes" in out
+    assert f"stopped trial {TRIALS[1]}'s processes on the nodes" in out
 
 
 @pytest.mark.integration
