@@ -459,6 +459,7 @@ def trial_intervals(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases: 
     out = []
     for r in rows:
         e = uncertainty.sectioning(r["value"], per.get((r["phase"], r["subject"], r["statistic"]), []))
+        e = uncertainty.within_range(e, r["statistic"])  # a delay's interval never below 0
         if e.has_interval:
             out.append({"trial": r["trial"], "phase": r["phase"], "subject": r["subject"], "statistic": r["statistic"],
                         "value": e.value, "low": e.low, "high": e.high, "sd": e.sd, "batches": e.n})

@@ -202,7 +202,8 @@ def mean_estimates(stats: pd.DataFrame, within: pd.DataFrame | None = None) -> t
         if df > 0 and math.isfinite(se) and uncertainty.t_quantile(df) * se / math.sqrt(r.n) > half:
             half, sd = uncertainty.t_quantile(df) * se / math.sqrt(r.n), max(sd, se)
             how = f"batch means of {int(r.n)} repetitions"
-        estimates[key] = Estimate(float(r.mean), float(r.mean) - half, float(r.mean) + half, sd, int(r.n), how)
+        estimates[key] = uncertainty.within_range(
+            Estimate(float(r.mean), float(r.mean) - half, float(r.mean) + half, sd, int(r.n), how), r.statistic)
     return means, estimates
 
 

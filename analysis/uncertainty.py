@@ -38,7 +38,7 @@ inequality), so it never claims more certainty than the two values give.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -58,6 +58,18 @@ SECTIONED = frozenset({
     "rtt_median_ms", "rtt_p95_ms", "queue_delay_median_ms", "queue_delay_mean_ms", "queue_delay_p95_ms",
     "backlog_mean_bytes", "backlog_mean_ms", "sent_utilization", "utilization",
     "total_throughput_mbit", "jain_index"})
+#: The range of the quantity each sectioned statistic estimates, (low, high): every one is a
+#: throughput, a delay, a window, a backlog or a utilization, none below 0; shares, Jain's
+#: indices (R. Jain, D. Chiu and W. Hawe, DEC-TR-301, 1984: 1/n to 1) and the sent
+#: utilization (clipped to 0..1 where it is computed) none above 1. A queueing delay measured
+#: as RTT - base RTT can read below 0, but the delay it estimates cannot. Intervals are cut to
+#: the range (:func:`within_range`): a symmetric interval around a median of 0 whose batches
+#: were sometimes above it (RED's queue in a phase that empties) otherwise reaches -10 ms and
+#: decides a comparison by delays that cannot be.
+RANGE: dict[str, tuple[float, float]] = {
+    **{s: (0.0, math.inf) for s in SECTIONED},
+    **{s: (0.0, 1.0) for s in ("share", "jain_index", "stream_jain_index", "sent_utilization")},
+}
 #: Most repetitions :func:`repetitions_to_decide` names; beyond it the value sits on its bound.
 MAX_REPETITIONS = 100
 
@@ -95,6 +107,16 @@ class Estimate:
         """``0.79 (95 % 0.74 to 0.84, batch means of 5)``, or the value alone."""
         v = f"{self.value:.4g}" if math.isfinite(self.value) else "missing"
         return v + (f" (95 % {self.low:.4g} to {self.high:.4g}, {self.method})" if self.has_interval else "")
+
+
+def within_range(e: Estimate, statistic: str) -> Estimate:
+    """``e`` with its interval cut to the range of ``statistic``'s quantity (:data:`RANGE`;
+    unchanged for a statistic not there). An end is cut only where the value itself lies
+    within the range, so that an interval never leaves out its own value; ``sd`` is kept."""
+    lo, hi = RANGE.get(statistic, (-math.inf, math.inf))
+    if not e.has_interval or not lo <= e.value <= hi:
+        return e
+    return replace(e, low=max(e.low, lo), high=min(e.high, hi))
 
 
 def batch_count(samples: int) -> int:
@@ -220,6 +242,7 @@ def repetitions_to_decide(e: Estimate, least: float, most: float) -> int | None:
     return None
 
 
-__all__ = ["LEVEL", "MAX_BATCHES", "MIN_BATCHES", "SECTIONED", "MAX_REPETITIONS", "Estimate", "t_quantile",
+__all__ = ["LEVEL", "MAX_BATCHES", "MIN_BATCHES", "SECTIONED", "RANGE", "MAX_REPETITIONS", "Estimate", "within_range",
+           "t_quantile",
            "batch_count", "sectioning", "t_interval", "difference", "ratio", "compare", "at_least", "at_most",
            "combine", "repetitions_to_decide"]

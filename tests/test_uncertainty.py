@@ -31,6 +31,29 @@ def test_sectioning_is_the_window_value_plus_minus_t_times_the_batches_standard_
     assert not u.sectioning(math.nan, batches).has_interval
 
 
+def test_an_interval_is_cut_to_its_quantity_s_range_and_never_leaves_out_its_value():
+    """RED's median queueing delay in a phase that empties: 0 over the phase, 0 in nine
+    batches and 40 ms in one. The symmetric interval reaches below 0, a delay that cannot
+    be; cut, it is 0 to its upper end. A later phase at 0 (0 to 0) then rises by at most 0
+    after it, not by the 9 ms the uncut interval allowed (pie-vs-red's red-follows-load, whose
+    steps may rise by at most 5)."""
+    e = u.sectioning(0.0, [0.0] * 9 + [40.0])
+    assert e.low < -8 and e.high > 8
+    cut = u.within_range(e, "queue_delay_median_ms")
+    assert (cut.value, cut.low, cut.high, cut.sd, cut.n) == (0.0, 0.0, e.high, e.sd, e.n)
+    later = u.sectioning(0.0, [0.0] * 10)
+    assert u.difference(later, e).high > 5 >= u.difference(later, cut).high == 0
+    # shares and Jain's indices end at 1; a statistic without a range, and a value outside its
+    # range (a measured utilization above 1 has no upper end), keep their ends
+    jain = u.within_range(Estimate(0.999, 0.99, 1.008, 0.004, 10, "batch means of 10"), "jain_index")
+    assert (jain.low, jain.high) == (0.99, 1.0)
+    over = Estimate(-0.5, -2.0, 1.0, 0.5, 10, "batch means of 10")
+    assert u.within_range(over, "queue_delay_median_ms") == over
+    assert u.within_range(over, "no_such_statistic") == over
+    assert u.within_range(Estimate.point(-1.0), "utilization") == Estimate.point(-1.0)
+    assert set(u.RANGE) == set(u.SECTIONED)
+
+
 def test_batches_hold_the_same_number_of_the_sparsest_series_samples():
     from analysis.generic import batch_edges
     assert u.batch_count(60) == u.MAX_BATCHES and u.batch_count(7) == 7 and u.batch_count(5) == 5
