@@ -118,6 +118,7 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
         "trial_steps_s": {t: {k: _num(v) for k, v in _dict(records[t].get("steps_s")).items()} or None for t in ran},
         "trial_schedule_s": {t: (_num(records[t].get("duration_s")) or spec.duration_s * time_scale)
                              for t in ran},
+        "trial_base_rtt_s": {t: _num(records[t].get("base_rtt_s")) or 0.0 for t in ran},
         "controller_load_before": {t: (_dict(records[t].get("controller_loadavg")).get("before") or [None])[0]
                                    for t in ran},
         # the local site's forwarding test at reserve time (netrepro.sites.capacity), as run.json recorded it
@@ -207,9 +208,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_steps(f: dict) -> None:
     """Where each trial's time went, step by step (:data:`netrepro.runner.trial.TRIAL_STEPS`,
-    run.json ``steps_s``), in seconds, with what is not the schedule as a share of it and the
-    controller's 1-minute load average before the trial; then the steps summed over the
-    trials. Trials recorded before the runner timed its steps are named as such."""
+    run.json ``steps_s``), in seconds, with the overhead (every step but the schedule, less the
+    base RTT measured while arming: ``base_rtt_s``) as a share of the schedule with its base
+    RTT, and the controller's 1-minute load average before the trial; then the steps summed
+    over the trials. Trials recorded before the runner timed its steps are named as such."""
     from netrepro.runner.trial import TRIAL_STEPS
 
     timed = {t: st for t, st in f["trial_steps_s"].items() if st}
@@ -217,21 +219,23 @@ def print_steps(f: dict) -> None:
         print("trial steps: not recorded (the run was made before the runner timed them)")
         return
     width = max(len(t) for t in timed)
-    print("trial steps (s; overhead = every step but the schedule, as a share of the schedule; "
-          "load = the controller's 1-minute load average before the trial):")
+    print("trial steps (s; arm includes the base RTT; overhead = every step but the schedule and the base RTT, "
+          "as a share of both; load = the controller's 1-minute load average before the trial):")
     print(f"  {'trial':<{width}} " + " ".join(f"{k:>8}" for k in TRIAL_STEPS) + f" {'overhead':>14} {'load':>5}")
     total = dict.fromkeys(TRIAL_STEPS, 0.0)
     for t, st in timed.items():
-        over = sum(v or 0 for k, v in st.items() if k != "schedule")
-        sched = f["trial_schedule_s"].get(t) or 0
+        rtt = f["trial_base_rtt_s"].get(t) or 0
+        over = sum(v or 0 for k, v in st.items() if k != "schedule") - rtt
+        sched = (f["trial_schedule_s"].get(t) or 0) + rtt
         load = f["controller_load_before"].get(t)
         share = f" ({over / sched:4.0%})" if sched else " " * 7
         print(f"  {t:<{width}} " + " ".join(f"{st.get(k, 0) or 0:8.1f}" for k in TRIAL_STEPS) + f" {over:7.1f}{share}"
               + (f" {load:5.2f}" if isinstance(load, (int, float)) else ""))
         for k in TRIAL_STEPS:
             total[k] += st.get(k) or 0
-    over = sum(v for k, v in total.items() if k != "schedule")
-    sched = sum(f["trial_schedule_s"].get(t) or 0 for t in timed)
+    rtt = sum(f["trial_base_rtt_s"].get(t) or 0 for t in timed)
+    over = sum(v for k, v in total.items() if k != "schedule") - rtt
+    sched = sum(f["trial_schedule_s"].get(t) or 0 for t in timed) + rtt
     print(f"  {'all':<{width}} " + " ".join(f"{total[k]:8.1f}" for k in TRIAL_STEPS)
           + (f" {over:7.1f} ({over / sched:4.0%})" if sched else ""))
     missing = [t for t, st in f["trial_steps_s"].items() if not st]

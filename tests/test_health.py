@@ -450,7 +450,8 @@ def test_a_sick_healthy_trial_turns_its_claims_inconclusive_too(run):
 
 def test_bench_prints_where_each_trial_s_time_went(run, capsys):
     """The runner's step timings (run.json ``steps_s``) as bench prints them: per trial and
-    summed, the overhead beside the schedule; a trial without them is named."""
+    summed, the overhead (less the base RTT measured while arming) beside the schedule with
+    its base RTT; a trial without them is named."""
     from netrepro.runner.trial import TRIAL_STEPS
     data = json.loads((run / "run.json").read_text())
     steps = {"arm": 9.5, "release": 1.5, "lead": 2.0, "schedule": 25.0, "finish": 4.0, "fetch": 2.5, "keep": 0.5}
@@ -463,10 +464,11 @@ def test_bench_prints_where_each_trial_s_time_went(run, capsys):
     out = capsys.readouterr().out
     first, second = data["trials"][0]["id"], data["trials"][1]["id"]
     row = next(line for line in out.splitlines() if line.startswith(f"  {second} "))
-    assert row.split()[1:9] == ["9.5", "1.5", "2.0", "25.0", "4.0", "2.5", "0.5", "20.0"], row
-    assert "( 80%)" in row  # 20 s of overhead on a 25 s schedule
+    # the overhead leaves out the 3 s base RTT measured while arming: 20 - 3 = 17 s on 25 + 3 s
+    assert row.split()[1:9] == ["9.5", "1.5", "2.0", "25.0", "4.0", "2.5", "0.5", "17.0"], row
+    assert "( 61%)" in row
     total = next(line for line in out.splitlines() if line.startswith("  all "))
-    assert total.split()[1:9] == ["28.5", "4.5", "6.0", "75.0", "12.0", "7.5", "1.5", "60.0"], total
+    assert total.split()[1:9] == ["28.5", "4.5", "6.0", "75.0", "12.0", "7.5", "1.5", "51.0"], total
     assert f"(not recorded for {first})" in out
     f = bench.figures(run)
     assert f["trial_steps_s"][first] is None and f["trial_steps_s"][second] == steps

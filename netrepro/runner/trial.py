@@ -131,10 +131,11 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
 
 
 #: The steps of an emulated trial, in order, as its record's ``steps_s`` times them (s, on the
-#: controller's clock): ``arm`` (playbooks/trial.yml: every process of the trial armed),
+#: controller's clock): ``arm`` (playbooks/trial.yml: the base RTT measured, for the
+#: record's ``base_rtt_s``, where the experiment has one, and every process of the trial armed),
 #: ``release`` (the barrier: the common start written to every node, acknowledged), ``lead``
-#: (from then to the schedule's start), ``schedule`` (the schedule itself, base RTT and
-#: phases, until trial-end.yml starts), ``finish`` (trial-end.yml: the processes ended and
+#: (from then to the schedule's start), ``schedule`` (the schedule itself, its phases, until
+#: trial-end.yml starts), ``finish`` (trial-end.yml: the processes ended and
 #: packed), ``fetch`` (each node's archive copied here) and ``keep`` (the clocks read again,
 #: the archives unpacked, the data checked, the health judged). Their sum is the trial's
 #: wall time, ``keep`` aside (``wall_s`` ends with the fetch).
