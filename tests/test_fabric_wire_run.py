@@ -19,6 +19,8 @@ import time
 
 import pytest
 
+from conftest import assert_judged_as_reproduced
+
 from test_fabric_wire import EXP, FabricAccount
 from testbed.fabric import TestFabric
 from testbed.nodes import LocalNodes
@@ -53,8 +55,7 @@ def run(tmp_path_factory):
 
 def test_reproduced_over_the_wire(run):
     assert run["proc"].returncode == 0, run["out"][-5000:]
-    assert "[analyze] reproduced: yes" in run["out"]
-    assert json.loads((run["run"] / "verdict.json").read_text())["verdict"] == "reproduced"
+    assert_judged_as_reproduced(json.loads((run["run"] / "verdict.json").read_text()))
     print(f"\nwall {run['wall']:.0f} s; {len(run['fab'].calls)} requests")
 
 

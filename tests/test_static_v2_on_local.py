@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import static_nodes_of_local
+from conftest import assert_judged_as_reproduced, static_nodes_of_local
 from netrepro.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ def run(tmp_path_factory):
 def test_the_static_site_bridged_the_switch_and_the_experiment_reproduced(run):
     d, out, rc, _ = run
     assert rc == 0, out[-4000:]
-    assert "[analyze] reproduced: yes" in out
+    assert_judged_as_reproduced(json.loads((d / "verdict.json").read_text()))
     assert json.loads((d / "run.json").read_text())["site"] == "static"
 
 
