@@ -96,6 +96,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from analysis import fidelity
@@ -288,6 +289,12 @@ def _ping_received(spec, record, trial_dir, start, time_scale, **_) -> tuple[flo
         f"{n} {_pct(v)}" for n, v in share.items())
 
 
+def _sample_times(trial_dir: Path, collector: dict):
+    """The epoch times (s, numpy) of a queue collector's samples: every line of its node's
+    qdisc.jsonl."""
+    return parse_qdisc_stack(_text(trial_dir / collector["at"].split(":")[0] / "qdisc.jsonl"))["t_epoch_s"].to_numpy()
+
+
 def _sampling(kind: str) -> Callable:
     """``sampling_<kind>``: per ping item (its probes sent, answered or not) or queue
     collector (its node's qdisc.jsonl lines), the samples within its schedule / the samples
@@ -299,7 +306,7 @@ def _sampling(kind: str) -> Callable:
                 share[iid], counts[iid] = sent / want, (sent, want)
         else:
             for c in spec.model.data["collectors"]:
-                t = parse_qdisc_stack(_text(trial_dir / c["at"].split(":")[0] / "qdisc.jsonl"))["t_epoch_s"]
+                t = _sample_times(trial_dir, c)
                 got = int(((t >= start) & (t < start + duration)).sum())
                 want = max(1, round(duration / float(c["interval_s"])))
                 share[c["at"]], counts[c["at"]] = got / want, (got, want)
@@ -550,11 +557,11 @@ def _timer_late(spec, record, trial_dir, start, duration, **_) -> tuple[float, s
     for c in spec.model.data["collectors"]:
         if c["kind"] != "qdisc_stats":
             continue
-        t = parse_qdisc_stack(_text(trial_dir / c["at"].split(":")[0] / "qdisc.jsonl"))["t_epoch_s"].to_numpy()
+        t = _sample_times(trial_dir, c)
         late = fidelity.timer_lateness_ms(t, float(c["interval_s"]))
         late = late[(t >= start) & (t < start + duration)]
         if len(late):
-            per[c["at"]] = (float(pd.Series(late).quantile(TIMER_LATE_QUANTILE)), float(pd.Series(late).median()),
+            per[c["at"]] = (float(np.quantile(late, TIMER_LATE_QUANTILE)), float(np.median(late)),
                             float(late.max()), len(late), float(c["interval_s"]))
     if not per:
         raise _NotMeasured("no queue collector sample within the schedule")

@@ -222,22 +222,18 @@ def print_steps(f: dict) -> None:
     print("trial steps (s; arm includes the base RTT; overhead = every step but the schedule and the base RTT, "
           "as a share of both; load = the controller's 1-minute load average before the trial):")
     print(f"  {'trial':<{width}} " + " ".join(f"{k:>8}" for k in TRIAL_STEPS) + f" {'overhead':>14} {'load':>5}")
-    total = dict.fromkeys(TRIAL_STEPS, 0.0)
-    for t, st in timed.items():
-        rtt = f["trial_base_rtt_s"].get(t) or 0
-        over = sum(v or 0 for k, v in st.items() if k != "schedule") - rtt
-        sched = (f["trial_schedule_s"].get(t) or 0) + rtt
-        load = f["controller_load_before"].get(t)
-        share = f" ({over / sched:4.0%})" if sched else " " * 7
-        print(f"  {t:<{width}} " + " ".join(f"{st.get(k, 0) or 0:8.1f}" for k in TRIAL_STEPS) + f" {over:7.1f}{share}"
+
+    def row(label: str, st: dict, rtt: float, sched: float, load=None) -> None:
+        over = sum(st.get(k) or 0 for k in TRIAL_STEPS if k != "schedule") - rtt
+        share = f" ({over / (sched + rtt):4.0%})" if sched + rtt else " " * 7
+        print(f"  {label:<{width}} " + " ".join(f"{st.get(k) or 0:8.1f}" for k in TRIAL_STEPS) + f" {over:7.1f}{share}"
               + (f" {load:5.2f}" if isinstance(load, (int, float)) else ""))
-        for k in TRIAL_STEPS:
-            total[k] += st.get(k) or 0
-    rtt = sum(f["trial_base_rtt_s"].get(t) or 0 for t in timed)
-    over = sum(v for k, v in total.items() if k != "schedule") - rtt
-    sched = sum(f["trial_schedule_s"].get(t) or 0 for t in timed) + rtt
-    print(f"  {'all':<{width}} " + " ".join(f"{total[k]:8.1f}" for k in TRIAL_STEPS)
-          + (f" {over:7.1f} ({over / sched:4.0%})" if sched else ""))
+
+    for t, st in timed.items():
+        row(t, st, f["trial_base_rtt_s"].get(t) or 0, f["trial_schedule_s"].get(t) or 0,
+            f["controller_load_before"].get(t))
+    row("all", {k: sum(st.get(k) or 0 for st in timed.values()) for k in TRIAL_STEPS},
+        sum(f["trial_base_rtt_s"].get(t) or 0 for t in timed), sum(f["trial_schedule_s"].get(t) or 0 for t in timed))
     missing = [t for t, st in f["trial_steps_s"].items() if not st]
     if missing:
         print(f"  (not recorded for {', '.join(missing)})")

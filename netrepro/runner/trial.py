@@ -113,17 +113,14 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
         # every node's clock against the controller's, at the release and after (clock_problems)
         "clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps},
     }
-    if not problems:  # judged where fetched: the data go to raw/ only once kept
-        failed = _judge_health(judge, spec, record, tdir, time_scale)
+    # judged where fetched, before the data go to raw/ (data with problems are not judged)
+    failed = [] if problems else _judge_health(judge, spec, record, tdir, time_scale)
     # where the trial's time went, step by step (netrepro.bench prints them)
     record["steps_s"] = {**timed, "keep": round(time.time() - t0 - wall, 2)}
-    if not problems:
-        if failed and retry_unhealthy:
-            kept = run_dir / "failed" / f"{tid}-{attempt}"
-            log(f"[run] trial {tid}: unhealthy, so not kept (its data in {kept.relative_to(run_dir)}/); "
-                "running it again")
-            _keep_trial_data(run_dir, tdir, tid, attempt, ["health checks failed: " + "; ".join(failed)],
-                             {"unhealthy": True, "health": record["health"]}, again=True)
+    if failed and retry_unhealthy:
+        log(f"[run] trial {tid}: unhealthy, so not kept (its data in failed/{tid}-{attempt}/); running it again")
+        _keep_trial_data(run_dir, tdir, tid, attempt, ["health checks failed: " + "; ".join(failed)],
+                         {"unhealthy": True, "health": record["health"]}, again=True)
     _keep_trial_data(run_dir, tdir, tid, attempt, problems,
                      {"clocks": {"before": clocks_before, "after": clocks_after, "step_s": steps}})
     log(f"[run] trial {tid} done in {wall:.0f} s (schedule {tv['duration_s']} s)")
