@@ -177,7 +177,7 @@ def test_an_unhealthy_trial_runs_again_once_and_the_run_goes_on(fake_site, capsy
     assert run.UNHEALTHY_RETRIES == 1
     spec = load_spec("pie-vs-red")
     fake_site.unhealthy.update({"pie-limited": 1, "red-limited": 2})
-    run_dir = run.run(spec, "local", 0.1, shuffle=False, progress_tty=False, judge=lambda *a: None)
+    run_dir = run.run(spec, "local", 0.25, shuffle=False, progress_tty=False, judge=lambda *a: None)
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["unhealthy_retries"] == 1
     assert fake_site.ran == ["pie-unlimited", "red-unlimited", "pie-limited", "pie-limited", "red-limited",
@@ -196,6 +196,22 @@ def test_an_unhealthy_trial_runs_again_once_and_the_run_goes_on(fake_site, capsy
     out = capsys.readouterr().out
     assert "] trial pie-limited FAILED in " in out and "health checks failed: flow_start_lag 216 ms" in out
     assert "4 of 4 done" in out
+
+
+def test_no_trial_runs_again_below_the_time_scale_of_every_claim(fake_site):
+    """At a time scale shorter than every claim's time_scale_min (pie-vs-red's is 0.25) the
+    verdict can only be inconclusive: an unhealthy trial is kept at once, and run.json says
+    that no trial is run again (``unhealthy_retries`` 0)."""
+    spec = load_spec("pie-vs-red")
+    assert run.unhealthy_retries(spec, 0.25) == 1 and run.unhealthy_retries(spec, 0.24) == 0
+    fake_site.unhealthy.update({"pie-limited": 1})
+    run_dir = run.run(spec, "local", 0.1, shuffle=False, progress_tty=False, judge=lambda *a: None)
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["unhealthy_retries"] == 0
+    assert fake_site.ran == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
+    status = {s["id"]: s for s in meta["trial_status"]}
+    assert [a["status"] for a in status["pie-limited"]["attempts"]] == ["complete"]
+    assert {t["id"]: t for t in meta["trials"]}["pie-limited"]["health"]["passed"] is False
 
 
 def test_a_failed_trial_stops_the_run_and_run_json_says_why(fake_site, monkeypatch):
