@@ -590,8 +590,6 @@ def test_teardown_leaves_nothing(site):
             pytest.fail("the micro-VM is still running")
         except ProcessLookupError:
             pass
-        guest = (site.site_state / "vm-guest.log").read_text()
-        assert "torn down" in guest.rsplit("stop requested", 1)[-1]
     # the site's own SSH control folder is gone (another netrepro command on the machine may
     # hold folders of its own under /tmp/netrepro-cp meanwhile)
     assert not Path(control_dir(site.site_state)).exists()

@@ -96,7 +96,7 @@ def test_guest_init_runs_the_capacity_test_before_the_build(tmp_path):
 def test_microvm_guest_runs_the_capacity_test_before_the_build(tmp_path):
     text = microvm.guest_main_script(state_dir=tmp_path, runtime_dir="/run/netrepro", build_script=tmp_path / "build.sh",
                                      teardown_script=tmp_path / "teardown.sh", jump_sshd_config=tmp_path / "j",
-                                     stop_file="/run/netrepro/stop", capacity_script=tmp_path / "capacity.sh")
+                                     capacity_script=tmp_path / "capacity.sh")
     _sh_syntax(text, tmp_path)
     lines = text.splitlines()
     run = f"sh {tmp_path}/capacity.sh || echo 'guest: capacity test failed'"
@@ -105,8 +105,7 @@ def test_microvm_guest_runs_the_capacity_test_before_the_build(tmp_path):
 
 def test_both_guests_give_ksoftirqd_the_realtime_class_before_the_build(tmp_path):
     vm = microvm.guest_main_script(state_dir=tmp_path, runtime_dir="/run/netrepro", build_script=tmp_path / "build.sh",
-                                   teardown_script=tmp_path / "teardown.sh", jump_sshd_config=tmp_path / "j",
-                                   stop_file="/run/netrepro/stop")
+                                   teardown_script=tmp_path / "teardown.sh", jump_sshd_config=tmp_path / "j")
     for text in (vm, _init(tmp_path)):
         lines = text.splitlines()
         chrt = next(i for i, ln in enumerate(lines) if "chrt -f -p 50" in ln and "ksoftirqd" in ln)

@@ -145,9 +145,11 @@ def vng_command(kernel: Kernel, *, ssh_port: int, rwdir: Path, guest_cmd: str, c
 
 
 def guest_main_script(*, state_dir: Path, runtime_dir: str, build_script: Path, teardown_script: Path,
-                      jump_sshd_config: Path, stop_file: str, capacity_script: Path | None = None) -> str:
+                      jump_sshd_config: Path, capacity_script: Path | None = None) -> str:
     """The script the guest runs: load modules, network for the jump host, build the site,
-    start the jump sshd, say ready, wait for the stop file, tear down, exit (the VM powers off).
+    start the jump sshd, say ready, then sleep until ``down`` stops the VM (SIGTERM to its
+    process group: the nodes live in the guest's memory and go with it, as in UML mode). A
+    build that fails is torn down and the guest exits (the VM powers off).
 
     ``capacity_script``, if given, runs before the build (the substrate's forwarding test,
     :mod:`netrepro.sites.capacity`); its failure is logged and does not stop the build.
@@ -174,12 +176,10 @@ sed -i 's#^root:\\([^:]*\\):0:0:\\([^:]*\\):[^:]*:[^:]*$#root:\\1:0:0:\\2:{runti
   /usr/sbin/sshd -f {q(str(jump_sshd_config))} -E {q(runtime_dir)}/jump-sshd.log
   echo "guest: site built at $(date +%s.%N)"
   echo ready > {q(str(state_dir / 'vm-ready'))}
-  while [ ! -e {q(stop_file)} ]; do sleep 1; done
-  echo "guest: stop requested"
-else
-  echo "guest: build failed"
-  echo failed > {q(str(state_dir / 'vm-ready'))}
+  while :; do sleep 3600; done
 fi
+echo "guest: build failed"
+echo failed > {q(str(state_dir / 'vm-ready'))}
 sh {q(str(teardown_script))}
 echo "guest: torn down at $(date +%s.%N)"
 """
