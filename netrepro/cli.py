@@ -277,7 +277,10 @@ def _print_verdict(verdict: dict, run_dir: Path) -> None:
             print(f"      as recorded in the experiment file: {c['finding']['text']}")
     if verdict.get("verdict") == "inconclusive":  # the failed health checks, with their numbers
         print(f"[analyze] verdict {verdict_line(verdict)}")
-    print(f"[analyze] reproduced: {'yes' if verdict['reproduced'] else 'no'}; report {run_dir / 'report.md'}")
+    # yes, no (not reproduced) or inconclusive (verdict.json "verdict"), never "no" for an
+    # inconclusive run
+    said = "yes" if verdict["reproduced"] else {"inconclusive": "inconclusive"}.get(verdict.get("verdict"), "no")
+    print(f"[analyze] reproduced: {said}; report {run_dir / 'report.md'}")
 
 
 def cmd_analyze(args) -> int:

@@ -56,7 +56,7 @@ def test_the_main_job_runs_from_reservation_to_release_with_a_verdict(run):
     # A verdict on healthy trials, or an honest "inconclusive" naming the failed health check;
     # never "not reproduced" on this substrate (every emulated run of pie-vs-red reproduced).
     assert v["verdict"] in ("reproduced", "inconclusive"), v
-    assert f"[analyze] reproduced: {'yes' if v['verdict'] == 'reproduced' else 'no'}" in run["out"]
+    assert f"[analyze] reproduced: {'yes' if v['verdict'] == 'reproduced' else 'inconclusive'}" in run["out"]
     if v["verdict"] == "inconclusive":   # the failed checks are named
         assert "[analyze] verdict inconclusive" in run["out"]
     print(f"\nverdict {v['verdict']}; wall {run['wall']:.0f} s; calls {counts(run['agg'].calls)}")

@@ -75,9 +75,10 @@ def default_mgmt_problem(spec) -> tuple[str, str] | None:
 
 #: Why ``auto`` prefers the QEMU micro-VM to UML: measured here, same session, pie-vs-red at
 #: TIME_SCALE=0.1 (`make reproduce-pie-vs-red TIME_SCALE=0.1 LOCAL_MODE=uml|vm`).
-VM_OVER_UML = ("measured on this kind of machine, UML's single CPU was 79-92 % busy during trials and failed the "
-               "health checks, QEMU's two vCPUs 43-45 %, although UML builds the site in 23 s instead of 46 s; "
-               "LOCAL_MODE=uml to choose it")
+#: Why ``auto`` picks the micro-VM over UML (docs/sites/local.md): on a 2-core machine without
+#: KVM, UML's single CPU was 79-92 % busy during pie-vs-red's trials and failed the health
+#: checks, QEMU's two vCPUs 43-45 %, although UML builds the site in 23 s instead of 46 s.
+VM_OVER_UML = "LOCAL_MODE=uml for a UML machine instead (one CPU: faster to start, busier during trials)"
 
 
 def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
@@ -246,7 +247,7 @@ class LocalSite(Site):
             log("[local] mode host: the host kernel has " + ", ".join(found))
             return "host"
         log(f"[local] mode vm: the host kernel lacks {', '.join(missing)} (qdiscs probed in a throwaway "
-            f"namespace); running the site in a QEMU micro-VM: {VM_OVER_UML}")
+            f"namespace); running the site in a QEMU micro-VM ({VM_OVER_UML})")
         return "vm"
 
     def plan(self) -> str:
