@@ -35,6 +35,9 @@ TIME_SCALE ?= 1
 RATE_SCALE ?=
 #: renew: the lease ends HOURS from now (--hours)
 HOURS ?= 6
+#: benchmark: the fixed experiment it runs from nothing, and at which time scale
+BENCH_EXPERIMENT ?= pie-vs-red
+BENCH_TIME_SCALE ?= 0.25
 #: analyze, bench: the run folder (--run; default results/<experiment>/latest)
 RUN ?=
 #: run, reproduce: continue the interrupted run in this folder (--resume)
@@ -78,7 +81,7 @@ SCHEDULE_ARGS = $(if $(filter-out 1,$(REPEAT)),--repeat $(REPEAT)) $(if $(SEED),
                 $(if $(filter 1,$(NO_SHUFFLE)),--no-shuffle) $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(V)),-v) \
                 $(if $(filter 1,$(SWEEP)),--sweep) $(if $(JOBS),--jobs $(JOBS))
 
-.PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status profile \
+.PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status profile benchmark \
         renew plan rspec validate compare quick test test-unit test-integration faults fresh-root-check lint \
         bench reference clean
 
@@ -180,6 +183,10 @@ lint: $(DEV_STAMP) ## ansible-lint (production profile) on roles and playbooks; 
 
 compare: $(STAMP) ## One report and figure across RUNS="<run folder> <run folder> ..." (sites, repetitions), with the published results
 	$(NETREPRO) compare $(RUNS)
+
+benchmark: setup ## Where the time goes, measured afresh: BENCH_EXPERIMENT (default pie-vs-red) at BENCH_TIME_SCALE (default 0.25, its time_scale.min) on SITE from nothing to teardown, then make bench's figures of that run (per stage, per trial step, with the load average); alone on the machine
+	$(NETREPRO) reproduce $(BENCH_EXPERIMENT) $(SITE_ARGS) --time-scale $(BENCH_TIME_SCALE)
+	$(PY) -m netrepro.bench $(BENCH_EXPERIMENT)
 
 bench: $(STAMP) ## Print the figures of the latest run (wall time, overhead, skew, samples); PARTIAL=1 as analyze
 	$(PY) -m netrepro.bench $(EXPERIMENT) $(if $(RUN),--run $(RUN)) $(if $(filter 1,$(PARTIAL)),--partial)
