@@ -35,8 +35,9 @@ TIME_SCALE ?= 1
 RATE_SCALE ?=
 #: renew: the lease ends HOURS from now (--hours)
 HOURS ?= 6
-#: benchmark: the fixed experiment it runs from nothing, and at which time scale
+#: benchmark: the fixed experiment it runs from nothing to teardown
 BENCH_EXPERIMENT ?= pie-vs-red
+#: benchmark: the time scale it runs BENCH_EXPERIMENT at (pie-vs-red's time_scale.min)
 BENCH_TIME_SCALE ?= 0.25
 #: analyze, bench: the run folder (--run; default results/<experiment>/latest)
 RUN ?=
