@@ -13,14 +13,10 @@ set -u
 dir=$1 end=$2 timeout=$3
 exec {never}<> <(:)
 
-until_us() {  # wait until epoch microsecond $1 on the wall clock (nr-window.sh: 99 % steps)
-  local w tmo
-  while w=$(( $1 - ${EPOCHREALTIME/./} )); (( w > 0 )); do
-    (( w > 1000000 )) && w=$(( w * 99 / 100 ))
-    printf -v tmo '%d.%06d' $(( w / 1000000 )) $(( w % 1000000 ))
-    read -r -t "$tmo" -u "$never" _ || true
-  done
-}
+# until_us: roles/collectors/files/nr-clock.sh
+# shellcheck source=nr-clock.sh
+here=${BASH_SOURCE[0]%/*}; [ "$here" != "${BASH_SOURCE[0]}" ] || here=.
+. "$here/nr-clock.sh"
 
 # END as written by Ansible (a float: digits, a point, up to 17 decimals) -> microseconds.
 frac=${end#*.}

@@ -27,17 +27,10 @@ EARLY_US=100000
 mkdir -p "$dir"
 [ "$start" != armed ] || { rm -f "$dir/window.go"; mkfifo "$dir/window.go"; }
 
-until_us() {  # wait until epoch microsecond $1 on the wall clock, without a process
-  local w tmo
-  # A timeout runs on the monotonic clock, which drifted ~1.4 ms per second from the wall
-  # clock on the micro-VM (roles/flow_clients/files/nr-start.sh): each step waits at most
-  # 99 % of what is left, the wall clock read again after it.
-  while w=$(( $1 - ${EPOCHREALTIME/./} )); (( w > 0 )); do
-    (( w > 1000000 )) && w=$(( w * 99 / 100 ))
-    printf -v tmo '%d.%06d' $(( w / 1000000 )) $(( w % 1000000 ))
-    read -r -t "$tmo" -u "$never" _ || true
-  done
-}
+# until_us: roles/collectors/files/nr-clock.sh
+# shellcheck source=nr-clock.sh
+here=${BASH_SOURCE[0]%/*}; [ "$here" != "${BASH_SOURCE[0]}" ] || here=.
+. "$here/nr-clock.sh"
 
 run() {
   exec {never}<> <(:)  # made before the release: <(:) forks
