@@ -277,9 +277,8 @@ def _print_verdict(verdict: dict, run_dir: Path) -> None:
             print(f"      as recorded in the experiment file: {c['finding']['text']}")
     if verdict.get("verdict") == "inconclusive":  # the failed health checks, with their numbers
         print(f"[analyze] verdict {verdict_line(verdict)}")
-    # yes, no (not reproduced) or inconclusive (verdict.json "verdict"), never "no" for an
-    # inconclusive run
-    said = "yes" if verdict["reproduced"] else {"inconclusive": "inconclusive"}.get(verdict.get("verdict"), "no")
+    # never "no" for an inconclusive verdict (verdict.json "verdict")
+    said = "yes" if verdict["reproduced"] else "inconclusive" if verdict.get("verdict") == "inconclusive" else "no"
     print(f"[analyze] reproduced: {said}; report {run_dir / 'report.md'}")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netrepro import sweep as sweeps
+from netrepro.model import claim_time_scale_min
 from netrepro.progress import RunProgress
 from netrepro.runner.barrier import BARRIER_LEAD_MIN_S, lead_from_env
 from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, _site_arg, _spec_arg, log, signal_of
@@ -29,7 +30,6 @@ from netrepro.runner.steps import open_site, simulated, write_site_inventory
 from netrepro.runner.trial import (TrialJudge, _delay_probe, _kept_simulation, _run_trial, _simulate_trial, _simulation,
                                    _stop_trial, _TrialFailed)
 from netrepro.runner.trialvars import _at_rate_scale, _scaled_phases, _settings_text, trial_vars
-from netrepro.model import claim_time_scale_min
 from netrepro.schedule import Instance
 from netrepro.sites import Site, SiteError
 from netrepro.spec import REPO_ROOT, Spec

@@ -73,11 +73,11 @@ def default_mgmt_problem(spec) -> tuple[str, str] | None:
                    f"addresses apart from it (or run the local site with --option mgmt_subnet=<CIDR>)")
 
 
-#: Why ``auto`` prefers the QEMU micro-VM to UML: measured here, same session, pie-vs-red at
-#: TIME_SCALE=0.1 (`make reproduce-pie-vs-red TIME_SCALE=0.1 LOCAL_MODE=uml|vm`).
-#: Why ``auto`` picks the micro-VM over UML (docs/sites/local.md): on a 2-core machine without
-#: KVM, UML's single CPU was 79-92 % busy during pie-vs-red's trials and failed the health
-#: checks, QEMU's two vCPUs 43-45 %, although UML builds the site in 23 s instead of 46 s.
+#: What the console says of UML when ``auto`` picks the micro-VM. Why it picks it
+#: (docs/sites/local.md): on a 2-core machine without KVM, pie-vs-red at TIME_SCALE=0.1
+#: (`make reproduce-pie-vs-red TIME_SCALE=0.1 LOCAL_MODE=uml|vm`, one session), UML's single
+#: CPU was 79-92 % busy during the trials and failed the health checks, QEMU's two vCPUs
+#: 43-45 %, although UML builds the site in 23 s instead of 46 s.
 VM_OVER_UML = "LOCAL_MODE=uml for a UML machine instead (one CPU: faster to start, busier during trials)"
 
 

@@ -177,9 +177,10 @@ sed -i 's#^root:\\([^:]*\\):0:0:\\([^:]*\\):[^:]*:[^:]*$#root:\\1:0:0:\\2:{runti
   echo "guest: site built at $(date +%s.%N)"
   echo ready > {q(str(state_dir / 'vm-ready'))}
   while :; do sleep 3600; done
+else
+  echo "guest: build failed"
+  echo failed > {q(str(state_dir / 'vm-ready'))}
+  sh {q(str(teardown_script))}
+  echo "guest: torn down at $(date +%s.%N)"
 fi
-echo "guest: build failed"
-echo failed > {q(str(state_dir / 'vm-ready'))}
-sh {q(str(teardown_script))}
-echo "guest: torn down at $(date +%s.%N)"
 """

@@ -13,10 +13,10 @@ set -u
 dir=$1 end=$2 timeout=$3
 exec {never}<> <(:)
 
-# until_us: roles/collectors/files/nr-clock.sh
-# shellcheck source=nr-clock.sh
+# until_us, running: roles/collectors/files/nr-lib.sh
+# shellcheck source=nr-lib.sh
 here=${BASH_SOURCE[0]%/*}; [ "$here" != "${BASH_SOURCE[0]}" ] || here=.
-. "$here/nr-clock.sh"
+. "$here/nr-lib.sh"
 
 # END as written by Ansible (a float: digits, a point, up to 17 decimals) -> microseconds.
 frac=${end#*.}
@@ -24,15 +24,6 @@ frac=${end#*.}
 frac=${frac}000000
 until_us $(( 10#${end%%.*} * 1000000 + 10#${frac:0:6} ))
 
-# A process is running when /proc says so and it is not a zombie: an init that does not reap
-# orphans (virtme-ng's, in the local micro-VM) leaves ended collectors as zombies. The state
-# is the field after the command's closing parenthesis (proc(5), /proc/pid/stat).
-running() {
-  local s
-  { read -r s < "/proc/$1/stat"; } 2>/dev/null || return 1
-  s=${s##*) }
-  [ "${s%% *}" != Z ]
-}
 alive() {
   local p pid
   for p in "$dir"/*.pid; do

@@ -27,10 +27,10 @@ EARLY_US=100000
 mkdir -p "$dir"
 [ "$start" != armed ] || { rm -f "$dir/window.go"; mkfifo "$dir/window.go"; }
 
-# until_us: roles/collectors/files/nr-clock.sh
-# shellcheck source=nr-clock.sh
+# until_us: roles/collectors/files/nr-lib.sh
+# shellcheck source=nr-lib.sh
 here=${BASH_SOURCE[0]%/*}; [ "$here" != "${BASH_SOURCE[0]}" ] || here=.
-. "$here/nr-clock.sh"
+. "$here/nr-lib.sh"
 
 run() {
   exec {never}<> <(:)  # made before the release: <(:) forks
