@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -35,9 +36,16 @@ def test_stack_script_installs_keeps_and_resets(tmp_path):
     cmds = tc.stack_commands([{"kind": "htb", "rate_mbit": 10}, {"kind": "pfifo", "handle": "10:", "limit_packets": 50}])
     lines = [w for c in cmds for w in [str(len(c)), *c]]  # as roles/qdisc_stack passes them
 
+    # A tc in front of the real one that logs each call: how many processes a stack costs.
+    calls, shim = tmp_path / "tc-calls", tmp_path / "bin"
+    shim.mkdir()
+    (shim / "tc").write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {shutil.which("tc")} "$@"\n')
+    (shim / "tc").chmod(0o755)
+    env = dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}")
+
     def run(reset: str, words: list[str] = lines) -> subprocess.CompletedProcess:
-        return subprocess.run(["ip", "netns", "exec", ns, "sh", str(SCRIPT), "d0", str(tmp_path / "st"), reset, *words],
-                              capture_output=True, text=True, timeout=30)
+        return subprocess.run(["ip", "netns", "exec", ns, "bash", str(SCRIPT), "d0", str(tmp_path / "st"), reset, *words],
+                              capture_output=True, text=True, timeout=30, env=env)
 
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
@@ -49,7 +57,10 @@ def test_stack_script_installs_keeps_and_resets(tmp_path):
         assert [(x["kind"], x["handle"], x.get("parent")) for x in q] == [("htb", "1:", None), ("pfifo", "10:", "1:10")]
         again = run("0")
         assert again.returncode == 0 and "CHANGED" not in again.stdout  # idempotent
+        calls.unlink()
         assert "CHANGED" in run("1").stdout  # a trial's fresh start
+        # ... in three tc processes: the delete, the other three commands in one batch, the show
+        assert len(cmds) == 4 and [c.split()[0] for c in calls.read_text().splitlines()] == ["qdisc", "-batch", "-j"]
         # a stack that tc refuses: the script fails, naming tc's complaint
         bad = run("0", [("banana" if w == "50" else w) for w in lines])
         assert bad.returncode != 0 and "CHANGED" not in bad.stdout and bad.stderr
@@ -74,7 +85,7 @@ def test_stack_script_gives_tc_each_word_whole(tmp_path):
     def words(cmds):
         return [w for c in cmds for w in [str(len(c)), *c]]
 
-    code = ('ip link add d0 type veth peer name d1 || exit 9; sh "$@"; echo "rc=$?"; '
+    code = ('ip link add d0 type veth peer name d1 || exit 9; bash "$@"; echo "rc=$?"; '
             'tc -j qdisc show dev d0')
 
     def run(args):

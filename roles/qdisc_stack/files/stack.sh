@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Install a stack of qdiscs on one interface (netrepro.tc.stack_commands), root first.
 #
 # Usage: stack.sh DEV STATE_DIR RESET [N WORD1 ... WORDN]...
@@ -12,43 +12,72 @@
 #   result, as recorded in STATE_DIR/qdisc-DEV after the last install (the commands and
 #   `tc -j qdisc show dev DEV`).
 # Prints the device's qdiscs, and CHANGED when it installed the stack; exits 2 with a message
-# on stderr when the arguments are malformed.
+# on stderr when the arguments are malformed, before running anything.
+#
+# The commands after the first go to one `tc -batch -` (tc(8): one command per line, stopping
+# at the first that fails), so a stack costs three tc processes whatever its depth (a process
+# costs ~80 ms to start on a QEMU TCG micro-VM). tc's batch reader splits a line at blanks and
+# reads quotes and '#' (iproute2 lib/utils.c, makeargs): a stack with a word that holds one of
+# those (none of netrepro's builders makes one) runs one tc per command instead.
 set -u
 dev=$1 state=$2 reset=$3
 shift 3
 # The record of the commands: each word on a line of its own, a command's count before it.
-args=$(printf '%s\n' "$@")
+printf -v args '%s\n' "$@"
+args=${args%$'\n'}
 mark="$state/qdisc-$dev"
 
-run_tc() {  # run tc with the first $1 of the remaining arguments, @dev@ replaced by $dev
-    k=$1; shift
-    # Move each of the first k words to the end, then shift away the others.
-    rest=$(($# - k)) i=0
-    while [ "$i" -lt "$k" ]; do
-        w=$1; shift
-        [ "$w" = @dev@ ] && w=$dev
-        set -- "$@" "$w"
-        i=$((i + 1))
+# Check every command's word count and build the batch (the commands after the first, @dev@
+# replaced by $dev) before anything runs.
+batch="" one_by_one="" i=1
+while [ "$i" -le $# ]; do
+  n=${!i}
+  case $n in
+    '' | *[!0-9]* | 0) echo "stack.sh: '$n' is not a word count (N WORD1 ... WORDN)" >&2; exit 2 ;;
+  esac
+  if [ "$n" -gt $(($# - i)) ]; then echo "stack.sh: a command announces $n words, $(($# - i)) are left" >&2; exit 2; fi
+  line=""
+  for w in "${@:i+1:n}"; do
+    [ "$w" = @dev@ ] && w=$dev
+    case $w in '' | *[[:space:]\"\'\#\\]*) one_by_one=1 ;; esac
+    line+="$w "
+  done
+  [ "$i" = 1 ] || batch+="$line"$'\n'
+  i=$((i + n + 1))
+done
+
+# tc_each FIRST [N WORD1 ... WORDN]...: one tc per command, the words exactly as given, from
+# the FIRST-th command on (0: all of them); stops at the first that fails.
+tc_each() {
+  local from=$1 c=0 n i cmd
+  shift
+  while [ $# -gt 0 ]; do
+    n=$1; shift
+    cmd=()
+    for ((i = 0; i < n; i++)); do
+      if [ "$1" = @dev@ ]; then cmd+=("$dev"); else cmd+=("$1"); fi
+      shift
     done
-    shift "$rest"
-    tc "$@"
+    if [ "$c" -ge "$from" ]; then tc "${cmd[@]}" || return 1; fi
+    c=$((c + 1))
+  done
 }
 
-now=$(tc -j qdisc show dev "$dev") || exit 1
-if [ "$reset" != 1 ] && [ -f "$mark" ] && [ "$(cat "$mark")" = "$(printf '%s\n@\n%s' "$args" "$now")" ]; then
-  echo "$now"; exit 0
+if [ "$reset" != 1 ] && [ -f "$mark" ]; then
+  now=$(tc -j qdisc show dev "$dev") || exit 1
+  IFS= read -r -d '' was < "$mark"
+  if [ "$was" = "$args"$'\n@\n'"$now" ]; then echo "$now"; exit 0; fi
 fi
-first=1
-while [ $# -gt 0 ]; do
-  n=$1; shift
-  case $n in
-  '' | *[!0-9]* | 0) echo "stack.sh: '$n' is not a word count (N WORD1 ... WORDN)" >&2; exit 2 ;;
-  esac
-  if [ "$n" -gt $# ]; then echo "stack.sh: a command announces $n words, $# are left" >&2; exit 2; fi
-  if [ "$first" = 1 ]; then run_tc "$n" "$@" >/dev/null 2>&1; first=0; else run_tc "$n" "$@" || exit 1; fi
-  shift "$n"
-done
+if [ $# -gt 0 ]; then
+  tc_each 0 "${@:1:$1 + 1}" >/dev/null 2>&1
+  if [ -n "$one_by_one" ]; then
+    tc_each 1 "$@" || exit 1
+  elif [ -n "$batch" ]; then
+    tc -batch - <<< "$batch" || exit 1
+  fi
+fi
 now=$(tc -j qdisc show dev "$dev") || exit 1
-mkdir -p "$state" && printf '%s\n@\n%s' "$args" "$now" > "$mark"
+[ -d "$state" ] || mkdir -p "$state"
+printf '%s\n@\n%s' "$args" "$now" > "$mark"
 echo "$now"
 echo CHANGED
