@@ -739,7 +739,7 @@ def trial_health(spec, record: dict, trial_dir: Path | str, time_scale: float) -
             "detail": " ".join(f"not measured: {type(exc).__name__}: {str(exc)[:200]}".split())}]}
 
 
-#: The checks of a machine's CPU and timers, which a simulated trial (netrepro.sites.ns3;
+#: The checks of a machine's CPU and timers, which a simulated trial (netrepro.sites.ns3.site;
 #: run.json ``simulated``) does not have: its clock is the simulator's, not the machine's.
 SIMULATION_NOT_APPLICABLE = frozenset({"nodes_cpu_busy", "timer_late", "controller_load", "controller_cpu_busy"})
 

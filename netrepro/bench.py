@@ -9,7 +9,7 @@ Prints, from run.json, timings.json (written by ``netrepro reproduce``) and raw/
 - the sum of the trials' schedules (base RTT + phases) and the orchestration overhead
   ``(wall - sum of trial durations) / sum of trial durations``;
 - the substrate's forwarding capacity, measured when the local site was reserved
-  (:mod:`netrepro.sites.capacity`: one iperf3 flow through a router namespace, offloads off;
+  (:mod:`netrepro.sites.local.capacity`: one iperf3 flow through a router namespace, offloads off;
   run.json's ``site_status.capacity``);
 - the health checks of each trial's substrate (:func:`analysis.health.trial_health`, the
   same the analysis judges the verdict by): CPU busy of the nodes' machine, ping samples
@@ -33,7 +33,7 @@ import math
 import sys
 from pathlib import Path
 
-from netrepro.sites.capacity import describe as describe_capacity
+from netrepro.sites.local.capacity import describe as describe_capacity
 from netrepro.spec import REPO_ROOT, SpecError
 
 
@@ -121,7 +121,7 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
         "trial_base_rtt_s": {t: _num(records[t].get("base_rtt_s")) or 0.0 for t in ran},
         "controller_load_before": {t: (_dict(records[t].get("controller_loadavg")).get("before") or [None])[0]
                                    for t in ran},
-        # the local site's forwarding test at reserve time (netrepro.sites.capacity), as run.json recorded it
+        # the local site's forwarding test at reserve time (netrepro.sites.local.capacity), as run.json recorded it
         "capacity": _dict(data.get("site_status")).get("capacity"),
         "health": health, "health_passed": all(h["passed"] for h in health.values()),
         "link_fidelity": fidelity,

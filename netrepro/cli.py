@@ -36,7 +36,7 @@ from netrepro.setup import setup
 # OPTION_ENV: the environment variables the Makefile passes through as site options.
 from netrepro.sites import OPTION_ENV, SITES, site_class, site_options
 from netrepro.sites.base import SiteError
-from netrepro.sites.local import default_mgmt_problem
+from netrepro.sites.local.site import default_mgmt_problem
 from netrepro.spec import REPO_ROOT, SpecError, check_time_scale, load_spec
 
 
@@ -154,8 +154,8 @@ def cmd_rspec(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    """Write a CloudLab repository-based profile of the experiment (netrepro.sites.rspec.write_profile)."""
-    from netrepro.sites.rspec import write_profile
+    """Write a CloudLab repository-based profile of the experiment (netrepro.sites.instageni.rspec.write_profile)."""
+    from netrepro.sites.instageni.rspec import write_profile
 
     spec = load_spec(args.experiment)
     folder = Path(args.output or f"cloudlab-profile-{spec.name}")

@@ -41,7 +41,7 @@ def inventory_from_manifest(spec: Spec, manifest_path: Path | str, user: str | N
             and what was expected).
     """
     from netrepro.sites.inventory import build_inventory, dump_inventory
-    from netrepro.sites.manifest import logins_from_manifest
+    from netrepro.sites.instageni.manifest import logins_from_manifest
     from netrepro.sites.base import existing_file, login_user_problem
 
     for opt, value, check in (("--user", user, login_user_problem), ("--key", key_file, existing_file)):
@@ -75,7 +75,7 @@ def write_rspec(spec: Spec, path: Path | str | None = None) -> Path:
     Raises:
         SpecError: the experiment's ``name:`` differs from its folder (nothing written).
     """
-    from netrepro.sites.rspec import write_request
+    from netrepro.sites.instageni.rspec import write_request
 
     check_name_matches_folder(spec)
     return write_request(spec, path or committed_rspec_path(spec))
@@ -83,7 +83,7 @@ def write_rspec(spec: Spec, path: Path | str | None = None) -> Path:
 
 def rspec_drift(spec: Spec, path: Path | str | None = None) -> str | None:
     """None when the committed RSpec equals a fresh one, else a one-line message."""
-    from netrepro.sites.rspec import drift
+    from netrepro.sites.instageni.rspec import drift
 
     return drift(spec, path or committed_rspec_path(spec))
 

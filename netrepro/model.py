@@ -45,7 +45,7 @@ IPERF3_BASE_PORT = 5201
 #: would land on every node).
 SELECTOR_WORDS = ("all", *KIND_GROUPS.values())
 #: Interface names a node may not give an experiment interface: ``lo`` (every namespace's
-#: loopback), ``eth0`` (the management interface: netrepro/sites/netns.py puts it in every
+#: loopback), ``eth0`` (the management interface: netrepro/sites/local/netns.py puts it in every
 #: node of the local site, testbed VMs have theirs there), ``br0`` (a switch's bridge:
 #: netns.py and roles/switch_bridge's switch_bridge_name), and ``all``/``default``, the
 #: kernel's per-interface sysctl folders (/proc/sys/net/ipv4/conf/all, .../default).
@@ -62,7 +62,7 @@ IP_LINK_KEYWORDS = (
     "trailers", "txqlen", "txqueuelen", "type", "up", "vf", "vrf", "xdp", "xdpdrv", "xdpgeneric",
     "xdpoffload", "xstats")
 #: LAN names a site already uses: the local site names a LAN's bridge ``nr-<network>`` and its
-#: management bridge ``nr-mgmt`` (netrepro/sites/netns.py Layout.mgmt_bridge, lan_bridge).
+#: management bridge ``nr-mgmt`` (netrepro/sites/local/netns.py Layout.mgmt_bridge, lan_bridge).
 RESERVED_NETWORKS = ("mgmt",)
 #: A sysctl value written as text (the schema's sysctl_value): one to eight space-separated
 #: whole numbers (tcp_rmem's ``4096 131072 6291456``) or one lower-case word (``cubic``); so
@@ -1458,7 +1458,7 @@ def time_scale_note(m: Model, time_scale: float) -> str | None:
 BUFFER_SYSCTLS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
 #: A site runs an experiment whose rates exceed what it forwards at a scale k chosen so that
 #: its highest rate is at most this share of the measured forwarding capacity (one iperf3
-#: flow through a router, netrepro.sites.capacity, which saturates the emulated CPUs). A
+#: flow through a router, netrepro.sites.local.capacity, which saturates the emulated CPUs). A
 #: twentieth, from the nodes' CPU measured in the micro-VM (2 vCPUs under QEMU TCG, capacity
 #: 415-519 Mbit/s): 20 Mbit/s kept pie-lab's nodes 43-46 % busy and codel-lab's (two flows,
 #: three switches) 51-61 %, while 50 Mbit/s (a tenth, as first chosen) left pacing-lab's
@@ -1513,7 +1513,7 @@ def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float
     """(k, why): the rate scale to run ``m`` at. ``option`` (RATE_SCALE, or --rate-scale as
     ``name`` says; ``why`` names it) wins; else, when the
     site has a rate ceiling (``ceiling_mbit``: the fastest link a simulator runs in reasonable
-    time, netrepro.sites.ns3) and the experiment allows scaling, the largest k of the ladder
+    time, netrepro.sites.ns3.site) and the experiment allows scaling, the largest k of the ladder
     below that brings the highest rate to the ceiling (no capacity share: a simulation's
     results do not depend on the machine's speed, only its wall time does); else, when
     the experiment allows scaling (``rate_scale.allowed``) and the site measured its

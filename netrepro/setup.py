@@ -9,7 +9,7 @@ and the kernel cache, names what is missing, and changes nothing: it creates no 
 file or process.
 
 Which mode is needed (:func:`local_mode`) follows
-:meth:`netrepro.sites.local.LocalSite.choose_mode`, decided without touching the system:
+:meth:`netrepro.sites.local.site.LocalSite.choose_mode`, decided without touching the system:
 from ``LOCAL_MODE``, else from the running kernel's module lists (:func:`host_has_qdiscs`).
 """
 
@@ -33,14 +33,14 @@ LOCAL_EXECUTABLES = {
     "sysctl": "procps", "pkill": "procps", "pgrep": "procps",
     "modprobe": "kmod", "depmod": "kmod",
     "python3": "python3", "git": "git", "tar": "tar", "gzip": "gzip",
-    "iperf3": "iperf3",  # the substrate's forwarding test (netrepro.sites.capacity), every mode
+    "iperf3": "iperf3",  # the substrate's forwarding test (netrepro.sites.local.capacity), every mode
 }
 #: Executable -> Debian package, only when the site runs in User-Mode Linux
-#: (netrepro.sites.uml): Debian's UML kernel, whose package also ships its module tree.
+#: (netrepro.sites.local.uml): Debian's UML kernel, whose package also ships its module tree.
 UML_EXECUTABLES = {"linux.uml": "user-mode-linux"}
 #: Executable -> Debian package, only when the site runs in the micro-VM. virtme-ng builds
 #: its initramfs with busybox and calls file(1) on the kernel; the kernel package is fetched
-#: with apt-get download and unpacked with dpkg -x (netrepro.sites.microvm).
+#: with apt-get download and unpacked with dpkg -x (netrepro.sites.local.microvm).
 VM_EXECUTABLES = {
     "qemu-system-x86_64": "qemu-system-x86", "busybox": "busybox-static", "file": "file",
     "apt-get": "apt", "apt-cache": "apt", "dpkg": "dpkg",
@@ -57,7 +57,7 @@ TEST_FILES = {"sudo": "sudo"}
 FABRIC_REQUIREMENTS = "requirements-fabric.txt"
 #: The module fablib installs: present means the fabric site's packages are.
 FABRIC_MODULE = "fabrictestbed_extensions"
-#: Kernel modules (qdiscs) the local site needs in host mode for pie-vs-red (`up` probes each experiment's own, netrepro.sites.local.needed_qdisc_probes).
+#: Kernel modules (qdiscs) the local site needs in host mode for pie-vs-red (`up` probes each experiment's own, netrepro.sites.local.site.needed_qdisc_probes).
 HOST_QDISC_MODULES = ("sch_netem", "sch_htb", "sch_pie", "sch_red")
 
 
@@ -97,19 +97,19 @@ def local_mode(mode: str | None = None, *, tun: Path | None = None, release: str
 
     ``mode`` is LOCAL_MODE (auto|host|uml|vm; default: the environment's, else auto), or the
     site option ``mode`` when ``origin`` says so (``--option``: errors and reasons name it). As
-    :meth:`netrepro.sites.local.LocalSite.choose_mode` decides once setup has run: ``auto`` is
+    :meth:`netrepro.sites.local.site.LocalSite.choose_mode` decides once setup has run: ``auto`` is
     ``host`` when the running kernel's module lists show every qdisc (``release`` and
     ``modules_root`` as :func:`host_has_qdiscs`'s; ``up`` probes for real later); else ``vm``
     (the QEMU micro-VM: its two vCPUs kept the nodes' CPU below UML's single one, see
-    :data:`netrepro.sites.local.VM_OVER_UML`). ``tun`` is unused by ``auto`` and kept for
-    callers checking UML's tap (:data:`netrepro.sites.uml.TUN_DEVICE`). Reads files only.
+    :data:`netrepro.sites.local.site.VM_OVER_UML`). ``tun`` is unused by ``auto`` and kept for
+    callers checking UML's tap (:data:`netrepro.sites.local.uml.TUN_DEVICE`). Reads files only.
 
     Raises SiteError, worded as the site's own option check, when ``mode`` is not one of the
     local site's modes (``LocalSite.OPTIONS["mode"]``).
     """
-    from netrepro.sites import uml
+    from netrepro.sites.local import uml
     from netrepro.sites.base import SiteError
-    from netrepro.sites.local import LocalSite
+    from netrepro.sites.local.site import LocalSite
 
     tun = tun or uml.TUN_DEVICE
     mode = mode or os.environ.get("LOCAL_MODE") or "auto"
@@ -122,7 +122,7 @@ def local_mode(mode: str | None = None, *, tun: Path | None = None, release: str
     if has:
         return "host", f"the running kernel lists {', '.join(HOST_QDISC_MODULES)}"
     why = "the running kernel ships no module lists" if has is None else "the running kernel lacks some of " + ", ".join(HOST_QDISC_MODULES)
-    from netrepro.sites.local import VM_OVER_UML
+    from netrepro.sites.local.site import VM_OVER_UML
     return "vm", why + f"; the site will run in the QEMU micro-VM ({VM_OVER_UML})"
 
 
@@ -213,9 +213,9 @@ def setup_fabric(check_only: bool = False, log=print) -> int:
 
 def setup_ns3(check_only: bool = False, log=print) -> int:
     """The ns3 site: g++ (Debian package g++), the C++ libraries of the pinned PyPI ns3 wheel
-    (netrepro.sites.ns3.NS3_WHEEL, ``pip install --no-deps``: its Python bindings are not
+    (netrepro.sites.ns3.site.NS3_WHEEL, ``pip install --no-deps``: its Python bindings are not
     used) and netrepro-sim built against them; exit code as :func:`setup`."""
-    from netrepro.sites import ns3
+    from netrepro.sites.ns3 import site as ns3
     missing = []
     if not _which("g++"):
         missing.append("g++")
@@ -266,7 +266,7 @@ def setup(site: str = "local", check_only: bool = False, log=print, dev: bool = 
     if site != "local":
         log(f"[setup] site {site}: nothing to install on this machine beyond the Python packages")
         return 0
-    from netrepro.sites import microvm
+    from netrepro.sites.local import microvm
 
     mode, why = local_mode(mode, origin=mode_origin if mode else "LOCAL_MODE")
     vm = mode == "vm"

@@ -23,7 +23,7 @@ from analysis.ratescale import (COLUMNS, axis_label, claim_parts, claim_values, 
 from netrepro.model import METRICS, QUANTITY_NAMES, STATISTICS
 from netrepro.pipeline import judge_trial
 from netrepro.runner import rundir, run, steps
-from netrepro.sites import ns3
+from netrepro.sites.ns3 import site as ns3
 from netrepro.spec import load_spec
 
 TRIALS = ["unpaced", "fq-maxrate", "fq-rate"]

@@ -26,7 +26,7 @@ from analysis.scales import (SCALES, ScaleMin, columns, report_section, scale_fi
                              scale_table, time_scale_of)
 from netrepro.pipeline import judge_trial
 from netrepro.runner import rundir, run, steps
-from netrepro.sites import ns3
+from netrepro.sites.ns3 import site as ns3
 from netrepro.spec import load_spec
 
 TRIALS = ["unpaced", "fq-maxrate", "fq-rate"]

@@ -1,4 +1,4 @@
-"""Security of the local site (netrepro/sites/local.py): `down` kills only the micro-VM it
+"""Security of the local site (netrepro/sites/local/site.py): `down` kills only the micro-VM it
 started, the jump sshd and the nodes' sshd take keys only, and host keys are pinned.
 
 The process tests use real short-lived processes (``sleep``); the sshd tests (marked netns)
@@ -21,9 +21,9 @@ import yaml
 from netrepro import ansible
 from netrepro.ansible import PlaybookError, run_playbook
 from netrepro.sites.inventory import build_inventory, ssh_common_args, write_inventory, write_known_hosts
-from netrepro.sites import netns
+from netrepro.sites.local import netns
 from netrepro.sites.base import NodeLogin
-from netrepro.sites.local import (LocalSite, _killpg, jump_sshd_config, proc_identity, started_identity,
+from netrepro.sites.local.site import (LocalSite, _killpg, jump_sshd_config, proc_identity, started_identity,
                                   vm_group_is_ours)
 from netrepro.spec import load_spec
 
@@ -312,7 +312,7 @@ def test_ansible_refuses_a_node_whose_host_key_changed(real_sshd, monkeypatch):
 def test_boot_shell_line_quotes_every_word(tmp_path, monkeypatch):
     """A state folder under a path with a space, a quote and ``$(...)``: sh sees each word of
     the machine's argv and the log path as one literal word, and runs nothing it holds."""
-    from netrepro.sites.local import boot_shell_line
+    from netrepro.sites.local.site import boot_shell_line
 
     monkeypatch.chdir(tmp_path)
     state = tmp_path / "my checkout" / "it's $(touch x); `touch y` \"q\" *" / ".state"

@@ -1,7 +1,7 @@
 """The Makefile as a user drives it (issue 24): site options reach every command that opens a
 site (``OPTIONS="k=v k=v"`` -> ``--option k=v`` each, quoted), a dry run of reproduce installs
 nothing (no ``netrepro setup``: no apt-get, no kernel download), and an option the comments
-of the Makefile (``#:`` lines) or of netrepro/aggregates.yml name is one netrepro has.
+of the Makefile (``#:`` lines) or of netrepro/sites/instageni/aggregates.yml name is one netrepro has.
 ``make -n`` only prints the recipes: nothing is run.
 """
 
@@ -51,6 +51,6 @@ def test_the_options_the_comments_name_exist():
     flags = {f for sp in sub.choices.values() for a in sp._actions for f in a.option_strings}
     text = (REPO / "Makefile").read_text()
     named = re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", "\n".join(ln for ln in text.splitlines() if ln.startswith("#:")))
-    yml = (REPO / "netrepro" / "aggregates.yml").read_text()
+    yml = (REPO / "netrepro" / "sites" / "instageni" / "aggregates.yml").read_text()
     named += re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", "\n".join(ln for ln in yml.splitlines() if ln.lstrip().startswith("#")))
     assert named and not set(named) - flags, f"options named in comments that netrepro does not have: {set(named) - flags}"

@@ -10,7 +10,7 @@ import yaml
 from lxml import etree
 
 from netrepro import cli_sites
-from netrepro.sites.manifest import parse_manifest
+from netrepro.sites.instageni.manifest import parse_manifest
 from netrepro.sites.base import SiteError
 from netrepro.spec import load_spec
 
@@ -208,7 +208,7 @@ def switched_manifest(tmp_path: Path, drop_mac: str | None = None) -> tuple[obje
     a ``mac_address`` per interface (12 hex digits, no colons) and ``<services><login>``.
     ``drop_mac``: an interface client_id left without its MAC.
     """
-    from netrepro.sites.rspec import GENI_V3_NS, request_xml
+    from netrepro.sites.instageni.rspec import GENI_V3_NS, request_xml
     spec = load_spec(Path(__file__).resolve().parent / "data" / "experiments" / "lab19-like.yml")
     root = etree.fromstring(request_xml(spec).encode())
     root.set("type", "manifest")
@@ -231,7 +231,7 @@ def test_a_switched_manifest_gives_each_port_its_mac(tmp_path):
     """Hosts are matched by address, a switch's ports (no address) by client_id, and the
     inventory carries each port's MAC as `ip -j link` prints it, for roles/interfaces."""
     from netrepro.sites.inventory import build_inventory
-    from netrepro.sites.manifest import logins_from_manifest
+    from netrepro.sites.instageni.manifest import logins_from_manifest
     spec, path = switched_manifest(tmp_path)
     logins = logins_from_manifest(spec, path, "ingino")
     assert logins["h1"].host == "pc0.utah.cloudlab.us" and logins["h1"].extra["macs"] == {"h1-eth0": "02aabb000001"}
@@ -242,7 +242,7 @@ def test_a_switched_manifest_gives_each_port_its_mac(tmp_path):
 
 
 def test_a_switch_port_without_a_mac_is_one_clear_line(tmp_path):
-    from netrepro.sites.manifest import logins_from_manifest
+    from netrepro.sites.instageni.manifest import logins_from_manifest
     spec, path = switched_manifest(tmp_path, drop_mac="s2:s2-eth2")
     with pytest.raises(SiteError, match=r"node s2/interface\[@client_id='s2:s2-eth2'\]/@mac_address: missing; "
                                         r"expected the port's MAC") as exc:

@@ -1,4 +1,4 @@
-"""Tests of netrepro/sites/netns.py: the exact commands for the pie-vs-red spec, and the
+"""Tests of netrepro/sites/local/netns.py: the exact commands for the pie-vs-red spec, and the
 generated build.sh/teardown.sh run for real on this host with a small spec whose every
 name (namespaces, veths, bridges) carries this test's pid, on a random 172.31.x.0/24
 management subnet. Needs root (this machine and CI run as root)."""
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro.sites import netns
+from netrepro.sites.local import netns
 from netrepro.spec import Spec, load_spec
 
 DATA = Path(__file__).resolve().parent / "data" / "specs"

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 GENERIC_DIRS = ("netrepro", "analysis")
 #: The qdisc builders (paths from the repository root): the tc command lines, and the same
 #: stacks as ns-3 queue discs. They may name qdisc kinds.
-QDISC_BUILDERS = ("netrepro/tc.py", "netrepro/tc_ns3.py")
+QDISC_BUILDERS = ("netrepro/tc.py", "netrepro/sites/ns3/stacks.py")
 
 
 def forbidden_names(repo: Path = REPO) -> set[str]:

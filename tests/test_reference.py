@@ -36,7 +36,7 @@ ENV_NAMES = ("environ", "env")
 DYNAMIC_READS = {
     ("netrepro/sites/__init__.py", "var"): "netrepro.sites.OPTION_ENV's variables",
     ("netrepro/ansible.py", "k"): "netrepro.ansible.PASSTHROUGH_ENV",
-    ("netrepro/sites/fabric.py", "env.items()"): "every FABRIC_* variable: the fabric site's ENV lists what it reads",
+    ("netrepro/sites/fabric/site.py", "env.items()"): "every FABRIC_* variable: the fabric site's ENV lists what it reads",
     ("netrepro/reference.py", "os.environ.items()"): "the generator hides ENV_VARS from the parser it reads",
 }
 

@@ -23,8 +23,8 @@ from netrepro import progress, schedule
 from netrepro.runner import resume, run
 from netrepro.runner.console import StepIncomplete
 from netrepro.runner.trial import _TrialFailed
-from netrepro.sites.local import LocalSite
-from netrepro.sites.ns3 import Ns3Site
+from netrepro.sites.local.site import LocalSite
+from netrepro.sites.ns3.site import Ns3Site
 from netrepro.spec import SpecError, load_spec
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ import pytest
 from lxml import etree
 
 from netrepro import cli_sites
-from netrepro.sites import rspec
+from netrepro.sites.instageni import rspec
 from netrepro.spec import Spec, SpecError, load_spec
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "rspec"  # copies of public RSpecs, see SOURCE.md

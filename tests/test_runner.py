@@ -14,7 +14,7 @@ import pytest
 from netrepro.sites.inventory import write_inventory
 from netrepro.runfolder import cpu_busy
 from netrepro.runner import checks, console, fetch, plan, playbooks, rundir, ssh, steps, trialvars
-from netrepro.sites.local import _pg_alive
+from netrepro.sites.base import process_group_alive
 from netrepro.spec import Spec, SpecError, load_spec
 
 
@@ -347,8 +347,8 @@ def test_end_playbooks_ends_its_own_children_only(tmp_path):
         found = playbooks._end_playbooks(grace_s=2)
         assert found == [mine.pid]
         assert mine.wait(timeout=10) != 0
-        assert not _pg_alive(mine.pid)  # its `sleep` too: the whole group
-        assert other.poll() is None and _pg_alive(other.pid)
+        assert not process_group_alive(mine.pid)  # its `sleep` too: the whole group
+        assert other.poll() is None and process_group_alive(other.pid)
     finally:
         for p in (mine, other):
             try:
@@ -385,7 +385,7 @@ def test_closing_a_sites_masters_removes_its_control_folder(tmp_path):
 def test_ssh_control_paths_expands_percent_c(spec, tmp_path, monkeypatch):
     from netrepro.sites.inventory import control_dir
     from netrepro.sites.base import NodeLogin
-    from netrepro.sites.static import StaticSite
+    from netrepro.sites.static.site import StaticSite
     site = StaticSite(spec, tmp_path / "state", {"static_file": "x"})
     logins = {n: NodeLogin(name=n, host=f"10.0.0.{i}", port=22, user="root", proxy_jump="me@jump.example.org:2222")
               for i, n in enumerate(spec.nodes, 1)}

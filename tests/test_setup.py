@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from netrepro import setup as nsetup
-from netrepro.sites import uml
+from netrepro.sites.local import uml
 from netrepro.sites.base import SiteError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -66,7 +66,7 @@ def test_every_executable_maps_to_a_package():
             assert exe and pkg and " " not in pkg, (exe, pkg)
     # virtme-ng builds the micro-VM's initramfs with busybox: the bug of a fresh machine.
     assert nsetup.VM_EXECUTABLES["busybox"] == "busybox-static"
-    # The UML kernel the site boots (netrepro.sites.uml) and the capacity test's tools, in every mode.
+    # The UML kernel the site boots (netrepro.sites.local.uml) and the capacity test's tools, in every mode.
     assert nsetup.UML_EXECUTABLES == {uml.UML_BINARY: "user-mode-linux"}
     assert nsetup.LOCAL_EXECUTABLES["iperf3"] == "iperf3" and nsetup.LOCAL_EXECUTABLES["ethtool"] == "ethtool"
 

@@ -13,7 +13,7 @@ from netrepro import cli_sites
 from netrepro.sites.inventory import build_inventory
 from netrepro.sites import get_site
 from netrepro.sites.base import SiteError
-from netrepro.sites.fabric import FabricOptions, build_slice, describe_slice, load_fabric_config, login_for, offline_manager, read_rc
+from netrepro.sites.fabric.site import FabricOptions, build_slice, describe_slice, load_fabric_config, login_for, offline_manager, read_rc
 from netrepro.spec import load_spec
 
 
@@ -223,7 +223,7 @@ def test_a_switched_topology_is_vms_with_one_l2bridge_per_cable(switched_slice):
 
 
 def test_slice_interfaces_map_back_to_the_experiments_keys(switched):
-    from netrepro.sites.fabric import segment_keys
+    from netrepro.sites.fabric.site import segment_keys
     keys = segment_keys(switched)
     assert keys[("s2", "link-3")] == "s2-eth1" and keys[("h1", "link-0")] == "h1-eth0"
     assert segment_keys(load_spec("pie-vs-red"))[("router", "clients_lan")] == "clients_lan"

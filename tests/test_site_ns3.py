@@ -1,4 +1,4 @@
-"""The ns3 site: the experiment as an ns-3 scenario (netrepro.sites.ns3) and real simulations
+"""The ns3 site: the experiment as an ns-3 scenario (netrepro.sites.ns3.site) and real simulations
 with netrepro-sim built against the pinned ns-3 wheel (installed by `make setup SITE=ns3`,
 which `make test` runs)."""
 
@@ -20,10 +20,10 @@ import yaml
 
 from analysis import analyze_run, generic
 from analysis.raw import parse_flows, parse_ping
-from netrepro import tc_ns3
+from netrepro.sites.ns3 import stacks as ns3_stacks
 from netrepro.runner import run, rundir, steps, trialvars
 from netrepro.pipeline import judge_trial
-from netrepro.sites import ns3
+from netrepro.sites.ns3 import site as ns3
 from netrepro.sites.base import SiteError
 from netrepro.spec import Spec, load_spec
 
@@ -49,9 +49,9 @@ def _scenario(spec, trial, time_scale=0.1, epoch0=1000.0, repetition=3):
 def test_the_linux_red_weight_is_tc_reds():
     # iproute2 tc_red_eval_ewma: a = burst + 1 - min/avpkt = 56 + 1 - 33.3 = 23.67; the least
     # Wlog with a <= (1 - (1 - W)^56) / W, W = 2^-Wlog: Wlog 4 gives 14.9, Wlog 5 gives 26.2
-    assert tc_ns3.tc_red_eval_ewma(50000, 56, 1500) == 5
+    assert ns3_stacks.tc_red_eval_ewma(50000, 56, 1500) == 5
     with pytest.raises(ValueError, match="burst 20 is too small for min 30000 B / avpkt 1000 B"):
-        tc_ns3.tc_red_eval_ewma(30000, 20, 1000)
+        ns3_stacks.tc_red_eval_ewma(30000, 20, 1000)
 
 
 def test_pie_vs_red_becomes_a_scenario_with_the_papers_parameters():

@@ -1,6 +1,6 @@
 """The ns3 site beyond pie-vs-red: the labs' switches, codel, fq_codel and its buckets, fq
 pacing and ``--fq-rate``, per-node congestion control, the hosts' socket buffers and iperf3
-items, as scenarios (netrepro.sites.ns3.scenario) and as real simulations with netrepro-sim,
+items, as scenarios (netrepro.sites.ns3.site.scenario) and as real simulations with netrepro-sim,
 analysed by the one analysis every site gets."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from analysis import analyze_run
 from analysis.raw import parse_iperf3
 from netrepro.pipeline import judge_trial
 from netrepro.runner import rundir, run, steps
-from netrepro import tc_ns3
-from netrepro.sites import ns3
+from netrepro.sites.ns3 import stacks as ns3_stacks
+from netrepro.sites.ns3 import site as ns3
 from netrepro.spec import REPO_ROOT, load_spec
 
 GATEWAY_FIFO = str(REPO_ROOT / "tests" / "data" / "experiments" / "gateway-fifo.yml")
@@ -56,7 +56,7 @@ def test_fq_codels_hash_perturbation_is_drawn_per_repetition_and_port():
         return next(kv for kv in q.split() if kv.startswith("Perturbation="))
 
     assert perturbation(1) == perturbation(1) != perturbation(2)
-    assert tc_ns3.hash_perturbation(1, "s2:s2-eth2") != tc_ns3.hash_perturbation(1, "s1:s1-eth1")
+    assert ns3_stacks.hash_perturbation(1, "s2:s2-eth2") != ns3_stacks.hash_perturbation(1, "s1:s1-eth1")
 
 
 @pytest.mark.parametrize("trial, omit, paced, rate_bps", [

@@ -10,7 +10,7 @@ import yaml
 
 from netrepro.sites import get_site
 from netrepro.sites.base import SiteError
-from netrepro.sites.static import load_static_file, match_addresses, parse_ip_addr_json, ssh_argv
+from netrepro.sites.static.site import load_static_file, match_addresses, parse_ip_addr_json, ssh_argv
 from netrepro.spec import load_spec
 
 # Recorded on the development machine (iproute2 6.1) from a namespace made for the purpose:

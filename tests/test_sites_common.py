@@ -13,10 +13,10 @@ import pytest
 from lxml import etree
 
 from netrepro import cli_sites
-from netrepro.sites import rspec
+from netrepro.sites.instageni import rspec
 from netrepro.sites import SITES, get_site
 from netrepro.sites.base import SiteError
-from netrepro.sites.instageni import (GeniClient, GeniError, TLSPolicy, default_slice_name, load_aggregates,
+from netrepro.sites.instageni.site import (GeniClient, GeniError, TLSPolicy, default_slice_name, load_aggregates,
                                       load_client_cert, load_credentials, poll_until, resolve_aggregate,
                                       summarize_status, tls_context)
 from netrepro.spec import SpecError, load_spec
@@ -333,7 +333,7 @@ def test_bad_aggregates_files(tmp_path, text, pattern):
 
 
 def test_portal_certificate_and_passphrase(tmp_path):
-    from netrepro.sites.instageni import GeniCredentials
+    from netrepro.sites.instageni.site import GeniCredentials
 
     def creds(path, pw=None):
         return GeniCredentials(str(path), str(path), "alice", "urn:x", "p", "id.pub", None, pw)
@@ -388,7 +388,7 @@ def tls_aggregate(tmp_path):
 
 
 def test_tls_handshake_with_a_real_server(tmp_path, tls_aggregate):
-    from netrepro.sites.instageni import GeniCredentials
+    from netrepro.sites.instageni.site import GeniCredentials
 
     url, ca = tls_aggregate
     creds = GeniCredentials(str(portal_pem(tmp_path / "cloudlab.pem")), str(tmp_path / "cloudlab.pem"), "alice",
@@ -409,7 +409,7 @@ def test_tls_handshake_with_a_real_server(tmp_path, tls_aggregate):
 
 
 def test_site_modules_do_not_import_optional_dependencies():
-    code = ("import sys, netrepro.sites.instageni, netrepro.sites.fabric, netrepro.sites.static, netrepro.cli_sites, netrepro.sites.manifest;"
+    code = ("import sys, netrepro.sites.instageni.site, netrepro.sites.fabric.site, netrepro.sites.static.site, netrepro.cli_sites, netrepro.sites.instageni.manifest;"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('fabrictestbed_extensions', 'fabrictestbed', 'fim', 'geni', 'paramiko')];"
             "print(bad); sys.exit(1 if bad else 0)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)

@@ -221,8 +221,8 @@ def test_a_point_is_judged_by_what_its_model_changes():
 def simulated_sweep(tmp_path_factory):
     """pie-vs-red's sweep on the ns3 site at TIME_SCALE 0.1 (18 simulations), analysed. Its PIE
     trials at 5 Mbit/s made ns-3 3.44 crash in a zero-window probe before netrepro-sim moved the
-    probe beyond the trial (netrepro/ns3/netrepro-sim.cc)."""
-    from netrepro.sites import ns3
+    probe beyond the trial (netrepro/sites/ns3/netrepro-sim.cc)."""
+    from netrepro.sites.ns3 import site as ns3
     ns3.build()
     tmp = tmp_path_factory.mktemp("sweep")
     env = {"NETREPRO_RESULTS": str(tmp / "results"), "NETREPRO_STATE": str(tmp / "state")}

@@ -1,6 +1,6 @@
-"""The local site's User-Mode Linux mode (netrepro/sites/uml.py), the host-route check it
+"""The local site's User-Mode Linux mode (netrepro/sites/local/uml.py), the host-route check it
 runs before making its tap (local.host_routes_overlapping), and the substrate's forwarding
-test (netrepro/sites/capacity.py) every local mode runs before building the site.
+test (netrepro/sites/local/capacity.py) every local mode runs before building the site.
 
 Unit tests: the UML command line and guest init (run through ``sh -n``), tap names,
 available()'s reasons, the capacity script and its result's reading. Tests marked ``netns``
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from netrepro.sites.base import SiteError
-from netrepro.sites import capacity, local, microvm, uml
+from netrepro.sites.local import capacity, microvm, uml
+from netrepro.sites.local import site as local
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -159,7 +160,7 @@ def test_host_routes_overlapping_reads_the_routes_of_a_real_namespace():
                      ["route", "add", "10.9.0.0/16", "dev", "d0"],
                      ["route", "add", "default", "via", "172.30.0.1"]):
             subprocess.run(["ip", "-n", ns, *argv], check=True)
-        code = ("import json, sys; from netrepro.sites.local import host_routes_overlapping as h; "
+        code = ("import json, sys; from netrepro.sites.local.site import host_routes_overlapping as h; "
                 "print(json.dumps([h(s) for s in sys.argv[1:]]))")
         r = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code,
                             "172.30.0.0/25", "10.9.3.0/24", "10.0.0.0/8", "192.168.5.0/24", "0.0.0.0/0"],

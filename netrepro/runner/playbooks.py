@@ -16,7 +16,7 @@ from typing import Any
 
 from netrepro import ansible
 from netrepro.sites import Site
-from netrepro.sites.local import _pg_alive  # one process-group liveness check for both
+from netrepro.sites.base import process_group_alive
 
 
 #: Ansible's task lines on the console (the command line's -v, or NETREPRO_VERBOSE=1); else
@@ -106,7 +106,7 @@ def _end_playbooks(grace_s: float = 5.0) -> list[int]:
 
     if send(signal.SIGTERM):
         t0 = time.time()
-        while time.time() - t0 < grace_s and any(_pg_alive(g) for _, g in found if g != own_group):
+        while time.time() - t0 < grace_s and any(process_group_alive(g) for _, g in found if g != own_group):
             time.sleep(0.2)
         send(signal.SIGKILL)
     return [pid for pid, _ in found]

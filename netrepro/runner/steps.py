@@ -81,7 +81,7 @@ def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> Sit
 
 
 def simulated(site: Site) -> bool:
-    """Whether ``site`` simulates its trials (``SIMULATED``, netrepro.sites.ns3): no node,
+    """Whether ``site`` simulates its trials (``SIMULATED``, netrepro.sites.ns3.site): no node,
     inventory or playbook; each trial is its ``simulate``."""
     return bool(getattr(site, "SIMULATED", False))
 

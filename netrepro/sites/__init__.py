@@ -1,10 +1,14 @@
-"""Sites: where an experiment's nodes come from. One module per site, one class each.
+"""Sites: where an experiment's nodes come from. One package per site, its helpers inside it.
 
 ``SITES`` (defined in :mod:`netrepro.sites.base`, next to the Site class) maps a site name to
 ``module:Class``; modules are imported only when used, so a site's optional dependencies
-(fablib, ...) are needed only by users of that site. To add a site, write ``netrepro/sites/<name>.py`` with a
+(fablib, ...) are needed only by users of that site. What the sites and the runner share is in
+this package's own modules: :mod:`netrepro.sites.base` (the Site interface, its options and
+helpers) and :mod:`netrepro.sites.inventory` (the Ansible inventory and SSH options). To add a
+site, write a package ``netrepro/sites/<name>/`` whose ``site.py`` holds a
 :class:`~netrepro.sites.base.Site` subclass and add one line to ``SITES``
-(docs/adding-a-site.md walks through it).
+(docs/adding-a-site.md walks through it); the import contracts (.importlinter) keep it
+independent of the other sites without being edited.
 """
 
 from __future__ import annotations

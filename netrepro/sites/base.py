@@ -640,14 +640,25 @@ def interfaces_text(spec: Spec, node: str) -> str:
                      for k, i in spec.model.data_plane(node).items())
 
 
+def process_group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a process (``killpg(pgid, 0)``, kill(2)); False when
+    it has none or this user may not signal it. The local site's micro-VM and the runner's
+    ansible-playbook runs are each a group of their own."""
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
 #: Site name -> ``module:Class``; :func:`site_class` imports a site's module only when it is
 #: used, so a site's optional dependencies (fablib, ...) are needed only by users of that site.
 SITES: dict[str, str] = {
-    "local": "netrepro.sites.local:LocalSite",
-    "instageni": "netrepro.sites.instageni:InstaGENISite",
-    "fabric": "netrepro.sites.fabric:FabricSite",
-    "static": "netrepro.sites.static:StaticSite",
-    "ns3": "netrepro.sites.ns3:Ns3Site",
+    "local": "netrepro.sites.local.site:LocalSite",
+    "instageni": "netrepro.sites.instageni.site:InstaGENISite",
+    "fabric": "netrepro.sites.fabric.site:FabricSite",
+    "static": "netrepro.sites.static.site:StaticSite",
+    "ns3": "netrepro.sites.ns3.site:Ns3Site",
 }
 
 

@@ -511,8 +511,8 @@ class TestFabric:
         """Build the nodes, then write what the orchestrator reports once slivers are active."""
         from fim.slivers.capacities_labels import Labels, ReservationInfo
 
-        from netrepro.sites.fabric import segment_keys
-        from netrepro.sites.rspec import interface_id
+        from netrepro.sites.fabric.site import segment_keys
+        from netrepro.sites.instageni.rspec import interface_id
         from netrepro.spec import load_spec
 
         topo = s["topology"]

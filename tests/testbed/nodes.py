@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from netrepro.sites import get_site
-from netrepro.sites.rspec import interface_id
+from netrepro.sites.instageni.rspec import interface_id
 from netrepro.spec import load_spec
 
 #: netrepro's folder on a testbed node (netrepro.runner.ssh's default node dir).

@@ -2,7 +2,7 @@
 
 What happens, and where each part lives:
 
-- request: ``netrepro/sites/rspec.py`` builds the RSpec from the topology (``plan()`` prints it);
+- request: ``netrepro/sites/instageni/rspec.py`` builds the RSpec from the topology (``plan()`` prints it);
 - credentials: a CloudLab/Emulab portal account, read from a geni-lib context file or from
   environment variables (:func:`load_credentials`); missing pieces fail at once, naming them;
 - service calls: :class:`GeniClient`, a thin XML-RPC client over HTTPS with the user's
@@ -11,9 +11,9 @@ What happens, and where each part lives:
   PerformOperationalAction, Status, Describe, Renew and Delete;
 - waiting: :func:`poll_until` drives a status function with a timeout and progress lines;
   :func:`summarize_status` reads AM API v3 ``Status`` results;
-- logins: ``netrepro/sites/manifest.py`` turns the manifest into NodeLogins.
+- logins: ``netrepro/sites/instageni/manifest.py`` turns the manifest into NodeLogins.
 
-Aggregates are configuration: ``netrepro/aggregates.yml`` (and ``$NETREPRO_AGGREGATES``),
+Aggregates are configuration: ``netrepro/sites/instageni/aggregates.yml`` (and ``$NETREPRO_AGGREGATES``),
 including how their TLS certificates are verified (:class:`TLSPolicy`, :func:`tls_context`):
 against a CA bundle the configuration names, or the system trust store; never silently off.
 Everything that can be checked offline (configuration, credential files, the key's
@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from netrepro.sites import manifest as geni_manifest
-from netrepro.sites import rspec as geni_rspec
 from netrepro.sites.base import (PRIVATE_KEY_RE, NodeLogin, Option, Site, SiteError, as_bool, boolean, existing_file, interfaces_text,
                                  login_user_problem, matches, positive_int, positive_number, private_key_problem,
                                  public_key_problem, read_json_object, read_small_text)
+from netrepro.sites.instageni import manifest as geni_manifest
+from netrepro.sites.instageni import rspec as geni_rspec
 
-AGGREGATES_FILE = Path(__file__).resolve().parent.parent / "aggregates.yml"
+AGGREGATES_FILE = Path(__file__).resolve().parent / "aggregates.yml"
 #: geni-lib's default context file (written by its ``build-context`` / ``context-from-bundle``).
 DEFAULT_CONTEXT = "~/.bssw/geni/context.json"
 #: The Emulab/CloudLab portal's member and slice authorities (Federation API v2; geni-lib
@@ -129,7 +129,7 @@ def load_aggregates(extra: Path | str | None = None) -> dict[str, Any]:
     :data:`DEFAULT_SA`, :data:`DEFAULT_MA`, :data:`DEFAULT_AUTHORITY` (the Emulab/CloudLab
     portal, which every aggregate listed accepts).
 
-    Reads ``netrepro/aggregates.yml``, then ``extra`` (or ``$NETREPRO_AGGREGATES``) whose
+    Reads ``netrepro/sites/instageni/aggregates.yml``, then ``extra`` (or ``$NETREPRO_AGGREGATES``) whose
     entries override or add to it (strict YAML: duplicate keys refused). TLS: an aggregate's
     own ``ca_bundle``, else the top-level ``ca_bundle`` (the last file's that sets one), else
     the system trust store; ``verify_tls: false`` only where an aggregate says so.
@@ -243,7 +243,7 @@ def tls_context(policy: TLSPolicy, warn: Callable[[str], None] = _warn) -> ssl.S
     if policy.ca_bundle is None:
         return ssl.create_default_context()
     what = (f"a PEM bundle of the CA certificates to trust ({policy.source}; for Emulab-software aggregates "
-            "the Emulab CA, see netrepro/aggregates.yml), or ca_bundle: null for the system trust store")
+            "the Emulab CA, see netrepro/sites/instageni/aggregates.yml), or ca_bundle: null for the system trust store")
     text = read_small_text(policy.ca_bundle, what, limit=8 << 20)
     if "-----BEGIN CERTIFICATE-----" not in text:
         raise SiteError(f"{policy.ca_bundle}: (content): no certificate; expected {what}")
@@ -646,7 +646,7 @@ class InstaGENISite(Site):
     """VMs from one GENI AM API v3 aggregate (``options['aggregate']``, ``AGGREGATE=``).
 
     Options: ``aggregate``, ``image``, ``vm_type``, ``routable_control_ip``, ``vm_cores``,
-    ``vm_ram_mb`` (see :class:`netrepro.sites.rspec.RSpecOptions`), ``slice_name``, ``hours``
+    ``vm_ram_mb`` (see :class:`netrepro.sites.instageni.rspec.RSpecOptions`), ``slice_name``, ``hours``
     (initial lease, default :data:`DEFAULT_HOURS`), ``user`` (login user in manifests; default:
     the portal user), ``ready_timeout_s`` (how long the slivers may take to become ready,
     default :data:`READY_TIMEOUT_S`), ``install_packages`` (false: the disk image already has
@@ -660,7 +660,7 @@ class InstaGENISite(Site):
 
     name = "instageni"
     OPTIONS = {
-        "aggregate": Option("aggregate name in netrepro/aggregates.yml or $NETREPRO_AGGREGATES, AGGREGATE",
+        "aggregate": Option("aggregate name in netrepro/sites/instageni/aggregates.yml or $NETREPRO_AGGREGATES, AGGREGATE",
                             lambda v, spec: _aggregate_problem(v)),
         "image": Option("disk image URN, IMAGE", matches(r"urn:publicid:IDN\+[^+\s]+\+image\+\S+",
                                                         "an image URN such as urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU22-64-STD")),
@@ -681,7 +681,7 @@ class InstaGENISite(Site):
                                    "false: the image already has them, only checked)", boolean),
     }
     HOOKS = ("client", "env")
-    ENV = {**ENV_VARS, "NETREPRO_AGGREGATES": "a YAML file of more aggregates, in netrepro/aggregates.yml's shape; "
+    ENV = {**ENV_VARS, "NETREPRO_AGGREGATES": "a YAML file of more aggregates, in netrepro/sites/instageni/aggregates.yml's shape; "
                                               "its entries override that file's"}
 
     def _rspec_opts(self, agg_urn: str | None):
@@ -869,7 +869,7 @@ class InstaGENISite(Site):
             self._give_back(client, state)
             raise SiteError(f"aggregate {name} ({agg['url']}) refused the request: {exc}. Nothing is reserved "
                             f"(slice {slice_name} holds no VMs and expires by itself). Try another aggregate "
-                            "(AGGREGATE=<name>, see netrepro/aggregates.yml and docs/sites/cloudlab.md), fewer or "
+                            "(AGGREGATE=<name>, see netrepro/sites/instageni/aggregates.yml and docs/sites/cloudlab.md), fewer or "
                             "smaller VMs (vm_cores, vm_ram_mb), or later") from None
         except BaseException:
             self._give_back(client, state)
@@ -930,7 +930,7 @@ class InstaGENISite(Site):
             raise
 
     def adopt_manifest(self, manifest: Path | str, user: str | None, key_file: str | None = None) -> dict[str, NodeLogin]:
-        """Parse ``manifest`` into logins (see netrepro.sites.manifest) and save them in the state."""
+        """Parse ``manifest`` into logins (see netrepro.sites.instageni.manifest) and save them in the state."""
 
         logins = geni_manifest.logins_from_manifest(self.spec, manifest, user, key_file)
         self.save_logins(logins, manifest=str(manifest))

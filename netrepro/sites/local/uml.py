@@ -1,6 +1,6 @@
 """The local site's User-Mode Linux machine: Debian's ``user-mode-linux`` kernel as a process.
 
-Used, like the QEMU micro-VM (:mod:`netrepro.sites.microvm`), when the host kernel cannot run
+Used, like the QEMU micro-VM (:mod:`netrepro.sites.local.microvm`), when the host kernel cannot run
 the experiment's qdiscs. UML runs a Linux kernel (Debian 12's ``user-mode-linux`` package,
 6.1um, binary ``/usr/bin/linux.uml``) as an ordinary process: no CPU emulation, so it boots in
 about 2 s and forwards about 4.5x more than QEMU's software emulation on these machines, but
@@ -26,7 +26,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from netrepro.sites.microvm import SOFTIRQ_REALTIME
+from netrepro.sites.local.microvm import SOFTIRQ_REALTIME
 
 UML_BINARY = "linux.uml"
 MODULES_ROOT = Path("/usr/lib/uml/modules")
@@ -98,7 +98,7 @@ def guest_init_script(*, state_dir: Path, runtime_dir: str, build_script: Path, 
 
     Writes ``<state_dir>/vm-guest.log`` and ``<state_dir>/vm-ready`` ("ready" or "failed").
     ``capacity_script``, if given, runs before the build (the substrate's forwarding test,
-    :mod:`netrepro.sites.capacity`); its failure is logged and does not stop the build.
+    :mod:`netrepro.sites.local.capacity`); its failure is logged and does not stop the build.
     """
     q = shlex.quote
     sd = q(str(state_dir))

@@ -152,7 +152,7 @@ def guest_main_script(*, state_dir: Path, runtime_dir: str, build_script: Path, 
     build that fails is torn down and the guest exits (the VM powers off).
 
     ``capacity_script``, if given, runs before the build (the substrate's forwarding test,
-    :mod:`netrepro.sites.capacity`); its failure is logged and does not stop the build.
+    :mod:`netrepro.sites.local.capacity`); its failure is logged and does not stop the build.
 
     The guest's /etc and /run are throwaway overlays: root's home is pointed at a writable
     folder and its shell at /bin/sh (the host's ~/.bashrc may be slow to source under TCG),

@@ -6,10 +6,10 @@ Three modes (``LOCAL_MODE``; ``auto`` chooses, see :meth:`LocalSite.choose_mode`
   on the host and the controller reaches each node's sshd over the management bridge.
 - ``uml``: it cannot (as on these CI machines); the same namespaces are built inside a
   User-Mode Linux machine (Debian's stock UML kernel as a process, see
-  :mod:`netrepro.sites.uml`), whose management bridge is joined to a tap on the host: the
+  :mod:`netrepro.sites.local.uml`), whose management bridge is joined to a tap on the host: the
   controller reaches the nodes' sshd directly.
 - ``vm``: the same inside a QEMU micro-VM (virtme-ng + Debian's stock kernel, see
-  :mod:`netrepro.sites.microvm`), reached through the VM's sshd as a jump host. Slower than
+  :mod:`netrepro.sites.local.microvm`), reached through the VM's sshd as a jump host. Slower than
   ``uml`` on machines without KVM (docs/local-modes.md); the choice when UML is missing.
 
 No account is needed. Everything the site makes is listed in its state and removed by
@@ -30,10 +30,11 @@ import uuid
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from netrepro.sites import capacity, inventory, microvm, netns, uml
-from netrepro.spec import REPO_ROOT
+from netrepro.sites import inventory
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, _origin, at_once, matches, mgmt_subnet, one_of,
-                                 positive_int, positive_number)
+                                 positive_int, positive_number, process_group_alive)
+from netrepro.sites.local import capacity, microvm, netns, uml
+from netrepro.spec import REPO_ROOT
 
 DEFAULT_MGMT_SUBNET = "172.30.0.0/24"
 
@@ -291,7 +292,7 @@ class LocalSite(Site):
         (self.state_dir / capacity.SCRIPT_FILE).write_text(capacity.script(self.state_dir / capacity.RESULT_FILE))
 
     def _record_capacity(self, result: dict, log) -> None:
-        """Keep the forwarding test's result (:mod:`netrepro.sites.capacity`) in the state, for
+        """Keep the forwarding test's result (:mod:`netrepro.sites.local.capacity`) in the state, for
         ``status()`` (run.json's site_status) and ``make bench``; a failed test is recorded, not raised."""
         st = self.load_state()
         st["capacity"] = result
@@ -544,14 +545,14 @@ class LocalSite(Site):
         """Kill the UML machine (everything the site built is in its memory) and delete the tap."""
         for key in ("uml", "vm"):  # the UML kernel's own group first, then the shell and its console pipe
             pgid = st.get(f"{key}_pgid")
-            if pgid and _pg_alive(pgid) and not _killpg(pgid, st.get(f"{key}_starttime"), st.get(f"{key}_cmdline")):
+            if pgid and process_group_alive(pgid) and not _killpg(pgid, st.get(f"{key}_starttime"), st.get(f"{key}_cmdline")):
                 log(f"[local] process group {pgid} is not the UML machine that `up` started; leaving it alone")
         if st.get("tap"):
             _run(["ip", "link", "del", st["tap"]])
 
     def _stop_vm(self, st: dict[str, Any], log) -> None:
         pgid = st.get("vm_pgid")
-        if not pgid or not _pg_alive(pgid):
+        if not pgid or not process_group_alive(pgid):
             return
         if not vm_group_is_ours(pgid, st.get("vm_starttime"), st.get("vm_cmdline")):
             log(f"[local] process group {pgid} is not the micro-VM that `up` started (its start time or command "
@@ -571,7 +572,7 @@ class LocalSite(Site):
         out.update({k: st[k] for k in ("mode", "kernel", "kvm", "ssh_port", "vm_boot_s", "capacity") if k in st})
         key = "uml" if st.get("uml_pgid") else "vm"
         if st.get(f"{key}_pgid"):
-            out["vm_running"] = _pg_alive(st[f"{key}_pgid"]) and vm_group_is_ours(
+            out["vm_running"] = process_group_alive(st[f"{key}_pgid"]) and vm_group_is_ours(
                 st[f"{key}_pgid"], st.get(f"{key}_starttime"), st.get(f"{key}_cmdline"))
         return out
 
@@ -600,14 +601,6 @@ def jump_sshd_config(layout: netns.Layout) -> str:
         f"AuthorizedKeysFile {layout.authorized_keys}", "PermitRootLogin prohibit-password",
         "AuthenticationMethods publickey", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
         "UsePAM yes", "StrictModes no", "UseDNS no", f"PidFile {layout.runtime_dir}/jump-sshd.pid", ""])
-
-
-def _pg_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
 
 
 class ProcIdentity(NamedTuple):
@@ -679,9 +672,9 @@ def _killpg(pgid: int, starttime: int | None, cmdline: list[str] | None) -> bool
     try:
         os.killpg(pgid, signal.SIGTERM)
         deadline = time.monotonic() + 2
-        while _pg_alive(pgid) and time.monotonic() < deadline:
+        while process_group_alive(pgid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if _pg_alive(pgid):
+        if process_group_alive(pgid):
             os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         pass

@@ -1,5 +1,5 @@
 """A Linux qdisc stack as ns-3 queue discs: what netrepro-sim (the ``ns3`` site,
-:mod:`netrepro.sites.ns3`) builds of a port's stack (the layers of
+:mod:`netrepro.sites.ns3.site`) builds of a port's stack (the layers of
 :func:`netrepro.tc.stack_commands`), and what it cannot.
 
 A qdisc builder, beside :mod:`netrepro.tc`: with it, the only module that knows qdisc kinds

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netrepro.sites.base import NodeLogin, SiteError, login_user_problem, ssh_host_problem
-from netrepro.sites.rspec import interface_id
+from netrepro.sites.instageni.rspec import interface_id
 from netrepro.spec import Spec
 
 #: Namespaces a manifest's core elements may be in.
@@ -178,7 +178,7 @@ def logins_from_manifest(spec: Spec, path: Path | str, user: str | None = None,
     interface with an address (:meth:`netrepro.model.Model.data_plane`) must be carried by
     one of the node's manifest interfaces (the manifest's netmask, when given, must match
     the model's prefix length); each interface without one (a switch's port) is found by
-    the request's ``client_id`` ``<node>:<key>`` (:func:`netrepro.sites.rspec.interface_id`) and
+    the request's ``client_id`` ``<node>:<key>`` (:func:`netrepro.sites.instageni.rspec.interface_id`) and
     must have a ``mac_address``, by which roles/interfaces finds its device. ``extra`` of
     each login holds ``sliver_id``, ``control_host``, ``control_ipv4`` and ``macs`` (key ->
     MAC from the manifest, when present).

@@ -1,6 +1,6 @@
 """Site ``ns3``: the experiment simulated in ns-3 instead of emulated on machines.
 
-Each trial is one run of ``netrepro-sim`` (netrepro/ns3/netrepro-sim.cc), a C++ program
+Each trial is one run of ``netrepro-sim`` (netrepro/sites/ns3/netrepro-sim.cc), a C++ program
 built against the C++ libraries of the PyPI ``ns3`` wheel (:data:`NS3_VERSION`, installed by
 ``make setup SITE=ns3``). It writes the raw files the emulated sites write (ping -D -O lines,
 ``tc -s -j qdisc`` samples, the flow clients' flows.csv), so the analysis, figures and
@@ -16,10 +16,10 @@ becomes a simulation, :func:`scenario`:
   experiment's addresses label the files only (netrepro-sim gives each link a /30) and ns-3's
   global routing gives the routes (shortest paths: the file's ``routes`` are not read, so a
   file whose routes take a longer path is simulated on the shortest one);
-- each trial's stacks, port by port, as :mod:`netrepro.tc_ns3` translates them: a shaper
-  (htb or tbf, :data:`netrepro.tc_ns3.SHAPERS`) at the stack's root or under a root netem
+- each trial's stacks, port by port, as :mod:`netrepro.sites.ns3.stacks` translates them: a shaper
+  (htb or tbf, :data:`netrepro.sites.ns3.stacks.SHAPERS`) at the stack's root or under a root netem
   makes its ``rate_mbit`` the rate of the port's link (its burst is not modelled); the
-  stack's last layer becomes the port's queue disc (:data:`netrepro.tc_ns3.QUEUE_DISCS`:
+  stack's last layer becomes the port's queue disc (:data:`netrepro.sites.ns3.stacks.QUEUE_DISCS`:
   pie, red, codel, fq_codel with its hash perturbation drawn per repetition and port, fifos);
   a pacer (fq) on a sender's port paces that node's iperf3 sockets (:func:`_pacing`); every
   other port has a FIFO of 1000 packets (pfifo_fast's default length) and every device a
@@ -67,9 +67,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from netrepro import tc, tc_ns3
+from netrepro import tc
 from netrepro.model import Model
 from netrepro.sites.base import NodeLogin, Option, Site, SiteError, positive_number
+from netrepro.sites.ns3 import stacks
 from netrepro.spec import REPO_ROOT, Spec
 
 #: The ns-3 release of the PyPI wheel whose C++ headers and libraries netrepro-sim is built
@@ -80,7 +81,7 @@ NS3_WHEEL = "ns3==3.44.post0"
 #: registers the queue discs' TypeIds only when it is loaded).
 NS3_MODULES = ("core", "network", "internet", "point-to-point", "applications", "internet-apps",
                "traffic-control", "stats", "bridge", "mobility")
-SOURCE = REPO_ROOT / "netrepro" / "ns3" / "netrepro-sim.cc"
+SOURCE = Path(__file__).resolve().parent / "netrepro-sim.cc"
 #: A LAN's links: the emulated sites' veths are not shaped; 1 Gbit/s is 100 times the
 #: bottleneck of pie-vs-red.
 LAN_RATE_BPS = 1_000_000_000
@@ -210,7 +211,7 @@ def unmodelled(spec: Spec) -> list[str]:
     """What of ``spec``'s model (:attr:`netrepro.spec.Spec.model`) netrepro-sim cannot build,
     one phrase each naming the model's field ([] when every trial can be simulated): two links
     between one pair of nodes, offloads on, a stack other than those of
-    :func:`netrepro.tc_ns3.stack_problems`, shapers at both ends of one link (a simulated link
+    :func:`netrepro.sites.ns3.stacks.stack_problems`, shapers at both ends of one link (a simulated link
     has one rate), a sysctl outside :data:`SYSCTLS` or a congestion control (a node's or an
     iperf3 item's) outside :data:`CONGESTION_CONTROL`, senders of one trial with different
     SACK settings (netrepro-sim has one), an FTP item whose nodes set their own socket buffers
@@ -240,7 +241,7 @@ def unmodelled(spec: Spec) -> list[str]:
 
     for i, t in enumerate(m.trials):
         for port, stack in t["qdiscs"].items():
-            for p in tc_ns3.stack_problems(stack, f"qdiscs.{port}"):
+            for p in stacks.stack_problems(stack, f"qdiscs.{port}"):
                 once(p, p, i)
         for a, b in _links(m):
             if _shaper(t, a) and _shaper(t, b):
@@ -278,7 +279,7 @@ def unmodelled(spec: Spec) -> list[str]:
         for j, c in enumerate(m.data["collectors"]):
             if c["kind"] == "qdisc_stats" and not _queue(t, c["at"]):
                 once(f"collectors {j}", f"qdiscs.{c['at']}: no shaper or queue for collectors[{j}] to sample "
-                                        f"({tc_ns3.NO_QUEUE})", i)
+                                        f"({stacks.NO_QUEUE})", i)
     return out
 
 
@@ -302,13 +303,13 @@ def _stack(trial: dict, port: str) -> list[dict]:
 
 
 def _shaper(trial: dict, port: str) -> dict | None:
-    """The port's shaper, which sets its link's rate (:func:`netrepro.tc_ns3.root_shaper`)."""
-    return tc_ns3.root_shaper(_stack(trial, port))
+    """The port's shaper, which sets its link's rate (:func:`netrepro.sites.ns3.stacks.root_shaper`)."""
+    return stacks.root_shaper(_stack(trial, port))
 
 
 def _queue(trial: dict, port: str) -> dict | None:
-    """The layer whose queue disc the port gets (:func:`netrepro.tc_ns3.queue_layer`)."""
-    return tc_ns3.queue_layer(_stack(trial, port))
+    """The layer whose queue disc the port gets (:func:`netrepro.sites.ns3.stacks.queue_layer`)."""
+    return stacks.queue_layer(_stack(trial, port))
 
 
 def _delay_ms(trial: dict, port: str) -> float:
@@ -318,9 +319,9 @@ def _delay_ms(trial: dict, port: str) -> float:
 
 def _pacing(m: Model, trial: dict, node: str) -> tuple[bool, float]:
     """Whether ``node`` paces its TCP flows in ``trial`` and at most at which rate (Mbit/s, 0.0:
-    no cap): a pacer in the stack of any of its ports (:func:`netrepro.tc_ns3.pacing`)."""
+    no cap): a pacer in the stack of any of its ports (:func:`netrepro.sites.ns3.stacks.pacing`)."""
     for ifname in m.nodes[node]["interfaces"]:
-        on, rate = tc_ns3.pacing(_stack(trial, f"{node}:{ifname}"))
+        on, rate = stacks.pacing(_stack(trial, f"{node}:{ifname}"))
         if on:
             return on, rate
     return False, 0.0
@@ -338,7 +339,7 @@ def _buffer_bytes(trial: dict, node: str, key: str) -> int:
 def unshaped_rate_bps(trial: dict) -> int:
     """The rate of the trial's unshaped links, bit/s: :data:`UNSHAPED_RATE_FACTOR` times its
     fastest shaper, at least :data:`LAN_RATE_BPS`."""
-    rates = [float(sh["rate_mbit"]) for st in trial["qdiscs"].values() if (sh := tc_ns3.root_shaper(st or []))]
+    rates = [float(sh["rate_mbit"]) for st in trial["qdiscs"].values() if (sh := stacks.root_shaper(st or []))]
     return max(LAN_RATE_BPS, round(UNSHAPED_RATE_FACTOR * max(rates, default=0.0) * 1e6))
 
 
@@ -360,7 +361,7 @@ def _tcp_setting(trial: dict, key: str, default: str) -> str:
 
 def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition: int = 1,
              instance: str | None = None) -> str:
-    """netrepro-sim's scenario (the directives of netrepro/ns3/netrepro-sim.cc) of one trial
+    """netrepro-sim's scenario (the directives of netrepro/sites/ns3/netrepro-sim.cc) of one trial
     of the model ``m`` (``trial``: one of ``m.trials``) at ``time_scale`` (every start and
     length multiplied by it), whose simulated time 0 is Unix time ``epoch0``: the base-RTT
     pings over [0, :func:`base_rtt_s`), then the trial from :func:`trial_start_s`.
@@ -375,6 +376,8 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
     cc = CONGESTION_CONTROL[_tcp_setting(trial, "net.ipv4.tcp_congestion_control", "cubic")]
     sack = str(int(_tcp_setting(trial, "net.ipv4.tcp_sack", "1")) == 1).lower()
     stop = t0 + duration + 1.5  # ping's closing statistics come 1 s after its end
+    # The first line names the writer as it did before the site became a package, so that a
+    # scenario's bytes (and its sha256 in run.json) stay those of earlier runs.
     lines = [f"# {m.name}, trial {instance or trial['id']} (netrepro.sites.ns3.scenario)", f"epoch0 {epoch0:.6f}",
              f"stop {stop:.3f}", f"run {int(repetition)}",
              f"tcp {cc} {mtu - 52} {MIN_RTO_S} {INITIAL_CWND} {SOCKET_BUFFER_BYTES} {SOCKET_BUFFER_BYTES}",
@@ -400,9 +403,9 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
             port = f"{n}:{ifname}"
             layer = _queue(trial, port)
             if layer:
-                typeid, attrs = tc_ns3.queue_disc(layer, rate_mbit.get(port, unshaped / 1e6), delay_s, mtu)
-                if typeid in tc_ns3.PERTURBED:
-                    attrs["Perturbation"] = str(tc_ns3.hash_perturbation(repetition, port))
+                typeid, attrs = stacks.queue_disc(layer, rate_mbit.get(port, unshaped / 1e6), delay_s, mtu)
+                if typeid in stacks.PERTURBED:
+                    attrs["Perturbation"] = str(stacks.hash_perturbation(repetition, port))
                 lines.append(f"qdisc {n} {_peer(m, n, ifname)} {typeid} " + " ".join(f"{a}={v}" for a, v in attrs.items()))
     for it in trial["traffic"]:
         if it["kind"] == "ping":
