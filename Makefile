@@ -72,6 +72,8 @@ PY := $(VENV)/bin/python
 NETREPRO := $(PY) -m netrepro
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
+# Every shell script of the repository (shellcheck reads .shellcheckrc).
+SHELL_SCRIPTS := $(wildcard roles/*/files/*.sh) tools/fresh-root-check .ci/run
 
 export SITE TIME_SCALE RATE_SCALE HOURS RUN REPEAT
 
@@ -157,10 +159,11 @@ profile: $(STAMP) ## Write a CloudLab profile of EXPERIMENT (profile.rspec) into
 validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
 	$(NETREPRO) validate $(EXPERIMENT)
 
-test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports), unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root, alone
+test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports), shellcheck, unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root, alone
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(VENV)/bin/lint-imports --config .importlinter
+	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 	$(PY) -m pytest -q -n auto --durations=25 -m "not integration and not netns and not wire" tests
 	$(PY) -m pytest -q --durations=0 --durations-min=5 -m "integration or netns or wire" tests
 
@@ -178,9 +181,10 @@ test-integration: setup $(DEV_STAMP) ## Every test marked integration (pytest -m
 faults: setup $(DEV_STAMP) ## Inject each fault for real on the local site; check nothing is lost (root)
 	$(PY) -m pytest -q tests/test_faults.py
 
-lint: $(DEV_STAMP) ## ansible-lint (production profile) on roles and playbooks; lint-imports: the layers of .importlinter
+lint: $(DEV_STAMP) ## ansible-lint (production profile) on roles and playbooks; lint-imports: the layers of .importlinter; shellcheck on every shell script
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-lint --profile production roles playbooks
 	$(VENV)/bin/lint-imports --config .importlinter
+	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 
 compare: $(STAMP) ## One report and figure across RUNS="<run folder> <run folder> ..." (sites, repetitions), with the published results
 	$(NETREPRO) compare $(RUNS)

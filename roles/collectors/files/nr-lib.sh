@@ -12,7 +12,7 @@ until_us() {
   while w=$(( $1 - ${EPOCHREALTIME/./} )); (( w > 0 )); do
     (( w > 1000000 )) && w=$(( w * 99 / 100 ))
     printf -v tmo '%d.%06d' $(( w / 1000000 )) $(( w % 1000000 ))
-    read -r -t "$tmo" -u "$never" _ || true
+    read -r -t "$tmo" -u "${never:?until_us: the caller opens the descriptor never first}" _ || true
   done
 }
 

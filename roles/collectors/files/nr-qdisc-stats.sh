@@ -18,7 +18,7 @@
 set -eu
 out=$1 dev=$2 start=$3 end=$4 interval=$5
 shift 5
-mode= classes=
+mode='' classes=''
 for a in "$@"; do
   case $a in
     --background) mode=$a ;;

@@ -21,7 +21,7 @@ action=$1 bin=$2 conf=$3 addr=$4 port=$5
 pidfile=${conf%/*}/vsftpd.pid
 # pgrep -f -x matches the whole command line as an extended regex: escape its specials.
 pattern="$bin $conf"
-for c in '\' . '[' '*' '^' '$' + '?' '(' ')' '{' '}' '|'; do pattern=${pattern//"$c"/\\$c}; done
+for c in "\\" . '[' '*' '^' '$' + '?' '(' ')' '{' '}' '|'; do pattern=${pattern//"$c"/\\$c}; done
 exec {never}<> <(:)
 
 pids() { pgrep -f -x "$pattern"; }
