@@ -16,9 +16,10 @@ from netrepro import cli_sites
 from netrepro.sites.instageni import rspec
 from netrepro.sites import SITES, get_site
 from netrepro.sites.base import SiteError
-from netrepro.sites.instageni.site import (GeniClient, GeniError, TLSPolicy, default_slice_name, load_aggregates,
-                                      load_client_cert, load_credentials, poll_until, resolve_aggregate,
-                                      summarize_status, tls_context)
+from netrepro.sites.instageni.aggregates import TLSPolicy, load_aggregates, resolve_aggregate, tls_context
+from netrepro.sites.instageni.client import GeniClient, GeniError, poll_until, summarize_status
+from netrepro.sites.instageni.credentials import load_client_cert, load_credentials
+from netrepro.sites.instageni.site import default_slice_name
 from netrepro.spec import SpecError, load_spec
 
 from testbed import pki
@@ -333,7 +334,7 @@ def test_bad_aggregates_files(tmp_path, text, pattern):
 
 
 def test_portal_certificate_and_passphrase(tmp_path):
-    from netrepro.sites.instageni.site import GeniCredentials
+    from netrepro.sites.instageni.credentials import GeniCredentials
 
     def creds(path, pw=None):
         return GeniCredentials(str(path), str(path), "alice", "urn:x", "p", "id.pub", None, pw)
@@ -388,7 +389,7 @@ def tls_aggregate(tmp_path):
 
 
 def test_tls_handshake_with_a_real_server(tmp_path, tls_aggregate):
-    from netrepro.sites.instageni.site import GeniCredentials
+    from netrepro.sites.instageni.credentials import GeniCredentials
 
     url, ca = tls_aggregate
     creds = GeniCredentials(str(portal_pem(tmp_path / "cloudlab.pem")), str(tmp_path / "cloudlab.pem"), "alice",
