@@ -472,6 +472,11 @@ class Ns3Site(Site):
     SIMULATED = True
     OPTIONS = {"rate_ceiling_mbit": Option(f"the fastest link simulated before rates are scaled down, Mbit/s, default "
                                            f"{RATE_CEILING_MBIT:g}", positive_number)}
+    #: Read by netrepro-sim itself (netrepro-sim.cc, TcpTxBuffer::NextSeg), which inherits the
+    #: environment.
+    ENV = {"NETREPRO_SIM_CHECK": "set (to anything): netrepro-sim compares each answer of its fast path for "
+                                 "ns-3's TcpTxBuffer::NextSeg with ns-3's own and stops (exit 3) at a difference; "
+                                 "slower, a check of the simulator"}
     #: Measured: 5-15 s of CPU per full-length pie-vs-red trial (280 s simulated) on a 2-core
     #: machine of this kind (docs/runs/pie-vs-red-repeat5-ns3-fixed-2026-11-23/timings.json).
     TRIAL_WALL_PER_SCHEDULED_S = 0.05
