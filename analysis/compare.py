@@ -140,10 +140,15 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
         for scale in SCALES:
             scale_of(data, scale, rdir / "run.json")
         real = rdir.resolve()
-        for prev, prev_real, _ in given:
+        sums = data.get("raw_sha256")
+        for prev, prev_real, prev_data in given:
             if real == prev_real:
                 same = f"{prev}" + ("" if prev == real else f" ({real})")
                 raise AnalysisError(f"RUN {r}", f"the same run as {same}; expected each run once")
+            # A copy of a run (its raw files, byte for byte) is not a repetition of it.
+            if isinstance(sums, dict) and sums and sums == prev_data.get("raw_sha256"):
+                raise AnalysisError(f"RUN {r}", f"a copy of RUN {prev} (the same raw files: run.json raw_sha256); "
+                                                "expected each run once, a repetition being a run of its own")
         given.append((Path(r), real, data))
     names = [d.get("experiment") for _, _, d in given]
     odd = next((i for i, n in enumerate(names) if n != names[0]), None)

@@ -55,7 +55,7 @@ def _time_scale(value: str) -> float:
 
 
 def _hours(value: str) -> float:
-    """``--hours`` / ``$HOURS``: how long to extend a reservation, hours (> 0, at most a year)."""
+    """``--hours`` / ``$HOURS``: the lease ends this many hours from now (> 0, at most a year)."""
     try:
         h = float(str(value).strip())
     except ValueError:
@@ -283,9 +283,17 @@ def _print_verdict(verdict: dict, run_dir: Path) -> None:
 
 
 def cmd_analyze(args) -> int:
-    """Check the run's raw files against run.json, analyze, print the verdict (analysis.analyze)."""
-    target = Path(args.run) if args.run else rundir.RESULTS_ROOT / load_spec(args.experiment).name / "latest"
+    """Check the run's raw files against run.json, analyze, print the verdict (analysis.analyze).
+    A run given with ``--run`` must be a run of EXPERIMENT (run.json ``experiment``)."""
+    spec = load_spec(args.experiment)
+    target = Path(args.run) if args.run else rundir.RESULTS_ROOT / spec.name / "latest"
     from analysis import analyze
+    from analysis.run import read_run_json
+    if args.run:
+        _, data = read_run_json(target)
+        if data.get("experiment") != spec.name:
+            raise SpecError(target / "run.json", "experiment", f"{data.get('experiment')!r}: a run of another "
+                                                               f"experiment; expected a run of {spec.name!r} (EXPERIMENT)")
     res = analyze(target.resolve(), partial=args.partial)
     for p in res.problems:
         print(f"[analyze] data problem: {p}")
@@ -508,6 +516,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="netrepro", description="Reproduce network experiments on testbeds.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    #: The commands that run Ansible, whose task lines -v shows.
+    ansible_commands = ("provision", "run", "quick", "reproduce")
+
     def add(name, func, help_, site=True, exp=True):
         sp = sub.add_parser(name, help=help_, description=help_)
         if exp:
@@ -518,8 +529,9 @@ def build_parser() -> argparse.ArgumentParser:
                             help=f"site name: {', '.join(SITES)} (default: $SITE, else local)")
             sp.add_argument("--option", "-o", action="append", metavar="KEY=VALUE",
                             help="a site option (repeatable; each site's options: docs/reference.md, Site options)")
-        sp.add_argument("-v", "--verbose", action="store_true",
-                        help="show Ansible's task lines on the console (they always go to the playbook's log)")
+        if name in ansible_commands:
+            sp.add_argument("-v", "--verbose", action="store_true",
+                            help="show Ansible's task lines on the console (they always go to the playbook's log)")
         sp.set_defaults(func=func)
         return sp
 
@@ -568,7 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", help="folder to write compare-<time>/ into (default: the first run's experiment folder)")
     sp = add("renew", cmd_renew, "extend the reservation")
     sp.add_argument("--hours", type=_hours, default=os.environ.get("HOURS") or "6",
-                    help="hours to extend the reservation by (default: $HOURS or 6)")
+                    help="the lease ends HOURS from now (default: $HOURS or 6)")
     sp = add("quick", cmd_quick, "the fastest real verdicts: reproduce on the local site at the experiment's quick "
              "time scale, then on the ns3 site at the same time and rate scale; both verdicts side by side",
              site=False)
@@ -591,7 +603,7 @@ def _add_rate_scale(sp) -> None:
     """--rate-scale of provision, run and reproduce: the scale k, checked against the experiment
     by :func:`_check_environment` (netrepro.model.rate_scale_option, naming --rate-scale)."""
     sp.add_argument("--rate-scale", metavar="K", default=None,
-                    help="the rate scale K in (0, 1]: every rate and byte size of the experiment times K, where "
+                    help="the rate scale K in [0.001, 1]: every rate and byte size of the experiment times K, where "
                          "its rate_scale.allowed and rate_scale.min permit (default: $RATE_SCALE, else chosen from "
                          "the site's rate ceiling or measured capacity when the site is provisioned; run refuses a "
                          "scale other than the one the site was provisioned at)")

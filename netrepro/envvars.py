@@ -24,13 +24,13 @@ ENV_VARS: dict[str, str] = {
     "SITE": "the default of every command's --site (local, instageni, fabric, static, ns3); default local",
     "TIME_SCALE": "the default of --time-scale of run and reproduce: every duration of the schedule multiplied "
                   "by it, 0.001 to 100; default 1",
-    "RATE_SCALE": "run, reproduce, provision and their dry runs: the rate scale k in (0, 1] (every rate and byte "
+    "RATE_SCALE": "run, reproduce, provision and their dry runs: the rate scale k in [0.001, 1] (every rate and byte "
                   "size times k), checked against the experiment's rate_scale.allowed and rate_scale.min; "
                   "--rate-scale wins; run refuses one other than the scale the site was provisioned at; default: "
                   "chosen from the site's rate ceiling or measured capacity",
     "REPEAT": "the default of --repeat of run and reproduce: repetitions of every trial, 1 to 100; default 1",
     "SWEEP": "run and reproduce: 1 runs the experiment's sweep (as --sweep), 0 or empty does not",
-    "HOURS": "the default of renew's --hours: hours to extend a reservation by; default 6",
+    "HOURS": "the default of renew's --hours: the lease ends HOURS from now; default 6",
     "RUN": "the default of analyze's --run: the run folder to analyze; default results/<experiment>/latest",
     # --- where netrepro keeps things
     "NETREPRO_STATE": "the folder of the sites' state folders (reservations, logins, logs); default .state/ in "

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 from pathlib import Path
 
 import yaml
@@ -111,6 +112,59 @@ class _V1:
         return max(p["end_s"] for p in self.data["phases"])
 
 
+#: A value version 1 gave as one tc word with tc's unit (``5ms``, ``32k``, ``10mbit``): its
+#: number and unit (tc(8), "PARAMETERS": times, sizes and rates).
+_TC_WORD_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([a-z]*)$")
+#: tc's units as version 2's suffixes and factors: a time (a bare number is microseconds,
+#: iproute2 get_time), a size in bytes (k and kb are 1024 bytes, m and mb 1024 KiB, kbit 1024
+#: bits: iproute2 get_size), a rate (tc's kbit and mbit are 1000 and 1,000,000 bit/s).
+_TC_UNITS = {
+    "time": {"": ("_us", 1), "us": ("_us", 1), "usec": ("_us", 1), "ms": ("_ms", 1), "msec": ("_ms", 1),
+             "s": ("_ms", 1000), "sec": ("_ms", 1000)},
+    "bytes": {"": ("_bytes", 1), "b": ("_bytes", 1), "k": ("_bytes", 1024), "kb": ("_bytes", 1024),
+              "m": ("_bytes", 1 << 20), "mb": ("_bytes", 1 << 20), "kbit": ("_bytes", 128)},
+    "packets": {"": ("_packets", 1)},
+    "rate": {"kbit": ("_kbit", 1), "mbit": ("_mbit", 1), "gbit": ("_mbit", 1000)},
+}
+
+
+def _suffixed(kind: str, params: dict, where, field: str) -> dict:
+    """Version 1's AQM ``params`` with each value given as a tc word with a unit (``target:
+    5ms``, which version 1's schema accepted), or as a bare number on a keyword with a unit
+    and no suffix (tc's base unit: ``tupdate: 30000`` is 30000 us), as version 2 writes it: the
+    keyword with its unit's suffix and a number (``target_ms: 5``; :data:`_TC_UNITS`). Other
+    values (suffixed keywords, plain numbers, flags, words) are kept.
+
+    Raises:
+        SpecError: a word whose unit the keyword does not take, or a keyword the kind does not
+            have (naming ``field``.key and what was expected).
+    """
+    table = tc.KIND_KEYWORDS.get(kind, {})
+    out = {}
+    for key, value in params.items():
+        kw = table.get(key)
+        if (kw is not None and kw.unit in _TC_UNITS and isinstance(value, (int, float))
+                and not isinstance(value, bool)):
+            value = f"{value:g}"  # a bare number: tc reads it in the unit's base (us, bytes, packets)
+        m = _TC_WORD_RE.match(value) if isinstance(value, str) else None
+        if not m or value in ("true", "false"):
+            out[key] = value
+            continue
+        units = _TC_UNITS.get(kw.unit, {}) if kw else {}
+        if m.group(2) not in units:
+            what = (f"{kind} has no keyword {key!r}" if kw is None else
+                    f"{kind}'s {key} is {tc.UNIT_PHRASE[kw.unit]}, which a tc word {value!r} cannot give")
+            raise SpecError(where, f"{field}.{key}", f"{value!r}: {what}; expected a number with a unit of "
+                                                     f"{', '.join(u for u in units if u) or 'its own'}, or "
+                                                     f"version 2's form (docs/experiment-format.md)")
+        suffix, factor = units[m.group(2)]
+        number = float(m.group(1)) * factor
+        if suffix not in kw.allowed_suffixes and suffix == "_us" and "_ms" in kw.allowed_suffixes:
+            suffix, number = "_ms", number / 1000
+        out[key + suffix] = int(number) if number == int(number) else number
+    return out
+
+
 def _v1_model(v: _V1, where) -> Model:
     """The model of a schema_version 1 experiment, as the earlier format meant it: each trial
     ``<aqm>-<variant>`` gets the bottleneck's stack (HTB at the variant's rate, the AQM as
@@ -146,7 +200,8 @@ def _v1_model(v: _V1, where) -> Model:
     for t in d["trials"]:
         aqm, var = d["aqms"][t["aqm"]], d["variants"][t["variant"]]
         rate = var.get("bottleneck", {}).get("rate_mbit", b["rate_mbit"])
-        leaf = {"kind": aqm["qdisc"], "handle": b.get("aqm_handle", "10:"), **aqm.get("params", {})}
+        leaf = {"kind": aqm["qdisc"], "handle": b.get("aqm_handle", "10:"),
+                **_suffixed(aqm["qdisc"], aqm.get("params", {}), where, f"aqms.{t['aqm']}.params")}
         if aqm["qdisc"] in tc.BUFFER_LIMITED_KINDS and "limit_packets" not in leaf:
             leaf["limit_packets"] = math.ceil(b["buffer_bytes"] / d["links"]["mtu_bytes"])
         max_rate = var.get("source", {}).get("max_rate_bytes_per_s", 0)
@@ -185,6 +240,8 @@ def _read_v1(data: dict, where) -> tuple[_V1, Model]:
     try:
         v = _V1(data)
         return v, _v1_model(v, where)
+    except SpecError:
+        raise  # already one line naming the field
     except (KeyError, TypeError, ValueError, StopIteration, AttributeError, IndexError) as exc:
         what = f"no field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
         raise SpecError(where, "(file)", f"not a schema_version 1 experiment the conversion can read ({what}); "
@@ -397,7 +454,9 @@ def migrate(path: str | Path) -> str:
     out, notes, bport = _convert(data, where)
     _checked(_plain(out), where)
     b = data["bottleneck"]
-    head = [f"# {out['name']}: written by `netrepro migrate {path}` from its schema_version 1 file.",
+    # The path as Python writes a string's escapes: a newline in it must not end the comment.
+    shown = str(path).encode("unicode_escape").decode("ascii")
+    head = [f"# {out['name']}: written by `netrepro migrate {shown}` from its schema_version 1 file.",
             f"# The bottleneck ({b['node']} on {b['network']}) is port {bport}; the pings' samples are placed at",
             "# their replies' times (timestamp: received), as version 1's analysis placed them."]
     head += [f"# NOTE: {n}" for n in notes]

@@ -895,7 +895,15 @@ def _check_claims(m: Model, path) -> None:
     ``max`` (bound, difference, when); a difference or ratio
     selects as many values in ``higher`` as in ``lower`` (they are compared in pairs); a
     ``rise_and_fall`` selects one value per step of its ``order``, which holds its ``peak``;
-    figure titles and line labels are text matplotlib can draw (:func:`_check_text`)."""
+    figure titles and line labels are text matplotlib can draw (:func:`_check_text`); claim
+    ids, and figure ids, are unique (a claim's verdict and a figure's files are named by it)."""
+    for section in ("claims", "figures"):
+        ids: dict[str, int] = {}
+        for i, item in enumerate(m.data[section]):
+            if item["id"] in ids:
+                _fail(path, f"{section}[{i}].id", f"{item['id']!r} is already {section}[{ids[item['id']]}]'s; "
+                                                  f"expected unique {section[:-1]} ids")
+            ids[item["id"]] = i
     tids = [t["id"] for t in m.trials]
     phases = [p["name"] for p in m.data["phases"]]
     stats = statistics(m)
@@ -1465,6 +1473,11 @@ BUFFER_SYSCTLS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
 #: 75 % busy, above the 60 % its health checks allow. Checked again by every run's
 #: nodes_cpu_busy.
 RATE_SCALE_CAPACITY_SHARE = 0.05
+#: The smallest rate scale k netrepro runs (rate_scale.min, a claim's rate_scale_min, RATE_SCALE,
+#: the ladder of :func:`choose_rate_scale`): rates and byte sizes a thousandth of the file's, a
+#: 10 Gbit/s link at 10 Mbit/s. Far below it a rate rounds to 0 bit/s (k = 1e-300 made the
+#: simulator divide by it: SIGFPE mid-run); the experiments' own minimums are 0.02-0.05.
+RATE_SCALE_FLOOR = 0.001
 
 
 def highest_rate_mbit(m: Model) -> float:
@@ -1482,7 +1495,7 @@ def rate_scale_option(m: Model, option: str | float | None, name: str = "RATE_SC
 
     Raises:
         ValueError: one line naming ``name`` and, when the file forbids it, the file and
-            its field: ``option`` is not a number in (0, 1]; or it asks for k < 1 while the
+            its field: ``option`` is not a number in [:data:`RATE_SCALE_FLOOR`, 1]; or it asks for k < 1 while the
             file's ``rate_scale.allowed`` is not true; or k is below the file's
             ``rate_scale.min``.
     """
@@ -1492,8 +1505,8 @@ def rate_scale_option(m: Model, option: str | float | None, name: str = "RATE_SC
         k = float(option)
     except (TypeError, ValueError):
         k = math.nan
-    if not (math.isfinite(k) and 0 < k <= 1):
-        raise ValueError(f"{name}: expected a number in (0, 1], got {option!r}")
+    if not (math.isfinite(k) and RATE_SCALE_FLOOR <= k <= 1):
+        raise ValueError(f"{name}: expected a number in [{RATE_SCALE_FLOOR:g}, 1], got {option!r}")
     if k == 1:
         return k
     rs = m.data["rate_scale"]
@@ -1532,7 +1545,9 @@ def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float
             (0, 1], scaling not allowed by the file, below ``rate_scale.min``).
     """
     rs = m.data["rate_scale"]
-    lo = float(rs.get("min", 0) or 0)
+    lo = max(float(rs.get("min", 0) or 0), RATE_SCALE_FLOOR)
+    named = (f"rate_scale.min {lo:g}" if float(rs.get("min", 0) or 0) >= RATE_SCALE_FLOOR
+             else f"netrepro's smallest rate scale {lo:g} (RATE_SCALE_FLOOR)")
     k_option = rate_scale_option(m, option, name)
     if k_option is not None:
         return k_option, f"{name}={k_option:g}"
@@ -1541,8 +1556,8 @@ def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float
     if ceiling_mbit and rs.get("allowed") and top > ceiling_mbit:
         k = next((x for x in ladder if top * x <= ceiling_mbit * (1 + 1e-9)), ladder[-1])
         if k < lo:
-            return lo, (f"rate_scale.min {lo:g}: this site's rate ceiling {ceiling_mbit:g} Mbit/s would need {k:g}, "
-                        f"below the experiment's min; running at the min, {top * lo:g} Mbit/s at most")
+            return lo, (f"{named}: this site's rate ceiling {ceiling_mbit:g} Mbit/s would need {k:g}, "
+                        f"below it; running at {lo:g}, {top * lo:g} Mbit/s at most")
         return k, (f"highest rate {top:g} Mbit/s x {k:g} = {top * k:g} Mbit/s, within this site's rate ceiling "
                    f"{ceiling_mbit:g} Mbit/s")
     share = float(rs.get("capacity_share") or RATE_SCALE_CAPACITY_SHARE)
@@ -1554,8 +1569,8 @@ def choose_rate_scale(m: Model, capacity_mbit: float | None, option: str | float
         if top * k <= capacity_mbit * share * (1 + 1e-9):
             break
     if k < lo:
-        return lo, (f"rate_scale.min {lo:g}: this site forwards {capacity_mbit:.0f} Mbit/s, and {share:.3g} of it would "
-                    f"need {k:g}, below the experiment's min, where its claims lose their meaning; running at the min, "
+        return lo, (f"{named}: this site forwards {capacity_mbit:.0f} Mbit/s, and {share:.3g} of it would "
+                    f"need {k:g}, below it, where the claims lose their meaning; running at {lo:g}, "
                     f"{top * lo:g} Mbit/s at most: the health checks (nodes_cpu_busy) judge whether the site kept up")
     return k, (f"highest rate {top:g} Mbit/s x {k:g} = {top * k:g} Mbit/s, within {share:.3g} of "
                f"this site's forwarding capacity {capacity_mbit:.0f} Mbit/s")

@@ -255,9 +255,9 @@ class RunProgress:
                 self.last_delay_ms = s.probe()
             delay = "n/a" if self.last_delay_ms is None else f"{self.last_delay_ms:g} ms"
             if is_end and not self.tty:
-                self.line(f"trial {s.k} of {self.total} {s.instance}: phase {ph['name']} ({i + 1} of {len(s.phases)}, "
-                          f"{ph.get('flows', '?')} flows) ended; queueing delay median {delay} (last pings); "
-                          f"{self._times()}")
+                flows = f", {ph['flows']} flows" if "flows" in ph else ""
+                self.line(f"trial {s.k} of {self.total} {s.instance}: phase {ph['name']} ({i + 1} of {len(s.phases)}"
+                          f"{flows}) ended; queueing delay median {delay} (last pings); {self._times()}")
 
     # --- rich (terminal only) ----------------------------------------------------------------
     def _start_live(self, s: _Shown) -> None:
@@ -290,8 +290,9 @@ class RunProgress:
         t = now - start
         ph = next((p for p in s.phases if p["start_s"] <= t < p["end_s"]), s.phases[-1])
         delay = "n/a" if self.last_delay_ms is None else f"{self.last_delay_ms:g} ms"
+        flows = f" ({ph['flows']} flows)" if "flows" in ph else ""
         live.update(s.task, completed=min(t, s.phases[-1]["end_s"]),
-                    info=f"phase {ph['name']} ({ph.get('flows', '?')} flows), queueing delay {delay}")
+                    info=f"phase {ph['name']}{flows}, queueing delay {delay}")
         live.update(self._run_task, info=self._times())
 
     def _stop_live(self, s: _Shown | None) -> None:

@@ -289,7 +289,7 @@ PARAM_MAX = 2**32 - 1
 UNIT_SUFFIXES = {"time": ("_ms", "_us"), "bytes": ("_bytes",), "packets": ("_packets",),
                  "rate": ("_mbit", "_kbit"), "number": (), "fraction": (), "flag": (), "word": ()}
 #: How a refusal names a unit (``bfifo's limit is in bytes``).
-_UNIT_PHRASE = {"time": "a time", "bytes": "in bytes", "packets": "in packets", "rate": "a rate",
+UNIT_PHRASE = {"time": "a time", "bytes": "in bytes", "packets": "in packets", "rate": "a rate",
                 "number": "a plain number", "fraction": "a fraction in (0, 1]", "flag": "a flag (true or false)",
                 "word": "a word"}
 #: The largest value of a unit with a suffix, in the suffix's own unit: times below an hour
@@ -440,7 +440,7 @@ def parse_param_key(kind: str, key: Any) -> tuple[str, str, Keyword | None]:
         raise TcParamError(key, f"{name!r} is not a parameter of tc-{kind}(8); expected one of: "
                                 f"{', '.join(sorted(table))}")
     if suffix and suffix not in kw.allowed_suffixes:
-        raise TcParamError(key, f"{kind}'s {name} is {_UNIT_PHRASE[kw.unit]}; expected {_spellings(name, kw)}")
+        raise TcParamError(key, f"{kind}'s {name} is {UNIT_PHRASE[kw.unit]}; expected {_spellings(name, kw)}")
     return name, suffix, kw
 
 
@@ -479,9 +479,9 @@ def check_param(kind: str, key: Any, value: Any) -> None:
             raise TcParamError(key, f"expected one of {', '.join(kw.choices)}, got {value!r}")
         return
     if UNIT_SUFFIXES[unit] and not suffix:
-        raise TcParamError(key, f"{kind}'s {name} is {_UNIT_PHRASE[unit]}; expected {_spellings(name, kw)}")
+        raise TcParamError(key, f"{kind}'s {name} is {UNIT_PHRASE[unit]}; expected {_spellings(name, kw)}")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TcParamError(key, f"expected a number ({_UNIT_PHRASE[unit]}"
+        raise TcParamError(key, f"expected a number ({UNIT_PHRASE[unit]}"
                                 + (f", the unit is in the name, {suffix}" if suffix else "") + f"), got {value!r}")
     if suffix:
         top = _UNIT_MAX[suffix]

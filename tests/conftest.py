@@ -108,3 +108,18 @@ def assert_judged_as_reproduced(verdict: dict) -> None:
     for c in verdict["claims"]:
         assert c["status"] == "holds" or (c["status"] == "undecided" and c.get("values_alone") == "holds"), c
 
+
+
+def distinct_run(src: Path, dst: Path) -> Path:
+    """A copy of the recorded run ``src`` at ``dst`` whose raw files differ from it by one
+    file the analysis does not read (raw/distinct.txt, recorded in run.json's raw_sha256):
+    compare refuses a plain copy of a run as a second run of it (analysis/compare.py)."""
+    import hashlib
+
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("expected", "README.md"))
+    text = f"a copy of {src.name} at {dst}, made distinct for a test\n".encode()
+    (dst / "raw" / "distinct.txt").write_bytes(text)
+    data = json.loads((dst / "run.json").read_text())
+    data["raw_sha256"]["distinct.txt"] = hashlib.sha256(text).hexdigest()
+    (dst / "run.json").write_text(json.dumps(data, indent=1))
+    return dst

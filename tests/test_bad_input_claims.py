@@ -70,6 +70,17 @@ RISE = ("{kind: rise_and_fall, select: {statistic: rtt_median_ms, subjects: [h2-
         "order: trials, peak: pie-100m, tolerance: 1, min_rise: 1}")
 
 ROWS = [
+    # --- ids that name a verdict's line and a figure's files ---------------------------------
+    Row("claim-id-twice", VALIDATE, ["experiment.yml", "claims[1].id", "'droptail-bufferbloat' is already claims[0]'s",
+                                     "expected unique claim ids"],
+        setup=edited(claim("{kind: bound, select: {statistic: rtt_median_ms, trials: [droptail], subjects: [h2-h3]}, "
+                           "min: 1}"), ("id: added\n", "id: droptail-bufferbloat\n"))),
+    Row("figure-id-twice", VALIDATE, ["experiment.yml", "figures[1].id", "'ping-rtt' is already figures[0]'s",
+                                      "expected unique figure ids"],
+        setup=edited(("{id: throughput, metric: throughput_mbit", "{id: ping-rtt, metric: throughput_mbit"))),
+    # a rate scale whose rates round to 0 bit/s (the simulator died of SIGFPE at 1e-300)
+    Row("rate-scale-min-below-the-floor", VALIDATE, [FILE, "rate_scale.min", "expected a number >= 0.001", "1e-300"],
+        setup=edited(("  min: 0.02\n", "  min: 1.0e-300\n"))),
     # --- claims that select what the analysis does not compute --------------------------
     Row("claim-unknown-statistic", VALIDATE,
         [FILE, "claims[3].check.select.statistic", "unknown statistic 'utilisation'", "utilization"],

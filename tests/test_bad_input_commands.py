@@ -29,7 +29,7 @@ from badinput import REPO, Row, run_row
 REAL = REPO / "experiments" / "pie-lab" / "experiment.yml"
 TEXT = REAL.read_text()
 FILE = "{tmp}/experiment.yml"
-RATE_SCALE_NUMBER = "RATE_SCALE: expected a number in (0, 1]"
+RATE_SCALE_NUMBER = "RATE_SCALE: expected a number in [0.001, 1]"
 
 
 def edited(*pairs: tuple[str, str]):
@@ -53,7 +53,7 @@ def _rate_rows() -> list[Row]:
     for cmd in (["run", FILE, "--dry-run"], ["reproduce", FILE, "--dry-run"], ["run", FILE], ["provision", FILE]):
         name = "-".join(a.strip("-") for a in cmd if a != FILE)
         for value, tag in (("junk", "junk"), ("0", "zero"), ("-0.5", "negative"), ("2", "above-1"),
-                           ("nan", "nan"), ("inf", "inf")):
+                           ("nan", "nan"), ("inf", "inf"), ("1e-300", "below-the-floor")):
             rows.append(Row(f"rate-scale-{tag}-{name}", cmd, [RATE_SCALE_NUMBER, repr(value)], setup=COPY,
                             env={"RATE_SCALE": value}))
         rows.append(Row(f"rate-scale-not-allowed-{name}", cmd,
@@ -73,7 +73,7 @@ def _rate_option_rows() -> list[Row]:
     for cmd in (["run", FILE, "--dry-run"], ["reproduce", FILE, "--dry-run"], ["run", FILE], ["provision", FILE]):
         name = "-".join(a.strip("-") for a in cmd if a != FILE)
         rows.append(Row(f"rate-scale-option-junk-{name}", [*cmd, "--rate-scale", "junk"],
-                        ["netrepro: --rate-scale: expected a number in (0, 1], got 'junk'"], setup=COPY,
+                        ["netrepro: --rate-scale: expected a number in [0.001, 1], got 'junk'"], setup=COPY,
                         env={"RATE_SCALE": "0.5"}))
         rows.append(Row(f"rate-scale-option-not-allowed-{name}", [*cmd, "--rate-scale", "0.5"],
                         ["--rate-scale=0.5", FILE, "rate_scale.allowed", "expected rate_scale.allowed: true",
@@ -85,6 +85,10 @@ def _rate_option_rows() -> list[Row]:
 
 
 ROWS = [
+    # --- -v shows Ansible's task lines: only the commands that run Ansible take it -----------
+    *[Row(f"verbose-without-ansible-{cmd[0]}", [*cmd, "-v"], ["unrecognized arguments: -v"])
+      for cmd in (["validate", "pie-lab"], ["migrate", "pie-lab"], ["compare", "results/pie-lab/none"],
+                  ["analyze", "pie-lab"], ["status", "pie-lab"])],
     # --- HOURS (renew; the Makefile exports it to every command) --------------------------
     Row("hours-words", ["renew", "pie-lab"], ["HOURS", "'six'", "expected a number of hours above 0"],
         env={"HOURS": "six"}),

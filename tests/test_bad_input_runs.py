@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from badinput import Row, run_row
+from conftest import distinct_run
 
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 RAW = "raw/pie-limited/client1"
@@ -105,10 +106,12 @@ LAB = Path(__file__).resolve().parent / "data" / "labs" / "pie-lab-local-0.2"
 
 
 def _two_runs(tmp: Path):
-    """Two runs of pie-vs-red: {tmp}/run and {tmp}/run2, ``latest`` pointing at the first (as
+    """Two runs of pie-vs-red, {tmp}/run and {tmp}/run2 (their raw files differ by one), a plain
+    copy of the first in {tmp}/copy, ``latest`` pointing at the first (as
     results/<experiment>/latest does), a file {tmp}/out.txt and a run of pie-lab in {tmp}/lab."""
     run = _copy(tmp)
-    shutil.copytree(run, tmp / "run2")
+    distinct_run(DATA, tmp / "run2")
+    shutil.copytree(run, tmp / "copy")
     (tmp / "latest").symlink_to("run")
     (tmp / "out.txt").write_text("not a folder\n")
     shutil.copytree(LAB, tmp / "lab")
@@ -168,6 +171,9 @@ ROWS += [Row(f"bench-{i}", ["pie-vs-red", "--run", "{tmp}/run"], e, s, module="n
 ROWS += [
     Row("analyze-run-folder-missing", ["analyze", "pie-vs-red", "--run", "{tmp}/nope"],
         ["{tmp}/nope/run.json: no run.json", "the run folder does not exist"]),
+    Row("analyze-a-run-of-another-experiment", ["analyze", "pie-lab", "--run", "{tmp}/run"],
+        ["{tmp}/run/run.json: experiment: 'pie-vs-red': a run of another experiment", "expected a run of 'pie-lab'"],
+        lambda tmp: _copy(tmp) and None),
     Row("analyze-bad-toolkit-version", ANALYZE, ["NETREPRO_TOOLKIT_VERSION", "expected a version name"],
         lambda tmp: _copy(tmp) and None, env={"NETREPRO_TOOLKIT_VERSION": "v1; rm -rf /"}),
     # issue 20: raw/ (or a file in it) a symbolic link out of the run: refused, --partial or not,
@@ -185,6 +191,8 @@ ROWS += [
     # issue 20: compare checks every argument before it writes anything (never into a run)
     Row("compare-the-same-run-twice", ["compare", "{tmp}/run", "{tmp}/run"],
         ["RUN {tmp}/run: the same run as {tmp}/run", "expected each run once"], _two_runs),
+    Row("compare-a-run-and-its-copy", ["compare", "{tmp}/run", "{tmp}/copy"],
+        ["RUN {tmp}/copy: a copy of RUN {tmp}/run (the same raw files", "expected each run once"], _two_runs),
     Row("compare-a-run-and-its-latest", ["compare", "{tmp}/run", "{tmp}/latest"],
         ["RUN {tmp}/latest: the same run as {tmp}/run", "expected each run once"], _two_runs),
     Row("compare-out-onto-a-file", ["compare", "{tmp}/run", "{tmp}/run2", "--out", "{tmp}/out.txt"],

@@ -48,7 +48,7 @@ def test_the_reason_names_where_the_scale_came_from():
     m = load_spec("pie-lab").model
     assert choose_rate_scale(m, 500, "0.1", name="--rate-scale") == (0.1, "--rate-scale=0.1")
     assert choose_rate_scale(m, 500, "0.1") == (0.1, "RATE_SCALE=0.1")
-    with pytest.raises(ValueError, match=r"^--rate-scale: expected a number in \(0, 1\], got '2'$"):
+    with pytest.raises(ValueError, match=r"^--rate-scale: expected a number in \[0.001, 1\], got '2'$"):
         choose_rate_scale(m, 500, "2", name="--rate-scale")
 
 

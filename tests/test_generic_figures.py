@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_hex
 
+from conftest import distinct_run
 from analysis import generic
 from analysis.generic_figures import draw, figure, rolling
 from netrepro.migrate import migrate_data
@@ -265,7 +266,7 @@ def test_reference_values_are_drawn_over_their_phases_in_their_trials_colour(rec
 
 
 def test_compare_figure_names_its_axes_and_shares_y_per_statistic(tmp_path, monkeypatch):
-    """netrepro compare's figure (two copies of a recorded pie-lab run): every panel's x axis
+    """netrepro compare's figure (two distinct copies of a recorded pie-lab run): every panel's x axis
     names the phases, the y axis the statistic in words with its unit, and the panels of one
     statistic share their y range."""
     import shutil
@@ -275,8 +276,7 @@ def test_compare_figure_names_its_axes_and_shares_y_per_statistic(tmp_path, monk
     src = Path(__file__).resolve().parent / "data" / "labs" / "pie-lab-local-0.2"
     runs = []
     for name in ("a", "b"):
-        shutil.copytree(src, tmp_path / name / "run", ignore=shutil.ignore_patterns("expected", "README.md"))
-        runs.append(tmp_path / name / "run")
+        runs.append(distinct_run(src, tmp_path / name / "run"))
     drawn = []
     real_save = generic_figures.save_figure
     monkeypatch.setattr(generic_figures, "save_figure", lambda f, target: drawn.append((target.name, f))

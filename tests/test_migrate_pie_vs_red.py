@@ -130,3 +130,32 @@ def test_the_committed_version_2_file_is_the_migrated_version_1_file():
     for key in want:
         assert got[key] == want[key], key
     assert migrated.data["figures"] != committed.data["figures"]  # the committed file draws Fig. 8
+
+
+def test_tc_words_with_units_become_version_2_keywords(tmp_path):
+    """Version 1 accepted an AQM parameter as one tc word with its unit (``target: 20ms``) or a
+    bare number in tc's base unit (``tupdate: 30000``, microseconds): migrate writes them as
+    version 2's suffixed keywords, the same file as from ``target_ms: 20`` and ``tupdate_ms: 30``."""
+    text = PIE_VS_RED_V1.read_text()
+    assert text.count("      target_ms: 20\n") == 1 and text.count("      tupdate_ms: 30\n") == 1
+    words = tmp_path / "words.yml"
+    words.write_text(text.replace("      target_ms: 20\n", "      target: 20ms\n")
+                     .replace("      tupdate_ms: 30\n", "      tupdate: 30000\n"))
+    body = lambda t: t.split("\n", 1)[1]  # noqa: E731  (the first line names the input file)
+    assert body(migrate(words)) == body(migrate(PIE_VS_RED_V1))
+    bad = tmp_path / "bad.yml"
+    bad.write_text(text.replace("      target_ms: 20\n", "      target: 20kbit\n"))
+    with pytest.raises(SpecError, match=r"aqms\.pie\.params\.target: '20kbit': pie's target is a time"):
+        migrate(bad)
+
+
+def test_a_newline_in_the_input_path_stays_in_the_comment(tmp_path):
+    """The output's first line names the input path with its escapes: a newline in the path
+    cannot start a YAML line of the converted file."""
+    odd = tmp_path / "x\nschema_version: 3\n#"
+    odd.mkdir()
+    src = odd / "v1.yml"
+    shutil.copy(PIE_VS_RED_V1, src)
+    out = migrate(src)
+    assert out.splitlines()[0].endswith("x\\nschema_version: 3\\n#/v1.yml` from its schema_version 1 file.")
+    assert yaml.safe_load(out)["schema_version"] == 2

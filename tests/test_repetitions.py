@@ -19,6 +19,7 @@ import pytest
 
 import analysis
 from analysis import repetitions as reps
+from conftest import distinct_run
 from netrepro import progress, schedule
 from netrepro.runner import resume, run
 from netrepro.runner.console import StepIncomplete
@@ -305,6 +306,19 @@ def test_plain_progress_lines_name_each_phase_its_flows_the_delay_and_the_eta():
     assert p.eta_s() == pytest.approx(2 * p.walls[0])  # the finished trial's wall time, not the estimate
 
 
+def test_a_phase_without_a_flow_count_is_named_without_one():
+    """A phase whose traffic is not counted in flows (iperf3 items, no FTP) says nothing of flows."""
+    out = io.StringIO()
+    p = progress.RunProgress(1, estimate_s=10.0, tty=False, out=out)
+    start = time.time()
+    p.trial("codel", "aqm codel", [{"name": "cubic", "start_s": 0, "end_s": 0.2}], lambda: start, lambda: None)
+    time.sleep(1.2)
+    p.end("codel", True)
+    ended = [ln for ln in out.getvalue().splitlines() if "ended" in ln]
+    assert len(ended) == 1 and "phase cubic (1 of 1) ended; queueing delay median n/a" in ended[0], ended
+    assert "flows" not in ended[0]
+
+
 def test_the_delay_is_read_at_phase_middles_only(monkeypatch):
     """Never at a phase's end, where the next phase's flows start: two phases, two readings
     even when no least interval holds them back."""
@@ -497,7 +511,7 @@ def test_compare_that_fails_while_analysing_leaves_nothing(tmp_path):
     from analysis.compare import compare
     from analysis.run import AnalysisError
     good = shutil.copytree(V1_RUN, tmp_path / "runs" / "good")
-    bad = shutil.copytree(V1_RUN, tmp_path / "runs" / "bad")
+    bad = distinct_run(V1_RUN, tmp_path / "runs" / "bad")
     (bad / "raw" / "pie-limited" / "client1" / "ping.txt").unlink()
     before = _files(tmp_path)
     with pytest.raises(AnalysisError, match=r"bad/run.json: raw_sha256: 1 raw file differs"):
