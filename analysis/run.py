@@ -24,7 +24,7 @@ from pathlib import Path
 from analysis.errors import AnalysisError
 from analysis.integrity import RawCheck, verify_raw
 from netrepro.migrate import migrate_data, recorded_rate_scaling
-from netrepro.spec import Spec, SpecError
+from netrepro.spec import TIME_SCALE_MAX, TIME_SCALE_MIN, Spec, SpecError
 
 #: A trial id is also a folder name under raw/: a plain name, never a path.
 _TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -142,6 +142,9 @@ def model_run_records(path: Path, data: dict, partial: bool) -> tuple[dict, list
     if not _is_num(ts) or not ts > 0:
         raise AnalysisError(path, f"time_scale: expected a number > 0, got {ts!r}"
                             if "time_scale" in data else "time_scale: missing; expected a number > 0")
+    if not TIME_SCALE_MIN <= ts <= TIME_SCALE_MAX:  # the only ones a run accepts (TIME_SCALE)
+        raise AnalysisError(path, f"time_scale: expected a number from {TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g} "
+                                  f"(the TIME_SCALE a run accepts), got {ts!r}")
     raw_trials = data.get("trials")
     if not isinstance(raw_trials, list):
         raise AnalysisError(path, "trials: expected a list of the trials run"
@@ -171,9 +174,18 @@ def verified_raw(run_dir: Path, data: dict, partial: bool) -> RawCheck:
     path = run_dir / "run.json"
     # each trial record's id names its folder under raw/: a plain name, never a path out of it
     for i, t in enumerate(data.get("trials") if isinstance(data.get("trials"), list) else []):
-        tid = t.get("id") if isinstance(t, dict) else None
-        if isinstance(tid, str) and not _TRIAL_ID.match(tid):
-            raise AnalysisError(path, f"trials[{i}].id: expected a plain name (letters, digits, . _ -), got {tid[:80]!r}")
+        for key in ("id", "trial"):  # "trial": a repetition's experiment trial id
+            value = t.get(key) if isinstance(t, dict) else None
+            if isinstance(t, dict) and key in t and not (isinstance(value, str) and _TRIAL_ID.match(value)):
+                raise AnalysisError(path, f"trials[{i}].{key}: expected a plain name (letters, digits, . _ -), got "
+                                          f"{str(value)[:80]!r}")
+        phases = t.get("phases") if isinstance(t, dict) else None
+        if phases is not None and not (isinstance(phases, list) and all(
+                isinstance(ph, dict) and isinstance(ph.get("name"), str)
+                and all(_is_num(ph.get(k)) and math.isfinite(ph[k]) for k in ("start_s", "end_s"))
+                for ph in phases)):
+            raise AnalysisError(path, f"trials[{i}].phases: expected a list of the trial's phases, each "
+                                      f"{{name, start_s, end_s}} in seconds, got {str(phases)[:80]!r}")
     check = verify_raw(run_dir / "raw", data.get("raw_sha256"), path)
     if check.damaged and not partial:
         raise AnalysisError(path, f"raw_sha256: {check.describe()}; {PARTIAL_HINT}")

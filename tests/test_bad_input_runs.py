@@ -73,6 +73,17 @@ def _bad_id(d):
     d["trials"][0]["id"] = "../../etc"
 
 
+def _set(*path_and_value):
+    """An edit setting run.json's field at ``path`` (keys and indices) to the last argument."""
+    *path, value = path_and_value
+
+    def change(d):
+        for k in path[:-1]:
+            d = d[k]
+        d[path[-1]] = value
+    return change
+
+
 def _escaping_key(d):
     d["raw_sha256"]["../../run.json"] = "0" * 64
 
@@ -160,6 +171,16 @@ RECORD = [
     ("run-json-without-trials", _edit_run_json(_del("trials")), ["run.json", "trials: missing"]),
     ("run-json-not-an-object", _write("run.json", b"[1, 2]\n"), ["run.json", "expected a JSON object"]),
     ("trial-id-is-a-path", _edit_run_json(_bad_id), ["run.json", "trials[0].id", "plain name"]),
+    # a field of the wrong type or an absurd value: one line naming it, never a traceback
+    ("trial-id-is-a-list", _edit_run_json(_set("trials", 0, "id", [1, 2])),
+     ["run.json", "trials[0].id: expected a plain name", "'[1, 2]'"]),
+    ("trial-phases-not-a-list", _edit_run_json(_set("trials", 0, "phases", {"a": 1})),
+     ["run.json", "trials[0].phases: expected a list of the trial's phases", "{name, start_s, end_s}"]),
+    ("trial-phase-end-not-a-number", _edit_run_json(_set("trials", 0, "phases", [{"name": "p1", "start_s": 0,
+                                                                                   "end_s": "soon"}])),
+     ["run.json", "trials[0].phases: expected a list of the trial's phases"]),
+    ("time-scale-absurd", _edit_run_json(_set("time_scale", 1e9)),
+     ["run.json", "time_scale: expected a number from 0.001 to 100", "1000000000.0"]),
     ("raw_sha256-key-outside-raw", _edit_run_json(_escaping_key),
      ["run.json", "raw_sha256", "expected a path inside raw/"]),
 ]
