@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -123,3 +124,17 @@ def distinct_run(src: Path, dst: Path) -> Path:
     data["raw_sha256"]["distinct.txt"] = hashlib.sha256(text).hexdigest()
     (dst / "run.json").write_text(json.dumps(data, indent=1))
     return dst
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Processes on the host whose command line contains ``text`` (not this test's own)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmd:
+                found.append(f"{d.name}: {cmd[:200]}")
+    return found

@@ -54,7 +54,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import static_nodes_of_local
+from conftest import processes_mentioning, static_nodes_of_local
 from netrepro.sites import SiteError, get_site
 from netrepro.sites.inventory import control_dir
 from netrepro.spec import load_spec
@@ -144,20 +144,6 @@ def playbooks_of(state: Path) -> list[str]:
                 found.append(p)
         except OSError:
             continue
-    return found
-
-
-def processes_mentioning(text: str) -> list[str]:
-    """Processes on the host whose command line contains ``text`` (not this test's own)."""
-    found = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and int(d.name) != os.getpid():
-            try:
-                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if text in cmd:
-                found.append(f"{d.name}: {cmd[:200]}")
     return found
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import processes_mentioning
 from netrepro import tc
 from netrepro.rolevars import model_vars
 from netrepro.spec import load_spec
@@ -149,16 +150,8 @@ class Lab:
         """The pids of the processes that run a program or script of this lab's folder, or
         name a file in it (the trials' collectors, flow clients and their readers, armed
         nr-window.sh waiting on its FIFO); sshd and vsftpd are stopped by down() itself."""
-        mine = []
-        for d in Path("/proc").iterdir():
-            if d.name.isdigit() and int(d.name) != os.getpid():
-                try:
-                    cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                except OSError:
-                    continue
-                if str(self.tmp) in cmd and "sshd" not in cmd and "vsftpd" not in cmd:
-                    mine.append(int(d.name))
-        return mine
+        return [int(p.split(":")[0]) for p in processes_mentioning(str(self.tmp))
+                if "sshd" not in p and "vsftpd" not in p]
 
     def inventory(self) -> Path:
         common = (f"-i {self.key} -o IdentitiesOnly=yes -o StrictHostKeyChecking=no "
