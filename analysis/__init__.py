@@ -29,10 +29,14 @@ and ``python -m analysis <run_dir> [--partial]``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from analysis.errors import AnalysisError
 from analysis.run import read_run
 from netrepro.spec import Spec
+
+if TYPE_CHECKING:  # imported when asked for (__getattr__ below)
+    from analysis.single import AnalysisResult
 
 __all__ = ["analyze_run", "analyze", "AnalysisResult", "AnalysisError"]
 

@@ -33,11 +33,10 @@ from netrepro.runner.run import run
 from netrepro.runner.trialvars import rate_scale_request
 from netrepro.schedule import REPEAT_MAX
 from netrepro.setup import setup
-# OPTION_ENV: the environment variables the Makefile passes through as site options.
-from netrepro.sites import OPTION_ENV, SITES, site_class, site_options
+from netrepro.sites import SITES, site_class, site_options
 from netrepro.sites.base import SiteError
 from netrepro.sites.local.site import default_mgmt_problem
-from netrepro.spec import REPO_ROOT, SpecError, check_time_scale, load_spec
+from netrepro.spec import SpecError, check_time_scale, load_spec
 
 
 def _options(args) -> dict:

@@ -2,7 +2,7 @@
 :mod:`netrepro.model`, :mod:`netrepro.migrate`) and the strict YAML reader
 (:mod:`netrepro.yamlfile`): :class:`SpecError`, whose message is one line naming the file,
 the field and what was expected; :func:`check_plain_data`, what a JSON Schema cannot see; the
-choice of the one schema error to report (:func:`_pick_error`) and its words
+choice of the one schema error to report (:func:`pick_error`) and its words
 (:func:`schema_problem`).
 """
 
@@ -23,7 +23,7 @@ class SpecError(ValueError):
         super().__init__(f"{path}: {field}: {problem}")
 
 
-def _field_path(parts) -> str:
+def field_path(parts) -> str:
     out = ""
     for p in parts:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
@@ -53,19 +53,19 @@ def check_plain_data(data: Any, path: Path | str) -> None:
         if isinstance(x, dict):
             for k, v in x.items():
                 if not isinstance(k, str):
-                    raise SpecError(path, _field_path(parts), f"expected text keys, got the key {k!r} "
+                    raise SpecError(path, field_path(parts), f"expected text keys, got the key {k!r} "
                                                               f"(quote it: YAML reads yes/no/on/off and numbers as such)")
                 walk(v, parts + [k])
         elif isinstance(x, list):
             for i, v in enumerate(x):
                 walk(v, parts + [i])
         elif isinstance(x, float) and not math.isfinite(x):
-            raise SpecError(path, _field_path(parts), f"expected a finite number, got {_yaml_number(x)}")
+            raise SpecError(path, field_path(parts), f"expected a finite number, got {_yaml_number(x)}")
 
     walk(data, [])
 
 
-def _pick_error(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
+def pick_error(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
     """For a ``oneOf`` whose branches are told apart by a ``kind`` constant (the claims'
     checks), the error of the branch the instance's kind chose; else ``err`` itself."""
     if err.validator != "oneOf" or not isinstance(err.instance, dict) or not err.context:
@@ -76,7 +76,7 @@ def _pick_error(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
     chosen = [i for i, sub in enumerate(err.validator_value)
               if sub.get("properties", {}).get("kind", {}).get("const") == err.instance.get("kind")]
     if len(chosen) == 1 and branches.get(chosen[0]):
-        return _pick_error(jsonschema.exceptions.best_match(branches[chosen[0]]))
+        return pick_error(jsonschema.exceptions.best_match(branches[chosen[0]]))
     return err
 
 

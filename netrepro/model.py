@@ -28,7 +28,7 @@ from typing import Any
 import jsonschema
 
 from netrepro import tc
-from netrepro.errors import _field_path, _pick_error, check_plain_data, schema_problem
+from netrepro.errors import field_path, pick_error, check_plain_data, schema_problem
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "experiment.schema.json"
 
@@ -200,8 +200,8 @@ def validate_schema(data: Any, path: Path | str) -> None:
     schema = json.loads(SCHEMA_PATH.read_text())
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
-        err = _pick_error(errors[0])
-        _fail(path, _field_path(err.absolute_path), schema_problem(err))
+        err = pick_error(errors[0])
+        _fail(path, field_path(err.absolute_path), schema_problem(err))
 
 
 def _resolve_links(nodes: dict, path) -> list[list[str]]:
@@ -524,8 +524,8 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
                 _fail(path, f"{f}.sysctls.{n}", f"unknown node {n!r}; expected one of: {', '.join(names)}")
             for k, v in kv.items():
                 if k not in base_sysctls[n]:
-                    _fail(path, f"{f}.sysctls.{n}.{k}", f"set by this trial but not in the file's sysctls; expected "
-                          f"its value for the other trials there too (a trial's setting would last into the next)")
+                    _fail(path, f"{f}.sysctls.{n}.{k}", "set by this trial but not in the file's sysctls; expected "
+                          "its value for the other trials there too (a trial's setting would last into the next)")
                 _check_sysctl_value(path, f"{f}.sysctls.{n}.{k}", v)
                 sysctls[n][k] = str(v)
         traffic = check_traffic(f + ".traffic", t["traffic"]) if "traffic" in t else default_traffic

@@ -42,7 +42,7 @@ def recorded_site(tmp_path, monkeypatch):
     the experiment and trial vars it was run with), ``stop_at`` (set ``stop_at["id"]`` to make
     that instance raise KeyboardInterrupt as it starts), ``unhealthy`` (instance id -> how many
     more of its attempts fail their health checks: with a retry left it is not kept, as
-    ``_run_trial`` does, else its record says so) and ``results`` (the results root)."""
+    ``run_trial`` does, else its record says so) and ``results`` (the results root)."""
     monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
     recorded = {t["id"]: t for t in json.loads((V1_RUN / "run.json").read_text())["trials"]}
     ran: list[str] = []
@@ -61,23 +61,23 @@ def recorded_site(tmp_path, monkeypatch):
             unhealthy[tid] -= 1
         lag = {"id": "flow_start_lag", "value": 216.0, "threshold": 100.0, "unit": "ms", "passed": not sick, "detail": ""}
         if sick and retry_unhealthy:
-            raise run._TrialFailed("health checks failed: flow_start_lag 216 ms (max 100 ms): FAILED",
+            raise run.TrialFailed("health checks failed: flow_start_lag 216 ms (max 100 ms): FAILED",
                                    details={"kept_in": f"failed/{tid}-{attempt}", "unhealthy": True,
                                             "health": {"passed": False, "checks": [lag]}}, again=True)
         base = tv["trial"]  # the file's trial id: pie-vs-red's are the recorded run's
         shutil.copytree(V1_RUN / "raw" / base, run_dir / "raw" / tid)
         record = {k: v for k, v in recorded[base].items() if k not in ("aqm", "variant", "phase_start_skew_ms")}
-        # the trial's labels, as netrepro.runner.trial._run_trial records them
+        # the trial's labels, as netrepro.runner.trial.run_trial records them
         return {**record, "id": tid, "wall_s": 60.0, "duration_s": 25.0, "labels": tv["labels"],
                 **({"health": {"passed": False, "checks": [lag]}} if sick else {})}
 
     state = {"provisioned": True}
     site = _RecordedSite(load_state=lambda: dict(state), save_state=state.update, status=lambda: {"mode": "vm"})
-    monkeypatch.setattr(run, "_run_trial", run_trial)
+    monkeypatch.setattr(run, "run_trial", run_trial)
     monkeypatch.setattr(run, "open_site", lambda spec, name, opts=None: site)
     monkeypatch.setattr(run, "write_site_inventory", lambda spec, site: tmp_path / "inventory.yml")
-    monkeypatch.setattr(run, "_delay_probe", lambda inv, tv: None)
-    monkeypatch.setattr(run, "_stop_trial", lambda *a: None)
+    monkeypatch.setattr(run, "delay_probe", lambda inv, tv: None)
+    monkeypatch.setattr(run, "stop_trial", lambda *a: None)
     return SimpleNamespace(ran=ran, given=given, stop_at=stop_at, unhealthy=unhealthy, results=tmp_path / "results")
 
 

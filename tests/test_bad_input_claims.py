@@ -12,7 +12,6 @@ validate and fail later: in the analysis (a traceback, or a claim judged on noth
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from badinput import REPO, Row, edited_copy, run_row
-from conftest import PIE_VS_RED_V1
 
 REAL = REPO / "experiments" / "pie-lab" / "experiment.yml"
 TEXT = REAL.read_text()

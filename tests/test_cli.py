@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from netrepro import cli
+from netrepro.sites import OPTION_ENV
 from netrepro.spec import EXPERIMENTS_DIR
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,7 +26,7 @@ SUBCOMMANDS = ["validate", "migrate", "setup", "plan", "rspec", "profile", "inve
 @pytest.fixture
 def nr(tmp_path):
     """Run ``python -m netrepro ARGS`` with a clean environment; returns (rc, stdout, stderr)."""
-    env = {k: v for k, v in os.environ.items() if k not in cli.OPTION_ENV and k not in ("TIME_SCALE", "SITE", "RUN", "HOURS")}
+    env = {k: v for k, v in os.environ.items() if k not in OPTION_ENV and k not in ("TIME_SCALE", "SITE", "RUN", "HOURS")}
     env.update(NETREPRO_STATE=str(tmp_path / "state"), NETREPRO_RESULTS=str(tmp_path / "results"),
                PYTHONPATH=str(REPO))
 

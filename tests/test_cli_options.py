@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from netrepro import cli
+from netrepro.sites import OPTION_ENV
 from netrepro import setup as nsetup
 from netrepro.model import choose_rate_scale
 from netrepro.runner import steps, trialvars
@@ -24,7 +25,7 @@ from netrepro.spec import REPO_ROOT, load_spec
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
     """No site option, scale or site variable from this machine; state in tmp_path."""
-    for var in [*cli.OPTION_ENV, "RATE_SCALE", "SITE", "TIME_SCALE", "REPEAT", "SWEEP"]:
+    for var in [*OPTION_ENV, "RATE_SCALE", "SITE", "TIME_SCALE", "REPEAT", "SWEEP"]:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(steps, "STATE_ROOT", tmp_path / "state")
 
@@ -103,10 +104,10 @@ def test_the_chosen_scale_records_the_option(monkeypatch):
 
     site = Site()
     monkeypatch.setenv("RATE_SCALE", "0.2")
-    scaled = trialvars._at_rate_scale(spec, site, choose=True, rate_scale="0.5")
+    scaled = trialvars.spec_at_rate_scale(spec, site, choose=True, rate_scale="0.5")
     assert site.state["rate_scale"] == {"k": 0.5, "why": "--rate-scale=0.5"}
     assert scaled is not spec
-    trialvars._at_rate_scale(spec, site, choose=True)
+    trialvars.spec_at_rate_scale(spec, site, choose=True)
     assert site.state["rate_scale"] == {"k": 0.2, "why": "RATE_SCALE=0.2"}
 
 
@@ -123,15 +124,15 @@ def test_a_run_refuses_a_scale_other_than_the_provisioned_one(monkeypatch):
             return pytest.fail("a kept scale is not chosen again")
 
     with pytest.raises(ValueError) as exc:
-        trialvars._at_rate_scale(spec, Site(), rate_scale="0.2")
+        trialvars.spec_at_rate_scale(spec, Site(), rate_scale="0.2")
     assert str(exc.value) == ("--rate-scale=0.2: the site was provisioned at rate scale 0.5 (RATE_SCALE=0.5); "
                               "expected 0.5 or nothing, or provision it again with --rate-scale=0.2")
     monkeypatch.setenv("RATE_SCALE", "0.2")
     with pytest.raises(ValueError, match=r"^RATE_SCALE=0.2: the site was provisioned at rate scale 0.5 "):
-        trialvars._at_rate_scale(spec, Site())
-    assert trialvars._at_rate_scale(spec, Site(), rate_scale="0.50") is not spec  # the same scale, written otherwise
+        trialvars.spec_at_rate_scale(spec, Site())
+    assert trialvars.spec_at_rate_scale(spec, Site(), rate_scale="0.50") is not spec  # the same scale, written otherwise
     monkeypatch.delenv("RATE_SCALE")
-    assert trialvars._at_rate_scale(spec, Site()) is not spec  # nothing asked: the kept scale
+    assert trialvars.spec_at_rate_scale(spec, Site()) is not spec  # nothing asked: the kept scale
 
 
 # --- setup ------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import tarfile
 
 import pytest
 
-from netrepro.runner.fetch import _extract
+from netrepro.runner.fetch import extract_archive
 
 
 def _archive(path, members):
@@ -38,7 +38,7 @@ def python_kind(request, monkeypatch):
 def test_regular_files_are_unpacked_and_the_archive_removed(tmp_path, python_kind):
     a = tmp_path / "client1.tar.gz"
     _archive(a, [("client1", "dir"), ("client1/ping.txt", "file")])
-    _extract(a, tmp_path / "out")
+    extract_archive(a, tmp_path / "out")
     assert (tmp_path / "out" / "client1" / "ping.txt").read_bytes() == b"1 2 3\n"
     assert not a.exists()
 
@@ -49,7 +49,7 @@ def test_absolute_names_never_land_outside(tmp_path, python_kind):
     name = f"/{tmp_path.name}-nr-abs.txt"
     _archive(a, [(name, "file")])
     try:
-        _extract(a, tmp_path / "out")
+        extract_archive(a, tmp_path / "out")
         assert (tmp_path / "out" / name.lstrip("/")).is_file()
     except ValueError:
         pass
@@ -64,5 +64,5 @@ def test_members_outside_the_folder_are_refused(tmp_path, python_kind, members):
     a = tmp_path / "bad.tar.gz"
     _archive(a, members)
     with pytest.raises((ValueError, tarfile.TarError)):
-        _extract(a, tmp_path / "out")
+        extract_archive(a, tmp_path / "out")
     assert not (tmp_path / "escape.txt").exists()

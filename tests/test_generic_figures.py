@@ -269,7 +269,6 @@ def test_compare_figure_names_its_axes_and_shares_y_per_statistic(tmp_path, monk
     """netrepro compare's figure (two distinct copies of a recorded pie-lab run): every panel's x axis
     names the phases, the y axis the statistic in words with its unit, and the panels of one
     statistic share their y range."""
-    import shutil
 
     from analysis import generic_figures
     from analysis.compare import compare

@@ -492,7 +492,7 @@ def test_bench_prints_the_health_checks(run, capsys):
 
 # --- the controller records each trial's health in run.json ------------------------------------------
 def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, capsys):
-    """netrepro.runner.trial._run_trial on the recorded red-limited trial: the playbooks and the fetch
+    """netrepro.runner.trial.run_trial on the recorded red-limited trial: the playbooks and the fetch
     (which need the nodes) are replaced by what the fetch leaves, one archive of raw files per
     node."""
     import tarfile
@@ -530,7 +530,7 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
                 "ack_margin_s": {h: 0.9 for h in hosts}, "clocks": steady}
 
     steady = {n: {"offset_s": 0.0, "rtt_s": 0.01} for n in spec.nodes}
-    monkeypatch.setattr(trial, "_playbook", playbook)
+    monkeypatch.setattr(trial, "playbook_path", playbook)
     monkeypatch.setattr(trial, "release_trial", release)
     monkeypatch.setattr(trial, "fetch_archives", fetch_archives)
     monkeypatch.setattr(trial, "node_clocks", lambda inv, samples=3: steady)
@@ -538,8 +538,8 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     site = SimpleNamespace(load_state=lambda: dict(state), save_state=state.update)
 
     # a run with a retry left keeps no unhealthy trial: its data go whole to failed/, and it asks for another
-    with pytest.raises(trial._TrialFailed) as failed:
-        trial._run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 1, judge=judge_trial,
+    with pytest.raises(trial.TrialFailed) as failed:
+        trial.run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 1, judge=judge_trial,
                          retry_unhealthy=True)
     exc = failed.value
     assert exc.again is True and exc.stop is False
@@ -553,7 +553,7 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     shutil.rmtree(tmp_path / "fetch")
 
     # without one (the last attempt), it is kept in raw/ with its health
-    record = trial._run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 2, judge=judge_trial)
+    record = trial.run_trial(spec, site, tmp_path / "inventory.yml", tv, 0.1, run_dir, 2, judge=judge_trial)
     assert sorted(p.name for p in (run_dir / "raw" / "red-limited").iterdir()) == sorted(spec.nodes)
 
     from netrepro.runner.trial import TRIAL_STEPS

@@ -23,7 +23,7 @@ from conftest import distinct_run
 from netrepro import progress, schedule
 from netrepro.runner import resume, run
 from netrepro.runner.console import StepIncomplete
-from netrepro.runner.trial import _TrialFailed
+from netrepro.runner.trial import TrialFailed
 from netrepro.sites.local.site import LocalSite
 from netrepro.sites.ns3.site import Ns3Site
 from netrepro.spec import SpecError, load_spec
@@ -221,18 +221,18 @@ def test_a_failed_trial_stops_the_run_and_run_json_says_why(fake_site, monkeypat
     INCOMPLETE says where the run stopped, the exit status is 2 and ``latest`` is not moved.
     An unexpected error in a trial is recorded the same way, then raised again."""
     spec = load_spec("pie-vs-red")
-    recorded_trial, stopped = run._run_trial, []
+    recorded_trial, stopped = run.run_trial, []
 
     def trial(spec, site, inv, tv, *args, **kwargs):
         if tv["id"] == "red-unlimited" and not stopped:  # its first attempt
-            raise _TrialFailed("queue sampler on router ended early", stop=True,
+            raise TrialFailed("queue sampler on router ended early", stop=True,
                                details={"kept_in": "failed/red-unlimited-1"})
         if tv["id"] == "pie-limited":
             raise TypeError("a bug")
         return recorded_trial(spec, site, inv, tv, *args, **kwargs)
 
-    monkeypatch.setattr(run, "_run_trial", trial)
-    monkeypatch.setattr(run, "_stop_trial", lambda spec, inv, site, tv: stopped.append(tv["id"]))
+    monkeypatch.setattr(run, "run_trial", trial)
+    monkeypatch.setattr(run, "stop_trial", lambda spec, inv, site, tv: stopped.append(tv["id"]))
     with pytest.raises(StepIncomplete) as exc:
         run.run(spec, "local", 0.1, shuffle=False, progress_tty=False)
     run_dir = exc.value.run_dir

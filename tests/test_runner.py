@@ -84,7 +84,7 @@ def test_trial_vars_sample_the_collectors_port(tmp_path):
     s = load_spec("codel-lab")
     tv = trialvars.trial_vars(s, s.model.trials[0], 1, tmp_path, 1)
     assert tv["qdisc_stats"] == {"s2": {"interface": "s2-eth2", "network": None, "interval_s": 0.1, "classes": True}}
-    assert trialvars._sampled_node(s) == "s2"
+    assert trialvars.sampled_node(s) == "s2"
 
 
 # --- run folders ---------------------------------------------------------------------------------
@@ -416,7 +416,7 @@ def _run_folder(tmp: Path, **change) -> None:
     f = d / "raw" / "pie-unlimited" / "client1" / "ping.txt"
     f.parent.mkdir(parents=True)
     f.write_text("[1.0] 64 bytes\n")
-    meta = {"experiment": "pie-vs-red", "spec": rundir._spec_as_recorded(spec), "site": "local",
+    meta = {"experiment": "pie-vs-red", "spec": rundir.spec_as_recorded(spec), "site": "local",
             "time_scale": 0.1, "lead_s": 30, "trials": [{"id": "pie-unlimited", "status": "complete"}],
             "raw_sha256": {"pie-unlimited/client1/ping.txt": hashlib.sha256(f.read_bytes()).hexdigest()},
             "trial_status": [{"id": "pie-unlimited", "status": "complete", "attempts": []},
@@ -432,7 +432,7 @@ def _complete_run(tmp: Path) -> None:
 
 
 def _changed_spec(tmp: Path) -> None:
-    spec = rundir._spec_as_recorded(load_spec("pie-vs-red"))
+    spec = rundir.spec_as_recorded(load_spec("pie-vs-red"))
     spec["base_rtt"]["duration_s"] += 1
     _run_folder(tmp, spec=spec)
 

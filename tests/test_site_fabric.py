@@ -7,7 +7,6 @@ import json
 import subprocess
 
 import pytest
-import yaml
 
 from netrepro import cli_sites
 from netrepro.sites.inventory import build_inventory

@@ -20,7 +20,6 @@ import pytest
 
 from netrepro.sites.base import SiteError
 from netrepro.sites.local import capacity, microvm, uml
-from netrepro.sites.local import site as local
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro.runner.checks import node_clocks
-from netrepro.runner.ssh import _inventory_hosts, node_ssh_argv, node_trial_dir
+from netrepro.runner.ssh import inventory_hosts, node_ssh_argv, node_trial_dir
 
 
 #: The barrier's rules (release_trial): the start is at least the run's
@@ -104,7 +104,7 @@ def release_trial(inv: Path, hosts: list[str], trial_id: str, bottleneck: str | 
     naming each node that answered less than :data:`BARRIER_GUARD_S` before the start, or not
     at all.
     """
-    hv = _inventory_hosts(inv)
+    hv = inventory_hosts(inv)
     probe = node_clocks(inv, samples=1, timeout_s=timeout_s, only=hosts)
     dead = [h for h, c in probe.items() if "offset_s" not in c]
     if dead:

@@ -11,7 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from netrepro.runner.ssh import _inventory_hosts, node_ssh_argv
+from netrepro.runner.ssh import inventory_hosts, node_ssh_argv
 
 
 #: A node's clock that moved by more than this, plus half the round trips of the two readings,
@@ -28,7 +28,7 @@ def node_clocks(inv: Path, samples: int = 3, timeout_s: float = 60, only: list[s
     ``only``: these inventory hosts (default every one).
     Returns node -> ``{"offset_s", "rtt_s"}``, or ``{"error": why}`` when no reading came.
     """
-    hosts = _inventory_hosts(inv)
+    hosts = inventory_hosts(inv)
     if only is not None:
         hosts = {h: hosts[h] for h in only}
 

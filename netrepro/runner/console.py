@@ -45,10 +45,10 @@ def signal_of(exc: KeyboardInterrupt) -> str:
     return str(exc) if str(exc) in SIGNAL_EXIT else "SIGINT"
 
 
-def _spec_arg(spec: Spec) -> str:
+def spec_arg(spec: Spec) -> str:
     """How to name ``spec`` on the command line: its name, or its path when not under experiments/."""
     return spec.name if resolve_path(spec.name).resolve() == Path(spec.path).resolve() else shlex.quote(str(spec.path))
 
 
-def _site_arg(site_name: str) -> str:
+def site_arg(site_name: str) -> str:
     return "" if site_name == "local" else f" --site {site_name}"

@@ -1,5 +1,5 @@
 """A trial's data from the nodes to the controller: each node's packed trial fetched over SSH
-(:func:`fetch_archives`), unpacked (:func:`_extract`), its files' checksums
+(:func:`fetch_archives`), unpacked (:func:`extract_archive`), its files' checksums
 (:func:`sha256_tree`) and the nodes' software and settings as they recorded them."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from netrepro.runner.ssh import _inventory_hosts, node_ssh_argv, node_trial_dir
+from netrepro.runner.ssh import inventory_hosts, node_ssh_argv, node_trial_dir
 from netrepro.spec import Spec
 
 
@@ -34,7 +34,7 @@ def fetch_archives(inv: Path, hosts: list[str], trial_id: str, dest_dir: Path, t
     bytes. Raises FetchFailed naming every node that failed (and saying when the controller's
     disk was full); its partial files are removed.
     """
-    hv = _inventory_hosts(inv)
+    hv = inventory_hosts(inv)
     dest_dir.mkdir(parents=True, exist_ok=True)
 
     def one(host: str) -> tuple[int | None, str, bool]:
@@ -74,7 +74,7 @@ def fetch_archives(inv: Path, hosts: list[str], trial_id: str, dest_dir: Path, t
     return {h: r[0] for h, r in got.items()}
 
 
-def _extract(archive: Path, dest: Path) -> None:
+def extract_archive(archive: Path, dest: Path) -> None:
     """Unpack a node's archive of raw files into ``dest``, then delete the archive.
 
     Only regular files and folders inside ``dest`` are accepted (tarfile's "data" filter,
@@ -105,20 +105,20 @@ def sha256_tree(root: Path) -> dict[str, str]:
     return out
 
 
-def _node_meta(path: Path) -> dict:
+def node_meta(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
 
 
-def _nodes_meta(raw: Path, spec: Spec) -> dict:
+def nodes_meta(raw: Path, spec: Spec) -> dict:
     out = {}
     for node in spec.model.nodes:
         metas = sorted(raw.glob(f"*/{node}/meta-before.json"))
         if not metas:
             continue
-        m = _node_meta(metas[0])
+        m = node_meta(metas[0])
         out[node] = {k: m.get(k) for k in ("kernel", "iproute2", "vsftpd", "openssh", "curl", "sysctls")}
         out[node]["offloads"] = m.get("offloads")
     return out

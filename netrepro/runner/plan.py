@@ -1,5 +1,5 @@
 """The plan of a run before it starts: its trial instances in order (repetitions and sweep
-points, :func:`_planned`), the expected wall time of each, and the dry run that prints them
+points, :func:`planned_trials`), the expected wall time of each, and the dry run that prints them
 and touches nothing (:func:`dry_run`)."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from netrepro import schedule
 from netrepro.progress import eta_s
 from netrepro import sweep as sweeps
 from netrepro.runner.resume import load_resume
-from netrepro.runner.rundir import _latest_records
+from netrepro.runner.rundir import latest_records
 from netrepro.runner.steps import simulated
-from netrepro.runner.trialvars import _settings_text
+from netrepro.runner.trialvars import settings_text
 from netrepro.sites import SITES, Site, site_class
 from netrepro.spec import Spec, SpecError
 
 
-def _checked_trial_ids(spec: Spec, trial_ids: list[str] | None) -> list[str]:
+def checked_trial_ids(spec: Spec, trial_ids: list[str] | None) -> list[str]:
     """The spec's trial ids; SpecError (one line) when ``trial_ids`` (``--trial``) names another."""
     known = spec.trial_ids
     for tid in trial_ids or []:
@@ -58,12 +58,12 @@ def checked_jobs(site_name: str, jobs: int | None) -> int:
     return jobs
 
 
-def _trials_by_id(spec: Spec) -> dict[str, dict]:
+def trials_by_id(spec: Spec) -> dict[str, dict]:
     """Trial id -> the model's trial."""
     return {t["id"]: t for t in spec.model.trials}
 
 
-def _planned(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffle: bool, seed: int | None,
+def planned_trials(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffle: bool, seed: int | None,
              points: list | None = None):
     """(instances, seed) of a new run: :func:`netrepro.schedule.plan` of the spec's trials (or
     ``trial_ids``), at every sweep point of ``points`` (:func:`netrepro.sweep.points`) when
@@ -78,7 +78,7 @@ def _planned(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffle: bool
         raise SpecError("command line", "--repeat", str(exc)) from None
 
 
-def _instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], site_cls: type[Site]) -> float:
+def instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], site_cls: type[Site]) -> float:
     """Expected wall time (s) of one trial instance: the schedule at ``time_scale`` and the
     base-RTT pings as the site runs them (``site_cls.TRIAL_WALL_PER_SCHEDULED_S`` s per second)
     plus ``site_cls.TRIAL_OVERHEAD_S``; once trials of the run have completed, the schedule
@@ -103,7 +103,7 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
     With ``resume``: the run's remaining instances (:func:`load_resume` checks it, reading
     only). A shuffled run without ``seed`` draws one and prints it: ``--seed`` with it runs
     that order. The estimate is the schedule at ``time_scale`` plus a trial's overhead
-    (:func:`_instance_estimate_s`: the latest complete run's of this experiment and site when
+    (:func:`instance_estimate_s`: the latest complete run's of this experiment and site when
     there is one, else the site's own, :attr:`netrepro.sites.base.Site.TRIAL_OVERHEAD_S`); up,
     provisioning and teardown are not in it.
     Rates are as written: the rate scale is chosen when the site is provisioned.
@@ -116,8 +116,8 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
     out = out or sys.stdout
     jobs = checked_jobs(site_name, jobs)
     site_class(site_name).checked_options(spec, options)  # the site's options and its own refusals
-    _checked_trial_ids(spec, trial_ids)
-    by_id = _trials_by_id(spec)
+    checked_trial_ids(spec, trial_ids)
+    by_id = trials_by_id(spec)
     points = None
     if resume is not None:
         meta = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, None)
@@ -132,13 +132,13 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
     else:
         time_scale = 1.0 if time_scale is None else time_scale
         points = sweeps.points(spec) if sweep else None
-        todo, seed = _planned(spec, trial_ids, repeat, shuffle, seed, points)
-        records = _latest_records(spec, site_name)
+        todo, seed = planned_trials(spec, trial_ids, repeat, shuffle, seed, points)
+        records = latest_records(spec, site_name)
     cls = site_class(site_name)
-    each = _instance_estimate_s(spec, time_scale, records, cls)
+    each = instance_estimate_s(spec, time_scale, records, cls)
     fs = sweeps.factors(spec)
     at = {p.id: p for p in points or []}
-    rows = [{**i.as_dict(), "settings": _settings_text(spec, by_id[i.trial]) + "".join(
+    rows = [{**i.as_dict(), "settings": settings_text(spec, by_id[i.trial]) + "".join(
                 f"; {k}={v}" for k, v in (sweeps.trial_factors(fs, at[i.point], i.trial) if i.point else {}).items()),
              "estimate_s": round(each, 1)} for i in todo]
     shuffled = shuffle and (repeat > 1 or bool(points))

@@ -30,7 +30,7 @@ def _vars_file_dir(site: Site) -> Path:
     return d
 
 
-def _playbook(name: str, inv: Path, extravars: dict, site: Site, quiet: bool = False,
+def playbook_path(name: str, inv: Path, extravars: dict, site: Site, quiet: bool = False,
               keep_log: Path | None = None) -> ansible.PlaybookResult:
     """:func:`netrepro.ansible.run_playbook` in a worker thread, so that SIGINT and SIGTERM
     stay the controller's. Its output reaches the console only when :data:`VERBOSE` (and not

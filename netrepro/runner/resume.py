@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from netrepro.runner.fetch import sha256_tree
-from netrepro.runner.rundir import INCOMPLETE, _spec_as_recorded
+from netrepro.runner.rundir import INCOMPLETE, spec_as_recorded
 from netrepro.spec import Spec, SpecError
 
 
@@ -39,7 +39,7 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
     if meta.get("site") != site_name:
         raise SpecError("command line", "--site", f"{site_name!r}: the run was made on {meta.get('site')!r}; "
                                                   f"resume it on the same site (--site {meta.get('site')})")
-    if meta.get("spec") != _spec_as_recorded(spec):
+    if meta.get("spec") != spec_as_recorded(spec):
         raise SpecError(spec.path, "(file)", f"differs from the experiment as run (run.json 'spec' of {run_dir}); "
                                              "expected it unchanged to resume the run")
     if time_scale is not None and float(time_scale) != float(meta.get("time_scale", 1)):

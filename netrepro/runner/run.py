@@ -20,16 +20,16 @@ from netrepro import sweep as sweeps
 from netrepro.model import claim_time_scale_min
 from netrepro.progress import RunProgress
 from netrepro.runner.barrier import BARRIER_LEAD_MIN_S, lead_from_env
-from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, _site_arg, _spec_arg, log, signal_of
-from netrepro.runner.fetch import _nodes_meta, sha256_tree
-from netrepro.runner.plan import _checked_trial_ids, _instance_estimate_s, _planned, _trials_by_id, checked_jobs
+from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, site_arg, spec_arg, log, signal_of
+from netrepro.runner.fetch import nodes_meta, sha256_tree
+from netrepro.runner.plan import checked_trial_ids, instance_estimate_s, planned_trials, trials_by_id, checked_jobs
 from netrepro.runner.resume import load_resume, resume_record
-from netrepro.runner.rundir import (INCOMPLETE, RESERVE_BYTES, _git_commit, _lock_run, _reserve_space, _spec_as_recorded,
-                                    _write_json, new_run_dir, point_latest, shutil_rm)
+from netrepro.runner.rundir import (INCOMPLETE, RESERVE_BYTES, git_commit, lock_run, reserve_space, spec_as_recorded,
+                                    write_json, new_run_dir, point_latest, shutil_rm)
 from netrepro.runner.steps import open_site, simulated, write_site_inventory
-from netrepro.runner.trial import (TrialJudge, _delay_probe, _kept_simulation, _run_trial, _simulate_trial, _simulation,
-                                   _stop_trial, _TrialFailed)
-from netrepro.runner.trialvars import _at_rate_scale, _scaled_phases, _settings_text, trial_vars
+from netrepro.runner.trial import (TrialJudge, delay_probe, kept_simulation, run_trial, simulate_trial, simulation_of,
+                                   stop_trial, TrialFailed)
+from netrepro.runner.trialvars import spec_at_rate_scale, scaled_phases, settings_text, trial_vars
 from netrepro.schedule import Instance
 from netrepro.sites import Site, SiteError
 from netrepro.spec import REPO_ROOT, Spec
@@ -84,7 +84,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
 
     ``command``: the netrepro command the resume hint names (``run`` or ``reproduce``).
     ``rate_scale``: the command line's --rate-scale, which wins over RATE_SCALE
-    (:func:`netrepro.runner.trialvars._at_rate_scale`): it chooses the scale when the site's
+    (:func:`netrepro.runner.trialvars.spec_at_rate_scale`): it chooses the scale when the site's
     state has none yet (a site that simulates its trials, before its first run), else it must
     be the scale the site was provisioned at (ValueError otherwise, before any folder is made).
 
@@ -94,13 +94,13 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         StepIncomplete: a trial failed or the run was interrupted (SIGINT/SIGTERM): the run
             is marked INCOMPLETE; the completed trials are kept.
     """
-    known_ids = _checked_trial_ids(spec, trial_ids)
+    known_ids = checked_trial_ids(spec, trial_ids)
     jobs = checked_jobs(site_name, jobs)
     prior = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, repeat) if resume is not None else None
     if prior is None:
         repeat = repeat or 1
         points = sweeps.points(spec) if sweep else None
-        instances, seed = _planned(spec, trial_ids, repeat, shuffle, seed, points)
+        instances, seed = planned_trials(spec, trial_ids, repeat, shuffle, seed, points)
     else:
         points = sweeps.from_record(spec, prior["sweep"]) if isinstance(prior.get("sweep"), dict) else None
     if prior is None and time_scale is None:
@@ -115,7 +115,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     r.scaled, r.inv, r.judge, r.jobs, r.rate_scale = scaled, inv, judge, jobs, rate_scale
     r.meta["jobs"] = jobs
     r.meta["unhealthy_retries"] = unhealthy_retries(spec, r.time_scale)
-    r.resume_hint = f"resume with: netrepro {command} {_spec_arg(spec)}{_site_arg(site_name)} --resume {r.run_dir}"
+    r.resume_hint = f"resume with: netrepro {command} {spec_arg(spec)}{site_arg(site_name)} --resume {r.run_dir}"
     _hold_space(r, remove=prior is None)
     kept, unrecorded = _run_trials(r, points, session, progress_tty)
     if r.failure is not None:
@@ -133,7 +133,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
 class _Run:
     """A run as its steps share it: the experiment as written (``spec``) and at the site's rate
     scale (``scaled``), the site and its inventory (None: the site simulates its trials), the
-    run folder, the lock held on it (a descriptor, :func:`_lock_run`), its record (run.json's
+    run folder, the lock held on it (a descriptor, :func:`lock_run`), its record (run.json's
     content, ``meta``), TIME_SCALE, the barrier's least lead (s), the trial instances still to
     run (``pending``), and where the run stopped (``failure``: (trial, reason, exit status)).
     :func:`_resumed` or :func:`_started` makes it with its folder open; :func:`run` then adds
@@ -171,8 +171,8 @@ def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None,
     inv = None if simulated(site) else write_site_inventory(spec, site)
     status = site.status()
     mode = status.get("mode", "remote")
-    scaled = _at_rate_scale(spec, site, rate_scale=rate_scale)
-    session = {"at": datetime.now(timezone.utc).isoformat(), "toolkit_commit": _git_commit(), "mode": mode,
+    scaled = spec_at_rate_scale(spec, site, rate_scale=rate_scale)
+    session = {"at": datetime.now(timezone.utc).isoformat(), "toolkit_commit": git_commit(), "mode": mode,
                "site_status": status, "controller": {"python": platform.python_version(), "host": platform.node()}}
     return site, inv, scaled, session
 
@@ -180,7 +180,7 @@ def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None,
 def _resumed(spec: Spec, site: Site, run_dir: Path, meta: dict, known_ids: list[str], session: dict) -> _Run:
     """The run in ``run_dir`` (its run.json ``meta``, checked by :func:`load_resume`), locked
     and ready to continue from its first trial not complete, at its own TIME_SCALE and lead."""
-    lock = _lock_run(run_dir, "--resume")
+    lock = lock_run(run_dir, "--resume")
     time_scale = float(meta.get("time_scale", 1))
     lead = float(meta.get("lead_s") or BARRIER_LEAD_MIN_S)
     pending = resume_record(meta, known_ids, session)
@@ -194,11 +194,11 @@ def _started(spec: Spec, site_name: str, site: Site, session: dict, time_scale: 
     """A new run: its folder (:func:`new_run_dir`), locked, and its record before any trial:
     how it was made, every trial instance pending, its repetitions and sweep (their design)."""
     run_dir = new_run_dir(spec, site_name)
-    lock = _lock_run(run_dir, "run folder")
+    lock = lock_run(run_dir, "run folder")
     order = [i.id for i in instances]
     shuffled = bool(shuffle and (repeat > 1 or points))
     meta = {
-        "experiment": spec.name, "spec": _spec_as_recorded(spec), "spec_file": str(spec.path), "site": site_name,
+        "experiment": spec.name, "spec": spec_as_recorded(spec), "spec_file": str(spec.path), "site": site_name,
         "mode": session["mode"], "site_status": session["site_status"], "time_scale": time_scale, "lead_s": lead,
         "toolkit_commit": session["toolkit_commit"], "controller": session["controller"],
         "started_at": session["at"], "trials": [], "nodes": {}, "raw_sha256": {}, "wall_s": 0.0,
@@ -225,10 +225,10 @@ def _started(spec: Spec, site_name: str, site: Site, session: dict, time_scale: 
 
 
 def _hold_space(r: _Run, remove: bool) -> None:
-    """Hold :data:`RESERVE_BYTES` free in the run folder (:func:`_reserve_space`). Else the lock
+    """Hold :data:`RESERVE_BYTES` free in the run folder (:func:`reserve_space`). Else the lock
     is released, the folder removed when ``remove`` (a new run's) and RuntimeError raised."""
     try:
-        _reserve_space(r.run_dir)
+        reserve_space(r.run_dir)
     except OSError as exc:
         os.close(r.lock)
         if remove:
@@ -248,10 +248,10 @@ def _run_trials(r: _Run, points: list | None, session: dict, progress_tty: bool 
         (r.run_dir / INCOMPLETE).write_text(
             f"run in progress since {session['at']} (netrepro process {os.getpid()} on {platform.node()}); "
             f"if that process is gone, it was stopped without a word: {r.resume_hint}\n")
-        _write_json(r.run_dir / "run.json", r.meta)
-        r.at_point = {p.id: (p, _at_rate_scale(sweeps.point_spec(r.spec, p.values), r.site,
+        write_json(r.run_dir / "run.json", r.meta)
+        r.at_point = {p.id: (p, spec_at_rate_scale(sweeps.point_spec(r.spec, p.values), r.site,
                                                                  rate_scale=r.rate_scale)) for p in points or []}
-        estimate = _instance_estimate_s(r.scaled, r.time_scale, r.meta["trials"], type(r.site))
+        estimate = instance_estimate_s(r.scaled, r.time_scale, r.meta["trials"], type(r.site))
         progress = RunProgress(len(r.meta["trial_status"]), len(r.meta["trial_status"]) - len(r.pending), estimate,
                                tty=progress_tty, jobs=r.jobs)
         if r.jobs > 1 and r.inv is None and len(r.pending) > 1:
@@ -362,10 +362,10 @@ def _run_instance(r: _Run, tid: str, progress: RunProgress) -> None:
         b = _begin(r, tid, progress)
         retry = r.judge is not None and _unhealthy_attempts(b.ts) < r.meta["unhealthy_retries"]
         again = _conclude(r, b, progress, lambda: (
-            _simulate_trial(b.tspec, r.site, b.tv, r.time_scale, r.run_dir, len(b.ts["attempts"]), b.started,
+            simulate_trial(b.tspec, r.site, b.tv, r.time_scale, r.run_dir, len(b.ts["attempts"]), b.started,
                             judge=r.judge)
             if r.inv is None else
-            _run_trial(b.tspec, r.site, r.inv, b.tv, r.time_scale, r.run_dir, len(b.ts["attempts"]), b.started,
+            run_trial(b.tspec, r.site, r.inv, b.tv, r.time_scale, r.run_dir, len(b.ts["attempts"]), b.started,
                        judge=r.judge, retry_unhealthy=retry)))
         if not again:
             return
@@ -379,11 +379,11 @@ def _begin(r: _Run, tid: str, progress: RunProgress) -> _Begun:
     ts = next(s for s in meta["trial_status"] if s["id"] == tid)
     point, tspec = r.at_point.get(ts.get("point"), (None, r.scaled))
     trial_id = ts.get("trial") or tid
-    trial = _trials_by_id(tspec)[trial_id]
+    trial = trials_by_id(tspec)[trial_id]
     attempt = {"started_at": datetime.now(timezone.utc).isoformat(), "status": "running"}
     ts.setdefault("attempts", []).append(attempt)
     ts.update(status="running", reason=None)
-    _write_json(r.run_dir / "run.json", meta)
+    write_json(r.run_dir / "run.json", meta)
     staging = r.run_dir / ".fetch" / tid
     shutil_rm(staging)
     tv = {**trial_vars(tspec, trial, time_scale, staging / "archives", r.lead), "id": tid,
@@ -392,10 +392,10 @@ def _begin(r: _Run, tid: str, progress: RunProgress) -> _Begun:
     if point:
         tv.update(point=point.id, factors=factor_values)
     started: dict[str, float] = {}
-    progress.trial(tid, _settings_text(r.spec, trial) + "".join(f"; {k}={v}" for k, v in factor_values.items()),
-                   _scaled_phases(tspec, time_scale)
+    progress.trial(tid, settings_text(r.spec, trial) + "".join(f"; {k}={v}" for k, v in factor_values.items()),
+                   scaled_phases(tspec, time_scale)
                    or [{"name": "trial", "start_s": 0, "end_s": tv["duration_s"]}],
-                   lambda: started.get("start_epoch_s"), None if r.inv is None else _delay_probe(r.inv, tv))
+                   lambda: started.get("start_epoch_s"), None if r.inv is None else delay_probe(r.inv, tv))
     return _Begun(tid, ts, attempt, point, tspec, trial_id, tv, factor_values, staging, started)
 
 
@@ -416,12 +416,12 @@ def _conclude(r: _Run, b: _Begun, progress: RunProgress, trial: Callable[[], dic
         record.update(trial=ts.get("trial") or tid, repetition=ts.get("repetition", 1),
                       **({"point": b.point.id, "factors": b.factor_values} if b.point else {}), jobs=r.jobs)
         wall_s = record.get("wall_s") if timed else None
-    except _TrialFailed as exc:
+    except TrialFailed as exc:
         outcome = ("failed", exc.reason)
         attempt.update(exc.details)
         if exc.stop:
             if r.inv is not None:
-                _stop_trial(b.tspec, r.inv, r.site, tv)
+                stop_trial(b.tspec, r.inv, r.site, tv)
         if exc.again:
             again = True
         else:
@@ -430,7 +430,7 @@ def _conclude(r: _Run, b: _Begun, progress: RunProgress, trial: Callable[[], dic
         sig = signal_of(exc)
         outcome = ("failed", f"interrupted by {sig}")
         if r.inv is not None:
-            _stop_trial(b.tspec, r.inv, r.site, tv)
+            stop_trial(b.tspec, r.inv, r.site, tv)
         r.failure = (tid, outcome[1], SIGNAL_EXIT[sig])
     except OSError as exc:  # the controller's disk (extracting, moving the data)
         why = exc.strerror or str(exc)
@@ -452,13 +452,13 @@ def _conclude(r: _Run, b: _Begun, progress: RunProgress, trial: Callable[[], dic
                        ended_at=datetime.now(timezone.utc).isoformat())
         ts.update(status=attempt["status"], reason=attempt["reason"])
         if r.failure is None:
-            _write_json(r.run_dir / "run.json", meta)
+            write_json(r.run_dir / "run.json", meta)
     return again
 
 
 def _simulate_at_once(r: _Run, progress: RunProgress) -> None:
     """Run the pending trial instances of a simulating site (``r.inv`` None) ``r.jobs`` at a
-    time: each is begun (:func:`_begin`) and simulated (:func:`_simulation`, in a worker
+    time: each is begun (:func:`_begin`) and simulated (:func:`simulation_of`, in a worker
     thread, into its own staging folder) as a slot frees, in the pending order, and recorded
     (:func:`_conclude`: data checked and moved to raw/, health judged, run.json) in this
     thread, one at a time, in the pending order: run.json lists the trials as a serial run
@@ -488,7 +488,7 @@ def _simulate_at_once(r: _Run, progress: RunProgress) -> None:
                    and not any(f.done() and f.exception() is not None for _, f in flight)):
                 b = _begin(r, queue.popleft(), progress)
                 unrecorded.append(b)
-                flight.append((b, pool.submit(_simulation, b.tspec, r.site, b.tv)))
+                flight.append((b, pool.submit(simulation_of, b.tspec, r.site, b.tv)))
             b, fut = flight[0]
             if not fut.done():
                 done, _ = wait([f for _, f in flight if not f.done()], return_when=FIRST_COMPLETED)
@@ -498,7 +498,7 @@ def _simulate_at_once(r: _Run, progress: RunProgress) -> None:
                 continue
             flight.popleft()
             unrecorded.remove(b)
-            _conclude(r, b, progress, lambda: _kept_simulation(
+            _conclude(r, b, progress, lambda: kept_simulation(
                 b.tspec, b.tv, *fut.result(), r.time_scale, r.run_dir, len(b.ts["attempts"]), b.started, judge=r.judge),
                 timed=True)
             if r.failure is not None:
@@ -544,7 +544,7 @@ def _record_end(r: _Run, t_run: float) -> tuple[list[str], str | None]:
     (run_dir / ".reserve").unlink(missing_ok=True)
     meta["finished_at"] = datetime.now(timezone.utc).isoformat()
     meta["wall_s"] = round(float(meta.get("wall_s") or 0) + time.time() - t_run, 1)
-    meta["nodes"] = _nodes_meta(run_dir / "raw", r.spec)
+    meta["nodes"] = nodes_meta(run_dir / "raw", r.spec)
     meta["timings_s"] = {**r.site.load_state().get("timings_s", {}), "trials": meta["wall_s"]}
     kept = [s["id"] for s in meta["trial_status"] if s["status"] == "complete"]
     complete = len(kept) == len(meta["trial_status"])
@@ -557,7 +557,7 @@ def _record_end(r: _Run, t_run: float) -> tuple[list[str], str | None]:
                 f"run INCOMPLETE at trial {where[0]}: {where[1]}\n"
                 f"kept: {', '.join(kept) or 'no trial'} ({len(kept)} of {len(meta['trial_status'])} trials; "
                 f"raw files and their sha256 in run.json)\n{r.resume_hint}\n")
-        _write_json(run_dir / "run.json", meta)
+        write_json(run_dir / "run.json", meta)
         if complete:
             (run_dir / INCOMPLETE).unlink(missing_ok=True)
     except OSError as exc:

@@ -50,14 +50,14 @@ def point_latest(run_dir: Path) -> None:
     os.replace(tmp, link)
 
 
-def _write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: Any) -> None:
     """Write ``obj`` as JSON to ``path`` atomically (a temporary file, then rename)."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n")
     os.replace(tmp, path)
 
 
-def _lock_run(run_dir: Path, what: str) -> int:
+def lock_run(run_dir: Path, what: str) -> int:
     """Hold an exclusive lock on the run folder for this process (flock on the folder itself:
     nothing is written); SpecError when another process holds it. Returns the descriptor."""
     fd = os.open(run_dir, os.O_RDONLY)
@@ -69,7 +69,7 @@ def _lock_run(run_dir: Path, what: str) -> int:
     return fd
 
 
-def _reserve_space(run_dir: Path) -> Path:
+def reserve_space(run_dir: Path) -> Path:
     """Hold :data:`RESERVE_BYTES` in ``run_dir/.reserve`` (really allocated, not sparse).
     Raises OSError (ENOSPC) when the disk has less."""
     path = run_dir / ".reserve"
@@ -90,11 +90,11 @@ def _reserve_space(run_dir: Path) -> Path:
     return path
 
 
-def _spec_as_recorded(spec: Spec) -> Any:
+def spec_as_recorded(spec: Spec) -> Any:
     return json.loads(json.dumps(spec.data, default=str))
 
 
-def _git_commit() -> str:
+def git_commit() -> str:
     try:
         rev = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
@@ -104,7 +104,7 @@ def _git_commit() -> str:
         return "unknown"
 
 
-def _latest_records(spec: Spec, site_name: str) -> list[dict]:
+def latest_records(spec: Spec, site_name: str) -> list[dict]:
     """The trial records of the newest complete run of ``spec`` on ``site_name`` (results/
     <experiment>/latest), for the overhead of a trial; [] when there is none or it is unreadable."""
     rj = RESULTS_ROOT / spec.name / "latest" / "run.json"

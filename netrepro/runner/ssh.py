@@ -18,7 +18,7 @@ from netrepro.sites.inventory import CONTROL_ROOT, control_dir, ssh_common_args
 from netrepro.sites import Site
 
 
-def _inventory_hosts(inv: Path) -> dict[str, dict]:
+def inventory_hosts(inv: Path) -> dict[str, dict]:
     """Host -> its variables (``all.vars`` under the host's own) from an inventory file."""
     data = yaml.safe_load(inv.read_text()) or {}
     top = data.get("all") or {}

@@ -14,11 +14,11 @@ from netrepro import ansible
 from netrepro.sites.inventory import (build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
                                 write_known_hosts)
 from netrepro.rolevars import model_vars
-from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, _site_arg, _spec_arg, log, signal_of
-from netrepro.runner.playbooks import _playbook, playbook_failure
+from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, site_arg, spec_arg, log, signal_of
+from netrepro.runner.playbooks import playbook_path, playbook_failure
 from netrepro.runner.rundir import shutil_rm
 from netrepro.runner.ssh import close_ssh_masters, ssh_control_paths
-from netrepro.runner.trialvars import _at_rate_scale
+from netrepro.runner.trialvars import spec_at_rate_scale
 from netrepro.sites import Site, get_site
 from netrepro.spec import REPO_ROOT, Spec
 
@@ -89,7 +89,7 @@ def simulated(site: Site) -> bool:
 def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
               rate_scale: str | float | None = None) -> ansible.PlaybookResult:
     """Run playbooks/provision.yml on the site's nodes, with the experiment at the site's rate
-    scale (:func:`_at_rate_scale`, chosen here: ``rate_scale``, the command line's
+    scale (:func:`spec_at_rate_scale`, chosen here: ``rate_scale``, the command line's
     --rate-scale, wins over RATE_SCALE) as :func:`netrepro.rolevars.model_vars` gives it.
 
     The site counts as provisioned only once the playbook has succeeded (``run`` refuses
@@ -113,11 +113,11 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
     st = site.load_state()
     st["provisioned"] = False
     site.save_state(st)
-    again = f"run `netrepro provision {_spec_arg(spec)}{_site_arg(site_name)}` again, or `netrepro down {_spec_arg(spec)}{_site_arg(site_name)}`"
+    again = f"run `netrepro provision {spec_arg(spec)}{site_arg(site_name)}` again, or `netrepro down {spec_arg(spec)}{site_arg(site_name)}`"
     t0 = time.time()
     try:
-        scaled = _at_rate_scale(spec, site, choose=True, rate_scale=rate_scale)
-        res = _playbook("provision", inv, {"netrepro": model_vars(scaled)}, site)
+        scaled = spec_at_rate_scale(spec, site, choose=True, rate_scale=rate_scale)
+        res = playbook_path("provision", inv, {"netrepro": model_vars(scaled)}, site)
     except ansible.PlaybookError as exc:
         raise StepIncomplete(f"provisioning failed ({playbook_failure(exc)})",
                              hint=f"the site is still up: {again}") from None

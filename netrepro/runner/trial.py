@@ -1,7 +1,7 @@
 """One trial instance on the site: playbooks/trial.yml arms it, the barrier releases it,
 trial-end.yml ends and packs it, and its data is fetched, checked and kept in the run folder
-(:func:`_run_trial`); on a site that simulates its trials the simulation writes the data
-(:func:`_simulate_trial`). Either returns the trial's record for run.json."""
+(:func:`run_trial`); on a site that simulates its trials the simulation writes the data
+(:func:`simulate_trial`). Either returns the trial's record for run.json."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from netrepro.runfolder import cpu_busy, host_cpu_ticks
 from netrepro.runner.barrier import BarrierLate, release_trial
 from netrepro.runner.checks import check_trial_data, clock_problems, node_clocks
 from netrepro.runner.console import log
-from netrepro.runner.fetch import FetchFailed, _extract, _node_meta, fetch_archives
-from netrepro.runner.playbooks import _playbook, playbook_failure
-from netrepro.runner.ssh import _inventory_hosts, node_ssh_argv, node_trial_dir
-from netrepro.runner.trialvars import _sampled_node, _scaled_phases
+from netrepro.runner.fetch import FetchFailed, extract_archive, node_meta, fetch_archives
+from netrepro.runner.playbooks import playbook_path, playbook_failure
+from netrepro.runner.ssh import inventory_hosts, node_ssh_argv, node_trial_dir
+from netrepro.runner.trialvars import sampled_node, scaled_phases
 from netrepro.sites import Site
 from netrepro.sites.base import SiteError
 from netrepro.spec import Spec
@@ -36,28 +36,28 @@ from netrepro.spec import Spec
 TrialJudge = Callable[[Spec, dict, Path, float], tuple[dict, list[str]]]
 
 
-class _TrialFailed(Exception):
+class TrialFailed(Exception):
     """One trial failed: ``reason`` (one line); ``stop``: processes may be left on the nodes;
     ``details``: what to record with the attempt (``kept_in``: where its data was kept for a
     look; ``clocks``: the node clocks read at the release and after; ``unhealthy``: its health
     checks failed); ``again``: the run runs the trial again at once (an unhealthy attempt
-    with a retry left: :func:`_run_trial`'s ``retry_unhealthy``)."""
+    with a retry left: :func:`run_trial`'s ``retry_unhealthy``)."""
 
     def __init__(self, reason: str, stop: bool = False, details: dict | None = None, again: bool = False):
         super().__init__(reason)
         self.reason, self.stop, self.details, self.again = reason, stop, details or {}, again
 
 
-def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, run_dir: Path, attempt: int,
+def run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, run_dir: Path, attempt: int,
                started: dict | None = None, judge: TrialJudge | None = None, retry_unhealthy: bool = False) -> dict:
     """Run one trial (playbooks/trial.yml) and move its checked data to raw/<trial>/.
     ``started``: gets ``start_epoch_s`` as soon as the barrier has released the trial;
     ``judge``: judges its health (:data:`TrialJudge`) before its data goes to raw/;
     ``retry_unhealthy``: a trial whose health checks fail is not kept: its data goes whole to
-    ``failed/<trial>-<attempt>/`` and _TrialFailed is raised with ``again`` (the run runs it
+    ``failed/<trial>-<attempt>/`` and TrialFailed is raised with ``again`` (the run runs it
     again; without, it is kept, and the claims reading it are inconclusive).
 
-    Returns its record for run.json. Raises _TrialFailed (the playbook failed: processes may
+    Returns its record for run.json. Raises TrialFailed (the playbook failed: processes may
     be left; the data does not cover the schedule; a node clock was stepped; unhealthy, with
     ``retry_unhealthy``), or what the playbook step raises (KeyboardInterrupt, OSError).
     """
@@ -65,7 +65,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     log(f"[run] trial {tid}: base RTT {tv['base_rtt_s']} s, schedule {tv['duration_s']} s")
     load_before = os.getloadavg()
     t0 = time.time()
-    bn = _sampled_node(spec)
+    bn = sampled_node(spec)
     timed: dict[str, float] = {}
     barrier, ticks_before = _play_and_fetch(spec, site, inv, tv, run_dir, attempt, bn, started, timed)
     # Every node's clock as the release read it: a clock stepped from then to the end of
@@ -78,11 +78,11 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     tdir = fetched.parent / "nodes"
     for archive in sorted(fetched.glob("*.tar.gz")):
         try:
-            _extract(archive, tdir / archive.name.removesuffix(".tar.gz"))
+            extract_archive(archive, tdir / archive.name.removesuffix(".tar.gz"))
         except (tarfile.TarError, EOFError, ValueError) as exc:
-            raise _TrialFailed(f"the archive fetched from {archive.name.removesuffix('.tar.gz')} is unreadable ({exc})") from None
-    before = _node_meta(tdir / bn / "meta-before.json")
-    after = _node_meta(tdir / bn / "meta-after.json")
+            raise TrialFailed(f"the archive fetched from {archive.name.removesuffix('.tar.gz')} is unreadable ({exc})") from None
+    before = node_meta(tdir / bn / "meta-before.json")
+    after = node_meta(tdir / bn / "meta-after.json")
     # The common start the barrier released the nodes with.
     start = barrier["start_epoch_s"]
     steps, problems = clock_problems(clocks_before, clocks_after)
@@ -93,7 +93,7 @@ def _run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, r
     record = {
         # the model's trial of the instance, which the health checks read (a repeated run's
         # instance is <trial>.r<k>: netrepro.schedule)
-        "id": tid, "trial": tv.get("trial", tid), "labels": tv["labels"], "status": "complete", "start_epoch_s": start, "phases": _scaled_phases(spec, time_scale),
+        "id": tid, "trial": tv.get("trial", tid), "labels": tv["labels"], "status": "complete", "start_epoch_s": start, "phases": scaled_phases(spec, time_scale),
         "duration_s": tv["duration_s"],
         "base_rtt_s": tv["base_rtt_s"], "wall_s": round(wall, 1), "bottleneck_interface": bdev,
         # the barrier: lead chosen, each node's round trip, how early it acknowledged and its
@@ -150,7 +150,7 @@ def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, 
     fetch (:data:`TRIAL_STEPS`).
 
     Returns (the barrier's result, this machine's /proc/stat ``cpu`` numbers at the release).
-    Raises _TrialFailed (``stop``: processes may be left) when a playbook failed (saying when
+    Raises TrialFailed (``stop``: processes may be left) when a playbook failed (saying when
     the results folder's disk is full), a node acknowledged the release late or an archive
     could not be fetched.
     """
@@ -168,14 +168,14 @@ def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, 
 
     try:
         logs = run_dir / "logs"
-        _playbook("trial", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial.log")
+        playbook_path("trial", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial.log")
         took("arm")
         try:
             # Every node acknowledges the release, the armed ones after their FIFOs: each one's
             # /proc/stat then starts the window of the nodes' CPU check (analysis.health).
             barrier = release_trial(inv, sorted(set(armed) | set(spec.model.nodes)), tid, bn, lead_min_s=tv["lead_s"])
         except BarrierLate as exc:
-            raise _TrialFailed(str(exc), stop=True) from None
+            raise TrialFailed(str(exc), stop=True) from None
         took("release")
         if started is not None:
             started["start_epoch_s"] = barrier["start_epoch_s"]
@@ -187,12 +187,12 @@ def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, 
         mark[0] += steps["lead"]
         _await_schedule_end(barrier["start_here_s"] + tv["duration_s"])
         took("schedule")
-        _playbook("trial-end", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial-end.log")
+        playbook_path("trial-end", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial-end.log")
         took("finish")
         try:
             fetch_archives(inv, sorted(set(armed) | set(spec.model.nodes)), tid, Path(tv["fetch_dir"]))
         except FetchFailed as exc:
-            raise _TrialFailed(str(exc), stop=True) from None
+            raise TrialFailed(str(exc), stop=True) from None
         took("fetch")
     except ansible.PlaybookError as exc:
         reason = playbook_failure(exc)
@@ -201,7 +201,7 @@ def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, 
                 reason += " (the results folder's disk is full)"
         except OSError:
             pass
-        raise _TrialFailed(reason, stop=True) from None
+        raise TrialFailed(reason, stop=True) from None
     return barrier, ticks_before
 
 
@@ -223,22 +223,22 @@ def _await_schedule_end(end_here_s: float) -> None:
     time.sleep(max(0.0, end_here_s - time.time()))
 
 
-def _simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir: Path, attempt: int,
+def simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir: Path, attempt: int,
                     started: dict | None = None, judge: TrialJudge | None = None) -> dict:
     """One trial on a simulating site (:func:`simulated`): its ``simulate`` writes the raw
-    files (:func:`_simulation`), which pass the same checks as fetched ones
-    (:func:`check_trial_data`) and are moved to raw/<trial>/ once (:func:`_kept_simulation`).
+    files (:func:`simulation_of`), which pass the same checks as fetched ones
+    (:func:`check_trial_data`) and are moved to raw/<trial>/ once (:func:`kept_simulation`).
     Returns its record for run.json (``simulated``: true; no barrier, clocks or CPU readings:
     the simulation's results do not depend on this machine).
 
     Raises:
-        _TrialFailed: the simulation failed or its data do not cover the schedule.
+        TrialFailed: the simulation failed or its data do not cover the schedule.
     """
-    sim, sim_wall_s = _simulation(spec, site, tv)
-    return _kept_simulation(spec, tv, sim, sim_wall_s, time_scale, run_dir, attempt, started, judge)
+    sim, sim_wall_s = simulation_of(spec, site, tv)
+    return kept_simulation(spec, tv, sim, sim_wall_s, time_scale, run_dir, attempt, started, judge)
 
 
-def _simulation(spec: Spec, site: Site, tv: dict) -> tuple[dict, float]:
+def simulation_of(spec: Spec, site: Site, tv: dict) -> tuple[dict, float]:
     """Simulate one trial instance: the site's ``simulate`` writes its raw files into its own
     staging folder (``nodes/`` beside ``tv["fetch_dir"]``). Touches nothing else of the run
     folder, so that several instances can be simulated at once, each in a thread.
@@ -246,7 +246,7 @@ def _simulation(spec: Spec, site: Site, tv: dict) -> tuple[dict, float]:
     Returns (what ``simulate`` returned: ``{"start_epoch_s", ...}``, its wall time in s).
 
     Raises:
-        _TrialFailed: the simulation failed (the site's SiteError, in one line).
+        TrialFailed: the simulation failed (the site's SiteError, in one line).
     """
     tid = tv["id"]
     staging = Path(tv["fetch_dir"]).parent / "nodes"
@@ -255,13 +255,13 @@ def _simulation(spec: Spec, site: Site, tv: dict) -> tuple[dict, float]:
     try:
         sim = site.simulate(spec, tv, staging)
     except SiteError as exc:
-        raise _TrialFailed(str(exc)) from None
+        raise TrialFailed(str(exc)) from None
     return sim, time.time() - t0
 
 
-def _kept_simulation(spec: Spec, tv: dict, sim: dict, sim_wall_s: float, time_scale: float, run_dir: Path,
+def kept_simulation(spec: Spec, tv: dict, sim: dict, sim_wall_s: float, time_scale: float, run_dir: Path,
                      attempt: int, started: dict | None = None, judge: TrialJudge | None = None) -> dict:
-    """A simulated trial instance's data (:func:`_simulation`'s ``sim`` and ``sim_wall_s``,
+    """A simulated trial instance's data (:func:`simulation_of`'s ``sim`` and ``sim_wall_s``,
     s) checked (:func:`check_trial_data`) and moved to raw/<trial>/ once, its health judged
     (:data:`TrialJudge`); ``started`` gets ``start_epoch_s``. The run folder's part of a
     simulated trial: its caller does it in the run's order, one at a time.
@@ -270,7 +270,7 @@ def _kept_simulation(spec: Spec, tv: dict, sim: dict, sim_wall_s: float, time_sc
     check and move (not the time it waited to be recorded).
 
     Raises:
-        _TrialFailed: the data do not cover the schedule (kept in failed/<trial>-<attempt>/).
+        TrialFailed: the data do not cover the schedule (kept in failed/<trial>-<attempt>/).
         OSError: the data could not be moved.
     """
     tid = tv["id"]
@@ -281,7 +281,7 @@ def _kept_simulation(spec: Spec, tv: dict, sim: dict, sim_wall_s: float, time_sc
     dest = _keep_trial_data(run_dir, staging, tid, attempt, check_trial_data(tv, staging, sim["start_epoch_s"]))
     record = {
         "id": tid, "trial": tv.get("trial", tid), "labels": tv["labels"], "status": "complete", "simulated": True, "start_epoch_s": sim["start_epoch_s"],
-        "phases": _scaled_phases(spec, time_scale), "duration_s": tv["duration_s"], "base_rtt_s": tv["base_rtt_s"],
+        "phases": scaled_phases(spec, time_scale), "duration_s": tv["duration_s"], "base_rtt_s": tv["base_rtt_s"],
         "wall_s": round(sim_wall_s + time.time() - t0, 1), "simulation": {k: v for k, v in sim.items() if k != "start_epoch_s"},
         "bottleneck_interface": (next(iter(tv["qdisc_stats"].values()))["network"] if tv.get("qdisc_stats") else None),
         "controller_loadavg": {"before": None, "after": [round(x, 2) for x in os.getloadavg()]},
@@ -294,7 +294,7 @@ def _kept_simulation(spec: Spec, tv: dict, sim: dict, sim_wall_s: float, time_sc
 def _keep_trial_data(run_dir: Path, tdir: Path, tid: str, attempt: int, problems: list[str],
                      details: dict | None = None, again: bool = False) -> Path:
     """Where a trial's data (``tdir``, fetched or simulated) go once checked: with
-    ``problems``, whole to ``failed/<trial>-<attempt>/`` and _TrialFailed is raised (its
+    ``problems``, whole to ``failed/<trial>-<attempt>/`` and TrialFailed is raised (its
     details: ``kept_in`` and ``details``; ``again`` as given); else to ``raw/<trial>/``,
     once, which is returned (a folder already there, moved by a run stopped before it could
     record the trial, goes to ``failed/<trial>-<attempt>-unrecorded/`` first)."""
@@ -302,7 +302,7 @@ def _keep_trial_data(run_dir: Path, tdir: Path, tid: str, attempt: int, problems
         failed = run_dir / "failed" / f"{tid}-{attempt}"
         failed.parent.mkdir(exist_ok=True)
         os.rename(tdir, failed)
-        raise _TrialFailed("; ".join(problems), details={"kept_in": str(failed.relative_to(run_dir)), **(details or {})},
+        raise TrialFailed("; ".join(problems), details={"kept_in": str(failed.relative_to(run_dir)), **(details or {})},
                            again=again)
     dest = run_dir / "raw" / tid
     dest.parent.mkdir(exist_ok=True)
@@ -326,24 +326,24 @@ def _judge_health(judge: TrialJudge | None, spec: Spec, record: dict, dest: Path
     return []
 
 
-def _delay_probe(inv: Path, tv: dict):
+def delay_probe(inv: Path, tv: dict):
     """The live queueing-delay probe of a trial (:func:`netrepro.progress.queueing_delay_probe`)
     on its first pinging node, or None when no node pings."""
     nodes = sorted(tv.get("ping") or {})
     if not nodes:
         return None
-    hv = _inventory_hosts(inv).get(nodes[0])
+    hv = inventory_hosts(inv).get(nodes[0])
     if hv is None:
         return None
     return queueing_delay_probe(lambda cmd: node_ssh_argv(nodes[0], hv, cmd, connect_timeout_s=5),
                                 node_trial_dir(hv, tv["id"]))
 
 
-def _stop_trial(spec: Spec, inv: Path, site: Site, tv: dict) -> None:
+def stop_trial(spec: Spec, inv: Path, site: Site, tv: dict) -> None:
     """Stop a trial's collectors and flows on every node after a failure or an interruption
     (best effort: says so on the console when it could not)."""
     try:
-        _playbook("stop-trial", inv, {"trial": tv}, site, quiet=True)
+        playbook_path("stop-trial", inv, {"trial": tv}, site, quiet=True)
         log(f"[run] stopped trial {tv['id']}'s processes on the nodes")
     except Exception as exc:  # noqa: BLE001 - best effort while already failing
         log(f"[run] could not stop trial {tv['id']} on the nodes: {playbook_failure(exc)}")

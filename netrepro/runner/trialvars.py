@@ -47,7 +47,7 @@ def rate_scale_request(option: str | float | None = None) -> tuple[str | float |
     return os.environ.get("RATE_SCALE"), "RATE_SCALE"
 
 
-def _at_rate_scale(spec: Spec, site: Site, choose: bool = False, rate_scale: str | float | None = None) -> Spec:
+def spec_at_rate_scale(spec: Spec, site: Site, choose: bool = False, rate_scale: str | float | None = None) -> Spec:
     """The experiment at the rate scale k of this site (:func:`netrepro.model.choose_rate_scale`:
     ``rate_scale`` (--rate-scale), else RATE_SCALE (:func:`rate_scale_request`), else from the
     site's rate ceiling (a simulator's) or measured forwarding capacity; ``spec`` itself at k = 1).
@@ -82,18 +82,18 @@ def _at_rate_scale(spec: Spec, site: Site, choose: bool = False, rate_scale: str
     return spec if k == 1 else spec.at_rate_scale(k)
 
 
-def _sampled_node(spec: Spec) -> str:
+def sampled_node(spec: Spec) -> str:
     """The node whose clock the barrier's start is chosen on and whose qdisc dumps run.json
     keeps: the first queue sampler's node, or the first node."""
     return next((c["at"].split(":")[0] for c in spec.model.data["collectors"]), next(iter(spec.model.nodes)))
 
 
-def _scaled_phases(spec: Spec, time_scale: float) -> list[dict]:
+def scaled_phases(spec: Spec, time_scale: float) -> list[dict]:
     """The phases (possibly none) with start and end multiplied by ``time_scale``."""
     return [{**p, "start_s": p["start_s"] * time_scale, "end_s": p["end_s"] * time_scale}
             for p in spec.model.data["phases"]]
 
 
-def _settings_text(spec: Spec, trial: dict) -> str:
+def settings_text(spec: Spec, trial: dict) -> str:
     """One phrase of a trial's settings for the progress lines: its labels, else its id."""
     return ", ".join(f"{k} {v}" for k, v in (trial.get("labels") or {}).items()) or trial["id"]

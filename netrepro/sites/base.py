@@ -145,7 +145,7 @@ class SiteOptions(dict):
         self.origins: dict[str, str] = dict(origins or {})
 
 
-def _origin(options: Any, key: str) -> str:
+def origin_of(options: Any, key: str) -> str:
     src = getattr(options, "origins", {}).get(key)
     return f" (from {src})" if src else ""
 
@@ -373,7 +373,7 @@ def check_options(site_cls: type["Site"], options: dict[str, Any] | None, spec: 
         opt = site_cls.OPTIONS.get(key)
         if opt is None:
             known = "; ".join(f"{k}: {o.help}" for k, o in site_cls.OPTIONS.items()) or "none"
-            raise SiteError(f"site {site_cls.name}: unknown option {key!r}{_origin(options, key)}; "
+            raise SiteError(f"site {site_cls.name}: unknown option {key!r}{origin_of(options, key)}; "
                             f"expected one of the site's options: {known}")
         if value is None or value == "":
             continue
@@ -381,7 +381,7 @@ def check_options(site_cls: type["Site"], options: dict[str, Any] | None, spec: 
             None if isinstance(value, (str, int, float)) and not re.search(r"[\x00-\x1f\x7f]", str(value))
             else "expected text without control characters")
         if problem:
-            raise SiteError(f"site {site_cls.name}: option {key}={value!r}{_origin(options, key)}: {problem}")
+            raise SiteError(f"site {site_cls.name}: option {key}={value!r}{origin_of(options, key)}: {problem}")
         out[key] = value
     return out
 

@@ -25,7 +25,6 @@ import contextlib
 import datetime as dt
 import io
 import ipaddress
-import json
 import logging
 import os
 import shlex

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from netrepro.sites import inventory
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, _origin, at_once, matches, mgmt_subnet, one_of,
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, origin_of, at_once, matches, mgmt_subnet, one_of,
                                  positive_int, positive_number, process_group_alive)
 from netrepro.sites.local import capacity, microvm, netns, uml
 from netrepro.spec import REPO_ROOT
@@ -199,7 +199,7 @@ class LocalSite(Site):
             return
         field, what = clash
         if options.get("mgmt_subnet"):
-            raise SiteError(f"site local: option mgmt_subnet={value!r}{_origin(given, 'mgmt_subnet')}: overlaps "
+            raise SiteError(f"site local: option mgmt_subnet={value!r}{origin_of(given, 'mgmt_subnet')}: overlaps "
                             f"{spec.path}: {field} ({what}); expected a management subnet apart from the experiment's")
         raise SiteError(f"site local: the default management subnet {value} overlaps {spec.path}: {field} ({what}); "
                         f"choose another with --option mgmt_subnet=<CIDR>")
