@@ -231,7 +231,7 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
         add(c["at"], -1, t, "backlog_packets", q["backlog_packets"])
         add(c["at"], -1, t, "drops", q["drops"] - (q["drops"].iloc[0] if len(q) else 0))
         window = (start, start + trial["duration_s"] * time_scale)
-        # the node's one collector (netrepro/model.py) wrote every line, each labelled with the
+        # the node's one collector (netrepro/model/) wrote every line, each labelled with the
         # device as its site names it (the machine's own name on a testbed, the data-plane key
         # on ns3), which need not be the model's: read under any label, as the backlog is
         tx = parse_tx_bytes(text)

@@ -57,7 +57,8 @@ def _sources() -> list[Path]:
 
     spec_dir = Path(spec_mod.__file__).resolve().parent
     files = sorted(_ANALYSIS_DIR.glob("*.py"))
-    files += [spec_dir / n for n in ("spec.py", "yamlfile.py", "model.py", "migrate.py")]
+    files += [spec_dir / n for n in ("spec.py", "yamlfile.py", "migrate.py")]
+    files += sorted((spec_dir / "model").glob("*.py"))
     files += sorted((spec_dir / "schemas").glob("*"))
     return [f for f in files if f.is_file()]
 

@@ -177,7 +177,7 @@ TX_COLUMNS = ["t_epoch_s", "tx_bytes"]
 def parse_tx_bytes(text: str) -> pd.DataFrame:
     """The interface's sent-bytes counter of ``qdisc.jsonl``: TX_COLUMNS (Unix seconds, bytes),
     one row per line that is a JSON object with a time and a counter, sorted by time, whatever
-    the line's ``dev`` label (the node's one collector wrote every line: netrepro/model.py).
+    the line's ``dev`` label (the node's one collector wrote every line: netrepro/model/).
     Lines that are not JSON objects, or lack the time or the counter, are skipped."""
     rows = []
     for obj in _json_lines(text):

@@ -1,4 +1,4 @@
-"""The experiment model, schema_version 2 (netrepro/model.py): a lab-shaped file resolves into
+"""The experiment model, schema_version 2 (netrepro/model/): a lab-shaped file resolves into
 links, L2 domains, complete trials and traffic with defaults; each kind of mistake gets one
 line naming the field."""
 

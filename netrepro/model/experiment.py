@@ -1,0 +1,160 @@
+"""The experiment as read: :class:`Model` (the validated, resolved experiment), its error
+:class:`ModelError`, node selectors and the defaults every traffic item gets.
+
+Terms: a *port* is ``NODE:INTERFACE`` (``s2:s2-eth2``). A *link* is a cable between two
+ports. A *switch* bridges all its interfaces (a Linux bridge: a namespace with a bridge on
+the local site, a VM with a bridge on a testbed); a *router* forwards IPv4; a *host* does
+neither. An *L2 domain* is a set of ports joined by links and switches (or one LAN of
+``topology.networks``): its addresses share one subnet.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+
+
+
+#: Node kinds, and the plural a selector uses for all nodes of a kind.
+KIND_GROUPS = {"host": "hosts", "router": "routers", "switch": "switches"}
+
+
+#: Defaults of a traffic item's optional fields (iperf3(1): -P 1, -O 0, -i 1).
+TRAFFIC_DEFAULTS = {"iperf3": {"start_s": 0, "parallel": 1, "omit_s": 0, "interval_s": 1},
+                    "ftp": {"start_s": 0, "max_rate_bytes_per_s": 0},
+                    "ping": {"start_s": 0}}
+
+
+#: iperf3's default port (iperf3(1) -p); item k of a trial's iperf3 traffic listens on BASE + k.
+IPERF3_BASE_PORT = 5201
+
+
+#: Words a selector reads as more than one node (:func:`select_nodes`): ``all`` and the kinds
+#: in the plural. No node or group may be named so (a sysctl meant for a node named ``all``
+#: would land on every node).
+SELECTOR_WORDS = ("all", *KIND_GROUPS.values())
+
+
+class ModelError(ValueError):
+    """An experiment file (schema_version 2) is invalid: one line naming file, field, problem."""
+
+    def __init__(self, path: Path | str, field: str, problem: str):
+        self.path, self.field, self.problem = str(path), field, problem
+        super().__init__(f"{path}: {field}: {problem}")
+
+
+@dataclass
+class Model:
+    """A validated experiment (schema_version 2) with everything resolved.
+
+    ``data`` is a plain dict (JSON-serializable, recorded in run.json):
+
+    - ``name``, ``title``, ``reference``;
+    - ``nodes``: name -> ``{"kind", "interfaces": {ifname: {"link": port | None,
+      "network": name | None, "address": "A.B.C.D/N" | None}}, "routes": [...]}``;
+    - ``networks``: LAN name -> ``{"subnet"}``; ``links``: ``[[port, port], ...]`` (each
+      cable once, in file order);
+    - ``mtu_bytes`` (default 1500), ``offloads`` (tso/gso/gro: false unless given);
+    - ``trials``: ``[{"id", "description", "labels", "qdiscs": {port: stack},
+      "sysctls": {node: {name: value}}, "traffic": [item with defaults filled],
+      "duration_s"}]``, in run order;
+    - ``phases``, ``base_rtt``, ``collectors``, ``health``, ``figures``, ``claims``,
+      ``rate_scale``, ``time_scale``, ``metrics`` (how figures and tables name a metric or
+      statistic: :func:`quantity_name`) and ``reference_results`` (what published runs
+      found) as in the file (empty when absent).
+    """
+
+    data: dict
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.data["name"]
+
+    @property
+    def nodes(self) -> dict[str, dict]:
+        return self.data["nodes"]
+
+    @property
+    def trials(self) -> list[dict]:
+        return self.data["trials"]
+
+    def trial(self, trial_id: str) -> dict:
+        """The trial named ``trial_id``. Raises KeyError."""
+        for t in self.trials:
+            if t["id"] == trial_id:
+                return t
+        raise KeyError(trial_id)
+
+    def select(self, selectors: list[str]) -> list[str]:
+        """Node names (file order) of selectors: names, kinds in the plural, groups, or ``all``."""
+        return select_nodes(self.nodes, selectors)
+
+    def addresses(self, node: str) -> list[ipaddress.IPv4Interface]:
+        """The node's interface addresses, in file order."""
+        return [ipaddress.ip_interface(i["address"]) for i in self.nodes[node]["interfaces"].values() if i["address"]]
+
+    def data_plane(self, node: str) -> dict[str, dict]:
+        """The node's experiment interfaces by the key every site and role finds them by:
+        the LAN's name for an interface on a ``topology.networks`` LAN, else the
+        interface's name. Key -> ``{"interface", "address" (bare IPv4) | None, "prefixlen"
+        | None, "network" | None, "link" (peer port) | None}``, in file order. A key
+        without an address (a switch's port) is found on a node by its MAC or device name.
+        """
+        out: dict[str, dict] = {}
+        for name, i in self.nodes[node]["interfaces"].items():
+            addr, _, plen = (i["address"] or "").partition("/")
+            out[i["network"] or name] = {"interface": name, "address": addr or None,
+                                         "prefixlen": int(plen) if plen else None,
+                                         "network": i["network"], "link": i["link"]}
+        return out
+
+    def segments(self) -> list[dict]:
+        """The L2 segments a testbed must wire: one per LAN of ``topology.networks`` (named
+        as the LAN) and one per link (named ``link-N``, N its place in ``links`` from 0),
+        each ``{"name", "subnet" | None, "members": [(node, key), ...]}`` with the members'
+        :meth:`data_plane` keys in file order. A segment's subnet is its LAN's, else the
+        subnet of an address on it (None when no member has one: a cable between switches)."""
+        segs: list[dict] = []
+        for net, nd in self.data["networks"].items():
+            members = [(n, k) for n in self.nodes for k, i in self.data_plane(n).items() if i["network"] == net]
+            segs.append({"name": net, "subnet": nd["subnet"], "members": members})
+        for idx, (a, b) in enumerate(self.data["links"]):
+            members = []
+            subnet = None
+            for port in (a, b):
+                n, itf = port.split(":")
+                addr = self.nodes[n]["interfaces"][itf]["address"]
+                if addr and subnet is None:
+                    subnet = str(ipaddress.ip_interface(addr).network)
+                members.append((n, itf))
+            segs.append({"name": f"link-{idx}", "subnet": subnet, "members": members})
+        return segs
+
+    def address_toward(self, src: str, dst: str) -> str:
+        """The address of ``dst`` that ``src`` reaches it at: the first of dst's addresses in a
+        subnet ``src`` has an address in, else dst's first address. Raises ValueError when
+        ``dst`` has no address (a switch)."""
+        theirs = self.addresses(dst)
+        if not theirs:
+            raise ValueError(f"{dst} has no address")
+        mine = {a.network for a in self.addresses(src)}
+        return str(next((a.ip for a in theirs if a.network in mine), theirs[0].ip))
+
+
+def select_nodes(nodes: dict[str, dict], selectors: list[str]) -> list[str]:
+    """Names (in ``nodes``' order) of the nodes that selectors name: a node's name, its kind in
+    the plural (:data:`KIND_GROUPS`), one of its ``groups``, or ``all``."""
+    return [n for n, nd in nodes.items()
+            if "all" in selectors or n in selectors or KIND_GROUPS[nd["kind"]] in selectors
+            or set(nd.get("groups", [])) & set(selectors)]
+
+
+def fail(path, field, problem):
+    raise ModelError(path, field, problem)
+
+
+def port_name(node: str, ifname: str) -> str:
+    return f"{node}:{ifname}"
