@@ -157,7 +157,7 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
                                                         "expected runs of one experiment")
     name = names[0]
     first_dir, spec = given[0][1], specs[0]
-    claims = spec.model.data["claims"]
+    claims = spec.model.claims
     ids = [c["id"] for c in claims]
     for scale in SCALES:  # the lowest scales at which the claims keep their meaning, read before writing
         scale_mins(claims, spec.model.data, scale, spec.path)

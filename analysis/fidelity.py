@@ -91,11 +91,11 @@ def shaped_ports(model, trial: dict) -> dict[str, float]:
     rate (Mbit/s) in ``trial`` (a trial of ``model``, the model at the run's rate scale), for
     every collector whose port's stack has a shaper; ports without one are left out."""
     out = {}
-    for c in model.data["collectors"]:
-        if c.get("kind") == "qdisc_stats":
-            rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c["at"], []))
+    for c in model.collectors:
+        if c.kind == "qdisc_stats":
+            rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c.at, []))
             if rate:
-                out[c["at"]] = float(rate)
+                out[c.at] = float(rate)
     return out
 
 

@@ -213,12 +213,12 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
             lo, hi = it["start_s"] * time_scale, (it["start_s"] + it["duration_s"]) * time_scale
             keep = (at >= lo) & (at < hi)
             add(it["id"], -1, at[keep], "rtt_ms", p.loc[keep, "rtt_ms"])
-            if model.data.get("base_rtt"):
+            if model.base_rtt:
                 base = base_rtt_of(model, node, record, trial_dir, problems)
                 if math.isfinite(base):
                     add(it["id"], -1, at[keep], "queue_delay_ms", p.loc[keep, "rtt_ms"] - base)
-    for c in model.data["collectors"]:
-        node = c["at"].split(":")[0]
+    for c in model.collectors:
+        node = c.node
         text = read_raw(trial_dir / node / "qdisc.jsonl", problems, run_dir)
         if text is None:
             continue
@@ -227,9 +227,9 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
             problems.append(f"raw/{trial_dir.name}/{node}/qdisc.jsonl: no samples")
         q = q[(q["t_epoch_s"] >= start) & (q["t_epoch_s"] <= start + trial["duration_s"] * time_scale)]
         t = q["t_epoch_s"] - start
-        add(c["at"], -1, t, "backlog_bytes", q["backlog_bytes"])
-        add(c["at"], -1, t, "backlog_packets", q["backlog_packets"])
-        add(c["at"], -1, t, "drops", q["drops"] - (q["drops"].iloc[0] if len(q) else 0))
+        add(c.at, -1, t, "backlog_bytes", q["backlog_bytes"])
+        add(c.at, -1, t, "backlog_packets", q["backlog_packets"])
+        add(c.at, -1, t, "drops", q["drops"] - (q["drops"].iloc[0] if len(q) else 0))
         window = (start, start + trial["duration_s"] * time_scale)
         # the node's one collector (netrepro/model/) wrote every line, each labelled with the
         # device as its site names it (the machine's own name on a testbed, the data-plane key
@@ -241,20 +241,20 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
         first, last = max(int(np.searchsorted(te, window[0], "left")) - 1, 0), int(np.searchsorted(te, window[1], "right"))
         tx = tx.iloc[first:last + 1]
         # the collector's clock has microseconds: rounded to them, the time drops float noise
-        add(c["at"], -1, np.round(tx["t_epoch_s"] - start, 6), "tx_bytes", tx["tx_bytes"])
+        add(c.at, -1, np.round(tx["t_epoch_s"] - start, 6), "tx_bytes", tx["tx_bytes"])
         f = parse_qdisc_fields(text)
         f = f[(f["t_epoch_s"] >= window[0]) & (f["t_epoch_s"] <= window[1])]
         for (kind, field), g in f.groupby(["kind", "field"], sort=True):
-            add(c["at"], -1, g["t_epoch_s"] - start, f"{kind}_{field}", g["value"])
-        stack = trial["qdiscs"].get(c["at"], [])
-        if c.get("classes") and stack:
+            add(c.at, -1, g["t_epoch_s"] - start, f"{kind}_{field}", g["value"])
+        stack = trial["qdiscs"].get(c.at, [])
+        if c.classes and stack:
             cl = parse_qdisc_classes(text)
             cl = cl[(cl["t_epoch_s"] >= window[0]) & (cl["t_epoch_s"] <= window[1])
                     & (cl["kind"] == stack[-1]["kind"])]
             for minor, g in cl.groupby("minor", sort=True):
-                add(c["at"], int(minor), g["t_epoch_s"] - start, "class_backlog_packets", g["backlog_packets"])
+                add(c.at, int(minor), g["t_epoch_s"] - start, "class_backlog_packets", g["backlog_packets"])
             busy = cl[cl["backlog_packets"] > 0].groupby("t_epoch_s").size()
-            add(c["at"], -1, t, "busy_classes", busy.reindex(q["t_epoch_s"], fill_value=0).to_numpy())
+            add(c.at, -1, t, "busy_classes", busy.reindex(q["t_epoch_s"], fill_value=0).to_numpy())
     tidy = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=TIDY_COLUMNS)
     return tidy[TIDY_COLUMNS], ends
 
@@ -268,7 +268,7 @@ def base_rtt_of(model, node: str, record: dict, trial_dir: Path, problems: list[
     clipped at 0."""
     base = trial_base_rtt_ms(record, node, lambda: read_raw(trial_dir / node / "base_rtt.txt", problems,
                                                             trial_dir.parent.parent),
-                             model.data["base_rtt"].get("statistic", "median"))
+                             model.base_rtt.statistic)
     if not math.isfinite(base):
         problems.append(f"raw/{trial_dir.name}/{node}: no base RTT, so no queueing delay")
     return base
@@ -317,7 +317,7 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
     windows = ([("all", -math.inf, math.inf)] if whole else []) + [(p["name"], p["start_s"], p["end_s"]) for p in phases]
     for phase, lo, hi in windows:
         d = tidy[(tidy["t_s"] > lo) & (tidy["t_s"] <= hi)] if phase != "all" else tidy
-        if pings and model.data.get("base_rtt"):  # pooled over the trial's ping items
+        if pings and model.base_rtt:  # pooled over the trial's ping items
             put_delays(phase, "all", d[d["subject"].isin(pings) & (d["metric"] == "queue_delay_ms")]["value"])
         thr = {}
         for it in trial["traffic"]:
@@ -345,40 +345,40 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
                     put(phase, it["id"], "rtt_mean_ms", r.mean())
                     put(phase, it["id"], "rtt_p95_ms", r.quantile(0.95))
                     put(phase, it["id"], "rtt_min_ms", r.min())
-                if model.data.get("base_rtt"):
+                if model.base_rtt:
                     put_delays(phase, it["id"], s[s["metric"] == "queue_delay_ms"]["value"])
                 if phase == "all":
                     expected = it["duration_s"] * time_scale / it["interval_s"]
                     put(phase, it["id"], "ping_received_fraction", min(1.0, len(r) / expected) if expected else math.nan)
-        for c in model.data["collectors"]:
-            s = d[d["subject"] == c["at"]]
+        for c in model.collectors:
+            s = d[d["subject"] == c.at]
             b = s[s["metric"] == "backlog_bytes"]["value"]
             if len(b):
-                put(phase, c["at"], "backlog_mean_bytes", b.mean())
-                put(phase, c["at"], "backlog_max_bytes", b.max())
-                rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c["at"], []))
+                put(phase, c.at, "backlog_mean_bytes", b.mean())
+                put(phase, c.at, "backlog_max_bytes", b.max())
+                rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c.at, []))
                 if rate:
-                    put(phase, c["at"], "backlog_mean_ms", b.mean() * 8 / (rate * 1e6) * 1000)
-                    sent = tx[tx["subject"] == c["at"]]
+                    put(phase, c.at, "backlog_mean_ms", b.mean() * 8 / (rate * 1e6) * 1000)
+                    sent = tx[tx["subject"] == c.at]
                     a, z = (0.0, trial["duration_s"] * time_scale) if phase == "all" else (lo, hi)
-                    put(phase, c["at"], "sent_utilization", phase_utilization(sent["t_s"], sent["value"], a, z, rate))
-                    put(phase, c["at"], "backlog_max_ms", b.max() * 8 / (rate * 1e6) * 1000)
+                    put(phase, c.at, "sent_utilization", phase_utilization(sent["t_s"], sent["value"], a, z, rate))
+                    put(phase, c.at, "backlog_max_ms", b.max() * 8 / (rate * 1e6) * 1000)
                 busy = s[(s["metric"] == "busy_classes") & (s["value"] > 0)]["value"]
                 if len(busy):
-                    put(phase, c["at"], "busy_classes_max", busy.max())
+                    put(phase, c.at, "busy_classes_max", busy.max())
                     held = s[(s["metric"] == "class_backlog_packets") & (s["value"] > 0)].groupby("stream").size()
-                    put(phase, c["at"], "classes_in_use", int((held >= CLASS_IN_USE_SHARE * len(busy)).sum()))
+                    put(phase, c.at, "classes_in_use", int((held >= CLASS_IN_USE_SHARE * len(busy)).sum()))
                 drops = s[s["metric"] == "drops"]["value"]
-                put(phase, c["at"], "drops", drops.max() - drops.min() if len(drops) else math.nan)
+                put(phase, c.at, "drops", drops.max() - drops.min() if len(drops) else math.nan)
         # a window in which no iperf3 item has a sample (its omitted seconds, a batch before the
         # flows start: trial_intervals) has no total throughput, rather than a total of 0
         if thr and any(math.isfinite(v) for v in thr.values()):
             total = float(np.nansum(list(thr.values())))
             put(phase, "all", "total_throughput_mbit", total)
-            for c in model.data["collectors"]:  # the share of the sampled port's shaping rate used
-                rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c["at"], []))
+            for c in model.collectors:  # the share of the sampled port's shaping rate used
+                rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c.at, []))
                 if rate:
-                    put(phase, c["at"], "utilization", total / rate)
+                    put(phase, c.at, "utilization", total / rate)
             if len(thr) > 1:
                 put(phase, "all", "jain_index", jain_index(list(thr.values())))
             for k, v in thr.items():
@@ -856,8 +856,8 @@ def evaluate_model(model, data: dict, summary: pd.DataFrame, estimates: dict | N
     claims' thresholds at k), time scale, and the file's ``time_scale.min``."""
     k = float((data.get("rate_scale") or {}).get("k", 1))
     m = scale_rates(model, k)
-    return evaluate(summary, m.data["claims"], [t["id"] for t in m.trials], unhealthy or {}, k, statistics(m),
-                    incomplete, float(data.get("time_scale", 1)), float(m.data.get("time_scale", {}).get("min", 0) or 0),
+    return evaluate(summary, m.claims, [t["id"] for t in m.trials], unhealthy or {}, k, statistics(m),
+                    incomplete, float(data.get("time_scale", 1)), float(m.time_scale.get("min", 0) or 0),
                     lambda st: rate_scaled(m, st), estimates)
 
 

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.io import atomic_path
-from netrepro.model import STATISTIC_METRICS, quantity_label
+from netrepro.model import STATISTIC_METRICS, Phase, quantity_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -130,15 +130,15 @@ def reference_segments(model, metric: str) -> list[dict]:
     """The numbers the file's ``reference_results`` state (:func:`stated_numbers`) of a
     statistic summing up ``metric`` in its unit (:data:`netrepro.model.STATISTIC_METRICS`).
     Empty when the file states none."""
-    return [n for n in stated_numbers(model.data.get("reference_results") or [])
+    return [n for n in stated_numbers(model.reference_results)
             if STATISTIC_METRICS.get(n["statistic"]) == metric]
 
 
 def figure_specs(model, tidy: pd.DataFrame) -> list[dict]:
     """The experiment's ``figures``, or one per metric measured (metric over time, a panel per
     trial, a line per subject) when it declares none."""
-    if model.data["figures"]:
-        return model.data["figures"]
+    if model.figures:
+        return model.figures
     return [{"id": m.replace("_", "-"), "metric": m} for m in
             ["throughput_mbit", "rtt_ms", "cwnd_bytes", "retransmits", "backlog_bytes"] if m in set(tidy["metric"])]
 
@@ -180,16 +180,16 @@ def _column(d: pd.DataFrame, model, name: str) -> pd.Series:
     return d["trial"].map(labels)
 
 
-def _shade_phases(ax, phases: list[dict], time_scale: float) -> None:
+def _shade_phases(ax, phases: tuple[Phase, ...], time_scale: float) -> None:
     """The phases shaded alternately darker and lighter (every phase is one patch), each
     phase's label (default: its name) at the top of the panel."""
     from matplotlib.transforms import blended_transform_factory
 
     trans = blended_transform_factory(ax.transData, ax.transAxes)
     for i, ph in enumerate(phases):
-        lo, hi = ph["start_s"] * time_scale, ph["end_s"] * time_scale
+        lo, hi = ph.start_s * time_scale, ph.end_s * time_scale
         ax.axvspan(lo, hi, color="0.5", alpha=0.10 if i % 2 == 0 else 0.03, lw=0)
-        ax.text((lo + hi) / 2, 0.98, ph.get("label", ph["name"]), transform=trans, ha="center", va="top",
+        ax.text((lo + hi) / 2, 0.98, ph.label or ph.name, transform=trans, ha="center", va="top",
                 fontsize=8, color="0.3")
 
 
@@ -225,11 +225,11 @@ def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0, captio
     style_col = "subject" if hue != "subject" else "trial"
     styled = not roll and bool((d.groupby(["_facet", "_hue"])[style_col].nunique() > 1).any())
     styles = {v: STYLES[i % len(STYLES)] for i, v in enumerate(dict.fromkeys(d[style_col]))}
-    phases = model.data.get("phases", []) if fig.get("shade_phases") else []
+    phases = model.phases if fig.get("shade_phases") else ()
 
     ylabel = quantity_label(model, fig["metric"])
     durations = {t["id"]: t["duration_s"] * time_scale for t in model.trials if "duration_s" in t}
-    spans = {p["name"]: (p["start_s"] * time_scale, p["end_s"] * time_scale) for p in model.data.get("phases", [])}
+    spans = {p.name: (p.start_s * time_scale, p.end_s * time_scale) for p in model.phases}
     refs = reference_segments(model, fig["metric"])
 
     f = Figure(figsize=(WIDTH_IN, PANEL_IN * len(panels)), layout="constrained")

@@ -102,7 +102,7 @@ import pandas as pd
 from analysis import fidelity
 from netrepro import tc
 from analysis.raw import trial_base_rtt_ms, parse_flows, parse_iperf3, parse_ping, parse_qdisc_stack
-from netrepro.model import STARTED_KINDS, data_kinds, health_data, pacing_limited, ping_buffers
+from netrepro.model import STARTED_KINDS, Collector, data_kinds, health_data, pacing_limited, ping_buffers
 from netrepro.runfolder import cpu_busy
 from netrepro.spec import check_time_scale
 
@@ -289,10 +289,10 @@ def _ping_received(spec, record, trial_dir, start, time_scale, **_) -> tuple[flo
         f"{n} {_pct(v)}" for n, v in share.items())
 
 
-def _sample_times(trial_dir: Path, collector: dict):
+def _sample_times(trial_dir: Path, collector: Collector):
     """The epoch times (s, numpy) of a queue collector's samples: every line of its node's
     qdisc.jsonl."""
-    return parse_qdisc_stack(_text(trial_dir / collector["at"].split(":")[0] / "qdisc.jsonl"))["t_epoch_s"].to_numpy()
+    return parse_qdisc_stack(_text(trial_dir / collector.node / "qdisc.jsonl"))["t_epoch_s"].to_numpy()
 
 
 def _sampling(kind: str) -> Callable:
@@ -305,11 +305,11 @@ def _sampling(kind: str) -> Callable:
             for iid, (sent, _, want) in _ping_counts(spec, record, trial_dir, start, time_scale).items():
                 share[iid], counts[iid] = sent / want, (sent, want)
         else:
-            for c in spec.model.data["collectors"]:
+            for c in spec.model.collectors:
                 t = _sample_times(trial_dir, c)
                 got = int(((t >= start) & (t < start + duration)).sum())
-                want = max(1, round(duration / float(c["interval_s"])))
-                share[c["at"]], counts[c["at"]] = got / want, (got, want)
+                want = max(1, round(duration / float(c.interval_s)))
+                share[c.at], counts[c.at] = got / want, (got, want)
         low = min(share, key=share.get)
         return share[low], f"lowest {low} ({counts[low][0]} of {counts[low][1]} samples in the schedule); " + \
             ", ".join(f"{n} {_pct(v)}" for n, v in share.items())
@@ -319,7 +319,7 @@ def _sampling(kind: str) -> Callable:
 def _phase_names(spec, record, time_scale) -> dict[float, str]:
     phases = record.get("phases") if isinstance(record.get("phases"), list) else None
     if phases is None:
-        phases = [{**p, "start_s": p["start_s"] * time_scale} for p in spec.model.data["phases"]]
+        phases = [p.scaled(time_scale) for p in spec.model.phases]
     return {round(p["start_s"], 3): p["name"] for p in phases
             if isinstance(p, dict) and _num(p.get("start_s")) is not None}
 
@@ -464,7 +464,7 @@ def _data_start_lag(spec, record, trial_dir, start, duration, time_scale, **_) -
 def shaper_rate_tolerance(model) -> float:
     """``shaper_rate_tolerance_fraction`` of the file's ``health:``, else
     :data:`SHAPER_RATE_TOLERANCE`."""
-    tol = _num(model.data["health"].get("shaper_rate_tolerance_fraction"))
+    tol = _num(model.health.get("shaper_rate_tolerance_fraction"))
     return SHAPER_RATE_TOLERANCE if tol is None else tol
 
 
@@ -517,7 +517,7 @@ def _pacing_rate(spec, record, trial_dir, **_) -> tuple[float, str]:
     if not rates:
         raise _NotApplicable("no iperf3 item of the trial is limited by its pacing (an item without pacing, or paced "
                              "items that together fill a shaper)")
-    tol = _num(spec.model.data["health"].get("pacing_rate_tolerance_fraction"))
+    tol = _num(spec.model.health.get("pacing_rate_tolerance_fraction"))
     tol = PACING_RATE_TOLERANCE if tol is None else tol
     per = {}
     for it in _items(spec, record, trial_dir, ("iperf3",)):
@@ -554,15 +554,15 @@ def _timer_late(spec, record, trial_dir, start, duration, **_) -> tuple[float, s
     behind their deadlines (:func:`analysis.fidelity.timer_lateness_ms`), at
     :data:`TIMER_LATE_QUANTILE`; the largest, ms."""
     per = {}
-    for c in spec.model.data["collectors"]:
-        if c["kind"] != "qdisc_stats":
+    for c in spec.model.collectors:
+        if c.kind != "qdisc_stats":
             continue
         t = _sample_times(trial_dir, c)
-        late = fidelity.timer_lateness_ms(t, float(c["interval_s"]))
+        late = fidelity.timer_lateness_ms(t, float(c.interval_s))
         late = late[(t >= start) & (t < start + duration)]
         if len(late):
-            per[c["at"]] = (float(np.quantile(late, TIMER_LATE_QUANTILE)), float(np.median(late)),
-                            float(late.max()), len(late), float(c["interval_s"]))
+            per[c.at] = (float(np.quantile(late, TIMER_LATE_QUANTILE)), float(np.median(late)),
+                           float(late.max()), len(late), float(c.interval_s))
     if not per:
         raise _NotMeasured("no queue collector sample within the schedule")
     worst = max(per, key=lambda p: per[p][0])
@@ -577,8 +577,7 @@ def _phase_windows(spec, record, duration, time_scale) -> list[tuple[str, float,
     ``time_scale``), or the whole schedule as ``all`` without phases."""
     phases = record.get("phases") if isinstance(record.get("phases"), list) else None
     if not phases:
-        phases = [{**p, "start_s": p["start_s"] * time_scale, "end_s": p["end_s"] * time_scale}
-                  for p in spec.model.data["phases"]]
+        phases = [p.scaled(time_scale) for p in spec.model.phases]
     return [(p["name"], p["start_s"], p["end_s"]) for p in phases] or [("all", 0.0, duration or math.inf)]
 
 
@@ -596,11 +595,11 @@ def _queue_delay_excess(spec, record, trial_dir, start, duration, time_scale, **
     (:func:`netrepro.model.ping_buffers`: the sum over its shaped ports of limit bytes x 8 /
     rate) by more than ``queue_delay_excess_max_ms``; the largest share."""
     m = spec.model
-    if not m.data["base_rtt"]:
+    if not m.base_rtt:
         raise _Unmeasurable("the experiment has no base_rtt: no queueing delay without the unloaded RTT")
     trial = _model_trial(spec, record, trial_dir)
-    tolerance_ms = _num(m.data["health"].get("queue_delay_excess_max_ms")) or 0.0
-    statistic = m.data["base_rtt"].get("statistic", "median")
+    tolerance_ms = _num(m.health.get("queue_delay_excess_max_ms")) or 0.0
+    statistic = m.base_rtt.statistic
     windows = _phase_windows(spec, record, duration, time_scale)
     largest: tuple[float, str, float] | None = None  # (queueing delay ms, item, t_s)
     worst: tuple[float, str, str, int, int] | None = None  # (share, item, phase, over, samples)
@@ -745,7 +744,7 @@ SIMULATION_NOT_APPLICABLE = frozenset({"nodes_cpu_busy", "timer_late", "controll
 
 
 def _trial_health(spec, record: dict, trial_dir: Path, time_scale: float) -> dict:
-    limits = spec.model.data["health"]
+    limits = spec.model.health
     start = _num(record.get("start_epoch_s")) if isinstance(record, dict) else None
     record = record if isinstance(record, dict) else {}
     try:

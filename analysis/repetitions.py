@@ -262,7 +262,7 @@ def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statisti
     variation of the claims' statistics per phase, each repetition's verdict, the data
     problems. ``stats``: :func:`across`; ``per_rep``: repetition k -> its verdict."""
     rep = data["repetitions"]
-    title = spec.model.data["title"]
+    title = spec.model.title
     lines = [f"# {title}", "",
              f"Experiment `{data.get('experiment')}`, site {data.get('site')} ({data.get('mode')}), "
              f"TIME_SCALE {data.get('time_scale')}, toolkit {str(data.get('toolkit_commit'))[:12]}.", "",
@@ -276,7 +276,7 @@ def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statisti
                      + (f"  \n  ({c['reason']})" if c.get("reason") else ""))
     if figures:
         lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
-    refs = spec.model.data.get("reference_results") or []
+    refs = spec.model.reference_results
     mine = f"this run, mean of {rep['repeat']}"
     means = stats.rename(columns={"mean": "value"})
     lines += ["", "## What each found", "", "Each claim's status over the repetitions and in the published results the "
@@ -357,7 +357,7 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, rec
     stats = across(summary)
     means, estimates = mean_estimates(stats, pd.concat(intervals, ignore_index=True))
     verdict = combine_verdicts(verdicts, generic.evaluate_model(spec.model, data, means, estimates))
-    statistics = claim_statistics(spec.model.data["claims"])
+    statistics = claim_statistics(spec.model.claims)
     outputs.append(write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode()))
     with atomic_path(out / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")

@@ -200,7 +200,7 @@ def claim_selections(model) -> list[dict]:
                         g["trials"].append(t)
                     g["phased"] |= bool(sel.get("phases"))
 
-    for c in model.data["claims"]:
+    for c in model.claims:
         walk(c["check"])
         if "when" in c:
             walk({"kind": "bound", **c["when"]})
@@ -218,7 +218,7 @@ def reference_selections(model, known: list[dict]) -> list[dict]:
     order = [t["id"] for t in model.trials]
     have = {(g["statistic"], g["subject"]) for g in known}
     groups: dict[tuple[str, str], dict] = {}
-    for ref in model.data.get("reference_results") or []:
+    for ref in model.reference_results:
         for v in ref.get("values") or []:
             for t in v["trials"]:
                 subjects = [v["subject"]] if v.get("subject") else \
@@ -283,7 +283,7 @@ def statistic_tables(model, summary: pd.DataFrame, references: list[dict], this_
     phases (the whole trial when no selection names a phase), its rows of this run named
     ``this_run``, a line when no source states it, then where each stated value comes from
     (the source's words and place)."""
-    names = [p["name"] for p in model.data.get("phases", [])]
+    names = [p.name for p in model.phases]
     lines: list[str] = []
     known = claim_selections(model)
     for g in known + reference_selections(model, known):
@@ -306,7 +306,7 @@ def statistic_tables(model, summary: pd.DataFrame, references: list[dict], this_
 def _figure_title(model, path: str) -> str:
     """The title the experiment file gives the figure at ``path`` (``figures/<id>.png``), else its id."""
     fid = Path(path).stem
-    return next((f.get("title", fid) for f in model.data.get("figures", []) if f["id"] == fid), fid)
+    return next((f.get("title", fid) for f in model.figures if f["id"] == fid), fid)
 
 
 def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, problems: list[str],
@@ -332,11 +332,11 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
         Markdown text; no value of run.json is written as a JSON or Python literal.
     """
     m = spec.model
-    ref = m.data.get("reference") or {}
-    references = m.data.get("reference_results") or []
+    ref = m.reference
+    references = m.reference_results
     rs = data.get("rate_scale") or {"k": 1, "why": "rates as written"}
     run_id = run_dir.name if run_dir else "?"
-    lines = [f"# {m.data['title']}", ""]
+    lines = [f"# {m.title}", ""]
     if ref.get("paper"):
         lines.append(f"- Paper: {' '.join(str(ref['paper']).split())}" + (f", {ref['figure']}" if ref.get("figure") else ""))
     if ref.get("reproduction"):
@@ -451,8 +451,8 @@ def _settings_table(m, data: dict, rs: dict, run_id: str) -> str:
              ("time scale", f"{plain(data.get('time_scale'))}: every phase and traffic start multiplied by it"),
              ("rate scale", f"{float(rs.get('k', 1)):g} ({rs.get('why', '')}): every rate and byte size of the "
                             "experiment file multiplied by it; delays, AQM time constants and packet counts kept")]
-    if m.data["rate_scale"].get("note"):
-        rows.append(("what keeps its meaning at a rate scale", " ".join(str(m.data["rate_scale"]["note"]).split())))
+    if m.rate_scale.get("note"):
+        rows.append(("what keeps its meaning at a rate scale", " ".join(str(m.rate_scale["note"]).split())))
     rows.append(("first trial start", _utc(min(starts) if starts else None)))
     for key, words in (("started_at", "run started"), ("finished_at", "run finished"), ("lead_s", "barrier lead (s)"),
                        ("jobs", "trials at a time"), ("wall_s", "wall time of the trials (s)"),
@@ -472,11 +472,11 @@ def _trial_lines(m, data: dict) -> list[str]:
         labels = {t["id"]: t["labels"] for t in m.trials}
 
         def base(t: dict) -> str:
-            if not m.data["base_rtt"]:
+            if not m.base_rtt:
                 return "none (no base_rtt)"
             rec = t.get("base_rtt_ms") if isinstance(t.get("base_rtt_ms"), dict) else {}
             return ", ".join(f"{k} {v:.1f}" for k, v in rec.items() if isinstance(v, (int, float))) or \
-                f"each node's {m.data['base_rtt'].get('statistic', 'median')} of its base_rtt.txt"
+                f"each node's {m.base_rtt.statistic} of its base_rtt.txt"
         out += ["", "Trials, in run order:", "", markdown_table(pd.DataFrame([{
             "record": t.get("id"), "trial": t.get("trial") or t.get("id"),
             "labels": ", ".join(f"{k}={v}" for k, v in labels.get(t.get("trial") or t.get("id"), {}).items()),

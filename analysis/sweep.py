@@ -151,7 +151,7 @@ def draw(stats: pd.DataFrame, statistics: list[str], pts, out_dir: Path) -> list
 def render_report(data: dict, spec, verdict: dict, pts, fs: list[dict], per_point: dict[str, dict],
                   figures: list[str], problems: list[str]) -> str:
     """report.md of a sweep (see the module docstring)."""
-    title = spec.model.data["title"]
+    title = spec.model.title
     rep = data.get("repetitions") or {}
     base = verdict["sweep"]["base_point"]
     lines = [f"# {title}", "",
@@ -237,7 +237,7 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
     lead = ["point"] + [f["name"] for f in fs]
     summary = summary[lead + [c for c in summary.columns if c not in lead]]
     stats = across(summary.drop(columns=[f["name"] for f in fs]))
-    statistics = claim_statistics(spec.model.data["claims"])
+    statistics = claim_statistics(spec.model.claims)
     outputs.append(write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode()))
     with atomic_path(out / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")

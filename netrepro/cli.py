@@ -117,8 +117,8 @@ def cmd_validate(args) -> int:
     problem = default_mgmt_problem(spec)
     if problem:
         raise SpecError(spec.path, *problem)
-    print(f"{spec.path}: valid (schema_version {m.data['schema_version']}: {len(m.nodes)} nodes, {len(m.trials)} trials, "
-          f"{len(m.data['phases'])} phases)")
+    print(f"{spec.path}: valid (schema_version {m.schema_version}: {len(m.nodes)} nodes, {len(m.trials)} trials, "
+          f"{len(m.phases)} phases)")
     return 0
 
 
@@ -407,7 +407,7 @@ def quick_time_scale(spec) -> tuple[float, str]:
     """(TIME_SCALE, why) of the emulated run of ``netrepro quick``: the experiment's
     ``time_scale.quick``, else its ``time_scale.min``, else 1 (the file declares no shorter
     meaningful time scale)."""
-    ts = spec.model.data.get("time_scale") or {}
+    ts = spec.model.time_scale
     if ts.get("quick"):
         return float(ts["quick"]), "the experiment's time_scale.quick"
     if ts.get("min"):

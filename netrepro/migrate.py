@@ -365,7 +365,7 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
     if d.get("reference_results"):
         out["reference_results"] = d["reference_results"]
     out["topology"] = {"networks": networks, "nodes": nodes}
-    out["links"] = {"mtu_bytes": m.data["mtu_bytes"], "offloads": dict(m.data["offloads"])}
+    out["links"] = {"mtu_bytes": m.mtu_bytes, "offloads": dict(m.offloads)}
     out["qdiscs"] = delays
     out["sysctls"] = [{"nodes": _Flow(h["nodes"]), "set": dict(h["sysctls"])} for h in d.get("hosts", [])]
     out["trials"] = trials
@@ -373,7 +373,7 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
     out["phases"] = [dict(p) for p in d["phases"]]
     if d.get("base_rtt"):
         out["base_rtt"] = {k: v for k, v in d["base_rtt"].items() if k != "interval_s"}
-    out["collectors"] = [dict(c) for c in m.data["collectors"]]
+    out["collectors"] = [{"kind": c.kind, "at": c.at, "interval_s": c.interval_s} for c in m.collectors]
     if d.get("health"):
         # a threshold whose check can never be computed for the file is refused (version 1
         # reported it "not measured"): such a threshold is left out, with a note

@@ -65,7 +65,7 @@ def model_vars(spec: Spec) -> dict[str, Any]:
     :func:`netrepro.model.congestion_controls`), for roles/kernel_capability.
     """
     m = spec.model
-    offl = m.data["offloads"]
+    offl = m.offloads
     probes: dict[str, dict[str, list[str]]] = {n: {} for n in m.nodes}
     for node, itf, kind, argv in layer_probes(m, tc.DEV):
         label, n = f"{kind}@{itf}", 1
@@ -83,7 +83,7 @@ def model_vars(spec: Spec) -> dict[str, Any]:
         "nodes": list(m.nodes),
         "probes": probes,
         "routes": {n: [{"to": r["to"], "via": r["via"]} for r in nd["routes"]] for n, nd in m.nodes.items()},
-        "mtu_bytes": m.data["mtu_bytes"],
+        "mtu_bytes": m.mtu_bytes,
         "offloads": {k: ("on" if v else "off") for k, v in offl.items()},
         "offload_networks": {n: [i["network"] or name for name, i in nd["interfaces"].items()]
                              for n, nd in m.nodes.items()},

@@ -142,7 +142,7 @@ class Spec:
 
     @property
     def networks(self) -> dict[str, dict]:
-        return self.model.data["networks"]
+        return self.model.networks
 
     @cached_property
     def groups(self) -> dict[str, list[str]]:

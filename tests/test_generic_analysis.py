@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -13,6 +14,7 @@ import yaml
 
 from analysis import generic
 from analysis.raw import parse_iperf3, parse_qdisc_fields, parse_qdisc_stack, parse_tc_classes
+from netrepro.model import Collector
 from netrepro.spec import load_spec
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -185,7 +187,7 @@ def test_busy_classes_tell_a_shared_bucket(tmp_path):
     busy class; one whose flows hash apart keeps two (classes listed with 0 packets not counted)."""
     trial = {"id": "fq", "duration_s": 3.0, "traffic": [], "labels": {},
              "qdiscs": {"s2:s2-eth2": [{"kind": "tbf", "rate_mbit": 10}, {"kind": "fq_codel", "flows": 2}]}}
-    model = type("M", (), {"data": {"collectors": [{"kind": "qdisc_stats", "at": "s2:s2-eth2", "classes": True}]}})()
+    model = SimpleNamespace(collectors=(Collector("qdisc_stats", "s2:s2-eth2", 0.2, classes=True),), base_rtt=None)
     out = {}
     stray = [[(1, 3), (2, 1)]] + [[(1, 2)]] * 10  # bucket 2 busy in 1 of 11 samples (< 10 %)
     for case, samples in {"apart": [[(1, 3), (2, 2)], [(1, 1), (2, 0)], [(1, 2), (2, 4)], []],
@@ -281,7 +283,8 @@ def test_a_figure_draws_only_the_trials_it_names(tmp_path):
     from PIL import Image
     tidy = pd.DataFrame([{"trial": t, "subject": "q", "stream": -1, "t_s": float(s), "metric": "busy_classes",
                           "value": float(s % 3)} for t in ("a", "b", "c") for s in range(10)])
-    model = type("M", (), {"trials": [{"id": "a"}, {"id": "b"}, {"id": "c"}], "name": "x", "data": {}})()
+    model = SimpleNamespace(trials=[{"id": "a"}, {"id": "b"}, {"id": "c"}], name="x", phases=(), figures=[],
+                            reference_results=[], data={})
     every = generic.draw(model, tidy, {"id": "all3", "metric": "busy_classes"}, tmp_path)
     one = generic.draw(model, tidy, {"id": "one", "metric": "busy_classes", "trials": ["b"]}, tmp_path)
     h_every, h_one = (Image.open(p[0]).size[1] for p in (every, one))

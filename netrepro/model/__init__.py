@@ -16,7 +16,8 @@ below are the package's interface.
 from __future__ import annotations
 
 from netrepro.model.experiment import (
-    KIND_GROUPS, TRAFFIC_DEFAULTS, IPERF3_BASE_PORT, SELECTOR_WORDS, ModelError, Model, select_nodes)
+    KIND_GROUPS, TRAFFIC_DEFAULTS, IPERF3_BASE_PORT, SELECTOR_WORDS, ModelError, Model, Phase, Collector,
+    BaseRtt, select_nodes)
 from netrepro.model.topology import (
     RESERVED_IFNAMES, IP_LINK_KEYWORDS, RESERVED_NETWORKS, path_ports, layer_probes)
 from netrepro.model.build import (SCHEMA_PATH, SYSCTL_VALUE_RE, validate_schema, build)
@@ -35,7 +36,7 @@ from netrepro.model.scales import (
     highest_rate_mbit, rate_scale_option, choose_rate_scale, scale_rates)
 
 __all__ = [
-    "KIND_GROUPS", "TRAFFIC_DEFAULTS", "IPERF3_BASE_PORT", "SELECTOR_WORDS", "ModelError", "Model",
+    "KIND_GROUPS", "TRAFFIC_DEFAULTS", "IPERF3_BASE_PORT", "SELECTOR_WORDS", "ModelError", "Model", "Phase", "Collector", "BaseRtt",
     "select_nodes", "RESERVED_IFNAMES", "IP_LINK_KEYWORDS", "RESERVED_NETWORKS", "path_ports", "layer_probes",
     "SCHEMA_PATH", "SYSCTL_VALUE_RE", "validate_schema", "build", "SUMMARY_COLUMNS", "RESERVED_COLUMNS",
     "STATISTICS", "WHOLE_TRIAL_STATISTICS", "METRICS", "TRIAL_SUBJECT", "QUANTITY_NAMES", "UNIT_SUFFIXES",

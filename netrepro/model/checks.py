@@ -6,7 +6,6 @@ collectors, labels, item ids, fq buckets, claims, quantities and figures. Each r
 from __future__ import annotations
 
 
-
 from netrepro import tc
 from netrepro.model.experiment import Model, fail
 from netrepro.model.vocabulary import (RATE_SCALED_UNITS, RESERVED_COLUMNS, TRIAL_SUBJECT, WHOLE_TRIAL_STATISTICS, metrics, quantity_name,

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-
-
+from typing import Any, Mapping
 
 
 #: Node kinds, and the plural a selector uses for all nodes of a kind.
@@ -35,6 +35,60 @@ IPERF3_BASE_PORT = 5201
 #: in the plural. No node or group may be named so (a sysctl meant for a node named ``all``
 #: would land on every node).
 SELECTOR_WORDS = ("all", *KIND_GROUPS.values())
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A phase of every trial: a window of its schedule that the analysis summarises apart.
+
+    ``start_s`` and ``end_s``: seconds from the trial's common start, at time scale 1;
+    ``flows``: how many flows the phase runs (its label in figures; None when the file does not
+    count the phase's traffic in flows); ``label``: its text in figures (None: its name)."""
+
+    name: str
+    start_s: float
+    end_s: float
+    flows: int | None = None
+    label: str | None = None
+
+    def scaled(self, time_scale: float) -> dict[str, Any]:
+        """The phase as run.json records it at ``time_scale`` (start and end multiplied by it):
+        ``{"name", "start_s", "end_s"}`` and ``flows`` and ``label`` when the file gives them."""
+        out: dict[str, Any] = {"name": self.name, "start_s": self.start_s * time_scale, "end_s": self.end_s * time_scale}
+        out.update({k: v for k, v in (("flows", self.flows), ("label", self.label)) if v is not None})
+        return out
+
+
+@dataclass(frozen=True)
+class Collector:
+    """A sampler of a port's qdisc stack during every trial (``kind`` ``qdisc_stats``, the one
+    kind the schema has): ``at`` the port ``NODE:INTERFACE``, sampled every ``interval_s``
+    seconds; ``classes``: also its classes (``tc -s class show``, fq_codel's buckets)."""
+
+    kind: str
+    at: str
+    interval_s: float
+    classes: bool = False
+
+    @property
+    def node(self) -> str:
+        """The node of the sampled port."""
+        return self.at.split(":")[0]
+
+    @property
+    def interface(self) -> str:
+        """The sampled port's interface, as the experiment file names it."""
+        return self.at.split(":")[1]
+
+
+@dataclass(frozen=True)
+class BaseRtt:
+    """The unloaded RTT every ping item's path is measured at before each trial's traffic, for
+    ``duration_s`` seconds at time scale 1; a queueing delay is an RTT minus the ``statistic``
+    (``median``, ``min`` or ``mean``) of those samples (the schema's default: median)."""
+
+    duration_s: float
+    statistic: str = "median"
 
 
 class ModelError(ValueError):
@@ -80,6 +134,86 @@ class Model:
     @property
     def trials(self) -> list[dict]:
         return self.data["trials"]
+
+    @property
+    def title(self) -> str:
+        """The experiment's title (the file's ``title``)."""
+        return self.data["title"]
+
+    @property
+    def schema_version(self) -> int:
+        """The file format's version the experiment was written in."""
+        return self.data["schema_version"]
+
+    @property
+    def mtu_bytes(self) -> int:
+        """Every experiment interface's MTU, bytes (default 1500)."""
+        return self.data["mtu_bytes"]
+
+    @property
+    def offloads(self) -> Mapping[str, bool]:
+        """Segmentation offloads (``tso``, ``gso``, ``gro``) -> on."""
+        return self.data["offloads"]
+
+    @property
+    def networks(self) -> Mapping[str, dict]:
+        """LAN name -> ``{"subnet"}`` (``topology.networks``), in file order."""
+        return self.data["networks"]
+
+    @property
+    def links(self) -> list[list[str]]:
+        """Every cable as its two ports ``[[port, port], ...]``, once each, in file order."""
+        return self.data["links"]
+
+    @cached_property
+    def phases(self) -> tuple[Phase, ...]:
+        """The phases every trial has, in file order (none when the file has none)."""
+        return tuple(Phase(**p) for p in self.data["phases"])
+
+    @cached_property
+    def collectors(self) -> tuple[Collector, ...]:
+        """The samplers every trial runs, in file order."""
+        return tuple(Collector(**c) for c in self.data["collectors"])
+
+    @cached_property
+    def base_rtt(self) -> BaseRtt | None:
+        """How the unloaded RTT is measured, or None when the file has no ``base_rtt``."""
+        return BaseRtt(**self.data["base_rtt"]) if self.data["base_rtt"] else None
+
+    @property
+    def health(self) -> Mapping[str, float]:
+        """The file's health thresholds by name (netrepro.model.health.HEALTH_NEEDS's keys)."""
+        return self.data["health"]
+
+    @property
+    def claims(self) -> list[dict]:
+        """The claims the verdict judges, in file order (docs/experiment-format.md)."""
+        return self.data["claims"]
+
+    @property
+    def figures(self) -> list[dict]:
+        """The figures the analysis draws, in file order (none: one per metric measured)."""
+        return self.data["figures"]
+
+    @property
+    def rate_scale(self) -> Mapping[str, Any]:
+        """The file's ``rate_scale`` (``allowed``, ``min``, ``capacity_share``, ``note``), or {}."""
+        return self.data["rate_scale"]
+
+    @property
+    def time_scale(self) -> Mapping[str, Any]:
+        """The file's ``time_scale`` (``min``, ``quick``, ``note``), or {}."""
+        return self.data["time_scale"]
+
+    @property
+    def reference(self) -> Mapping[str, Any]:
+        """The publication the experiment reproduces (the file's ``reference``), or {}."""
+        return self.data.get("reference") or {}
+
+    @property
+    def reference_results(self) -> list[dict]:
+        """What published runs found (the file's ``reference_results``), or []."""
+        return self.data.get("reference_results") or []
 
     def trial(self, trial_id: str) -> dict:
         """The trial named ``trial_id``. Raises KeyError."""

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 
-
 from netrepro import tc
 from netrepro.model.experiment import Model, fail
 from netrepro.model.traffic import STARTED_KINDS, pacing_limited, ping_buffers, simultaneous_starts

@@ -9,8 +9,6 @@ import math
 from netrepro.model.experiment import Model
 
 
-
-
 def claim_time_scale_min(m: Model, claim: dict) -> float:
     """The shortest TIME_SCALE at which ``claim`` keeps its meaning: its own
     ``time_scale_min``, else the file's ``time_scale.min``, else 0 (any)."""

@@ -6,7 +6,6 @@ name a quantity and its unit (:func:`quantity_name`), including which scale with
 from __future__ import annotations
 
 
-
 from netrepro import tc
 from netrepro.model.experiment import Model
 

@@ -84,7 +84,7 @@ def instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], site
     plus ``site_cls.TRIAL_OVERHEAD_S``; once trials of the run have completed, the schedule
     plus the median time they took beyond it (:func:`netrepro.schedule.overhead_s`)."""
     over = schedule.overhead_s(records)
-    base = spec.model.data["base_rtt"].get("duration_s", 0)
+    base = spec.model.base_rtt.duration_s if spec.model.base_rtt else 0
     if over is not None:  # wall_s - duration_s: the base-RTT pings are in it
         return max(0.0, spec.duration_s * time_scale + over)
     return (spec.duration_s + base) * time_scale * site_cls.TRIAL_WALL_PER_SCHEDULED_S + site_cls.TRIAL_OVERHEAD_S

@@ -202,7 +202,7 @@ def _started(spec: Spec, site_name: str, site: Site, session: dict, time_scale: 
         "mode": session["mode"], "site_status": session["site_status"], "time_scale": time_scale, "lead_s": lead,
         "toolkit_commit": session["toolkit_commit"], "controller": session["controller"],
         "started_at": session["at"], "trials": [], "nodes": {}, "raw_sha256": {}, "wall_s": 0.0,
-        "packet": {"mtu_bytes": spec.model.data["mtu_bytes"], "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
+        "packet": {"mtu_bytes": spec.model.mtu_bytes, "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
         "trial_status": [{**i.as_dict(), "status": "pending", "attempts": []} for i in instances],
         "repetitions": {"repeat": repeat, "shuffle": shuffled, "seed": seed,
                         "design": "randomized complete blocks: each repetition runs every trial "
@@ -342,7 +342,7 @@ def unhealthy_retries(spec: Spec, time_scale: float) -> int:
     TIME_SCALE 0.1, pie-vs-red's 2.5-s phases fail ``data_start_lag`` in most trials (37-40 %
     against 25 %), which doubled the trials of the short runs the tests make."""
     m = spec.model
-    applies = any(claim_time_scale_min(m, c) <= time_scale for c in m.data["claims"])
+    applies = any(claim_time_scale_min(m, c) <= time_scale for c in m.claims)
     return UNHEALTHY_RETRIES if applies else 0
 
 

@@ -88,7 +88,7 @@ def run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, ru
     steps, problems = clock_problems(clocks_before, clocks_after)
     problems = check_trial_data(tv, tdir, start) + problems
     # the interface the queue sampler reads, as the experiment names it
-    bdev = next((c["at"].split(":")[1] for c in spec.model.data["collectors"] if c["at"].split(":")[0] == bn), None)
+    bdev = next((c.interface for c in spec.model.collectors if c.node == bn), None)
     released = (barrier.get("cpu_ticks") or {}).get(bn)  # the bottleneck node's /proc/stat at the release
     record = {
         # the model's trial of the instance, which the health checks read (a repeated run's

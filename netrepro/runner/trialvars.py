@@ -30,10 +30,10 @@ def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead
     plan = trial_plan(spec.model, trial, time_scale)
     plan["iperf3"] = {n: [{"id": x["id"], "start_s": x["start_s"], "argv": iperf3_argv(x["item"], x["address"], time_scale)}
                           for x in items] for n, items in plan["iperf3"].items()}
-    base = spec.model.data["base_rtt"]
+    base = spec.model.base_rtt
     ftp = model_ftp_source(spec.model) or {}
     return {"id": trial["id"], "labels": trial["labels"], "lead_s": lead_s,
-            "base_rtt_s": round(base.get("duration_s", 0) * time_scale, 3), "files": ftp.get("files", []),
+            "base_rtt_s": round(base.duration_s * time_scale, 3) if base else 0.0, "files": ftp.get("files", []),
             "fetch_dir": str(fetch_dir), **plan}
 
 
@@ -85,13 +85,12 @@ def spec_at_rate_scale(spec: Spec, site: Site, choose: bool = False, rate_scale:
 def sampled_node(spec: Spec) -> str:
     """The node whose clock the barrier's start is chosen on and whose qdisc dumps run.json
     keeps: the first queue sampler's node, or the first node."""
-    return next((c["at"].split(":")[0] for c in spec.model.data["collectors"]), next(iter(spec.model.nodes)))
+    return next((c.node for c in spec.model.collectors), next(iter(spec.model.nodes)))
 
 
 def scaled_phases(spec: Spec, time_scale: float) -> list[dict]:
     """The phases (possibly none) with start and end multiplied by ``time_scale``."""
-    return [{**p, "start_s": p["start_s"] * time_scale, "end_s": p["end_s"] * time_scale}
-            for p in spec.model.data["phases"]]
+    return [p.scaled(time_scale) for p in spec.model.phases]
 
 
 def settings_text(spec: Spec, trial: dict) -> str:

@@ -140,9 +140,9 @@ def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
     cmds: list[list[str]] = []
     mgmt = mgmt_addresses(spec, layout)
     mgmt_len = ipaddress.ip_network(layout.mgmt_subnet).prefixlen
-    mtu = str(m.data["mtu_bytes"])
+    mtu = str(m.mtu_bytes)
     # Bridges first: management, then one per LAN.
-    for br in [layout.mgmt_bridge] + [lan_bridge(n) for n in m.data["networks"]]:
+    for br in [layout.mgmt_bridge] + [lan_bridge(n) for n in m.networks]:
         cmds.append(["ip", "link", "add", br, "type", "bridge"])
         cmds.append(["ip", "link", "set", br, "up"])
     cmds.append(["ip", "addr", "add", f"{layout.mgmt_gateway()}/{mgmt_len}", "dev", layout.mgmt_bridge])
@@ -172,7 +172,7 @@ def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
             cmds.append(["ip", "-n", node, "link", "set", name, "up"])
         if not wired(nd):
             routes(node)
-    for a, b in m.data["links"]:
+    for a, b in m.links:
         (na, ia), (nb, ib) = a.split(":"), b.split(":")
         cmds.append(["ip", "link", "add", ia, "mtu", mtu, "netns", na, "type", "veth", "peer", "name", ib, "mtu", mtu,
                      "netns", nb])
@@ -224,7 +224,7 @@ def teardown_commands(spec: Spec, layout: Layout) -> list[list[str]]:
         cmds.append(["ip", "link", "del", node_veth(node, 0)])
         cmds += [["ip", "link", "del", node_veth(node, i)] for i, itf in enumerate(nd["interfaces"].values(), 1)
                  if itf["network"]]
-    for br in [lan_bridge(n) for n in spec.model.data["networks"]] + [layout.mgmt_bridge]:
+    for br in [lan_bridge(n) for n in spec.model.networks] + [layout.mgmt_bridge]:
         cmds.append(["ip", "link", "del", br])
     return cmds
 
@@ -243,7 +243,7 @@ def render_script(cmds: list[list[str]], *, strict: bool, title: str) -> str:
 def existing_conflicts(spec: Spec, layout: Layout, namespaces: set[str], links: set[str]) -> list[str]:
     """Names the site would create that already exist (so it must not touch them)."""
     m = spec.model
-    wanted_links = {layout.mgmt_bridge} | {lan_bridge(n) for n in m.data["networks"]}
+    wanted_links = {layout.mgmt_bridge} | {lan_bridge(n) for n in m.networks}
     for node, nd in m.nodes.items():  # the builder's ends: management, and one per LAN interface
         wanted_links.add(node_veth(node, 0))
         wanted_links.update(node_veth(node, i) for i, itf in enumerate(nd["interfaces"].values(), 1) if itf["network"])

@@ -47,7 +47,7 @@ def mgmt_overlap(model, subnet: str) -> tuple[str, str] | None:
     does not): an overlap would send management traffic (the controller's SSH) into the experiment, or
     the experiment's into the management bridge."""
     mgmt = ipaddress.ip_network(subnet)
-    for net, nd in model.data["networks"].items():
+    for net, nd in model.networks.items():
         if ipaddress.ip_network(nd["subnet"]).overlaps(mgmt):
             return f"topology.networks.{net}.subnet", nd["subnet"]
     for node, nd in model.nodes.items():
@@ -257,7 +257,7 @@ class LocalSite(Site):
         lines = [f"local site for {self.spec.name}: one network namespace per node",
                  f"management network {layout.mgmt_subnet} on bridge {layout.mgmt_bridge}"]
         m = self.spec.model
-        for net, nd in m.data["networks"].items():
+        for net, nd in m.networks.items():
             lines.append(f"LAN {net} {nd['subnet']} on bridge {netns.lan_bridge(net)}")
         for node, nd in m.nodes.items():
             itfs = ", ".join(f"{name} {x['address'].split('/')[0] if x['address'] else '(bridged)'} "

@@ -221,17 +221,17 @@ def unmodelled(spec: Spec) -> list[str]:
     m = spec.model
     out: list[str] = []
     cables: dict[frozenset, int] = {}
-    for a, b in m.data["links"]:
+    for a, b in m.links:
         pair = frozenset((a.split(":")[0], b.split(":")[0]))
         cables[pair] = cables.get(pair, 0) + 1
         if cables[pair] == 2:
             out.append(f"topology.nodes.{a.replace(':', '.interfaces.')}.link: a second link between "
                        f"{' and '.join(sorted(pair))} (netrepro-sim names a link by its two nodes)")
     for n, nd in m.nodes.items():
-        if n in {_hub(net) for net in m.data["networks"]}:
+        if n in {_hub(net) for net in m.networks}:
             out.append(f"topology.nodes.{n}: the simulation names a LAN's hub so; expected another node name")
     out += [f"links.offloads.{k}: true (the simulation sends packets of one MSS: offloads off)"
-            for k, on in m.data["offloads"].items() if on]
+            for k, on in m.offloads.items() if on]
     seen: set[str] = set()
 
     def once(field_in_trial: str, problem: str, i: int) -> None:
@@ -276,9 +276,9 @@ def unmodelled(spec: Spec) -> list[str]:
                 if _pacing(m, t, it["from"])[0]:
                     once(f"ftp pacing {it['from']}", f"qdiscs: {it['from']} paces its flows (the simulated FTP "
                                                      f"sources are not paced; modelled for iperf3 items)", i)
-        for j, c in enumerate(m.data["collectors"]):
-            if c["kind"] == "qdisc_stats" and not _queue(t, c["at"]):
-                once(f"collectors {j}", f"qdiscs.{c['at']}: no shaper or queue for collectors[{j}] to sample "
+        for j, c in enumerate(m.collectors):
+            if c.kind == "qdisc_stats" and not _queue(t, c.at):
+                once(f"collectors {j}", f"qdiscs.{c.at}: no shaper or queue for collectors[{j}] to sample "
                                         f"({stacks.NO_QUEUE})", i)
     return out
 
@@ -346,7 +346,7 @@ def unshaped_rate_bps(trial: dict) -> int:
 def base_rtt_s(m: Model, time_scale: float) -> float:
     """Simulated length (s) of the base-RTT pings: ``base_rtt.duration_s`` x ``time_scale`` (0
     without ``base_rtt``)."""
-    return round(float(m.data["base_rtt"].get("duration_s", 0)) * time_scale, 3)
+    return round(float(m.base_rtt.duration_s) * time_scale, 3) if m.base_rtt else 0.0
 
 
 def trial_start_s(m: Model, time_scale: float) -> float:
@@ -371,7 +371,7 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
     t0 = trial_start_s(m, k)
     base = base_rtt_s(m, k)
     duration = round(trial["duration_s"] * k, 3)
-    mtu = int(m.data["mtu_bytes"])
+    mtu = int(m.mtu_bytes)
     links = _links(m)
     cc = CONGESTION_CONTROL[_tcp_setting(trial, "net.ipv4.tcp_congestion_control", "cubic")]
     sack = str(int(_tcp_setting(trial, "net.ipv4.tcp_sack", "1")) == 1).lower()
@@ -383,7 +383,7 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
              f"tcp {cc} {mtu - 52} {MIN_RTO_S} {INITIAL_CWND} {SOCKET_BUFFER_BYTES} {SOCKET_BUFFER_BYTES}",
              f"default ns3::TcpSocketBase::Sack {sack}",
              f"default ns3::TcpSocket::DelAckTimeout {DELACK_TIMEOUT_S * 1000:g}ms"]
-    lines += [f"node {n}" for n in m.nodes] + [f"node {_hub(net)}" for net in m.data["networks"]]
+    lines += [f"node {n}" for n in m.nodes] + [f"node {_hub(net)}" for net in m.networks]
     # each node whose congestion control differs from the scenario's default (its sysctl)
     lines += [f"congestion {n} {CONGESTION_CONTROL[str(kv['net.ipv4.tcp_congestion_control'])]}"
               for n, kv in trial["sysctls"].items()
@@ -415,14 +415,14 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
                 lines.append(f"ping {node} {it['to']} {label} {it['interval_s']} 0 {base:.3f} {node}/base_rtt.txt")
             lines.append(f"ping {node} {it['to']} {label} {it['interval_s']} {start:.3f} "
                          f"{start + round(it['duration_s'] * k, 3):.3f} {node}/ping.txt")
-    for c in m.data["collectors"]:
-        node, ifname = c["at"].split(":")
-        stack = trial["qdiscs"][c["at"]]
-        layer = _queue(trial, c["at"])
+    for c in m.collectors:
+        node, ifname = c.node, c.interface
+        stack = trial["qdiscs"][c.at]
+        layer = _queue(trial, c.at)
         handle = layer.get("handle", f"{stack.index(layer) + 1:x}:")
         dev = next(key for key, i in m.data_plane(node).items() if i["interface"] == ifname)
-        lines.append(f"sample {node} {_peer(m, node, ifname)} {c['interval_s']} {t0:.3f} {t0 + duration + 0.5:.3f} "
-                     f"{node}/qdisc.jsonl {dev} {handle} {layer['kind']}" + (" classes" if c.get("classes") else ""))
+        lines.append(f"sample {node} {_peer(m, node, ifname)} {c.interval_s} {t0:.3f} {t0 + duration + 0.5:.3f} "
+                     f"{node}/qdisc.jsonl {dev} {handle} {layer['kind']}" + (" classes" if c.classes else ""))
     for it in trial["traffic"]:
         if it["kind"] == "ftp":
             start = t0 + round(it["start_s"] * k, 3)
