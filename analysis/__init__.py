@@ -2,7 +2,7 @@
 
 Reads ``run.json`` and ``raw/`` (never modified), checks every raw file against run.json's
 ``raw_sha256`` first (refusing a damaged run unless ``partial=True``), and writes, atomically
-and deterministically, one output set (:mod:`analysis.generic`): ``tidy.csv.gz`` (every
+and deterministically, one output set (:mod:`analysis.outputs`): ``tidy.csv.gz`` (every
 sample, long form), ``summary.csv`` (every statistic per trial, phase and subject, long form),
 ``intervals.csv`` (the within-trial 95 % interval of those that have one: :mod:`analysis.uncertainty`),
 ``figures/`` (the experiment file's figures), ``flent/`` (each trial in Flent's format),
@@ -36,16 +36,16 @@ from analysis.run import read_run
 from netrepro.spec import Spec
 
 if TYPE_CHECKING:  # imported when asked for (__getattr__ below)
-    from analysis.single import AnalysisResult
+    from analysis.outputs import AnalysisResult
 
 __all__ = ["analyze_run", "analyze", "AnalysisResult", "AnalysisError"]
 
 
 def __getattr__(name: str):
-    """``analysis.AnalysisResult`` (:class:`analysis.single.AnalysisResult`), imported when
+    """``analysis.AnalysisResult`` (:class:`analysis.outputs.AnalysisResult`), imported when
     first asked for, as :func:`analyze` imports the analysis itself."""
     if name == "AnalysisResult":
-        from analysis.single import AnalysisResult
+        from analysis.outputs import AnalysisResult
         return AnalysisResult
     raise AttributeError(f"module 'analysis' has no attribute {name!r}")
 
@@ -79,7 +79,7 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     # config folder under $HOME when imported; the command line imports this package for
     # every command, and a command refused for bad input must write nothing.
     from analysis.repetitions import analyze_repeated, repeated
-    from analysis.single import analyze_single
+    from analysis.outputs import analyze_single
     from analysis.sweep import analyze_swept, swept
     rdir, data, spec = read_run(run_dir, spec)
     if swept(data):
@@ -95,7 +95,7 @@ def analyze_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = F
     "health_failures": [...], "claims": [{"id", "text", "status", "holds", "evidence"[, "reason",
     "values", "values_alone"]}]}`` (a claim's status: holds, fails, undecided, inconclusive, not
     evaluable or not applicable)
-    (:func:`analysis.generic.evaluate`; a repeated run or a sweep adds how the repetitions or
+    (:func:`analysis.claims.evaluate`; a repeated run or a sweep adds how the repetitions or
     points were combined).
 
     Raises:

@@ -205,11 +205,11 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
 
 def reference_marks(refs: list[dict], statistic: str, trial: str, phases: list[str]) -> list[dict]:
     """The numbers the published sources (``refs``: the file's ``reference_results``) state
-    of ``statistic`` in ``trial`` (:func:`analysis.generic_figures.stated_numbers`), placed on
+    of ``statistic`` in ``trial`` (:func:`analysis.figures.stated_numbers`), placed on
     a compare panel whose x axis is ``phases`` (in order): ``[{"x", "value", "style",
     "label"}]``, ``x`` the phase's index, ``style`` and ``label`` as each run's figures draw
     them. Findings in words and phases not on the axis are left out."""
-    from analysis.generic_figures import stated_numbers
+    from analysis.figures import stated_numbers
     return [{"x": phases.index(n["phase"]), "value": n["value"], "style": n["style"], "label": n["label"]}
             for n in stated_numbers(refs)
             if n["statistic"] == statistic and n["trial"] == trial and n["phase"] in phases]
@@ -222,7 +222,7 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
     checked everything first); returns ``out``."""
     import shutil
 
-    from analysis.generic_figures import new_figure, save_figure
+    from analysis.figures import new_figure, save_figure
     from analysis.io import atomic_path, write_text
     from analysis.scales import SCALES, draw_scale, report_section, scale_mins, scale_of, scale_table
     from analysis.repetitions import across, claim_statistics

@@ -244,7 +244,7 @@ def ccdf_figure(by_trial: dict[str, dict[str, pd.DataFrame]], tolerance: float, 
     one line per trial and port, log-scaled share, the tolerance as a dashed line: the
     distribution Mininet-HiFi plots for its dequeue gaps. Returns a matplotlib Figure (Agg,
     no pyplot), or None when no trial has a busy window."""
-    from analysis.generic_figures import new_figure
+    from analysis.figures import new_figure
 
     curves = [(f"{t}" + (f" ({p})" if len(ports) > 1 else ""), ccdf(iv["deviation"]))
               for t, ports in by_trial.items() for p, iv in ports.items() if len(iv)]

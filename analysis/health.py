@@ -4,7 +4,7 @@ shaped its result?
 Each trial measures the machine it ran on from its raw files (``raw/<trial>/<node>/``) and
 its record in run.json, and judges every measurement against the thresholds of the
 experiment file's ``health:`` section (netrepro/schemas/experiment.schema.json). A trial
-that fails a check makes every claim that reads it *inconclusive* (:func:`analysis.generic.evaluate`):
+that fails a check makes every claim that reads it *inconclusive* (:func:`analysis.claims.evaluate`):
 a result shaped by a saturated CPU or late flows says nothing about the paper.
 
 The checks, in this order (``id``: value, unit; threshold key; sources):

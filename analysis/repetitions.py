@@ -30,13 +30,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import generic, uncertainty
-from analysis.generic_figures import caption, new_figure, save_figure
+from analysis import uncertainty
+from analysis.claims import INCONCLUSIVE_STATUSES, evaluate_model
+from analysis.outputs import analyze
+from analysis.figures import caption, new_figure, save_figure
 from analysis.io import atomic_path, write_gzip, write_text
 from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
 from analysis.report import found_by_table, markdown_table, statistic_tables
 from analysis.run import RunInfo, model_run_records, verified_raw
-from analysis.single import AnalysisResult
+from analysis.outputs import AnalysisResult
 from analysis.uncertainty import Estimate
 from netrepro.model import quantity_label
 
@@ -108,7 +110,7 @@ JUDGED = ("holds", "fails", "undecided")
 def combine_verdicts(verdicts: dict[int, dict], on_means: dict | None = None) -> dict:
     """One verdict from each repetition's (k -> verdict.json).
 
-    With ``on_means`` (:func:`analysis.generic.evaluate` of the claims on the repetitions'
+    With ``on_means`` (:func:`analysis.claims.evaluate` of the claims on the repetitions'
     mean values with their t intervals: :func:`mean_estimates`), a claim judged (holds,
     fails or undecided) in every repetition where it applied takes its status there
     (:data:`RULE`): values that the repetitions scatter across a bound are undecided, with
@@ -130,7 +132,7 @@ def combine_verdicts(verdicts: dict[int, dict], on_means: dict | None = None) ->
             counts[s] = counts.get(s, 0) + 1
         applied = n - counts.get("not applicable", 0)
         held = counts.get("holds", 0)
-        # what the numbers said where the substrate failed a health check (analysis.generic.evaluate)
+        # what the numbers said where the substrate failed a health check (analysis.claims.evaluate)
         numbers = held + sum(1 for c in per.values() if c and c.get("numbers_hold") is True)
         judgeable = held + counts.get("fails", 0) + sum(1 for c in per.values() if c and "numbers_hold" in c)
         first = next(c for c in per.values() if c)
@@ -168,7 +170,7 @@ def combine_verdicts(verdicts: dict[int, dict], on_means: dict | None = None) ->
         out.append(entry)
     judged = [e for e in out if e["status"] != "not applicable"]
     reproduced = bool(judged) and all(e["holds"] is True for e in judged)
-    verdict = ("inconclusive" if any(e["status"] in generic.INCONCLUSIVE_STATUSES for e in out)
+    verdict = ("inconclusive" if any(e["status"] in INCONCLUSIVE_STATUSES for e in out)
                else "reproduced" if reproduced else "not reproduced")
     failures = [{**f, "repetition": k} for k, v in sorted(verdicts.items()) for f in v.get("health_failures") or []]
     return {"reproduced": reproduced, "verdict": verdict, "repetitions": n, "health_failures": failures,
@@ -182,7 +184,7 @@ def mean_estimates(stats: pd.DataFrame, within: pd.DataFrame | None = None) -> t
     repetitions' Student-t one, t(0.975, n-1) s / sqrt(n) (``stats``: :func:`across`), and
     the one the trials' own batches give for a mean of n, t(0.975, sum of (B-1)) se / sqrt(n)
     with se the root mean square of their within-trial standard errors (``within``: the
-    repetitions' intervals.csv rows, :func:`analysis.generic.trial_intervals`), so that
+    repetitions' intervals.csv rows, :func:`analysis.summary.trial_intervals`), so that
     repetitions which happen to agree closely never claim more certainty than one trial's
     samples allow. ``sd`` is the larger spread. A mean of one repetition has no interval."""
     means = stats.rename(columns={"mean": "value"})[["trial", "phase", "subject", "statistic", "value"]]
@@ -215,7 +217,7 @@ def draw_spread(stats: pd.DataFrame, summary: pd.DataFrame, statistics: list[str
     Each panel's y axis names its statistic in words with its unit
     (:func:`netrepro.model.quantity_label`; ``model``: the run's, for the file's own names),
     the lowest one's x axis the phases; ``under``: the line under the title that says which
-    run it is (:func:`analysis.generic_figures.caption`). Returns the paths written, none
+    run it is (:func:`analysis.figures.caption`). Returns the paths written, none
     when no statistic has a row."""
     statistics = [s for s in statistics if (stats["statistic"] == s).any()]
     if not statistics:
@@ -332,7 +334,7 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, rec
     into ``out``: repetitions/r<k>/, tidy.csv.gz, summary.csv, repetitions.csv, figures/,
     verdict.json and report.md, each repetition analysed with ``record`` as its provenance.
     ``problems``: lines known beforehand (the run's INCOMPLETE marker), extended; ``damaged``:
-    raw folder -> its damaged files (:func:`analysis.generic.analyze`). Returns ``{"tidy",
+    raw folder -> its damaged files (:func:`analysis.outputs.analyze`). Returns ``{"tidy",
     "summary", "verdict", "problems", "outputs", "health", "incomplete"}`` (health and
     incomplete keyed by trial instance: its record's ``id``); writes no analysis.json."""
     n = int(data["repetitions"]["repeat"])
@@ -342,7 +344,7 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, rec
         sub = out / "repetitions" / f"r{k}"
         sub.mkdir(parents=True, exist_ok=True)
         v = view(data, k)
-        res = generic.analyze(run_dir, spec, v, sub, record, figures=False, tidy_file=False, damaged=damaged)
+        res = analyze(run_dir, spec, v, sub, record, figures=False, tidy_file=False, damaged=damaged)
         instance = {r.get("trial") or r["id"]: r["id"] for r in v["trials"]}  # trial -> its raw folder
         tidies.append(res["tidy"].assign(repetition=k))
         summaries.append(res["summary"].assign(repetition=k))
@@ -356,7 +358,7 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, rec
     summary = pd.concat(summaries, ignore_index=True)
     stats = across(summary)
     means, estimates = mean_estimates(stats, pd.concat(intervals, ignore_index=True))
-    verdict = combine_verdicts(verdicts, generic.evaluate_model(spec.model, data, means, estimates))
+    verdict = combine_verdicts(verdicts, evaluate_model(spec.model, data, means, estimates))
     statistics = claim_statistics(spec.model.claims)
     outputs.append(write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode()))
     with atomic_path(out / "summary.csv") as tmp:

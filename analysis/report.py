@@ -319,7 +319,7 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
         spec: the experiment as run (:class:`netrepro.spec.Spec`); data: run.json (or one
             repetition's or sweep point's view of it: :mod:`analysis.repetitions`).
         summary: summary.csv's long table; verdict: verdict.json's dict
-            (:func:`analysis.generic.evaluate`).
+            (:func:`analysis.claims.evaluate`).
         problems: data problems, one line each; figures: the experiment's figures' paths
             relative to the report's folder; health_figures: the same of the figures about
             the substrate (link fidelity), shown with its health.

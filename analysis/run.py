@@ -10,7 +10,7 @@ never written. :func:`model_run_records` checks the trial records the analysis r
 Problems of the record raise :class:`AnalysisError` (one line naming the file and field);
 damaged raw files are refused unless ``partial=True``, in which case the trials they belong to
 are incomplete and the claims reading them are reported not evaluable
-(:func:`analysis.generic.evaluate`). Nothing is written here.
+(:func:`analysis.claims.evaluate`). Nothing is written here.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def _from_version_1(path: Path, data: dict) -> dict:
 
 
 def model_run_records(path: Path, data: dict, partial: bool) -> tuple[dict, list[str]]:
-    """run.json (``data``, read from ``path``) checked for what :mod:`analysis.generic` reads
+    """run.json (``data``, read from ``path``) checked for what :mod:`analysis.outputs` reads
     from it: ``time_scale`` (a number > 0) and each trial record's ``start_epoch_s`` (Unix
     seconds > 0).
 

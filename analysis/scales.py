@@ -16,8 +16,8 @@ runs differ in, the comparison then writes (``<scale>``: ``rate-scale`` or ``tim
   interval (:func:`analysis.repetitions.across`) of the quantity the check judges: a
   ``bound``'s or a ``rise_and_fall``'s statistic itself, a ``ratio``'s or a ``difference``'s
   value of each pair of its ``higher`` and ``lower`` selections
-  (:func:`analysis.generic.pair_value`, computed per repetition, as each repetition's verdict
-  judged it), with the check's limits (:func:`analysis.generic.check_limits`);
+  (:func:`analysis.claims.pair_value`, computed per repetition, as each repetition's verdict
+  judged it), with the check's limits (:func:`analysis.claims.check_limits`);
 - ``figures/<scale>.png|pdf`` (:func:`draw_scale`): a panel per claim, part and value: x the
   scale (log), y the mean with its interval, a series per site, the limits as horizontal
   lines, and the lowest scale at which the claim keeps its meaning (:func:`scale_mins`: the
@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import AnalysisError
-from analysis.generic import check_limits, pair_value, select, selection_keys
+from analysis.claims import check_limits, pair_value, select, selection_keys
 from analysis.repetitions import across
 from netrepro.model import quantity_name
 
@@ -211,7 +211,7 @@ def axis_label(quantity: str, statistic: str) -> str:
 def claim_parts(claim: dict) -> list[tuple[str, dict]]:
     """``(part, check)`` of every check a claim judges with its own numbers: ``""`` its
     ``check``, or ``1``, ``2``, ... (``1.2`` nested) an ``all_of``'s checks; ``when`` its
-    condition, a bound (:func:`analysis.generic.evaluate`)."""
+    condition, a bound (:func:`analysis.claims.evaluate`)."""
     def walk(check: dict, part: str) -> list[tuple[str, dict]]:
         if check["kind"] == "all_of":
             return [x for i, sub in enumerate(check["checks"], 1)
@@ -235,12 +235,12 @@ def claim_values(summary: pd.DataFrame, claim: dict, trial_ids: list[str],
 
     ``summary``: summary.csv's long rows (``trial, phase, subject, statistic, value``) with a
     ``repetition`` column; ``trial_ids`` and ``computed``: the run's, as
-    :func:`analysis.generic.select` takes them. A bound's or a rise_and_fall's value is its
+    :func:`analysis.claims.select` takes them. A bound's or a rise_and_fall's value is its
     statistic's (``quantity`` ``value``); a ratio's or difference's the quantity of each pair
-    (:func:`analysis.generic.pair_value`; ``trial`` etc. ``<higher's> vs <lower's>`` where
+    (:func:`analysis.claims.pair_value`; ``trial`` etc. ``<higher's> vs <lower's>`` where
     they differ). A missing value is NaN; a pair check whose selections differ in length
     gives no row (its claim is not evaluable). Limits: the check's
-    (:func:`analysis.generic.check_limits`), NaN where open or where the kind has none."""
+    (:func:`analysis.claims.check_limits`), NaN where open or where the kind has none."""
     rows = []
     for rep, s in summary.groupby("repetition", sort=True):
         for part, check in claim_parts(claim):
@@ -440,7 +440,7 @@ def draw_scale(table: pd.DataFrame, claims: list[dict], out_dir: Path, formats=(
     """``figures/<scale>.<format>`` (``rate-scale``, ``time-scale``) of :func:`scale_figure`
     into ``out_dir``; returns the files written (``formats``: png, pdf, svg), none for an
     empty table."""
-    from analysis.generic_figures import save_figure
+    from analysis.figures import save_figure
 
     fig = scale_figure(table, claims, scale, mins)
     if fig is None:

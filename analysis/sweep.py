@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import generic
-from analysis.generic_figures import save_figure
+from analysis.outputs import analyze
+from analysis.figures import save_figure
 from analysis.io import atomic_path, write_gzip, write_text
 from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
 from analysis.repetitions import across, claim_statistics, repeated, repeated_into
 from analysis.run import RunInfo, model_run_records, verified_raw
-from analysis.single import AnalysisResult
+from analysis.outputs import AnalysisResult
 from netrepro import sweep as sweeps
 from netrepro.model import quantity_label
 
@@ -212,7 +212,7 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
         if repeated(v):
             res = repeated_into(run_dir, v, pspec, False, sub, record, [], damaged)
         else:
-            res = generic.analyze(run_dir, pspec, v, sub, record, figures=False, tidy_file=False, damaged=damaged)
+            res = analyze(run_dir, pspec, v, sub, record, figures=False, tidy_file=False, damaged=damaged)
         summary = res["summary"].copy()
         if "repetition" not in summary.columns:
             summary = summary.assign(repetition=1)

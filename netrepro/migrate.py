@@ -4,7 +4,7 @@ Version 1 is the earlier format (AQM x variant trials around one shaped bottlene
 groups, ping collectors: :class:`_V1` and :func:`_v1_model` read it; this module is the only
 code that knows it). :func:`migrate` writes the
 same experiment in version 2 (docs/experiment-format.md), and :func:`migrate_data` gives it as
-data, so that the analysis (analysis/generic.py) computes and judges what version 1's analysis
+data, so that the analysis (analysis/outputs.py) computes and judges what version 1's analysis
 did, with the same numbers (tests/test_recorded_v1_runs.py: a run recorded with the version 1
 file, against the outputs version 1's analysis wrote for it); runs recorded with a version 1
 file are analysed through it:

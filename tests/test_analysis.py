@@ -18,9 +18,11 @@ import pytest
 import yaml
 
 import analysis
-from analysis import generic
+from analysis.claims import evaluate
+from analysis.summary import SUMMARY_KEYS
 from analysis.__main__ import main
-from analysis.generic import TIDY_COLUMNS, phase_utilization, trial_statistics
+from analysis.tidy import TIDY_COLUMNS
+from analysis.summary import phase_utilization, trial_statistics
 from analysis.raw import base_rtt_ms, parse_flows, parse_ping, parse_qdisc_fields, parse_qdisc_stack, parse_tx_bytes
 from analysis.run import AnalysisError
 from conftest import PIE_VS_RED_V1
@@ -155,7 +157,7 @@ def test_phase_statistics_known_values():
         _rows("pie-limited", "router:eth1", "backlog_bytes", [1, 11], [12500, 25000]),
     ], ignore_index=True)
     rows = trial_statistics(m, trial, tidy, {}, PH2, 1.0)
-    assert {tuple(r) for r in rows} == {tuple(generic.SUMMARY_KEYS)}
+    assert {tuple(r) for r in rows} == {tuple(SUMMARY_KEYS)}
     assert (_stat(rows, "p1", "all", "queue_delay_samples"), _stat(rows, "p2", "all", "queue_delay_samples")) == (5, 2)
     assert _stat(rows, "p1", "all", "queue_delay_median_ms") == 3 and _stat(rows, "p1", "all", "queue_delay_mean_ms") == 3
     assert _stat(rows, "p1", "all", "queue_delay_p95_ms") == pytest.approx(4.8)
@@ -193,7 +195,7 @@ def _summary(values: dict, util: dict | None = None) -> pd.DataFrame:
         rows.append({"trial": t, "phase": p, "subject": "all", "statistic": "queue_delay_median_ms", "value": x})
         rows.append({"trial": t, "phase": p, "subject": "router:eth1", "statistic": "sent_utilization",
                      "value": (util or {}).get((t, p), 0.95)})
-    return pd.DataFrame(rows, columns=generic.SUMMARY_KEYS)
+    return pd.DataFrame(rows, columns=SUMMARY_KEYS)
 
 
 def _sel(trials, phases, statistic="queue_delay_median_ms", subject="all"):
@@ -212,7 +214,7 @@ CMP = {"id": "c", "text": "t", "check": {"kind": "all_of", "checks": [DIFF, UTIL
 
 
 def _evaluate(summary, claims):
-    return generic.evaluate(summary, claims, TRIALS, {})
+    return evaluate(summary, claims, TRIALS, {})
 
 
 def test_bound():

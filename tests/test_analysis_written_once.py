@@ -27,7 +27,8 @@ import pytest
 
 import analysis
 from analysis.provenance import VERSION_ENV
-from analysis import generic
+from analysis.claims import evaluate
+from analysis.summary import SUMMARY_KEYS
 from analysis.run import AnalysisError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -260,7 +261,7 @@ def test_claims_depend_on_the_trials_they_read_not_on_their_names():
     import pandas as pd
     rows = [{"trial": t, "phase": "p3", "subject": "all", "statistic": "queue_delay_median_ms", "value": d}
             for t, d in [("pie-limited", 20), ("red-limited", 90), ("pie-unlimited", 20), ("red-unlimited", 95)]]
-    summary = pd.DataFrame(rows, columns=generic.SUMMARY_KEYS)
+    summary = pd.DataFrame(rows, columns=SUMMARY_KEYS)
 
     def sel(trial):
         return {"statistic": "queue_delay_median_ms", "trials": [trial], "subjects": ["all"], "phases": ["p3"]}
@@ -271,9 +272,9 @@ def test_claims_depend_on_the_trials_they_read_not_on_their_names():
         {"id": "claim-c", "text": "t", "check": {"kind": "bound", "select": sel("red-limited"), "min": 50}},
     ]
     ids = ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
-    v = generic.evaluate(summary, claims, ids, {},
+    v = evaluate(summary, claims, ids, {},
                          incomplete={"pie-unlimited": ["raw/pie-unlimited/router/qdisc.jsonl (altered)"]})
     assert [c["status"] for c in v["claims"]] == ["holds", "not evaluable", "holds"]
     assert v["claims"][1]["reason"] == "data incomplete: pie-unlimited: raw/pie-unlimited/router/qdisc.jsonl (altered)"
     assert v["reproduced"] is False  # never reproduced while a claim is not evaluable
-    assert generic.evaluate(summary, claims, ids, {})["reproduced"] is True
+    assert evaluate(summary, claims, ids, {})["reproduced"] is True

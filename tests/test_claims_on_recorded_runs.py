@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.generic import check_claim
+from analysis.claims import check_claim
 from netrepro.model import statistics
 from netrepro.spec import load_spec
 

@@ -195,7 +195,7 @@ def test_the_shortest_time_scale_is_marked_when_the_experiment_declares_it(runs,
     assert "The shortest time scale at which a claim keeps its meaning" in report
     said = next(ln for ln in report.splitlines() if ln.startswith("- ") and "`unpaced-fills-link`" in ln
                 and ": TS = " in ln)
-    # and the run below it reports the claim not applicable (analysis.generic.evaluate)
+    # and the run below it reports the claim not applicable (analysis.claims.evaluate)
     assert any(ln.startswith("- `unpaced-fills-link`: ns3 (simulation) TS 0.1") and ": not applicable; " in ln
                for ln in report.splitlines())
     assert said.endswith(": TS = 0.15 (the experiment's time_scale.min: a trial shorter than 1.5 s holds no whole "

@@ -1,4 +1,4 @@
-"""analysis/generic.py and the parsers it uses: Jain's index and the coefficient of variation
+"""analysis/outputs.py and the parsers it uses: Jain's index and the coefficient of variation
 against hand-computed values, iperf3's JSON report (a real one, recorded on this machine:
 tests/data/iperf3/SOURCE.md), the queue of a whole qdisc stack, and each claim kind."""
 
@@ -12,7 +12,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import generic
+from analysis.claims import at_rate_scale, check_claim, evaluate, scaled_thresholds
+from analysis.figures import draw
+from analysis.summary import SUMMARY_KEYS, cov, jain_index, trial_statistics
+from analysis.tidy import trial_tidy
 from analysis.raw import parse_iperf3, parse_qdisc_fields, parse_qdisc_stack, parse_tc_classes
 from netrepro.model import Collector
 from netrepro.spec import load_spec
@@ -21,20 +24,20 @@ DATA = Path(__file__).resolve().parent / "data"
 
 
 def test_jain_index_by_hand():
-    assert generic.jain_index([5, 5, 5, 5]) == 1.0
-    assert generic.jain_index([10, 0, 0, 0]) == 0.25          # one takes all: 1/n
+    assert jain_index([5, 5, 5, 5]) == 1.0
+    assert jain_index([10, 0, 0, 0]) == 0.25          # one takes all: 1/n
     # (1+2+3)^2 / (3 * (1+4+9)) = 36 / 42
-    assert generic.jain_index([1, 2, 3]) == pytest.approx(36 / 42)
+    assert jain_index([1, 2, 3]) == pytest.approx(36 / 42)
     # four flows at 4.1, 2.2, 1.6 and 1.5 Gbit/s: 9.4^2 / (4 * (16.81 + 4.84 + 2.56 + 2.25)) = 88.36 / 105.84
-    assert generic.jain_index([4.1, 2.2, 1.6, 1.5]) == pytest.approx(88.36 / 105.84)
-    assert math.isnan(generic.jain_index([])) and math.isnan(generic.jain_index([0, 0]))
-    assert generic.jain_index([2, float("nan"), 2]) == 1.0
+    assert jain_index([4.1, 2.2, 1.6, 1.5]) == pytest.approx(88.36 / 105.84)
+    assert math.isnan(jain_index([])) and math.isnan(jain_index([0, 0]))
+    assert jain_index([2, float("nan"), 2]) == 1.0
 
 
 def test_cov_by_hand():
     # mean 2, population std sqrt(((1)^2 + 0 + 1^2) / 3) = sqrt(2/3)
-    assert generic.cov([1, 2, 3]) == pytest.approx(math.sqrt(2 / 3) / 2)
-    assert generic.cov([4, 4]) == 0.0 and math.isnan(generic.cov([0, 0])) and math.isnan(generic.cov([]))
+    assert cov([1, 2, 3]) == pytest.approx(math.sqrt(2 / 3) / 2)
+    assert cov([4, 4]) == 0.0 and math.isnan(cov([0, 0])) and math.isnan(cov([]))
 
 
 def test_parse_iperf3_real_report():
@@ -85,14 +88,14 @@ IDS = ["droptail", "pie"]
       "tolerance": 1, "min_rise": 30}, False, "min 30"),
 ])
 def test_claim_kinds(check, holds, words):
-    ok, evidence = generic.check_claim(SUMMARY, check, IDS)
+    ok, evidence = check_claim(SUMMARY, check, IDS)
     assert ok is holds and words in evidence, evidence
 
 
 def _ratio_summary(droptail_drops, pie_drops):
     rows = [("droptail", droptail_drops), ("pie", pie_drops)]
     return pd.DataFrame([{"trial": t, "phase": "all", "subject": "s2:s2-eth2", "statistic": "drops", "value": v}
-                         for t, v in rows if v is not None], columns=generic.SUMMARY_KEYS)
+                         for t, v in rows if v is not None], columns=SUMMARY_KEYS)
 
 
 RATIO = {"id": "more-drops", "text": "t", "check": {
@@ -108,13 +111,13 @@ RATIO = {"id": "more-drops", "text": "t", "check": {
     (math.nan, 3.0, "droptail/s2:s2-eth2/all missing"),
 ])
 def test_a_ratio_of_zero_or_missing_terms_is_not_evaluable(higher, lower, why):
-    holds, evidence = generic.check_claim(_ratio_summary(higher, lower), RATIO["check"], IDS)
+    holds, evidence = check_claim(_ratio_summary(higher, lower), RATIO["check"], IDS)
     assert holds is None and why in evidence, evidence
-    v = generic.evaluate(_ratio_summary(higher, lower), [RATIO], IDS, {})
+    v = evaluate(_ratio_summary(higher, lower), [RATIO], IDS, {})
     c = v["claims"][0]
     assert c["status"] == "not evaluable" and c["holds"] is None and why in c["reason"]
     assert v["verdict"] == "inconclusive" and v["reproduced"] is False
-    assert generic.evaluate(_ratio_summary(8.0, 2.0), [RATIO], IDS, {})["claims"][0]["status"] == "holds"
+    assert evaluate(_ratio_summary(8.0, 2.0), [RATIO], IDS, {})["claims"][0]["status"] == "holds"
 
 
 @pytest.mark.parametrize("check, why", [
@@ -129,7 +132,7 @@ def test_a_ratio_of_zero_or_missing_terms_is_not_evaluable(higher, lower, why):
       "tolerance": 1, "min_rise": 1}, "pie/rtt/p4 missing"),
 ])
 def test_no_claim_kind_holds_or_fails_on_missing_data(check, why):
-    holds, evidence = generic.check_claim(SUMMARY, check, IDS)
+    holds, evidence = check_claim(SUMMARY, check, IDS)
     assert holds is None and why in evidence, evidence
 
 
@@ -137,18 +140,18 @@ def test_default_subjects_come_from_the_model_so_a_missing_one_is_seen():
     """Without ``subjects``, a claim reads every subject the model computes the statistic of:
     a subject whose rows are missing reads missing instead of being silently left out."""
     check = {"kind": "bound", "select": {"statistic": "rtt_median_ms", "trials": ["pie"]}, "max": 100}
-    assert generic.check_claim(SUMMARY, check, IDS)[0] is True  # from the table alone: rtt only
+    assert check_claim(SUMMARY, check, IDS)[0] is True  # from the table alone: rtt only
     computed = {"pie": {"rtt": ["rtt_median_ms"], "rtt2": ["rtt_median_ms"]}}
-    holds, evidence = generic.check_claim(SUMMARY, check, IDS, computed)
+    holds, evidence = check_claim(SUMMARY, check, IDS, computed)
     assert holds is None and "pie/rtt2/all missing" in evidence
 
 
 def test_a_claim_reading_an_unhealthy_trial_is_inconclusive():
     claims = [{"id": "c", "text": "t", "check": {"kind": "bound", "select": {"statistic": "jain_index",
                                                                            "trials": ["pie"]}, "min": 0.5}}]
-    v = generic.evaluate(SUMMARY, claims, IDS, {"pie": [{"trial": "pie", "check": "nodes_cpu_busy", "value": 0.9}]})
+    v = evaluate(SUMMARY, claims, IDS, {"pie": [{"trial": "pie", "check": "nodes_cpu_busy", "value": 0.9}]})
     assert v["verdict"] == "inconclusive" and v["claims"][0]["holds"] is None and "nodes_cpu_busy" in v["claims"][0]["reason"]
-    v = generic.evaluate(SUMMARY, claims, IDS, {"droptail": [{"trial": "droptail", "check": "x", "value": 1}]})
+    v = evaluate(SUMMARY, claims, IDS, {"droptail": [{"trial": "droptail", "check": "x", "value": 1}]})
     assert v["verdict"] == "reproduced"  # the claim does not read droptail
 
 
@@ -196,10 +199,10 @@ def test_busy_classes_tell_a_shared_bucket(tmp_path):
         d.mkdir(parents=True)
         (d / "qdisc.jsonl").write_text("\n".join(_class_line(100.1 + i * 0.2, b) for i, b in enumerate(samples)) + "\n")
         problems: list[str] = []
-        tidy, _ = generic.trial_tidy(model, trial, {"start_epoch_s": 100.0}, d.parent, 1.0, problems)
+        tidy, _ = trial_tidy(model, trial, {"start_epoch_s": 100.0}, d.parent, 1.0, problems)
         assert problems == []
         busy = tidy[tidy["metric"] == "busy_classes"]["value"].tolist()
-        rows = generic.trial_statistics(model, trial, tidy, {}, [])
+        rows = trial_statistics(model, trial, tidy, {}, [])
         out[case] = (busy, {r["statistic"]: r["value"] for r in rows if "classes" in r["statistic"]})
     assert out["apart"] == ([2, 1, 2, 0], {"busy_classes_max": 2.0, "classes_in_use": 2.0})
     assert out["shared"] == ([1, 1, 1, 0], {"busy_classes_max": 1.0, "classes_in_use": 1.0})
@@ -212,13 +215,13 @@ def test_a_claim_with_a_condition_the_run_does_not_meet_is_not_applicable():
                "check": {"kind": "bound", "select": {"statistic": "jain_index", "trials": ["pie"]}, "min": 0.999}},
               {"id": "d", "text": "u", "check": {"kind": "bound", "select": {"statistic": "jain_index",
                                                                             "trials": ["pie"]}, "min": 0.5}}]
-    v = generic.evaluate(SUMMARY, claims, IDS, {})
+    v = evaluate(SUMMARY, claims, IDS, {})
     assert v["claims"][0]["status"] == "not applicable" and "droptail/all/all 0.7" in v["claims"][0]["reason"]
     assert v["verdict"] == "reproduced"  # the claim that would fail does not apply; d holds
     met = dict(claims[0], when=dict(when, min=0.5))
-    v = generic.evaluate(SUMMARY, [met, claims[1]], IDS, {})
+    v = evaluate(SUMMARY, [met, claims[1]], IDS, {})
     assert v["claims"][0]["status"] == "fails" and v["verdict"] == "not reproduced" and "0.7" in v["claims"][0]["condition"]
-    v = generic.evaluate(SUMMARY, claims[:1], IDS, {})
+    v = evaluate(SUMMARY, claims[:1], IDS, {})
     # nothing applied: nothing was judged, so neither reproduced nor refuted
     assert v["verdict"] == "inconclusive" and v["reproduced"] is False
 
@@ -226,9 +229,9 @@ def test_a_claim_with_a_condition_the_run_does_not_meet_is_not_applicable():
 def test_a_claim_below_its_rate_scale_is_not_applicable():
     claim = {"id": "c", "text": "t", "rate_scale_min": 0.07,
              "check": {"kind": "bound", "select": {"statistic": "jain_index", "trials": ["pie"]}, "min": 0.5}}
-    low = generic.evaluate(SUMMARY, [claim], IDS, {}, rate_scale=0.02)
+    low = evaluate(SUMMARY, [claim], IDS, {}, rate_scale=0.02)
     assert low["claims"][0]["status"] == "not applicable" and "rate scale 0.02 is below 0.07" in low["claims"][0]["reason"]
-    assert generic.evaluate(SUMMARY, [claim], IDS, {}, rate_scale=0.1)["claims"][0]["status"] == "holds"
+    assert evaluate(SUMMARY, [claim], IDS, {}, rate_scale=0.1)["claims"][0]["status"] == "holds"
 
 
 def test_a_claim_read_at_a_shorter_time_scale_than_its_minimum_is_not_applicable():
@@ -237,12 +240,12 @@ def test_a_claim_read_at_a_shorter_time_scale_than_its_minimum_is_not_applicable
     judged."""
     check = {"kind": "bound", "select": {"statistic": "jain_index", "trials": ["pie"]}, "min": 0.5}
     claims = [{"id": "c", "text": "t", "check": check}, {"id": "d", "text": "u", "time_scale_min": 0.05, "check": check}]
-    v = generic.evaluate(SUMMARY, claims, IDS, {}, time_scale=0.1, time_scale_min=0.25)
+    v = evaluate(SUMMARY, claims, IDS, {}, time_scale=0.1, time_scale_min=0.25)
     assert [c["status"] for c in v["claims"]] == ["not applicable", "holds"] and v["verdict"] == "reproduced"
     assert "time scale 0.1 is shorter than 0.25, the shortest at which the claim keeps its meaning" in v["claims"][0]["reason"]
-    v = generic.evaluate(SUMMARY, claims[:1], IDS, {}, time_scale=0.1, time_scale_min=0.25)
+    v = evaluate(SUMMARY, claims[:1], IDS, {}, time_scale=0.1, time_scale_min=0.25)
     assert v["verdict"] == "inconclusive"  # nothing judged
-    assert generic.evaluate(SUMMARY, claims, IDS, {}, time_scale=0.25, time_scale_min=0.25)["claims"][0]["status"] == "holds"
+    assert evaluate(SUMMARY, claims, IDS, {}, time_scale=0.25, time_scale_min=0.25)["claims"][0]["status"] == "holds"
 
 
 def test_a_claim_below_its_scale_is_not_applicable_even_when_its_trial_is_unhealthy_or_incomplete():
@@ -254,11 +257,11 @@ def test_a_claim_below_its_scale_is_not_applicable_even_when_its_trial_is_unheal
               {"id": "e", "text": "v", "rate_scale_min": 0.5, "time_scale_min": 0.05, "check": check}]
     sick = {"pie": [{"trial": "pie", "check": "nodes_cpu_busy", "value": 0.9, "threshold": 0.6, "unit": "fraction",
                      "detail": ""}]}
-    v = generic.evaluate(SUMMARY, claims, IDS, sick, time_scale=0.1, time_scale_min=0.25, rate_scale=0.1)
+    v = evaluate(SUMMARY, claims, IDS, sick, time_scale=0.1, time_scale_min=0.25, rate_scale=0.1)
     assert [c["status"] for c in v["claims"]] == ["not applicable", "inconclusive", "not applicable"], v["claims"]
     assert "time scale 0.1" in v["claims"][0]["reason"] and "rate scale 0.1" in v["claims"][2]["reason"]
     assert v["verdict"] == "inconclusive" and v["health_failures"]
-    gaps = generic.evaluate(SUMMARY, claims[:1], IDS, {}, incomplete={"pie": ["ping.txt damaged"]},
+    gaps = evaluate(SUMMARY, claims[:1], IDS, {}, incomplete={"pie": ["ping.txt damaged"]},
                             time_scale=0.1, time_scale_min=0.25)
     assert gaps["claims"][0]["status"] == "not applicable"
 
@@ -285,8 +288,8 @@ def test_a_figure_draws_only_the_trials_it_names(tmp_path):
                           "value": float(s % 3)} for t in ("a", "b", "c") for s in range(10)])
     model = SimpleNamespace(trials=[{"id": "a"}, {"id": "b"}, {"id": "c"}], name="x", phases=(), figures=[],
                             reference_results=[], data={})
-    every = generic.draw(model, tidy, {"id": "all3", "metric": "busy_classes"}, tmp_path)
-    one = generic.draw(model, tidy, {"id": "one", "metric": "busy_classes", "trials": ["b"]}, tmp_path)
+    every = draw(model, tidy, {"id": "all3", "metric": "busy_classes"}, tmp_path)
+    one = draw(model, tidy, {"id": "one", "metric": "busy_classes", "trials": ["b"]}, tmp_path)
     h_every, h_one = (Image.open(p[0]).size[1] for p in (every, one))
     assert h_every > 2.5 * h_one
 
@@ -308,17 +311,17 @@ def test_a_proportional_claim_is_judged_at_the_runs_rate_scale():
     rtt = {"kind": "bound", "select": {"statistic": "rtt_median_ms"}, "max": 40}
     claim = {"id": "link-used", "text": "t", "rate_scaling": "proportional", "check": {"kind": "all_of", "checks": [link, rtt]}}
     scaled = lambda st: rate_scaled(None, st)  # noqa: E731
-    at_half = generic.evaluate(_throughput_summary(9.9), [claim], ["t"], {}, rate_scale=0.5, scaled=scaled)["claims"][0]
+    at_half = evaluate(_throughput_summary(9.9), [claim], ["t"], {}, rate_scale=0.5, scaled=scaled)["claims"][0]
     assert at_half["status"] == "holds", at_half
     assert "within [7.5, 10.25]" in at_half["evidence"] and "within [-inf, 40]" in at_half["evidence"]
     assert at_half["thresholds"] == "total_throughput_mbit 15 to 20.5 at k = 1, 7.5 to 10.25 at k = 0.5"
-    whole = generic.evaluate(_throughput_summary(19.9), [claim], ["t"], {}, rate_scale=1, scaled=scaled)["claims"][0]
+    whole = evaluate(_throughput_summary(19.9), [claim], ["t"], {}, rate_scale=1, scaled=scaled)["claims"][0]
     assert whole["status"] == "holds" and "thresholds" not in whole
     for fixed in ({**claim, "rate_scaling": "none"}, {k: v for k, v in claim.items() if k != "rate_scaling"}):
-        v = generic.evaluate(_throughput_summary(9.9), [fixed], ["t"], {}, rate_scale=0.5, scaled=scaled)["claims"][0]
+        v = evaluate(_throughput_summary(9.9), [fixed], ["t"], {}, rate_scale=0.5, scaled=scaled)["claims"][0]
         assert v["status"] == "fails" and "thresholds" not in v
     # the delay bound keeps its value: 45 ms fails at every k
-    assert generic.evaluate(_throughput_summary(9.9, 45.0), [claim], ["t"], {}, rate_scale=0.5,
+    assert evaluate(_throughput_summary(9.9, 45.0), [claim], ["t"], {}, rate_scale=0.5,
                             scaled=scaled)["claims"][0]["status"] == "fails"
 
 
@@ -328,12 +331,12 @@ def test_scaled_thresholds_follow_each_kind():
     scaled = lambda st: rate_scaled(None, st)  # noqa: E731
     diff = {"kind": "difference", "higher": {"statistic": "backlog_max_bytes"}, "lower": {"statistic": "backlog_max_bytes"},
             "min": 1000}
-    assert generic.at_rate_scale(diff, 0.5, scaled)["min"] == 500
-    assert generic.scaled_thresholds(diff, 0.5, scaled) == "backlog_max_bytes at least 1000 at k = 1, at least 500 at k = 0.5"
+    assert at_rate_scale(diff, 0.5, scaled)["min"] == 500
+    assert scaled_thresholds(diff, 0.5, scaled) == "backlog_max_bytes at least 1000 at k = 1, at least 500 at k = 0.5"
     ratio = {"kind": "ratio", "higher": {"statistic": "throughput_mbit"}, "lower": {"statistic": "throughput_mbit"}, "min": 2}
-    assert generic.at_rate_scale(ratio, 0.5, scaled) == ratio and generic.scaled_thresholds(ratio, 0.5, scaled) == ""
+    assert at_rate_scale(ratio, 0.5, scaled) == ratio and scaled_thresholds(ratio, 0.5, scaled) == ""
     rise = {"kind": "rise_and_fall", "select": {"statistic": "drops"}, "order": "phases", "peak": "p2",
             "tolerance": 10, "min_rise": 100}
-    assert generic.at_rate_scale(rise, 0.1, scaled) == {**rise, "tolerance": 1.0, "min_rise": 10.0}
+    assert at_rate_scale(rise, 0.1, scaled) == {**rise, "tolerance": 1.0, "min_rise": 10.0}
     when = {"select": {"statistic": "classes_in_use"}, "min": 2}
-    assert generic.at_rate_scale(when, 0.1, scaled) == when
+    assert at_rate_scale(when, 0.1, scaled) == when

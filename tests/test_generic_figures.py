@@ -1,4 +1,4 @@
-"""The figure options of schema_version 2 (analysis/generic_figures.py) drawn from a real run:
+"""The figure options of schema_version 2 (analysis/figures.py) drawn from a real run:
 tests/data/pie-vs-red-local-0.1 (four trials aqm x variant, three clients pinging every 0.1 s,
 five phases of 10, 30, 50, 30 and 10 flows, TIME_SCALE 0.1), read as the analysis reads a run
 recorded with a version 1 file (netrepro.migrate.migrate_data gives its trials the labels aqm
@@ -19,8 +19,8 @@ import pytest
 from matplotlib.colors import to_hex
 
 from conftest import distinct_run
-from analysis import generic
-from analysis.generic_figures import draw, figure, rolling
+from analysis.tidy import trial_tidy
+from analysis.figures import draw, figure, rolling
 from netrepro.migrate import migrate_data
 from netrepro.spec import Spec
 
@@ -42,7 +42,7 @@ def recorded():
     m.data["phases"] = [{**p, "label": f"{p['flows']} flows"} for p in m.data["phases"]]
     records = {t["id"]: t for t in data["trials"]}
     problems: list[str] = []
-    tidy = pd.concat([generic.trial_tidy(m, t, records[t["id"]], RUN / "raw" / t["id"], data["time_scale"], problems)[0]
+    tidy = pd.concat([trial_tidy(m, t, records[t["id"]], RUN / "raw" / t["id"], data["time_scale"], problems)[0]
                       for t in m.trials], ignore_index=True)
     assert not problems
     return m, tidy, float(data["time_scale"])
@@ -169,7 +169,7 @@ def test_analysis_scales_the_phases_like_the_run(tmp_path, monkeypatch):
     times, and the window is scaled too."""
     import shutil
 
-    from analysis import analyze, generic_figures
+    from analysis import analyze, figures
     src = Path(__file__).resolve().parent / "data" / "labs" / "pie-lab-local-0.2"
     run_dir = tmp_path / "run"
     shutil.copytree(src, run_dir, ignore=shutil.ignore_patterns("expected", "README.md"))
@@ -181,8 +181,8 @@ def test_analysis_scales_the_phases_like_the_run(tmp_path, monkeypatch):
                                "hue": "aqm", "shade_phases": True, "rolling": {"window_s": 5, "statistic": "median"}}]
     (run_dir / "run.json").write_text(json.dumps(run))
     drawn = []
-    real_save = generic_figures.save_figure
-    monkeypatch.setattr(generic_figures, "save_figure", lambda f, target: drawn.append(f) or real_save(f, target))
+    real_save = figures.save_figure
+    monkeypatch.setattr(figures, "save_figure", lambda f, target: drawn.append(f) or real_save(f, target))
     analyze(run_dir)
     assert (run_dir / "figures" / "shaded.png").stat().st_size > 10_000
     f = drawn[0]
@@ -201,7 +201,7 @@ def test_axes_name_the_metric_in_words_with_its_unit_and_panels_share_y(recorded
     """Never the raw column name: the y axis and each panel's title say "Queueing delay (ms)";
     the panels share one y range; the x axis says what time it counts; the caption line under
     the title names the run, the site, the time scale and the rate scale."""
-    from analysis.generic_figures import caption
+    from analysis.figures import caption
     m, tidy, ts = recorded
     f = figure(m, tidy, {**FIG8, "metric": "queue_delay_ms", "lines": []}, ts,
                caption("20261122T111651Z-local", "local", ts, 1))
@@ -270,15 +270,15 @@ def test_compare_figure_names_its_axes_and_shares_y_per_statistic(tmp_path, monk
     names the phases, the y axis the statistic in words with its unit, and the panels of one
     statistic share their y range."""
 
-    from analysis import generic_figures
+    from analysis import figures
     from analysis.compare import compare
     src = Path(__file__).resolve().parent / "data" / "labs" / "pie-lab-local-0.2"
     runs = []
     for name in ("a", "b"):
         runs.append(distinct_run(src, tmp_path / name / "run"))
     drawn = []
-    real_save = generic_figures.save_figure
-    monkeypatch.setattr(generic_figures, "save_figure", lambda f, target: drawn.append((target.name, f))
+    real_save = figures.save_figure
+    monkeypatch.setattr(figures, "save_figure", lambda f, target: drawn.append((target.name, f))
                         or real_save(f, target))
     compare(runs, tmp_path / "out")
     f = next(f for name, f in drawn if name == "compare.png")

@@ -1,6 +1,6 @@
 """Runs recorded with a schema_version 1 experiment file (pie-vs-red's format before it was
 migrated) still analyse, through the one analysis path: analysis.run.read_run converts the
-recorded spec once, in memory (netrepro.migrate.migrate_data), and analysis/generic.py computes
+recorded spec once, in memory (netrepro.migrate.migrate_data), and analysis/outputs.py computes
 what the version 1 analysis computed.
 
 Golden data, as Flent's: tests/data/pie-vs-red-local-0.1 (README.md says how it was recorded)

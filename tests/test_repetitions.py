@@ -448,7 +448,7 @@ def test_compare_marks_the_stated_numbers_over_their_phases():
     """compare.png draws each number a source states over its phase, in the source's line
     style, and neither a finding in words nor a phase off the panel's axis."""
     from analysis.compare import reference_marks
-    from analysis.generic_figures import REFERENCE_STYLES
+    from analysis.figures import REFERENCE_STYLES
     refs = load_spec("pie-vs-red").data["reference_results"]
     marks = reference_marks(refs, "queue_delay_median_ms", "pie-unlimited", ["p1", "p2", "p3", "p4", "p5"])
     # the paper's and the 2016 write-up's "about 20" ms of PIE, in every phase, each in its style

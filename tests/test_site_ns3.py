@@ -18,7 +18,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import analyze_run, generic
+from analysis import analyze_run
+from analysis.summary import trial_statistics
+from analysis.tidy import trial_tidy
 from analysis.raw import parse_flows, parse_ping
 from netrepro.sites.ns3 import stacks as ns3_stacks
 from netrepro.runner import run, rundir, steps, trialvars
@@ -136,10 +138,10 @@ def test_the_sampled_ports_sent_bytes_are_analysed_whatever_its_device_is_called
                               {"kind": "pie", "handle": "10:", "parent": "1:10", "backlog": 3000, "qlen": 2, "drops": 0}]})
         + "\n" for i in range(260)))
     problems: list[str] = []
-    tidy, ends = generic.trial_tidy(spec.model, trial, {"start_epoch_s": 100.0}, d.parent, 0.1, problems)
+    tidy, ends = trial_tidy(spec.model, trial, {"start_epoch_s": 100.0}, d.parent, 0.1, problems)
     assert len(tidy[(tidy["subject"] == "router:eth1") & (tidy["metric"] == "tx_bytes")]) >= 250
     phases = [{**p, "start_s": p["start_s"] * 0.1, "end_s": p["end_s"] * 0.1} for p in spec.model.data["phases"]]
-    sent = {r["phase"]: r["value"] for r in generic.trial_statistics(spec.model, trial, tidy, ends, phases, 0.1)
+    sent = {r["phase"]: r["value"] for r in trial_statistics(spec.model, trial, tidy, ends, phases, 0.1)
             if r["subject"] == "router:eth1" and r["statistic"] == "sent_utilization"}
     assert set(sent) == {"all", "p1", "p2", "p3", "p4", "p5"} and all(v == pytest.approx(1.0) for v in sent.values()), sent
 

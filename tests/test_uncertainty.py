@@ -55,7 +55,7 @@ def test_an_interval_is_cut_to_its_quantity_s_range_and_never_leaves_out_its_val
 
 
 def test_batches_hold_the_same_number_of_the_sparsest_series_samples():
-    from analysis.generic import batch_edges
+    from analysis.summary import batch_edges
     assert u.batch_count(60) == u.MAX_BATCHES and u.batch_count(7) == 7 and u.batch_count(5) == 5
     assert u.batch_count(4) == 0  # fewer than MIN_BATCHES
     # iperf3 stamps each 1-s report at its end, a little after the schedule's second: a 5-s

@@ -262,7 +262,7 @@ def check_quantities(m: Model, path) -> None:
 
 
 #: The columns a figure's ``facet`` and ``hue`` may name besides the trials' label keys
-#: (analysis/generic_figures.py ``figure``): each trial's id and each line's subject.
+#: (analysis/figures.py ``figure``): each trial's id and each line's subject.
 FIGURE_COLUMNS = ("trial", "subject")
 
 

@@ -10,7 +10,7 @@ from netrepro import tc
 from netrepro.model.experiment import Model
 
 
-#: Columns of the analysis's statistics table (analysis/generic.py ``SUMMARY_KEYS``, written as
+#: Columns of the analysis's statistics table (analysis/outputs.py ``SUMMARY_KEYS``, written as
 #: summary.csv), of the columns the repeated, swept and compared analyses add to it
 #: (analysis/repetitions.py, analysis/sweep.py, analysis/compare.py: ``repetition``, ``point``,
 #: ``run``) and of their table across repetitions (analysis/repetitions.py ``STATS_COLUMNS``).
@@ -23,7 +23,7 @@ RESERVED_COLUMNS = SUMMARY_COLUMNS + ("repetition", "point", "run") + (
     "n", "mean", "median", "sd", "ci95_low", "ci95_high", "cv", "min", "max")
 
 
-#: The statistics analysis/generic.py (``trial_statistics``) computes, by what the subject is.
+#: The statistics analysis/outputs.py (``trial_statistics``) computes, by what the subject is.
 #: ``iperf3``: of each iperf3 item (its id); ``iperf3_streams``: of an iperf3 item with
 #: ``parallel`` > 1 (over its streams); ``ping``: of each ping item; ``ping_base_rtt``: of
 #: each ping item when the file has ``base_rtt`` (queueing delay = RTT - base RTT);
@@ -57,7 +57,7 @@ STATISTICS = {
 WHOLE_TRIAL_STATISTICS = ("ping_received_fraction",)
 
 
-#: The samples (tidy.csv metrics) analysis/generic.py (``trial_tidy``) records, by subject:
+#: The samples (tidy.csv metrics) analysis/outputs.py (``trial_tidy``) records, by subject:
 #: an iperf3 item's, a ping item's (its queueing delay too when the file has ``base_rtt``),
 #: a collector's port's (``tx_bytes`` is the interface's sent-bytes counter; with
 #: ``classes`` its classes' too).
@@ -70,7 +70,7 @@ METRICS = {"iperf3": ("throughput_mbit", "retransmits", "cwnd_bytes", "rtt_ms"),
            "port_classes": ("class_backlog_packets", "busy_classes")}
 
 
-#: The subject of a trial's own statistics (analysis/generic.py).
+#: The subject of a trial's own statistics (analysis/outputs.py).
 TRIAL_SUBJECT = "all"
 
 
@@ -120,13 +120,13 @@ RATE_SCALED_UNITS = ("Mbit/s", "kbit/s", "bytes", "packets", "segments")
 
 
 #: A claim's ``rate_scaling``: ``proportional``: every threshold it sets on a value in a
-#: :data:`RATE_SCALED_UNITS` unit is multiplied by the run's k (analysis.generic.at_rate_scale);
+#: :data:`RATE_SCALED_UNITS` unit is multiplied by the run's k (analysis.claims.at_rate_scale);
 #: ``none``: judged as written at every k (the author says the value does not follow k).
 RATE_SCALINGS = ("proportional", "none")
 
 
 #: The fields of a claim check that are values of its statistic, by kind, and so follow the
-#: rate scale with it (analysis.generic.at_rate_scale); a ratio's ``min``/``max`` are ratios,
+#: rate scale with it (analysis.claims.at_rate_scale); a ratio's ``min``/``max`` are ratios,
 #: which k does not change, and an ``all_of`` has its checks'.
 RATE_SCALED_FIELDS = {"bound": ("min", "max"), "difference": ("min", "max"), "rise_and_fall": ("tolerance", "min_rise")}
 

@@ -1,4 +1,4 @@
-"""Figures of a run of any experiment (the file's ``figures``, read by :mod:`analysis.generic`),
+"""Figures of a run of any experiment (the file's ``figures``, read by :mod:`analysis.outputs`),
 drawn with matplotlib's object API on the Agg canvas (no pyplot, so the caller's backend is
 untouched and no figure is left open), and written byte for byte the same for the same data
 (:func:`save_figure`; the figures across repetitions, sweep points and runs use it too).

@@ -1,0 +1,411 @@
+"""The experiment file's claims judged on a run's statistics: the verdict (``verdict.json``).
+
+Nothing here knows a claim by name; the kinds: ``bound`` (every selected value within min/max), ``difference`` and ``ratio``
+(each value of ``higher`` against the value of ``lower`` in the same position: min <=
+difference <= max, its absolute value with ``absolute``; ratio >= min), ``all_of`` (every
+one of its ``checks`` holds; not evaluable when one is), ``rise_and_fall`` (over ``order`` = phases or trials, non-decreasing
+to ``peak`` then non-increasing, each step within ``tolerance``, peak above both ends by
+``min_rise``). A selection lists values in the order trials x subjects x phases (phase
+``all`` by default; subjects by default those the model says compute the statistic:
+:func:`netrepro.model.statistics`). A claim reading a trial that failed a health check is
+inconclusive; a claim reading a trial whose raw files are damaged (analysed with
+``--partial``) or whose values are missing or undefined (no row, NaN, a ratio over 0, an
+empty selection) is *not evaluable*, with the reason: it never holds on data it lacks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from analysis import uncertainty
+from analysis.health import failure_line
+from analysis.uncertainty import Estimate
+from netrepro.model import RATE_SCALED_FIELDS, rate_scaled, scale_rates, statistics
+
+
+# --- claims -----------------------------------------------------------------------------------------
+def selection_keys(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
+                   computed: dict[str, dict[str, list[str]]] | None = None) -> list[tuple[str, str, str]]:
+    """The (trial, subject, phase) of each value a claim's selection ``sel`` names, in order
+    trials x subjects x phases (what :func:`select` reads; ``computed`` as its).
+
+    Without ``subjects``, a trial's subjects are those that compute the statistic by
+    ``computed`` (:func:`netrepro.model.statistics`: what the file says the analysis
+    computes, so a subject whose rows are missing reads NaN, not nothing), else those that
+    have a row of it in ``summary``; a trial without any is read as subject ``all``."""
+    out = []
+    for t in sel.get("trials") or trial_ids:
+        if sel.get("subjects"):
+            subjects = sel["subjects"]
+        elif computed is not None and t in computed:
+            subjects = [s for s, names in computed[t].items() if sel["statistic"] in names]
+        else:
+            rows = summary[(summary["trial"] == t) & (summary["statistic"] == sel["statistic"])]
+            subjects = sorted(set(rows["subject"]))
+        for s in subjects or ["all"]:
+            for ph in sel.get("phases") or ["all"]:
+                out.append((t, s, ph))
+    return out
+
+
+def select(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
+           computed: dict[str, dict[str, list[str]]] | None = None) -> list[tuple[str, float]]:
+    """The values a claim's selection names (:func:`selection_keys`), each with a label
+    ``trial/subject/phase``; a value missing from the table is NaN (so the claim is not
+    evaluable for want of data, and says which)."""
+    out = []
+    for t, s, ph in selection_keys(summary, sel, trial_ids, computed):
+        m = summary[(summary["trial"] == t) & (summary["subject"] == s) & (summary["phase"] == ph)
+                    & (summary["statistic"] == sel["statistic"])]["value"]
+        out.append((f"{t}/{s}/{ph}", float(m.iloc[0]) if len(m) else math.nan))
+    return out
+
+
+def selections(check: dict) -> list[dict]:
+    """Every selection a check reads (``select``, ``higher``, ``lower``), those of the checks
+    of an ``all_of`` too, in order."""
+    if check["kind"] == "all_of":
+        return [s for sub in check["checks"] for s in selections(sub)]
+    return [check[k] for k in ("select", "higher", "lower") if k in check]
+
+
+def _f(x: float) -> str:
+    return "missing" if not math.isfinite(x) else f"{x:.4g}"
+
+
+def _missing(vals: list[tuple[str, float]]) -> list[str]:
+    return [k for k, v in vals if not math.isfinite(v)]
+
+
+def check_limits(check: dict) -> tuple[float, float]:
+    """(least, most): the interval a ``bound``, ``ratio`` or ``difference`` check holds its
+    values or quantities to, its file's ``min`` and ``max`` with the kind's defaults (a
+    bound: unbounded; a ratio: at least 1; a difference: at least 0, or unbounded below when
+    it has only a ``max``); -inf/inf where open. ValueError for another kind."""
+    kind = check["kind"]
+    if kind == "bound":
+        return check.get("min", -math.inf), check.get("max", math.inf)
+    if kind in ("difference", "ratio"):
+        # a difference with only a max has no least value
+        least = check.get("min", 1 if kind == "ratio" else (-math.inf if "max" in check else 0))
+        return least, check.get("max", math.inf)
+    raise ValueError(f"claim kind {kind!r} has no limits; expected bound, ratio or difference")
+
+
+def pair_value(check: dict, higher: float, lower: float) -> float:
+    """The quantity a ``ratio`` or ``difference`` check judges for one pair of values (same
+    position of ``higher`` and ``lower``, in the statistic's unit): ``higher / lower``, or
+    ``higher - lower`` (its absolute value with ``absolute``). NaN when either value is
+    missing or not finite, or a ratio's ``lower`` is 0 (undefined). ValueError for another kind."""
+    kind = check["kind"]
+    if kind not in ("difference", "ratio"):
+        raise ValueError(f"claim kind {kind!r} judges no pair; expected ratio or difference")
+    if not (math.isfinite(higher) and math.isfinite(lower)) or (kind == "ratio" and lower == 0):
+        return math.nan
+    if kind == "ratio":
+        return higher / lower
+    return abs(higher - lower) if check.get("absolute", False) else higher - lower
+
+
+def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
+                computed: dict[str, dict[str, list[str]]] | None = None) -> tuple[bool | None, str]:
+    """(holds, evidence) of one claim's ``check`` judged on its values alone (kinds: see the
+    module docstring; :func:`judge_claim` without intervals); ``computed`` as
+    :func:`select`'s. ``holds`` is None when the claim is not evaluable: a selected value is
+    missing or not finite, a selection is empty, a ratio's lower value is 0 (the ratio is
+    undefined), higher and lower select different numbers of values, or a rise_and_fall has
+    not one value per step; ``evidence`` then says why."""
+    outcome, evidence, _ = judge_claim(summary, check, trial_ids, computed)
+    return (None if outcome is None else outcome == "holds"), evidence
+
+
+def _claim_estimates(summary: pd.DataFrame, sel: dict, trial_ids: list[str], computed, vals: list[tuple[str, float]],
+                  estimates: dict | None) -> list[Estimate]:
+    """Each of a selection's values (``vals``: :func:`select`'s) with its interval from
+    ``estimates`` ((trial, subject, phase, statistic) -> Estimate, the keys of
+    :func:`selection_keys`), a point where it has none or the estimate is of another value."""
+    keys = selection_keys(summary, sel, trial_ids, computed) if estimates else [None] * len(vals)
+    out = []
+    for key, (_, v) in zip(keys, vals):
+        e = estimates.get((*key, sel["statistic"])) if key else None
+        out.append(e if e is not None and math.isfinite(v) and e.value == v else Estimate.point(v))
+    return out
+
+
+def _value_entry(label: str, e: Estimate, outcome: str, least: float, most: float) -> dict:
+    """One judged value as verdict.json's ``values`` lists it (docs/results-format.md)."""
+    entry = {"at": label, "value": e.value, "outcome": outcome}
+    if e.has_interval:
+        entry.update(low=e.low, high=e.high, interval=e.method)
+    if outcome == "undecided":
+        entry["repetitions_to_decide"] = uncertainty.repetitions_to_decide(e, least, most)
+    return entry
+
+
+def judge_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
+                computed: dict[str, dict[str, list[str]]] | None = None,
+                estimates: dict | None = None) -> tuple[str | None, str, list[dict]]:
+    """(outcome, evidence, values) of one claim's ``check``: outcome ``holds``, ``fails``,
+    ``undecided`` (an interval straddles a bound and none is wholly on its wrong side:
+    :mod:`analysis.uncertainty`) or None (not evaluable, as :func:`check_claim` says);
+    ``values``: each judged value or quantity with its interval and outcome (entries of
+    verdict.json's ``values``). ``estimates``: (trial, subject, phase, statistic) ->
+    :class:`analysis.uncertainty.Estimate` of the values that have an interval; without
+    them every value is judged as a point and nothing is undecided."""
+    kind = check["kind"]
+    if kind == "bound":
+        vals = select(summary, check["select"], trial_ids, computed)
+        lo, hi = check_limits(check)
+        rng = f"[{lo:g}, {hi:g}]"
+        ests = _claim_estimates(summary, check["select"], trial_ids, computed, vals, estimates)
+        evidence = (f"{check['select']['statistic']} within {rng}: "
+                    + ", ".join(f"{k} {e.text()}" for (k, _), e in zip(vals, ests)))
+        if not vals:
+            return None, evidence + "nothing selected", []
+        if _missing(vals):
+            return None, evidence + "; missing: " + ", ".join(_missing(vals)), []
+        outcomes = [uncertainty.compare(e, lo, hi) for e in ests]
+        return (uncertainty.combine(outcomes), evidence,
+                [_value_entry(k, e, o, lo, hi) for (k, _), e, o in zip(vals, ests, outcomes)])
+    if kind == "all_of":
+        results = [judge_claim(summary, sub, trial_ids, computed, estimates) for sub in check["checks"]]
+        evidence = "all of: " + "; ".join(f"({i}) {ev}" for i, (_, ev, _) in enumerate(results, 1))
+        values = [v for _, _, vs in results for v in vs]
+        if any(o is None for o, _, _ in results):
+            return None, evidence, values
+        return uncertainty.combine(o for o, _, _ in results), evidence, values
+    if kind in ("difference", "ratio"):
+        hi_v = select(summary, check["higher"], trial_ids, computed)
+        lo_v = select(summary, check["lower"], trial_ids, computed)
+        least, most = check_limits(check)
+        absolute = kind == "difference" and check.get("absolute", False)
+        if len(hi_v) != len(lo_v) or not hi_v:
+            return None, f"higher selects {len(hi_v)} values and lower {len(lo_v)}; expected the same number", []
+        hi_e = _claim_estimates(summary, check["higher"], trial_ids, computed, hi_v, estimates)
+        lo_e = _claim_estimates(summary, check["lower"], trial_ids, computed, lo_v, estimates)
+        parts, outcomes, values, undefined = [], [], [], []
+        for (kh, vh), (kl, vl), eh, el in zip(hi_v, lo_v, hi_e, lo_e):
+            if not (math.isfinite(vh) and math.isfinite(vl)):
+                undefined.append(f"{kh if not math.isfinite(vh) else kl} missing")
+                q = Estimate.point(math.nan)
+            elif kind == "ratio" and vl == 0:
+                undefined.append(f"{kl} is 0: the ratio is undefined")
+                q = Estimate.point(math.nan)
+            else:
+                q = (uncertainty.ratio(eh, el) if kind == "ratio" else uncertainty.difference(eh, el, absolute))
+                # the value itself exactly as the pair gives it (pair_value), the interval around it
+                q = Estimate(pair_value(check, vh, vl), q.low, q.high, q.sd, q.n, q.method)
+                outcomes.append(uncertainty.compare(q, least, most))
+                values.append(_value_entry(f"{kh} vs {kl}", q, outcomes[-1], least, most))
+            parts.append(f"{kh} {eh.text()} vs {kl} {el.text()}: {kind} {q.text()}")
+        name = f"|{kind}|" if absolute else kind
+        evidence = (f"{name} >= {_f(least)}: " if most == math.inf else
+                    f"{name} <= {_f(most)}: " if least == -math.inf else
+                    f"{name} within [{_f(least)}, {_f(most)}]: ") + "; ".join(parts)
+        if undefined:
+            return None, evidence + "; not evaluable: " + "; ".join(undefined), values
+        return uncertainty.combine(outcomes), evidence, values
+    if kind == "rise_and_fall":
+        sel = check["select"]
+        vals = select(summary, sel, trial_ids, computed)
+        order = sel.get(check["order"]) or []
+        v = [x for _, x in vals]
+        if len(v) != len(order) or not all(math.isfinite(x) for x in v) or check["peak"] not in order:
+            return None, ("values: " + ", ".join(f"{k} {_f(x)}" for k, x in vals)
+                          + f"; expected one finite value per step of {', '.join(order) or '(no order)'} "
+                            f"with the peak {check['peak']} among them"), []
+        e = _claim_estimates(summary, sel, trial_ids, computed, vals, estimates)
+        p = order.index(check["peak"])
+        tol = check["tolerance"]
+        # each step within tolerance: rising to the peak, falling after it (interval arithmetic)
+        steps = [uncertainty.at_least(uncertainty.difference(e[i + 1], e[i]), -tol) for i in range(p)]
+        steps += [uncertainty.at_most(uncertainty.difference(e[i + 1], e[i]), tol) for i in range(p, len(v) - 1)]
+        to_first, to_last = uncertainty.difference(e[p], e[0]), uncertainty.difference(e[p], e[-1])
+        rise = Estimate(min(to_first.value, to_last.value), min(to_first.low, to_last.low),
+                        min(to_first.high, to_last.high), math.nan, min(to_first.n, to_last.n), to_first.method)
+        outcome = uncertainty.combine(steps + [uncertainty.at_least(rise, check["min_rise"])])
+        values = [_value_entry(k, x, outcome, -math.inf, math.inf)
+                  for (k, _), x in zip(vals, e)] if any(x.has_interval for x in e) else []
+        return outcome, (f"{sel['statistic']} over {', '.join(order)}: " + " ".join(x.text() for x in e)
+                         + f"; peak {check['peak']} above both ends by {rise.text()} (min {_f(check['min_rise'])})"), values
+    raise ValueError(f"unknown claim kind {kind!r}")
+
+
+def at_rate_scale(check: dict, k: float, scaled) -> dict:
+    """A copy of claim ``check`` (or ``when``: a bound without a kind) whose thresholds on
+    values the rate scale changes are multiplied by ``k``: the
+    :data:`netrepro.model.RATE_SCALED_FIELDS` of each check (an ``all_of``'s too) whose
+    statistic ``scaled(statistic)`` says follows k
+    (:func:`netrepro.model.rate_scaled`); others as they are. A claim's ``rate_scaling:
+    proportional`` asks for it: at k = 0.5, "15 to 20.5 Mbit/s" is judged as 7.5 to 10.25."""
+    kind = check.get("kind", "bound")
+    if kind == "all_of":
+        return {**check, "checks": [at_rate_scale(sub, k, scaled) for sub in check["checks"]]}
+    sel = check.get("select") or check.get("higher")
+    if kind not in RATE_SCALED_FIELDS or not scaled(sel["statistic"]):
+        return check
+    return {**check, **{f: check[f] * k for f in RATE_SCALED_FIELDS[kind] if f in check}}
+
+
+def scaled_thresholds(check: dict, k: float, scaled) -> str:
+    """The thresholds :func:`at_rate_scale` changes, as written and at ``k``:
+    ``total_throughput_mbit 15 to 20.5 at k = 1, 7.5 to 10.25 at k = 0.5``; "" when none."""
+    kind = check.get("kind", "bound")
+    if kind == "all_of":
+        return "; ".join(t for t in (scaled_thresholds(sub, k, scaled) for sub in check["checks"]) if t)
+    sel = check.get("select") or check.get("higher")
+    fields = [f for f in RATE_SCALED_FIELDS.get(kind, ()) if f in check]
+    if not fields or not scaled(sel["statistic"]):
+        return ""
+
+    def text(factor: float) -> str:
+        if kind == "rise_and_fall":
+            return f"tolerance {check['tolerance'] * factor:g}, rise {check['min_rise'] * factor:g}"
+        lo, hi = check.get("min"), check.get("max")
+        return (f"{lo * factor:g} to {hi * factor:g}" if lo is not None and hi is not None
+                else f"at least {lo * factor:g}" if lo is not None else f"at most {hi * factor:g}")
+
+    return f"{sel['statistic']} {text(1)} at k = 1, {text(k)} at k = {k:g}"
+
+
+#: A claim status that makes a run's verdict inconclusive: the run could not judge the claim.
+INCONCLUSIVE_STATUSES = ("inconclusive", "not evaluable", "undecided")
+
+
+def undecided_reason(values: list[dict]) -> str:
+    """Why a claim is undecided, from its ``values`` (:func:`judge_claim`): each straddling
+    value with its interval, and the repetitions that would likely decide the claim (the
+    most any value needs): ``its 95 % interval straddles a bound: unpaced/s1:s1-eth1/all 0.79
+    (0.74 to 0.84, batch means of 5); about 12 repetitions would likely decide it (REPEAT=12)``."""
+    straddle = [v for v in values if v["outcome"] == "undecided"]
+    parts = [f"{v['at']} {v['value']:.4g} ({v['low']:.4g} to {v['high']:.4g}, {v['interval']})"
+             for v in straddle if "low" in v]
+    needed = [v.get("repetitions_to_decide") for v in straddle]
+    if needed and all(isinstance(n, int) for n in needed):
+        n = max(needed)
+        then = f"about {n} repetitions would likely decide it (REPEAT={n})"
+    else:
+        then = (f"the repetitions that would decide it cannot be told (more than {uncertainty.MAX_REPETITIONS}, "
+                "or a value without a known spread): a value sits on or very near its bound")
+    return "its 95 % interval straddles a bound: " + "; ".join(parts) + f"; {then}"
+
+
+def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
+             unhealthy: dict[str, list[dict]], rate_scale: float = 1.0,
+             computed: dict[str, dict[str, list[str]]] | None = None,
+             incomplete: dict[str, list[str]] | None = None, time_scale: float = 1.0,
+             time_scale_min: float = 0.0, scaled=None, estimates: dict | None = None) -> dict:
+    """The verdict: each claim's status (holds, fails, not evaluable when it reads a trial
+    whose data are ``incomplete`` (trial id -> why: its damaged raw files, analysed with
+    ``--partial``) or when its values or its condition's are missing or undefined
+    (:func:`check_claim`), inconclusive when it reads a trial that failed a health check
+    (``unhealthy``: trial id -> its :func:`analysis.health.failures`), or not applicable when
+    the claim has a ``when``
+    condition, a bound on a selection, that the run does not meet), ``reproduced`` when every
+    applicable claim holds (and at least one applies), ``verdict`` inconclusive when any
+    claim is inconclusive or not evaluable. A claim whose ``rate_scale_min`` is above the
+    run's ``rate_scale`` (k) is not applicable either: the experiment file says below which
+    k it loses its meaning; so is one whose ``time_scale_min`` (default ``time_scale_min``, the
+    file's ``time_scale.min``) is above the run's ``time_scale``. These two come first: they
+    are properties of the run's design, known before it ran, so a claim below its scale is
+    not applicable whatever its data or its substrate's health (an "inconclusive" would say
+    that a healthier machine could judge it, and none can). When no claim applies the
+    verdict is inconclusive: nothing was judged. ``computed``: :func:`select`'s.
+
+    A claim with ``rate_scaling: proportional`` is judged with its thresholds on values the
+    rate scale changes multiplied by the run's k (:func:`at_rate_scale`; ``scaled``: statistic
+    -> whether k changes it, :func:`netrepro.model.rate_scaled`); its entry's ``thresholds``
+    says both (:func:`scaled_thresholds`).
+
+    A condition says which case a run fell in when chance decides it: Lab 18's
+    ``fq_codel flows 2`` puts two flows in one bucket half the time, and a claim of fairness
+    then applies only when two of its buckets were in use (``classes_in_use``); the
+    condition is read on the run's values alone (which case the run fell in).
+
+    ``estimates``: (trial, subject, phase, statistic) -> the 95 % interval of a value
+    (:class:`analysis.uncertainty.Estimate`: within the trial by batch means, or across
+    repetitions). A claim whose values have intervals holds when every interval is on the
+    right side of its bounds, fails when one is wholly on the wrong side, and is
+    ``undecided`` when one straddles a bound (:func:`judge_claim`); its entry's ``values``
+    lists each with its interval, and ``repetitions_to_decide`` the repetitions (REPEAT)
+    that would likely decide it. An undecided claim makes the verdict inconclusive, never
+    "not reproduced"."""
+    out = []
+    incomplete = incomplete or {}
+    for c in claims:
+        ch, when = c["check"], c.get("when")
+        follows = c.get("rate_scaling") == "proportional" and rate_scale != 1 and scaled is not None
+        if follows:
+            ch = at_rate_scale(ch, rate_scale, scaled)
+            when = at_rate_scale(when, rate_scale, scaled) if when else when
+        sels = selections(ch)
+        read = sorted({t for s in sels for t in (s.get("trials") or trial_ids)})
+        gaps = [t for t in read if incomplete.get(t)]
+        sick = [f for t in read for f in unhealthy.get(t, [])]
+        outcome, evidence, values = judge_claim(summary, ch, trial_ids, computed, estimates)
+        holds = None if outcome is None else outcome == "holds"
+        entry = {"id": c["id"], "text": c["text"], "evidence": evidence}
+        if any("low" in v for v in values):
+            entry["values"] = values
+        if c.get("finding"):
+            entry["finding"] = {"text": c["finding"]["text"], "runs": list(c["finding"]["runs"])}
+        if follows:
+            entry["thresholds"] = "; ".join(t for t in (scaled_thresholds(x, rate_scale, scaled)
+                                                        for x in ([c["when"]] if when else []) + [c["check"]]) if t)
+        applies, why = (check_claim(summary, {"kind": "bound", **when}, trial_ids, computed) if when
+                        else (True, ""))
+        if "when" in c:
+            entry["condition"] = why
+        if float(c.get("time_scale_min", time_scale_min) or 0) > time_scale:
+            entry.update(status="not applicable", holds=None,
+                         reason=f"the run's time scale {time_scale:g} is shorter than "
+                                f"{float(c.get('time_scale_min', time_scale_min)):g}, the shortest at which the claim "
+                                "keeps its meaning (time_scale.min; the experiment file says why)")
+        elif c.get("rate_scale_min", 0) > rate_scale:
+            entry.update(status="not applicable", holds=None,
+                         reason=f"the run's rate scale {rate_scale:g} is below {c['rate_scale_min']:g}, where the claim "
+                                "keeps its meaning (the experiment file says why)")
+        elif gaps:
+            entry.update(status="not evaluable", holds=None, reason="data incomplete: " + "; ".join(
+                f"{t}: {', '.join(incomplete[t])}" for t in gaps))
+        elif sick:
+            alone = judge_claim(summary, ch, trial_ids, computed)[0]
+            entry.update(status="inconclusive", holds=None,
+                         reason="the substrate failed health checks: " + "; ".join(failure_line(f) for f in sick)
+                         + (f"; the numbers alone: {alone}" if alone is not None else ""))
+            if alone is not None:  # the numbers alone (as points), when they can be judged at all
+                entry["numbers_hold"] = alone == "holds"
+        elif applies is None:
+            entry.update(status="not evaluable", holds=None, reason="its condition cannot be judged: " + why)
+        elif not applies:
+            entry.update(status="not applicable", holds=None, reason="its condition does not hold: " + why)
+        elif outcome is None:
+            entry.update(status="not evaluable", holds=None, reason="its data are missing or undefined: " + evidence)
+        elif outcome == "undecided":
+            alone = judge_claim(summary, ch, trial_ids, computed)[0]  # the values as points, intervals aside
+            entry.update(status="undecided", holds=None, values_alone=alone,
+                         reason=undecided_reason(values) + f"; the values alone: {alone}")
+        else:
+            entry.update(status="holds" if holds else "fails", holds=bool(holds))
+        out.append(entry)
+    failures = [f for fs in unhealthy.values() for f in fs]
+    judged = [e for e in out if e["status"] != "not applicable"]
+    reproduced = bool(judged) and all(e["holds"] is True for e in judged)
+    verdict = ("inconclusive" if not judged or any(e["status"] in INCONCLUSIVE_STATUSES for e in out)
+               else "reproduced" if reproduced else "not reproduced")
+    return {"reproduced": reproduced, "verdict": verdict, "health_failures": failures, "claims": out}
+
+
+def evaluate_model(model, data: dict, summary: pd.DataFrame, estimates: dict | None = None,
+                   unhealthy: dict[str, list[dict]] | None = None,
+                   incomplete: dict[str, list[str]] | None = None) -> dict:
+    """:func:`evaluate` of the claims of experiment ``model`` (as written) on ``summary``
+    with what run.json ``data`` says of the run: its rate scale (the model's rates and the
+    claims' thresholds at k), time scale, and the file's ``time_scale.min``."""
+    k = float((data.get("rate_scale") or {}).get("k", 1))
+    m = scale_rates(model, k)
+    return evaluate(summary, m.claims, [t["id"] for t in m.trials], unhealthy or {}, k, statistics(m),
+                    incomplete, float(data.get("time_scale", 1)), float(m.time_scale.get("min", 0) or 0),
+                    lambda st: rate_scaled(m, st), estimates)

@@ -1,0 +1,167 @@
+"""One run's analysis, without repetitions or a sweep: its outputs written once (:func:`analyze`:
+tidy table, summary, intervals, verdict, figures, Flent files, report) and what the
+analysis returns (:class:`AnalysisResult`). :mod:`analysis.repetitions` and
+:mod:`analysis.sweep` analyse each repetition or point with :func:`analyze` too;
+:func:`analysis.analyze` chooses.
+
+Nothing here knows an experiment, a qdisc or a claim by name: what is measured follows from
+the trial's traffic items and collectors, and what is judged from the file's ``claims``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import fidelity
+from analysis.claims import evaluate_model
+from analysis.figures import caption, draw, figure_specs, save_figure
+from analysis.flent import write_trials
+from analysis.health import failures, shaper_rate_tolerance, trial_health
+from analysis.io import atomic_path, write_gzip, write_text
+from analysis.provenance import incomplete_problems, output_dir, run_record, seal
+from analysis.report import render_report
+from analysis.run import RunInfo, model_run_records, verified_raw
+from analysis.summary import INTERVAL_COLUMNS, SUMMARY_KEYS, estimates_of, trial_intervals, trial_statistics
+from analysis.tidy import TIDY_COLUMNS, trial_tidy
+from netrepro.model import scale_rates
+from netrepro.spec import Spec
+
+
+@dataclass
+class AnalysisResult:
+    """What :func:`analysis.analyze` produced: the run, its tables, the verdict, the data problems
+    found (one line each), the written files (absolute paths), the folder they are in,
+    the analysis.json record and each trial's health (trial id -> :func:`analysis.health.trial_health`)."""
+
+    run: RunInfo
+    tidy: pd.DataFrame
+    summary: pd.DataFrame
+    verdict: dict
+    problems: list[str] = field(default_factory=list)
+    outputs: list[Path] = field(default_factory=list)
+    out_dir: Path | None = None
+    record: dict = field(default_factory=dict)
+    health: dict = field(default_factory=dict)
+
+
+def analyze_single(run_dir: Path, data: dict, spec: Spec, figures: bool, partial: bool,
+                   out: Path | None = None) -> AnalysisResult:
+    """:func:`analysis.analyze` for a run without repetitions or a sweep (:mod:`analysis.outputs`).
+
+    run.json's time scale and trials' start times are checked first
+    (:func:`analysis.run.model_run_records`: with ``partial``, a record without its start is
+    left out), then every raw file (:func:`analysis.run.verified_raw`; with ``partial``, the
+    trials with damaged files are incomplete). The outputs go into the write-once output
+    folder (:func:`analysis.provenance.output_dir`; ``-partial`` when something was left out
+    or damaged) or ``out``, with analysis.json's record, which names the incomplete trials
+    (``incomplete_trials``). A run marked INCOMPLETE says so first among the problems."""
+
+    data, left_out = model_run_records(run_dir / "run.json", data, partial)
+    check = verified_raw(run_dir, data, partial)
+    intact = not check.damaged and not left_out
+    record = {**run_record(run_dir, check, figures), "partial": not intact}
+    if out is None:
+        out = output_dir(run_dir, record, intact)
+    res = analyze(run_dir, spec, data, out, record, figures, problems=incomplete_problems(run_dir) + left_out,
+                          damaged=check.by_trial())
+    record["incomplete_trials"] = res["incomplete"]
+    outputs = seal(out, record, res["outputs"])
+    return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), res["tidy"], res["summary"],
+                          res["verdict"], res["problems"], outputs, out, record, res["health"])
+
+
+def fidelity_figures(spec, records: dict[str, dict], run_dir: Path, time_scale: float, out_dir: Path,
+                     data: dict) -> list[Path]:
+    """``link-fidelity.png`` and ``.pdf`` in ``out_dir``: the CCDF of every trial's busy
+    intervals' deviation from the shaped rate (:func:`analysis.fidelity.ccdf_figure`), for
+    the trials whose sampled, shaped ports had a busy window; none without one.
+    ``spec``: at the run's rate scale; ``records``: the model's trial id -> its record."""
+    busy = fidelity.run_busy_intervals(spec.model, records, run_dir / "raw", time_scale)
+    by_trial = {t["id"]: {port: iv for port, (_, iv) in busy[t["id"]].items()}  # in the file's order
+                for t in spec.model.trials if t["id"] in busy}
+    k = float((data.get("rate_scale") or {}).get("k", 1))
+    fig = fidelity.ccdf_figure(by_trial, shaper_rate_tolerance(spec.model),
+                               f"{spec.model.name}, " + caption(run_dir.name, data.get("site"), time_scale, k))
+    if fig is None:
+        return []
+    return [save_figure(fig, Path(out_dir) / f"link-fidelity.{ext}") for ext in ("png", "pdf")]
+
+
+def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: bool = True,
+            tidy_file: bool = True, problems: list[str] | None = None,
+            damaged: dict[str, list[str]] | None = None) -> dict:
+    """Analyse a run into ``out`` (tidy.csv.gz unless not ``tidy_file``, summary.csv,
+    figures/, flent/, verdict.json, report.md; analysis.json is the caller's) and return
+    ``{"tidy", "summary", "verdict", "problems", "outputs", "health", "incomplete"}``.
+
+    ``data``: run.json (its ``spec`` of schema_version 2: :func:`analysis.run.read_run`), or
+    one repetition's or sweep point's view of it (:mod:`analysis.repetitions`); ``record``:
+    analysis.json's record (for the report); ``problems``: lines the caller found already,
+    reported first; ``damaged``: raw folder (a trial record's ``id``) -> its damaged files
+    (:meth:`analysis.integrity.RawCheck.by_trial`), which make the trial's data incomplete
+    and every claim reading it not evaluable. A trial of the experiment without a record
+    fails the health check ``not_run``, which makes the claims reading it inconclusive."""
+    # the experiment as it ran: every rate and byte size at the run's rate scale
+    k = float((data.get("rate_scale") or {}).get("k", 1))
+    m = scale_rates(spec.model, k)
+    scaled = spec if k == 1 else spec.at_rate_scale(k)  # the health checks read the rates as run
+    ts = float(data.get("time_scale", 1))
+    problems = list(problems or [])
+    damaged = damaged or {}
+    tidies, rows, interval_rows, health, incomplete = [], [], [], {}, {}
+    # a repeated run's view of one repetition (analysis.repetitions) records instance ids
+    # (raw folder names) with the experiment's trial id in ``trial``
+    records = {t.get("trial") or t["id"]: t for t in data.get("trials", [])}
+    for trial in m.trials:
+        rec = records.get(trial["id"])
+        if rec is None:
+            problems.append(f"trial {trial['id']}: not run (no record in run.json)")
+            continue
+        if damaged.get(rec["id"]):
+            incomplete[trial["id"]] = list(damaged[rec["id"]])
+        tdir = run_dir / "raw" / rec["id"]
+        tidy, ends = trial_tidy(m, trial, rec, tdir, ts, problems)
+        tidies.append(tidy)
+        phases = rec.get("phases") or []
+        trial_rows = trial_statistics(m, trial, tidy, ends, phases, ts)
+        rows += trial_rows
+        interval_rows += trial_intervals(m, trial, tidy, ends, phases, trial_rows, ts)
+        health[trial["id"]] = trial_health(scaled, rec, tdir, ts)
+    tidies = [t for t in tidies if len(t)]  # a trial without any sample adds no row
+    tidy = pd.concat(tidies, ignore_index=True) if tidies else pd.DataFrame(columns=TIDY_COLUMNS)
+    summary = pd.DataFrame(rows, columns=SUMMARY_KEYS)
+    intervals = pd.DataFrame(interval_rows, columns=INTERVAL_COLUMNS)
+    labels = sorted({k for t in m.trials for k in t["labels"]})
+    for key in labels:
+        summary.insert(1, key, summary["trial"].map({t["id"]: t["labels"].get(key, "") for t in m.trials}))
+    unhealthy: dict[str, list[dict]] = {}
+    for f in failures(health):
+        unhealthy.setdefault(f["trial"], []).append(f)
+    for t in (t["id"] for t in m.trials if t["id"] not in records):
+        unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None, "threshold": None,
+                                            "unit": None, "detail": "no record in run.json"})
+    verdict = evaluate_model(spec.model, data, summary, estimates_of(intervals), unhealthy, incomplete)
+    outputs = ([write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
+               if tidy_file else [])
+    with atomic_path(out / "summary.csv") as tmp:
+        summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
+    outputs.append(out / "summary.csv")
+    with atomic_path(out / "intervals.csv") as tmp:
+        intervals.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
+    outputs.append(out / "intervals.csv")
+    under = caption(run_dir.name, data.get("site"), ts, k)
+    figs = [p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures", ts, under)] if figures else []
+    health_figs = fidelity_figures(scaled, records, run_dir, ts, out / "figures", data) if figures else []
+    outputs += figs + health_figs
+    outputs += write_trials(tidy, records, m.name, out)
+    outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
+    outputs.append(write_text(out / "report.md", render_report(
+        spec, data, summary, verdict, problems, [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"],
+        health, run_dir=run_dir, out_dir=out, record=record, incomplete=incomplete,
+        health_figures=[p.relative_to(out).as_posix() for p in health_figs if p.suffix == ".png"])))
+    return {"tidy": tidy, "summary": summary, "verdict": verdict, "problems": problems, "outputs": outputs,
+            "health": health, "incomplete": incomplete, "intervals": intervals}
