@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from analysis import AnalysisError, analyze
-from analysis.verdict import LABEL, verdict_line
+from analysis.console import LABEL, verdict_line
 from netrepro.spec import SpecError
 
 

@@ -27,8 +27,7 @@ runs differ in, the comparison then writes (``<scale>``: ``rate-scale`` or ``tim
   (:func:`report_section`).
 
 One implementation serves both scales: each function takes ``scale`` (a key of
-:data:`SCALES`, default ``rate_scale``). :mod:`analysis.ratescale` keeps the rate scale's
-earlier names. Nothing here names an experiment: the claims come from the experiment file.
+:data:`SCALES`, default ``rate_scale``). Nothing here names an experiment: the claims come from the experiment file.
 """
 
 from __future__ import annotations

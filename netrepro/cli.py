@@ -36,7 +36,7 @@ from netrepro.setup import setup
 from netrepro.sites import SITES, site_class, site_options
 from netrepro.sites.base import SiteError
 from netrepro.sites.local.site import default_mgmt_problem
-from netrepro.spec import SpecError, check_time_scale, load_spec
+from netrepro.spec import Spec, SpecError, check_time_scale, load_spec
 
 
 def _options(args) -> dict:
@@ -255,30 +255,42 @@ def cmd_run(args) -> int:
     run_dir = run(spec, args.site, _run_time_scale(args), _options(args),
                   trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
                   repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"],
-                  judge=_judge(), jobs=sched["jobs"], rate_scale=args.rate_scale)
+                  judge=judge_trial, jobs=sched["jobs"], rate_scale=args.rate_scale)
     print(f"[run] raw data and run.json in {run_dir}")
     return 0
 
 
-def _judge():
-    """netrepro.pipeline.judge_trial, imported when a run needs it: the analysis (pandas,
-    numpy) costs ~0.2 s of every command's start, and most commands never analyse."""
-    from netrepro.pipeline import judge_trial
-    return judge_trial
+def judge_trial(spec: Spec, record: dict, trial_dir: Path, time_scale: float) -> tuple[dict, list[str]]:
+    """A trial's health as a run judges it when the trial completes: the analysis's judge that
+    the command line hands to the runner (the ``judge`` of :func:`netrepro.runner.run.run`,
+    :data:`netrepro.runner.trial.TrialJudge`), since the runner imports no analysis. The
+    analysis (pandas, numpy) is imported on the first call: most commands never analyse.
+
+    Args:
+        spec: the experiment (the point's, in a sweep); record: the trial's record for run.json;
+        trial_dir: its raw folder (``raw/<trial>/``); time_scale: the run's TIME_SCALE.
+    Returns:
+        (:func:`analysis.health.trial_health`'s ``{"passed", "checks"}``, each failed check
+        in a line, :func:`analysis.health.describe`).
+    Raises:
+        nothing: odd data fail a check (:func:`analysis.health.trial_health`).
+    """
+    from analysis import health
+    judged = health.trial_health(spec, record, trial_dir, time_scale)
+    return judged, [health.describe(c) for c in judged["checks"] if c["passed"] is False]
 
 
 def _print_verdict(verdict: dict, run_dir: Path) -> None:
-    from analysis.verdict import LABEL, verdict_line
+    from analysis.console import LABEL, verdict_line
     for c in verdict["claims"]:
         status = c.get("status") or ("holds" if c["holds"] else "fails")
         print(f"  [{LABEL.get(status, status.upper())}] {c['id']}: {c.get('reason') or c['evidence']}")
         if c.get("finding") and status == "fails":   # what measurement already found, from the experiment file
             print(f"      as recorded in the experiment file: {c['finding']['text']}")
-    if verdict.get("verdict") == "inconclusive":  # the failed health checks, with their numbers
-        print(f"[analyze] verdict {verdict_line(verdict)}")
-    # never "no" for an inconclusive verdict (verdict.json "verdict")
-    said = "yes" if verdict["reproduced"] else "inconclusive" if verdict.get("verdict") == "inconclusive" else "no"
-    print(f"[analyze] reproduced: {said}; report {run_dir / 'report.md'}")
+    said = verdict_line(verdict)  # reproduced, not reproduced, or inconclusive: why
+    if said.startswith("inconclusive:"):  # the failed health checks, with their numbers
+        print(f"[analyze] {said}")
+    print(f"[analyze] verdict: {said.split(':')[0]}; report {run_dir / 'report.md'}")
 
 
 def cmd_analyze(args) -> int:
@@ -341,8 +353,8 @@ def cmd_reproduce(args) -> int:
     run_dir, verdict, timings = _reproduce(spec, args.site, _run_time_scale(args), _options(args),
                                            _schedule_args(args), keep=args.keep, resume=resume,
                                            rate_scale=args.rate_scale)
-    _print_verdict(verdict, run_dir)
     print(f"[reproduce] wall time {timings['total_s']:.0f} s: " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items() if k != "total_s"))
+    _print_verdict(verdict, run_dir)  # the last line: the verdict and the report's path
     return 0
 
 
@@ -372,7 +384,7 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
         t = time.time()
         run_dir = run(spec, site, time_scale, opts, resume=resume, command="reproduce",
                       repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
-                      sweep=sched["sweep"], judge=_judge(), jobs=sched["jobs"], rate_scale=rate_scale)
+                      sweep=sched["sweep"], judge=judge_trial, jobs=sched["jobs"], rate_scale=rate_scale)
         timings["trials_s"] = round(time.time() - t, 1)
         t = time.time()
         from analysis import analyze_run

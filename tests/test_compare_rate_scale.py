@@ -1,4 +1,4 @@
-"""``netrepro compare`` across rate scales (analysis.ratescale): the rate scale k in the run
+"""``netrepro compare`` across rate scales (analysis.scales): the rate scale k in the run
 labels, compare.csv and claims.csv; at two rate scales or more, rate-scale.csv,
 figures/rate-scale.png|pdf and the report's section "Claims against the rate scale".
 
@@ -18,10 +18,10 @@ from scipy import stats as sps
 from analysis import analyze_run
 from analysis.compare import compare, run_label
 from analysis.errors import AnalysisError
-from analysis.ratescale import (COLUMNS, axis_label, claim_parts, claim_values, draw_rate_scale,
+from analysis.scales import (COLUMNS, axis_label, claim_parts, claim_values, draw_rate_scale,
                                 rate_scale_of, rate_scale_table)
 from netrepro.model import METRICS, QUANTITY_NAMES, STATISTICS
-from netrepro.pipeline import judge_trial
+from netrepro.cli import judge_trial
 from netrepro.runner import rundir, run, steps
 from netrepro.sites.ns3 import site as ns3
 from netrepro.spec import load_spec

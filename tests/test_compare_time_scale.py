@@ -24,7 +24,7 @@ from analysis.compare import compare, run_label
 from analysis.errors import AnalysisError
 from analysis.scales import (SCALES, ScaleMin, columns, report_section, scale_figure, scale_mins, scale_of,
                              scale_table, time_scale_of)
-from netrepro.pipeline import judge_trial
+from netrepro.cli import judge_trial
 from netrepro.runner import rundir, run, steps
 from netrepro.sites.ns3 import site as ns3
 from netrepro.spec import load_spec

@@ -26,7 +26,7 @@ from analysis import health as health_mod
 from analysis.__main__ import main as analysis_main
 from analysis.health import trial_health
 from analysis.run import read_run
-from analysis.verdict import verdict_line
+from analysis.console import verdict_line
 from conftest import PIE_VS_RED_V1
 from netrepro import bench
 from netrepro.runfolder import cpu_busy, host_cpu_ticks
@@ -498,7 +498,7 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     import tarfile
     from types import SimpleNamespace
 
-    from netrepro.pipeline import judge_trial
+    from netrepro.cli import judge_trial
     from netrepro.runner import trial, trialvars
 
     spec = load_spec("pie-vs-red")  # the run's trial, with the files its nodes wrote

@@ -60,7 +60,7 @@ def test_the_main_job_runs_from_reservation_to_release_with_a_verdict(run):
     assert v["verdict"] == "inconclusive", v
     assert v["claims"] and all(c["status"] == "not applicable" and "time scale 0.1 is shorter" in c["reason"]
                                for c in v["claims"]), v["claims"]
-    assert "[analyze] reproduced: inconclusive" in run["out"]
+    assert "[analyze] verdict: inconclusive; report " in run["out"]
     print(f"\nverdict {v['verdict']}; wall {run['wall']:.0f} s; calls {counts(run['agg'].calls)}")
 
 

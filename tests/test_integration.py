@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -57,7 +58,9 @@ def test_console_says_mode_and_verdict(reproduction):
     assert "[local] mode " in out and (" vm:" in out or " host:" in out)
     for claim in ("pie-near-target", "red-follows-load", "red-above-pie-under-load"):
         assert claim in out
-    assert "[analyze] reproduced:" in out
+    # netrepro's last line: the verdict, one of three, and the report's path
+    last = [ln for ln in out.splitlines() if ln.startswith("[")][-1]
+    assert re.fullmatch(r"\[analyze\] verdict: (reproduced|not reproduced|inconclusive); report \S+/report\.md", last), last
 
 
 def test_results_folder_structure(reproduction):

@@ -24,7 +24,7 @@ from analysis.tidy import trial_tidy
 from analysis.raw import parse_flows, parse_ping
 from netrepro.sites.ns3 import stacks as ns3_stacks
 from netrepro.runner import run, rundir, steps, trialvars
-from netrepro.pipeline import judge_trial
+from netrepro.cli import judge_trial
 from netrepro.sites.ns3 import site as ns3
 from netrepro.sites.base import SiteError
 from netrepro.spec import Spec, load_spec

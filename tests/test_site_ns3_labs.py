@@ -14,7 +14,7 @@ import pytest
 
 from analysis import analyze_run
 from analysis.raw import parse_iperf3
-from netrepro.pipeline import judge_trial
+from netrepro.cli import judge_trial
 from netrepro.runner import rundir, run, steps
 from netrepro.sites.ns3 import stacks as ns3_stacks
 from netrepro.sites.ns3 import site as ns3

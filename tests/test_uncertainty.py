@@ -14,7 +14,7 @@ import pytest
 import analysis
 from analysis import uncertainty as u
 from analysis.uncertainty import Estimate
-from analysis.verdict import verdict_line
+from analysis.console import verdict_line
 
 LABS = Path(__file__).resolve().parent / "data" / "labs"
 

@@ -1,4 +1,4 @@
-"""A verdict (verdict.json, :func:`analysis.claims.evaluate`) told on the console: a label per
+"""The verdict (verdict.json, :func:`analysis.claims.evaluate`) told on the console: a label per
 claim status and the run's verdict in one line. Light to import (no plotting library), so
 that the command line can import it for every command.
 """
