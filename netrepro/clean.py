@@ -13,7 +13,9 @@ reservation: removing the state of a testbed slice that still holds resources wo
 it impossible to release with ``make down`` (it would run until it expires). So, among
 netrepro's own folders:
 
-- a local site that is up is torn down first (``down``), then its folder is removed;
+- a site that is up and whose reservation is this machine's own (the local site:
+  :attr:`netrepro.sites.base.Site.TEARDOWN_ON_CLEAN`) is torn down first (``down``), then its
+  folder is removed;
 - a folder of any other site whose reservation is still held is kept, and the console says
   which and how to release it;
 - everything else (released reservations, leftovers) is removed, with the inventory
@@ -93,7 +95,7 @@ def clean(state_root: Path, inventory_dir: Path, log=print) -> CleanResult:
         is kept when its state says something is reserved, since only ``down`` may release it.
     """
     from netrepro.runner.steps import down
-    from netrepro.sites import SITES, get_site
+    from netrepro.sites import SITES, get_site, site_class
     from netrepro.sites.base import state_dir_owner
 
     res = CleanResult()
@@ -112,8 +114,8 @@ def clean(state_root: Path, inventory_dir: Path, log=print) -> CleanResult:
                 spec = load_spec(exp)
                 site = get_site(site_name, spec, entry, {})
                 held = bool(site.status().get("reserved"))
-                if held and site_name == "local":
-                    down(spec, "local", {})
+                if held and site_class(site_name).TEARDOWN_ON_CLEAN:
+                    down(spec, site_name, {})
                     held = False
             except (SpecError, OSError, ValueError) as exc:
                 log(f"[clean] kept {entry}: cannot tell whether it still holds a reservation ({exc})")

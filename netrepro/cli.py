@@ -123,9 +123,9 @@ def cmd_validate(args) -> int:
 
 
 def cmd_setup(args) -> int:
-    """netrepro setup: what ``--site`` needs (:func:`netrepro.setup.setup`). Of the site options
-    it reads only the local site's ``mode`` (``--option mode=``, else LOCAL_MODE); the other
-    keys given with ``--option`` must still be the site's (make passes OPTIONS to setup too).
+    """netrepro setup: what ``--site`` needs (:func:`netrepro.setup.setup`, the site's setup
+    hook, with the site options given: the local site reads ``mode``); every key given with
+    ``--option`` must be the site's (make passes OPTIONS to setup too).
     Raises SiteError (one line) for a key the site does not declare."""
     given = getattr(args, "option", None) or []
     opts = site_options(given, {})
@@ -134,7 +134,7 @@ def cmd_setup(args) -> int:
         if key not in known:
             raise SiteError(f"site {args.site}: unknown option {key!r} (from --option); expected one of the site's "
                             f"options: {', '.join(known) or 'none'}")
-    return setup(site=args.site, check_only=args.check, dev=args.dev, mode=opts.get("mode"), mode_origin="--option")
+    return setup(site=args.site, check_only=args.check, dev=args.dev, options=opts)
 
 
 def cmd_plan(args) -> int:

@@ -16,7 +16,9 @@ import pytest
 
 from netrepro import cli
 from netrepro.sites import OPTION_ENV
+from netrepro import packages
 from netrepro import setup as nsetup
+from netrepro.sites.fabric import setup as fabric_setup
 from netrepro.model import choose_rate_scale
 from netrepro.runner import steps, trialvars
 from netrepro.spec import REPO_ROOT, load_spec
@@ -140,9 +142,9 @@ def test_setup_takes_the_local_mode_as_an_option(monkeypatch):
     seen = {}
     monkeypatch.setattr(cli, "setup", lambda **kw: seen.update(kw) or 0)
     assert cli.main(["setup", "--site", "local", "--check", "--option", "mode=uml"]) == 0
-    assert seen["mode"] == "uml" and seen["check_only"]
+    assert seen["options"] == {"mode": "uml"} and seen["check_only"]
     assert cli.main(["setup", "--site", "local", "--check"]) == 0
-    assert seen["mode"] is None  # LOCAL_MODE, else auto: netrepro.setup.local_mode
+    assert seen["options"] == {}  # LOCAL_MODE, else auto: netrepro.sites.local.setup.local_mode
 
 
 def test_setup_refuses_a_bad_mode_naming_the_option(capsys):
@@ -160,14 +162,14 @@ def _fabric(monkeypatch, *, module: str, tools: bool, root: bool) -> list:
     """setup_fabric's world: fablib importable or not, the build tools there or not, root or not;
     returns the list the subprocess calls go into."""
     calls: list = []
-    monkeypatch.setattr(nsetup, "FABRIC_MODULE", module)
-    monkeypatch.setattr(nsetup, "_have", lambda path_or_exe: tools)
-    monkeypatch.setattr(nsetup.os, "geteuid", lambda: 0 if root else 1000)
+    monkeypatch.setattr(fabric_setup, "FABRIC_MODULE", module)
+    monkeypatch.setattr(packages, "have", lambda path_or_exe: tools)
+    monkeypatch.setattr(packages.os, "geteuid", lambda: 0 if root else 1000)
 
     class Done:
         returncode, stdout, stderr = 0, "", ""
 
-    monkeypatch.setattr(nsetup.subprocess, "run", lambda argv, **kw: calls.append(argv) or Done())
+    monkeypatch.setattr(packages.subprocess, "run", lambda argv, **kw: calls.append(argv) or Done())
     return calls
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from netrepro import setup as nsetup
+from netrepro import setup as runner_setup
+from netrepro.sites.local import setup as nsetup
 from netrepro.sites.local import uml
 from netrepro.sites.base import SiteError
 
@@ -90,7 +91,7 @@ def test_check_names_what_is_missing_and_changes_nothing(monkeypatch, tmp_path):
     monkeypatch.setitem(nsetup.LOCAL_EXECUTABLES, "nr-no-such-tool", "nr-no-such-package")
     out: list[str] = []
     before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
-    rc = nsetup.setup("local", check_only=True, log=out.append)
+    rc = runner_setup.setup("local", check_only=True, log=out.append)
     assert rc == 1
     assert any("nr-no-such-tool (nr-no-such-package)" in line for line in out), out
     after = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
@@ -101,7 +102,7 @@ def test_check_in_uml_mode_names_the_uml_package(monkeypatch):
     monkeypatch.setenv("LOCAL_MODE", "uml")
     monkeypatch.setattr(nsetup, "UML_EXECUTABLES", {"nr-no-such-uml": "nr-no-such-uml-package"})
     out: list[str] = []
-    assert nsetup.setup("local", check_only=True, log=out.append) == 1
+    assert runner_setup.setup("local", check_only=True, log=out.append) == 1
     assert out[0] == "[setup] local site, User-Mode Linux (uml) mode: LOCAL_MODE=uml", out
     assert any("nr-no-such-uml (nr-no-such-uml-package)" in line for line in out), out
     assert not any("micro-VM kernel" in line for line in out), out

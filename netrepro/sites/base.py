@@ -436,6 +436,10 @@ class Site(ABC):
     #: micro-VM in the full runs of docs/runs, more on a testbed far away.
     TRIAL_WALL_PER_SCHEDULED_S: ClassVar[float] = 1.0
     TRIAL_OVERHEAD_S: ClassVar[float] = 60.0
+    #: True for a site whose reservation is this machine's own and free to build again (the
+    #: local site): ``netrepro clean`` tears a live one down and removes its state folder, where
+    #: it keeps the folder of any other site's live reservation (only ``down`` may release it).
+    TEARDOWN_ON_CLEAN: ClassVar[bool] = False
 
     def __init__(self, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None):
         self.spec = spec
@@ -445,6 +449,18 @@ class Site(ABC):
         self._children: set[subprocess.Popen] = set()
         self._children_lock = threading.Lock()
         self._children_stopped = False
+
+    @classmethod
+    def setup(cls, options: dict[str, str], check_only: bool = False, log=print) -> int:
+        """The site's setup hook (``make setup SITE=<name>``, ``netrepro setup``): install what the
+        site needs on the controller machine, idempotent, or with ``check_only`` say what it
+        lacks and change nothing. ``options``: the site options given (``--option``), already
+        checked against :attr:`OPTIONS`. Returns an exit status: 0 ready, 1 something missing
+        (check only, or not root to install it). The base site needs nothing beyond the
+        Python packages; a site that needs programs overrides it (netrepro.packages finds,
+        names and installs Debian packages)."""
+        log(f"[setup] site {cls.name}: nothing to install on this machine beyond the Python packages")
+        return 0
 
     @classmethod
     def checked_options(cls, spec: Spec, options: dict[str, Any] | None) -> dict[str, Any]:

@@ -326,6 +326,12 @@ class FabricSite(Site):
            "REQUESTS_CA_BUNDLE": "the CA certificates fablib's HTTPS clients (requests) trust, default certifi's; "
                                  "set only for services with a CA of their own (a stand-in, a private deployment)"}
 
+    @classmethod
+    def setup(cls, options: dict[str, str], check_only: bool = False, log=print) -> int:
+        """fablib and its build tools (:func:`netrepro.sites.fabric.setup.setup_fabric`)."""
+        from netrepro.sites.fabric.setup import setup_fabric
+        return setup_fabric(check_only, log)
+
     def preflight(self) -> None:
         """Check offline, before anything is requested or written: the fabric_rc settings and
         the files they name (:func:`load_fabric_config`). Raises SiteError (one line)."""

@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from netrepro.sites import inventory
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, origin_of, at_once, matches, mgmt_subnet, one_of,
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, origin_of, at_once, matches, mgmt_subnet,
                                  positive_int, positive_number, process_group_alive)
 from netrepro.sites.local import capacity, microvm, netns, uml
+from netrepro.sites.local.setup import MODE_OPTION, VM_OVER_UML, setup_local
 from netrepro.spec import REPO_ROOT
 
 DEFAULT_MGMT_SUBNET = "172.30.0.0/24"
@@ -74,12 +75,6 @@ def default_mgmt_problem(spec) -> tuple[str, str] | None:
                    f"addresses apart from it (or run the local site with --option mgmt_subnet=<CIDR>)")
 
 
-#: What the console says of UML when ``auto`` picks the micro-VM. Why it picks it
-#: (docs/sites/local.md): on a 2-core machine without KVM, pie-vs-red at TIME_SCALE=0.1
-#: (`make reproduce-pie-vs-red TIME_SCALE=0.1 LOCAL_MODE=uml|vm`, one session), UML's single
-#: CPU was 79-92 % busy during the trials and failed the health checks, QEMU's two vCPUs
-#: 43-45 %, although UML builds the site in 23 s instead of 46 s.
-VM_OVER_UML = "LOCAL_MODE=uml for a UML machine instead (one CPU: faster to start, busier during trials)"
 
 
 def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
@@ -173,8 +168,9 @@ class LocalSite(Site):
     """
 
     name = "local"
+    TEARDOWN_ON_CLEAN = True
     OPTIONS = {
-        "mode": Option("auto, host, uml or vm, default auto", one_of("auto", "host", "uml", "vm")),
+        "mode": MODE_OPTION,
         "mgmt_subnet": Option(f"management network, IPv4 CIDR, default {DEFAULT_MGMT_SUBNET}", mgmt_subnet()),
         "vm_cpus": Option("micro-VM vCPUs, default 2", positive_int),
         "vm_memory": Option("memory of the micro-VM or UML machine, default 2G", matches(r"[1-9][0-9]*[MGmg]?", "a size such as 2G or 2048M")),
@@ -187,6 +183,14 @@ class LocalSite(Site):
     #: pacing-lab 26); less in host mode. The base class's 60 s made `--dry-run` say 66 s for
     #: a trial that takes 26 s.
     TRIAL_OVERHEAD_S = 25.0
+
+    @classmethod
+    def setup(cls, options: dict[str, str], check_only: bool = False, log=print) -> int:
+        """The executables of the mode the site will run in (option ``mode``, else LOCAL_MODE,
+        else chosen from the running kernel) and the micro-VM's kernel
+        (:func:`netrepro.sites.local.setup.setup_local`, which says what it raises)."""
+        mode = options.get("mode") or None
+        return setup_local(mode, "--option" if mode else "LOCAL_MODE", check_only, log)
 
     @classmethod
     def check_experiment(cls, spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:

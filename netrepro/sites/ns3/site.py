@@ -57,12 +57,7 @@ the simulation differs from Linux and what that changes.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import signal
-import subprocess
-import sys
-import sysconfig
 import time
 from pathlib import Path
 from typing import Any
@@ -71,17 +66,9 @@ from netrepro import tc
 from netrepro.model import Model
 from netrepro.sites.base import NodeLogin, Option, Site, SiteError, positive_number
 from netrepro.sites.ns3 import stacks
+from netrepro.sites.ns3.simulator import NS3_VERSION, SOURCE, build
 from netrepro.spec import REPO_ROOT, Spec
 
-#: The ns-3 release of the PyPI wheel whose C++ headers and libraries netrepro-sim is built
-#: against (``pip install --no-deps ns3==3.44.post0``: its cppyy Python bindings are not used).
-NS3_VERSION = "3.44"
-NS3_WHEEL = "ns3==3.44.post0"
-#: The ns-3 libraries netrepro-sim links (``-Wl,--no-as-needed``: the traffic-control library
-#: registers the queue discs' TypeIds only when it is loaded).
-NS3_MODULES = ("core", "network", "internet", "point-to-point", "applications", "internet-apps",
-               "traffic-control", "stats", "bridge", "mobility")
-SOURCE = Path(__file__).resolve().parent / "netrepro-sim.cc"
 #: A LAN's links: the emulated sites' veths are not shaped; 1 Gbit/s is 100 times the
 #: bottleneck of pie-vs-red.
 LAN_RATE_BPS = 1_000_000_000
@@ -134,56 +121,6 @@ SOCKET_BUFFER_BYTES = 4 << 20
 RATE_CEILING_MBIT = 1000.0
 #: The trial starts this long after the base-RTT pings end (simulated seconds).
 GAP_S = 0.5
-
-
-def ns3_dir() -> Path:
-    """The installed wheel's ``ns3`` folder (headers in include/, libraries in lib64/)."""
-    return Path(sysconfig.get_paths()["purelib"]) / "ns3"
-
-
-def simulator_path() -> Path:
-    """Where the built netrepro-sim is kept: named by the sha256 of its source and the ns-3
-    version, so a changed source is built again (``.venv/share/netrepro/``)."""
-    h = hashlib.sha256(SOURCE.read_bytes() + NS3_VERSION.encode()).hexdigest()[:12]
-    return Path(sys.prefix) / "share" / "netrepro" / f"netrepro-sim-{h}"
-
-
-def build_command(out: Path) -> list[str]:
-    """The g++ command line that builds netrepro-sim from :data:`SOURCE` into ``out``."""
-    ns3 = ns3_dir()
-    libs = [f"-lns{NS3_VERSION}-{m}" for m in NS3_MODULES]
-    return ["g++", "-std=c++20", "-O2", f"-I{ns3 / 'include'}", str(SOURCE), f"-L{ns3 / 'lib64'}",
-            "-Wl,--no-as-needed", *libs, f"-Wl,-rpath,{ns3 / 'lib64'}", "-rdynamic", "-ldl", "-o", str(out)]
-
-
-def build(log=print) -> Path:
-    """Build netrepro-sim when missing (g++, about 10 s) and remove the builds of earlier
-    sources; return its path.
-
-    Raises:
-        SiteError: the wheel is not installed or g++ is missing or fails (one line).
-    """
-    out = simulator_path()
-    if out.is_file():
-        return out
-    if not (ns3_dir() / "include" / "ns3" / "core-module.h").is_file():
-        raise SiteError(f"site ns3: the ns-3 {NS3_VERSION} libraries are not installed ({ns3_dir()}); "
-                        "run `make setup SITE=ns3`")
-    if shutil.which("g++") is None:
-        raise SiteError("site ns3: g++ is missing; run `make setup SITE=ns3`")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
-    log(f"[ns3] building {out.name} against ns-3 {NS3_VERSION}")
-    p = subprocess.run(build_command(tmp), capture_output=True, text=True)
-    if p.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        first = next((ln for ln in p.stderr.splitlines() if "error" in ln), p.stderr.strip()[:200])
-        raise SiteError(f"site ns3: building netrepro-sim failed: {first}")
-    os.replace(tmp, out)
-    for old in out.parent.glob("netrepro-sim-*"):  # builds of earlier sources
-        if old != out and not old.name.endswith(".tmp"):
-            old.unlink(missing_ok=True)
-    return out
 
 
 # --- the experiment as a simulation -----------------------------------------------------------------
@@ -469,6 +406,7 @@ class Ns3Site(Site):
     each trial with :meth:`simulate` instead of playbooks on nodes."""
 
     name = "ns3"
+
     SIMULATED = True
     OPTIONS = {"rate_ceiling_mbit": Option(f"the fastest link simulated before rates are scaled down, Mbit/s, default "
                                            f"{RATE_CEILING_MBIT:g}", positive_number)}
@@ -481,6 +419,12 @@ class Ns3Site(Site):
     #: machine of this kind (docs/runs/pie-vs-red-repeat5-ns3-fixed-2026-11-23/timings.json).
     TRIAL_WALL_PER_SCHEDULED_S = 0.05
     TRIAL_OVERHEAD_S = 1.0
+
+    @classmethod
+    def setup(cls, options: dict[str, str], check_only: bool = False, log=print) -> int:
+        """g++, ns-3's libraries and netrepro-sim (:func:`netrepro.sites.ns3.setup.setup_ns3`)."""
+        from netrepro.sites.ns3.setup import setup_ns3
+        return setup_ns3(check_only, log)
 
     @classmethod
     def check_experiment(cls, spec: Spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:
