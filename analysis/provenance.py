@@ -51,12 +51,13 @@ _REPO = _ANALYSIS_DIR.parent
 
 
 def _sources() -> list[Path]:
-    """The files whose code shapes an analysis's outputs: analysis/*.py, the spec reader, the
-    model and the conversion of a version 1 file (netrepro/migrate.py)."""
+    """The files whose code shapes an analysis's outputs: analysis/*.py and its subpackages'
+    (analysis/substrate/), the spec reader, the model and the conversion of a version 1 file
+    (netrepro/migrate.py)."""
     import netrepro.spec as spec_mod
 
     spec_dir = Path(spec_mod.__file__).resolve().parent
-    files = sorted(_ANALYSIS_DIR.glob("*.py"))
+    files = sorted(_ANALYSIS_DIR.rglob("*.py"))
     files += [spec_dir / n for n in ("spec.py", "yamlfile.py", "migrate.py")]
     files += sorted((spec_dir / "model").glob("*.py"))
     files += sorted((spec_dir / "schemas").glob("*"))

@@ -23,6 +23,8 @@ import yaml
 
 import analysis
 from analysis import health as health_mod
+from analysis.substrate import machines
+from analysis.substrate.inputs import NotMeasured, Unmeasurable
 from analysis.__main__ import main as analysis_main
 from analysis.health import trial_health
 from analysis.run import read_run
@@ -325,12 +327,12 @@ def test_a_loaded_controller_fails(run):
     assert c["controller_load"]["passed"] is None
     # a schedule of at least the average's time constant is judged by it
     load = {"controller_loadavg": {"before": [0.5, 0.5, 0.5], "after": [4.0, 2.0, 1.0]}, "controller_cores": 2}
-    assert health_mod._controller_load(None, {**load, "duration_s": 60}) == (
+    assert machines.controller_load(None, {**load, "duration_s": 60}) == (
         2.0, "1-min load average 0.5 before, 4 after, on 2 cores")
-    with pytest.raises(health_mod._Unmeasurable, match="the 59.9-s schedule is shorter"):
-        health_mod._controller_load(None, {**load, "duration_s": 59.9})
-    with pytest.raises(health_mod._NotMeasured, match="no controller_loadavg"):
-        health_mod._controller_load(None, {"controller_loadavg": "junk", "duration_s": 250})
+    with pytest.raises(Unmeasurable, match="the 59.9-s schedule is shorter"):
+        machines.controller_load(None, {**load, "duration_s": 59.9})
+    with pytest.raises(NotMeasured, match="no controller_loadavg"):
+        machines.controller_load(None, {"controller_loadavg": "junk", "duration_s": 250})
 
 
 # --- odd data: failed checks, never an exception -----------------------------------------------------
@@ -362,13 +364,23 @@ def test_odd_data_fails_checks_and_never_raises(run, monkeypatch):
     # a measurement that raises is a failed check naming the error; the others go on
     def boom(*_, **__):
         raise ZeroDivisionError("odd data")
-    monkeypatch.setattr(health_mod, "_controller_load", boom)
+    monkeypatch.setitem(health_mod.MEASUREMENTS, "controller_load", boom)
     c = _checks(_health(run))
     assert c["controller_load"]["passed"] is False and c["controller_load"]["detail"] == "not measured: ZeroDivisionError: odd data"
     assert c["controller_cpu_busy"]["passed"] is True
     monkeypatch.setattr(health_mod, "_trial_health", boom)
     assert _health(run) == {"passed": False, "checks": [{"id": "health", "value": None, "threshold": None, "unit": "",
                                                          "passed": False, "detail": "not measured: ZeroDivisionError: odd data"}]}
+
+
+def test_every_declared_check_has_one_measurement():
+    """analysis.health.MEASUREMENTS measures exactly the checks netrepro.model.HEALTH_CHECKS
+    declares: no declared check without a measurement, no measurement of an undeclared one."""
+    from netrepro.model import HEALTH_CHECKS
+    declared = {c.id for c in HEALTH_CHECKS}
+    assert declared - set(health_mod.MEASUREMENTS) == set(), "declared checks without a measurement"
+    assert set(health_mod.MEASUREMENTS) - declared == set(), "measurements of checks HEALTH_CHECKS lacks"
+    assert health_mod.NEEDS_DURATION <= health_mod.NEEDS_START <= declared
 
 
 def test_the_controller_reads_its_own_proc_stat(tmp_path):

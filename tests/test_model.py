@@ -285,9 +285,9 @@ def test_the_labs_own_needs():
 
 
 def test_health_needs_is_what_the_health_checks_measure():
-    """netrepro.model.HEALTH_NEEDS (what validate refuses) agrees with analysis/health.py: a
-    version 2 experiment gets a check using a threshold exactly when the table says its data
-    are there, and never one using a threshold the table leaves out."""
+    """netrepro.model.HEALTH_NEEDS (what validate refuses, from HEALTH_CHECKS) agrees with
+    analysis/health.py: a version 2 experiment gets a check using a threshold exactly when the
+    table says its data are there, and never one using a threshold the table leaves out."""
     import json
 
     from analysis import health
@@ -298,8 +298,7 @@ def test_health_needs_is_what_the_health_checks_measure():
     for name in ("pie-lab", "codel-lab", "pacing-lab"):
         spec = Spec.from_data(load_yaml_file(model.SCHEMA_PATH.parents[2] / "experiments" / name / "experiment.yml"))
         have = model.health_data(spec.model)
-        used = {health.CHECKS["sampling" if cid.startswith("sampling_") else cid][0]
-                for cid, _ in health._measures(spec)}
+        used = {check.threshold for check, _ in health.measures(spec)}
         assert used <= set(model.HEALTH_NEEDS), used
         # every threshold validate accepts has its check reported (a reported check whose
         # data the file lacks says "not measured")
@@ -321,11 +320,33 @@ def test_health_needs_is_what_the_health_checks_measure():
             ref.pop("values", None)
         m = Spec.from_data(no_ping).model
         assert "collector_sampling_min_fraction" not in {
-            health.CHECKS["sampling" if cid.startswith("sampling_") else cid][0]
-            for cid, _ in health._measures(Spec.from_data(no_ping))}
+            check.threshold for check, _ in health.measures(Spec.from_data(no_ping))}
         with pytest.raises(model.ModelError, match="health.collector_sampling_min_fraction: nothing in this file"):
             model.build({**no_ping, "health": {"collector_sampling_min_fraction": 0.9}})
         assert m.trials
+
+
+def test_each_health_check_is_declared_once_and_whole():
+    """HEALTH_CHECKS: one entry per id; the checks sharing a threshold (sampling_ping and
+    sampling_qdisc_stats) judge it alike and need the same data; a tuning threshold belongs
+    to one check; every data name is one validate can say (HEALTH_DATA); HEALTH_NEEDS is the
+    registry's thresholds and tunings with their checks' needs."""
+    checks = model.HEALTH_CHECKS
+    assert len({c.id for c in checks}) == len(checks)
+    by_threshold: dict[str, list] = {}
+    for c in checks:
+        by_threshold.setdefault(c.threshold, []).append(c)
+        assert c.sense in ("max", "min") and c.unit and c.description, c
+        assert set(c.needs) | set(c.measured_with) <= set(model.HEALTH_DATA), c
+        assert model.health_check(c.id) is c
+    assert [c.id for c in by_threshold["collector_sampling_min_fraction"]] == ["sampling_ping", "sampling_qdisc_stats"]
+    for shared in by_threshold.values():
+        assert len({(c.unit, c.sense, c.needs, c.tuning) for c in shared}) == 1, shared
+    tunings = [k for c in checks for k in c.tuning]
+    assert len(tunings) == len(set(tunings)) and not set(tunings) & set(by_threshold)
+    assert model.HEALTH_NEEDS == {**{k: c.needs for c in checks for k in c.tuning},
+                                  **{c.threshold: c.needs for c in checks}}
+    assert model.health_check("health") is None
 
 
 def test_reserved_columns_are_the_analysis_columns():
