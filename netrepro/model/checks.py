@@ -5,6 +5,7 @@ collectors, labels, item ids, fq buckets, claims, quantities and figures. Each r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 from netrepro import tc
 from netrepro.model.experiment import Model, fail
@@ -105,6 +106,151 @@ def check_buckets(path, data: dict, mtu_bytes: int) -> None:
                               f"{frame} B (links.mtu_bytes {mtu_bytes} + {ETHERNET_HEADER_BYTES} B of Ethernet header)")
 
 
+@dataclass(frozen=True)
+class _Known:
+    """What the analysis has for one file, as claims and figures may select it: trial ids,
+    phase names, ``stats`` (:func:`statistics`: ``{trial: {subject: [statistic]}}``), every
+    statistic (sorted) and every subject (in file order)."""
+    tids: list[str]
+    phases: list[str]
+    stats: dict[str, dict[str, list[str]]]
+    all_stats: list[str]
+    subjects: list[str]
+
+
+def _known(m: Model) -> _Known:
+    """The trials, phases, statistics and subjects the analysis has for ``m`` (:class:`_Known`)."""
+    stats = statistics(m)
+    return _Known(tids=[t["id"] for t in m.trials], phases=[p["name"] for p in m.data["phases"]], stats=stats,
+                  all_stats=sorted({x for subj in stats.values() for names in subj.values() for x in names}),
+                  subjects=list(dict.fromkeys(s for subj in stats.values() for s in subj)))
+
+
+def _check_unique_ids(m: Model, path) -> None:
+    """Nothing; raises ModelError at the first claim, then figure, whose id an earlier one has."""
+    for section in ("claims", "figures"):
+        ids: dict[str, int] = {}
+        for i, item in enumerate(m.data[section]):
+            if item["id"] in ids:
+                fail(path, f"{section}[{i}].id", f"{item['id']!r} is already {section}[{ids[item['id']]}]'s; "
+                                                  f"expected unique {section[:-1]} ids")
+            ids[item["id"]] = i
+
+
+def _check_selection(path, field: str, sel: dict, known: _Known) -> None:
+    """Nothing; raises ModelError unless every trial and phase ``sel`` names is one of ``known``'s."""
+    for t in sel.get("trials", []):
+        if t not in known.tids:
+            fail(path, field + ".trials", f"unknown trial {t!r}; expected one of: {', '.join(known.tids)}")
+    for p in sel.get("phases", []):
+        if p not in known.phases:
+            fail(path, field + ".phases", f"unknown phase {p!r}; expected one of: "
+                                           f"{', '.join(known.phases) or '(no phases)'}")
+
+
+def _selected_values(path, field: str, sel: dict, known: _Known) -> int:
+    """The number of values a claim's selection ``sel`` reads (trials x subjects x phases),
+    once its trials, phases, statistic and subjects are checked to be ones the analysis has."""
+    _check_selection(path, field, sel, known)
+    st = sel["statistic"]
+    if st not in known.all_stats:
+        fail(path, field + ".statistic", f"unknown statistic {st!r}; the analysis computes, for this file: "
+                                          f"{', '.join(known.all_stats) or '(none)'}")
+    for s in sel.get("subjects", []):
+        if s not in known.subjects:
+            fail(path, field + ".subjects", f"unknown subject {s!r}; expected one of: {', '.join(known.subjects)} "
+                                             f"(traffic item ids, collectors' ports, {TRIAL_SUBJECT})")
+    if st in WHOLE_TRIAL_STATISTICS and any(p != "all" for p in sel.get("phases", [])):
+        fail(path, field + ".phases", f"{st} is computed for the whole trial only; expected no phases")
+    n = 0
+    for t in sel.get("trials") or known.tids:
+        have = known.stats[t]
+        subs = sel.get("subjects") or [s for s, names in have.items() if st in names]
+        if not subs:
+            fail(path, field, f"trial {t} computes no {st} (no subject of it has one); "
+                               f"expected a trial whose traffic or collectors give it")
+        for s in subs:
+            if st not in have.get(s, []):
+                fail(path, field + ".subjects", f"trial {t} computes no {st} of {s}; its statistics of {s}: "
+                                                 f"{', '.join(have.get(s, [])) or '(none: not in this trial)'}")
+        n += len(subs)
+    return n * len(sel.get("phases") or ["all"])
+
+
+def _check_range(path, field: str, d: dict) -> None:
+    """Nothing; raises ModelError if ``d`` has both ``min`` and ``max`` and min > max."""
+    if "min" in d and "max" in d and d["min"] > d["max"]:
+        fail(path, field + ".min", f"{d['min']} is above max {d['max']}; expected min <= max")
+
+
+def _check_claim_check(path, f: str, ch: dict, known: _Known) -> None:
+    """Nothing; raises ModelError unless one claim check ``ch`` (each check of an ``all_of``)
+    selects what the analysis has, with min <= max, as many values in higher as in lower, and a
+    rise_and_fall's one value per step of its order, which holds its peak."""
+    if ch["kind"] == "all_of":
+        for j, sub in enumerate(ch["checks"]):
+            _check_claim_check(path, f"{f}.checks[{j}]", sub, known)
+        return
+    counts = {key: _selected_values(path, f"{f}.{key}", ch[key], known) for key in ("select", "higher", "lower")
+              if key in ch}
+    if ch["kind"] in ("bound", "difference"):
+        _check_range(path, f, ch)
+    if ch["kind"] in ("difference", "ratio") and counts["higher"] != counts["lower"]:
+        fail(path, f + ".lower", f"selects {counts['lower']} values and higher {counts['higher']}; expected the "
+                                  f"same number (each value of higher is compared with the one of lower in its place)")
+    elif ch["kind"] == "rise_and_fall":
+        order = ch["select"].get(ch["order"], [])
+        if ch["peak"] not in order:
+            fail(path, f + ".peak", f"{ch['peak']!r} is not in the selection's {ch['order']}; expected one of: "
+                                     f"{', '.join(order) or '(none: give select.' + ch['order'] + ')'}")
+        if counts["select"] != len(order):
+            fail(path, f + ".select", f"selects {counts['select']} values over {len(order)} {ch['order']}; expected "
+                                       f"one value per step of the order (one subject, and one "
+                                       f"{'trial' if ch['order'] == 'phases' else 'phase'})")
+
+
+def _check_claim(m: Model, path, i: int, cl: dict, known: _Known, scalable: bool) -> None:
+    """Nothing; raises ModelError unless claim ``i`` (``cl``)'s ``when`` and ``check`` select what
+    the analysis has, and it gives ``rate_scaling`` exactly when it sets a threshold on a value the
+    rate scale changes (and, if the file allows rate scaling, must then give it)."""
+    if "when" in cl:
+        _selected_values(path, f"claims[{i}].when.select", cl["when"]["select"], known)
+        _check_range(path, f"claims[{i}].when", cl["when"])
+    _check_claim_check(path, f"claims[{i}].check", cl["check"], known)
+    reads = rate_scaled_reads(m, cl)
+    named = ", ".join(f"{st} ({quantity_name(m, st)[1]})" for st in reads)
+    if scalable and reads and "rate_scaling" not in cl:
+        fail(path, f"claims[{i}].rate_scaling", f"missing: claim {cl['id']} sets thresholds on {named}, which the "
+                                                  "rate scale changes, and the file allows rate scaling; expected "
+                                                  "rate_scaling: proportional (its thresholds on them are multiplied "
+                                                  "by k) or none (judged as written at every k)")
+    if "rate_scaling" in cl and not reads:
+        fail(path, f"claims[{i}].rate_scaling", f"claim {cl['id']} sets no threshold on a value the rate scale "
+                                                  f"changes (units {', '.join(RATE_SCALED_UNITS)}); expected no "
+                                                  "rate_scaling")
+
+
+def _check_figure_draws(path, i: int, fig: dict, known: _Known, mets: dict[str, list[str]]) -> None:
+    """Nothing; raises ModelError unless figure ``i`` (``fig``) draws trials, phases, a metric and
+    subjects the analysis has (``mets``: :func:`metrics`), with a title and line labels matplotlib
+    can draw (:func:`_check_text`)."""
+    all_mets = list(dict.fromkeys(x for names in mets.values() for x in names))
+    f = f"figures[{i}]"
+    _check_selection(path, f, fig, known)
+    if not _metric_in(fig["metric"], all_mets):
+        fail(path, f + ".metric", f"unknown metric {fig['metric']!r}; the analysis records, for this file: "
+                                   f"{', '.join(all_mets) or '(none)'}")
+    for s in fig.get("subjects", []):
+        if s not in mets:
+            fail(path, f + ".subjects", f"unknown subject {s!r}; expected one of: {', '.join(mets)}")
+        if not _metric_in(fig["metric"], mets[s]):
+            fail(path, f + ".subjects", f"{s} records no {fig['metric']}; its metrics: {', '.join(mets[s])}")
+    if "title" in fig:
+        _check_text(path, f + ".title", fig["title"])
+    for j, line in enumerate(fig.get("lines", [])):
+        _check_text(path, f"{f}.lines[{j}].label", line["label"])
+
+
 def check_claims(m: Model, path) -> None:
     """Every trial, phase, statistic and subject a claim selects, and every trial, phase,
     metric and subject a figure draws, is one the analysis has for this file
@@ -114,113 +260,14 @@ def check_claims(m: Model, path) -> None:
     ``rise_and_fall`` selects one value per step of its ``order``, which holds its ``peak``;
     figure titles and line labels are text matplotlib can draw (:func:`_check_text`); claim
     ids, and figure ids, are unique (a claim's verdict and a figure's files are named by it)."""
-    for section in ("claims", "figures"):
-        ids: dict[str, int] = {}
-        for i, item in enumerate(m.data[section]):
-            if item["id"] in ids:
-                fail(path, f"{section}[{i}].id", f"{item['id']!r} is already {section}[{ids[item['id']]}]'s; "
-                                                  f"expected unique {section[:-1]} ids")
-            ids[item["id"]] = i
-    tids = [t["id"] for t in m.trials]
-    phases = [p["name"] for p in m.data["phases"]]
-    stats = statistics(m)
-    all_stats = sorted({x for subj in stats.values() for names in subj.values() for x in names})
-    subjects = list(dict.fromkeys(s for subj in stats.values() for s in subj))
-
-    def check_sel(field, sel):
-        for t in sel.get("trials", []):
-            if t not in tids:
-                fail(path, field + ".trials", f"unknown trial {t!r}; expected one of: {', '.join(tids)}")
-        for p in sel.get("phases", []):
-            if p not in phases:
-                fail(path, field + ".phases", f"unknown phase {p!r}; expected one of: {', '.join(phases) or '(no phases)'}")
-
-    def check_stat(field, sel) -> int:
-        """The number of values the selection reads (trials x subjects x phases)."""
-        check_sel(field, sel)
-        st = sel["statistic"]
-        if st not in all_stats:
-            fail(path, field + ".statistic", f"unknown statistic {st!r}; the analysis computes, for this file: "
-                                              f"{', '.join(all_stats) or '(none)'}")
-        for s in sel.get("subjects", []):
-            if s not in subjects:
-                fail(path, field + ".subjects", f"unknown subject {s!r}; expected one of: {', '.join(subjects)} "
-                                                 f"(traffic item ids, collectors' ports, {TRIAL_SUBJECT})")
-        if st in WHOLE_TRIAL_STATISTICS and any(p != "all" for p in sel.get("phases", [])):
-            fail(path, field + ".phases", f"{st} is computed for the whole trial only; expected no phases")
-        n = 0
-        for t in sel.get("trials") or tids:
-            have = stats[t]
-            subs = sel.get("subjects") or [s for s, names in have.items() if st in names]
-            if not subs:
-                fail(path, field, f"trial {t} computes no {st} (no subject of it has one); "
-                                   f"expected a trial whose traffic or collectors give it")
-            for s in subs:
-                if st not in have.get(s, []):
-                    fail(path, field + ".subjects", f"trial {t} computes no {st} of {s}; its statistics of {s}: "
-                                                     f"{', '.join(have.get(s, [])) or '(none: not in this trial)'}")
-            n += len(subs)
-        return n * len(sel.get("phases") or ["all"])
-
-    def check_range(field, d):
-        if "min" in d and "max" in d and d["min"] > d["max"]:
-            fail(path, field + ".min", f"{d['min']} is above max {d['max']}; expected min <= max")
-
-    def check_one(f, ch):
-        if ch["kind"] == "all_of":
-            for j, sub in enumerate(ch["checks"]):
-                check_one(f"{f}.checks[{j}]", sub)
-            return
-        counts = {key: check_stat(f"{f}.{key}", ch[key]) for key in ("select", "higher", "lower") if key in ch}
-        if ch["kind"] in ("bound", "difference"):
-            check_range(f, ch)
-        if ch["kind"] in ("difference", "ratio") and counts["higher"] != counts["lower"]:
-            fail(path, f + ".lower", f"selects {counts['lower']} values and higher {counts['higher']}; expected the "
-                                      f"same number (each value of higher is compared with the one of lower in its place)")
-        elif ch["kind"] == "rise_and_fall":
-            order = ch["select"].get(ch["order"], [])
-            if ch["peak"] not in order:
-                fail(path, f + ".peak", f"{ch['peak']!r} is not in the selection's {ch['order']}; expected one of: "
-                                         f"{', '.join(order) or '(none: give select.' + ch['order'] + ')'}")
-            if counts["select"] != len(order):
-                fail(path, f + ".select", f"selects {counts['select']} values over {len(order)} {ch['order']}; expected "
-                                           f"one value per step of the order (one subject, and one "
-                                           f"{'trial' if ch['order'] == 'phases' else 'phase'})")
-
+    _check_unique_ids(m, path)
+    known = _known(m)
     scalable = bool((m.data.get("rate_scale") or {}).get("allowed"))
     for i, cl in enumerate(m.data["claims"]):
-        if "when" in cl:
-            check_stat(f"claims[{i}].when.select", cl["when"]["select"])
-            check_range(f"claims[{i}].when", cl["when"])
-        check_one(f"claims[{i}].check", cl["check"])
-        reads = rate_scaled_reads(m, cl)
-        named = ", ".join(f"{st} ({quantity_name(m, st)[1]})" for st in reads)
-        if scalable and reads and "rate_scaling" not in cl:
-            fail(path, f"claims[{i}].rate_scaling", f"missing: claim {cl['id']} sets thresholds on {named}, which the "
-                                                      "rate scale changes, and the file allows rate scaling; expected "
-                                                      "rate_scaling: proportional (its thresholds on them are multiplied "
-                                                      "by k) or none (judged as written at every k)")
-        if "rate_scaling" in cl and not reads:
-            fail(path, f"claims[{i}].rate_scaling", f"claim {cl['id']} sets no threshold on a value the rate scale "
-                                                      f"changes (units {', '.join(RATE_SCALED_UNITS)}); expected no "
-                                                      "rate_scaling")
+        _check_claim(m, path, i, cl, known, scalable)
     mets = metrics(m)
-    all_mets = list(dict.fromkeys(x for names in mets.values() for x in names))
     for i, fig in enumerate(m.data["figures"]):
-        f = f"figures[{i}]"
-        check_sel(f, fig)
-        if not _metric_in(fig["metric"], all_mets):
-            fail(path, f + ".metric", f"unknown metric {fig['metric']!r}; the analysis records, for this file: "
-                                       f"{', '.join(all_mets) or '(none)'}")
-        for s in fig.get("subjects", []):
-            if s not in mets:
-                fail(path, f + ".subjects", f"unknown subject {s!r}; expected one of: {', '.join(mets)}")
-            if not _metric_in(fig["metric"], mets[s]):
-                fail(path, f + ".subjects", f"{s} records no {fig['metric']}; its metrics: {', '.join(mets[s])}")
-        if "title" in fig:
-            _check_text(path, f + ".title", fig["title"])
-        for j, line in enumerate(fig.get("lines", [])):
-            _check_text(path, f"{f}.lines[{j}].label", line["label"])
+        _check_figure_draws(path, i, fig, known, mets)
 
 
 def check_quantities(m: Model, path) -> None:
