@@ -8,7 +8,7 @@
 # their work through the `netrepro` command line (python -m netrepro), so all of that is also
 # usable without make (clean also removes the .pytest_cache and __pycache__ folders). The
 # others call their tools directly: venv (python -m venv, pip), bench (python -m
-# netrepro.bench), reference (python -m netrepro.reference), lint (ansible-lint,
+# netrepro.cli.bench), reference (python -m netrepro.cli.reference), lint (ansible-lint,
 # lint-imports), the test targets (pytest, lint-imports; after netrepro setup) and
 # fresh-root-check (tools/fresh-root-check). docs/reference.md (`make reference`) lists what
 # each target runs.
@@ -19,7 +19,7 @@
 # INSTALL_PACKAGES), read from the environment by netrepro itself.
 #
 # Every variable a user may set is declared below with `?=`, after its description in `#:`
-# lines: docs/reference.md is generated from them (netrepro/reference.py).
+# lines: docs/reference.md is generated from them (netrepro/cli/reference.py).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -191,13 +191,13 @@ compare: $(STAMP) ## One report and figure across RUNS="<run folder> <run folder
 
 benchmark: setup ## Where the time goes, measured afresh: BENCH_EXPERIMENT (default pie-vs-red) at BENCH_TIME_SCALE (default 0.25, its time_scale.min) on SITE from nothing to teardown, then make bench's figures of that run (per stage, per trial step, with the load average); alone on the machine
 	$(NETREPRO) reproduce $(BENCH_EXPERIMENT) $(SITE_ARGS) --time-scale $(BENCH_TIME_SCALE)
-	$(PY) -m netrepro.bench $(BENCH_EXPERIMENT)
+	$(PY) -m netrepro.cli.bench $(BENCH_EXPERIMENT)
 
 bench: $(STAMP) ## Print the figures of the latest run (wall time, overhead, skew, samples); PARTIAL=1 as analyze
-	$(PY) -m netrepro.bench $(EXPERIMENT) $(if $(RUN),--run $(RUN)) $(if $(filter 1,$(PARTIAL)),--partial)
+	$(PY) -m netrepro.cli.bench $(EXPERIMENT) $(if $(RUN),--run $(RUN)) $(if $(filter 1,$(PARTIAL)),--partial)
 
 reference: $(STAMP) ## Regenerate docs/reference.md (targets, variables, commands, site options, environment) from the code
-	$(PY) -m netrepro.reference --output docs/reference.md
+	$(PY) -m netrepro.cli.reference --output docs/reference.md
 
 clean: ## Tear down local sites, remove generated files; keeps results/ and live testbed reservations
 	if [ -x $(PY) ]; then $(NETREPRO) clean; fi

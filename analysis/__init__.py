@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from analysis.errors import AnalysisError
 from analysis.run import read_run
-from netrepro.spec import Spec
+from netrepro.experiment.spec import Spec
 
 if TYPE_CHECKING:  # imported when asked for (__getattr__ below)
     from analysis.outputs import AnalysisResult

@@ -15,7 +15,7 @@ import sys
 
 from analysis import AnalysisError, analyze
 from analysis.console import LABEL, verdict_line
-from netrepro.spec import SpecError
+from netrepro.experiment.spec import SpecError
 
 
 def claim_line(c: dict) -> str:

@@ -164,7 +164,7 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
     # the published results as the experiment file says them now (runs made before it had
     # them recorded none), else as the first run recorded them
     try:
-        from netrepro.spec import load_spec
+        from netrepro.experiment.spec import load_spec
         refs = load_spec(name).data.get("reference_results") or []
     except (ValueError, OSError):
         refs = spec.data.get("reference_results") or []

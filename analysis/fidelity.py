@@ -11,8 +11,8 @@ a few sampling intervals: over a window of consecutive samples that all show a b
 the device sent x 8 / the window's length must equal the shaped rate (:data:`WINDOW_S`).
 
 The rate is the port's stack's lowest shaper rate in the trial as run (rates scaled by the
-run's rate scale: :func:`netrepro.tc.shaping_rate_mbit`); the backlog is that of the first
-shaper layer of the sample (:data:`netrepro.tc.SHAPERS`: it holds its children's, so a
+run's rate scale: :func:`netrepro.core.tc.shaping_rate_mbit`); the backlog is that of the first
+shaper layer of the sample (:data:`netrepro.core.tc.SHAPERS`: it holds its children's, so a
 netem root above it, whose delay line is not a queue waiting for the link, is not counted),
 else of the root qdisc (the ns3 site's one queue disc in front of its link). The sent bytes
 are the device's ``tx_bytes`` (read next to the sample's time; the qdisc's own counters come
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.raw import SHAPER_COLUMNS, parse_shaper_samples
-from netrepro import tc
+from netrepro.core import tc
 
 #: Columns of :func:`shaper_samples`.
 SAMPLE_COLUMNS = SHAPER_COLUMNS
@@ -40,7 +40,7 @@ INTERVAL_COLUMNS = ["t_s", "seconds", "rate_mbit", "deviation"]
 
 def shaper_samples(text: str) -> pd.DataFrame:
     """The samples of a ``qdisc.jsonl`` as the invariant reads them (SAMPLE_COLUMNS; the backlog
-    of the first :data:`netrepro.tc.SHAPERS` layer, else the root's):
+    of the first :data:`netrepro.core.tc.SHAPERS` layer, else the root's):
     :func:`analysis.raw.parse_shaper_samples`."""
     return parse_shaper_samples(text, tc.SHAPERS)
 

@@ -106,7 +106,7 @@ from analysis.substrate.pings import queue_delay_ms
 from analysis.substrate.queues import (PACING_RATE_TOLERANCE, SHAPER_RATE_TOLERANCE, TIMER_LATE_QUANTILE,
                                        shaper_rate_tolerance)
 from netrepro.model import HealthCheck, health_check, measured_checks
-from netrepro.spec import check_time_scale
+from netrepro.experiment.spec import check_time_scale
 
 #: Check id of :data:`netrepro.model.HEALTH_CHECKS` -> its measurement: called with the
 #: keywords ``spec``, ``record``, ``trial_dir``, ``start`` (the trial's start, Unix s),
@@ -157,8 +157,8 @@ def trial_health(spec, record: dict, trial_dir: Path | str, time_scale: float) -
     """The health checks of one trial.
 
     Args:
-        spec: the experiment (netrepro.spec.Spec) as run: at the run's rate scale
-            (:meth:`netrepro.spec.Spec.at_rate_scale`), whose rates ``shaper_rate_off`` and
+        spec: the experiment (netrepro.experiment.spec.Spec) as run: at the run's rate scale
+            (:meth:`netrepro.experiment.spec.Spec.at_rate_scale`), whose rates ``shaper_rate_off`` and
             ``queue_delay_excess`` read; thresholds from its ``health:`` section (each optional).
         record: the trial's record in run.json. Fields read: ``start_epoch_s`` (the common
             start, Unix s; required for the flow and sampling checks), ``duration_s`` (the

@@ -28,7 +28,7 @@ from analysis.run import RunInfo, model_run_records, verified_raw
 from analysis.summary import INTERVAL_COLUMNS, SUMMARY_KEYS, estimates_of, trial_intervals, trial_statistics
 from analysis.tidy import TIDY_COLUMNS, trial_tidy
 from netrepro.model import scale_rates
-from netrepro.spec import Spec
+from netrepro.experiment.spec import Spec
 
 
 @dataclass

@@ -37,7 +37,7 @@ from pathlib import Path
 from analysis.run import AnalysisError
 
 #: Environment variable naming the toolkit version (overrides git; listed in docs/reference.md,
-#: from netrepro/envvars.py).
+#: from netrepro/core/envvars.py).
 VERSION_ENV = "NETREPRO_TOOLKIT_VERSION"
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 
@@ -53,14 +53,14 @@ _REPO = _ANALYSIS_DIR.parent
 def _sources() -> list[Path]:
     """The files whose code shapes an analysis's outputs: analysis/*.py and its subpackages'
     (analysis/substrate/), the spec reader, the model and the conversion of a version 1 file
-    (netrepro/migrate.py)."""
-    import netrepro.spec as spec_mod
+    (netrepro/experiment/migrate.py)."""
+    import netrepro
 
-    spec_dir = Path(spec_mod.__file__).resolve().parent
+    pkg = Path(netrepro.__file__).resolve().parent
     files = sorted(_ANALYSIS_DIR.rglob("*.py"))
-    files += [spec_dir / n for n in ("spec.py", "yamlfile.py", "migrate.py")]
-    files += sorted((spec_dir / "model").glob("*.py"))
-    files += sorted((spec_dir / "schemas").glob("*"))
+    files += [pkg / n for n in ("experiment/spec.py", "core/yamlfile.py", "experiment/migrate.py")]
+    files += sorted((pkg / "model").glob("*.py"))
+    files += sorted((pkg / "schemas").glob("*"))
     return [f for f in files if f.is_file()]
 
 

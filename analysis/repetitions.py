@@ -2,7 +2,7 @@
 
 Each repetition k is analysed as a run of its own, by the same code as a single run: a view of
 run.json whose ``trials`` are the repetition's instances (``<trial>.r<k>``, raw folders of
-their own; :mod:`netrepro.schedule`), written into ``repetitions/r<k>/`` (summary.csv,
+their own; :mod:`netrepro.runner.schedule`), written into ``repetitions/r<k>/`` (summary.csv,
 verdict.json, report.md). The run folder then gets, beside analysis.json:
 
 - ``tidy.csv.gz`` and ``summary.csv``: every repetition's rows, with a ``repetition`` column;

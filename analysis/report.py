@@ -316,7 +316,7 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
     """report.md's text (see the module docstring for its sections).
 
     Args:
-        spec: the experiment as run (:class:`netrepro.spec.Spec`); data: run.json (or one
+        spec: the experiment as run (:class:`netrepro.experiment.spec.Spec`); data: run.json (or one
             repetition's or sweep point's view of it: :mod:`analysis.repetitions`).
         summary: summary.csv's long table; verdict: verdict.json's dict
             (:func:`analysis.claims.evaluate`).

@@ -1,10 +1,10 @@
 """Read a run directory's ``run.json`` and check its raw files against the record.
 
 A run directory is ``results/<experiment>/<run-id>/`` with ``run.json`` and ``raw/``.
-:func:`read_run` is where the analysis (and ``netrepro.bench``) reads a run: run.json parsed
+:func:`read_run` is where the analysis (and ``netrepro.cli.bench``) reads a run: run.json parsed
 (:func:`read_run_json`) and its experiment. A run recorded with a schema_version 1 file (the
 format pie-vs-red had before it was migrated) is converted here, once, through
-:func:`netrepro.migrate.migrate_data`; nothing after this knows version 1, and the run folder is
+:func:`netrepro.experiment.migrate.migrate_data`; nothing after this knows version 1, and the run folder is
 never written. :func:`model_run_records` checks the trial records the analysis reads and
 :func:`verified_raw` every raw file against run.json's ``raw_sha256`` (:mod:`analysis.integrity`).
 Problems of the record raise :class:`AnalysisError` (one line naming the file and field);
@@ -23,8 +23,8 @@ from pathlib import Path
 
 from analysis.errors import AnalysisError
 from analysis.integrity import RawCheck, verify_raw
-from netrepro.migrate import migrate_data, recorded_rate_scaling
-from netrepro.spec import TIME_SCALE_MAX, TIME_SCALE_MIN, Spec, SpecError
+from netrepro.experiment.migrate import migrate_data, recorded_rate_scaling
+from netrepro.experiment.spec import TIME_SCALE_MAX, TIME_SCALE_MIN, Spec, SpecError
 
 #: A trial id is also a folder name under raw/: a plain name, never a path.
 _TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -86,10 +86,10 @@ def read_run(run_dir: Path | str, spec: Spec | None = None) -> tuple[Path, dict,
 
     A run recorded with a schema_version 1 file is converted here, once: ``data`` is then a
     copy of run.json whose ``spec`` is the schema_version 2 form of the recorded one
-    (:func:`netrepro.migrate.migrate_data`) and, for a sweep, whose ``sweep.factors`` are that
+    (:func:`netrepro.experiment.migrate.migrate_data`) and, for a sweep, whose ``sweep.factors`` are that
     form's factors (their version 2 paths; the recorded points keep their values). A recorded
     spec written before claims had ``rate_scaling`` is judged as it was then
-    (:func:`netrepro.migrate.recorded_rate_scaling`). run.json itself is never written.
+    (:func:`netrepro.experiment.migrate.recorded_rate_scaling`). run.json itself is never written.
 
     Raises:
         AnalysisError: as :func:`read_run_json`; run.json's ``spec`` not an object; a swept

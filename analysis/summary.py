@@ -44,7 +44,7 @@ import pandas as pd
 
 from analysis import uncertainty
 from analysis.uncertainty import Estimate
-from netrepro import tc
+from netrepro.core import tc
 from netrepro.model import SUMMARY_COLUMNS
 
 

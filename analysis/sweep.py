@@ -1,10 +1,10 @@
-"""The analysis of a sweep (``netrepro run --sweep``, :mod:`netrepro.sweep`).
+"""The analysis of a sweep (``netrepro run --sweep``, :mod:`netrepro.experiment.sweep`).
 
 Each point is analysed as a run of its own experiment (the file with the point's values set,
-:func:`netrepro.sweep.point_spec`), by the same code as a single or repeated run, into
+:func:`netrepro.experiment.sweep.point_spec`), by the same code as a single or repeated run, into
 ``sweep/<point>/`` (summary.csv, verdict.json, report.md; repetitions/ when repeated). A
 trial that a factor does not apply to ran once per combination of the other factors; each
-point's analysis reads that instance (:func:`netrepro.sweep.source_point`). The run folder
+point's analysis reads that instance (:func:`netrepro.experiment.sweep.source_point`). The run folder
 then gets, beside analysis.json:
 
 - ``tidy.csv.gz`` and ``summary.csv``: every point's rows, with a ``point`` column and a
@@ -36,7 +36,7 @@ from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_
 from analysis.repetitions import across, claim_statistics, repeated, repeated_into
 from analysis.run import RunInfo, model_run_records, verified_raw
 from analysis.outputs import AnalysisResult
-from netrepro import sweep as sweeps
+from netrepro.experiment import sweep as sweeps
 from netrepro.model import quantity_label
 
 

@@ -1,8 +1,8 @@
 """netrepro: reproduce network experiments on research testbeds with one command.
 
-Packages: ``netrepro.spec`` (experiment files), ``netrepro.sites`` (where nodes come from),
-``netrepro.sites.inventory``, ``netrepro.rolevars``/``netrepro.tc`` (what Ansible applies),
-``netrepro.runner`` (the steps), ``netrepro.cli`` (the command line); the analysis is
+Packages: ``netrepro.experiment.spec`` (experiment files), ``netrepro.sites`` (where nodes come from),
+``netrepro.sites.inventory``, ``netrepro.experiment.rolevars``/``netrepro.core.tc`` (what Ansible applies),
+``netrepro.runner`` (the steps), ``netrepro.cli.commands`` (the command line); the analysis is
 the top-level ``analysis`` package.
 """
 

@@ -1,6 +1,6 @@
-"""``python -m netrepro``: the command line (see netrepro/cli.py)."""
+"""``python -m netrepro``: the command line (see netrepro/cli/commands.py)."""
 import sys
 
-from netrepro.cli import main
+from netrepro.cli.commands import main
 
 sys.exit(main())

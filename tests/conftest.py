@@ -15,7 +15,7 @@ from netrepro.sites import Site
 
 #: A recorded run of pie-vs-red on the local site at TIME_SCALE 0.1 (its run.json says how it was made).
 V1_RUN = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
-#: pie-vs-red's schema_version 1 file, for the tests of the version 1 format (netrepro.spec.Spec,
+#: pie-vs-red's schema_version 1 file, for the tests of the version 1 format (netrepro.experiment.spec.Spec,
 #: netrepro migrate; experiments/pie-vs-red is schema_version 2); goes with that format.
 PIE_VS_RED_V1 = Path(__file__).resolve().parent / "data" / "specs" / "pie-vs-red-v1.yml"
 

@@ -27,11 +27,11 @@ from analysis.raw import base_rtt_ms, parse_flows, parse_ping, parse_qdisc_field
 from analysis.run import AnalysisError
 from conftest import PIE_VS_RED_V1
 from netrepro.runner.fetch import sha256_tree
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 #: the synthetic run is one of pie-vs-red's schema_version 1 file (aqm x variant trials, FTP
-#: flow groups, ping collectors), converted by the analysis (netrepro.migrate)
+#: flow groups, ping collectors), converted by the analysis (netrepro.experiment.migrate)
 SPEC_FILE = PIE_VS_RED_V1
 TRIALS = ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
 PHASES = ["p1", "p2", "p3", "p4", "p5"]

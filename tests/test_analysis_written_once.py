@@ -237,20 +237,20 @@ def test_partial_junk_raw_files_do_not_crash(tmp_path, version):
     # the junk line is skipped: pie-limited's queue samples still give its utilization
     assert s[("pie-limited", "router:eth1", "sent_utilization", "p3")] > 0.5
     # bench measures the same damaged run with --partial, and refuses it without
-    p = _cli("pie-vs-red", "--run", str(run), "--json", "--partial", module="netrepro.bench")
+    p = _cli("pie-vs-red", "--run", str(run), "--json", "--partial", module="netrepro.cli.bench")
     assert p.returncode == 0, p.stderr
     f = json.loads(p.stdout)
     checks = {tid: {c["id"]: c for c in h["checks"]} for tid, h in f["health"].items()}
     assert checks["red-limited"]["nodes_cpu_busy"]["value"] is None  # meta-after.json is junk
     assert checks["pie-unlimited"]["ping_received"]["value"] == 0  # ping.txt is junk
     assert sorted(f["incomplete_trials"]) == ["pie-limited", "pie-unlimited", "red-limited", "red-unlimited"]
-    p = _cli("pie-vs-red", "--run", str(run), module="netrepro.bench")
+    p = _cli("pie-vs-red", "--run", str(run), module="netrepro.cli.bench")
     assert p.returncode == 2 and "5 raw files differ from the record" in p.stderr
 
 
 def test_bench_on_an_intact_run(tmp_path):
     run = _copy(tmp_path)
-    p = _cli("pie-vs-red", "--run", str(run), module="netrepro.bench")
+    p = _cli("pie-vs-red", "--run", str(run), module="netrepro.cli.bench")
     assert p.returncode == 0, p.stderr
     assert "raw files: all 148 raw files match" in p.stdout
     # the recorded run's spec has no health thresholds: measured, not judged

@@ -1,4 +1,4 @@
-"""Tests of netrepro/ansible.py: playbooks run with a minimal environment, leave only their log,
+"""Tests of netrepro/runner/ansible.py: playbooks run with a minimal environment, leave only their log,
 and check host keys (no ``StrictHostKeyChecking=no`` ahead of the inventory's options).
 
 Real ansible-playbook runs (through ansible-runner) against ``localhost`` with the local
@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro import ansible
-from netrepro.ansible import PlaybookError, run_playbook
+from netrepro.runner import ansible
+from netrepro.runner.ansible import PlaybookError, run_playbook
 from netrepro.sites.inventory import build_inventory, write_inventory, write_known_hosts
 from netrepro.sites.base import NodeLogin
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 SECRET = "fake-passphrase-7f3a9c1e"
 TINY = [{"name": "tiny", "hosts": "all", "gather_facts": False, "tasks": [
@@ -268,7 +268,7 @@ def test_probe_words_reach_tc_whole(tmp_path):
         f"x:-b {batch}": ["qdisc", "add", "dev", "@dev@", "root", "pfifo", "limit", "11"],
     }
     code = (
-        "import json, sys\nfrom pathlib import Path\nfrom netrepro import ansible\n"
+        "import json, sys\nfrom pathlib import Path\nfrom netrepro.runner import ansible\n"
         "ansible.PLAYBOOKS = Path(sys.argv[1])\n"
         "res = ansible.run_playbook('probe', Path(sys.argv[2]), json.loads(sys.argv[3]), Path(sys.argv[4]), quiet=True)\n"
         "print(json.dumps(res.facts_set['localhost']['kernel_capability_result']))\n")

@@ -1,4 +1,4 @@
-"""Bad-input table: `netrepro analyze`, `python -m analysis` and `python -m netrepro.bench` on
+"""Bad-input table: `netrepro analyze`, `python -m analysis` and `python -m netrepro.cli.bench` on
 damaged or malformed run folders (issue 6, section 2).
 
 Every row starts from a copy of the real recorded run tests/data/pie-vs-red-local-0.1 (never
@@ -187,7 +187,7 @@ RECORD = [
 
 ROWS = [Row(f"analyze-{i}", ANALYZE, e, s) for i, s, e in DAMAGE + RECORD]
 ROWS += [Row(f"python-m-analysis-{i}", ["{tmp}/run"], e, s, module="analysis") for i, s, e in DAMAGE[:1] + DAMAGE[6:8] + DAMAGE[9:]]
-ROWS += [Row(f"bench-{i}", ["pie-vs-red", "--run", "{tmp}/run"], e, s, module="netrepro.bench")
+ROWS += [Row(f"bench-{i}", ["pie-vs-red", "--run", "{tmp}/run"], e, s, module="netrepro.cli.bench")
          for i, s, e in DAMAGE + RECORD[:2]]
 ROWS += [
     Row("analyze-run-folder-missing", ["analyze", "pie-vs-red", "--run", "{tmp}/nope"],
@@ -237,11 +237,11 @@ ROWS += [
     Row("compare-a-time-scale-of-0", ["compare", "{tmp}/run", "{tmp}/run2"],
         ["{tmp}/run2/run.json: time_scale: expected a number > 0", "got '0'"], _second_scale("time_scale", 0)),
     Row("bench-timings-json-junk", ["pie-vs-red", "--run", "{tmp}/run"], ["timings.json", "step -> seconds", PARTIAL],
-        _write("timings.json", JUNK), module="netrepro.bench"),
+        _write("timings.json", JUNK), module="netrepro.cli.bench"),
     Row("bench-neither-experiment-nor-run", [], ["expected an experiment", "or --run RUN_FOLDER"],
-        lambda tmp: None, module="netrepro.bench"),
+        lambda tmp: None, module="netrepro.cli.bench"),
     Row("bench-unknown-option", ["pie-vs-red", "--run", "{tmp}/run", "--partail"], ["--partail"],
-        lambda tmp: _copy(tmp) and None, module="netrepro.bench"),
+        lambda tmp: _copy(tmp) and None, module="netrepro.cli.bench"),
 ]
 
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from badinput import Row, run_row
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 from test_sites_common import make_cert, pem, portal_pem, ssh_keypair
 
 TESTS = Path(__file__).resolve().parent

@@ -21,7 +21,7 @@ import pytest
 
 from analysis.claims import check_claim
 from netrepro.model import statistics
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 RUNS = Path(__file__).resolve().parent.parent / "docs" / "runs"
 

@@ -12,11 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from netrepro.clean import clean
+from netrepro.runner.clean import clean
 from netrepro.sites.inventory import write_inventory
 from netrepro.sites import get_site
 from netrepro.sites.base import STATE_MARKER, make_state_dir, state_dir_owner
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Tests of the command line (netrepro/cli.py), run as ``python -m netrepro`` in a subprocess
+"""Tests of the command line (netrepro/cli/commands.py), run as ``python -m netrepro`` in a subprocess
 with .state/ and results/ redirected to tmp_path (NETREPRO_STATE, NETREPRO_RESULTS): no
 command here reserves, provisions or contacts anything."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro import cli
+from netrepro.cli import commands as cli
 from netrepro.sites import OPTION_ENV
-from netrepro.spec import EXPERIMENTS_DIR
+from netrepro.experiment.spec import EXPERIMENTS_DIR
 
 REPO = Path(__file__).resolve().parent.parent
 REAL = EXPERIMENTS_DIR / "pie-vs-red" / "experiment.yml"
@@ -207,7 +207,7 @@ def test_sigint_interrupts_even_when_started_ignored():
     code = (
         "import signal, sys, time\n"
         "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-        "from netrepro import cli\n"
+        "from netrepro.cli import commands as cli\n"
         "def slow(args):\n"
         "    print('ready', flush=True); time.sleep(60); return 0\n"
         "cli.cmd_validate = slow\n"
@@ -264,7 +264,7 @@ def test_the_command_line_does_not_import_the_plotting_libraries(tmp_path):
     fails on bad input leaves HOME as it was (tests/test_bad_input_sites.py)."""
     import subprocess
     import sys
-    p = subprocess.run([sys.executable, "-c", "import sys, netrepro.cli; print('seaborn' in sys.modules)"],
+    p = subprocess.run([sys.executable, "-c", "import sys, netrepro.cli.commands; print('seaborn' in sys.modules)"],
                        capture_output=True, text=True, env={**__import__("os").environ, "HOME": str(tmp_path)})
     assert p.returncode == 0 and p.stdout.strip() == "False", p.stderr
     assert list(tmp_path.iterdir()) == []
@@ -274,7 +274,7 @@ def test_the_command_line_starts_without_the_analysis():
     """Every command but those that analyse starts without pandas, numpy or matplotlib: they
     cost ~0.4 s of each start on a 2-core machine, and the bad-input tables start the command
     line hundreds of times (the analysis is imported where a command first needs it)."""
-    code = ("import sys, netrepro.cli; "
+    code = ("import sys, netrepro.cli.commands; "
             "print(sorted(m for m in ('pandas', 'numpy', 'matplotlib', 'seaborn', 'analysis') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]", out.stdout
@@ -284,7 +284,7 @@ def test_the_analysis_refuses_a_run_folder_before_it_loads_the_figure_libraries(
     """The analysis' modules import matplotlib and seaborn (about 1 s of a start on a 2-core
     machine) only where a figure is drawn, so that a damaged run folder is refused first: the
     run-folder bad-input table (tests/test_bad_input_runs.py) starts it dozens of times."""
-    code = ("import sys, analysis.repetitions, analysis.compare, analysis.sweep, netrepro.bench; "
+    code = ("import sys, analysis.repetitions, analysis.compare, analysis.sweep, netrepro.cli.bench; "
             "print(sorted(m for m in ('matplotlib', 'seaborn') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]", out.stdout

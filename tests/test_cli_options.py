@@ -14,14 +14,14 @@ import sys
 
 import pytest
 
-from netrepro import cli
+from netrepro.cli import commands as cli
 from netrepro.sites import OPTION_ENV
-from netrepro import packages
-from netrepro import setup as nsetup
+from netrepro.core import packages
+from netrepro.runner import setup as nsetup
 from netrepro.sites.fabric import setup as fabric_setup
 from netrepro.model import choose_rate_scale
 from netrepro.runner import steps, trialvars
-from netrepro.spec import REPO_ROOT, load_spec
+from netrepro.experiment.spec import REPO_ROOT, load_spec
 
 
 @pytest.fixture(autouse=True)

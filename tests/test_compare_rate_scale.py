@@ -21,10 +21,10 @@ from analysis.errors import AnalysisError
 from analysis.scales import (COLUMNS, axis_label, claim_parts, claim_values, draw_rate_scale,
                                 rate_scale_of, rate_scale_table)
 from netrepro.model import METRICS, QUANTITY_NAMES, STATISTICS
-from netrepro.cli import judge_trial
+from netrepro.cli.commands import judge_trial
 from netrepro.runner import rundir, run, steps
 from netrepro.sites.ns3 import site as ns3
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 TRIALS = ["unpaced", "fq-maxrate", "fq-rate"]
 

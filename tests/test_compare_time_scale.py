@@ -24,10 +24,10 @@ from analysis.compare import compare, run_label
 from analysis.errors import AnalysisError
 from analysis.scales import (SCALES, ScaleMin, columns, report_section, scale_figure, scale_mins, scale_of,
                              scale_table, time_scale_of)
-from netrepro.cli import judge_trial
+from netrepro.cli.commands import judge_trial
 from netrepro.runner import rundir, run, steps
 from netrepro.sites.ns3 import site as ns3
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 TRIALS = ["unpaced", "fq-maxrate", "fq-rate"]
 #: A recorded run of pacing-lab on the local site at TIME_SCALE 0.5 and RATE_SCALE 0.002 (its README says how).

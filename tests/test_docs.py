@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from netrepro import cli
+from netrepro.cli import commands as cli
 from netrepro.sites import SITES, site_class
 
 REPO = Path(__file__).resolve().parent.parent

@@ -57,7 +57,7 @@ import yaml
 from conftest import processes_mentioning, static_nodes_of_local
 from netrepro.sites import SiteError, get_site
 from netrepro.sites.inventory import control_dir
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 SCALE = os.environ.get("NETREPRO_FAULTS_SCALE", "0.5")
@@ -558,7 +558,7 @@ def test_sshd_killed_during_provisioning(site):
 @pytest.mark.integration
 def test_teardown_leaves_nothing(site):
     sockets = [p for p in subprocess.run(
-        [sys.executable, "-c", "import sys; from netrepro.runner import ssh, steps; from netrepro.spec import load_spec; "
+        [sys.executable, "-c", "import sys; from netrepro.runner import ssh, steps; from netrepro.experiment.spec import load_spec; "
          f"print('\\n'.join(ssh.ssh_control_paths(steps.open_site(load_spec('{EXP}'), 'local'))))"],
         cwd=REPO, env=site.env, capture_output=True, text=True).stdout.split()]
     assert sockets and any(os.path.exists(p) for p in sockets)  # open until down

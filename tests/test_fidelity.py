@@ -17,7 +17,7 @@ import pytest
 
 from analysis import fidelity
 from analysis.fidelity import busy_intervals, ccdf, shaper_samples, summary
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 from test_health import DATA, _checks, _health, run  # noqa: F401 - the fixture
 

@@ -90,7 +90,7 @@ def test_teardown_left_no_namespace(run):
 
 def test_bench_prints_the_runs_figures(run):
     d, _, _, _ = run
-    p = subprocess.run([sys.executable, "-m", "netrepro.bench", "gateway-fifo", "--run", str(d)], cwd=REPO,
+    p = subprocess.run([sys.executable, "-m", "netrepro.cli.bench", "gateway-fifo", "--run", str(d)], cwd=REPO,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "trial wall times (s): bytes " in p.stdout and ", packets " in p.stdout

@@ -18,7 +18,7 @@ from analysis.summary import SUMMARY_KEYS, cov, jain_index, trial_statistics
 from analysis.tidy import trial_tidy
 from analysis.raw import parse_iperf3, parse_qdisc_fields, parse_qdisc_stack, parse_tc_classes
 from netrepro.model import Collector
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -1,7 +1,7 @@
 """The figure options of schema_version 2 (analysis/figures.py) drawn from a real run:
 tests/data/pie-vs-red-local-0.1 (four trials aqm x variant, three clients pinging every 0.1 s,
 five phases of 10, 30, 50, 30 and 10 flows, TIME_SCALE 0.1), read as the analysis reads a run
-recorded with a version 1 file (netrepro.migrate.migrate_data gives its trials the labels aqm
+recorded with a version 1 file (netrepro.experiment.migrate.migrate_data gives its trials the labels aqm
 and variant). Each test
 asserts on the drawn figure: its panels, lines and their data, phase patches and texts, and
 the legend.
@@ -21,8 +21,8 @@ from matplotlib.colors import to_hex
 from conftest import distinct_run
 from analysis.tidy import trial_tidy
 from analysis.figures import draw, figure, rolling
-from netrepro.migrate import migrate_data
-from netrepro.spec import Spec
+from netrepro.experiment.migrate import migrate_data
+from netrepro.experiment.spec import Spec
 
 RUN = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 PINGS = ["ping-client1", "ping-client2", "ping-client3"]
@@ -152,7 +152,7 @@ def test_rolling_refuses_a_window_of_zero_and_an_unknown_statistic():
 def test_the_file_options_validate(recorded):
     """The options pass validate on a real schema 2 file (pie-lab: labels aqm and rate)."""
     from netrepro.model import build
-    from netrepro.yamlfile import load_yaml_file
+    from netrepro.core.yamlfile import load_yaml_file
     path = Path(__file__).resolve().parent.parent / "experiments" / "pie-lab" / "experiment.yml"
     data = copy.deepcopy(load_yaml_file(path))
     data["phases"] = [{"name": "a", "start_s": 0, "end_s": 45, "label": "$10^3$ packets"},

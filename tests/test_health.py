@@ -30,11 +30,11 @@ from analysis.health import trial_health
 from analysis.run import read_run
 from analysis.console import verdict_line
 from conftest import PIE_VS_RED_V1
-from netrepro import bench
-from netrepro.runfolder import cpu_busy, host_cpu_ticks
+from netrepro.cli import bench
+from netrepro.core.runfolder import cpu_busy, host_cpu_ticks
 from netrepro.runner.fetch import sha256_tree
-from netrepro.spec import Spec, load_spec
-from netrepro.migrate import recorded_rate_scaling
+from netrepro.experiment.spec import Spec, load_spec
+from netrepro.experiment.migrate import recorded_rate_scaling
 
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 HEALTH = yaml.safe_load(PIE_VS_RED_V1.read_text())["health"]
@@ -510,7 +510,7 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     import tarfile
     from types import SimpleNamespace
 
-    from netrepro.cli import judge_trial
+    from netrepro.cli.commands import judge_trial
     from netrepro.runner import trial, trialvars
 
     spec = load_spec("pie-vs-red")  # the run's trial, with the files its nodes wrote

@@ -9,18 +9,18 @@ pie-lab's parsed YAML) is either
   option, a shell word or a template:
 
   * in every argv netrepro builds (tc commands of each trial's stacks,
-    :func:`netrepro.tc.stack_commands`; the capability probes and stacks of
-    :func:`netrepro.rolevars.model_vars`; iperf3 clients, :func:`netrepro.rolevars.iperf3_argv`)
+    :func:`netrepro.core.tc.stack_commands`; the capability probes and stacks of
+    :func:`netrepro.experiment.rolevars.model_vars`; iperf3 clients, :func:`netrepro.experiment.rolevars.iperf3_argv`)
     the value is one whole element, never split over several, never the command's first word,
     and when it begins with ``-`` it stands where the program reads an option's value, not an
     option: tc reads options only before its object word (tc(8): ``tc [ OPTIONS ] qdisc ...``),
     iperf3's getopt_long takes the word after an option that needs an argument as that
     argument (iperf3(1)), and a ``tcp_congestion`` probe's name goes to grep and modprobe after
     ``--`` (roles/kernel_capability/files/probe.sh);
-  * in every extra var handed to Ansible (:func:`netrepro.rolevars.model_vars`, and each
+  * in every extra var handed to Ansible (:func:`netrepro.experiment.rolevars.model_vars`, and each
     trial's :func:`netrepro.runner.trialvars.trial_vars`, which holds
     :func:`netrepro.model.trial_plan`), every string holding it, key or value, arrives as the
-    same string and untrusted when Ansible reads the file :func:`netrepro.ansible.run_playbook`
+    same string and untrusted when Ansible reads the file :func:`netrepro.runner.ansible.run_playbook`
     passes (never templated), and
     the roles quote each word for the node's shell (tests/test_ansible.py runs them for real).
 
@@ -38,9 +38,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro import ansible, model, rolevars, tc
+from netrepro import model
+from netrepro.runner import ansible
+from netrepro.experiment import rolevars
+from netrepro.core import tc
 from netrepro.runner.trialvars import trial_vars
-from netrepro.spec import Spec
+from netrepro.experiment.spec import Spec
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = ["codel-lab", "pie-lab"]
@@ -54,7 +57,7 @@ VALUES = {
     "newline": f"x\n{MARK}",
     "jinja": f"{{{{ lookup('pipe', 'touch /tmp/{MARK}') }}}}",
 }
-#: iperf3 options that take a value (iperf3(1)), as netrepro.rolevars.iperf3_argv writes them.
+#: iperf3 options that take a value (iperf3(1)), as netrepro.experiment.rolevars.iperf3_argv writes them.
 IPERF3_VALUE_OPTIONS = {"-c", "-p", "-t", "-i", "-P", "-O", "-C", "--fq-rate"}
 #: What the first word of a tc command netrepro builds may be (tc(8) objects).
 TC_OBJECTS = {"qdisc", "class", "filter"}

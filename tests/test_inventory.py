@@ -14,7 +14,7 @@ import yaml
 from netrepro.sites.inventory import (build_inventory, dump_inventory, known_hosts_lines, ssh_common_args, write_inventory,
                                 write_known_hosts)
 from netrepro.sites.base import NodeLogin
-from netrepro.spec import Spec, load_spec
+from netrepro.experiment.spec import Spec, load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
@@ -302,7 +302,7 @@ def test_proxy_command_ends_options_and_escapes_percent():
 def test_switched_topology_inventory():
     """A schema_version 2 experiment: groups per kind, interfaces by name with their peer port;
     a switch has no address."""
-    from netrepro.spec import load_spec
+    from netrepro.experiment.spec import load_spec
     spec = load_spec(Path(__file__).resolve().parent / "data" / "experiments" / "lab19-like.yml")
     inv = build_inventory(spec, logins_for(spec), "local")
     ch = inv["all"]["children"]
@@ -319,7 +319,7 @@ def test_a_testbed_switch_port_carries_what_the_site_found_it_by():
     """On a testbed the device of a port without an address is not named as the model names
     it: the site's MAC (manifest, slice) or device name (static file) reaches roles/interfaces.
     An addressed interface never takes them (it is found by its address)."""
-    from netrepro.spec import load_spec
+    from netrepro.experiment.spec import load_spec
     spec = load_spec(Path(__file__).resolve().parent / "data" / "experiments" / "lab19-like.yml")
     logins = logins_for(spec)
     logins["s2"].extra = {"macs": {"s2-eth1": "02aabbccdd01"}, "ports": {"s2-eth2": "ens7"}}

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from analysis import analyze_run
-from netrepro.migrate import recorded_rate_scaling
+from netrepro.experiment.migrate import recorded_rate_scaling
 
 LABS = Path(__file__).resolve().parent / "data" / "labs"
 RUNS = sorted(p.name for p in LABS.iterdir() if (p / "run.json").exists())
@@ -106,7 +106,7 @@ def test_every_statistic_is_one_the_model_announces(analyzed):
     """netrepro.model.statistics (what validate lets a claim select) lists every statistic the
     analysis computed for each trial and subject, so that a claim validate accepts can read it."""
     from netrepro.model import statistics
-    from netrepro.spec import Spec
+    from netrepro.experiment.spec import Spec
     _, run_dir, _ = analyzed
     data = json.loads((run_dir / "run.json").read_text())
     spec = Spec.from_data(recorded_rate_scaling(data["spec"]), "run.json")
@@ -121,7 +121,7 @@ def test_a_recorded_finding_is_said_beside_its_claim(tmp_path):
     """codel-lab's recorded run analysed with the experiment file as it is now: the claim that
     fails in every run (droptail-bbr-dominates) still fails against the manual's 1.5, and its
     ``finding`` is in verdict.json and printed beside it in the report, naming its records."""
-    from netrepro.spec import load_spec
+    from netrepro.experiment.spec import load_spec
 
     run_dir = tmp_path / "run"
     shutil.copytree(LABS / "codel-lab-local-0.2", run_dir, ignore=shutil.ignore_patterns("expected", "README.md"))

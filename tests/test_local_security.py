@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro import ansible
-from netrepro.ansible import PlaybookError, run_playbook
+from netrepro.runner import ansible
+from netrepro.runner.ansible import PlaybookError, run_playbook
 from netrepro.sites.inventory import build_inventory, ssh_common_args, write_inventory, write_known_hosts
 from netrepro.sites.local import netns
 from netrepro.sites.base import NodeLogin
 from netrepro.sites.local.site import (LocalSite, _killpg, jump_sshd_config, proc_identity, started_identity,
                                   vm_group_is_ours)
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 
 def _alive(pid: int) -> bool:

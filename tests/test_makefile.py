@@ -45,7 +45,7 @@ def test_a_dry_run_of_reproduce_installs_nothing():
 
 
 def test_the_options_the_comments_name_exist():
-    from netrepro.cli import build_parser
+    from netrepro.cli.commands import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     flags = {f for sp in sub.choices.values() for a in sp._actions for f in a.option_strings}

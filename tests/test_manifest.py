@@ -9,10 +9,10 @@ import pytest
 import yaml
 from lxml import etree
 
-from netrepro import cli_sites
+from netrepro.cli import site_commands as cli_sites
 from netrepro.sites.instageni.manifest import parse_manifest
 from netrepro.sites.base import SiteError
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 MANIFESTS = Path(__file__).resolve().parent / "data" / "rspec" / "manifest"  # see its ../SOURCE.md
 ALL = sorted(MANIFESTS.glob("*.xml"))

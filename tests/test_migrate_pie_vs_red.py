@@ -1,5 +1,5 @@
 """pie-vs-red in schema_version 2: ``netrepro migrate`` converts its version 1 file
-(tests/data/specs/pie-vs-red-v1.yml), and :func:`netrepro.migrate.migrate_data` the same in
+(tests/data/specs/pie-vs-red-v1.yml), and :func:`netrepro.experiment.migrate.migrate_data` the same in
 memory (the analysis converts the spec of a run recorded with a version 1 file through it:
 tests/test_recorded_v1_runs.py checks that such a run gives the numbers and claim statuses the
 version 1 analysis gave).
@@ -17,10 +17,10 @@ import yaml
 
 from analysis import analyze
 from conftest import PIE_VS_RED_V1
-from netrepro.cli import main
-from netrepro.migrate import migrate, migrate_data
+from netrepro.cli.commands import main
+from netrepro.experiment.migrate import migrate, migrate_data
 from netrepro.model import HEALTH_NEEDS
-from netrepro.spec import Spec, SpecError, load_spec
+from netrepro.experiment.spec import Spec, SpecError, load_spec
 
 RUN = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import PIE_VS_RED_V1
 from netrepro import model
-from netrepro.yamlfile import load_yaml_file
+from netrepro.core.yamlfile import load_yaml_file
 
 DATA = Path(__file__).resolve().parent / "data" / "experiments"
 
@@ -104,9 +104,9 @@ def test_each_mistake_gets_one_line_naming_the_field(lab, edit, field, words):
 
 def _converted(path):
     """The model of a version 1 file, converted as the analysis and `netrepro migrate`
-    convert it (:func:`netrepro.migrate.migrate_data`)."""
-    from netrepro.migrate import migrate_data
-    from netrepro.spec import Spec
+    convert it (:func:`netrepro.experiment.migrate.migrate_data`)."""
+    from netrepro.experiment.migrate import migrate_data
+    from netrepro.experiment.spec import Spec
     return Spec.from_data(migrate_data(load_yaml_file(path, "v1"), path), path)
 
 
@@ -124,7 +124,7 @@ def test_pie_vs_red_as_a_model():
     assert pie["qdiscs"]["client1:eth1"] == [{"kind": "netem", "delay_ms": 100, "limit_packets": 1000}]
     # the stack gives the tc commands the version 1 path's bottleneck and AQM roles ran (an HTB
     # and its class, then the AQM leaf; those roles are gone, the commands are the same)
-    from netrepro import tc
+    from netrepro.core import tc
     cmds = tc.stack_commands(pie["qdiscs"]["router:eth1"])
     assert [" ".join(c) for c in cmds[1:]] == [
         "qdisc replace dev @dev@ root handle 1: htb default 10",
@@ -159,7 +159,7 @@ def test_trial_plan_of_pie_vs_red_is_the_same_from_either_file():
     """The model's plan of pie-vs-red's version 1 file, converted, gives the collectors and flow
     groups its version 1 runs had (each client pings the server of its flow group; the same
     addresses, offsets and lengths); the committed file's plan of every trial is the same plan."""
-    from netrepro.spec import load_spec
+    from netrepro.experiment.spec import load_spec
     spec = _converted(PIE_VS_RED_V1)
     p = model.trial_plan(spec.model, spec.model.trial("red-limited"), 0.1)
     assert {n: {k: v[k] for k in ("target", "interval_s")} for n, v in p["ping"].items()} == {
@@ -187,7 +187,7 @@ def test_every_site_that_builds_machines_builds_switches_and_named_links(tmp_pat
     (the ns3 site simulates what it can build, tests/test_site_ns3.py): no site declares which
     files it builds."""
     from netrepro.sites import SITES, get_site, site_class
-    from netrepro.spec import load_spec
+    from netrepro.experiment.spec import load_spec
     spec = load_spec(DATA / "lab19-like.yml")
     building = [n for n in SITES if not getattr(site_class(n), "SIMULATED", False)]
     assert building == ["local", "instageni", "fabric", "static"]
@@ -260,7 +260,7 @@ def test_a_trials_stack_does_not_last_into_the_next(lab):
 def test_the_lab_experiments_as_models(name):
     """Each lab file builds, every trial has the same ports stacked (none lasts into the next),
     and what the local site will probe and scale follows from the file alone."""
-    from netrepro.spec import load_spec
+    from netrepro.experiment.spec import load_spec
     m = load_spec(name).model
     ports = [list(t["qdiscs"]) for t in m.trials]
     assert all(p == ports[0] for p in ports)
@@ -272,7 +272,7 @@ def test_the_lab_experiments_as_models(name):
 
 
 def test_the_labs_own_needs():
-    from netrepro.spec import load_spec
+    from netrepro.experiment.spec import load_spec
     codel = load_spec("codel-lab").model
     assert model.congestion_controls(codel) == {"h1": ["cubic"], "h2": ["bbr"]}
     assert [t["duration_s"] for t in codel.trials] == [60] * 5
@@ -291,7 +291,7 @@ def test_health_needs_is_what_the_health_checks_measure():
     import json
 
     from analysis import health
-    from netrepro.spec import Spec
+    from netrepro.experiment.spec import Spec
     keys = json.loads(model.SCHEMA_PATH.read_text())["properties"]["health"]
     keys = set(keys["properties"])
     assert set(model.HEALTH_NEEDS) == keys  # one set of checks: the schema's thresholds
@@ -407,11 +407,11 @@ def test_a_file_that_allows_rate_scaling_says_how_each_claim_on_a_rate_follows_i
     """validate refuses, in one line naming the claim, a claim with a threshold on a value the
     rate scale changes (here Mbit/s) in a file that allows rate scaling, without rate_scaling;
     and a rate_scaling on a claim that sets none (here ms). A recorded run's spec written before
-    the field is judged as it was (rate_scaling: none filled in, netrepro.migrate)."""
+    the field is judged as it was (rate_scaling: none filled in, netrepro.experiment.migrate)."""
     import yaml
 
-    from netrepro.migrate import recorded_rate_scaling
-    from netrepro.spec import SpecError, load_spec
+    from netrepro.experiment.migrate import recorded_rate_scaling
+    from netrepro.experiment.spec import SpecError, load_spec
 
     data = yaml.safe_load((Path(__file__).resolve().parent / "data" / "experiments" / "gateway-fifo.yml").read_text())
     data["rate_scale"] = {"allowed": True, "min": 0.1, "note": "the gateway's rate and its FIFO limits follow k"}

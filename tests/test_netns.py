@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from netrepro.sites.local import netns
-from netrepro.spec import Spec, load_spec
+from netrepro.experiment.spec import Spec, load_spec
 
 DATA = Path(__file__).resolve().parent / "data" / "specs"
 LAYOUT = netns.Layout(mgmt_subnet="172.30.0.0/24", config_dir="/cfg", runtime_dir="/rt",

@@ -2,7 +2,7 @@
 
 The names are read from the project itself: every folder of experiments/, the ``name`` and
 the trial ids of its experiment.yml, and the qdisc kinds a stack may have
-(:data:`netrepro.tc.STACK_KINDS`: the AQMs and shapers). Generic code is every .py file of
+(:data:`netrepro.core.tc.STACK_KINDS`: the AQMs and shapers). Generic code is every .py file of
 netrepro/ and analysis/ but the qdisc builders (:data:`QDISC_BUILDERS`), the only modules
 that know a qdisc kind by name. In generic code no string constant and no identifier may
 spell one of those names as a word (``pie``, ``pie-vs-red``; in an identifier ``_``
@@ -19,19 +19,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro import tc
+from netrepro.core import tc
 
 REPO = Path(__file__).resolve().parent.parent
 #: The generic code: every .py file under these folders of the repository.
 GENERIC_DIRS = ("netrepro", "analysis")
 #: The qdisc builders (paths from the repository root): the tc command lines, and the same
 #: stacks as ns-3 queue discs. They may name qdisc kinds.
-QDISC_BUILDERS = ("netrepro/tc.py", "netrepro/sites/ns3/stacks.py")
+QDISC_BUILDERS = ("netrepro/core/tc.py", "netrepro/sites/ns3/stacks.py")
 
 
 def forbidden_names(repo: Path = REPO) -> set[str]:
     """Every experiment's folder name, ``name`` and trial ids (experiments/*/experiment.yml),
-    and every qdisc kind of :data:`netrepro.tc.STACK_KINDS`."""
+    and every qdisc kind of :data:`netrepro.core.tc.STACK_KINDS`."""
     names = set(tc.STACK_KINDS)
     for path in sorted(repo.glob("experiments/*/experiment.yml")):
         data = yaml.safe_load(path.read_text())

@@ -4,7 +4,7 @@ command and what came back (issue 20, the intermittent provisioning failure).
 roles/interfaces reads ``ip -j addr show`` with ansible.builtin.raw. Its output used to reach
 ``from_json`` unchecked, so an empty or garbled answer failed as "Expecting value: line 1
 column 1 (char 0)" inside an unrelated task. Here the real role runs on this host
-(``ansible_connection=local``) through netrepro.ansible.run_playbook, with an ``ip`` on PATH
+(``ansible_connection=local``) through netrepro.runner.ansible.run_playbook, with an ``ip`` on PATH
 that answers as a node might; no namespace, VM or daemon.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro import ansible
-from netrepro.ansible import PlaybookError, run_playbook
+from netrepro.runner import ansible
+from netrepro.runner.ansible import PlaybookError, run_playbook
 
 GOOD = [{"ifindex": 2, "ifname": "eth1", "flags": ["BROADCAST", "UP", "LOWER_UP"],
          "addr_info": [{"family": "inet", "local": "10.9.9.9", "prefixlen": 24}]}]

@@ -1,4 +1,4 @@
-"""The progress of a run with several trial instances at once (netrepro.progress, ``--jobs``):
+"""The progress of a run with several trial instances at once (netrepro.runner.progress, ``--jobs``):
 the ETA laid out on N slots, each running trial's lines, and the terminal display's bars.
 The lines of a run one at a time are tested in tests/test_repetitions.py."""
 
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from netrepro import progress
+from netrepro.runner import progress
 
 
 @pytest.mark.parametrize("per, remaining, running, jobs, want", [

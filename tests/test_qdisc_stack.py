@@ -1,4 +1,4 @@
-"""roles/qdisc_stack: the trial's stacks per node (netrepro.rolevars.stack_vars), and its
+"""roles/qdisc_stack: the trial's stacks per node (netrepro.experiment.rolevars.stack_vars), and its
 script run for real on a veth in a namespace of this host (whose kernel has htb, tbf and
 pfifo): installed root first, left alone when unchanged, installed afresh on reset."""
 
@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from netrepro import model, rolevars, tc
-from netrepro.spec import load_spec
+from netrepro import model
+from netrepro.experiment import rolevars
+from netrepro.core import tc
+from netrepro.experiment.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "roles" / "qdisc_stack" / "files" / "stack.sh"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro.cli import quick_table, quick_time_scale
-from netrepro.spec import REPO_ROOT, SpecError, load_spec
+from netrepro.cli.commands import quick_table, quick_time_scale
+from netrepro.experiment.spec import REPO_ROOT, SpecError, load_spec
 
 
 def _spec_with(tmp_path: Path, **time_scale):

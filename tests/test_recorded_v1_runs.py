@@ -1,6 +1,6 @@
 """Runs recorded with a schema_version 1 experiment file (pie-vs-red's format before it was
 migrated) still analyse, through the one analysis path: analysis.run.read_run converts the
-recorded spec once, in memory (netrepro.migrate.migrate_data), and analysis/outputs.py computes
+recorded spec once, in memory (netrepro.experiment.migrate.migrate_data), and analysis/outputs.py computes
 what the version 1 analysis computed.
 
 Golden data, as Flent's: tests/data/pie-vs-red-local-0.1 (README.md says how it was recorded)
@@ -31,7 +31,7 @@ DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 EXPECTED = DATA / "expected"
 #: A column of version 1's summary.csv -> (statistic, subject) of summary.csv now: the queueing
 #: delay of the pings pooled on the trial's subject ``all``, the utilisation of the bottleneck
-#: port (router:eth1, its HTB) from its sent-bytes counter (netrepro.migrate.STATISTIC_MAP).
+#: port (router:eth1, its HTB) from its sent-bytes counter (netrepro.experiment.migrate.STATISTIC_MAP).
 SAME = {"delay_median_ms": ("queue_delay_median_ms", "all"), "delay_mean_ms": ("queue_delay_mean_ms", "all"),
         "delay_p95_ms": ("queue_delay_p95_ms", "all"), "samples": ("queue_delay_samples", "all"),
         "utilization": ("sent_utilization", "router:eth1")}

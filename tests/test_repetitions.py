@@ -1,5 +1,5 @@
-"""Repetitions: the order of a repeated run (netrepro.schedule), its bookkeeping in run.json and
-resume (netrepro.runner.run.run), the dry run, the progress lines (netrepro.progress), and the
+"""Repetitions: the order of a repeated run (netrepro.runner.schedule), its bookkeeping in run.json and
+resume (netrepro.runner.run.run), the dry run, the progress lines (netrepro.runner.progress), and the
 analysis across repetitions (analysis.repetitions) on recorded runs."""
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ import pytest
 import analysis
 from analysis import repetitions as reps
 from conftest import distinct_run
-from netrepro import progress, schedule
+from netrepro.runner import progress
+from netrepro.runner import schedule
 from netrepro.runner import resume, run
 from netrepro.runner.console import StepIncomplete
 from netrepro.runner.trial import TrialFailed
 from netrepro.sites.local.site import LocalSite
 from netrepro.sites.ns3.site import Ns3Site
-from netrepro.spec import SpecError, load_spec
+from netrepro.experiment.spec import SpecError, load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -429,7 +430,7 @@ def test_compare_places_runs_and_the_published_results_side_by_side(tmp_path):
     assert list(rep["status"]) == list(one["status"])  # the same data twice: the same statuses
     assert set(rep["held"]) <= {"2 of 2", "0 of 2"} and set(one["held"]) == {""}
     stats = pd.read_csv(out / "compare.csv")
-    # the claims' statistics (the recorded runs' version 1 file, converted: netrepro.migrate)
+    # the claims' statistics (the recorded runs' version 1 file, converted: netrepro.experiment.migrate)
     assert set(stats["statistic"]) == {"queue_delay_median_ms", "sent_utilization"} and set(stats["n"]) == {1, 2}
     # recorded before rate scales (no rate_scale in run.json): k = 1, one rate scale, no rate-scale.csv
     assert set(stats["rate_scale"]) == {1} and not (out / "rate-scale.csv").exists()

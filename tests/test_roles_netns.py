@@ -4,7 +4,7 @@ on this machine.
 Runs only as root on Linux with ip, sshd, vsftpd, curl and ethtool. This machine's kernel
 has HTB, veth, bridge and netns but no netem/pie/red (see docs/sites/local.md), so the
 test covers what works here, for real, with pie-vs-red's provisioning vars
-(netrepro.rolevars.model_vars of experiments/pie-vs-red) cut to two server namespaces:
+(netrepro.experiment.rolevars.model_vars of experiments/pie-vs-red) cut to two server namespaces:
 playbooks/provision.yml's packages (check mode of the local site), kernel_capability (htb
 probe), interfaces, routes (static routes and MTU), offloads, tcp_settings, qdisc_stack (the
 bottleneck's HTB with a FIFO leaf, bfifo/pfifo built into every kernel, standing in for
@@ -38,9 +38,9 @@ import pytest
 import yaml
 
 from conftest import processes_mentioning
-from netrepro import tc
-from netrepro.rolevars import model_vars
-from netrepro.spec import load_spec
+from netrepro.core import tc
+from netrepro.experiment.rolevars import model_vars
+from netrepro.experiment.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"

@@ -1,4 +1,4 @@
-"""Unit tests of netrepro.rolevars (the playbooks' ``netrepro`` var, :func:`model_vars`)
+"""Unit tests of netrepro.experiment.rolevars (the playbooks' ``netrepro`` var, :func:`model_vars`)
 against pie-vs-red's file (experiments/pie-vs-red/experiment.yml): what provisioning applies
 to each node, and what each trial finds there."""
 
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from netrepro import tc
+from netrepro.core import tc
 from netrepro.model import trial_plan
-from netrepro.rolevars import model_ftp_source, model_vars
-from netrepro.spec import Spec, load_spec
+from netrepro.experiment.rolevars import model_ftp_source, model_vars
+from netrepro.experiment.spec import Spec, load_spec
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from netrepro import cli_sites
+from netrepro.cli import site_commands as cli_sites
 from netrepro.sites.instageni import rspec
-from netrepro.spec import Spec, SpecError, load_spec
+from netrepro.experiment.spec import Spec, SpecError, load_spec
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "rspec"  # copies of public RSpecs, see SOURCE.md
 XSD = FIXTURES / "schemas" / "protogeni-rspec-2" / "request.xsd"

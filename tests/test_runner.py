@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from netrepro.sites.inventory import write_inventory
-from netrepro.runfolder import cpu_busy
+from netrepro.core.runfolder import cpu_busy
 from netrepro.runner import checks, console, fetch, plan, playbooks, rundir, ssh, steps, trialvars
 from netrepro.sites.base import process_group_alive
-from netrepro.spec import Spec, SpecError, load_spec
+from netrepro.experiment.spec import Spec, SpecError, load_spec
 
 
 @pytest.fixture(scope="module")
@@ -310,7 +310,7 @@ fatal: [client2]: FAILED! => {"changed": true, "msg": "non-zero return code", "r
 
 
 def test_playbook_failure_reads_the_log(tmp_path):
-    from netrepro.ansible import PlaybookError
+    from netrepro.runner.ansible import PlaybookError
     log = tmp_path / "trial.log"
     log.write_text(LOG)
     err = PlaybookError(f"playbook trial.yml failed (rc 4) on client1, client2; log: {log}")

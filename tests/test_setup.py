@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from netrepro import setup as runner_setup
+from netrepro.runner import setup as runner_setup
 from netrepro.sites.local import setup as nsetup
 from netrepro.sites.local import uml
 from netrepro.sites.base import SiteError

@@ -8,12 +8,12 @@ import subprocess
 
 import pytest
 
-from netrepro import cli_sites
+from netrepro.cli import site_commands as cli_sites
 from netrepro.sites.inventory import build_inventory
 from netrepro.sites import get_site
 from netrepro.sites.base import SiteError
 from netrepro.sites.fabric.site import FabricOptions, build_slice, describe_slice, load_fabric_config, login_for, offline_manager, read_rc
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 
 @pytest.fixture(scope="module")

@@ -24,10 +24,10 @@ from analysis.tidy import trial_tidy
 from analysis.raw import parse_flows, parse_ping
 from netrepro.sites.ns3 import stacks as ns3_stacks
 from netrepro.runner import run, rundir, steps, trialvars
-from netrepro.cli import judge_trial
+from netrepro.cli.commands import judge_trial
 from netrepro.sites.ns3 import site as ns3
 from netrepro.sites.base import SiteError
-from netrepro.spec import Spec, load_spec
+from netrepro.experiment.spec import Spec, load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"

@@ -14,11 +14,11 @@ import pytest
 
 from analysis import analyze_run
 from analysis.raw import parse_iperf3
-from netrepro.cli import judge_trial
+from netrepro.cli.commands import judge_trial
 from netrepro.runner import rundir, run, steps
 from netrepro.sites.ns3 import stacks as ns3_stacks
 from netrepro.sites.ns3 import site as ns3
-from netrepro.spec import REPO_ROOT, load_spec
+from netrepro.experiment.spec import REPO_ROOT, load_spec
 
 GATEWAY_FIFO = str(REPO_ROOT / "tests" / "data" / "experiments" / "gateway-fifo.yml")
 

@@ -11,7 +11,7 @@ import yaml
 from netrepro.sites import get_site
 from netrepro.sites.base import SiteError
 from netrepro.sites.static.site import load_static_file, match_addresses, parse_ip_addr_json, ssh_argv
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 # Recorded on the development machine (iproute2 6.1) from a namespace made for the purpose:
 #   ip netns add nrtest1; three veths moved in; nrm0 192.168.100.5/24, nrv0 10.10.1.254/24,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from netrepro import cli_sites
+from netrepro.cli import site_commands as cli_sites
 from netrepro.sites.instageni import rspec
 from netrepro.sites import SITES, get_site
 from netrepro.sites.base import SiteError
@@ -20,7 +20,7 @@ from netrepro.sites.instageni.aggregates import TLSPolicy, load_aggregates, reso
 from netrepro.sites.instageni.client import GeniClient, GeniError, poll_until, summarize_status
 from netrepro.sites.instageni.credentials import load_client_cert, load_credentials
 from netrepro.sites.instageni.site import default_slice_name
-from netrepro.spec import SpecError, load_spec
+from netrepro.experiment.spec import SpecError, load_spec
 
 from testbed import pki
 
@@ -410,7 +410,7 @@ def test_tls_handshake_with_a_real_server(tmp_path, tls_aggregate):
 
 
 def test_site_modules_do_not_import_optional_dependencies():
-    code = ("import sys, netrepro.sites.instageni.site, netrepro.sites.fabric.site, netrepro.sites.static.site, netrepro.cli_sites, netrepro.sites.instageni.manifest;"
+    code = ("import sys, netrepro.sites.instageni.site, netrepro.sites.fabric.site, netrepro.sites.static.site, netrepro.cli.site_commands, netrepro.sites.instageni.manifest;"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('fabrictestbed_extensions', 'fabrictestbed', 'fim', 'geni', 'paramiko')];"
             "print(bad); sys.exit(1 if bad else 0)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)

@@ -1,4 +1,4 @@
-"""Unit tests of netrepro/spec.py: loading an experiment file, its views (read from the
+"""Unit tests of netrepro/experiment/spec.py: loading an experiment file, its views (read from the
 model), TIME_SCALE, the refusal of the earlier format with the command that converts it, and
 one-line SpecErrors for files that are not experiments. The schema's and the model's own
 checks are tested field by field in tests/test_bad_input_model.py and test_bad_input_spec.py."""
@@ -13,7 +13,7 @@ import yaml
 from conftest import PIE_VS_RED_V1
 
 from netrepro.model import SCHEMA_PATH
-from netrepro.spec import EXPERIMENTS_DIR, Spec, SpecError, check_time_scale, load_spec, resolve_path
+from netrepro.experiment.spec import EXPERIMENTS_DIR, Spec, SpecError, check_time_scale, load_spec, resolve_path
 
 REAL = EXPERIMENTS_DIR / "pie-vs-red" / "experiment.yml"
 DATA = Path(__file__).resolve().parent / "data" / "specs"
@@ -191,7 +191,7 @@ def test_every_number_in_the_schema_has_a_range_and_a_unit():
 
 def test_version_1_claim_statistics_convert_to_statistics_the_analysis_computes():
     """Every statistic a version 1 claim may read has a statistic the analysis computes (a run
-    recorded with a version 1 file is converted through netrepro.migrate)."""
-    from netrepro.migrate import STATISTIC_MAP
+    recorded with a version 1 file is converted through netrepro.experiment.migrate)."""
+    from netrepro.experiment.migrate import STATISTIC_MAP
     from netrepro.model import STATISTICS
     assert {name for name, _ in STATISTIC_MAP.values()} <= {x for names in STATISTICS.values() for x in names}

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from conftest import assert_judged_as_reproduced, static_nodes_of_local
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 EXP = REPO / "tests" / "data" / "experiments" / "gateway-fifo.yml"

@@ -1,4 +1,4 @@
-"""Sweeps (netrepro/sweep.py, `--sweep`): the points of the factors' cross product, the refusals,
+"""Sweeps (netrepro/experiment/sweep.py, `--sweep`): the points of the factors' cross product, the refusals,
 the run's bookkeeping, real ns-3 simulations of pie-vs-red's sweep analysed point by point
 (analysis/sweep.py), and the dry run."""
 
@@ -15,9 +15,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from netrepro import schedule, sweep
+from netrepro.runner import schedule
+from netrepro.experiment import sweep
 from netrepro.runner import run, trialvars
-from netrepro.spec import Spec, SpecError, load_spec
+from netrepro.experiment.spec import Spec, SpecError, load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 V1_RUN = REPO / "tests" / "data" / "pie-vs-red-local-0.1"

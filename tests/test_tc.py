@@ -1,4 +1,4 @@
-"""Unit tests of netrepro.tc: the exact tc argv lists, no host needed; one test asks the
+"""Unit tests of netrepro.core.tc: the exact tc argv lists, no host needed; one test asks the
 installed tc (iproute2, which make setup installs) to parse every generic keyword, for a
 device that does not exist, so nothing on the host changes."""
 
@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from netrepro import tc
+from netrepro.core import tc
 
 
 def test_netem_argv():

@@ -281,7 +281,7 @@ def test_pie_vs_red_up_and_down_in_uml_mode(tmp_path):
     repository's .state may be up (its inventory is not touched either)."""
     from netrepro.runner import ssh
     from netrepro.sites import get_site, site_options
-    from netrepro.spec import load_spec
+    from netrepro.experiment.spec import load_spec
 
     spec = load_spec("pie-vs-red")
     state_dir = tmp_path / "state"

@@ -47,7 +47,7 @@ def percent(x: float) -> str:
 
 def model_trial(spec, record: dict, trial_dir: Path) -> dict:
     """The model's trial of a trial record: its ``trial`` (a repeated run's instance
-    ``<trial>.r<k>``, netrepro.schedule), else the raw folder's name (``raw/<trial id>``)."""
+    ``<trial>.r<k>``, netrepro.runner.schedule), else the raw folder's name (``raw/<trial id>``)."""
     tid = record.get("trial") or trial_dir.name
     for t in spec.model.trials:
         if t["id"] == tid:

@@ -14,7 +14,7 @@ from analysis import fidelity
 from analysis.raw import parse_iperf3, parse_qdisc_stack
 from analysis.substrate.inputs import (NotApplicable, NotMeasured, Unmeasurable, lowest_share, model_trial, number,
                                        raw_text, trial_items)
-from netrepro import tc
+from netrepro.core import tc
 from netrepro.model import Collector, pacing_limited
 
 

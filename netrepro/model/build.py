@@ -14,8 +14,8 @@ from typing import Any
 
 import jsonschema
 
-from netrepro import tc
-from netrepro.errors import field_path, pick_error, check_plain_data, schema_problem
+from netrepro.core import tc
+from netrepro.core.errors import field_path, pick_error, check_plain_data, schema_problem
 from netrepro.model.checks import (check_buckets, check_claims, check_collectors, check_figures, check_item_ids, check_labels,
     check_phases, check_quantities)
 from netrepro.model.experiment import (IPERF3_BASE_PORT, KIND_GROUPS, Model, TRAFFIC_DEFAULTS, fail, port_name, select_nodes)
@@ -36,7 +36,7 @@ SYSCTL_VALUE_RE = re.compile(r"[0-9]{1,20}( [0-9]{1,20}){0,7}|[a-z][a-z0-9_]{0,3
 def validate_schema(data: Any, path: Path | str) -> None:
     """Check ``data`` against netrepro/schemas/experiment.schema.json. Raises ModelError
     naming the first bad field (in file order) and what was expected
-    (:func:`netrepro.errors.schema_problem`)."""
+    (:func:`netrepro.core.errors.schema_problem`)."""
     schema = json.loads(SCHEMA_PATH.read_text())
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
@@ -257,8 +257,8 @@ def build(data: dict, path: Path | str = "<memory>") -> Model:
     broadcast address, addresses fall in their LAN's subnet, one subnet per L2 domain and
     none overlapping another domain's, no address twice, each route via a neighbour on one
     of the node's subnets; every port of ``qdiscs``/trials/collectors exists and every stack
-    is one tc takes, each parameter in its kind's own unit (:func:`netrepro.tc.stack_commands`
-    with ``strict``, :data:`netrepro.tc.KIND_KEYWORDS`); sysctl values are integers or
+    is one tc takes, each parameter in its kind's own unit (:func:`netrepro.core.tc.stack_commands`
+    with ``strict``, :data:`netrepro.core.tc.KIND_KEYWORDS`); sysctl values are integers or
     :data:`SYSCTL_VALUE_RE`; selectors name nodes or kinds; trial
     and traffic ids are unique; traffic runs between nodes with addresses; phases are
     contiguous within the longest trial, with unique names; at most one qdisc_stats

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from netrepro import tc
+from netrepro.core import tc
 from netrepro.model.experiment import Model, fail
 from netrepro.model.vocabulary import (RATE_SCALED_UNITS, RESERVED_COLUMNS, TRIAL_SUBJECT, WHOLE_TRIAL_STATISTICS, metrics, quantity_name,
     rate_scaled_reads, statistics)
@@ -88,7 +88,7 @@ ETHERNET_HEADER_BYTES = 14
 
 
 def check_buckets(path, data: dict, mtu_bytes: int) -> None:
-    """A TBF's bucket (:data:`netrepro.tc.BUCKET_KEYS`) holds at least one full-size frame
+    """A TBF's bucket (:data:`netrepro.core.tc.BUCKET_KEYS`) holds at least one full-size frame
     (``links.mtu_bytes`` + 14 B of Ethernet header): tbf_enqueue drops a packet larger than the bucket (sch_tbf.c, unless it
     can segment a GSO packet), so a smaller burst passes no full-size frame at all (tc-tbf(8):
     the burst must be at least the MTU). Checked where the file gives a stack (``qdiscs`` and

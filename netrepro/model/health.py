@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from netrepro import tc
+from netrepro.core import tc
 from netrepro.model.experiment import Model, fail
 from netrepro.model.traffic import STARTED_KINDS, pacing_limited, ping_buffers, simultaneous_starts
 

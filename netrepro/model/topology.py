@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 
 
-from netrepro import tc
+from netrepro.core import tc
 from netrepro.model.experiment import Model, SELECTOR_WORDS, fail, port_name
 
 
@@ -260,7 +260,7 @@ def _l2_way(m: Model, start: str, to: str) -> list[str]:
 def layer_probes(m: Model, dev: str) -> list[tuple[str, str, str, list[str]]]:
     """``(node, interface, kind, probe argv)`` of every layer of every trial's stacks, in
     trial and port order (repeats included): each layer added alone as root of ``dev`` with
-    its parameters (:func:`netrepro.tc.stack_probe_argvs`), so a parameter the kernel or tc
+    its parameters (:func:`netrepro.core.tc.stack_probe_argvs`), so a parameter the kernel or tc
     lacks fails its probe too."""
     out = []
     for t in m.trials:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 
-from netrepro import tc
+from netrepro.core import tc
 from netrepro.model.checks import ETHERNET_HEADER_BYTES
 from netrepro.model.experiment import Model
 from netrepro.model.topology import path_ports
@@ -18,7 +18,7 @@ def stack_buffer(stack: list[dict], mtu_bytes: int) -> tuple[int, float] | None:
     """The buffer of one port's qdisc stack and the rate that drains it: ``(bytes,
     rate_mbit)``, or None when the stack has no shaper or its leaf no explicit limit.
 
-    The rate is the stack's lowest shaping rate (:func:`netrepro.tc.shaping_rate_mbit`). Packets wait in
+    The rate is the stack's lowest shaping rate (:func:`netrepro.core.tc.shaping_rate_mbit`). Packets wait in
     the leaf, the last layer (a shaper's ``limit`` makes its own bfifo only when it has no
     child, tc-tbf(8)): its ``limit_bytes``, or its ``limit_packets`` x (``mtu_bytes`` + 14),
     full-sized frames as the qdisc counts them (:data:`ETHERNET_HEADER_BYTES`). A leaf without
@@ -73,7 +73,7 @@ PACING_HEADROOM = 0.95
 def pacing_rates(m: Model, trial: dict) -> dict[str, float]:
     """iperf3 item id -> the rate (Mbit/s) at which each of its streams is paced, for the
     trial's paced items: the lower of its ``fq_rate_mbit`` (iperf3 --fq-rate: the socket's
-    SO_MAX_PACING_RATE) and the maxrate of a :data:`netrepro.tc.PACING_KIND` qdisc on the
+    SO_MAX_PACING_RATE) and the maxrate of a :data:`netrepro.core.tc.PACING_KIND` qdisc on the
     port its sender sends by (:func:`path_ports`; tc-fq(8): maxrate is per flow)."""
     out = {}
     for it in trial["traffic"]:
@@ -94,7 +94,7 @@ def pacing_limited(m: Model, trial: dict) -> dict[str, float]:
     """The trial's paced items (:func:`pacing_rates`) whose pacing, not a shaper, limits
     their rate: every iperf3 item of the trial is paced, and on the path of each the streams
     of all of them together ask for at most :data:`PACING_HEADROOM` of the lowest shaping
-    rate (:func:`netrepro.tc.shaping_rate_mbit`) along it (``parallel`` streams each at the
+    rate (:func:`netrepro.core.tc.shaping_rate_mbit`) along it (``parallel`` streams each at the
     item's rate). Empty when an unpaced item shares the trial, or the paced ones together
     would fill a shaper (pacing-lab's four pairs at 2.5 of 10 Gbit/s: the bottleneck, not
     the pacing, sets their rates)."""
@@ -163,8 +163,8 @@ def congestion_controls(m: Model) -> dict[str, list[str]]:
 
 def stack_vars(model, trial: dict) -> dict[str, list[dict[str, Any]]]:
     """Node -> ``[{"interface", "key", "commands"}]``: the trial's qdisc stacks
-    (roles/qdisc_stack), each as :func:`netrepro.tc.stack_commands` builds it with
-    :data:`netrepro.tc.DEV` for the device, in the order of the model's ports; ``key`` is
+    (roles/qdisc_stack), each as :func:`netrepro.core.tc.stack_commands` builds it with
+    :data:`netrepro.core.tc.DEV` for the device, in the order of the model's ports; ``key`` is
     what roles/interfaces maps to the device (the interface's LAN, else its name). Every
     node has a list (empty: no stack).
 

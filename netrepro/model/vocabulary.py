@@ -6,7 +6,7 @@ name a quantity and its unit (:func:`quantity_name`), including which scale with
 from __future__ import annotations
 
 
-from netrepro import tc
+from netrepro.core import tc
 from netrepro.model.experiment import Model
 
 
@@ -15,7 +15,7 @@ from netrepro.model.experiment import Model
 #: (analysis/repetitions.py, analysis/sweep.py, analysis/compare.py: ``repetition``, ``point``,
 #: ``run``) and of their table across repetitions (analysis/repetitions.py ``STATS_COLUMNS``).
 #: A trial's labels become columns of the same tables, so none may be named like one of these
-#: (nor like a sweep factor: :func:`netrepro.sweep.check`).
+#: (nor like a sweep factor: :func:`netrepro.experiment.sweep.check`).
 SUMMARY_COLUMNS = ("trial", "phase", "subject", "statistic", "value")
 
 
@@ -28,7 +28,7 @@ RESERVED_COLUMNS = SUMMARY_COLUMNS + ("repetition", "point", "run") + (
 #: ``parallel`` > 1 (over its streams); ``ping``: of each ping item; ``ping_base_rtt``: of
 #: each ping item when the file has ``base_rtt`` (queueing delay = RTT - base RTT);
 #: ``port``: of each ``qdisc_stats`` collector's port; ``port_rate``: of such a port whose
-#: stack has a shaper (htb or tbf ``rate_mbit``: :func:`netrepro.tc.shaping_rate_mbit`), ``sent_utilization``
+#: stack has a shaper (htb or tbf ``rate_mbit``: :func:`netrepro.core.tc.shaping_rate_mbit`), ``sent_utilization``
 #: from the interface's sent-bytes counter whatever the traffic; ``port_rate_iperf3``: the
 #: same when the trial has iperf3 items (``utilization`` from their throughput);
 #: ``port_classes``: of a collector with ``classes``; ``trial``: of subject ``all`` when the

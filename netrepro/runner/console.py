@@ -10,7 +10,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from netrepro.spec import Spec, resolve_path
+from netrepro.experiment.spec import Spec, resolve_path
 
 
 def log(msg: str) -> None:
@@ -40,7 +40,7 @@ class StepIncomplete(RuntimeError):
 
 
 def signal_of(exc: KeyboardInterrupt) -> str:
-    """The signal behind a KeyboardInterrupt: ``netrepro.cli.main`` raises it with the text
+    """The signal behind a KeyboardInterrupt: ``netrepro.cli.commands.main`` raises it with the text
     "SIGTERM" on SIGTERM; Python's own (Ctrl-C, SIGINT) has no text."""
     return str(exc) if str(exc) in SIGNAL_EXIT else "SIGINT"
 

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from netrepro.runner.ssh import inventory_hosts, node_ssh_argv, node_trial_dir
-from netrepro.spec import Spec
+from netrepro.experiment.spec import Spec
 
 
 class FetchFailed(RuntimeError):

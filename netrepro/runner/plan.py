@@ -9,15 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from netrepro import schedule
-from netrepro.progress import eta_s
-from netrepro import sweep as sweeps
+from netrepro.runner import schedule
+from netrepro.runner.progress import eta_s
+from netrepro.experiment import sweep as sweeps
 from netrepro.runner.resume import load_resume
 from netrepro.runner.rundir import latest_records
 from netrepro.runner.steps import simulated
 from netrepro.runner.trialvars import settings_text
 from netrepro.sites import SITES, Site, site_class
-from netrepro.spec import Spec, SpecError
+from netrepro.experiment.spec import Spec, SpecError
 
 
 def checked_trial_ids(spec: Spec, trial_ids: list[str] | None) -> list[str]:
@@ -65,8 +65,8 @@ def trials_by_id(spec: Spec) -> dict[str, dict]:
 
 def planned_trials(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffle: bool, seed: int | None,
              points: list | None = None):
-    """(instances, seed) of a new run: :func:`netrepro.schedule.plan` of the spec's trials (or
-    ``trial_ids``), at every sweep point of ``points`` (:func:`netrepro.sweep.points`) when
+    """(instances, seed) of a new run: :func:`netrepro.runner.schedule.plan` of the spec's trials (or
+    ``trial_ids``), at every sweep point of ``points`` (:func:`netrepro.experiment.sweep.points`) when
     given, with a fresh seed drawn when a shuffled run (more than one repetition, or a sweep)
     has none. Raises SpecError (``--repeat``, one line) for a repeat out of range."""
     if shuffle and (repeat > 1 or points) and seed is None:
@@ -82,7 +82,7 @@ def instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], site
     """Expected wall time (s) of one trial instance: the schedule at ``time_scale`` and the
     base-RTT pings as the site runs them (``site_cls.TRIAL_WALL_PER_SCHEDULED_S`` s per second)
     plus ``site_cls.TRIAL_OVERHEAD_S``; once trials of the run have completed, the schedule
-    plus the median time they took beyond it (:func:`netrepro.schedule.overhead_s`)."""
+    plus the median time they took beyond it (:func:`netrepro.runner.schedule.overhead_s`)."""
     over = schedule.overhead_s(records)
     base = spec.model.base_rtt.duration_s if spec.model.base_rtt else 0
     if over is not None:  # wall_s - duration_s: the base-RTT pings are in it
@@ -98,7 +98,7 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
     too in a sweep). Touches nothing: no site is contacted, no file written (the site's saved
     state is only read). ``sweep``: as :func:`run`'s; every point's experiment is validated.
     ``jobs``: as :func:`run`'s (:func:`checked_jobs`); with more than one at a time the last
-    line says how long the instances take so (:func:`netrepro.progress.eta_s`).
+    line says how long the instances take so (:func:`netrepro.runner.progress.eta_s`).
 
     With ``resume``: the run's remaining instances (:func:`load_resume` checks it, reading
     only). A shuffled run without ``seed`` draws one and prints it: ``--seed`` with it runs

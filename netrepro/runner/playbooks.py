@@ -1,4 +1,4 @@
-"""Running the playbooks (``ansible-playbook`` through :func:`netrepro.ansible.run_playbook`)
+"""Running the playbooks (``ansible-playbook`` through :func:`netrepro.runner.ansible.run_playbook`)
 for the runner: in a worker thread so that SIGINT and SIGTERM stay the runner's, ending them
 on an interruption, and the one-line reason of a failed playbook read from its log."""
 
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from netrepro import ansible
+from netrepro.runner import ansible
 from netrepro.sites import Site
 from netrepro.sites.base import process_group_alive
 
@@ -32,7 +32,7 @@ def _vars_file_dir(site: Site) -> Path:
 
 def playbook_path(name: str, inv: Path, extravars: dict, site: Site, quiet: bool = False,
               keep_log: Path | None = None) -> ansible.PlaybookResult:
-    """:func:`netrepro.ansible.run_playbook` in a worker thread, so that SIGINT and SIGTERM
+    """:func:`netrepro.runner.ansible.run_playbook` in a worker thread, so that SIGINT and SIGTERM
     stay the controller's. Its output reaches the console only when :data:`VERBOSE` (and not
     ``quiet``); ``keep_log``: also copy its log file there (a run's ``logs/<trial>-<n>-<name>.log``),
     whether it succeeded or not.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from netrepro.runner.fetch import sha256_tree
 from netrepro.runner.rundir import INCOMPLETE, spec_as_recorded
-from netrepro.spec import Spec, SpecError
+from netrepro.experiment.spec import Spec, SpecError
 
 
 def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | None,

@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from netrepro import sweep as sweeps
+from netrepro.experiment import sweep as sweeps
 from netrepro.model import claim_time_scale_min
-from netrepro.progress import RunProgress
+from netrepro.runner.progress import RunProgress
 from netrepro.runner.barrier import BARRIER_LEAD_MIN_S, lead_from_env
 from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, site_arg, spec_arg, log, signal_of
 from netrepro.runner.fetch import nodes_meta, sha256_tree
@@ -30,9 +30,9 @@ from netrepro.runner.steps import open_site, simulated, write_site_inventory
 from netrepro.runner.trial import (TrialJudge, delay_probe, kept_simulation, run_trial, simulate_trial, simulation_of,
                                    stop_trial, TrialFailed)
 from netrepro.runner.trialvars import spec_at_rate_scale, scaled_phases, settings_text, trial_vars
-from netrepro.schedule import Instance
+from netrepro.runner.schedule import Instance
 from netrepro.sites import Site, SiteError
-from netrepro.spec import REPO_ROOT, Spec
+from netrepro.experiment.spec import REPO_ROOT, Spec
 
 
 def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
@@ -43,20 +43,20 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     """Run the spec's trials (or ``trial_ids``) on a provisioned site; return the run folder.
 
     ``repeat``: run every trial that many times, in blocks of one of each, each block in a
-    random order drawn from ``seed`` when ``shuffle`` (:func:`netrepro.schedule.plan`; a fresh
+    random order drawn from ``seed`` when ``shuffle`` (:func:`netrepro.runner.schedule.plan`; a fresh
     seed when None); the trial instances are ``<trial>.r<k>`` and run.json records
     ``repetitions: {repeat, shuffle, seed, design}`` and each instance's ``trial`` and
     ``repetition``. A resumed run keeps its own: ``repeat`` None, or the run's (:func:`load_resume`
     refuses another).
     ``sweep``: run each trial at every point of the experiment's ``sweep.factors``
-    (:mod:`netrepro.sweep`): the instances are ``<trial>.p<i>`` (``.r<k>`` when repeated), in
+    (:mod:`netrepro.experiment.sweep`): the instances are ``<trial>.p<i>`` (``.r<k>`` when repeated), in
     blocks of every (trial, point) shuffled as repetitions are; run.json records ``sweep:
     {factors, points}`` and each instance's ``point`` and ``factors`` (name -> value). A
     resumed run keeps its own sweep.
-    ``progress_tty``: the progress display (:class:`netrepro.progress.RunProgress`): rich's
+    ``progress_tty``: the progress display (:class:`netrepro.runner.progress.RunProgress`): rich's
     on a terminal (default: when stdout is one), else timestamped lines.
     ``judge``: judges each trial's health as it completes (:data:`TrialJudge`; the command
-    line hands in the analysis's, :func:`netrepro.cli.judge_trial`), recorded as the
+    line hands in the analysis's, :func:`netrepro.cli.commands.judge_trial`), recorded as the
     trial's ``health`` in run.json; None: not judged during the run.
     ``jobs``: how many trial instances run at once (:func:`checked_jobs`): by default one per
     core on a site that simulates its trials, else 1, the only value such a site takes. With

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from netrepro.spec import REPO_ROOT, Spec, SpecError
+from netrepro.experiment.spec import REPO_ROOT, Spec, SpecError
 
 #: Where run folders go: ``results/`` in the repository, or ``$NETREPRO_RESULTS``.
 RESULTS_ROOT = Path(os.environ.get("NETREPRO_RESULTS", REPO_ROOT / "results"))

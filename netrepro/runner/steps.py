@@ -10,17 +10,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from netrepro import ansible
+from netrepro.runner import ansible
 from netrepro.sites.inventory import (build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
                                 write_known_hosts)
-from netrepro.rolevars import model_vars
+from netrepro.experiment.rolevars import model_vars
 from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, site_arg, spec_arg, log, signal_of
 from netrepro.runner.playbooks import playbook_path, playbook_failure
 from netrepro.runner.rundir import shutil_rm
 from netrepro.runner.ssh import close_ssh_masters, ssh_control_paths
 from netrepro.runner.trialvars import spec_at_rate_scale
 from netrepro.sites import Site, get_site
-from netrepro.spec import REPO_ROOT, Spec
+from netrepro.experiment.spec import REPO_ROOT, Spec
 
 #: The sites' state folders: ``.state/`` in the repository, or ``$NETREPRO_STATE``.
 STATE_ROOT = Path(os.environ.get("NETREPRO_STATE", REPO_ROOT / ".state"))
@@ -90,7 +90,7 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
               rate_scale: str | float | None = None) -> ansible.PlaybookResult:
     """Run playbooks/provision.yml on the site's nodes, with the experiment at the site's rate
     scale (:func:`spec_at_rate_scale`, chosen here: ``rate_scale``, the command line's
-    --rate-scale, wins over RATE_SCALE) as :func:`netrepro.rolevars.model_vars` gives it.
+    --rate-scale, wins over RATE_SCALE) as :func:`netrepro.experiment.rolevars.model_vars` gives it.
 
     The site counts as provisioned only once the playbook has succeeded (``run`` refuses
     until then).

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from netrepro import ansible
-from netrepro.progress import queueing_delay_probe
-from netrepro.rolevars import model_vars
-from netrepro.runfolder import cpu_busy, host_cpu_ticks
+from netrepro.runner import ansible
+from netrepro.runner.progress import queueing_delay_probe
+from netrepro.experiment.rolevars import model_vars
+from netrepro.core.runfolder import cpu_busy, host_cpu_ticks
 from netrepro.runner.barrier import BarrierLate, release_trial
 from netrepro.runner.checks import check_trial_data, clock_problems, node_clocks
 from netrepro.runner.console import log
@@ -25,14 +25,14 @@ from netrepro.runner.ssh import inventory_hosts, node_ssh_argv, node_trial_dir
 from netrepro.runner.trialvars import sampled_node, scaled_phases
 from netrepro.sites import Site
 from netrepro.sites.base import SiteError
-from netrepro.spec import Spec
+from netrepro.experiment.spec import Spec
 
 
 #: How a run judges a trial's health as it completes (:func:`netrepro.runner.run.run`'s ``judge``): called with
 #: the spec, the trial's record for run.json, its raw folder (``raw/<trial>/``) and TIME_SCALE;
 #: returns the record's ``health`` (``{"passed": bool, "checks": [...]}``) and each failed check
 #: in a line for the console. It must not raise. The runner does not import the analysis:
-#: the command line hands in :func:`netrepro.cli.judge_trial`.
+#: the command line hands in :func:`netrepro.cli.commands.judge_trial`.
 TrialJudge = Callable[[Spec, dict, Path, float], tuple[dict, list[str]]]
 
 
@@ -92,7 +92,7 @@ def run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, ru
     released = (barrier.get("cpu_ticks") or {}).get(bn)  # the bottleneck node's /proc/stat at the release
     record = {
         # the model's trial of the instance, which the health checks read (a repeated run's
-        # instance is <trial>.r<k>: netrepro.schedule)
+        # instance is <trial>.r<k>: netrepro.runner.schedule)
         "id": tid, "trial": tv.get("trial", tid), "labels": tv["labels"], "status": "complete", "start_epoch_s": start, "phases": scaled_phases(spec, time_scale),
         "duration_s": tv["duration_s"],
         "base_rtt_s": tv["base_rtt_s"], "wall_s": round(wall, 1), "bottleneck_interface": bdev,
@@ -115,7 +115,7 @@ def run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, ru
     }
     # judged where fetched, before the data go to raw/ (data with problems are not judged)
     failed = [] if problems else _judge_health(judge, spec, record, tdir, time_scale)
-    # where the trial's time went, step by step (netrepro.bench prints them)
+    # where the trial's time went, step by step (netrepro.cli.bench prints them)
     record["steps_s"] = {**timed, "keep": round(time.time() - t0 - wall, 2)}
     if failed and retry_unhealthy:
         log(f"[run] trial {tid}: unhealthy, so not kept (its data in failed/{tid}-{attempt}/); running it again")
@@ -212,7 +212,7 @@ def _await_schedule_end(end_here_s: float) -> None:
     No playbook reaches the nodes from the release to the end: trial.yml armed every process
     of the trial (each node's CPU window reader too, roles/collectors/files/nr-window.sh), and
     trial-end.yml connects afterwards; only the live delay probe reads one node, at a phase's
-    middle (:mod:`netrepro.progress`). Started right after the release instead, its SSH
+    middle (:mod:`netrepro.runner.progress`). Started right after the release instead, its SSH
     sessions and commands reached the micro-VM's nodes 0-1.4 s after the start (their
     cpu-window.txt readings against the barrier's, pie-vs-red at TIME_SCALE 0.25, 2026-11-26),
     just as the first phase's flow clients started: these were the trial's latest, 11-172 ms
@@ -327,7 +327,7 @@ def _judge_health(judge: TrialJudge | None, spec: Spec, record: dict, dest: Path
 
 
 def delay_probe(inv: Path, tv: dict):
-    """The live queueing-delay probe of a trial (:func:`netrepro.progress.queueing_delay_probe`)
+    """The live queueing-delay probe of a trial (:func:`netrepro.runner.progress.queueing_delay_probe`)
     on its first pinging node, or None when no node pings."""
     nodes = sorted(tv.get("ping") or {})
     if not nodes:

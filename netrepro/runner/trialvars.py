@@ -9,21 +9,21 @@ import os
 from pathlib import Path
 
 from netrepro.model import choose_rate_scale, rate_scale_option, trial_plan
-from netrepro.rolevars import iperf3_argv, model_ftp_source
+from netrepro.experiment.rolevars import iperf3_argv, model_ftp_source
 from netrepro.runner.console import log
 from netrepro.sites import Site
-from netrepro.spec import Spec, check_time_scale
+from netrepro.experiment.spec import Spec, check_time_scale
 
 
 def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead_s: float) -> dict:
     """Extra var ``trial`` for playbooks/trial.yml (see its header for the shape): the plan of
     one of the model's trials (:func:`netrepro.model.trial_plan`) at ``time_scale``, with each
-    iperf3 client's arguments (:func:`netrepro.rolevars.iperf3_argv`), the base RTT's length
-    (0 without ``base_rtt``), the FTP files (:func:`netrepro.rolevars.model_ftp_source`),
+    iperf3 client's arguments (:func:`netrepro.experiment.rolevars.iperf3_argv`), the base RTT's length
+    (0 without ``base_rtt``), the FTP files (:func:`netrepro.experiment.rolevars.model_ftp_source`),
     ``id``, ``labels``, ``lead_s`` and ``fetch_dir``.
 
     Raises ValueError (``TIME_SCALE: ...``, one line) for a scale outside
-    :func:`netrepro.spec.check_time_scale`'s range (a resumed run's scale comes from its
+    :func:`netrepro.experiment.spec.check_time_scale`'s range (a resumed run's scale comes from its
     run.json), or a trial whose traffic cannot run (:func:`netrepro.model.trial_plan`).
     """
     check_time_scale(time_scale)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro.sites.base import SITES, NodeLogin, Site, SiteError, SiteOptions, site_class
-from netrepro.spec import Spec, SpecError
+from netrepro.experiment.spec import Spec, SpecError
 
 #: Environment variables (make variables) passed as site options: variable -> option key.
 #: A variable that is set must name an option of the chosen site (else it is refused).

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, TypeVar
 
-from netrepro.spec import Spec
+from netrepro.experiment.spec import Spec
 
 
 class SiteError(RuntimeError):
@@ -67,7 +67,7 @@ def positive_int_option(options: dict[str, Any], key: str, error: type[Exception
 #: The file netrepro writes into every state folder (``.state/<experiment>-<site>/``) when it
 #: creates it: ``netrepro clean`` removes a folder only when it holds this marker, naming the
 #: folder it was written into (:func:`state_dir_owner`). Folders made before the marker was
-#: introduced have none and are left alone (netrepro.clean says how to remove them by hand).
+#: introduced have none and are left alone (netrepro.runner.clean says how to remove them by hand).
 STATE_MARKER = ".netrepro-state"
 #: The marker's ``made_by`` value.
 STATE_MARKER_MADE_BY = "netrepro"
@@ -427,7 +427,7 @@ class Site(ABC):
     #: Keys code may pass with a non-text object (tests' fakes, an environment dict).
     HOOKS: ClassVar[tuple[str, ...]] = ()
     #: The environment variables the site reads besides its options' (an account's files and
-    #: settings): name -> one line. docs/reference.md lists them (netrepro.reference).
+    #: settings): name -> one line. docs/reference.md lists them (netrepro.cli.reference).
     ENV: ClassVar[dict[str, str]] = {}
     #: A trial's wall time before any trial of the run has been timed (the progress ETA and
     #: ``--dry-run``'s estimate): ``TRIAL_WALL_PER_SCHEDULED_S`` s per second of its schedule and
@@ -457,7 +457,7 @@ class Site(ABC):
         lacks and change nothing. ``options``: the site options given (``--option``), already
         checked against :attr:`OPTIONS`. Returns an exit status: 0 ready, 1 something missing
         (check only, or not root to install it). The base site needs nothing beyond the
-        Python packages; a site that needs programs overrides it (netrepro.packages finds,
+        Python packages; a site that needs programs overrides it (netrepro.core.packages finds,
         names and installs Debian packages)."""
         log(f"[setup] site {cls.name}: nothing to install on this machine beyond the Python packages")
         return 0

@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from netrepro.sites.base import NodeLogin
-from netrepro.spec import Spec
+from netrepro.experiment.spec import Spec
 
 
 def _host_key_options(known_hosts: str, pinned: bool) -> list[str]:

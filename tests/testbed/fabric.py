@@ -513,7 +513,7 @@ class TestFabric:
 
         from netrepro.sites.fabric.site import segment_keys
         from netrepro.sites.instageni.rspec import interface_id
-        from netrepro.spec import load_spec
+        from netrepro.experiment.spec import load_spec
 
         topo = s["topology"]
         failed = self.faults.get("fail_node")

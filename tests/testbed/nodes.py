@@ -38,7 +38,7 @@ from pathlib import Path
 
 from netrepro.sites import get_site
 from netrepro.sites.instageni.rspec import interface_id
-from netrepro.spec import load_spec
+from netrepro.experiment.spec import load_spec
 
 #: netrepro's folder on a testbed node (netrepro.runner.ssh's default node dir).
 NODE_DIR = "/var/lib/netrepro"

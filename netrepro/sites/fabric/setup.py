@@ -8,8 +8,8 @@ import importlib.util
 import subprocess
 import sys
 
-from netrepro.packages import install_missing
-from netrepro.spec import REPO_ROOT
+from netrepro.core.packages import install_missing
+from netrepro.experiment.spec import REPO_ROOT
 
 #: The fabric site's Python packages (fablib, pinned), installed by :func:`setup_fabric`
 #: into the interpreter running netrepro (the virtual environment under make).

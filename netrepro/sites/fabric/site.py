@@ -37,7 +37,7 @@ from typing import Any
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, login_user_problem, matches,
                                  positive_int, positive_int_option, positive_number, private_key_problem, public_key_problem,
                                  read_json_object, read_small_text, ssh_host_problem)
-from netrepro.spec import Spec
+from netrepro.experiment.spec import Spec
 
 DEFAULT_RC = "~/work/fabric_config/fabric_rc"
 #: The initial lease, hours (option ``hours``): fablib's own default (Slice.submit, 24 h).

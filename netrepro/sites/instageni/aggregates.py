@@ -92,7 +92,7 @@ def load_aggregates(extra: Path | str | None = None) -> dict[str, Any]:
     Raises:
         SiteError / SpecError: one line naming the file, the field and what was expected.
     """
-    from netrepro.yamlfile import load_yaml_file
+    from netrepro.core.yamlfile import load_yaml_file
 
     files = [AGGREGATES_FILE]
     extra = extra or os.environ.get("NETREPRO_AGGREGATES")

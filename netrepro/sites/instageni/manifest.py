@@ -27,7 +27,7 @@ from pathlib import Path
 
 from netrepro.sites.base import NodeLogin, SiteError, login_user_problem, ssh_host_problem
 from netrepro.sites.instageni.rspec import interface_id
-from netrepro.spec import Spec
+from netrepro.experiment.spec import Spec
 
 #: Namespaces a manifest's core elements may be in.
 CORE_NAMESPACES = ("http://www.geni.net/resources/rspec/3", "http://www.protogeni.net/resources/rspec/2", "")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro.sites.base import as_bool, positive_int_option
-from netrepro.spec import Spec, SpecError
+from netrepro.experiment.spec import Spec, SpecError
 
 GENI_V3_NS = "http://www.geni.net/resources/rspec/3"
 PG_V2_NS = "http://www.protogeni.net/resources/rspec/2"

@@ -24,7 +24,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from netrepro.spec import Spec
+from netrepro.experiment.spec import Spec
 
 IFNAMSIZ = 15  # Linux interface names are at most 15 characters (include/uapi/linux/if.h).
 
@@ -130,7 +130,7 @@ def sshd_config(node: str, mgmt_addr: str, layout: Layout) -> str:
 def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
     """The argv lists that build the site, in order. No command depends on the host's state.
 
-    From the experiment's model (:attr:`netrepro.spec.Spec.model`): a LAN interface is a
+    From the experiment's model (:attr:`netrepro.experiment.spec.Spec.model`): a LAN interface is a
     veth whose peer joins the LAN's bridge; a link is one veth pair with an end in each
     node's namespace, each named as the model names it (``s1-eth1``); a switch gets a bridge
     (``br0``) in its namespace over all its interfaces; hosts and routers get their

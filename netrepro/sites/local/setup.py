@@ -18,7 +18,7 @@ import os
 import platform
 from pathlib import Path
 
-from netrepro.packages import apt_install, which
+from netrepro.core.packages import apt_install, which
 from netrepro.sites.base import Option, SiteError, one_of
 from netrepro.sites.local import uml
 

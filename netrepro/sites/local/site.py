@@ -35,7 +35,7 @@ from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, origin_of, 
                                  positive_int, positive_number, process_group_alive)
 from netrepro.sites.local import capacity, microvm, netns, uml
 from netrepro.sites.local.setup import MODE_OPTION, VM_OVER_UML, setup_local
-from netrepro.spec import REPO_ROOT
+from netrepro.experiment.spec import REPO_ROOT
 
 DEFAULT_MGMT_SUBNET = "172.30.0.0/24"
 

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from netrepro.packages import apt_install, which
+from netrepro.core.packages import apt_install, which
 from netrepro.sites.ns3 import simulator as ns3
 
 

@@ -62,12 +62,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from netrepro import tc
+from netrepro.core import tc
 from netrepro.model import Model
 from netrepro.sites.base import NodeLogin, Option, Site, SiteError, positive_number
 from netrepro.sites.ns3 import stacks
 from netrepro.sites.ns3.simulator import NS3_VERSION, SOURCE, build
-from netrepro.spec import REPO_ROOT, Spec
+from netrepro.experiment.spec import REPO_ROOT, Spec
 
 #: A LAN's links: the emulated sites' veths are not shaped; 1 Gbit/s is 100 times the
 #: bottleneck of pie-vs-red.
@@ -145,7 +145,7 @@ def _senders(trial: dict, kinds: tuple[str, ...] = ("ftp",)) -> list[str]:
 
 
 def unmodelled(spec: Spec) -> list[str]:
-    """What of ``spec``'s model (:attr:`netrepro.spec.Spec.model`) netrepro-sim cannot build,
+    """What of ``spec``'s model (:attr:`netrepro.experiment.spec.Spec.model`) netrepro-sim cannot build,
     one phrase each naming the model's field ([] when every trial can be simulated): two links
     between one pair of nodes, offloads on, a stack other than those of
     :func:`netrepro.sites.ns3.stacks.stack_problems`, shapers at both ends of one link (a simulated link
@@ -250,7 +250,7 @@ def _queue(trial: dict, port: str) -> dict | None:
 
 
 def _delay_ms(trial: dict, port: str) -> float:
-    """The delay the port's stack adds, ms (:func:`netrepro.tc.delay_ms`)."""
+    """The delay the port's stack adds, ms (:func:`netrepro.core.tc.delay_ms`)."""
     return tc.delay_ms(_stack(trial, port))
 
 

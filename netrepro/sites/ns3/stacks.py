@@ -1,12 +1,12 @@
 """A Linux qdisc stack as ns-3 queue discs: what netrepro-sim (the ``ns3`` site,
 :mod:`netrepro.sites.ns3.site`) builds of a port's stack (the layers of
-:func:`netrepro.tc.stack_commands`), and what it cannot.
+:func:`netrepro.core.tc.stack_commands`), and what it cannot.
 
-A qdisc builder, beside :mod:`netrepro.tc`: with it, the only module that knows qdisc kinds
+A qdisc builder, beside :mod:`netrepro.core.tc`: with it, the only module that knows qdisc kinds
 by name. Per port: a shaper (:data:`SHAPERS`) at the stack's root makes its ``rate_mbit`` the
 rate of the port's link (:func:`root_shaper`); the stack's last layer becomes the port's queue
 disc (:data:`QUEUE_DISCS`, :func:`queue_disc`), unless it only delays (:func:`queue_layer`),
-whose delay (:func:`netrepro.tc.delay_ms`) becomes the link's. What has no model here is named
+whose delay (:func:`netrepro.core.tc.delay_ms`) becomes the link's. What has no model here is named
 by :func:`stack_problems`. Sources, cited where each is used: tc-pie(8), tc-red(8),
 tc-pfifo(8), tc-tbf(8), ip-link(8), the kernel's sch_pie, sch_red (include/net/red.h) and
 sch_htb, iproute2's tc/tc_red.c and tc/q_tbf.c, and the attributes of ns-3 3.44's queue discs.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 
-from netrepro import tc
+from netrepro.core import tc
 
 
 def tc_red_eval_ewma(qmin_bytes: float, burst: float, avpkt_bytes: float) -> int:
@@ -42,7 +42,7 @@ def tc_red_eval_ewma(qmin_bytes: float, burst: float, avpkt_bytes: float) -> int
 #: pfifo or bfifo (tc-pfifo(8): txqueuelen packets, or txqueuelen x MTU bytes) and of HTB's
 #: default leaf (sch_htb creates a pfifo of txqueuelen packets under a class).
 TXQUEUELEN = 1000
-#: The kinds that shape a port (:data:`netrepro.tc.SHAPERS`): their ``rate_mbit`` becomes the
+#: The kinds that shape a port (:data:`netrepro.core.tc.SHAPERS`): their ``rate_mbit`` becomes the
 #: rate of the port's link.
 SHAPERS = tc.SHAPERS
 #: The parameters netrepro-sim builds, per layer kind; a layer of another kind, or with
@@ -225,7 +225,7 @@ def root_shaper(stack: list[dict]) -> dict | None:
 
 def queue_layer(stack: list[dict]) -> dict | None:
     """The layer whose queue disc the port gets: the stack's last layer, unless it only delays
-    (:data:`netrepro.tc.DELAY_KIND`: its delay is the link's); None for such a stack or an
+    (:data:`netrepro.core.tc.DELAY_KIND`: its delay is the link's); None for such a stack or an
     empty one (:data:`NO_QUEUE`)."""
     return stack[-1] if stack and stack[-1]["kind"] != tc.DELAY_KIND else None
 

@@ -56,8 +56,8 @@ from typing import Any, Callable
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, at_once, boolean, interfaces_text,
                                  login_user_problem, private_key_problem, safe_path_problem, ssh_host_problem)
 from netrepro.sites import inventory
-from netrepro.spec import Spec, SpecError
-from netrepro.yamlfile import load_yaml_file
+from netrepro.experiment.spec import Spec, SpecError
+from netrepro.core.yamlfile import load_yaml_file
 
 #: Nodes asked at once over SSH by reserve and wait_ready (:func:`netrepro.sites.base.at_once`). Each question is a
 #: handshake with the node and, through a jump host, one with the jump host too. Seven at once

@@ -9,7 +9,7 @@
 # trial (netrepro.runner.barrier.release_trial); the wait until START+OFFSET is in fork-free steps
 # of the wall clock.
 # Usage: nr-iperf3.sh OUT START OFFSET_S --background|--foreground IPERF3-ARGS...
-#   IPERF3-ARGS: what netrepro.rolevars.iperf3_argv built (-c ADDRESS -p PORT -t ... -J ...).
+#   IPERF3-ARGS: what netrepro.experiment.rolevars.iperf3_argv built (-c ADDRESS -p PORT -t ... -J ...).
 set -eu
 out=$1 start=$2 offset=$3 mode=$4
 shift 4

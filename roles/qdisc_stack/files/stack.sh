@@ -1,5 +1,5 @@
 #!/bin/bash
-# Install a stack of qdiscs on one interface (netrepro.tc.stack_commands), root first.
+# Install a stack of qdiscs on one interface (netrepro.core.tc.stack_commands), root first.
 #
 # Usage: stack.sh DEV STATE_DIR RESET [N WORD1 ... WORDN]...
 #   Each tc command is the number N of its words, then its words (without "tc"), each a

@@ -8,7 +8,7 @@ local site: :mod:`netrepro.sites.local.setup`, ns3: :mod:`netrepro.sites.ns3.set
 
 from __future__ import annotations
 
-from netrepro.packages import DEV_FILES, install_missing
+from netrepro.core.packages import DEV_FILES, install_missing
 from netrepro.sites import site_class
 
 #: What the tests need besides: sudo, with which the FABRIC stand-in's nodes (tests/testbed)

@@ -2,7 +2,7 @@
 
 :data:`ENV_VARS` maps a variable's name to one line saying what it sets, which commands read
 it and its default. docs/reference.md lists them (``make reference``,
-:mod:`netrepro.reference`); tests/test_reference.py fails when the code reads a variable
+:mod:`netrepro.cli.reference`); tests/test_reference.py fails when the code reads a variable
 (``os.environ``, ``os.getenv``, or the environment dict a site's credentials are read from)
 that is declared nowhere, and when a name here is read nowhere.
 
@@ -10,7 +10,7 @@ Not here, because they are declared where they are read and listed from there: t
 variables that set a site option (:data:`netrepro.sites.OPTION_ENV`: ``LOCAL_MODE``,
 ``AGGREGATE``, ...), those of a site's account (each site class's ``ENV``:
 ``NETREPRO_GENI_*``, ``NETREPRO_AGGREGATES``, ``FABRIC_*``), and the standard variables
-handed on to ansible-playbook unchanged (:data:`netrepro.ansible.PASSTHROUGH_ENV`: ``HOME``,
+handed on to ansible-playbook unchanged (:data:`netrepro.runner.ansible.PASSTHROUGH_ENV`: ``HOME``,
 ``SSH_AUTH_SOCK``, ...).
 
 This module imports nothing of netrepro: any layer may read it.

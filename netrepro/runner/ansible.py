@@ -47,7 +47,7 @@ from typing import Any
 
 import yaml
 
-from netrepro.spec import REPO_ROOT
+from netrepro.experiment.spec import REPO_ROOT
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
 

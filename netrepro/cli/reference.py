@@ -6,13 +6,13 @@ Sources, each read as declared (in declaration order, except where a table says 
 - the Makefile: the targets with a ``## help`` comment (their prerequisites and the
   commands their recipes run), and the variables a user may set (``NAME ?= default``, each
   after its description in ``#:`` lines; ``export`` marks those make hands to netrepro);
-- the command line: :func:`netrepro.cli.build_parser`, walked subcommand by subcommand;
+- the command line: :func:`netrepro.cli.commands.build_parser`, walked subcommand by subcommand;
 - the sites: :data:`netrepro.sites.base.SITES` and each site class's ``OPTIONS``, with the
   variable of :data:`netrepro.sites.OPTION_ENV` that sets an option;
-- the environment: :data:`netrepro.envvars.ENV_VARS`, each site class's ``ENV``,
-  :data:`netrepro.sites.OPTION_ENV` and :data:`netrepro.ansible.PASSTHROUGH_ENV`.
+- the environment: :data:`netrepro.core.envvars.ENV_VARS`, each site class's ``ENV``,
+  :data:`netrepro.sites.OPTION_ENV` and :data:`netrepro.runner.ansible.PASSTHROUGH_ENV`.
 
-``python -m netrepro.reference`` prints the page; ``--output FILE`` writes it (``make
+``python -m netrepro.cli.reference`` prints the page; ``--output FILE`` writes it (``make
 reference``); ``--check FILE`` exits 1 when FILE differs from it. The page holds no time
 stamp and no absolute path, so that it is the same on every machine (tests/test_reference.py).
 """
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
-from netrepro.ansible import PASSTHROUGH_ENV
-from netrepro.envvars import ENV_VARS
+from netrepro.runner.ansible import PASSTHROUGH_ENV
+from netrepro.core.envvars import ENV_VARS
 from netrepro.sites import OPTION_ENV
 from netrepro.sites.base import SITES, site_class
-from netrepro.spec import REPO_ROOT
+from netrepro.experiment.spec import REPO_ROOT
 
 MAKEFILE = REPO_ROOT / "Makefile"
 PAGE = REPO_ROOT / "docs" / "reference.md"
@@ -179,7 +179,7 @@ def make_defined(text: str) -> set[str]:
 def _parser() -> argparse.ArgumentParser:
     """netrepro's parser, built with none of the environment variables its defaults read
     (SITE, TIME_SCALE, ...), so that nothing of this machine reaches the page."""
-    from netrepro.cli import build_parser
+    from netrepro.cli.commands import build_parser
 
     with mock.patch.dict(os.environ, {k: v for k, v in os.environ.items() if k not in ENV_VARS}, clear=True):
         return build_parser()
@@ -263,9 +263,9 @@ def render(makefile_text: str | None = None) -> str:
     """The whole page, as Markdown text ending in one newline."""
     text = MAKEFILE.read_text(encoding="utf-8") if makefile_text is None else makefile_text
     out = ["# Reference", "",
-           "Generated from the code by `make reference` (`python -m netrepro.reference`): the Makefile, the "
-           "command line (netrepro/cli.py), the sites' `OPTIONS` (netrepro/sites/) and the environment "
-           "variables' registry (netrepro/envvars.py). Do not edit it by hand: tests/test_reference.py fails "
+           "Generated from the code by `make reference` (`python -m netrepro.cli.reference`): the Makefile, the "
+           "command line (netrepro/cli/commands.py), the sites' `OPTIONS` (netrepro/sites/) and the environment "
+           "variables' registry (netrepro/core/envvars.py). Do not edit it by hand: tests/test_reference.py fails "
            "when it differs from what the code says.", "",
            "- [Make targets](#make-targets)", "- [Make variables](#make-variables)",
            "- [Commands](#commands)", "- [Site options](#site-options)",
@@ -316,7 +316,7 @@ def render(makefile_text: str | None = None) -> str:
         out.append("")
 
     out += ["## Environment variables", "",
-            "Read by netrepro, its analysis and tools/fresh-root-check (netrepro/envvars.py).", ""]
+            "Read by netrepro, its analysis and tools/fresh-root-check (netrepro/core/envvars.py).", ""]
     out += _table(["Variable", "What it sets"], [[f"`{k}`", v] for k, v in ENV_VARS.items()])
     out += ["", "The sites' own variables (each site class's `ENV`, listed with its options above): "
             + "; ".join(f"{s['name']}: " + ", ".join(f"`{k}`" for k in s["env"]) for s in sites() if s["env"]) + "."]
@@ -329,16 +329,16 @@ def render(makefile_text: str | None = None) -> str:
     out += _table(["Variable", "Site option"],
                   [[f"`{var}`", f"`{key}` of " + ", ".join(sites_of.get(key, [])) if sites_of.get(key) else f"`{key}`"]
                    for var, key in OPTION_ENV.items()])
-    out += ["", "Handed on unchanged to ansible-playbook (netrepro.ansible.PASSTHROUGH_ENV): "
+    out += ["", "Handed on unchanged to ansible-playbook (netrepro.runner.ansible.PASSTHROUGH_ENV): "
             + ", ".join(f"`{v}`" for v in PASSTHROUGH_ENV) + ". Of this machine's other variables, it gets only "
             "`PATH` and `ANSIBLE_TIMEOUT` (above).", ""]
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m netrepro.reference [--output FILE | --check FILE]``: print the page, write it
+    """``python -m netrepro.cli.reference [--output FILE | --check FILE]``: print the page, write it
     to FILE, or compare FILE with it (exit 1 and one line when they differ)."""
-    ap = argparse.ArgumentParser(prog="python -m netrepro.reference", description="Generate docs/reference.md.")
+    ap = argparse.ArgumentParser(prog="python -m netrepro.cli.reference", description="Generate docs/reference.md.")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--output", metavar="FILE", help="write the page to FILE")
     g.add_argument("--check", metavar="FILE", help="exit 1 when FILE differs from the page the code gives")
@@ -348,10 +348,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             have = Path(args.check).read_text(encoding="utf-8")
         except OSError as exc:
-            print(f"netrepro.reference: {args.check}: cannot read it ({exc.strerror})", file=sys.stderr)
+            print(f"netrepro.cli.reference: {args.check}: cannot read it ({exc.strerror})", file=sys.stderr)
             return 2
         if have != page:
-            print(f"netrepro.reference: {args.check} differs from the code; run `make reference`", file=sys.stderr)
+            print(f"netrepro.cli.reference: {args.check} differs from the code; run `make reference`", file=sys.stderr)
             return 1
         return 0
     if args.output:

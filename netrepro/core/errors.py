@@ -1,6 +1,6 @@
-"""How an experiment file's errors are found and reported (:mod:`netrepro.spec`,
-:mod:`netrepro.model`, :mod:`netrepro.migrate`) and the strict YAML reader
-(:mod:`netrepro.yamlfile`): :class:`SpecError`, whose message is one line naming the file,
+"""How an experiment file's errors are found and reported (:mod:`netrepro.experiment.spec`,
+:mod:`netrepro.model`, :mod:`netrepro.experiment.migrate`) and the strict YAML reader
+(:mod:`netrepro.core.yamlfile`): :class:`SpecError`, whose message is one line naming the file,
 the field and what was expected; :func:`check_plain_data`, what a JSON Schema cannot see; the
 choice of the one schema error to report (:func:`pick_error`) and its words
 (:func:`schema_problem`).

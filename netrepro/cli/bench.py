@@ -1,4 +1,4 @@
-"""``python -m netrepro.bench [experiment] [--run DIR] [--json] [--partial]``: the figures of a finished run.
+"""``python -m netrepro.cli.bench [experiment] [--run DIR] [--json] [--partial]``: the figures of a finished run.
 
 Prints, from run.json, timings.json (written by ``netrepro reproduce``) and raw/:
 
@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 from netrepro.sites.local.capacity import describe as describe_capacity
-from netrepro.spec import REPO_ROOT, SpecError
+from netrepro.experiment.spec import REPO_ROOT, SpecError
 
 
 def _num(x) -> float | None:
@@ -162,13 +162,13 @@ def print_fidelity(fidelity: dict) -> None:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2
-        self.exit(2, f"netrepro.bench: {message}\n")
+        self.exit(2, f"netrepro.cli.bench: {message}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     from analysis.run import AnalysisError
 
-    ap = _Parser(prog="netrepro.bench", description=__doc__.splitlines()[0])
+    ap = _Parser(prog="netrepro.cli.bench", description=__doc__.splitlines()[0])
     ap.add_argument("experiment", nargs="?", help="the experiment whose latest run to measure (make passes EXPERIMENT)")
     ap.add_argument("--run", help="run folder (default: results/<experiment>/latest)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         f = figures(run_dir.resolve(), a.partial)
     except (AnalysisError, SpecError) as exc:
-        print(f"netrepro.bench: {exc}", file=sys.stderr)
+        print(f"netrepro.cli.bench: {exc}", file=sys.stderr)
         return 2
     if a.json:
         print(json.dumps(f, indent=1))

@@ -19,10 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from netrepro import sweep as sweeps
-from netrepro.ansible import PlaybookError
-from netrepro.clean import clean
-from netrepro.cli_sites import inventory_from_manifest, plan_text, write_rspec
+from netrepro.experiment import sweep as sweeps
+from netrepro.runner.ansible import PlaybookError
+from netrepro.runner.clean import clean
+from netrepro.cli.site_commands import inventory_from_manifest, plan_text, write_rspec
 from netrepro.model import rate_scale_option, time_scale_note
 from netrepro.runner import playbooks, rundir, steps
 from netrepro.runner.barrier import lead_from_env
@@ -31,12 +31,12 @@ from netrepro.runner.plan import JOBS_MAX, checked_jobs, dry_run
 from netrepro.runner.resume import load_resume
 from netrepro.runner.run import run
 from netrepro.runner.trialvars import rate_scale_request
-from netrepro.schedule import REPEAT_MAX
-from netrepro.setup import setup
+from netrepro.runner.schedule import REPEAT_MAX
+from netrepro.runner.setup import setup
 from netrepro.sites import SITES, site_class, site_options
 from netrepro.sites.base import SiteError
 from netrepro.sites.local.site import default_mgmt_problem
-from netrepro.spec import Spec, SpecError, check_time_scale, load_spec
+from netrepro.experiment.spec import Spec, SpecError, check_time_scale, load_spec
 
 
 def _options(args) -> dict:
@@ -46,7 +46,7 @@ def _options(args) -> dict:
 
 
 def _time_scale(value: str) -> float:
-    """``--time-scale`` / ``$TIME_SCALE``: netrepro.spec.check_time_scale's range (0.001 .. 100)."""
+    """``--time-scale`` / ``$TIME_SCALE``: netrepro.experiment.spec.check_time_scale's range (0.001 .. 100)."""
     try:
         return check_time_scale(value)
     except ValueError as exc:
@@ -72,7 +72,7 @@ def _sweep_env(value: str) -> bool:
 
 
 def _ansible_timeout() -> None:
-    """``$ANSIBLE_TIMEOUT`` (netrepro.ansible.playbook_env passes it on): a whole number of
+    """``$ANSIBLE_TIMEOUT`` (netrepro.runner.ansible.playbook_env passes it on): a whole number of
     seconds, 1 to 3600, when set. Raises ValueError (one line) otherwise."""
     raw = os.environ.get("ANSIBLE_TIMEOUT")
     if raw is None:
@@ -123,7 +123,7 @@ def cmd_validate(args) -> int:
 
 
 def cmd_setup(args) -> int:
-    """netrepro setup: what ``--site`` needs (:func:`netrepro.setup.setup`, the site's setup
+    """netrepro setup: what ``--site`` needs (:func:`netrepro.runner.setup.setup`, the site's setup
     hook, with the site options given: the local site reads ``mode``); every key given with
     ``--option`` must be the site's (make passes OPTIONS to setup too).
     Raises SiteError (one line) for a key the site does not declare."""
@@ -194,7 +194,7 @@ def _run_time_scale(args) -> float | None:
 
 
 def _repeat(value: str) -> int:
-    """REPEAT / --repeat: a whole number of repetitions, 1 to netrepro.schedule.REPEAT_MAX."""
+    """REPEAT / --repeat: a whole number of repetitions, 1 to netrepro.runner.schedule.REPEAT_MAX."""
     try:
         n = int(str(value).strip())
     except ValueError:
@@ -488,8 +488,8 @@ def cmd_compare(args) -> int:
 
 def cmd_migrate(args) -> int:
     """netrepro migrate FILE [-o OUT]: the schema_version 2 YAML of a schema_version 1 file
-    (netrepro.migrate), printed, or written to OUT, which must not exist yet."""
-    from netrepro.migrate import migrate
+    (netrepro.experiment.migrate), printed, or written to OUT, which must not exist yet."""
+    from netrepro.experiment.migrate import migrate
     text = migrate(args.experiment)
     if not args.output:
         sys.stdout.write(text)

@@ -7,7 +7,7 @@ playbook's own var ``trial`` is :func:`netrepro.runner.trialvars.trial_vars`. Th
 their parts onto role variables; the roles never read the experiment themselves.
 
 Per-node parts are keyed by node name (= inventory host name). tc commands are argv lists
-without the leading ``tc`` and carry :data:`netrepro.tc.DEV` (``"@dev@"``) where the
+without the leading ``tc`` and carry :data:`netrepro.core.tc.DEV` (``"@dev@"``) where the
 device goes: the device is found on the node from its address or MAC (roles/interfaces),
 and the roles substitute it.
 """
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from netrepro import tc
+from netrepro.core import tc
 from netrepro.model import congestion_controls, layer_probes, trial_plan
-from netrepro.spec import Spec
+from netrepro.experiment.spec import Spec
 
 
 def ftp_file_names(count: int) -> list[str]:

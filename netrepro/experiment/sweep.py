@@ -28,7 +28,7 @@ RTT, health, claims, figures) is refused, naming the path that changes it.
 A path is keys joined by dots; in a list, a segment is an index (``flows.1.flows``) or the
 ``id`` of an item (``trials.codel.qdiscs``). Points are ``p1``, ``p2``, ... in the order of
 the cross product (the first factor varies slowest); a trial instance of a sweep is
-``<trial>.p<i>`` (``<trial>.p<i>.r<k>`` when repeated, :mod:`netrepro.schedule`).
+``<trial>.p<i>`` (``<trial>.p<i>.r<k>`` when repeated, :mod:`netrepro.runner.schedule`).
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from netrepro.errors import SpecError
+from netrepro.core.errors import SpecError
 from netrepro.model import RESERVED_COLUMNS
 
-if TYPE_CHECKING:  # annotations only: netrepro.spec validates a file's sweep with this module
-    from netrepro.spec import Spec
+if TYPE_CHECKING:  # annotations only: netrepro.experiment.spec validates a file's sweep with this module
+    from netrepro.experiment.spec import Spec
 
 #: The parts of the model (:attr:`netrepro.model.Model.data`) a point may change: each trial
 #: (its qdisc stacks, sysctls and traffic, which playbooks/trial.yml installs before it) and
@@ -134,7 +134,7 @@ def point_data(data: dict, fs: list[dict], values: dict) -> dict:
 
 def point_spec(spec: Spec, values: dict) -> Spec:
     """The experiment at one point, validated as ``spec`` was (its class's
-    :meth:`netrepro.spec.Spec.from_data`). Raises SpecError naming the point when the
+    :meth:`netrepro.experiment.spec.Spec.from_data`). Raises SpecError naming the point when the
     combination is not a valid experiment."""
     fs = factors(spec)
     try:

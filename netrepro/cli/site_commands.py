@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro.sites.base import SiteError
-from netrepro.spec import REPO_ROOT, Spec, SpecError
+from netrepro.experiment.spec import REPO_ROOT, Spec, SpecError
 
 #: The committed request RSpec of an experiment: rspecs/<name>.xml.
 RSPECS_DIR = REPO_ROOT / "rspecs"

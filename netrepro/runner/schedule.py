@@ -10,7 +10,7 @@ Flent's batch mode likewise shuffles its runs by default (flent(1), ``repetition
 
 A trial run more than once is a *trial instance* with its own id and raw folder:
 ``<trial>.r<k>`` (k from 1); a run of one repetition keeps the plain trial ids. In a sweep
-(:mod:`netrepro.sweep`) a trial runs at several points, as ``<trial>.p<i>`` (and
+(:mod:`netrepro.experiment.sweep`) a trial runs at several points, as ``<trial>.p<i>`` (and
 ``<trial>.p<i>.r<k>``); a block then holds every (trial, point) cell once.
 """
 
@@ -57,7 +57,7 @@ def plan(trial_ids: list[str] | list[tuple[str, str]], repeat: int = 1, shuffle:
 
     Args:
         trial_ids: the trials, in the experiment file's order; or, in a sweep, the
-            (trial, point id) cells (:func:`netrepro.sweep.cells`).
+            (trial, point id) cells (:func:`netrepro.experiment.sweep.cells`).
         repeat: repetitions (blocks), 1..:data:`REPEAT_MAX`.
         shuffle: shuffle each block (only when ``repeat`` > 1 or in a sweep: one repetition
             of the file's trials keeps the file's order, as runs made before repetitions existed).

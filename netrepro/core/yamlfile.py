@@ -3,7 +3,7 @@
 PyYAML's ``safe_load`` silently keeps the last of two equal keys in a mapping, so a node or
 an aggregate defined twice is merged without a word. :func:`load_yaml_file` refuses it, and
 every other problem (missing, unreadable, not UTF-8, not YAML) becomes one
-:class:`~netrepro.spec.SpecError` line naming the file and, where known, the line.
+:class:`~netrepro.experiment.spec.SpecError` line naming the file and, where known, the line.
 
 A file may come from a stranger, so its size once read is bounded before anything is built
 from it (:func:`check_bounds`): YAML anchors and aliases let a few hundred bytes stand for
@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from netrepro.errors import SpecError
+from netrepro.core.errors import SpecError
 
 
 #: The most values (scalars and collections, each alias counted as everything it stands for)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from netrepro.schedule import hms
+from netrepro.runner.schedule import hms
 
 #: The least time between two live readings of the queueing delay (s): a full-length
 #: pie-vs-red trial (50 s phases) is read 5 times, once a phase; at TIME_SCALE=0.1 (5 s

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from netrepro.errors import show_value
+from netrepro.core.errors import show_value
 
 #: Placeholder for the device in commands built before the device name is known.
 DEV = "@dev@"
@@ -593,7 +593,7 @@ class Generic(Qdisc):
 #: The AQM kinds whose limit an experiment file of the earlier format (schema_version 1) took
 #: from its bottleneck's ``buffer_bytes`` when the AQM's parameters gave none: PIE's, whose
 #: limit is in packets (tc-pie(8)), as buffer_bytes / mtu_bytes rounded up
-#: (:mod:`netrepro.migrate` keeps that meaning).
+#: (:mod:`netrepro.experiment.migrate` keeps that meaning).
 BUFFER_LIMITED_KINDS = ("pie",)
 
 

@@ -1,13 +1,13 @@
 """Load and validate an experiment file (experiments/<name>/experiment.yml).
 
-The file is read strictly (:mod:`netrepro.yamlfile`: UTF-8 text, valid YAML, no key given
+The file is read strictly (:mod:`netrepro.core.yamlfile`: UTF-8 text, valid YAML, no key given
 twice in a mapping), then validated and resolved into the experiment model every stage reads
 (:func:`netrepro.model.build`: plain data, the JSON Schema in
 ``netrepro/schemas/experiment.schema.json``, cross-checks a schema cannot express), and its
 sweep checked (:func:`check_sweep`). Any failure raises :class:`SpecError`, whose message is
 one line naming the file, the field (or line) and what was expected. A file of the earlier
 format (``schema_version: 1``) is refused with the command that converts it
-(:mod:`netrepro.migrate`).
+(:mod:`netrepro.experiment.migrate`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from netrepro import model, sweep
-from netrepro.errors import SpecError, check_plain_data, show_value
+from netrepro import model
+from netrepro.experiment import sweep
+from netrepro.core.errors import SpecError, check_plain_data, show_value
 from netrepro.model import KIND_GROUPS, Model, scale_rates
-from netrepro.yamlfile import load_yaml_file
+from netrepro.core.yamlfile import load_yaml_file
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"
 #: The schema_version this toolkit reads.
 SCHEMA_VERSION = 2
@@ -42,7 +43,7 @@ def resolve_path(name_or_path: str | Path) -> Path:
 def load_spec(name_or_path: str | Path) -> "Spec":
     """Read, validate and return the experiment spec.
 
-    The file is read strictly (:func:`netrepro.yamlfile.load_yaml_file`: a key given twice in
+    The file is read strictly (:func:`netrepro.core.yamlfile.load_yaml_file`: a key given twice in
     a mapping, such as a node defined twice, is refused with its line), then checked by
     :meth:`Spec.from_data`.
 
@@ -84,7 +85,7 @@ def check_time_scale(value: Any) -> float:
 
 def check_sweep(spec: "Spec") -> None:
     """The file's ``sweep`` (when it has one) as ``netrepro run --sweep`` resolves it
-    (:func:`netrepro.sweep.points`): factors, the grid's size (before the grid is built) and
+    (:func:`netrepro.experiment.sweep.points`): factors, the grid's size (before the grid is built) and
     every point validated as an experiment of its own, so that a file that validates also
     sweeps. Raises SpecError (one line)."""
     if spec.data.get("sweep"):

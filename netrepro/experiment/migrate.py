@@ -38,10 +38,10 @@ from pathlib import Path
 
 import yaml
 
-from netrepro import tc
+from netrepro.core import tc
 from netrepro.model import HEALTH_DATA, HEALTH_NEEDS, Model, health_data, rate_scaled_reads
-from netrepro.spec import SpecError, Spec, resolve_path
-from netrepro.yamlfile import load_yaml_file
+from netrepro.experiment.spec import SpecError, Spec, resolve_path
+from netrepro.core.yamlfile import load_yaml_file
 
 #: Version 1's summary columns a claim may read -> (version 2 statistic, subject): the
 #: queueing delay statistics of the pings pooled on the trial subject ``all``; the
@@ -169,7 +169,7 @@ def _v1_model(v: _V1, where) -> Model:
     """The model of a schema_version 1 experiment, as the earlier format meant it: each trial
     ``<aqm>-<variant>`` gets the bottleneck's stack (HTB at the variant's rate, the AQM as
     its leaf under ``aqm_handle``, a packet limit of buffer_bytes / mtu_bytes rounded up for
-    the kinds of :data:`netrepro.tc.BUFFER_LIMITED_KINDS` whose parameters give none), the
+    the kinds of :data:`netrepro.core.tc.BUFFER_LIMITED_KINDS` whose parameters give none), the
     netem of ``links.delays`` (1000 packets unless given: tc-netem(8)'s default), one FTP item
     per flow group at the variant's source rate and one ping item per pinging node toward its
     first flow group's server; ``labels`` are ``{aqm, variant}``; a node's ``groups`` is its
@@ -411,7 +411,7 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
 
 def _checked(out: dict, where) -> dict:
     """``out`` (the converted data) once it validates as an experiment file
-    (:meth:`netrepro.spec.Spec.from_data`). Raises SpecError naming ``where`` and the field of
+    (:meth:`netrepro.experiment.spec.Spec.from_data`). Raises SpecError naming ``where`` and the field of
     the converted file, marked as such: the version 1 file is then one the earlier format
     refused too (claims about a trial it does not run, addresses outside their subnets...)."""
     try:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netrepro.sites.inventory import generated_inventory
-from netrepro.spec import SpecError, load_spec
+from netrepro.experiment.spec import SpecError, load_spec
 
 
 @dataclass

@@ -1,0 +1,4 @@
+"""Below the model: the strict YAML reader, the qdisc builders (tc command lines), the
+one-line file errors, the meaning of a run folder's files and the registry of the environment
+variables netrepro reads.
+"""
