@@ -227,7 +227,7 @@ def test_jobs_option_values():
     parse = cli.build_parser().parse_args
     assert parse(["run", "pie-vs-red", "--site", "ns3", "--jobs", "3"]).jobs == 3
     assert parse(["reproduce", "pie-vs-red", "--jobs", "64"]).jobs == 64
-    assert parse(["run", "pie-vs-red"]).jobs is None  # the site's default (netrepro.runner.plan.checked_jobs)
+    assert parse(["run", "pie-vs-red"]).jobs is None  # the site's default (netrepro.runner.instances.checked_jobs)
     assert cli._schedule_args(parse(["run", "pie-vs-red", "--jobs", "2"]))["jobs"] == 2
     for bad in ("0", "65", "x", "2.5", ""):
         with pytest.raises(argparse.ArgumentTypeError, match=r"JOBS: .*expected a whole number of trials to run at "

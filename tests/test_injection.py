@@ -19,7 +19,7 @@ pie-lab's parsed YAML) is either
     ``--`` (roles/kernel_capability/files/probe.sh);
   * in every extra var handed to Ansible (:func:`netrepro.experiment.rolevars.model_vars`, and each
     trial's :func:`netrepro.runner.trialvars.trial_vars`, which holds
-    :func:`netrepro.model.trial_plan`), every string holding it, key or value, arrives as the
+    :func:`netrepro.model.trial_timeline`), every string holding it, key or value, arrives as the
     same string and untrusted when Ansible reads the file :func:`netrepro.runner.ansible.run_playbook`
     passes (never templated), and
     the roles quote each word for the node's shell (tests/test_ansible.py runs them for real).
@@ -156,7 +156,7 @@ def generated_problems(data: dict, path: Path, value: str) -> list[str]:
         for port, stack in t["qdiscs"].items():
             for argv in tc.stack_commands(stack):
                 out += argv_problems(argv, value, f"trial {t['id']} tc on {port}")
-        plan = model.trial_plan(m, t)
+        plan = model.trial_timeline(m, t)
         for node, items in plan["iperf3"].items():
             for x in items:
                 out += argv_problems(rolevars.iperf3_argv(x["item"], x["address"]), value, f"iperf3 from {node}")

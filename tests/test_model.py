@@ -146,7 +146,7 @@ def test_pie_vs_red_as_a_model():
 
 def test_trial_plan_says_what_each_node_does(lab):
     m = model.build(lab, "lab19-like.yml")
-    p = model.trial_plan(m, m.trial("pie"), 0.5)
+    p = model.trial_timeline(m, m.trial("pie"), 0.5)
     assert p["ping"] == {"h2": {"target": "10.0.0.3", "interval_s": 1, "id": "rtt"}}
     assert p["iperf3_servers"] == {"h3": [5201]} and p["duration_s"] == 45
     assert p["iperf3"]["h1"][0]["address"] == "10.0.0.3" and p["iperf3"]["h1"][0]["start_s"] == 0
@@ -161,7 +161,7 @@ def test_trial_plan_of_pie_vs_red_is_the_same_from_either_file():
     addresses, offsets and lengths); the committed file's plan of every trial is the same plan."""
     from netrepro.experiment.spec import load_spec
     spec = _converted(PIE_VS_RED_V1)
-    p = model.trial_plan(spec.model, spec.model.trial("red-limited"), 0.1)
+    p = model.trial_timeline(spec.model, spec.model.trial("red-limited"), 0.1)
     assert {n: {k: v[k] for k in ("target", "interval_s")} for n, v in p["ping"].items()} == {
         "client1": {"target": "10.10.2.1", "interval_s": 0.1}, "client2": {"target": "10.10.2.2", "interval_s": 0.1},
         "client3": {"target": "10.10.2.3", "interval_s": 0.1}}
@@ -176,10 +176,10 @@ def test_trial_plan_of_pie_vs_red_is_the_same_from_either_file():
     v2 = load_spec("pie-vs-red").model
     assert v2.data["schema_version"] == 2
     for tid in spec.trial_ids:
-        assert model.trial_plan(v2, v2.trial(tid), 0.1) == model.trial_plan(spec.model, spec.model.trial(tid), 0.1), tid
+        assert model.trial_timeline(v2, v2.trial(tid), 0.1) == model.trial_timeline(spec.model, spec.model.trial(tid), 0.1), tid
     with pytest.raises(ValueError, match="client1 has two ping items"):
         t = spec.model.trial("red-limited")
-        model.trial_plan(spec.model, {**t, "traffic": t["traffic"] + [t["traffic"][3]]})
+        model.trial_timeline(spec.model, {**t, "traffic": t["traffic"] + [t["traffic"][3]]})
 
 
 def test_every_site_that_builds_machines_builds_switches_and_named_links(tmp_path):

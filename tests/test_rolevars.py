@@ -8,7 +8,7 @@ import json
 import pytest
 
 from netrepro.core import tc
-from netrepro.model import trial_plan
+from netrepro.model import trial_timeline
 from netrepro.experiment.rolevars import model_ftp_source, model_vars
 from netrepro.experiment.spec import Spec, load_spec
 
@@ -86,7 +86,7 @@ def test_ftp_source(spec, mv):
     assert f["files"][0] == "file01" and f["files"][-1] == "file20" and len(f["files"]) == 20
     assert f["file_size_bytes"] == 4294967296
     # a later trial's rate is its own: pie-limited's items ask 25 kB/s
-    assert trial_plan(spec.model, spec.model.trial("pie-limited"))["ftp_sources"] == {
+    assert trial_timeline(spec.model, spec.model.trial("pie-limited"))["ftp_sources"] == {
         "server1": 25000, "server2": 25000, "server3": 25000}
 
 
@@ -123,11 +123,11 @@ def test_routes_are_copies_with_only_to_and_via(spec):
 
 def test_an_ftp_source_listens_where_its_clients_connect():
     """Each FTP sender's vsftpd listens on the address its receiver's flows connect to
-    (trial_plan's ``server_address``), its own, never the receiver's."""
+    (trial_timeline's ``server_address``), its own, never the receiver's."""
     m = load_spec("pie-vs-red").model
     listen = model_ftp_source(m)["listen_address"]
     assert listen == {"server1": "10.10.2.1", "server2": "10.10.2.2", "server3": "10.10.2.3"}
     for t in m.trials:
-        for client, groups in trial_plan(m, t, 1.0)["flows"].items():
+        for client, groups in trial_timeline(m, t, 1.0)["flows"].items():
             for g in groups:
                 assert g["server_address"] in listen.values()

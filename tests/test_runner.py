@@ -13,7 +13,7 @@ import pytest
 
 from netrepro.sites.inventory import write_inventory
 from netrepro.core.runfolder import cpu_busy
-from netrepro.runner import checks, console, fetch, plan, playbooks, rundir, ssh, steps, trialvars
+from netrepro.runner import checks, console, fetch, instances, playbooks, rundir, ssh, steps, trialvars
 from netrepro.sites.base import process_group_alive
 from netrepro.experiment.spec import Spec, SpecError, load_spec
 
@@ -499,10 +499,10 @@ def test_up_and_down_leave_an_inventory_netrepro_did_not_write(spec, tmp_path, m
 
 # --- how many trials at once (--jobs) ---------------------------------------------------------------
 def test_jobs_default_to_one_per_core_on_a_simulating_site_and_to_one_elsewhere():
-    assert plan.checked_jobs("ns3", None) == min(os.cpu_count() or 1, plan.JOBS_MAX)
-    assert plan.checked_jobs("ns3", 3) == 3 and plan.checked_jobs("ns3", plan.JOBS_MAX) == plan.JOBS_MAX
+    assert instances.checked_jobs("ns3", None) == min(os.cpu_count() or 1, instances.JOBS_MAX)
+    assert instances.checked_jobs("ns3", 3) == 3 and instances.checked_jobs("ns3", instances.JOBS_MAX) == instances.JOBS_MAX
     for site in ("local", "static", "fabric", "instageni"):
-        assert plan.checked_jobs(site, None) == 1 and plan.checked_jobs(site, 1) == 1
+        assert instances.checked_jobs(site, None) == 1 and instances.checked_jobs(site, 1) == 1
 
 
 @pytest.mark.parametrize("site, jobs, problem", [
@@ -515,7 +515,7 @@ def test_jobs_default_to_one_per_core_on_a_simulating_site_and_to_one_elsewhere(
 ])
 def test_jobs_out_of_range_or_above_one_on_machines_are_refused(site, jobs, problem):
     with pytest.raises(SpecError) as exc:
-        plan.checked_jobs(site, jobs)
+        instances.checked_jobs(site, jobs)
     assert str(exc.value).startswith(f"command line: --jobs: {problem}")
 
 

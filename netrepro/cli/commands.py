@@ -27,7 +27,7 @@ from netrepro.model import rate_scale_option, time_scale_note
 from netrepro.runner import playbooks, rundir, steps
 from netrepro.runner.barrier import lead_from_env
 from netrepro.runner.console import StepIncomplete
-from netrepro.runner.plan import JOBS_MAX, checked_jobs, dry_run
+from netrepro.runner.instances import JOBS_MAX, checked_jobs, dry_run
 from netrepro.runner.resume import load_resume
 from netrepro.runner.run import run
 from netrepro.runner.trialvars import rate_scale_request
@@ -217,7 +217,7 @@ def _seed(value: str) -> int:
 
 def _jobs(value: str) -> int:
     """--jobs (make's JOBS): how many trial instances run at once, a whole number from 1 to
-    netrepro.runner.plan.JOBS_MAX (more than 1 only on a simulating site: checked_jobs)."""
+    netrepro.runner.instances.JOBS_MAX (more than 1 only on a simulating site: checked_jobs)."""
     try:
         n = int(str(value).strip())
     except ValueError:
@@ -230,7 +230,7 @@ def _jobs(value: str) -> int:
 
 def _schedule_args(args) -> dict:
     """The repetition options of run/reproduce for netrepro.runner.run.run and
-    netrepro.runner.plan.dry_run, and ``jobs`` (--jobs; None: the site's default). A resumed
+    netrepro.runner.instances.dry_run, and ``jobs`` (--jobs; None: the site's default). A resumed
     run keeps its own repetitions: REPEAT from the environment alone does not count."""
     repeat = args.repeat if not args.resume or getattr(args, "repeat_given", False) else None
     sweep = args.sweep if isinstance(args.sweep, bool) else _sweep_env(args.sweep)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from netrepro.core import tc
-from netrepro.model import congestion_controls, layer_probes, trial_plan
+from netrepro.model import congestion_controls, layer_probes, trial_timeline
 from netrepro.experiment.spec import Spec
 
 
@@ -77,7 +77,7 @@ def model_vars(spec: Spec) -> dict[str, Any]:
         for cc in ccs:
             probes[node][f"tcp_{cc}"] = ["tcp_congestion", cc]
     ftp = model_ftp_source(m)
-    first = trial_plan(m, m.trials[0])
+    first = trial_timeline(m, m.trials[0])
     return {
         "experiment": spec.name,
         "nodes": list(m.nodes),
@@ -103,7 +103,7 @@ def model_ftp_source(m) -> dict[str, Any] | None:
     for t in m.trials:
         for it in t["traffic"]:
             if it["kind"] == "ftp":
-                # the address its receiver's curl connects to (trial_plan's server_address)
+                # the address its receiver's curl connects to (trial_timeline's server_address)
                 senders.setdefault(it["from"], m.address_toward(it["to"], it["from"]))
                 flows = max(flows, it["flows"])
     if not senders:

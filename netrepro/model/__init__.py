@@ -29,7 +29,7 @@ from netrepro.model.checks import (ETHERNET_HEADER_BYTES, FIGURE_COLUMNS)
 from netrepro.model.traffic import (
     stack_buffer, ping_buffers, simultaneous_starts, STARTED_KINDS, PACING_HEADROOM, pacing_rates,
     pacing_limited, traffic_conflict, item_length_s, CONGESTION_SYSCTL, congestion_controls, stack_vars,
-    trial_plan)
+    trial_timeline)
 from netrepro.model.health import (
     HealthCheck, HEALTH_CHECKS, health_check, HEALTH_NEEDS, HEALTH_DATA, health_data, measured_checks, data_kinds)
 from netrepro.model.scales import (
@@ -45,7 +45,7 @@ __all__ = [
     "rate_scaled", "rate_scaled_reads", "quantity_label", "statistics", "metrics", "ETHERNET_HEADER_BYTES",
     "FIGURE_COLUMNS", "stack_buffer", "ping_buffers", "simultaneous_starts", "STARTED_KINDS",
     "PACING_HEADROOM", "pacing_rates", "pacing_limited", "traffic_conflict", "item_length_s",
-    "CONGESTION_SYSCTL", "congestion_controls", "stack_vars", "trial_plan", "HealthCheck", "HEALTH_CHECKS",
+    "CONGESTION_SYSCTL", "congestion_controls", "stack_vars", "trial_timeline", "HealthCheck", "HEALTH_CHECKS",
     "health_check", "HEALTH_NEEDS", "HEALTH_DATA", "health_data", "measured_checks", "data_kinds",
     "claim_time_scale_min", "time_scale_note", "BUFFER_SYSCTLS", "RATE_SCALE_CAPACITY_SHARE", "RATE_SCALE_FLOOR",
     "highest_rate_mbit", "rate_scale_option", "choose_rate_scale", "scale_rates",

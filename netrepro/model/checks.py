@@ -28,7 +28,7 @@ def check_phases(m: Model, path) -> None:
 
 def check_collectors(m: Model, path) -> None:
     """At most one ``qdisc_stats`` collector per node: a node's collector writes one
-    qdisc.jsonl and the trial plan keys it by node (:func:`trial_plan`), so a second one
+    qdisc.jsonl and the trial's timeline keys it by node (:func:`trial_timeline`), so a second one
     would silently replace the first."""
     seen: dict[str, int] = {}
     for i, c in enumerate(m.data["collectors"]):

@@ -1,6 +1,6 @@
 """What a trial's traffic implies: buffers on a ping's path, simultaneous starts, pacing
 rates, traffic that conflicts, an item's length, congestion controls, and a trial's timeline
-(:func:`trial_plan`).
+(:func:`trial_timeline`).
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def stack_vars(model, trial: dict) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def trial_plan(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
+def trial_timeline(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
     """What each node does in one trial, as playbooks/trial.yml's ``trial`` var needs it.
 
     Returns ``{"ping": {node: {"target", "interval_s"}}, "qdisc_stats": {node: {"interface",

@@ -22,7 +22,7 @@ from netrepro.runner.progress import RunProgress
 from netrepro.runner.barrier import BARRIER_LEAD_MIN_S, lead_from_env
 from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, site_arg, spec_arg, log, signal_of
 from netrepro.runner.fetch import nodes_meta, sha256_tree
-from netrepro.runner.plan import checked_trial_ids, instance_estimate_s, planned_trials, trials_by_id, checked_jobs
+from netrepro.runner.instances import checked_trial_ids, instance_estimate_s, trial_instances, trials_by_id, checked_jobs
 from netrepro.runner.resume import load_resume, resume_record
 from netrepro.runner.rundir import (INCOMPLETE, RESERVE_BYTES, git_commit, lock_run, reserve_space, spec_as_recorded,
                                     write_json, new_run_dir, point_latest, shutil_rm)
@@ -100,7 +100,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     if prior is None:
         repeat = repeat or 1
         points = sweeps.points(spec) if sweep else None
-        instances, seed = planned_trials(spec, trial_ids, repeat, shuffle, seed, points)
+        instances, seed = trial_instances(spec, trial_ids, repeat, shuffle, seed, points)
     else:
         points = sweeps.from_record(spec, prior["sweep"]) if isinstance(prior.get("sweep"), dict) else None
     if prior is None and time_scale is None:

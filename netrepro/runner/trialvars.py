@@ -8,7 +8,7 @@ import math
 import os
 from pathlib import Path
 
-from netrepro.model import choose_rate_scale, rate_scale_option, trial_plan
+from netrepro.model import choose_rate_scale, rate_scale_option, trial_timeline
 from netrepro.experiment.rolevars import iperf3_argv, model_ftp_source
 from netrepro.runner.console import log
 from netrepro.sites import Site
@@ -16,25 +16,25 @@ from netrepro.experiment.spec import Spec, check_time_scale
 
 
 def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead_s: float) -> dict:
-    """Extra var ``trial`` for playbooks/trial.yml (see its header for the shape): the plan of
-    one of the model's trials (:func:`netrepro.model.trial_plan`) at ``time_scale``, with each
+    """Extra var ``trial`` for playbooks/trial.yml (see its header for the shape): the timeline of
+    one of the model's trials (:func:`netrepro.model.trial_timeline`) at ``time_scale``, with each
     iperf3 client's arguments (:func:`netrepro.experiment.rolevars.iperf3_argv`), the base RTT's length
     (0 without ``base_rtt``), the FTP files (:func:`netrepro.experiment.rolevars.model_ftp_source`),
     ``id``, ``labels``, ``lead_s`` and ``fetch_dir``.
 
     Raises ValueError (``TIME_SCALE: ...``, one line) for a scale outside
     :func:`netrepro.experiment.spec.check_time_scale`'s range (a resumed run's scale comes from its
-    run.json), or a trial whose traffic cannot run (:func:`netrepro.model.trial_plan`).
+    run.json), or a trial whose traffic cannot run (:func:`netrepro.model.trial_timeline`).
     """
     check_time_scale(time_scale)
-    plan = trial_plan(spec.model, trial, time_scale)
-    plan["iperf3"] = {n: [{"id": x["id"], "start_s": x["start_s"], "argv": iperf3_argv(x["item"], x["address"], time_scale)}
-                          for x in items] for n, items in plan["iperf3"].items()}
+    timeline = trial_timeline(spec.model, trial, time_scale)
+    timeline["iperf3"] = {n: [{"id": x["id"], "start_s": x["start_s"], "argv": iperf3_argv(x["item"], x["address"], time_scale)}
+                          for x in items] for n, items in timeline["iperf3"].items()}
     base = spec.model.base_rtt
     ftp = model_ftp_source(spec.model) or {}
     return {"id": trial["id"], "labels": trial["labels"], "lead_s": lead_s,
             "base_rtt_s": round(base.duration_s * time_scale, 3) if base else 0.0, "files": ftp.get("files", []),
-            "fetch_dir": str(fetch_dir), **plan}
+            "fetch_dir": str(fetch_dir), **timeline}
 
 
 def rate_scale_request(option: str | float | None = None) -> tuple[str | float | None, str]:

@@ -1,5 +1,5 @@
-"""The plan of a run before it starts: its trial instances in order (repetitions and sweep
-points, :func:`planned_trials`), the expected wall time of each, and the dry run that prints them
+"""A run's trial instances before it starts: in order (repetitions and sweep
+points, :func:`trial_instances`), the expected wall time of each, and the dry run that prints them
 and touches nothing (:func:`dry_run`)."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def trials_by_id(spec: Spec) -> dict[str, dict]:
     return {t["id"]: t for t in spec.model.trials}
 
 
-def planned_trials(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffle: bool, seed: int | None,
+def trial_instances(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffle: bool, seed: int | None,
              points: list | None = None):
     """(instances, seed) of a new run: :func:`netrepro.runner.schedule.plan` of the spec's trials (or
     ``trial_ids``), at every sweep point of ``points`` (:func:`netrepro.experiment.sweep.points`) when
@@ -132,7 +132,7 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
     else:
         time_scale = 1.0 if time_scale is None else time_scale
         points = sweeps.points(spec) if sweep else None
-        todo, seed = planned_trials(spec, trial_ids, repeat, shuffle, seed, points)
+        todo, seed = trial_instances(spec, trial_ids, repeat, shuffle, seed, points)
         records = latest_records(spec, site_name)
     cls = site_class(site_name)
     each = instance_estimate_s(spec, time_scale, records, cls)
