@@ -193,6 +193,71 @@ def _shade_phases(ax, phases: tuple[Phase, ...], time_scale: float) -> None:
                 fontsize=8, color="0.3")
 
 
+def _figure_samples(model, tidy: pd.DataFrame, fig: dict) -> pd.DataFrame:
+    """The samples a figure draws: its metric's rows of its subjects and trials (an item's sum
+    where there is one, else a subject per stream), ordered by the trials' order in the file;
+    empty when there are none."""
+    d = tidy[tidy["metric"] == fig["metric"]]
+    if fig.get("subjects"):
+        d = d[d["subject"].isin(fig["subjects"])]
+    if (d["stream"] == -1).any():  # an item's sum where there is one
+        d = d[d["stream"] == -1]
+    else:  # per stream (cwnd, TCP RTT): a line for each
+        d = d.assign(subject=d["subject"] + " stream " + d["stream"].astype(str))
+    order = {t["id"]: i for i, t in enumerate(model.trials)}
+    d = d[d["trial"].isin(fig.get("trials") or list(order))]
+    if d.empty:
+        return d
+    return d.iloc[np.argsort(d["trial"].map(order).to_numpy(), kind="stable")]
+
+
+def _draw_series(ax, dp: pd.DataFrame, hues: list, palette: dict, roll: dict | None, time_scale: float,
+                 style_col: str, styles: dict, styled: bool) -> None:
+    """Draw a panel's samples ``dp``: with ``roll``, per colour its samples as light points
+    under their rolling statistic; else each series (a trial's subject) as a line."""
+    if roll:
+        w = roll["window_s"] * time_scale
+        for h in hues:
+            s = dp[dp["_hue"] == h]
+            if s.empty:
+                continue
+            ax.scatter(s["t_s"], s["value"], s=3, alpha=0.2, color=palette[h], lw=0, rasterized=True)
+            r = rolling(s, w, roll["statistic"])
+            ax.plot(r["t_s"], r["value"], color=palette[h], lw=1.6, label=f"{h} ({roll['statistic']} per {w:g} s)")
+    else:
+        for (_, _), s in dp.groupby(["trial", "subject"], sort=False):
+            h, st = s["_hue"].iloc[0], s[style_col].iloc[0]
+            s = s.sort_values("t_s", kind="stable")
+            ax.plot(s["t_s"], s["value"], color=palette[h], ls=styles[st] if styled else "-", lw=0.8,
+                    label=f"{h}, {st}" if styled else h)
+
+
+def _draw_references(ax, dp: pd.DataFrame, refs: list[dict], spans: dict, durations: dict, palette: dict,
+                     hue: str) -> None:
+    """Draw each published number (``refs``: :func:`reference_segments`) over its phase
+    (``spans``, or its trial's whole ``durations``) in its trial's panel and colour."""
+    for r in refs:
+        here = dp[dp["trial"] == r["trial"]]
+        if here.empty or (r["phase"] != "all" and r["phase"] not in spans):
+            continue
+        lo, hi = spans[r["phase"]] if r["phase"] != "all" else (0.0, durations.get(r["trial"], here["t_s"].max()))
+        colour = palette.get(here["_hue"].iloc[0], "0.2") if hue != "subject" else "0.2"
+        ax.hlines(r["value"], lo, hi, colors=[colour], linestyles=[r["style"]], linewidth=2.2, alpha=0.9,
+                  label=r["label"])
+
+
+def _legend(f: Figure, axes) -> None:
+    """One legend below the panels naming each label of their artists once."""
+    handles: dict[str, object] = {}
+    for ax in axes:
+        for hd, lb in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lb, hd)
+    if handles:
+        widest = max(len(lb) for lb in handles)  # about LEGEND_CHARS characters fit across the figure
+        f.legend(list(handles.values()), list(handles), loc="outside lower center",
+                 ncol=max(1, min(4, len(handles), LEGEND_CHARS // (widest + 6))), fontsize=7, frameon=False)
+
+
 def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0, caption: str | None = None) -> Figure | None:
     """The matplotlib Figure of one of the file's ``figures`` (see the module docstring), or
     None when no chosen trial has samples of its metric. ``model``: the run's
@@ -204,18 +269,9 @@ def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0, captio
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    d = tidy[tidy["metric"] == fig["metric"]]
-    if fig.get("subjects"):
-        d = d[d["subject"].isin(fig["subjects"])]
-    if (d["stream"] == -1).any():  # an item's sum where there is one
-        d = d[d["stream"] == -1]
-    else:  # per stream (cwnd, TCP RTT): a line for each
-        d = d.assign(subject=d["subject"] + " stream " + d["stream"].astype(str))
-    order = {t["id"]: i for i, t in enumerate(model.trials)}
-    d = d[d["trial"].isin(fig.get("trials") or list(order))]
+    d = _figure_samples(model, tidy, fig)
     if d.empty:
         return None
-    d = d.iloc[np.argsort(d["trial"].map(order).to_numpy(), kind="stable")]
     facet, hue, roll = fig.get("facet", "trial"), fig.get("hue", "subject"), fig.get("rolling")
     d = d.assign(_facet=_column(d, model, facet), _hue=_column(d, model, hue))
     panels = list(dict.fromkeys(d["_facet"]))
@@ -238,45 +294,17 @@ def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0, captio
     for ax, p in zip(axes, panels):
         _shade_phases(ax, phases, time_scale)
         dp = d[d["_facet"] == p]
-        if roll:
-            w = roll["window_s"] * time_scale
-            for h in hues:
-                s = dp[dp["_hue"] == h]
-                if s.empty:
-                    continue
-                ax.scatter(s["t_s"], s["value"], s=3, alpha=0.2, color=palette[h], lw=0, rasterized=True)
-                r = rolling(s, w, roll["statistic"])
-                ax.plot(r["t_s"], r["value"], color=palette[h], lw=1.6, label=f"{h} ({roll['statistic']} per {w:g} s)")
-        else:
-            for (_, _), s in dp.groupby(["trial", "subject"], sort=False):
-                h, st = s["_hue"].iloc[0], s[style_col].iloc[0]
-                s = s.sort_values("t_s", kind="stable")
-                ax.plot(s["t_s"], s["value"], color=palette[h], ls=styles[st] if styled else "-", lw=0.8,
-                        label=f"{h}, {st}" if styled else h)
+        _draw_series(ax, dp, hues, palette, roll, time_scale, style_col, styles, styled)
         for line in fig.get("lines", []):
             ax.axhline(line["y"], color="0.3", linestyle="--", linewidth=0.8, label=line["label"])
-        for r in refs:  # a published number, over its phase, in its trial's panel and colour
-            here = dp[dp["trial"] == r["trial"]]
-            if here.empty or (r["phase"] != "all" and r["phase"] not in spans):
-                continue
-            lo, hi = spans[r["phase"]] if r["phase"] != "all" else (0.0, durations.get(r["trial"], here["t_s"].max()))
-            colour = palette.get(here["_hue"].iloc[0], "0.2") if hue != "subject" else "0.2"
-            ax.hlines(r["value"], lo, hi, colors=[colour], linestyles=[r["style"]], linewidth=2.2, alpha=0.9,
-                      label=r["label"])
+        _draw_references(ax, dp, refs, spans, durations, palette, hue)
         ax.set_title(f"{ylabel}, {p if facet == 'trial' else f'{facet}: {p}'}", fontsize=9)
         ax.set_ylabel(ylabel)
     if phases:  # room at the top for the phases' labels (the panels share the y axis: once)
         lo, hi = axes[0].get_ylim()
         axes[0].set_ylim(lo, hi + 0.10 * (hi - lo))
     axes[-1].set_xlabel(TIME_AXIS + (f", TIME_SCALE {time_scale:g}" if time_scale != 1 else ""))
-    handles: dict[str, object] = {}
-    for ax in axes:
-        for hd, lb in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(lb, hd)
-    if handles:
-        widest = max(len(lb) for lb in handles)  # about LEGEND_CHARS characters fit across the figure
-        f.legend(list(handles.values()), list(handles), loc="outside lower center",
-                 ncol=max(1, min(4, len(handles), LEGEND_CHARS // (widest + 6))), fontsize=7, frameon=False)
+    _legend(f, axes)
     title = fig.get("title", f"{ylabel} ({model.name})")
     f.suptitle(title + (f"\n{caption}" if caption else ""), fontsize=10)
     return f

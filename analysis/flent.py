@@ -70,6 +70,81 @@ def _grid(samples: pd.DataFrame, n: int, step: float) -> list:
     return out
 
 
+def _rows(tidy: pd.DataFrame, s, metric: str, stream=None) -> pd.DataFrame:
+    """The tidy rows of subject ``s`` and ``metric`` (of ``stream`` when given and the table
+    has streams), sorted by time."""
+    r = tidy[(tidy["subject"] == s) & (tidy["metric"] == metric)]
+    if stream is not None and "stream" in r.columns:
+        r = r[r["stream"].astype(str) == str(stream)]
+    return r.sort_values("t_s")
+
+
+def _throughput_series(tidy: pd.DataFrame, keys: list, start_epoch_s: float, n: int, step_s: float,
+                       results: dict, raw: dict, meta: dict) -> None:
+    """Fill ``results``, ``raw`` and ``meta`` with a ``TCP upload::<i>`` series per throughput
+    stream (``keys``: (subject, stream) in turn), its raw samples carrying the stream's
+    nearest TCP RTT within 1 s as ``tcp_rtt``."""
+    for i, (s, stream) in enumerate(keys, 1):
+        name = f"TCP upload::{i}"
+        r = _rows(tidy, s, "throughput_mbit", stream)
+        results[name] = _grid(r, n, step_s)
+        rtt = _rows(tidy, s, "rtt_ms", stream)  # the stream's own TCP RTT (iperf3), if it has one
+        rtt_t = rtt["t_s"].to_numpy(dtype=float)
+        entries = []
+        for t, v in zip(r["t_s"].to_numpy(dtype=float), r["value"].to_numpy(dtype=float)):
+            e = {"t": round(start_epoch_s + t, 6), "val": float(v)}
+            if len(rtt_t):
+                j = int(np.argmin(np.abs(rtt_t - t)))
+                if abs(rtt_t[j] - t) <= 1.0:
+                    e["tcp_rtt"] = float(rtt["value"].iloc[j])
+            entries.append(e)
+        raw[name] = entries
+        meta[name] = {"UNITS": "Mbits/s", "RUNNER": "NetreproRunner", "IDX": i - 1,
+                      "NETREPRO_SOURCE": f"{s}" + (f" stream {stream}" if stream is not None else "")}
+
+
+def _ping_series(tidy: pd.DataFrame, pinged: list, start_epoch_s: float, n: int, step_s: float,
+                 results: dict, raw: dict, meta: dict) -> None:
+    """Fill ``results``, ``raw`` and ``meta`` with the RTT series of each pinging subject
+    (``pinged``): ``Ping (ms) ICMP`` for the first, ``Ping (ms) ICMP <subject> (extra)`` for the others."""
+    for k, s in enumerate(pinged):
+        name = "Ping (ms) ICMP" if k == 0 else f"Ping (ms) ICMP {s} (extra)"
+        r = _rows(tidy, s, "rtt_ms")
+        results[name] = _grid(r, n, step_s)
+        raw[name] = [{"t": round(start_epoch_s + t, 6), "val": float(v), "seq": j}
+                     for j, (t, v) in enumerate(zip(r["t_s"].to_numpy(dtype=float), r["value"].to_numpy(dtype=float)))]
+        meta[name] = {"UNITS": "ms", "RUNNER": "PingRunner", "NETREPRO_SOURCE": s}
+
+
+def _qdisc_series(tidy: pd.DataFrame, q, start_epoch_s: float, n: int, step_s: float,
+                  results: dict, raw: dict, meta: dict) -> str:
+    """Fill ``results``, ``raw`` and ``meta`` with the ``qdisc_stats_<host>`` series of the
+    queue-sampled subject ``q``: backlog (bytes, packets) and drops per interval; returns the
+    host name (``q`` with ``:`` as ``_``)."""
+    host = str(q).replace(":", "_")
+    frame = None
+    for metric, key in (("backlog_bytes", "backlog_bytes"), ("backlog_packets", "backlog_pkts"),
+                        ("drops", "dropped")):
+        r = _rows(tidy, q, metric)[["t_s", "value"]].rename(columns={"value": key})
+        if r.empty:
+            continue
+        r = r.groupby("t_s", as_index=False).mean()
+        frame = r if frame is None else frame.merge(r, on="t_s", how="outer")
+    frame = frame.sort_values("t_s").reset_index(drop=True)
+    if "dropped" in frame.columns:  # cumulative in the samples; per interval in Flent's
+        frame["dropped"] = frame["dropped"].ffill().diff().fillna(0).clip(lower=0)
+    name = f"qdisc_stats_{host}"
+    raw[name] = [{"t": round(start_epoch_s + float(r["t_s"]), 6),
+                  **{k: float(r[k]) for k in frame.columns if k != "t_s" and pd.notna(r[k])}}
+                 for _, r in frame.iterrows()]
+    meta[name] = {"UNITS": "misc", "RUNNER": "TcRunner"}
+    units = {"backlog_bytes": "B", "backlog_pkts": "packets", "dropped": "packets"}
+    for key in [c for c in frame.columns if c != "t_s"]:
+        results[f"{name}::{key}"] = _grid(frame[["t_s", key]].rename(columns={key: "value"}), n, step_s)
+        meta[f"{name}::{key}"] = {"UNITS": units[key], "RUNNER": "NullRunner"}
+    return host
+
+
 def trial_flent(tidy: pd.DataFrame, trial: str, start_epoch_s: float, duration_s: float, title: str,
                 step_s: float = STEP_S) -> dict:
     """The Flent result set (a JSON-ready dict) of one trial's tidy rows (``tidy``: that
@@ -84,69 +159,21 @@ def trial_flent(tidy: pd.DataFrame, trial: str, start_epoch_s: float, duration_s
     raw: dict[str, list] = {}
     meta: dict[str, dict] = {}
 
-    def rows(s, metric, stream=None):
-        r = tidy[(tidy[subj] == s) & (tidy["metric"] == metric)]
-        if stream is not None and "stream" in r.columns:
-            r = r[r["stream"].astype(str) == str(stream)]
-        return r.sort_values("t_s")
-
     thr = tidy[tidy["metric"] == "throughput_mbit"]
     keys = (list(dict.fromkeys(zip(thr[subj], thr["stream"]))) if "stream" in thr.columns
             else [(s, None) for s in dict.fromkeys(thr[subj])])
     flow_subjects = {s for s, _ in keys}
-    for i, (s, stream) in enumerate(keys, 1):
-        name = f"TCP upload::{i}"
-        r = rows(s, "throughput_mbit", stream)
-        results[name] = _grid(r, n, step_s)
-        rtt = rows(s, "rtt_ms", stream)  # the stream's own TCP RTT (iperf3), if it has one
-        rtt_t = rtt["t_s"].to_numpy(dtype=float)
-        entries = []
-        for t, v in zip(r["t_s"].to_numpy(dtype=float), r["value"].to_numpy(dtype=float)):
-            e = {"t": round(start_epoch_s + t, 6), "val": float(v)}
-            if len(rtt_t):
-                j = int(np.argmin(np.abs(rtt_t - t)))
-                if abs(rtt_t[j] - t) <= 1.0:
-                    e["tcp_rtt"] = float(rtt["value"].iloc[j])
-            entries.append(e)
-        raw[name] = entries
-        meta[name] = {"UNITS": "Mbits/s", "RUNNER": "NetreproRunner", "IDX": i - 1,
-                      "NETREPRO_SOURCE": f"{s}" + (f" stream {stream}" if stream is not None else "")}
+    _throughput_series(tidy, keys, start_epoch_s, n, step_s, results, raw, meta)
     pinged = [s for s in dict.fromkeys(tidy[tidy["metric"] == "rtt_ms"][subj]) if s not in flow_subjects]
-    for k, s in enumerate(pinged):
-        name = "Ping (ms) ICMP" if k == 0 else f"Ping (ms) ICMP {s} (extra)"
-        r = rows(s, "rtt_ms")
-        results[name] = _grid(r, n, step_s)
-        raw[name] = [{"t": round(start_epoch_s + t, 6), "val": float(v), "seq": j}
-                     for j, (t, v) in enumerate(zip(r["t_s"].to_numpy(dtype=float), r["value"].to_numpy(dtype=float)))]
-        meta[name] = {"UNITS": "ms", "RUNNER": "PingRunner", "NETREPRO_SOURCE": s}
+    _ping_series(tidy, pinged, start_epoch_s, n, step_s, results, raw, meta)
     params = {"upload_streams": str(max(1, len(keys)))}
     if len(pinged) > 1:
         params["ping_hosts"] = ",".join(pinged[1:])
     queued = list(dict.fromkeys(tidy[tidy["metric"] == "backlog_bytes"][subj]))
     if queued:
         q = queued[0]
-        host = str(q).replace(":", "_")
+        host = _qdisc_series(tidy, q, start_epoch_s, n, step_s, results, raw, meta)
         params.update(qdisc_stats_hosts=host, qdisc_stats_interfaces=str(q))
-        frame = None
-        for metric, key in (("backlog_bytes", "backlog_bytes"), ("backlog_packets", "backlog_pkts"),
-                            ("drops", "dropped")):
-            r = rows(q, metric)[["t_s", "value"]].rename(columns={"value": key})
-            if r.empty:
-                continue
-            r = r.groupby("t_s", as_index=False).mean()
-            frame = r if frame is None else frame.merge(r, on="t_s", how="outer")
-        frame = frame.sort_values("t_s").reset_index(drop=True)
-        if "dropped" in frame.columns:  # cumulative in the samples; per interval in Flent's
-            frame["dropped"] = frame["dropped"].ffill().diff().fillna(0).clip(lower=0)
-        name = f"qdisc_stats_{host}"
-        raw[name] = [{"t": round(start_epoch_s + float(r["t_s"]), 6),
-                      **{k: float(r[k]) for k in frame.columns if k != "t_s" and pd.notna(r[k])}}
-                     for _, r in frame.iterrows()]
-        meta[name] = {"UNITS": "misc", "RUNNER": "TcRunner"}
-        units = {"backlog_bytes": "B", "backlog_pkts": "packets", "dropped": "packets"}
-        for key in [c for c in frame.columns if c != "t_s"]:
-            results[f"{name}::{key}"] = _grid(frame[["t_s", key]].rename(columns={key: "value"}), n, step_s)
-            meta[f"{name}::{key}"] = {"UNITS": units[key], "RUNNER": "NullRunner"}
     host = str(keys[0][0]) if keys else (str(pinged[0]) if pinged else "netrepro")
     metadata = {
         "NAME": "tcp_nup", "TITLE": f"{title} {trial}",

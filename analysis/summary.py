@@ -131,101 +131,135 @@ def delivered_bps(end: dict) -> float:
     return float(sent) if sent is not None else math.nan
 
 
+def _putter(rows: list[dict], trial_id: str):
+    """A function ``put(phase, subject, statistic, value)`` that appends a row to ``rows``
+    when the value is finite (as a float), and leaves it out otherwise."""
+    def put(phase, subject, statistic, value):
+        if value is not None and math.isfinite(value):
+            rows.append({"trial": trial_id, "phase": phase, "subject": subject, "statistic": statistic,
+                         "value": float(value)})
+    return put
+
+
+def _put_delays(put, phase: str, subject: str, q: pd.Series) -> None:
+    """Queueing delay statistics of the samples ``q`` (ms): median, mean, p95 (pandas
+    quantile, linear interpolation) and how many there are."""
+    if len(q):
+        put(phase, subject, "queue_delay_median_ms", q.median())
+        put(phase, subject, "queue_delay_mean_ms", q.mean())
+        put(phase, subject, "queue_delay_p95_ms", q.quantile(0.95))
+    put(phase, subject, "queue_delay_samples", len(q))
+
+
+def _iperf3_statistics(put, phase: str, item: str, s: pd.DataFrame, end: dict) -> float:
+    """Put an iperf3 item's statistics of the window (its samples ``s``, its end summary
+    ``end``); returns its throughput (Mbit/s, NaN without samples)."""
+    total = s[(s["stream"] == -1) & (s["metric"] == "throughput_mbit")]["value"]
+    mean_mbit = (delivered_bps(end) / 1e6 if phase == "all"
+                 else (total.mean() if len(total) else math.nan))
+    put(phase, item, "throughput_mbit", mean_mbit)
+    put(phase, item, "throughput_cov", cov(total))
+    streams = s[(s["stream"] >= 0)]
+    put(phase, item, "retransmits", streams[streams["metric"] == "retransmits"]["value"].sum()
+        if len(streams) else math.nan)
+    put(phase, item, "rtt_mean_ms", streams[streams["metric"] == "rtt_ms"]["value"].mean())
+    put(phase, item, "cwnd_mean_bytes", streams[streams["metric"] == "cwnd_bytes"]["value"].mean())
+    per_stream = streams[streams["metric"] == "throughput_mbit"].groupby("stream")["value"].mean()
+    if len(per_stream) > 1:
+        put(phase, item, "stream_jain_index", jain_index(per_stream.to_numpy()))
+        put(phase, item, "stream_throughput_cov", cov(per_stream.to_numpy()))
+    return mean_mbit
+
+
+def _ping_statistics(put, phase: str, it: dict, s: pd.DataFrame, base_rtt, time_scale: float) -> None:
+    """Put a ping item's statistics of the window (its samples ``s``): RTTs, with ``base_rtt``
+    its queueing delays, and for the whole trial the share of its probes answered."""
+    r = s[s["metric"] == "rtt_ms"]["value"]
+    if len(r):
+        put(phase, it["id"], "rtt_median_ms", r.median())
+        put(phase, it["id"], "rtt_mean_ms", r.mean())
+        put(phase, it["id"], "rtt_p95_ms", r.quantile(0.95))
+        put(phase, it["id"], "rtt_min_ms", r.min())
+    if base_rtt:
+        _put_delays(put, phase, it["id"], s[s["metric"] == "queue_delay_ms"]["value"])
+    if phase == "all":
+        expected = it["duration_s"] * time_scale / it["interval_s"]
+        put(phase, it["id"], "ping_received_fraction", min(1.0, len(r) / expected) if expected else math.nan)
+
+
+def _port_statistics(put, phase: str, at: str, s: pd.DataFrame, tx: pd.DataFrame, trial: dict,
+                     window: tuple[float, float], time_scale: float) -> None:
+    """Put a sampled port's statistics of the window (its samples ``s``, the trial's
+    ``tx_bytes`` rows ``tx``, ``window`` the phase's (lo, hi) in s; phase ``all`` spans the
+    trial's schedule): backlog, sent utilization, busy classes and drops."""
+    b = s[s["metric"] == "backlog_bytes"]["value"]
+    if not len(b):
+        return
+    put(phase, at, "backlog_mean_bytes", b.mean())
+    put(phase, at, "backlog_max_bytes", b.max())
+    rate = tc.shaping_rate_mbit(trial["qdiscs"].get(at, []))
+    if rate:
+        put(phase, at, "backlog_mean_ms", b.mean() * 8 / (rate * 1e6) * 1000)
+        sent = tx[tx["subject"] == at]
+        a, z = (0.0, trial["duration_s"] * time_scale) if phase == "all" else window
+        put(phase, at, "sent_utilization", phase_utilization(sent["t_s"], sent["value"], a, z, rate))
+        put(phase, at, "backlog_max_ms", b.max() * 8 / (rate * 1e6) * 1000)
+    busy = s[(s["metric"] == "busy_classes") & (s["value"] > 0)]["value"]
+    if len(busy):
+        put(phase, at, "busy_classes_max", busy.max())
+        held = s[(s["metric"] == "class_backlog_packets") & (s["value"] > 0)].groupby("stream").size()
+        put(phase, at, "classes_in_use", int((held >= CLASS_IN_USE_SHARE * len(busy)).sum()))
+    drops = s[s["metric"] == "drops"]["value"]
+    put(phase, at, "drops", drops.max() - drops.min() if len(drops) else math.nan)
+
+
+def _trial_totals(put, rows: list[dict], phase: str, model, trial: dict, thr: dict[str, float]) -> None:
+    """Put the window's totals over its iperf3 items (``thr``: item id -> throughput, Mbit/s):
+    total throughput, each port's utilization, Jain's index, each item's share, and the sum
+    of the items' retransmits already in ``rows``."""
+    # a window in which no iperf3 item has a sample (its omitted seconds, a batch before the
+    # flows start: trial_intervals) has no total throughput, rather than a total of 0
+    if not (thr and any(math.isfinite(v) for v in thr.values())):
+        return
+    total = float(np.nansum(list(thr.values())))
+    put(phase, "all", "total_throughput_mbit", total)
+    for c in model.collectors:  # the share of the sampled port's shaping rate used
+        rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c.at, []))
+        if rate:
+            put(phase, c.at, "utilization", total / rate)
+    if len(thr) > 1:
+        put(phase, "all", "jain_index", jain_index(list(thr.values())))
+    for k, v in thr.items():
+        put(phase, k, "share", v / total if total else math.nan)
+    rtx = [r["value"] for r in rows if r["phase"] == phase and r["statistic"] == "retransmits"
+           and r["subject"] in thr]
+    put(phase, "all", "retransmits", sum(rtx) if rtx else math.nan)
+
+
 def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases: list[dict],
                      time_scale: float = 1.0, whole: bool = True) -> list[dict]:
     """The statistics of one trial (see the module docstring) for phase ``all`` (unless not
     ``whole``) and each phase (start_s/end_s, time-scaled); rows ``{trial, phase, subject,
     statistic, value}``."""
     rows: list[dict] = []
-
-    def put(phase, subject, statistic, value):
-        if value is not None and math.isfinite(value):
-            rows.append({"trial": trial["id"], "phase": phase, "subject": subject, "statistic": statistic,
-                         "value": float(value)})
-
-    def put_delays(phase, subject, q):
-        """Queueing delay statistics of the samples ``q`` (ms): median, mean, p95 (pandas
-        quantile, linear interpolation) and how many there are."""
-        if len(q):
-            put(phase, subject, "queue_delay_median_ms", q.median())
-            put(phase, subject, "queue_delay_mean_ms", q.mean())
-            put(phase, subject, "queue_delay_p95_ms", q.quantile(0.95))
-        put(phase, subject, "queue_delay_samples", len(q))
-
+    put = _putter(rows, trial["id"])
     pings = [it["id"] for it in trial["traffic"] if it["kind"] == "ping"]
     tx = tidy[tidy["metric"] == "tx_bytes"]
     windows = ([("all", -math.inf, math.inf)] if whole else []) + [(p["name"], p["start_s"], p["end_s"]) for p in phases]
     for phase, lo, hi in windows:
         d = tidy[(tidy["t_s"] > lo) & (tidy["t_s"] <= hi)] if phase != "all" else tidy
         if pings and model.base_rtt:  # pooled over the trial's ping items
-            put_delays(phase, "all", d[d["subject"].isin(pings) & (d["metric"] == "queue_delay_ms")]["value"])
+            _put_delays(put, phase, "all", d[d["subject"].isin(pings) & (d["metric"] == "queue_delay_ms")]["value"])
         thr = {}
         for it in trial["traffic"]:
             s = d[d["subject"] == it["id"]]
             if it["kind"] == "iperf3":
-                total = s[(s["stream"] == -1) & (s["metric"] == "throughput_mbit")]["value"]
-                mean_mbit = (delivered_bps(ends.get(it["id"], {})) / 1e6 if phase == "all"
-                             else (total.mean() if len(total) else math.nan))
-                thr[it["id"]] = mean_mbit
-                put(phase, it["id"], "throughput_mbit", mean_mbit)
-                put(phase, it["id"], "throughput_cov", cov(total))
-                streams = s[(s["stream"] >= 0)]
-                put(phase, it["id"], "retransmits", streams[streams["metric"] == "retransmits"]["value"].sum()
-                    if len(streams) else math.nan)
-                put(phase, it["id"], "rtt_mean_ms", streams[streams["metric"] == "rtt_ms"]["value"].mean())
-                put(phase, it["id"], "cwnd_mean_bytes", streams[streams["metric"] == "cwnd_bytes"]["value"].mean())
-                per_stream = streams[streams["metric"] == "throughput_mbit"].groupby("stream")["value"].mean()
-                if len(per_stream) > 1:
-                    put(phase, it["id"], "stream_jain_index", jain_index(per_stream.to_numpy()))
-                    put(phase, it["id"], "stream_throughput_cov", cov(per_stream.to_numpy()))
+                thr[it["id"]] = _iperf3_statistics(put, phase, it["id"], s, ends.get(it["id"], {}))
             elif it["kind"] == "ping":
-                r = s[s["metric"] == "rtt_ms"]["value"]
-                if len(r):
-                    put(phase, it["id"], "rtt_median_ms", r.median())
-                    put(phase, it["id"], "rtt_mean_ms", r.mean())
-                    put(phase, it["id"], "rtt_p95_ms", r.quantile(0.95))
-                    put(phase, it["id"], "rtt_min_ms", r.min())
-                if model.base_rtt:
-                    put_delays(phase, it["id"], s[s["metric"] == "queue_delay_ms"]["value"])
-                if phase == "all":
-                    expected = it["duration_s"] * time_scale / it["interval_s"]
-                    put(phase, it["id"], "ping_received_fraction", min(1.0, len(r) / expected) if expected else math.nan)
+                _ping_statistics(put, phase, it, s, model.base_rtt, time_scale)
         for c in model.collectors:
-            s = d[d["subject"] == c.at]
-            b = s[s["metric"] == "backlog_bytes"]["value"]
-            if len(b):
-                put(phase, c.at, "backlog_mean_bytes", b.mean())
-                put(phase, c.at, "backlog_max_bytes", b.max())
-                rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c.at, []))
-                if rate:
-                    put(phase, c.at, "backlog_mean_ms", b.mean() * 8 / (rate * 1e6) * 1000)
-                    sent = tx[tx["subject"] == c.at]
-                    a, z = (0.0, trial["duration_s"] * time_scale) if phase == "all" else (lo, hi)
-                    put(phase, c.at, "sent_utilization", phase_utilization(sent["t_s"], sent["value"], a, z, rate))
-                    put(phase, c.at, "backlog_max_ms", b.max() * 8 / (rate * 1e6) * 1000)
-                busy = s[(s["metric"] == "busy_classes") & (s["value"] > 0)]["value"]
-                if len(busy):
-                    put(phase, c.at, "busy_classes_max", busy.max())
-                    held = s[(s["metric"] == "class_backlog_packets") & (s["value"] > 0)].groupby("stream").size()
-                    put(phase, c.at, "classes_in_use", int((held >= CLASS_IN_USE_SHARE * len(busy)).sum()))
-                drops = s[s["metric"] == "drops"]["value"]
-                put(phase, c.at, "drops", drops.max() - drops.min() if len(drops) else math.nan)
-        # a window in which no iperf3 item has a sample (its omitted seconds, a batch before the
-        # flows start: trial_intervals) has no total throughput, rather than a total of 0
-        if thr and any(math.isfinite(v) for v in thr.values()):
-            total = float(np.nansum(list(thr.values())))
-            put(phase, "all", "total_throughput_mbit", total)
-            for c in model.collectors:  # the share of the sampled port's shaping rate used
-                rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c.at, []))
-                if rate:
-                    put(phase, c.at, "utilization", total / rate)
-            if len(thr) > 1:
-                put(phase, "all", "jain_index", jain_index(list(thr.values())))
-            for k, v in thr.items():
-                put(phase, k, "share", v / total if total else math.nan)
-            rtx = [r["value"] for r in rows if r["phase"] == phase and r["statistic"] == "retransmits"
-                   and r["subject"] in thr]
-            put(phase, "all", "retransmits", sum(rtx) if rtx else math.nan)
+            _port_statistics(put, phase, c.at, d[d["subject"] == c.at], tx, trial, (lo, hi), time_scale)
+        _trial_totals(put, rows, phase, model, trial, thr)
     return rows
 
 
