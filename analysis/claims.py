@@ -144,6 +144,90 @@ def _value_entry(label: str, e: Estimate, outcome: str, least: float, most: floa
     return entry
 
 
+def _judge_bound(summary: pd.DataFrame, check: dict, trial_ids: list[str], computed,
+                 estimates: dict | None) -> tuple[str | None, str, list[dict]]:
+    """(outcome, evidence, values) of a ``bound`` check (:func:`judge_claim`): every selected
+    value within its ``min`` and ``max``."""
+    vals = select(summary, check["select"], trial_ids, computed)
+    lo, hi = check_limits(check)
+    rng = f"[{lo:g}, {hi:g}]"
+    ests = _claim_estimates(summary, check["select"], trial_ids, computed, vals, estimates)
+    evidence = (f"{check['select']['statistic']} within {rng}: "
+                + ", ".join(f"{k} {e.text()}" for (k, _), e in zip(vals, ests)))
+    if not vals:
+        return None, evidence + "nothing selected", []
+    if _missing(vals):
+        return None, evidence + "; missing: " + ", ".join(_missing(vals)), []
+    outcomes = [uncertainty.compare(e, lo, hi) for e in ests]
+    return (uncertainty.combine(outcomes), evidence,
+            [_value_entry(k, e, o, lo, hi) for (k, _), e, o in zip(vals, ests, outcomes)])
+
+
+def _judge_pairs(summary: pd.DataFrame, check: dict, trial_ids: list[str], computed,
+                 estimates: dict | None) -> tuple[str | None, str, list[dict]]:
+    """(outcome, evidence, values) of a ``difference`` or ``ratio`` check (:func:`judge_claim`):
+    each value of ``higher`` against the value of ``lower`` in the same position."""
+    kind = check["kind"]
+    hi_v = select(summary, check["higher"], trial_ids, computed)
+    lo_v = select(summary, check["lower"], trial_ids, computed)
+    least, most = check_limits(check)
+    absolute = kind == "difference" and check.get("absolute", False)
+    if len(hi_v) != len(lo_v) or not hi_v:
+        return None, f"higher selects {len(hi_v)} values and lower {len(lo_v)}; expected the same number", []
+    hi_e = _claim_estimates(summary, check["higher"], trial_ids, computed, hi_v, estimates)
+    lo_e = _claim_estimates(summary, check["lower"], trial_ids, computed, lo_v, estimates)
+    parts, outcomes, values, undefined = [], [], [], []
+    for (kh, vh), (kl, vl), eh, el in zip(hi_v, lo_v, hi_e, lo_e):
+        if not (math.isfinite(vh) and math.isfinite(vl)):
+            undefined.append(f"{kh if not math.isfinite(vh) else kl} missing")
+            q = Estimate.point(math.nan)
+        elif kind == "ratio" and vl == 0:
+            undefined.append(f"{kl} is 0: the ratio is undefined")
+            q = Estimate.point(math.nan)
+        else:
+            q = (uncertainty.ratio(eh, el) if kind == "ratio" else uncertainty.difference(eh, el, absolute))
+            # the value itself exactly as the pair gives it (pair_value), the interval around it
+            q = Estimate(pair_value(check, vh, vl), q.low, q.high, q.sd, q.n, q.method)
+            outcomes.append(uncertainty.compare(q, least, most))
+            values.append(_value_entry(f"{kh} vs {kl}", q, outcomes[-1], least, most))
+        parts.append(f"{kh} {eh.text()} vs {kl} {el.text()}: {kind} {q.text()}")
+    name = f"|{kind}|" if absolute else kind
+    evidence = (f"{name} >= {_f(least)}: " if most == math.inf else
+                f"{name} <= {_f(most)}: " if least == -math.inf else
+                f"{name} within [{_f(least)}, {_f(most)}]: ") + "; ".join(parts)
+    if undefined:
+        return None, evidence + "; not evaluable: " + "; ".join(undefined), values
+    return uncertainty.combine(outcomes), evidence, values
+
+
+def _judge_rise_and_fall(summary: pd.DataFrame, check: dict, trial_ids: list[str], computed,
+                         estimates: dict | None) -> tuple[str | None, str, list[dict]]:
+    """(outcome, evidence, values) of a ``rise_and_fall`` check (:func:`judge_claim`): over
+    ``order``, non-decreasing to ``peak`` then non-increasing, the peak above both ends."""
+    sel = check["select"]
+    vals = select(summary, sel, trial_ids, computed)
+    order = sel.get(check["order"]) or []
+    v = [x for _, x in vals]
+    if len(v) != len(order) or not all(math.isfinite(x) for x in v) or check["peak"] not in order:
+        return None, ("values: " + ", ".join(f"{k} {_f(x)}" for k, x in vals)
+                      + f"; expected one finite value per step of {', '.join(order) or '(no order)'} "
+                        f"with the peak {check['peak']} among them"), []
+    e = _claim_estimates(summary, sel, trial_ids, computed, vals, estimates)
+    p = order.index(check["peak"])
+    tol = check["tolerance"]
+    # each step within tolerance: rising to the peak, falling after it (interval arithmetic)
+    steps = [uncertainty.at_least(uncertainty.difference(e[i + 1], e[i]), -tol) for i in range(p)]
+    steps += [uncertainty.at_most(uncertainty.difference(e[i + 1], e[i]), tol) for i in range(p, len(v) - 1)]
+    to_first, to_last = uncertainty.difference(e[p], e[0]), uncertainty.difference(e[p], e[-1])
+    rise = Estimate(min(to_first.value, to_last.value), min(to_first.low, to_last.low),
+                    min(to_first.high, to_last.high), math.nan, min(to_first.n, to_last.n), to_first.method)
+    outcome = uncertainty.combine(steps + [uncertainty.at_least(rise, check["min_rise"])])
+    values = [_value_entry(k, x, outcome, -math.inf, math.inf)
+              for (k, _), x in zip(vals, e)] if any(x.has_interval for x in e) else []
+    return outcome, (f"{sel['statistic']} over {', '.join(order)}: " + " ".join(x.text() for x in e)
+                     + f"; peak {check['peak']} above both ends by {rise.text()} (min {_f(check['min_rise'])})"), values
+
+
 def judge_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
                 computed: dict[str, dict[str, list[str]]] | None = None,
                 estimates: dict | None = None) -> tuple[str | None, str, list[dict]]:
@@ -156,19 +240,7 @@ def judge_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
     them every value is judged as a point and nothing is undecided."""
     kind = check["kind"]
     if kind == "bound":
-        vals = select(summary, check["select"], trial_ids, computed)
-        lo, hi = check_limits(check)
-        rng = f"[{lo:g}, {hi:g}]"
-        ests = _claim_estimates(summary, check["select"], trial_ids, computed, vals, estimates)
-        evidence = (f"{check['select']['statistic']} within {rng}: "
-                    + ", ".join(f"{k} {e.text()}" for (k, _), e in zip(vals, ests)))
-        if not vals:
-            return None, evidence + "nothing selected", []
-        if _missing(vals):
-            return None, evidence + "; missing: " + ", ".join(_missing(vals)), []
-        outcomes = [uncertainty.compare(e, lo, hi) for e in ests]
-        return (uncertainty.combine(outcomes), evidence,
-                [_value_entry(k, e, o, lo, hi) for (k, _), e, o in zip(vals, ests, outcomes)])
+        return _judge_bound(summary, check, trial_ids, computed, estimates)
     if kind == "all_of":
         results = [judge_claim(summary, sub, trial_ids, computed, estimates) for sub in check["checks"]]
         evidence = "all of: " + "; ".join(f"({i}) {ev}" for i, (_, ev, _) in enumerate(results, 1))
@@ -177,59 +249,9 @@ def judge_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
             return None, evidence, values
         return uncertainty.combine(o for o, _, _ in results), evidence, values
     if kind in ("difference", "ratio"):
-        hi_v = select(summary, check["higher"], trial_ids, computed)
-        lo_v = select(summary, check["lower"], trial_ids, computed)
-        least, most = check_limits(check)
-        absolute = kind == "difference" and check.get("absolute", False)
-        if len(hi_v) != len(lo_v) or not hi_v:
-            return None, f"higher selects {len(hi_v)} values and lower {len(lo_v)}; expected the same number", []
-        hi_e = _claim_estimates(summary, check["higher"], trial_ids, computed, hi_v, estimates)
-        lo_e = _claim_estimates(summary, check["lower"], trial_ids, computed, lo_v, estimates)
-        parts, outcomes, values, undefined = [], [], [], []
-        for (kh, vh), (kl, vl), eh, el in zip(hi_v, lo_v, hi_e, lo_e):
-            if not (math.isfinite(vh) and math.isfinite(vl)):
-                undefined.append(f"{kh if not math.isfinite(vh) else kl} missing")
-                q = Estimate.point(math.nan)
-            elif kind == "ratio" and vl == 0:
-                undefined.append(f"{kl} is 0: the ratio is undefined")
-                q = Estimate.point(math.nan)
-            else:
-                q = (uncertainty.ratio(eh, el) if kind == "ratio" else uncertainty.difference(eh, el, absolute))
-                # the value itself exactly as the pair gives it (pair_value), the interval around it
-                q = Estimate(pair_value(check, vh, vl), q.low, q.high, q.sd, q.n, q.method)
-                outcomes.append(uncertainty.compare(q, least, most))
-                values.append(_value_entry(f"{kh} vs {kl}", q, outcomes[-1], least, most))
-            parts.append(f"{kh} {eh.text()} vs {kl} {el.text()}: {kind} {q.text()}")
-        name = f"|{kind}|" if absolute else kind
-        evidence = (f"{name} >= {_f(least)}: " if most == math.inf else
-                    f"{name} <= {_f(most)}: " if least == -math.inf else
-                    f"{name} within [{_f(least)}, {_f(most)}]: ") + "; ".join(parts)
-        if undefined:
-            return None, evidence + "; not evaluable: " + "; ".join(undefined), values
-        return uncertainty.combine(outcomes), evidence, values
+        return _judge_pairs(summary, check, trial_ids, computed, estimates)
     if kind == "rise_and_fall":
-        sel = check["select"]
-        vals = select(summary, sel, trial_ids, computed)
-        order = sel.get(check["order"]) or []
-        v = [x for _, x in vals]
-        if len(v) != len(order) or not all(math.isfinite(x) for x in v) or check["peak"] not in order:
-            return None, ("values: " + ", ".join(f"{k} {_f(x)}" for k, x in vals)
-                          + f"; expected one finite value per step of {', '.join(order) or '(no order)'} "
-                            f"with the peak {check['peak']} among them"), []
-        e = _claim_estimates(summary, sel, trial_ids, computed, vals, estimates)
-        p = order.index(check["peak"])
-        tol = check["tolerance"]
-        # each step within tolerance: rising to the peak, falling after it (interval arithmetic)
-        steps = [uncertainty.at_least(uncertainty.difference(e[i + 1], e[i]), -tol) for i in range(p)]
-        steps += [uncertainty.at_most(uncertainty.difference(e[i + 1], e[i]), tol) for i in range(p, len(v) - 1)]
-        to_first, to_last = uncertainty.difference(e[p], e[0]), uncertainty.difference(e[p], e[-1])
-        rise = Estimate(min(to_first.value, to_last.value), min(to_first.low, to_last.low),
-                        min(to_first.high, to_last.high), math.nan, min(to_first.n, to_last.n), to_first.method)
-        outcome = uncertainty.combine(steps + [uncertainty.at_least(rise, check["min_rise"])])
-        values = [_value_entry(k, x, outcome, -math.inf, math.inf)
-                  for (k, _), x in zip(vals, e)] if any(x.has_interval for x in e) else []
-        return outcome, (f"{sel['statistic']} over {', '.join(order)}: " + " ".join(x.text() for x in e)
-                         + f"; peak {check['peak']} above both ends by {rise.text()} (min {_f(check['min_rise'])})"), values
+        return _judge_rise_and_fall(summary, check, trial_ids, computed, estimates)
     raise ValueError(f"unknown claim kind {kind!r}")
 
 
@@ -335,61 +357,100 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
     out = []
     incomplete = incomplete or {}
     for c in claims:
-        ch, when = c["check"], c.get("when")
-        follows = c.get("rate_scaling") == "proportional" and rate_scale != 1 and scaled is not None
-        if follows:
-            ch = at_rate_scale(ch, rate_scale, scaled)
-            when = at_rate_scale(when, rate_scale, scaled) if when else when
+        ch, when, thresholds = _at_run_rate_scale(c, rate_scale, scaled)
         sels = selections(ch)
         read = sorted({t for s in sels for t in (s.get("trials") or trial_ids)})
         gaps = [t for t in read if incomplete.get(t)]
         sick = [f for t in read for f in unhealthy.get(t, [])]
-        outcome, evidence, values = judge_claim(summary, ch, trial_ids, computed, estimates)
-        holds = None if outcome is None else outcome == "holds"
+        judged = judge_claim(summary, ch, trial_ids, computed, estimates)
+        _, evidence, values = judged
         entry = {"id": c["id"], "text": c["text"], "evidence": evidence}
         if any("low" in v for v in values):
             entry["values"] = values
         if c.get("finding"):
             entry["finding"] = {"text": c["finding"]["text"], "runs": list(c["finding"]["runs"])}
-        if follows:
-            entry["thresholds"] = "; ".join(t for t in (scaled_thresholds(x, rate_scale, scaled)
-                                                        for x in ([c["when"]] if when else []) + [c["check"]]) if t)
-        applies, why = (check_claim(summary, {"kind": "bound", **when}, trial_ids, computed) if when
-                        else (True, ""))
+        if thresholds is not None:
+            entry["thresholds"] = thresholds
+        condition = (check_claim(summary, {"kind": "bound", **when}, trial_ids, computed) if when
+                     else (True, ""))
         if "when" in c:
-            entry["condition"] = why
-        if float(c.get("time_scale_min", time_scale_min) or 0) > time_scale:
-            entry.update(status="not applicable", holds=None,
-                         reason=f"the run's time scale {time_scale:g} is shorter than "
-                                f"{float(c.get('time_scale_min', time_scale_min)):g}, the shortest at which the claim "
-                                "keeps its meaning (time_scale.min; the experiment file says why)")
-        elif c.get("rate_scale_min", 0) > rate_scale:
-            entry.update(status="not applicable", holds=None,
-                         reason=f"the run's rate scale {rate_scale:g} is below {c['rate_scale_min']:g}, where the claim "
-                                "keeps its meaning (the experiment file says why)")
+            entry["condition"] = condition[1]
+        off_scale = _off_scale_reason(c, rate_scale, time_scale, time_scale_min)
+        if off_scale:
+            entry.update(status="not applicable", holds=None, reason=off_scale)
         elif gaps:
             entry.update(status="not evaluable", holds=None, reason="data incomplete: " + "; ".join(
                 f"{t}: {', '.join(incomplete[t])}" for t in gaps))
         elif sick:
-            alone = judge_claim(summary, ch, trial_ids, computed)[0]
-            entry.update(status="inconclusive", holds=None,
-                         reason="the substrate failed health checks: " + "; ".join(failure_line(f) for f in sick)
-                         + (f"; the numbers alone: {alone}" if alone is not None else ""))
-            if alone is not None:  # the numbers alone (as points), when they can be judged at all
-                entry["numbers_hold"] = alone == "holds"
-        elif applies is None:
-            entry.update(status="not evaluable", holds=None, reason="its condition cannot be judged: " + why)
-        elif not applies:
-            entry.update(status="not applicable", holds=None, reason="its condition does not hold: " + why)
-        elif outcome is None:
-            entry.update(status="not evaluable", holds=None, reason="its data are missing or undefined: " + evidence)
-        elif outcome == "undecided":
-            alone = judge_claim(summary, ch, trial_ids, computed)[0]  # the values as points, intervals aside
-            entry.update(status="undecided", holds=None, values_alone=alone,
-                         reason=undecided_reason(values) + f"; the values alone: {alone}")
+            entry.update(_unhealthy_status(summary, ch, trial_ids, computed, sick))
         else:
-            entry.update(status="holds" if holds else "fails", holds=bool(holds))
+            entry.update(_judged_status(summary, ch, trial_ids, computed, judged, condition))
         out.append(entry)
+    return _verdict_of(out, unhealthy)
+
+
+def _at_run_rate_scale(c: dict, rate_scale: float, scaled) -> tuple[dict, dict | None, str | None]:
+    """(check, when, thresholds) of claim ``c`` as :func:`evaluate` judges it at the run's rate
+    scale: with ``rate_scaling: proportional`` (and k != 1, ``scaled`` given) its check and
+    condition at k (:func:`at_rate_scale`) and the changed thresholds in words
+    (:func:`scaled_thresholds`), else both as written and thresholds None."""
+    ch, when = c["check"], c.get("when")
+    if not (c.get("rate_scaling") == "proportional" and rate_scale != 1 and scaled is not None):
+        return ch, when, None
+    ch = at_rate_scale(ch, rate_scale, scaled)
+    when = at_rate_scale(when, rate_scale, scaled) if when else when
+    return ch, when, "; ".join(t for t in (scaled_thresholds(x, rate_scale, scaled)
+                                           for x in ([c["when"]] if when else []) + [c["check"]]) if t)
+
+
+def _off_scale_reason(c: dict, rate_scale: float, time_scale: float, time_scale_min: float) -> str:
+    """Why claim ``c`` is not applicable at the run's time or rate scale (:func:`evaluate`: its
+    ``time_scale_min`` or ``rate_scale_min`` is above the run's), "" when it keeps its meaning."""
+    if float(c.get("time_scale_min", time_scale_min) or 0) > time_scale:
+        return (f"the run's time scale {time_scale:g} is shorter than "
+                f"{float(c.get('time_scale_min', time_scale_min)):g}, the shortest at which the claim "
+                "keeps its meaning (time_scale.min; the experiment file says why)")
+    if c.get("rate_scale_min", 0) > rate_scale:
+        return (f"the run's rate scale {rate_scale:g} is below {c['rate_scale_min']:g}, where the claim "
+                "keeps its meaning (the experiment file says why)")
+    return ""
+
+
+def _unhealthy_status(summary: pd.DataFrame, ch: dict, trial_ids: list[str], computed, sick: list[dict]) -> dict:
+    """The status, reason and ``numbers_hold`` of a verdict.json entry whose claim ``ch`` reads a trial
+    that failed the health checks ``sick``: inconclusive, with what the numbers alone say."""
+    alone = judge_claim(summary, ch, trial_ids, computed)[0]
+    status = dict(status="inconclusive", holds=None,
+                  reason="the substrate failed health checks: " + "; ".join(failure_line(f) for f in sick)
+                  + (f"; the numbers alone: {alone}" if alone is not None else ""))
+    if alone is not None:  # the numbers alone (as points), when they can be judged at all
+        status["numbers_hold"] = alone == "holds"
+    return status
+
+
+def _judged_status(summary: pd.DataFrame, ch: dict, trial_ids: list[str], computed,
+                   judged: tuple[str | None, str, list[dict]], condition: tuple[bool | None, str]) -> dict:
+    """The status, ``holds`` and reason of a verdict.json entry whose claim ``ch`` reads complete,
+    healthy trials: from its condition (``condition``: :func:`check_claim`'s of its ``when``) and
+    its outcome (``judged``: :func:`judge_claim`'s)."""
+    outcome, evidence, values = judged
+    applies, why = condition
+    if applies is None:
+        return dict(status="not evaluable", holds=None, reason="its condition cannot be judged: " + why)
+    if not applies:
+        return dict(status="not applicable", holds=None, reason="its condition does not hold: " + why)
+    if outcome is None:
+        return dict(status="not evaluable", holds=None, reason="its data are missing or undefined: " + evidence)
+    if outcome == "undecided":
+        alone = judge_claim(summary, ch, trial_ids, computed)[0]  # the values as points, intervals aside
+        return dict(status="undecided", holds=None, values_alone=alone,
+                    reason=undecided_reason(values) + f"; the values alone: {alone}")
+    return dict(status="holds" if outcome == "holds" else "fails", holds=outcome == "holds")
+
+
+def _verdict_of(out: list[dict], unhealthy: dict[str, list[dict]]) -> dict:
+    """verdict.json's dict from its claims' entries ``out`` and the health failures ``unhealthy``
+    (:func:`evaluate`)."""
     failures = [f for fs in unhealthy.values() for f in fs]
     judged = [e for e in out if e["status"] != "not applicable"]
     reproduced = bool(judged) and all(e["holds"] is True for e in judged)

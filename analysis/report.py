@@ -332,10 +332,23 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
         Markdown text; no value of run.json is written as a JSON or Python literal.
     """
     m = spec.model
-    ref = m.reference
-    references = m.reference_results
     rs = data.get("rate_scale") or {"k": 1, "why": "rates as written"}
     run_id = run_dir.name if run_dir else "?"
+    lines = _title_lines(m, data, verdict, rs, run_id)
+    lines += _figure_lines(m, figures)
+    lines += _found_lines(m, summary, verdict, run_id)
+    lines += _health_lines(health, health_figures, problems, incomplete)
+    lines += _whole_trial_lines(summary)
+    lines += _provenance_lines(m, data, rs, run_id, record)
+    if run_dir is not None:
+        lines += _regenerate_lines(m, data, run_dir, out_dir, record)
+    return "\n".join(lines) + "\n"
+
+
+def _title_lines(m, data: dict, verdict: dict, rs: dict, run_id: str) -> list[str]:
+    """The report's first lines: its title, the reference the experiment reproduces, the run,
+    the verdict and each claim with its evidence."""
+    ref = m.reference
     lines = [f"# {m.title}", ""]
     if ref.get("paper"):
         lines.append(f"- Paper: {' '.join(str(ref['paper']).split())}" + (f", {ref['figure']}" if ref.get("figure") else ""))
@@ -359,19 +372,27 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
                  "repetitions by Student's t; `intervals.csv`): a claim holds when every interval is on the right side "
                  "of its bounds, fails when one is wholly on the wrong side, and is undecided when one straddles a bound."
                  if any(c.get("values") for c in verdict["claims"]) else ""), ""]
+    return lines
 
-    # --- the figures ---------------------------------------------------------------------
-    lines += [f"## {SECTIONS[0]}", ""]
+
+def _figure_lines(m, figures: list[str]) -> list[str]:
+    """The section of the experiment's figures (paths relative to the report's folder)."""
+    lines = [f"## {SECTIONS[0]}", ""]
     if figures:
         for f in figures:
             lines += [f"![{_figure_title(m, f)}]({f})", ""]
     else:
         lines += ["None drawn (the analysis ran without figures, or no trial had samples of a figure's metric).", ""]
+    return lines
 
-    # --- what each found -----------------------------------------------------------------
-    lines += [f"## {SECTIONS[1]}", "",
-              f"Each claim's status in {THIS_RUN} (`{run_id}`) and in the published results the experiment file "
-              "records (`reference_results`):", "", markdown_table(found_by_table(verdict, references))]
+
+def _found_lines(m, summary: pd.DataFrame, verdict: dict, run_id: str) -> list[str]:
+    """The section "what each found": each claim's status in this run and in the published
+    results (:func:`found_by_table`), then the statistics the claims read (:func:`statistic_tables`)."""
+    references = m.reference_results
+    lines = [f"## {SECTIONS[1]}", "",
+             f"Each claim's status in {THIS_RUN} (`{run_id}`) and in the published results the experiment file "
+             "records (`reference_results`):", "", markdown_table(found_by_table(verdict, references))]
     for r in references:
         if r.get("note"):
             lines.append(f"\n*{r['source']}*: {' '.join(str(r['note']).split())}")
@@ -379,9 +400,14 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
                   "states of it (a number, *about* a number, a finding in words, or *not stated*)."]
     lines += statistic_tables(m, summary, references)
     lines.append("")
+    return lines
 
-    # --- health ----------------------------------------------------------------------------
-    lines += [f"## {SECTIONS[2]}", ""]
+
+def _health_lines(health: dict[str, dict], health_figures: list[str] | None, problems: list[str],
+                  incomplete: dict[str, list[str]] | None) -> list[str]:
+    """The section on the health of the substrate: every check of every trial, the effective
+    phase windows, the figures about the substrate and the data problems."""
+    lines = [f"## {SECTIONS[2]}", ""]
     if health:
         lines += ["Each trial's own data checked against the thresholds of the experiment file (section `health`; "
                   "analysis/health.py says how each is measured). A trial that fails one makes the claims reading "
@@ -403,9 +429,12 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
     lines += [f"- {p}" for p in problems]
     if not problems and not incomplete:
         lines.append("None: every raw file the analysis reads was there.")
+    return lines
 
-    # --- the statistics of each whole trial ----------------------------------------------
-    lines += ["", f"## {SECTIONS[3]}", ""]
+
+def _whole_trial_lines(summary: pd.DataFrame) -> list[str]:
+    """The section of the statistics of each whole trial (phase ``all``), a row per trial and subject."""
+    lines = ["", f"## {SECTIONS[3]}", ""]
     whole = summary[summary["phase"] == "all"]
     if len(whole):
         wide = whole.pivot_table(index=["trial", "subject"], columns="statistic", values="value", sort=False)
@@ -416,9 +445,13 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
             lines.append(f"| {t} | {s} | " + " | ".join("" if pd.isna(r[c]) else f"{r[c]:.4g}" for c in cols) + " |")
         lines.append("")
     lines.append("Every statistic of every phase is in `summary.csv`; every sample in `tidy.csv.gz`.")
+    return lines
 
-    # --- provenance, last --------------------------------------------------------------------
-    lines += ["", f"## {SECTIONS[4]}", "", _settings_table(m, data, rs, run_id)]
+
+def _provenance_lines(m, data: dict, rs: dict, run_id: str, record: dict | None) -> list[str]:
+    """The section on how the run was made: its settings, the site's state, the trials, the
+    software on the nodes, and the versions and checksums of the analysis."""
+    lines = ["", f"## {SECTIONS[4]}", "", _settings_table(m, data, rs, run_id)]
     site_rows = flatten(data.get("site_status") or {})
     if site_rows:
         lines += ["", "The site's state when the run started (run.json `site_status`):", "",
@@ -426,18 +459,22 @@ def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, proble
     lines += _trial_lines(m, data)
     lines += _node_lines(data)
     lines += ["", "Versions and checksums:", "", _versions_table(data, record)]
-    if run_dir is not None:
-        where = f"results/{data.get('experiment', m.name)}/{run_dir.name}"
-        sub = ("" if out_dir is None or out_dir == run_dir
-               else f" (this one is in `{out_dir.relative_to(run_dir).as_posix()}/`)"
-               if out_dir.is_relative_to(run_dir) else f" (this one is in `{out_dir.name}/`)")
-        lines += ["", "### Regenerate", "",
-                  f"`python -m analysis {where}{' --partial' if (record or {}).get('partial') else ''}` checks raw/ "
-                  "against run.json and writes tidy.csv.gz, summary.csv, verdict.json, figures/, report.md and "
-                  "analysis.json from run.json and raw/ (both only read). The same toolkit version writes the same "
-                  "bytes again; another version writes into a new `analysis-<version>/` folder of the run, keeping "
-                  f"this one{sub}."]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _regenerate_lines(m, data: dict, run_dir: Path, out_dir: Path | None, record: dict | None) -> list[str]:
+    """The report's last lines: the command that regenerates the analysis of the run in ``run_dir``
+    and where this copy of it is (``out_dir``)."""
+    where = f"results/{data.get('experiment', m.name)}/{run_dir.name}"
+    sub = ("" if out_dir is None or out_dir == run_dir
+           else f" (this one is in `{out_dir.relative_to(run_dir).as_posix()}/`)"
+           if out_dir.is_relative_to(run_dir) else f" (this one is in `{out_dir.name}/`)")
+    return ["", "### Regenerate", "",
+            f"`python -m analysis {where}{' --partial' if (record or {}).get('partial') else ''}` checks raw/ "
+            "against run.json and writes tidy.csv.gz, summary.csv, verdict.json, figures/, report.md and "
+            "analysis.json from run.json and raw/ (both only read). The same toolkit version writes the same "
+            "bytes again; another version writes into a new `analysis-<version>/` folder of the run, keeping "
+            f"this one{sub}."]
 
 
 def _settings_table(m, data: dict, rs: dict, run_id: str) -> str:
