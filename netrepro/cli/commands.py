@@ -18,6 +18,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from netrepro.experiment import sweep as sweeps
 from netrepro.runner.ansible import PlaybookError
@@ -524,6 +525,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser: one subcommand per step, in the order docs/reference.md
+    lists them (it is generated from this parser, :mod:`netrepro.reference`)."""
     p = _Parser(prog="netrepro", description="Reproduce network experiments on testbeds.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -546,6 +549,16 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(func=func)
         return sp
 
+    _add_preparing_commands(add)
+    _add_lifecycle_commands(add)
+    _add_reproducing_commands(add)
+    return p
+
+
+def _add_preparing_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add, with ``add`` (:func:`build_parser`'s), the commands that check, convert or write an
+    experiment's files, install a site's software or plan a request, without a reservation:
+    validate, migrate, setup, plan, rspec, profile, inventory."""
     add("validate", cmd_validate, "check an experiment file against the schema", site=False)
     sp = add("migrate", cmd_migrate, "print the schema_version 2 form of a schema_version 1 experiment file",
              site=False)
@@ -564,6 +577,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--manifest", required=True, help="manifest XML file")
     sp.add_argument("--user", required=True, help="your login name among the manifest's logins")
     sp.add_argument("--key", help="SSH private key for the nodes")
+
+
+def _add_lifecycle_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add, with ``add`` (:func:`build_parser`'s), the commands of a site's and a run's steps,
+    one at a time: up, provision, run, analyze, down, status, clean, compare, renew."""
     add("up", cmd_up, "reserve the site and wait until every node answers SSH")
     _add_rate_scale(add("provision", cmd_provision, "provision the nodes with Ansible"))
     sp = add("run", cmd_run, "run the trials and fetch the raw data into a new results folder")
@@ -592,6 +610,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("renew", cmd_renew, "extend the reservation")
     sp.add_argument("--hours", type=_hours, default=os.environ.get("HOURS") or "6",
                     help="the lease ends HOURS from now (default: $HOURS or 6)")
+
+
+def _add_reproducing_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add, with ``add`` (:func:`build_parser`'s), the commands that take an experiment through
+    every step to its verdict: quick and reproduce."""
     sp = add("quick", cmd_quick, "the fastest real verdicts: reproduce on the local site at the experiment's quick "
              "time scale, then on the ns3 site at the same time and rate scale; both verdicts side by side",
              site=False)
@@ -607,7 +630,6 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--keep", action="store_true", help="leave the site up at the end")
     _add_rate_scale(sp)
     _add_schedule(sp)
-    return p
 
 
 def _add_rate_scale(sp) -> None:

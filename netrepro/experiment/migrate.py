@@ -319,15 +319,9 @@ def _version_1(data, where) -> None:
                         + (": it is already version 2" if version == 2 else ""))
 
 
-def _convert(data: dict, where) -> tuple[dict, list[str], str]:
-    """``(version 2 data, notes, bottleneck port)`` of the version 1 ``data`` (see the module
-    docstring); the notes name what version 2 cannot keep. Raises SpecError as
-    :func:`migrate_data`."""
-    spec, m = _read_v1(data, where)
-    d = data
-    # the bottleneck: the port whose stack is rooted in a shaper (version 1's HTB)
-    bport = next(p for t in m.trials for p, st in t["qdiscs"].items() if st and st[0]["kind"] in tc.SHAPERS)
-    notes: list[str] = []
+def _nodes(m: Model, spec: _V1) -> dict:
+    """The version 2 ``topology.nodes`` of the version 1 file read as ``spec`` (its model ``m``):
+    a node's kind unless a host, its role group unless a router, its interfaces and routes."""
     nodes = {}
     for n, nd in m.nodes.items():
         v1 = spec.nodes[n]
@@ -339,16 +333,23 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
         if nd["routes"]:
             node["routes"] = [dict(r) for r in nd["routes"]]
         nodes[n] = node
-    networks = {k: dict(v) for k, v in d["topology"]["networks"].items()}
-    delays = {p: st for p, st in m.trials[0]["qdiscs"].items() if p != bport}  # links.delays' stacks
+    return nodes
+
+
+def _traffic_item(it: dict) -> dict:
+    """A model's traffic item as version 2 writes it: without a start of 0, a ping's samples
+    placed at their replies' times (``timestamp: received``)."""
+    x = {k: v for k, v in it.items() if not (k == "start_s" and v == 0)}
+    if it["kind"] == "ping":
+        x["timestamp"] = "received"
+    return x
+
+
+def _trials(m: Model, bport: str) -> list[dict]:
+    """The version 2 trials of the model ``m``: each one's id, description (when any), labels,
+    the bottleneck port's stack, and its traffic when it differs from the first trial's (the
+    file's default traffic)."""
     default_traffic = m.trials[0]["traffic"]
-
-    def item(it: dict) -> dict:
-        x = {k: v for k, v in it.items() if not (k == "start_s" and v == 0)}
-        if it["kind"] == "ping":
-            x["timestamp"] = "received"
-        return x
-
     trials = []
     for t in m.trials:
         tr = {"id": t["id"]}
@@ -357,8 +358,61 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
         tr["labels"] = dict(t["labels"])
         tr["qdiscs"] = {bport: [dict(layer) for layer in t["qdiscs"][bport]]}
         if t["traffic"] != default_traffic:
-            tr["traffic"] = [item(it) for it in t["traffic"]]
+            tr["traffic"] = [_traffic_item(it) for it in t["traffic"]]
         trials.append(tr)
+    return trials
+
+
+def _health(health: dict, m: Model, notes: list[str]) -> dict:
+    """The version 1 ``health`` thresholds version 2 keeps: a threshold whose check can never be
+    computed for the file is refused (version 1 reported it "not measured"): such a threshold
+    is left out, with a note appended to ``notes``."""
+    have = health_data(m)
+    kept = {}
+    for k, v in health.items():
+        lacking = [HEALTH_DATA[x] for x in HEALTH_NEEDS.get(k, ()) if x not in have]
+        if lacking:
+            notes.append(f"health.{k} is left out: nothing in the file measures it (it needs {'; '.join(lacking)})")
+        else:
+            kept[k] = v
+    return kept
+
+
+def _sweep_factors(factors: list[dict], spec: _V1, bport: str, notes: list[str]) -> list[dict]:
+    """The version 2 sweep factors of version 1's ``factors``, each with its paths as version 2
+    gives them (:func:`_sweep_paths`); a path without one is named in a note appended to
+    ``notes``, and a factor left with no path is left out."""
+    kept = []
+    for f in factors:
+        paths, lost = [], []
+        for p in f.get("paths") or [f["path"]]:
+            new = _sweep_paths(p, spec, bport)
+            (paths.extend(new) if new else lost.append(p))
+        if lost:
+            notes.append(f"sweep factor {f['name']}: no schema_version 2 path for {', '.join(lost)}"
+                         + ("; the factor is left out" if not paths else "; its other paths are kept"))
+        if paths:
+            g = {"name": f["name"], "paths": paths, "values": _Flow(f["values"])}
+            g.update({k: f[k] for k in ("description",) if k in f})
+            if f.get("trials"):
+                g["trials"] = _Flow(f["trials"])
+            kept.append(g)
+    return kept
+
+
+def _convert(data: dict, where) -> tuple[dict, list[str], str]:
+    """``(version 2 data, notes, bottleneck port)`` of the version 1 ``data`` (see the module
+    docstring); the notes name what version 2 cannot keep. Raises SpecError as
+    :func:`migrate_data`."""
+    spec, m = _read_v1(data, where)
+    d = data
+    # the bottleneck: the port whose stack is rooted in a shaper (version 1's HTB)
+    bport = next(p for t in m.trials for p, st in t["qdiscs"].items() if st and st[0]["kind"] in tc.SHAPERS)
+    notes: list[str] = []
+    nodes = _nodes(m, spec)
+    networks = {k: dict(v) for k, v in d["topology"]["networks"].items()}
+    delays = {p: st for p, st in m.trials[0]["qdiscs"].items() if p != bport}  # links.delays' stacks
+    trials = _trials(m, bport)
     out: dict = {"schema_version": 2, "name": d["name"], "title": d["title"]}
     if d.get("reference"):
         out["reference"] = dict(d["reference"])
@@ -369,41 +423,18 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
     out["qdiscs"] = delays
     out["sysctls"] = [{"nodes": _Flow(h["nodes"]), "set": dict(h["sysctls"])} for h in d.get("hosts", [])]
     out["trials"] = trials
-    out["traffic"] = [item(it) for it in default_traffic]
+    out["traffic"] = [_traffic_item(it) for it in m.trials[0]["traffic"]]
     out["phases"] = [dict(p) for p in d["phases"]]
     if d.get("base_rtt"):
         out["base_rtt"] = {k: v for k, v in d["base_rtt"].items() if k != "interval_s"}
     out["collectors"] = [{"kind": c.kind, "at": c.at, "interval_s": c.interval_s} for c in m.collectors]
     if d.get("health"):
-        # a threshold whose check can never be computed for the file is refused (version 1
-        # reported it "not measured"): such a threshold is left out, with a note
-        have = health_data(m)
-        out["health"] = {}
-        for k, v in d["health"].items():
-            lacking = [HEALTH_DATA[x] for x in HEALTH_NEEDS.get(k, ()) if x not in have]
-            if lacking:
-                notes.append(f"health.{k} is left out: nothing in the file measures it (it needs {'; '.join(lacking)})")
-            else:
-                out["health"][k] = v
+        out["health"] = _health(d["health"], m, notes)
     out["figures"] = [{"id": "queue-delay", "metric": "queue_delay_ms",
                        "title": "Queueing delay (ping RTT - base RTT) of each client"}]
     out["claims"] = [_claim(cl, bport) for cl in d["claims"]]
     if d.get("sweep"):
-        factors = []
-        for f in d["sweep"]["factors"]:
-            paths, lost = [], []
-            for p in f.get("paths") or [f["path"]]:
-                new = _sweep_paths(p, spec, bport)
-                (paths.extend(new) if new else lost.append(p))
-            if lost:
-                notes.append(f"sweep factor {f['name']}: no schema_version 2 path for {', '.join(lost)}"
-                             + ("; the factor is left out" if not paths else "; its other paths are kept"))
-            if paths:
-                g = {"name": f["name"], "paths": paths, "values": _Flow(f["values"])}
-                g.update({k: f[k] for k in ("description",) if k in f})
-                if f.get("trials"):
-                    g["trials"] = _Flow(f["trials"])
-                factors.append(g)
+        factors = _sweep_factors(d["sweep"]["factors"], spec, bport, notes)
         if factors:
             out["sweep"] = {"factors": factors}
     return out, notes, bport

@@ -103,30 +103,16 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         instances, seed = trial_instances(spec, trial_ids, repeat, shuffle, seed, points)
     else:
         points = sweeps.from_record(spec, prior["sweep"]) if isinstance(prior.get("sweep"), dict) else None
-    if prior is None and time_scale is None:
-        time_scale = 1.0
-    site, inv, scaled, session = _provisioned(spec, site_name, options, rate_scale)
-    session["jobs"] = jobs
+    site, inv, scaled, session = _provisioned(spec, site_name, options, rate_scale, jobs)
     if prior is not None:
         r = _resumed(spec, site, Path(resume).resolve(), prior, known_ids, session)
     else:
-        lead = lead_s if lead_s is not None else lead_from_env()
-        r = _started(spec, site_name, site, session, time_scale, lead, instances, repeat, shuffle, seed, points)
+        r = _started(spec, site_name, site, session, time_scale, lead_s, instances, repeat, shuffle, seed, points)
     r.scaled, r.inv, r.judge, r.jobs, r.rate_scale = scaled, inv, judge, jobs, rate_scale
-    r.meta["jobs"] = jobs
-    r.meta["unhealthy_retries"] = unhealthy_retries(spec, r.time_scale)
-    r.resume_hint = f"resume with: netrepro {command} {spec_arg(spec)}{site_arg(site_name)} --resume {r.run_dir}"
+    _record_settings(r, command, site_name)
     _hold_space(r, remove=prior is None)
     kept, unrecorded = _run_trials(r, points, session, progress_tty)
-    if r.failure is not None:
-        tid, reason, code = r.failure
-        account = (f"run INCOMPLETE at trial {tid} ({reason}); {len(kept)} of {len(r.meta['trial_status'])} "
-                   f"trials kept in {r.run_dir}" + (f"; {unrecorded}" if unrecorded else ""))
-        raise StepIncomplete(account, hint=r.resume_hint, exit_code=code, run_dir=r.run_dir)
-    if unrecorded:
-        raise RuntimeError(f"run {r.run_dir}: every trial completed, but {unrecorded}")
-    point_latest(r.run_dir)
-    return r.run_dir
+    return _ended(r, kept, unrecorded)
 
 
 @dataclass
@@ -161,10 +147,11 @@ class _Run:
 
 
 def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None,
-                 rate_scale: str | float | None = None) -> tuple[Site, Path | None, Spec, dict]:
+                 rate_scale: str | float | None, jobs: int) -> tuple[Site, Path | None, Spec, dict]:
     """The provisioned site (RuntimeError when it is not), its inventory (written again; None
     when it simulates its trials), the experiment at its rate scale and the session's record
-    (when, the toolkit's commit, the site's mode and status, this machine's Python and name)."""
+    (when, the toolkit's commit, the site's mode and status, this machine's Python and name,
+    ``jobs``)."""
     site = open_site(spec, site_name, options)
     if not site.load_state().get("provisioned"):
         raise RuntimeError(f"site {site_name}: not provisioned; run `make provision SITE={site_name}` first")
@@ -174,6 +161,7 @@ def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None,
     scaled = spec_at_rate_scale(spec, site, rate_scale=rate_scale)
     session = {"at": datetime.now(timezone.utc).isoformat(), "toolkit_commit": git_commit(), "mode": mode,
                "site_status": status, "controller": {"python": platform.python_version(), "host": platform.node()}}
+    session["jobs"] = jobs
     return site, inv, scaled, session
 
 
@@ -189,10 +177,15 @@ def _resumed(spec: Spec, site: Site, run_dir: Path, meta: dict, known_ids: list[
     return _Run(spec, site, run_dir, lock, meta, time_scale, lead, pending)
 
 
-def _started(spec: Spec, site_name: str, site: Site, session: dict, time_scale: float, lead: float,
+def _started(spec: Spec, site_name: str, site: Site, session: dict, time_scale: float | None, lead_s: float | None,
              instances: list[Instance], repeat: int, shuffle: bool, seed: int | None, points: list | None) -> _Run:
     """A new run: its folder (:func:`new_run_dir`), locked, and its record before any trial:
-    how it was made, every trial instance pending, its repetitions and sweep (their design)."""
+    how it was made, every trial instance pending, its repetitions and sweep (their design).
+    ``time_scale`` None is 1; ``lead_s`` None is the barrier's lead from the environment
+    (:func:`lead_from_env`)."""
+    if time_scale is None:
+        time_scale = 1.0
+    lead = lead_s if lead_s is not None else lead_from_env()
     run_dir = new_run_dir(spec, site_name)
     lock = lock_run(run_dir, "run folder")
     order = [i.id for i in instances]
@@ -222,6 +215,30 @@ def _started(spec: Spec, site_name: str, site: Site, session: dict, time_scale: 
         + (f" ({'shuffled, seed ' + str(seed) if shuffled else 'in file order'})" if repeat > 1 or points else "")
         + f"; results in {_shown(run_dir)}")
     return _Run(spec, site, run_dir, lock, meta, time_scale, lead, list(order))
+
+
+def _record_settings(r: _Run, command: str, site_name: str) -> None:
+    """Record the session's ``jobs`` and the run's ``unhealthy_retries`` (:func:`unhealthy_retries`)
+    in run.json's content, and set the hint that says how to resume the run with ``command``."""
+    r.meta["jobs"] = r.jobs
+    r.meta["unhealthy_retries"] = unhealthy_retries(r.spec, r.time_scale)
+    r.resume_hint = f"resume with: netrepro {command} {spec_arg(r.spec)}{site_arg(site_name)} --resume {r.run_dir}"
+
+
+def _ended(r: _Run, kept: list[str], unrecorded: str | None) -> Path:
+    """The run folder of a run whose every trial completed and was recorded, made the latest
+    (:func:`point_latest`). Raises StepIncomplete (the account of where the run stopped and what it
+    kept, with the resume hint) when it stopped, else RuntimeError when its end could not be
+    recorded (``unrecorded`` says why)."""
+    if r.failure is not None:
+        tid, reason, code = r.failure
+        account = (f"run INCOMPLETE at trial {tid} ({reason}); {len(kept)} of {len(r.meta['trial_status'])} "
+                   f"trials kept in {r.run_dir}" + (f"; {unrecorded}" if unrecorded else ""))
+        raise StepIncomplete(account, hint=r.resume_hint, exit_code=code, run_dir=r.run_dir)
+    if unrecorded:
+        raise RuntimeError(f"run {r.run_dir}: every trial completed, but {unrecorded}")
+    point_latest(r.run_dir)
+    return r.run_dir
 
 
 def _hold_space(r: _Run, remove: bool) -> None:

@@ -92,8 +92,6 @@ def load_aggregates(extra: Path | str | None = None) -> dict[str, Any]:
     Raises:
         SiteError / SpecError: one line naming the file, the field and what was expected.
     """
-    from netrepro.core.yamlfile import load_yaml_file
-
     files = [AGGREGATES_FILE]
     extra = extra or os.environ.get("NETREPRO_AGGREGATES")
     if extra:
@@ -104,59 +102,85 @@ def load_aggregates(extra: Path | str | None = None) -> dict[str, Any]:
     sa_tls: dict[str, Any] = {}
     own_tls: dict[str, dict[str, Any]] = {}
     for f in files:
-        if not f.is_file():
-            raise SiteError(f"{f}: (file): no such aggregates file; expected YAML with an 'aggregates' mapping")
-        data = load_yaml_file(f, "aggregates YAML") or {}
-        if not isinstance(data, dict) or not isinstance(data.get("aggregates", {}), dict):
-            raise SiteError(f"{f}: aggregates: expected a mapping name -> {{urn, url}}")
-        unknown = [k for k in data if k not in TOP_KEYS]
-        if unknown:
-            raise SiteError(f"{f}: {unknown[0]}: unknown field; expected one of: {', '.join(TOP_KEYS)} "
-                            "(verify_tls is set per aggregate)")
+        data = _read_file(f)
         if "ca_bundle" in data:
             default_tls = _tls_fields(f, "", data)
         if data.get("slice_authority") is not None:
-            sa = data["slice_authority"]
-            if not isinstance(sa, dict):
-                raise SiteError(f"{f}: slice_authority: expected a mapping ({', '.join(SA_KEYS)})")
-            unknown = [k for k in sa if k not in SA_KEYS]
-            if unknown:
-                raise SiteError(f"{f}: slice_authority.{unknown[0]}: unknown field; expected one of: {', '.join(SA_KEYS)}")
-            for key in ("url", "ma_url"):
-                if key in sa:
-                    if not _URL_RE.match(str(sa[key])):
-                        raise SiteError(f"{f}: slice_authority.{key}: expected an https:// URL of the portal's "
-                                        f"{'slice' if key == 'url' else 'member'} authority, got {sa[key]!r}")
-                    conf["slice_authority"][key] = sa[key]
-            if "authority" in sa:
-                if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]{0,99}", str(sa["authority"])):
-                    raise SiteError(f"{f}: slice_authority.authority: expected the portal's domain such as emulab.net, "
-                                    f"got {sa['authority']!r}")
-                conf["slice_authority"]["authority"] = sa["authority"]
-            sa_tls = _tls_fields(f, "slice_authority.", sa) or sa_tls
+            sa_tls = _slice_authority(f, data["slice_authority"], conf["slice_authority"]) or sa_tls
         for name, agg in data.get("aggregates", {}).items():
-            if not isinstance(agg, dict):
-                raise SiteError(f"{f}: aggregates.{name}: expected a mapping with urn and url")
-            unknown = [k for k in agg if k not in AGGREGATE_KEYS]
-            if unknown:
-                raise SiteError(f"{f}: aggregates.{name}.{unknown[0]}: unknown field; expected one of: {', '.join(AGGREGATE_KEYS)}")
-            urn, url = agg.get("urn", ""), agg.get("url", "")
-            if not re.match(r"^urn:publicid:IDN\+[^+]+\+authority\+(cm|am)$", str(urn)):
-                raise SiteError(f"{f}: aggregates.{name}.urn: expected urn:publicid:IDN+<domain>+authority+cm, got {urn!r}")
-            if not _URL_RE.match(str(url)):
-                raise SiteError(f"{f}: aggregates.{name}.url: expected an https:// AM API v3 URL, got {url!r}")
-            conf["aggregates"][name] = {"urn": urn, "url": url, "kind": agg.get("kind", "")}
+            conf["aggregates"][name] = _aggregate(f, name, agg)
             own_tls[name] = _tls_fields(f, f"aggregates.{name}.", agg)
         if data.get("default"):
             conf["default"] = data["default"]
     for name, agg in conf["aggregates"].items():
-        merged = {"ca_bundle": default_tls.get("ca_bundle"), "source": default_tls.get("source", "")}
-        merged.update(own_tls.get(name, {}))
-        agg["tls"] = TLSPolicy(name=f"aggregate {name}", **merged)
-    merged = {"ca_bundle": default_tls.get("ca_bundle"), "source": default_tls.get("source", "")}
-    merged.update(sa_tls)
-    conf["slice_authority_tls"] = TLSPolicy(name="the slice authority", **merged)
+        agg["tls"] = _policy(f"aggregate {name}", default_tls, own_tls.get(name, {}))
+    conf["slice_authority_tls"] = _policy("the slice authority", default_tls, sa_tls)
     return conf
+
+
+def _read_file(f: Path) -> dict[str, Any]:
+    """The aggregates file ``f`` read (strict YAML; an empty file is ``{}``), with its top-level
+    fields checked (:data:`TOP_KEYS`, ``aggregates`` a mapping). Raises SiteError (or SpecError
+    for YAML that does not parse) naming the file and the field."""
+    from netrepro.core.yamlfile import load_yaml_file
+
+    if not f.is_file():
+        raise SiteError(f"{f}: (file): no such aggregates file; expected YAML with an 'aggregates' mapping")
+    data = load_yaml_file(f, "aggregates YAML") or {}
+    if not isinstance(data, dict) or not isinstance(data.get("aggregates", {}), dict):
+        raise SiteError(f"{f}: aggregates: expected a mapping name -> {{urn, url}}")
+    unknown = [k for k in data if k not in TOP_KEYS]
+    if unknown:
+        raise SiteError(f"{f}: {unknown[0]}: unknown field; expected one of: {', '.join(TOP_KEYS)} "
+                        "(verify_tls is set per aggregate)")
+    return data
+
+
+def _slice_authority(f: Path, sa: Any, conf_sa: dict[str, Any]) -> dict[str, Any]:
+    """The TLS fields (:func:`_tls_fields`) of file ``f``'s ``slice_authority`` entry ``sa``, once
+    checked (:data:`SA_KEYS`, URLs, the domain); its ``url``, ``ma_url`` and ``authority`` are set
+    in ``conf_sa`` (the configuration's ``slice_authority``). Raises SiteError naming the field."""
+    if not isinstance(sa, dict):
+        raise SiteError(f"{f}: slice_authority: expected a mapping ({', '.join(SA_KEYS)})")
+    unknown = [k for k in sa if k not in SA_KEYS]
+    if unknown:
+        raise SiteError(f"{f}: slice_authority.{unknown[0]}: unknown field; expected one of: {', '.join(SA_KEYS)}")
+    for key in ("url", "ma_url"):
+        if key in sa:
+            if not _URL_RE.match(str(sa[key])):
+                raise SiteError(f"{f}: slice_authority.{key}: expected an https:// URL of the portal's "
+                                f"{'slice' if key == 'url' else 'member'} authority, got {sa[key]!r}")
+            conf_sa[key] = sa[key]
+    if "authority" in sa:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]{0,99}", str(sa["authority"])):
+            raise SiteError(f"{f}: slice_authority.authority: expected the portal's domain such as emulab.net, "
+                            f"got {sa['authority']!r}")
+        conf_sa["authority"] = sa["authority"]
+    return _tls_fields(f, "slice_authority.", sa)
+
+
+def _aggregate(f: Path, name: str, agg: Any) -> dict[str, Any]:
+    """``{urn, url, kind}`` of file ``f``'s aggregate ``name`` (its entry ``agg``), checked
+    (:data:`AGGREGATE_KEYS`, the URN's and the URL's form). Raises SiteError naming the field."""
+    if not isinstance(agg, dict):
+        raise SiteError(f"{f}: aggregates.{name}: expected a mapping with urn and url")
+    unknown = [k for k in agg if k not in AGGREGATE_KEYS]
+    if unknown:
+        raise SiteError(f"{f}: aggregates.{name}.{unknown[0]}: unknown field; expected one of: {', '.join(AGGREGATE_KEYS)}")
+    urn, url = agg.get("urn", ""), agg.get("url", "")
+    if not re.match(r"^urn:publicid:IDN\+[^+]+\+authority\+(cm|am)$", str(urn)):
+        raise SiteError(f"{f}: aggregates.{name}.urn: expected urn:publicid:IDN+<domain>+authority+cm, got {urn!r}")
+    if not _URL_RE.match(str(url)):
+        raise SiteError(f"{f}: aggregates.{name}.url: expected an https:// AM API v3 URL, got {url!r}")
+    return {"urn": urn, "url": url, "kind": agg.get("kind", "")}
+
+
+def _policy(name: str, default_tls: dict[str, Any], own_tls: dict[str, Any]) -> TLSPolicy:
+    """The TLS policy of the service ``name``: its own TLS fields (``own_tls``) over the
+    top-level ``ca_bundle`` (``default_tls``), else the system trust store, verified."""
+    merged = {"ca_bundle": default_tls.get("ca_bundle"), "source": default_tls.get("source", "")}
+    merged.update(own_tls)
+    return TLSPolicy(name=name, **merged)
 
 
 def resolve_aggregate(name: str | None, conf: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

@@ -60,8 +60,15 @@ def script(out: Path, *, name_prefix: str | None = None, seconds: int = SECONDS)
     (``out`` then holds ``{"error": ...}``); removes its namespaces and processes in both
     cases and on SIGINT/SIGTERM/SIGHUP.
     """
+    return _prelude(out, name_prefix or prefix(), seconds) + _path_built() + _measured() + _result_written()
+
+
+def _prelude(out: Path, p: str, seconds: int) -> str:
+    """The script's head: its settings (namespace names from the prefix ``p``, ``out``, the
+    test's length) and shell functions: ``cleanup`` (on exit), ``common`` (the result's fields
+    every outcome has), ``fail`` (the error written as the result) and ``step`` (a command
+    run, ``fail`` when it fails)."""
     q = shlex.quote
-    p = name_prefix or prefix()
     path = (f"{p}-a {NET_AR}.2 - {p}-r {NET_AR}.1/{NET_RB}.1 (ip_forward) - {p}-b {NET_RB}.2, veth pairs, "
             "tso/gso/gro off, no qdisc shaping")
     return f"""#!/bin/sh
@@ -94,6 +101,14 @@ fail() {{
   exit 1
 }}
 step() {{ "$@" 2>>"$ERR" || fail "$*"; }}
+"""
+
+
+def _path_built() -> str:
+    """The script's steps that start the test (its start time, an empty error log, no earlier
+    result) and build the path: the three namespaces, the veth pairs, offloads off, addresses,
+    forwarding and routes."""
+    return f"""\
 T0=$(date +%s)
 : > "$ERR"
 rm -f "$OUT"
@@ -113,6 +128,13 @@ done
 step ip netns exec "$R" sysctl -q -w net.ipv4.ip_forward=1
 step ip -n "$A" route add default via {NET_AR}.1
 step ip -n "$B" route add default via {NET_RB}.1
+"""
+
+
+def _measured() -> str:
+    """The script's steps that measure: the iperf3 server in ``b``, waited for until it
+    listens (10 s at most), and the client's test from ``a`` writing iperf3's JSON."""
+    return f"""\
 timeout $((SECS + 60)) ip netns exec "$B" iperf3 -s -1 -B {NET_RB}.2 -p {IPERF_PORT} > /dev/null 2>>"$ERR" &
 i=0
 until ip netns exec "$B" ss -Hltn 'sport = :{IPERF_PORT}' 2>/dev/null | grep -q .; do
@@ -123,6 +145,13 @@ if ! timeout $((SECS + 30)) ip netns exec "$A" iperf3 -c {NET_RB}.2 -p {IPERF_PO
   fail "iperf3 -c {NET_RB}.2 -t $SECS"
 fi
 wait
+"""
+
+
+def _result_written() -> str:
+    """The script's last steps: the numbers read from iperf3's JSON (awk), written as the
+    result with the common fields, and the console's line."""
+    return f"""\
 fields=$(awk '
   /"sum_sent"[ \\t]*:/ {{ s = "sent" }}
   /"sum_received"[ \\t]*:/ {{ s = "recv" }}
