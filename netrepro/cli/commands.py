@@ -526,7 +526,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line's parser: one subcommand per step, in the order docs/reference.md
-    lists them (it is generated from this parser, :mod:`netrepro.reference`)."""
+    lists them (it is generated from this parser, :mod:`netrepro.cli.reference`)."""
     p = _Parser(prog="netrepro", description="Reproduce network experiments on testbeds.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
