@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 GENERIC_DIRS = ("netrepro", "analysis")
 #: The qdisc builders (paths from the repository root): the tc command lines, and the same
 #: stacks as ns-3 queue discs. They may name qdisc kinds.
-QDISC_BUILDERS = ("netrepro/core/tc.py", "netrepro/sites/ns3/stacks.py")
+QDISC_BUILDERS = ("netrepro/core/tc/params.py", "netrepro/core/tc/qdiscs.py", "netrepro/core/tc/stack.py",
+                  "netrepro/sites/ns3/stacks.py")
 
 
 def forbidden_names(repo: Path = REPO) -> set[str]:

@@ -1,0 +1,44 @@
+"""Build exact ``tc`` command lines, testable without any host.
+
+Each class is a small frozen dataclass describing one queueing setting; ``argv(dev)``
+returns the command as a list of strings *without* the leading ``tc`` (so
+``["qdisc", "replace", "dev", "eth1", "root", "netem", "delay", "100ms", "limit", "1000"]``),
+or ``argvs(dev)`` a list of such lists when one setting needs several commands (HTB).
+The device is an argument because its name is only known on the node, where it is found
+from the node's data-plane address (roles/interfaces). The provisioning extra vars carry
+commands built with :data:`DEV` in the device slot; the roles put the real name there.
+
+Syntax follows the man pages of iproute2 6.1 (Debian 12): tc-netem(8), tc-htb(8),
+tc-pie(8), tc-red(8), tc-codel(8), tc-fq_codel(8), tc-fq(8), tc-cake(8), tc-pfifo(8),
+tc-bfifo(8), tc-tbf(8). Values (10 Mbit/s, 100 ms, PIE's 20 ms / 30 ms / alpha / beta)
+come from the experiment file, which cites the paper (Pan et al., HPSR 2013) for each;
+nothing here is specific to one experiment.
+
+Checked against tc 6.1's parser (a keyword it does not know fails with ``What is "x"?``
+before anything reaches the kernel): every command built here parses.
+
+The package's modules, each importing only those before it: :mod:`.params` (every keyword of
+each qdisc kind with its unit, and the strict check of a layer's parameters), :mod:`.qdiscs`
+(one qdisc's command line) and :mod:`.stack` (a stack of qdiscs on one interface: its command
+lines, and what its layers mean to the rest of netrepro). Their public names are all here.
+"""
+
+from __future__ import annotations
+
+from netrepro.core.tc.params import (FLAG_NEGATIONS, GENERIC_KEYWORDS, KIND_KEYWORDS, PARAM_KEY_RE, PARAM_MAX,
+                                     PARAM_WORD_RE, REQUIRED_ONE_OF, UNIT_PHRASE, UNIT_SUFFIXES, Keyword,
+                                     TcParamError, check_layer, check_param, num, parse_param_key)
+from netrepro.core.tc.qdiscs import (BUFFER_LIMITED_KINDS, DEV, FULL_FRAME_BYTES, Generic, HtbRoot, Netem, Pie, Qdisc,
+                                     Red)
+from netrepro.core.tc.stack import (BUCKET_KEYS, DELAY_KIND, HANDLE_RE, HTB_KEYS, NETEM_KEYS, PACING_KIND, SHAPERS,
+                                    STACK_CLASSFUL, STACK_KINDS, StackError, bucket_keys, delay_ms, pacing_rate_mbit,
+                                    shaping_rate_mbit, stack_commands, stack_probe_argvs)
+
+__all__ = [
+    "BUCKET_KEYS", "BUFFER_LIMITED_KINDS", "DELAY_KIND", "DEV", "FLAG_NEGATIONS", "FULL_FRAME_BYTES",
+    "GENERIC_KEYWORDS", "Generic", "HANDLE_RE", "HTB_KEYS", "HtbRoot", "KIND_KEYWORDS", "Keyword", "NETEM_KEYS",
+    "Netem", "PACING_KIND", "PARAM_KEY_RE", "PARAM_MAX", "PARAM_WORD_RE", "Pie", "Qdisc", "REQUIRED_ONE_OF", "Red",
+    "SHAPERS", "STACK_CLASSFUL", "STACK_KINDS", "StackError", "TcParamError", "UNIT_PHRASE", "UNIT_SUFFIXES",
+    "bucket_keys", "check_layer", "check_param", "delay_ms", "num", "pacing_rate_mbit", "parse_param_key",
+    "shaping_rate_mbit", "stack_commands", "stack_probe_argvs",
+]
