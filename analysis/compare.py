@@ -127,29 +127,8 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
 
     if not runs:
         raise AnalysisError("command line", "RUN: expected at least one run folder")
-    from analysis.scales import SCALES, scale_mins, scale_of
-    from analysis.sweep import swept
-    given: list[tuple[Path, Path, dict]] = []  # (as given, the real folder, run.json)
-    specs = []
-    for r in runs:
-        rdir, data, spec = read_run(Path(r))
-        specs.append(spec)
-        if swept(data):
-            raise AnalysisError(rdir / "run.json", "sweep: a sweep's points have different settings; expected runs "
-                                                   "at one setting (the sweep's own report.md compares its points)")
-        for scale in SCALES:
-            scale_of(data, scale, rdir / "run.json")
-        real = rdir.resolve()
-        sums = data.get("raw_sha256")
-        for prev, prev_real, prev_data in given:
-            if real == prev_real:
-                same = f"{prev}" + ("" if prev == real else f" ({real})")
-                raise AnalysisError(f"RUN {r}", f"the same run as {same}; expected each run once")
-            # A copy of a run (its raw files, byte for byte) is not a repetition of it.
-            if isinstance(sums, dict) and sums and sums == prev_data.get("raw_sha256"):
-                raise AnalysisError(f"RUN {r}", f"a copy of RUN {prev} (the same raw files: run.json raw_sha256); "
-                                                "expected each run once, a repetition being a run of its own")
-        given.append((Path(r), real, data))
+    from analysis.scales import SCALES, scale_mins
+    given, specs = _read_runs(runs)
     names = [d.get("experiment") for _, _, d in given]
     odd = next((i for i, n in enumerate(names) if n != names[0]), None)
     if odd is not None:
@@ -161,18 +140,7 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
     ids = [c["id"] for c in claims]
     for scale in SCALES:  # the lowest scales at which the claims keep their meaning, read before writing
         scale_mins(claims, spec.model.data, scale, spec.path)
-    # the published results as the experiment file says them now (runs made before it had
-    # them recorded none), else as the first run recorded them
-    try:
-        from netrepro.experiment.spec import load_spec
-        refs = load_spec(name).data.get("reference_results") or []
-    except (ValueError, OSError):
-        refs = spec.data.get("reference_results") or []
-    for i, ref in enumerate(refs):
-        for cid in ref["claims"]:
-            if cid not in ids:
-                raise AnalysisError(f"{spec.path}", f"reference_results[{i}].claims.{cid}: not a claim of {name}; "
-                                                    f"expected one of: {', '.join(ids)}")
+    refs = _references(spec, name, ids)
     root = Path(out_root) if out_root else first_dir.parent
     existing = _check_out_root(root)
 
@@ -203,6 +171,54 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
         raise
 
 
+def _read_runs(runs: list[Path]) -> tuple[list[tuple[Path, Path, dict]], list]:
+    """Each run read (:func:`analysis.run.read_run`) and checked for :func:`compare`: ``(as
+    given, the real folder, run.json)`` per run, and its experiment as run. Raises
+    AnalysisError for a sweep, a run's scales of the wrong type, a run given twice or a copy
+    of another (the same raw files: a copy is not a repetition)."""
+    from analysis.scales import SCALES, scale_of
+    from analysis.sweep import swept
+    given: list[tuple[Path, Path, dict]] = []  # (as given, the real folder, run.json)
+    specs = []
+    for r in runs:
+        rdir, data, spec = read_run(Path(r))
+        specs.append(spec)
+        if swept(data):
+            raise AnalysisError(rdir / "run.json", "sweep: a sweep's points have different settings; expected runs "
+                                                   "at one setting (the sweep's own report.md compares its points)")
+        for scale in SCALES:
+            scale_of(data, scale, rdir / "run.json")
+        real = rdir.resolve()
+        sums = data.get("raw_sha256")
+        for prev, prev_real, prev_data in given:
+            if real == prev_real:
+                same = f"{prev}" + ("" if prev == real else f" ({real})")
+                raise AnalysisError(f"RUN {r}", f"the same run as {same}; expected each run once")
+            # A copy of a run (its raw files, byte for byte) is not a repetition of it.
+            if isinstance(sums, dict) and sums and sums == prev_data.get("raw_sha256"):
+                raise AnalysisError(f"RUN {r}", f"a copy of RUN {prev} (the same raw files: run.json raw_sha256); "
+                                                "expected each run once, a repetition being a run of its own")
+        given.append((Path(r), real, data))
+    return given, specs
+
+
+def _references(spec, name: str, ids: list[str]) -> list[dict]:
+    """The published results as the experiment file says them now (runs made before it had
+    them recorded none), else as the first run recorded them (``spec``). Raises AnalysisError
+    for an entry naming a claim the experiment lacks (``ids``)."""
+    try:
+        from netrepro.experiment.spec import load_spec
+        refs = load_spec(name).data.get("reference_results") or []
+    except (ValueError, OSError):
+        refs = spec.data.get("reference_results") or []
+    for i, ref in enumerate(refs):
+        for cid in ref["claims"]:
+            if cid not in ids:
+                raise AnalysisError(f"{spec.path}", f"reference_results[{i}].claims.{cid}: not a claim of {name}; "
+                                                    f"expected one of: {', '.join(ids)}")
+    return refs
+
+
 def reference_marks(refs: list[dict], statistic: str, trial: str, phases: list[str]) -> list[dict]:
     """The numbers the published sources (``refs``: the file's ``reference_results``) state
     of ``statistic`` in ``trial`` (:func:`analysis.figures.stated_numbers`), placed on
@@ -222,16 +238,41 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
     checked everything first); returns ``out``."""
     import shutil
 
-    from analysis.figures import new_figure, save_figure
-    from analysis.io import atomic_path, write_text
-    from analysis.scales import SCALES, draw_scale, report_section, scale_mins, scale_of, scale_table
-    from analysis.repetitions import across, claim_statistics
-    from analysis.report import markdown_table, stated_value
-    from netrepro.model import quantity_label
-    from netrepro.model import statistics as computed_statistics
+    from analysis.io import write_text
+    from analysis.repetitions import claim_statistics
+    from analysis.scales import SCALES, report_section, scale_mins, scale_table
     loaded = [(real, *load(real, out / ".runs" / str(i))) for i, (_, real, _) in enumerate(given)]
     labels = _labels(loaded)
     statistics = claim_statistics(claims)
+    stats, claims_df, per_run = _analysed(loaded, labels, statistics, refs, ids)
+    # what each claim judges against each scale (k, TS) the runs ran at two values or more of
+    scaled = {scale: scale_table(per_run, claims, scale) for scale in SCALES
+              if len({round(r[scale], 12) for r in per_run}) > 1}
+    mins = {scale: scale_mins(claims, spec.model.data, scale, spec.path) for scale in scaled}
+
+    shutil.rmtree(out / ".runs")
+    scale_figs = _write_tables(out, stats, claims_df, scaled, claims, mins)
+    figs = _compare_figure(out, stats, spec, name, statistics, refs)
+    lines = _report_lines(loaded, labels, name, ids, stats, claims_df, refs, figs)
+    held = {(r["row"], r["claim"]): r["held"] for _, r in claims_df[claims_df["kind"] == "run"].iterrows()
+            if r["held"]}
+    for scale, t in scaled.items():
+        figure = f"figures/{SCALES[scale].file}.png" if scale_figs[scale] else None
+        lines += report_section(t, claims, held, figure, scale=scale, mins=mins[scale])
+    write_text(out / "report.md", "\n".join(lines) + "\n")
+    write_text(out / "runs.json", json.dumps([str(r) for r, _, _ in loaded], indent=1) + "\n")
+    return out
+
+
+def _analysed(loaded: list, labels: list[str], statistics: list[str], refs: list[dict],
+              ids: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """What the analysed runs (``loaded``: (folder, run.json, analysis result)) say: the claims'
+    statistics across each run's repetitions (a row per run, trial, phase and statistic, with
+    the run's scales), each claim's status per run and per published source (``claims.csv``'s
+    rows), and per run what :func:`analysis.scales.scale_table` reads."""
+    from analysis.repetitions import across
+    from analysis.scales import SCALES, scale_of
+    from netrepro.model import statistics as computed_statistics
     rows, table, per_run = [], [], []
     for (run_dir, data, res), label in zip(loaded, labels):
         at = {scale: scale_of(data, scale, run_dir / "run.json") for scale in SCALES}
@@ -255,12 +296,15 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
     stats = pd.concat(rows, ignore_index=True)
     claims_df = pd.DataFrame(table, columns=["row", "kind", *SCALES, "claim", "status", "held", "numbers_held",
                                              "verdict"])
-    # what each claim judges against each scale (k, TS) the runs ran at two values or more of
-    scaled = {scale: scale_table(per_run, claims, scale) for scale in SCALES
-              if len({round(r[scale], 12) for r in per_run}) > 1}
-    mins = {scale: scale_mins(claims, spec.model.data, scale, spec.path) for scale in scaled}
+    return stats, claims_df, per_run
 
-    shutil.rmtree(out / ".runs")
+
+def _write_tables(out: Path, stats: pd.DataFrame, claims_df: pd.DataFrame, scaled: dict, claims: list[dict],
+                  mins: dict) -> dict:
+    """compare.csv, claims.csv and, per scale the runs differ in, its table and figure; returns
+    scale -> the figure's paths (none when nothing was drawn)."""
+    from analysis.io import atomic_path
+    from analysis.scales import SCALES, draw_scale
     first = ["run", *SCALES]
     with atomic_path(out / "compare.csv") as tmp:
         stats[first + [c for c in stats.columns if c not in first]].to_csv(tmp, index=False, lineterminator="\n",
@@ -272,72 +316,116 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
         with atomic_path(out / f"{SCALES[scale].file}.csv") as tmp:
             t.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
         scale_figs[scale] = draw_scale(t, claims, out / "figures", scale=scale, mins=mins[scale])
+    return scale_figs
 
-    # the figure: a row per statistic, a column per trial; phases on x, a series per run
+
+def _compare_figure(out: Path, stats: pd.DataFrame, spec, name: str, statistics: list[str],
+                    refs: list[dict]) -> list[Path]:
+    """figures/compare.png and .pdf: a row of panels per statistic, a column per trial (the
+    experiment file's order); phases on x, each run's mean and 95 % interval as a series, the
+    published values over their phase. Returns the paths written (none without trials or
+    statistics)."""
+    from analysis.figures import new_figure, save_figure
     order = {t: i for i, t in enumerate(spec.trial_ids)}  # the experiment file's order
     trials = sorted(dict.fromkeys(stats["trial"]), key=lambda t: order.get(t, len(order)))
-    figs = []
-    if trials and statistics:
-        present = [s for s in statistics if (stats["statistic"] == s).any()]
-        ncols = min(2, len(trials))
-        per = math.ceil(len(trials) / ncols)  # rows of panels per statistic
-        fig, axes = new_figure(len(present) * per, ncols)
-        axes = np.atleast_2d(axes).reshape(len(present) * per, ncols)
-        labels = list(dict.fromkeys(stats["run"]))
-        used: set[int] = set()
-        for i, st in enumerate(present):
-            first = axes[i * per, 0]  # the panels of one statistic share its y axis
-            for j0, tr in enumerate(trials):
-                ax = axes[i * per + j0 // ncols, j0 % ncols]
-                if ax is not first:
-                    ax.sharey(first)
-                used.add(id(ax))
-                j = j0 % ncols
-                s = stats[(stats["statistic"] == st) & (stats["trial"] == tr)]
-                phases = list(dict.fromkeys(s["phase"]))
-                width = 0.7 / max(1, len(labels))
-                for k, lab in enumerate(labels):
-                    r = s[s["run"] == lab]
-                    if r.empty:
-                        continue
-                    r = r.groupby("phase", sort=False).first().reindex(phases)
-                    x = np.arange(len(phases)) - 0.35 + width * (k + 0.5)
-                    err = np.vstack([r["mean"] - r["ci95_low"], r["ci95_high"] - r["mean"]])
-                    ax.errorbar(x, r["mean"], yerr=np.nan_to_num(err), fmt="o", ms=4, capsize=2, label=lab)
-                for mk in reference_marks(refs, st, tr, phases):  # what the sources state, over its phase
-                    ax.hlines(mk["value"], mk["x"] - 0.4, mk["x"] + 0.4, colors="0.3", linestyles=mk["style"],
-                              lw=1.2, label=mk["label"])
-                ax.set_xticks(np.arange(len(phases)), phases)
-                ax.set_title(f"{quantity_label(spec.model, st)}, {tr}", fontsize=8)
-                ax.set_xlabel("Phase of the trial (all: the whole trial)", fontsize=7)
-                ax.grid(True, axis="y", alpha=0.3)
-                if j == 0:
-                    ax.set_ylabel(quantity_label(spec.model, st), fontsize=8)
-        for ax in axes.ravel():
-            if id(ax) not in used:
-                ax.set_visible(False)
-        # the runs in the first panel's legend; a stated value in the legend of each panel it is drawn in
-        for ax in axes.ravel():
-            handles, names = ax.get_legend_handles_labels()
-            keep = {n: h for n, h in zip(names, handles) if ax is axes[0, 0] or n not in labels}
-            if id(ax) in used and keep:
-                ax.legend(keep.values(), keep.keys(), fontsize=6)
-        fig.suptitle(f"{len(labels)} runs of {name}: mean and 95 % t interval over each run's repetitions",
-                     fontsize=9)
-        figs = [save_figure(fig, out / "figures" / f"compare.{ext}") for ext in ("png", "pdf")]
+    if not (trials and statistics):
+        return []
+    present = [s for s in statistics if (stats["statistic"] == s).any()]
+    ncols = min(2, len(trials))
+    per = math.ceil(len(trials) / ncols)  # rows of panels per statistic
+    fig, axes = new_figure(len(present) * per, ncols)
+    axes = np.atleast_2d(axes).reshape(len(present) * per, ncols)
+    labels = list(dict.fromkeys(stats["run"]))
+    used: set[int] = set()
+    for i, st in enumerate(present):
+        first = axes[i * per, 0]  # the panels of one statistic share its y axis
+        for j0, tr in enumerate(trials):
+            ax = axes[i * per + j0 // ncols, j0 % ncols]
+            if ax is not first:
+                ax.sharey(first)
+            used.add(id(ax))
+            _compare_panel(ax, stats, spec, st, tr, labels, refs, ylabel=j0 % ncols == 0)
+    for ax in axes.ravel():
+        if id(ax) not in used:
+            ax.set_visible(False)
+    # the runs in the first panel's legend; a stated value in the legend of each panel it is drawn in
+    for ax in axes.ravel():
+        handles, names = ax.get_legend_handles_labels()
+        keep = {n: h for n, h in zip(names, handles) if ax is axes[0, 0] or n not in labels}
+        if id(ax) in used and keep:
+            ax.legend(keep.values(), keep.keys(), fontsize=6)
+    fig.suptitle(f"{len(labels)} runs of {name}: mean and 95 % t interval over each run's repetitions",
+                 fontsize=9)
+    return [save_figure(fig, out / "figures" / f"compare.{ext}") for ext in ("png", "pdf")]
 
-    # the report
+
+def _compare_panel(ax, stats: pd.DataFrame, spec, st: str, tr: str, labels: list[str], refs: list[dict],
+                   ylabel: bool) -> None:
+    """One panel of :func:`_compare_figure`: statistic ``st`` of trial ``tr``, a series per run
+    (``labels``) over the phases, and what the sources state (``refs``)."""
+    from netrepro.model import quantity_label
+    s = stats[(stats["statistic"] == st) & (stats["trial"] == tr)]
+    phases = list(dict.fromkeys(s["phase"]))
+    width = 0.7 / max(1, len(labels))
+    for k, lab in enumerate(labels):
+        r = s[s["run"] == lab]
+        if r.empty:
+            continue
+        r = r.groupby("phase", sort=False).first().reindex(phases)
+        x = np.arange(len(phases)) - 0.35 + width * (k + 0.5)
+        err = np.vstack([r["mean"] - r["ci95_low"], r["ci95_high"] - r["mean"]])
+        ax.errorbar(x, r["mean"], yerr=np.nan_to_num(err), fmt="o", ms=4, capsize=2, label=lab)
+    for mk in reference_marks(refs, st, tr, phases):  # what the sources state, over its phase
+        ax.hlines(mk["value"], mk["x"] - 0.4, mk["x"] + 0.4, colors="0.3", linestyles=mk["style"],
+                  lw=1.2, label=mk["label"])
+    ax.set_xticks(np.arange(len(phases)), phases)
+    ax.set_title(f"{quantity_label(spec.model, st)}, {tr}", fontsize=8)
+    ax.set_xlabel("Phase of the trial (all: the whole trial)", fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+    if ylabel:
+        ax.set_ylabel(quantity_label(spec.model, st), fontsize=8)
+
+
+def _report_lines(loaded: list, labels: list[str], name: str, ids: list[str], stats: pd.DataFrame,
+                  claims_df: pd.DataFrame, refs: list[dict], figs: list[Path]) -> list[str]:
+    """report.md's lines up to the scales' sections: the runs and their verdicts, the claims
+    run by run and in the published results, where the runs disagree, the claims' statistics,
+    what the sources state of them and the figure."""
+    from analysis.report import markdown_table, stated_value
     lines = [f"# Comparison of {len(loaded)} runs of `{name}`", "",
              "| run | experiment as run | verdict |", "|---|---|---|"]
     for (run_dir, data, res), label in zip(loaded, labels):
         lines.append(f"| {label} | toolkit {str(data.get('toolkit_commit'))[:12]}, "
                      f"{len(data.get('trials') or [])} trial records | {res.verdict['verdict']} |")
-    # a repeated run: in how many repetitions it held, and its numbers alone where a health
-    # check made it inconclusive (analysis.repetitions.combine_verdicts)
+    lines += _claim_lines(loaded, labels, ids, claims_df, refs)
+    lines += ["", "## The claims' statistics", "",
+              "Mean and 95 % Student-t interval over each run's repetitions (a single run: its value).", "",
+              "| run | trial | phase | statistic | n | mean | 95 % CI |", "|---|---|---|---|---|---|---|"]
+    for _, r in stats.iterrows():
+        ci = "" if not math.isfinite(r["ci95_low"]) else f"{r['ci95_low']:.4g} .. {r['ci95_high']:.4g}"
+        lines.append(f"| {r['run']} | {r['trial']} | {r['phase']} | {r['statistic']} | {r['n']} | {r['mean']:.4g} | {ci} |")
+    stated = [{"source": f"*{r['source']}*", "statistic": v["statistic"], "trials": ", ".join(v["trials"]),
+               "phases": ", ".join(v.get("phases") or ["all"]), "states": stated_value(v), "where": v.get("where", "")}
+              for r in refs for v in r.get("values") or []]
+    if stated:
+        lines += ["", "What the published sources state of the runs' statistics (the experiment file's "
+                      "`reference_results`), to read beside the means above; each run's report.md quotes "
+                      "their words:", "", markdown_table(pd.DataFrame(stated))]
+    if figs:
+        lines += ["", "## Figure", "", "![compare](figures/compare.png)"]
+    return lines
+
+
+def _claim_lines(loaded: list, labels: list[str], ids: list[str], claims_df: pd.DataFrame,
+                 refs: list[dict]) -> list[str]:
+    """report.md's claims, run by run and in the published results (a repeated run: in how many
+    repetitions it held, and its numbers alone where a health check made it inconclusive:
+    analysis.repetitions.combine_verdicts), then where the runs disagree, with each run's
+    evidence."""
     wide = claims_df.assign(cell=[s + (f" (held {h}; numbers alone {nh})" if h else "")
                                   for s, h, nh in zip(claims_df["status"], claims_df["held"], claims_df["numbers_held"])])
-    lines += ["", "## Claims, run by run and in the published results", "",
-              "| | " + " | ".join(f"`{c}`" for c in ids) + " |", "|---|" + "---|" * len(ids)]
+    lines = ["", "## Claims, run by run and in the published results", "",
+             "| | " + " | ".join(f"`{c}`" for c in ids) + " |", "|---|" + "---|" * len(ids)]
     for row in dict.fromkeys(wide["row"]):
         cells = wide[wide["row"] == row].set_index("claim")["cell"]
         kind = wide[wide["row"] == row]["kind"].iloc[0]
@@ -358,26 +446,4 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
             ev = next((x for x in res.verdict["claims"] if x["id"] == c), None)
             if ev:
                 lines.append(f"  - {label}: {ev['evidence'][:400]}")
-    lines += ["", "## The claims' statistics", "",
-              "Mean and 95 % Student-t interval over each run's repetitions (a single run: its value).", "",
-              "| run | trial | phase | statistic | n | mean | 95 % CI |", "|---|---|---|---|---|---|---|"]
-    for _, r in stats.iterrows():
-        ci = "" if not math.isfinite(r["ci95_low"]) else f"{r['ci95_low']:.4g} .. {r['ci95_high']:.4g}"
-        lines.append(f"| {r['run']} | {r['trial']} | {r['phase']} | {r['statistic']} | {r['n']} | {r['mean']:.4g} | {ci} |")
-    stated = [{"source": f"*{r['source']}*", "statistic": v["statistic"], "trials": ", ".join(v["trials"]),
-               "phases": ", ".join(v.get("phases") or ["all"]), "states": stated_value(v), "where": v.get("where", "")}
-              for r in refs for v in r.get("values") or []]
-    if stated:
-        lines += ["", "What the published sources state of the runs' statistics (the experiment file's "
-                      "`reference_results`), to read beside the means above; each run's report.md quotes "
-                      "their words:", "", markdown_table(pd.DataFrame(stated))]
-    if figs:
-        lines += ["", "## Figure", "", "![compare](figures/compare.png)"]
-    held = {(r["row"], r["claim"]): r["held"] for _, r in claims_df[claims_df["kind"] == "run"].iterrows()
-            if r["held"]}
-    for scale, t in scaled.items():
-        figure = f"figures/{SCALES[scale].file}.png" if scale_figs[scale] else None
-        lines += report_section(t, claims, held, figure, scale=scale, mins=mins[scale])
-    write_text(out / "report.md", "\n".join(lines) + "\n")
-    write_text(out / "runs.json", json.dumps([str(r) for r, _, _ in loaded], indent=1) + "\n")
-    return out
+    return lines

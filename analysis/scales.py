@@ -382,22 +382,7 @@ def scale_figure(table: pd.DataFrame, claims: list[dict], scale: str = "rate_sca
         ax = axes[i // ncols, i % ncols]
         p = keyed[keyed["_key"] == key]
         first = p.iloc[0]
-        for j, site in enumerate(sites):
-            s = p[p["site"].astype(str) == site].sort_values([sc.key, "run"], kind="stable")
-            if s.empty:
-                continue
-            x = s[sc.key].to_numpy(float) * 10 ** (0.015 * (j - (len(sites) - 1) / 2))
-            err = np.vstack([s["mean"] - s["ci95_low"], s["ci95_high"] - s["mean"]])
-            ax.errorbar(x, s["mean"], yerr=np.nan_to_num(err), fmt="none", capsize=3, lw=0.9, color=palette[site])
-            if s[sc.key].is_unique:  # one run per scale: a line through them
-                ok = s["mean"].notna().to_numpy()
-                ax.plot(x[ok], s["mean"].to_numpy(float)[ok], lw=0.8, color=palette[site])
-            holds = (s["status"] == "holds").to_numpy()
-            for filled in (True, False):
-                sel = holds == filled
-                if sel.any():
-                    ax.plot(x[sel], s["mean"].to_numpy(float)[sel], "o", ms=5, color=palette[site],
-                            mfc=palette[site] if filled else "white", label=site)
+        _scale_series(ax, p, sites, palette, sc)
         if not p["mean"].notna().any():
             ax.text(0.5, 0.5, f"no value at any {sc.words}\n(the claim's data are missing or undefined)",
                     transform=ax.transAxes, ha="center", va="center", fontsize=7, color="0.4")
@@ -432,6 +417,29 @@ def scale_figure(table: pd.DataFrame, claims: list[dict], scale: str = "rate_sca
                  "repetitions, a colour per site;\nfilled: the claim holds in that run, open: it does not "
                  "(fails, inconclusive, not evaluable or not applicable)", fontsize=9)
     return fig
+
+
+def _scale_series(ax, p: pd.DataFrame, sites: list[str], palette: dict, sc) -> None:
+    """One panel's values (``p``: its rows of :func:`scale_table`) against the scale ``sc``, a
+    series per site: the means with their 95 % intervals (the sites drawn slightly apart along
+    x), a line through them when a site has one run per scale, a filled mark where the claim
+    holds and an open one where it does not."""
+    for j, site in enumerate(sites):
+        s = p[p["site"].astype(str) == site].sort_values([sc.key, "run"], kind="stable")
+        if s.empty:
+            continue
+        x = s[sc.key].to_numpy(float) * 10 ** (0.015 * (j - (len(sites) - 1) / 2))
+        err = np.vstack([s["mean"] - s["ci95_low"], s["ci95_high"] - s["mean"]])
+        ax.errorbar(x, s["mean"], yerr=np.nan_to_num(err), fmt="none", capsize=3, lw=0.9, color=palette[site])
+        if s[sc.key].is_unique:  # one run per scale: a line through them
+            ok = s["mean"].notna().to_numpy()
+            ax.plot(x[ok], s["mean"].to_numpy(float)[ok], lw=0.8, color=palette[site])
+        holds = (s["status"] == "holds").to_numpy()
+        for filled in (True, False):
+            sel = holds == filled
+            if sel.any():
+                ax.plot(x[sel], s["mean"].to_numpy(float)[sel], "o", ms=5, color=palette[site],
+                        mfc=palette[site] if filled else "white", label=site)
 
 
 def draw_scale(table: pd.DataFrame, claims: list[dict], out_dir: Path, formats=("png", "pdf"),
