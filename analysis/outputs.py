@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import json
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -59,15 +60,26 @@ def analyze_single(run_dir: Path, data: dict, spec: Spec, figures: bool, partial
     folder (:func:`analysis.provenance.output_dir`; ``-partial`` when something was left out
     or damaged) or ``out``, with analysis.json's record, which names the incomplete trials
     (``incomplete_trials``). A run marked INCOMPLETE says so first among the problems."""
+    return checked_and_written(run_dir, data, spec, figures, partial, out, lambda d, o, rec, problems, damaged:
+                               analyze(run_dir, spec, d, o, rec, figures, problems=problems, damaged=damaged))
 
+
+def checked_and_written(run_dir: Path, data: dict, spec: Spec, figures: bool, partial: bool, out: Path | None,
+                        write: Callable[[dict, Path, dict, list[str], dict], dict]) -> AnalysisResult:
+    """The steps every whole-run analysis shares (:func:`analyze_single`,
+    :func:`analysis.repetitions.analyze_repeated`): run.json's records checked
+    (:func:`analysis.run.model_run_records`), the raw files verified
+    (:func:`analysis.run.verified_raw`), the output folder and analysis.json's record chosen,
+    then ``write(data, out, record, problems, damaged)`` (returning ``{"tidy", "summary",
+    "verdict", "problems", "outputs", "incomplete", "health"}``) and the outputs sealed.
+    Raises what those raise (AnalysisError, one line)."""
     data, left_out = model_run_records(run_dir / "run.json", data, partial)
     check = verified_raw(run_dir, data, partial)
     intact = not check.damaged and not left_out
     record = {**run_record(run_dir, check, figures), "partial": not intact}
     if out is None:
         out = output_dir(run_dir, record, intact)
-    res = analyze(run_dir, spec, data, out, record, figures, problems=incomplete_problems(run_dir) + left_out,
-                          damaged=check.by_trial())
+    res = write(data, out, record, incomplete_problems(run_dir) + left_out, check.by_trial())
     record["incomplete_trials"] = res["incomplete"]
     outputs = seal(out, record, res["outputs"])
     return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), res["tidy"], res["summary"],

@@ -32,13 +32,11 @@ import pandas as pd
 
 from analysis import uncertainty
 from analysis.claims import INCONCLUSIVE_STATUSES, evaluate_model
-from analysis.outputs import analyze
+from analysis.outputs import analyze, checked_and_written
 from analysis.figures import caption, new_figure, save_figure
 from analysis.io import atomic_path, write_gzip, write_text
-from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
+from analysis.provenance import INCOMPLETE_PROBLEM
 from analysis.report import found_by_table, markdown_table, statistic_tables
-from analysis.run import RunInfo, model_run_records, verified_raw
-from analysis.outputs import AnalysisResult
 from analysis.uncertainty import Estimate
 from netrepro.model import quantity_label
 
@@ -314,18 +312,8 @@ def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bo
     Raises: as :func:`analysis.analyze` (run.json's records and the raw files are checked
     once, before anything is written)."""
 
-    data, left_out = model_run_records(run_dir / "run.json", data, partial)
-    check = verified_raw(run_dir, data, partial)
-    intact = not check.damaged and not left_out
-    record = {**run_record(run_dir, check, figures), "partial": not intact}
-    if out is None:
-        out = output_dir(run_dir, record, intact)
-    res = repeated_into(run_dir, data, spec, figures, out, record, incomplete_problems(run_dir) + left_out,
-                        check.by_trial())
-    record["incomplete_trials"] = res["incomplete"]
-    outputs = seal(out, record, res["outputs"])
-    return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), res["tidy"], res["summary"],
-                          res["verdict"], res["problems"], outputs, out, record, res["health"])
+    return checked_and_written(run_dir, data, spec, figures, partial, out, lambda d, o, rec, problems, damaged:
+                               repeated_into(run_dir, d, spec, figures, o, rec, problems, damaged))
 
 
 def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, record: dict,

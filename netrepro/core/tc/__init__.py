@@ -1,12 +1,8 @@
 """Build exact ``tc`` command lines, testable without any host.
 
-Each class is a small frozen dataclass describing one queueing setting; ``argv(dev)``
-returns the command as a list of strings *without* the leading ``tc`` (so
-``["qdisc", "replace", "dev", "eth1", "root", "netem", "delay", "100ms", "limit", "1000"]``),
-or ``argvs(dev)`` a list of such lists when one setting needs several commands (HTB).
-The device is an argument because its name is only known on the node, where it is found
-from the node's data-plane address (roles/interfaces). The provisioning extra vars carry
-commands built with :data:`DEV` in the device slot; the roles put the real name there.
+Each qdisc's command is built by a small frozen dataclass (:mod:`.qdiscs` says how: the
+command without the leading ``tc``, the device as an argument because only the node knows
+its name).
 
 Syntax follows the man pages of iproute2 6.1 (Debian 12): tc-netem(8), tc-htb(8),
 tc-pie(8), tc-red(8), tc-codel(8), tc-fq_codel(8), tc-fq(8), tc-cake(8), tc-pfifo(8),
