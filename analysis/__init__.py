@@ -11,7 +11,7 @@ checks of the substrate that failed: :mod:`analysis.health`), ``report.md`` and 
 them, from which inputs). Results are written
 once: the first analysis goes into the run folder, re-analysing with the same toolkit
 version leaves those bytes as they are, and another version writes into
-``<run>/analysis-<version>/`` (:mod:`analysis.provenance`).
+``<run>/analysis-<version>/`` (:mod:`netrepro.runfolder.outputs`).
 
 A run that repeated its trials (``netrepro run --repeat N``) is analysed repetition by
 repetition, each as a run of its own, and across them (:mod:`analysis.repetitions`).
@@ -19,7 +19,7 @@ A sweep (``netrepro run --sweep``) is analysed point by point, each as a run of 
 at that point, and across the points (:mod:`analysis.sweep`).
 
 A run recorded with a schema_version 1 experiment file (pie-vs-red's format before it was
-migrated) is analysed as the schema_version 2 form of that file: :func:`analysis.run.read_run`
+migrated) is analysed as the schema_version 2 form of that file: :func:`netrepro.runfolder.reading.read_run`
 converts it once, in memory, and nothing else here knows version 1.
 
 Entry points: :func:`analyze_run` (returns the verdict), :func:`analyze` (returns everything)
@@ -31,14 +31,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis.errors import AnalysisError
-from analysis.run import read_run
+from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import Spec
+from netrepro.runfolder.reading import read_run
 
 if TYPE_CHECKING:  # imported when asked for (__getattr__ below)
     from analysis.outputs import AnalysisResult
 
-__all__ = ["analyze_run", "analyze", "AnalysisResult", "AnalysisError"]
+__all__ = ["analyze_run", "analyze", "AnalysisResult", "RunFolderError"]
 
 
 def __getattr__(name: str):
@@ -56,7 +56,7 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
 
     Args:
         run_dir: the run directory (holds run.json and raw/).
-        spec: the experiment spec; default run.json's (:func:`analysis.run.read_run`, which
+        spec: the experiment spec; default run.json's (:func:`netrepro.runfolder.reading.read_run`, which
             converts a schema_version 1 one).
         figures: False skips drawing (faster; the report then has no figure).
         partial: analyse a run whose raw files differ from run.json's record (or with a
@@ -69,7 +69,7 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     Returns:
         AnalysisResult (``out_dir``: the run folder, or ``<run>/analysis-<version>...``).
     Raises:
-        AnalysisError: run.json missing or malformed, raw files missing/altered/unlisted
+        RunFolderError: run.json missing or malformed, raw files missing/altered/unlisted
             without ``partial``, a version 1 sweep factor without a version 2 path, or a bad
             NETREPRO_TOOLKIT_VERSION (one-line message naming the file and field). Nothing is
             written then.
@@ -99,6 +99,6 @@ def analyze_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = F
     points were combined).
 
     Raises:
-        AnalysisError, SpecError: as :func:`analyze`.
+        RunFolderError, SpecError: as :func:`analyze`.
     """
     return analyze(run_dir, spec, partial=partial).verdict

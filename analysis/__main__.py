@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from analysis import AnalysisError, analyze
+from analysis import RunFolderError, analyze
 from analysis.console import LABEL, verdict_line
 from netrepro.experiment.spec import SpecError
 
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         res = analyze(args.run_dir, figures=not args.no_figures, partial=args.partial)
-    except (AnalysisError, SpecError) as exc:
+    except (RunFolderError, SpecError) as exc:
         print(f"analysis: error: {exc}", file=sys.stderr)
         return 2
     for p in res.problems:

@@ -38,7 +38,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.run import AnalysisError, read_run
+from netrepro.core.errors import RunFolderError
+from netrepro.runfolder.layout import run_json
+from netrepro.runfolder.reading import read_run
 
 
 def run_label(data: dict, run_dir: Path) -> str:
@@ -46,12 +48,12 @@ def run_label(data: dict, run_dir: Path) -> str:
     1 (``ns3 (simulation) x3 TS 0.1 k 0.02``), then its folder name.
 
     Raises:
-        AnalysisError: run.json's ``rate_scale`` is malformed (:func:`analysis.scales.rate_scale_of`).
+        RunFolderError: run.json's ``rate_scale`` is malformed (:func:`analysis.scales.rate_scale_of`).
     """
     rep = (data.get("repetitions") or {}).get("repeat", 1)
     mode = data.get("mode") or "?"
     from analysis.scales import rate_scale_of  # not at the top: it imports the plotting libraries
-    k = rate_scale_of(data, run_dir / "run.json")
+    k = rate_scale_of(data, run_json(run_dir))
     return (f"{data.get('site')} ({mode})" + (f" x{rep}" if rep > 1 else "")
             + (f" TS {data.get('time_scale'):g}" if data.get("time_scale") not in (None, 1, 1.0) else "")
             + (f" k {k:g}" if k != 1 else "")
@@ -73,7 +75,7 @@ def _check_out_root(root: Path) -> Path:
     (a folder holding run.json: runs are written once). Returns the nearest existing ancestor.
 
     Raises:
-        AnalysisError: naming ``--out`` and what was expected.
+        RunFolderError: naming ``--out`` and what was expected.
     """
     import os
     anc = root
@@ -81,14 +83,14 @@ def _check_out_root(root: Path) -> Path:
         anc = anc.parent
     if not anc.is_dir():
         what = root if anc == root else f"{root} (its {anc})"
-        raise AnalysisError("--out", f"{what}: not a folder; expected a folder to write compare-<time>/ into "
+        raise RunFolderError("--out", f"{what}: not a folder; expected a folder to write compare-<time>/ into "
                                      "(made if missing)")
     if not os.access(anc, os.W_OK | os.X_OK):
-        raise AnalysisError("--out", f"{anc}: not writable; expected a folder to write compare-<time>/ into")
+        raise RunFolderError("--out", f"{anc}: not writable; expected a folder to write compare-<time>/ into")
     real = anc.resolve()
     for folder in (real, *real.parents):
         if (folder / "run.json").is_file():
-            raise AnalysisError("--out", f"{root}: inside the run folder {folder}; runs are written once: expected a "
+            raise RunFolderError("--out", f"{root}: inside the run folder {folder}; runs are written once: expected a "
                                          "folder outside every run (default: the runs' experiment folder)")
     return anc
 
@@ -111,7 +113,7 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
     ``latest`` (or any link to a run) is resolved to the run folder it names.
 
     Raises:
-        AnalysisError: no run; a run given twice (directly or through a link such as
+        RunFolderError: no run; a run given twice (directly or through a link such as
             ``latest``); a sweep; a run.json whose ``rate_scale`` is not ``{k: a number > 0}``
             (or null) or whose ``time_scale`` is not a number > 0; an experiment whose
             claims' ``rate_scale_min``/``time_scale_min`` or whose ``rate_scale.min``/
@@ -126,13 +128,13 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
     import tempfile
 
     if not runs:
-        raise AnalysisError("command line", "RUN: expected at least one run folder")
+        raise RunFolderError("command line", "RUN: expected at least one run folder")
     from analysis.scales import SCALES, scale_mins
     given, specs = _read_runs(runs)
     names = [d.get("experiment") for _, _, d in given]
     odd = next((i for i, n in enumerate(names) if n != names[0]), None)
     if odd is not None:
-        raise AnalysisError(given[odd][1] / "run.json", f"experiment: runs of {', '.join(sorted(map(str, set(names))))}; "
+        raise RunFolderError(given[odd][1] / "run.json", f"experiment: runs of {', '.join(sorted(map(str, set(names))))}; "
                                                         "expected runs of one experiment")
     name = names[0]
     first_dir, spec = given[0][1], specs[0]
@@ -172,9 +174,9 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
 
 
 def _read_runs(runs: list[Path]) -> tuple[list[tuple[Path, Path, dict]], list]:
-    """Each run read (:func:`analysis.run.read_run`) and checked for :func:`compare`: ``(as
+    """Each run read (:func:`netrepro.runfolder.reading.read_run`) and checked for :func:`compare`: ``(as
     given, the real folder, run.json)`` per run, and its experiment as run. Raises
-    AnalysisError for a sweep, a run's scales of the wrong type, a run given twice or a copy
+    RunFolderError for a sweep, a run's scales of the wrong type, a run given twice or a copy
     of another (the same raw files: a copy is not a repetition)."""
     from analysis.scales import SCALES, scale_of
     from analysis.sweep import swept
@@ -184,19 +186,19 @@ def _read_runs(runs: list[Path]) -> tuple[list[tuple[Path, Path, dict]], list]:
         rdir, data, spec = read_run(Path(r))
         specs.append(spec)
         if swept(data):
-            raise AnalysisError(rdir / "run.json", "sweep: a sweep's points have different settings; expected runs "
+            raise RunFolderError(run_json(rdir), "sweep: a sweep's points have different settings; expected runs "
                                                    "at one setting (the sweep's own report.md compares its points)")
         for scale in SCALES:
-            scale_of(data, scale, rdir / "run.json")
+            scale_of(data, scale, run_json(rdir))
         real = rdir.resolve()
         sums = data.get("raw_sha256")
         for prev, prev_real, prev_data in given:
             if real == prev_real:
                 same = f"{prev}" + ("" if prev == real else f" ({real})")
-                raise AnalysisError(f"RUN {r}", f"the same run as {same}; expected each run once")
+                raise RunFolderError(f"RUN {r}", f"the same run as {same}; expected each run once")
             # A copy of a run (its raw files, byte for byte) is not a repetition of it.
             if isinstance(sums, dict) and sums and sums == prev_data.get("raw_sha256"):
-                raise AnalysisError(f"RUN {r}", f"a copy of RUN {prev} (the same raw files: run.json raw_sha256); "
+                raise RunFolderError(f"RUN {r}", f"a copy of RUN {prev} (the same raw files: run.json raw_sha256); "
                                                 "expected each run once, a repetition being a run of its own")
         given.append((Path(r), real, data))
     return given, specs
@@ -204,7 +206,7 @@ def _read_runs(runs: list[Path]) -> tuple[list[tuple[Path, Path, dict]], list]:
 
 def _references(spec, name: str, ids: list[str]) -> list[dict]:
     """The published results as the experiment file says them now (runs made before it had
-    them recorded none), else as the first run recorded them (``spec``). Raises AnalysisError
+    them recorded none), else as the first run recorded them (``spec``). Raises RunFolderError
     for an entry naming a claim the experiment lacks (``ids``)."""
     try:
         from netrepro.experiment.spec import load_spec
@@ -214,7 +216,7 @@ def _references(spec, name: str, ids: list[str]) -> list[dict]:
     for i, ref in enumerate(refs):
         for cid in ref["claims"]:
             if cid not in ids:
-                raise AnalysisError(f"{spec.path}", f"reference_results[{i}].claims.{cid}: not a claim of {name}; "
+                raise RunFolderError(f"{spec.path}", f"reference_results[{i}].claims.{cid}: not a claim of {name}; "
                                                     f"expected one of: {', '.join(ids)}")
     return refs
 
@@ -238,7 +240,7 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
     checked everything first); returns ``out``."""
     import shutil
 
-    from analysis.io import write_text
+    from netrepro.runfolder.atomic import write_text
     from analysis.repetitions import claim_statistics
     from analysis.scales import SCALES, report_section, scale_mins, scale_table
     loaded = [(real, *load(real, out / ".runs" / str(i))) for i, (_, real, _) in enumerate(given)]
@@ -275,7 +277,7 @@ def _analysed(loaded: list, labels: list[str], statistics: list[str], refs: list
     from netrepro.model import statistics as computed_statistics
     rows, table, per_run = [], [], []
     for (run_dir, data, res), label in zip(loaded, labels):
-        at = {scale: scale_of(data, scale, run_dir / "run.json") for scale in SCALES}
+        at = {scale: scale_of(data, scale, run_json(run_dir)) for scale in SCALES}
         summary = res.summary
         if "repetition" not in summary.columns:
             summary = summary.assign(repetition=1)
@@ -303,7 +305,7 @@ def _write_tables(out: Path, stats: pd.DataFrame, claims_df: pd.DataFrame, scale
                   mins: dict) -> dict:
     """compare.csv, claims.csv and, per scale the runs differ in, its table and figure; returns
     scale -> the figure's paths (none when nothing was drawn)."""
-    from analysis.io import atomic_path
+    from netrepro.runfolder.atomic import atomic_path
     from analysis.scales import SCALES, draw_scale
     first = ["run", *SCALES]
     with atomic_path(out / "compare.csv") as tmp:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from analysis.io import atomic_path
+from netrepro.runfolder.atomic import atomic_path
 from netrepro.model import STATISTIC_METRICS, Phase, quantity_label
 
 if TYPE_CHECKING:

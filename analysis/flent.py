@@ -187,7 +187,7 @@ def trial_flent(tidy: pd.DataFrame, trial: str, start_epoch_s: float, duration_s
 
 
 def flent_bytes(result: dict) -> bytes:
-    """The JSON text of a result set (sorted keys), for :func:`analysis.io.write_gzip`."""
+    """The JSON text of a result set (sorted keys), for :func:`netrepro.runfolder.atomic.write_gzip`."""
     return json.dumps(result, sort_keys=True).encode()
 
 
@@ -197,7 +197,7 @@ def write_trials(tidy: pd.DataFrame, records: dict[str, dict], title: str, out_d
     last phase); returns the paths."""
     from pathlib import Path
 
-    from analysis.io import write_gzip
+    from netrepro.runfolder.atomic import write_gzip
     out = []
     for trial, g in tidy.groupby("trial", sort=False):
         rec = records.get(trial) or {}

@@ -22,14 +22,38 @@ from analysis.claims import evaluate_model
 from analysis.figures import caption, draw, figure_specs, save_figure
 from analysis.flent import write_trials
 from analysis.health import failures, shaper_rate_tolerance, trial_health
-from analysis.io import atomic_path, write_gzip, write_text
-from analysis.provenance import incomplete_problems, output_dir, run_record, seal
+from analysis.provenance import run_record
 from analysis.report import render_report
-from analysis.run import RunInfo, model_run_records, verified_raw
 from analysis.summary import INTERVAL_COLUMNS, SUMMARY_KEYS, estimates_of, trial_intervals, trial_statistics
 from analysis.tidy import TIDY_COLUMNS, trial_tidy
 from netrepro.model import scale_rates
 from netrepro.experiment.spec import Spec
+from netrepro.runfolder.atomic import atomic_path, write_gzip, write_text
+from netrepro.runfolder.integrity import RawCheck
+from netrepro.runfolder.layout import incomplete_problems, raw_dir, run_json, trial_raw
+from netrepro.runfolder.outputs import output_dir, seal
+from netrepro.runfolder.reading import model_run_records, verified_raw
+
+
+@dataclass
+class RunInfo:
+    """A run directory as analysed: ``dir``, ``data`` (run.json parsed, its ``spec`` of
+    schema_version 2: :func:`read_run`), ``spec`` (the experiment), ``time_scale``,
+    ``raw_check`` (the raw files against the record; None when not checked) and ``partial``
+    (damaged data accepted)."""
+
+    dir: Path
+    data: dict
+    spec: Spec
+    time_scale: float
+    raw_check: RawCheck | None = None
+    partial: bool = False
+
+    @classmethod
+    def whole(cls, run_dir: Path, data: dict, spec: Spec, raw_check: RawCheck | None, partial: bool) -> RunInfo:
+        """The run as a whole (one run, its repetitions or a sweep's points)."""
+        return cls(dir=run_dir, data=data, spec=spec, time_scale=float(data.get("time_scale", 1)),
+                   raw_check=raw_check, partial=partial)
 
 
 @dataclass
@@ -54,10 +78,10 @@ def analyze_single(run_dir: Path, data: dict, spec: Spec, figures: bool, partial
     """:func:`analysis.analyze` for a run without repetitions or a sweep (:mod:`analysis.outputs`).
 
     run.json's time scale and trials' start times are checked first
-    (:func:`analysis.run.model_run_records`: with ``partial``, a record without its start is
-    left out), then every raw file (:func:`analysis.run.verified_raw`; with ``partial``, the
+    (:func:`netrepro.runfolder.reading.model_run_records`: with ``partial``, a record without its start is
+    left out), then every raw file (:func:`netrepro.runfolder.reading.verified_raw`; with ``partial``, the
     trials with damaged files are incomplete). The outputs go into the write-once output
-    folder (:func:`analysis.provenance.output_dir`; ``-partial`` when something was left out
+    folder (:func:`netrepro.runfolder.outputs.output_dir`; ``-partial`` when something was left out
     or damaged) or ``out``, with analysis.json's record, which names the incomplete trials
     (``incomplete_trials``). A run marked INCOMPLETE says so first among the problems."""
     return checked_and_written(run_dir, data, spec, figures, partial, out, lambda d, o, rec, problems, damaged:
@@ -68,12 +92,12 @@ def checked_and_written(run_dir: Path, data: dict, spec: Spec, figures: bool, pa
                         write: Callable[[dict, Path, dict, list[str], dict], dict]) -> AnalysisResult:
     """The steps every whole-run analysis shares (:func:`analyze_single`,
     :func:`analysis.repetitions.analyze_repeated`): run.json's records checked
-    (:func:`analysis.run.model_run_records`), the raw files verified
-    (:func:`analysis.run.verified_raw`), the output folder and analysis.json's record chosen,
+    (:func:`netrepro.runfolder.reading.model_run_records`), the raw files verified
+    (:func:`netrepro.runfolder.reading.verified_raw`), the output folder and analysis.json's record chosen,
     then ``write(data, out, record, problems, damaged)`` (returning ``{"tidy", "summary",
     "verdict", "problems", "outputs", "incomplete", "health"}``) and the outputs sealed.
-    Raises what those raise (AnalysisError, one line)."""
-    data, left_out = model_run_records(run_dir / "run.json", data, partial)
+    Raises what those raise (RunFolderError, one line)."""
+    data, left_out = model_run_records(run_json(run_dir), data, partial)
     check = verified_raw(run_dir, data, partial)
     intact = not check.damaged and not left_out
     record = {**run_record(run_dir, check, figures), "partial": not intact}
@@ -92,7 +116,7 @@ def fidelity_figures(spec, records: dict[str, dict], run_dir: Path, time_scale: 
     intervals' deviation from the shaped rate (:func:`analysis.fidelity.ccdf_figure`), for
     the trials whose sampled, shaped ports had a busy window; none without one.
     ``spec``: at the run's rate scale; ``records``: the model's trial id -> its record."""
-    busy = fidelity.run_busy_intervals(spec.model, records, run_dir / "raw", time_scale)
+    busy = fidelity.run_busy_intervals(spec.model, records, raw_dir(run_dir), time_scale)
     by_trial = {t["id"]: {port: iv for port, (_, iv) in busy[t["id"]].items()}  # in the file's order
                 for t in spec.model.trials if t["id"] in busy}
     k = float((data.get("rate_scale") or {}).get("k", 1))
@@ -110,11 +134,11 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     figures/, flent/, verdict.json, report.md; analysis.json is the caller's) and return
     ``{"tidy", "summary", "verdict", "problems", "outputs", "health", "incomplete"}``.
 
-    ``data``: run.json (its ``spec`` of schema_version 2: :func:`analysis.run.read_run`), or
+    ``data``: run.json (its ``spec`` of schema_version 2: :func:`netrepro.runfolder.reading.read_run`), or
     one repetition's or sweep point's view of it (:mod:`analysis.repetitions`); ``record``:
     analysis.json's record (for the report); ``problems``: lines the caller found already,
     reported first; ``damaged``: raw folder (a trial record's ``id``) -> its damaged files
-    (:meth:`analysis.integrity.RawCheck.by_trial`), which make the trial's data incomplete
+    (:meth:`netrepro.runfolder.integrity.RawCheck.by_trial`), which make the trial's data incomplete
     and every claim reading it not evaluable. A trial of the experiment without a record
     fails the health check ``not_run``, which makes the claims reading it inconclusive."""
     # the experiment as it ran: every rate and byte size at the run's rate scale
@@ -135,7 +159,7 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
             continue
         if damaged.get(rec["id"]):
             incomplete[trial["id"]] = list(damaged[rec["id"]])
-        tdir = run_dir / "raw" / rec["id"]
+        tdir = trial_raw(run_dir, rec["id"])
         tidy, ends = trial_tidy(m, trial, rec, tdir, ts, problems)
         tidies.append(tidy)
         phases = rec.get("phases") or []

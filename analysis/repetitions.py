@@ -32,13 +32,13 @@ import pandas as pd
 
 from analysis import uncertainty
 from analysis.claims import INCONCLUSIVE_STATUSES, evaluate_model
-from analysis.outputs import analyze, checked_and_written
 from analysis.figures import caption, new_figure, save_figure
-from analysis.io import atomic_path, write_gzip, write_text
-from analysis.provenance import INCOMPLETE_PROBLEM
+from analysis.outputs import analyze, checked_and_written
 from analysis.report import found_by_table, markdown_table, statistic_tables
 from analysis.uncertainty import Estimate
 from netrepro.model import quantity_label
+from netrepro.runfolder.atomic import atomic_path, write_gzip, write_text
+from netrepro.runfolder.layout import INCOMPLETE_PROBLEM
 
 STATS_COLUMNS = ["n", "mean", "median", "sd", "ci95_low", "ci95_high", "cv", "min", "max"]
 
@@ -305,7 +305,7 @@ def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statisti
 
 def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bool, out: Path | None = None):
     """:func:`analysis.analyze` for a repeated run (see the module docstring), into ``out``
-    when given (else the run's own place, :func:`analysis.provenance.output_dir`). Returns an
+    when given (else the run's own place, :func:`netrepro.runfolder.outputs.output_dir`). Returns an
     AnalysisResult whose ``verdict`` is the combined one; ``tidy`` and ``summary`` have a
     ``repetition`` column; ``health`` is keyed by trial instance (``<trial>.r<k>``, its record's ``id``).
 

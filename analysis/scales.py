@@ -39,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from analysis.errors import AnalysisError
+from netrepro.core.errors import RunFolderError
 from analysis.claims import check_limits, pair_value, select, selection_keys
 from analysis.repetitions import across
 from netrepro.model import quantity_name
@@ -98,33 +98,33 @@ def rate_scale_of(data: dict, where: str | Path = "run.json") -> float:
     ``rate_scale`` is missing or null (runs made before rate scales) or has no ``k``.
 
     Raises:
-        AnalysisError: naming ``where`` and ``rate_scale``: not an object, or its ``k`` not a
+        RunFolderError: naming ``where`` and ``rate_scale``: not an object, or its ``k`` not a
             finite number > 0.
     """
     rs = data.get("rate_scale")
     if rs is None:
         return 1.0
     if not isinstance(rs, dict):
-        raise AnalysisError(where, f"rate_scale: expected an object {{k, why}} (or null), got {str(rs)[:60]!r}")
+        raise RunFolderError(where, f"rate_scale: expected an object {{k, why}} (or null), got {str(rs)[:60]!r}")
     k = rs.get("k", 1)
     if isinstance(k, bool) or not isinstance(k, (int, float)) or not math.isfinite(k) or k <= 0:
-        raise AnalysisError(where, f"rate_scale.k: expected a number > 0 (every rate and byte size times k), "
+        raise RunFolderError(where, f"rate_scale.k: expected a number > 0 (every rate and byte size times k), "
                                    f"got {str(k)[:60]!r}")
     return float(k)
 
 
 def time_scale_of(data: dict, where: str | Path = "run.json") -> float:
     """The time scale TS of a run (``data``: its run.json): ``time_scale``, the factor of
-    every duration (the analysis requires it: :func:`analysis.run.model_run_records`).
+    every duration (the analysis requires it: :func:`netrepro.runfolder.reading.model_run_records`).
 
     Raises:
-        AnalysisError: naming ``where`` and ``time_scale``: missing, or not a finite number > 0.
+        RunFolderError: naming ``where`` and ``time_scale``: missing, or not a finite number > 0.
     """
     if "time_scale" not in data:
-        raise AnalysisError(where, "time_scale: missing; expected a number > 0 (the factor of every duration)")
+        raise RunFolderError(where, "time_scale: missing; expected a number > 0 (the factor of every duration)")
     ts = data["time_scale"]
     if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts <= 0:
-        raise AnalysisError(where, f"time_scale: expected a number > 0 (the factor of every duration), "
+        raise RunFolderError(where, f"time_scale: expected a number > 0 (the factor of every duration), "
                                    f"got {str(ts)[:60]!r}")
     return float(ts)
 
@@ -134,7 +134,7 @@ def scale_of(data: dict, scale: str = "rate_scale", where: str | Path = "run.jso
     :func:`rate_scale_of` or :func:`time_scale_of`.
 
     Raises:
-        AnalysisError: as those, naming ``where`` and the field.
+        RunFolderError: as those, naming ``where`` and the field.
     """
     return (rate_scale_of if _scale(scale).key == "rate_scale" else time_scale_of)(data, where)
 
@@ -152,7 +152,7 @@ class ScaleMin(NamedTuple):
 
 def _positive(value, where: str | Path, field: str, scale: Scale) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise AnalysisError(where, f"{field}: expected a number > 0 (the {scale.lowest} {scale.words} at which the "
+        raise RunFolderError(where, f"{field}: expected a number > 0 (the {scale.lowest} {scale.words} at which the "
                                    f"claims keep their meaning), got {str(value)[:60]!r}")
     return float(value)
 
@@ -166,7 +166,7 @@ def scale_mins(claims: list[dict], experiment: dict | None, scale: str = "rate_s
     or empty). Below it a run's numbers do not test the claim.
 
     Raises:
-        AnalysisError: naming ``where`` and the field (``claims[i].time_scale_min``,
+        RunFolderError: naming ``where`` and the field (``claims[i].time_scale_min``,
             ``time_scale.min``, ``time_scale``): not a finite number > 0, or the experiment's
             ``<scale>`` not an object.
     """
@@ -175,7 +175,7 @@ def scale_mins(claims: list[dict], experiment: dict | None, scale: str = "rate_s
     if block is None:
         block = {}
     if not isinstance(block, dict):
-        raise AnalysisError(where, f"{sc.key}: expected an object {{min, note}} (or nothing), got {str(block)[:60]!r}")
+        raise RunFolderError(where, f"{sc.key}: expected an object {{min, note}} (or nothing), got {str(block)[:60]!r}")
     default = None
     if block.get("min") is not None:
         default = ScaleMin(_positive(block["min"], where, f"{sc.key}.min", sc), f"the experiment's {sc.key}.min",

@@ -29,15 +29,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.outputs import analyze
 from analysis.figures import save_figure
-from analysis.io import atomic_path, write_gzip, write_text
-from analysis.provenance import INCOMPLETE_PROBLEM, incomplete_problems, output_dir, run_record, seal
+from analysis.outputs import AnalysisResult, RunInfo, analyze
+from analysis.provenance import run_record
 from analysis.repetitions import across, claim_statistics, repeated, repeated_into
-from analysis.run import RunInfo, model_run_records, verified_raw
-from analysis.outputs import AnalysisResult
 from netrepro.experiment import sweep as sweeps
 from netrepro.model import quantity_label
+from netrepro.runfolder.atomic import atomic_path, write_gzip, write_text
+from netrepro.runfolder.layout import INCOMPLETE_PROBLEM, incomplete_problems, run_json
+from netrepro.runfolder.outputs import output_dir, seal
+from netrepro.runfolder.reading import model_run_records, verified_raw
 
 
 def swept(data: dict) -> bool:
@@ -184,7 +185,7 @@ def render_report(data: dict, spec, verdict: dict, pts, fs: list[dict], per_poin
 
 def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool, out: Path | None = None):
     """:func:`analysis.analyze` for a sweep (see the module docstring), into ``out`` when
-    given (else the run's own place, :func:`analysis.provenance.output_dir`). Returns an
+    given (else the run's own place, :func:`netrepro.runfolder.outputs.output_dir`). Returns an
     AnalysisResult whose ``verdict`` is the combined one (:func:`combine`) and whose ``tidy``
     and ``summary`` have the ``point`` and factor columns (the summary in long rows).
 
@@ -192,7 +193,7 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
     experiment (run.json's records and the raw files are checked once, before anything is
     written)."""
 
-    data, left_out = model_run_records(run_dir / "run.json", data, partial)
+    data, left_out = model_run_records(run_json(run_dir), data, partial)
     check = verified_raw(run_dir, data, partial)
     intact = not check.damaged and not left_out
     record = {**run_record(run_dir, check, figures), "partial": not intact}

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from netrepro.runner import run, rundir
+from netrepro.runner import run
 from netrepro.sites import Site
 
 #: A recorded run of pie-vs-red on the local site at TIME_SCALE 0.1 (its run.json says how it was made).
@@ -43,7 +43,7 @@ def recorded_site(tmp_path, monkeypatch):
     that instance raise KeyboardInterrupt as it starts), ``unhealthy`` (instance id -> how many
     more of its attempts fail their health checks: with a retry left it is not kept, as
     ``run_trial`` does, else its record says so) and ``results`` (the results root)."""
-    monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
+    monkeypatch.setenv("NETREPRO_RESULTS", str(tmp_path / "results"))
     recorded = {t["id"]: t for t in json.loads((V1_RUN / "run.json").read_text())["trials"]}
     ran: list[str] = []
     given: dict[str, tuple] = {}

@@ -1,7 +1,7 @@
 """Tests of the analysis package: parsers, the statistics of a trial, the claims' checks, end to
 end on a synthetic run directory generated here (not a recorded dataset). The synthetic run is
 recorded with pie-vs-red's schema_version 1 file (conftest.PIE_VS_RED_V1), as users' old runs
-are: the analysis converts its spec once (analysis.run.read_run) and analyses it like any run.
+are: the analysis converts its spec once (netrepro.runfolder.reading.read_run) and analyses it like any run.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from analysis.__main__ import main
 from analysis.tidy import TIDY_COLUMNS
 from analysis.summary import phase_utilization, trial_statistics
 from analysis.raw import base_rtt_ms, parse_flows, parse_ping, parse_qdisc_fields, parse_qdisc_stack, parse_tx_bytes
-from analysis.run import AnalysisError
+from netrepro.core.errors import RunFolderError
 from conftest import PIE_VS_RED_V1
-from netrepro.runner.fetch import sha256_tree
+from netrepro.runfolder.integrity import sha256_tree
 from netrepro.experiment.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -446,7 +446,7 @@ def test_missing_files_refused_then_partial(tmp_path):
     (run_dir / "raw" / "pie-limited" / "router" / "qdisc.jsonl").unlink()
     import shutil
     shutil.rmtree(run_dir / "raw" / "red-unlimited")
-    with pytest.raises(AnalysisError, match=r"raw_sha256: 26 raw files differ from the record: .*"
+    with pytest.raises(RunFolderError, match=r"raw_sha256: 26 raw files differ from the record: .*"
                                             r"raw/red-limited/client3/ping.txt \(missing\).*add --partial"):
         analysis.analyze(run_dir, figures=False)
     assert sorted(p.name for p in run_dir.iterdir()) == ["raw", "run.json"]  # nothing written
@@ -513,10 +513,10 @@ def test_bad_run_dir(tmp_path, capsys):
     assert f"{tmp_path / 'run.json'}:spec: trials" in err and err.count("\n") == 1
     trial = {"id": "pie-limited", "aqm": "pie", "variant": "limited"}
     (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "time_scale": 1, "trials": [trial], "raw_sha256": {}}))
-    with pytest.raises(AnalysisError, match=r"run.json: trials\[0\].start_epoch_s: missing; .*add --partial"):
+    with pytest.raises(RunFolderError, match=r"run.json: trials\[0\].start_epoch_s: missing; .*add --partial"):
         analysis.analyze_run(tmp_path)
     (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "trials": [trial]}))
-    with pytest.raises(AnalysisError, match=r"run.json: time_scale: missing"):
+    with pytest.raises(RunFolderError, match=r"run.json: time_scale: missing"):
         analysis.analyze_run(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]  # nothing written
 
@@ -529,7 +529,7 @@ def test_bad_run_json_of_a_version_2_run_is_refused_in_one_line(tmp_path):
     assert spec["schema_version"] == 2
     trial = {"id": "pie-limited", "labels": {"aqm": "pie", "variant": "limited"}}
     (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "time_scale": 1, "trials": [trial], "raw_sha256": {}}))
-    with pytest.raises(AnalysisError, match=r"run.json: trials\[0\].start_epoch_s: missing; .*add --partial"):
+    with pytest.raises(RunFolderError, match=r"run.json: trials\[0\].start_epoch_s: missing; .*add --partial"):
         analysis.analyze_run(tmp_path)
     res = analysis.analyze(tmp_path, figures=False, partial=True)
     assert res.problems[0] == ("run.json: trials[0].start_epoch_s: missing; expected the trial's common start in "
@@ -540,7 +540,7 @@ def test_bad_run_json_of_a_version_2_run_is_refused_in_one_line(tmp_path):
     assert all(c["status"] == "inconclusive" and c["holds"] is None for c in res.verdict["claims"])
     assert "pie-limited: not_run" in res.verdict["claims"][0]["reason"]
     (tmp_path / "run.json").write_text(json.dumps({"spec": spec, "trials": [{**trial, "start_epoch_s": START0}]}))
-    with pytest.raises(AnalysisError, match=r"run.json: time_scale: missing; expected a number > 0"):
+    with pytest.raises(RunFolderError, match=r"run.json: time_scale: missing; expected a number > 0"):
         analysis.analyze_run(tmp_path)
 
 

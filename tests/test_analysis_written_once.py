@@ -29,7 +29,7 @@ import analysis
 from analysis.provenance import VERSION_ENV
 from analysis.claims import evaluate
 from analysis.summary import SUMMARY_KEYS
-from analysis.run import AnalysisError
+from netrepro.core.errors import RunFolderError
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
@@ -168,7 +168,7 @@ def test_toolkit_version_without_override_names_the_commit(monkeypatch):
 def test_partial_reports_claims_not_evaluable(tmp_path, version):
     run = _copy(tmp_path)
     (run / "raw/pie-limited/client1/ping.txt").unlink()
-    with pytest.raises(AnalysisError, match=r"raw/pie-limited/client1/ping.txt \(missing\)"):
+    with pytest.raises(RunFolderError, match=r"raw/pie-limited/client1/ping.txt \(missing\)"):
         analysis.analyze(run)
     res = analysis.analyze(run, partial=True)
     assert res.out_dir == run / "analysis-test-1-partial"
@@ -203,7 +203,7 @@ def test_partial_trial_without_start_time(tmp_path, version):
     assert data["trials"][1]["id"] == "red-unlimited"
     data["trials"][1]["start_epoch_s"] = None
     (run / "run.json").write_text(json.dumps(data))
-    with pytest.raises(AnalysisError, match=r"trials\[1\]\.start_epoch_s"):
+    with pytest.raises(RunFolderError, match=r"trials\[1\]\.start_epoch_s"):
         analysis.analyze(run, figures=False)
     res = analysis.analyze(run, figures=False, partial=True)
     assert res.out_dir.name.endswith("-partial")

@@ -17,12 +17,12 @@ from scipy import stats as sps
 
 from analysis import analyze_run
 from analysis.compare import compare, run_label
-from analysis.errors import AnalysisError
+from netrepro.core.errors import RunFolderError
 from analysis.scales import (COLUMNS, axis_label, claim_parts, claim_values, draw_rate_scale,
                                 rate_scale_of, rate_scale_table)
 from netrepro.model import METRICS, QUANTITY_NAMES, STATISTICS
 from netrepro.cli.commands import judge_trial
-from netrepro.runner import rundir, run, steps
+from netrepro.runner import run, steps
 from netrepro.sites.ns3 import site as ns3
 from netrepro.experiment.spec import load_spec
 
@@ -38,7 +38,7 @@ def runs(tmp_path_factory):
     out = {"tmp": tmp}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(steps, "STATE_ROOT", tmp / "state")
-        mp.setattr(rundir, "RESULTS_ROOT", tmp / "results")
+        mp.setenv("NETREPRO_RESULTS", str(tmp / "results"))
         ns3.build()
         for name, k, repeat in (("k1", 0.001, None), ("k2", 0.002, 2), ("k1b", 0.001, None)):
             mp.setenv("RATE_SCALE", str(k))
@@ -138,7 +138,7 @@ def test_rate_scale_of_a_run():
     assert rate_scale_of({"rate_scale": {"k": 0.02, "why": "RATE_SCALE=0.02"}}) == 0.02
     for bad, what in ((0.5, "rate_scale: expected an object"), ({"k": "x"}, "rate_scale.k: expected a number > 0"),
                       ({"k": -1}, "rate_scale.k"), ({"k": True}, "rate_scale.k"), ({"k": math.inf}, "rate_scale.k")):
-        with pytest.raises(AnalysisError, match=f"^r/run.json: {what}"):
+        with pytest.raises(RunFolderError, match=f"^r/run.json: {what}"):
             rate_scale_of({"rate_scale": bad}, "r/run.json")
     data = {"site": "local", "mode": "vm", "time_scale": 0.5, "rate_scale": {"k": 1}}
     assert run_label(data, Path("/x/run")) == "local (vm) TS 0.5 [run]"

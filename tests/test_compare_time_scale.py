@@ -21,11 +21,11 @@ import pytest
 import analysis.compare
 from analysis import analyze_run
 from analysis.compare import compare, run_label
-from analysis.errors import AnalysisError
+from netrepro.core.errors import RunFolderError
 from analysis.scales import (SCALES, ScaleMin, columns, report_section, scale_figure, scale_mins, scale_of,
                              scale_table, time_scale_of)
 from netrepro.cli.commands import judge_trial
-from netrepro.runner import rundir, run, steps
+from netrepro.runner import run, steps
 from netrepro.sites.ns3 import site as ns3
 from netrepro.experiment.spec import load_spec
 
@@ -43,7 +43,7 @@ def runs(tmp_path_factory):
     out = {"tmp": tmp}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(steps, "STATE_ROOT", tmp / "state")
-        mp.setattr(rundir, "RESULTS_ROOT", tmp / "results")
+        mp.setenv("NETREPRO_RESULTS", str(tmp / "results"))
         ns3.build()
         for name, ts, k, repeat in (("t1", 0.1, 0.001, None), ("t2", 0.2, 0.001, 2), ("t1b", 0.1, 0.001, None),
                                     ("both", 0.2, 0.002, None)):
@@ -214,7 +214,7 @@ def test_a_bad_time_scale_is_refused_before_anything_is_written(runs, tmp_path):
     bad = shutil.copytree(runs["t1b"], tmp_path / "bad")
     data = json.loads((bad / "run.json").read_text())
     (bad / "run.json").write_text(json.dumps({**data, "time_scale": "fast"}))
-    with pytest.raises(AnalysisError, match=r"bad/run.json: time_scale: expected a number > 0 \(the factor of every "
+    with pytest.raises(RunFolderError, match=r"bad/run.json: time_scale: expected a number > 0 \(the factor of every "
                                             r"duration\), got 'fast'$"):
         compare([runs["t1"], bad], tmp_path / "out")
     assert not (tmp_path / "out").exists()
@@ -225,10 +225,10 @@ def test_time_scale_of_a_run():
     assert time_scale_of({"time_scale": 0.05}) == 0.05 and time_scale_of({"time_scale": 1}) == 1.0
     assert scale_of({"time_scale": 0.5, "rate_scale": {"k": 0.02}}, "time_scale") == 0.5
     assert scale_of({"time_scale": 0.5, "rate_scale": {"k": 0.02}}, "rate_scale") == 0.02
-    with pytest.raises(AnalysisError, match=r"^r/run.json: time_scale: missing; expected a number > 0"):
+    with pytest.raises(RunFolderError, match=r"^r/run.json: time_scale: missing; expected a number > 0"):
         time_scale_of({}, "r/run.json")
     for bad in ("0.5", 0, -1, True, math.inf, None, {"k": 1}):
-        with pytest.raises(AnalysisError, match=r"^r/run.json: time_scale: expected a number > 0"):
+        with pytest.raises(RunFolderError, match=r"^r/run.json: time_scale: expected a number > 0"):
             scale_of({"time_scale": bad}, "time_scale", "r/run.json")
     with pytest.raises(ValueError, match="scale: 'size_scale': expected one of rate_scale, time_scale"):
         scale_of({}, "size_scale")
@@ -253,9 +253,9 @@ def test_the_lowest_scale_is_the_claims_own_else_the_experiments():
                                ({"time_scale": {"min": "short"}}, CLAIMS, r"time_scale\.min"),
                                ({}, [CLAIMS[0], {**CLAIMS[1], "time_scale_min": -1}], r"claims\[1\]\.time_scale_min"),
                                ({}, [CLAIMS[0], {**CLAIMS[1], "time_scale_min": True}], r"claims\[1\]\.time_scale_min")):
-        with pytest.raises(AnalysisError, match=rf"^e\.yml: {field}: expected a number > 0 \(the shortest time scale"):
+        with pytest.raises(RunFolderError, match=rf"^e\.yml: {field}: expected a number > 0 \(the shortest time scale"):
             scale_mins(claims, exp, "time_scale", "e.yml")
-    with pytest.raises(AnalysisError, match=r"^e\.yml: time_scale: expected an object \{min, note\}"):
+    with pytest.raises(RunFolderError, match=r"^e\.yml: time_scale: expected an object \{min, note\}"):
         scale_mins(CLAIMS, {"time_scale": 0.1}, "time_scale", "e.yml")
 
 

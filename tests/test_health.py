@@ -2,7 +2,7 @@
 
 On copies of the real recorded run tests/data/pie-vs-red-local-0.1 (never modified), judged by
 the thresholds of pie-vs-red's schema_version 1 file (conftest.PIE_VS_RED_V1, the spec that run
-embeds), read as the analysis reads the run (analysis.run.read_run converts the file: its
+embeds), read as the analysis reads the run (netrepro.runfolder.reading.read_run converts the file: its
 flow_start_skew_max_ms is left out, nothing in the file measures it). That run predates the
 snapshots of /proc/stat and the controller's CPU record, so each copy first gets them (45 %
 busy nodes, a quiet controller); then its raw files are altered the way a sick substrate
@@ -27,12 +27,12 @@ from analysis.substrate import machines
 from analysis.substrate.inputs import NotMeasured, Unmeasurable
 from analysis.__main__ import main as analysis_main
 from analysis.health import trial_health
-from analysis.run import read_run
+from netrepro.runfolder.reading import read_run
 from analysis.console import verdict_line
 from conftest import PIE_VS_RED_V1
 from netrepro.cli import bench
-from netrepro.core.runfolder import cpu_busy, host_cpu_ticks
-from netrepro.runner.fetch import sha256_tree
+from netrepro.runfolder.cpu import cpu_busy, host_cpu_ticks
+from netrepro.runfolder.integrity import sha256_tree
 from netrepro.experiment.spec import Spec, load_spec
 from netrepro.experiment.migrate import recorded_rate_scaling
 

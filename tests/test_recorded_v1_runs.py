@@ -1,5 +1,5 @@
 """Runs recorded with a schema_version 1 experiment file (pie-vs-red's format before it was
-migrated) still analyse, through the one analysis path: analysis.run.read_run converts the
+migrated) still analyse, through the one analysis path: netrepro.runfolder.reading.read_run converts the
 recorded spec once, in memory (netrepro.experiment.migrate.migrate_data), and analysis/outputs.py computes
 what the version 1 analysis computed.
 
@@ -24,8 +24,9 @@ import pytest
 
 import analysis
 import analysis.repetitions as reps
-from analysis.run import AnalysisError, read_run
-from netrepro.runner.fetch import sha256_tree
+from netrepro.core.errors import RunFolderError
+from netrepro.runfolder.reading import read_run
+from netrepro.runfolder.integrity import sha256_tree
 
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 EXPECTED = DATA / "expected"
@@ -216,7 +217,7 @@ def test_a_swept_version_1_run(tmp_path):
 def test_a_version_1_factor_without_a_version_2_path_is_refused_in_one_line(tmp_path):
     _swept(tmp_path, {"name": "buffer", "path": "bottleneck.buffer_bytes", "values": [200000, 100000]})
     before = _digest(tmp_path)
-    with pytest.raises(AnalysisError, match=r"run.json: sweep.factors: buffer: no schema_version 2 path") as e:
+    with pytest.raises(RunFolderError, match=r"run.json: sweep.factors: buffer: no schema_version 2 path") as e:
         analysis.analyze(tmp_path, figures=False)
     assert "\n" not in str(e.value)
     assert _digest(tmp_path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["raw", "run.json"]

@@ -463,10 +463,10 @@ def test_compare_marks_the_stated_numbers_over_their_phases():
 
 def test_compare_refuses_runs_of_different_experiments(tmp_path):
     from analysis.compare import compare
-    from analysis.run import AnalysisError
+    from netrepro.core.errors import RunFolderError
     a = shutil.copytree(V1_RUN, tmp_path / "a")
     b = shutil.copytree(LAB_RUN, tmp_path / "b")
-    with pytest.raises(AnalysisError, match=r"b/run.json: experiment: runs of pie-lab, pie-vs-red; expected runs of one experiment"):
+    with pytest.raises(RunFolderError, match=r"b/run.json: experiment: runs of pie-lab, pie-vs-red; expected runs of one experiment"):
         compare([a, b], tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
@@ -510,12 +510,12 @@ def test_compare_that_fails_while_analysing_leaves_nothing(tmp_path):
     """A run the analysis refuses (a raw file deleted) is found only while analysing: the
     half-built comparison and the --out folders made for it are removed."""
     from analysis.compare import compare
-    from analysis.run import AnalysisError
+    from netrepro.core.errors import RunFolderError
     good = shutil.copytree(V1_RUN, tmp_path / "runs" / "good")
     bad = distinct_run(V1_RUN, tmp_path / "runs" / "bad")
     (bad / "raw" / "pie-limited" / "client1" / "ping.txt").unlink()
     before = _files(tmp_path)
-    with pytest.raises(AnalysisError, match=r"bad/run.json: raw_sha256: 1 raw file differs"):
+    with pytest.raises(RunFolderError, match=r"bad/run.json: raw_sha256: 1 raw file differs"):
         compare([good, bad], tmp_path / "new" / "deep")
     assert _files(tmp_path) == before and not (tmp_path / "new").exists()
 

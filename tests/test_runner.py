@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from netrepro.sites.inventory import write_inventory
-from netrepro.core.runfolder import cpu_busy
-from netrepro.runner import checks, console, fetch, instances, playbooks, rundir, ssh, steps, trialvars
+from netrepro.runfolder.cpu import cpu_busy
+from netrepro.runner import checks, console, instances, playbooks, ssh, steps, trialvars
+from netrepro.runfolder import writing
+from netrepro.runfolder.integrity import sha256_tree
 from netrepro.sites.base import process_group_alive
 from netrepro.experiment.spec import Spec, SpecError, load_spec
 
@@ -26,7 +28,7 @@ def spec() -> Spec:
 @pytest.fixture(autouse=True)
 def no_real_results(tmp_path, monkeypatch):
     """Every test writes run folders under tmp_path, never into the repository's results/."""
-    monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
+    monkeypatch.setenv("NETREPRO_RESULTS", str(tmp_path / "results"))
 
 
 # --- trial_vars --------------------------------------------------------------------------------
@@ -95,10 +97,10 @@ class _FrozenDatetime(datetime):
 
 
 def test_new_run_dir_never_reuses(spec, tmp_path, monkeypatch):
-    monkeypatch.setattr(rundir, "datetime", _FrozenDatetime)
-    a = rundir.new_run_dir(spec, "local")
-    b = rundir.new_run_dir(spec, "local")
-    c = rundir.new_run_dir(spec, "static")
+    monkeypatch.setattr(writing, "datetime", _FrozenDatetime)
+    a = writing.new_run_dir(spec, "local")
+    b = writing.new_run_dir(spec, "local")
+    c = writing.new_run_dir(spec, "static")
     base = tmp_path / "results" / "pie-vs-red"
     assert a == base / "20240506T070809Z-local"
     assert b == base / "20240506T070809Z-local-1"
@@ -107,22 +109,22 @@ def test_new_run_dir_never_reuses(spec, tmp_path, monkeypatch):
 
 
 def test_new_run_dir_skips_existing_folders(spec, tmp_path, monkeypatch):
-    monkeypatch.setattr(rundir, "datetime", _FrozenDatetime)
+    monkeypatch.setattr(writing, "datetime", _FrozenDatetime)
     base = tmp_path / "results" / "pie-vs-red"
     (base / "20240506T070809Z-local").mkdir(parents=True)
     (base / "20240506T070809Z-local" / "run.json").write_text("{}")
     (base / "20240506T070809Z-local-1").mkdir()
-    d = rundir.new_run_dir(spec, "local")
+    d = writing.new_run_dir(spec, "local")
     assert d == base / "20240506T070809Z-local-2"
     assert (base / "20240506T070809Z-local" / "run.json").read_text() == "{}"  # untouched
     for i in range(3, 100):
         (base / f"20240506T070809Z-local-{i}").mkdir()
     with pytest.raises(RuntimeError, match="cannot create a new run folder"):
-        rundir.new_run_dir(spec, "local")
+        writing.new_run_dir(spec, "local")
 
 
 def test_new_run_dir_real_clock(spec, tmp_path):
-    dirs = [rundir.new_run_dir(spec, "local") for _ in range(3)]  # same second, most likely
+    dirs = [writing.new_run_dir(spec, "local") for _ in range(3)]  # same second, most likely
     assert len(set(dirs)) == 3 and all(d.is_dir() and not any(d.iterdir()) for d in dirs)
     assert all(d.parent == tmp_path / "results" / "pie-vs-red" for d in dirs)
 
@@ -134,11 +136,11 @@ def test_point_latest(tmp_path):
     two.mkdir()
     (one / "run.json").write_text("1")
     (two / "run.json").write_text("2")
-    rundir.point_latest(one)
+    writing.point_latest(one)
     latest = base / "latest"
     assert latest.is_symlink() and os.readlink(latest) == one.name  # relative: the tree can move
     assert (latest / "run.json").read_text() == "1"
-    rundir.point_latest(two)
+    writing.point_latest(two)
     assert os.readlink(latest) == two.name and (latest / "run.json").read_text() == "2"
     assert sorted(p.name for p in base.iterdir()) == sorted([one.name, two.name, "latest"])  # no temp link left
 
@@ -149,14 +151,14 @@ def test_sha256_tree(tmp_path):
     (root / "empty").mkdir()
     (root / "a.txt").write_bytes(b"abc")
     (root / "pie-limited" / "router" / "qdisc.jsonl").write_bytes(b"")
-    got = fetch.sha256_tree(root)
+    got = sha256_tree(root)
     assert got == {
         "a.txt": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
         "pie-limited/router/qdisc.jsonl": hashlib.sha256(b"").hexdigest(),
     }
     assert list(got) == sorted(got)
     (root / "a.txt").write_bytes(b"abd")
-    assert fetch.sha256_tree(root)["a.txt"] != got["a.txt"]
+    assert sha256_tree(root)["a.txt"] != got["a.txt"]
 
 
 def test_paths_follow_spec_and_site(spec):
@@ -416,7 +418,7 @@ def _run_folder(tmp: Path, **change) -> None:
     f = d / "raw" / "pie-unlimited" / "client1" / "ping.txt"
     f.parent.mkdir(parents=True)
     f.write_text("[1.0] 64 bytes\n")
-    meta = {"experiment": "pie-vs-red", "spec": rundir.spec_as_recorded(spec), "site": "local",
+    meta = {"experiment": "pie-vs-red", "spec": writing.spec_as_recorded(spec), "site": "local",
             "time_scale": 0.1, "lead_s": 30, "trials": [{"id": "pie-unlimited", "status": "complete"}],
             "raw_sha256": {"pie-unlimited/client1/ping.txt": hashlib.sha256(f.read_bytes()).hexdigest()},
             "trial_status": [{"id": "pie-unlimited", "status": "complete", "attempts": []},
@@ -432,7 +434,7 @@ def _complete_run(tmp: Path) -> None:
 
 
 def _changed_spec(tmp: Path) -> None:
-    spec = rundir.spec_as_recorded(load_spec("pie-vs-red"))
+    spec = writing.spec_as_recorded(load_spec("pie-vs-red"))
     spec["base_rtt"]["duration_s"] += 1
     _run_folder(tmp, spec=spec)
 

@@ -23,7 +23,7 @@ from analysis.summary import trial_statistics
 from analysis.tidy import trial_tidy
 from analysis.raw import parse_flows, parse_ping
 from netrepro.sites.ns3 import stacks as ns3_stacks
-from netrepro.runner import run, rundir, steps, trialvars
+from netrepro.runner import run, steps, trialvars
 from netrepro.cli.commands import judge_trial
 from netrepro.sites.ns3 import site as ns3
 from netrepro.sites.base import SiteError
@@ -405,7 +405,7 @@ JOBS_ORDER = ["pie-unlimited.r1", "red-limited.r1", "pie-unlimited.r2", "red-lim
 def ns3_up(simulator, tmp_path, monkeypatch):
     """pie-vs-red on a provisioned ns3 site, its state and results under tmp_path."""
     monkeypatch.setattr(steps, "STATE_ROOT", tmp_path / "state")
-    monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
+    monkeypatch.setenv("NETREPRO_RESULTS", str(tmp_path / "results"))
     spec = load_spec("pie-vs-red")
     steps.up(spec, "ns3")
     steps.provision(spec, "ns3")

@@ -15,7 +15,7 @@ import pytest
 from analysis import analyze_run
 from analysis.raw import parse_iperf3
 from netrepro.cli.commands import judge_trial
-from netrepro.runner import rundir, run, steps
+from netrepro.runner import run, steps
 from netrepro.sites.ns3 import stacks as ns3_stacks
 from netrepro.sites.ns3 import site as ns3
 from netrepro.experiment.spec import REPO_ROOT, load_spec
@@ -89,7 +89,7 @@ def ns3_site(tmp_path, monkeypatch):
     """A function running an experiment on a provisioned ns3 site (state and results under
     tmp_path) at RATE_SCALE ``k`` and ``time_scale``; returns (run folder, verdict)."""
     monkeypatch.setattr(steps, "STATE_ROOT", tmp_path / "state")
-    monkeypatch.setattr(rundir, "RESULTS_ROOT", tmp_path / "results")
+    monkeypatch.setenv("NETREPRO_RESULTS", str(tmp_path / "results"))
     ns3.build()
 
     def go(name, k, time_scale, **more):

@@ -175,7 +175,7 @@ PACING = LABS / "pacing-lab-local-0.5"
 
 def _pacing_checks(run: Path) -> dict[str, dict]:
     from analysis import health
-    from analysis.run import read_run
+    from netrepro.runfolder.reading import read_run
     _, data, spec = read_run(run)
     scaled = spec.at_rate_scale(float(data["rate_scale"]["k"]))
     return {rec["id"]: next(c for c in health.trial_health(scaled, rec, run / "raw" / rec["id"], 0.5)["checks"]
@@ -206,7 +206,7 @@ def test_a_paced_flow_off_its_rate_fails_the_check_and_its_claims_are_inconclusi
     """fq-rate's flow at 60 % of its pacing rate in three of its four measured seconds after
     the first (what late timers do): pacing_rate_off 0.75, above pacing-lab's 0.25, and the
     claims reading fq-rate are inconclusive, never failed."""
-    from netrepro.runner.fetch import sha256_tree
+    from netrepro.runfolder.integrity import sha256_tree
     run = _paced_run(tmp_path)
     f = run / "raw" / "fq-rate" / "h1" / "iperf3-h1-h2.json"
     report = json.loads(f.read_text())

@@ -9,13 +9,13 @@ import math
 from pathlib import Path
 
 from analysis.substrate.inputs import NotMeasured, Unmeasurable, number, percent
-from netrepro.core.runfolder import cpu_busy
+from netrepro.runfolder.cpu import cpu_busy
 
 
 def _cpu_window(path: Path) -> tuple[dict, dict] | None:
     """The node's ``cpu-window.txt`` (roles/collectors/files/nr-window.sh: ``start TICKS`` and
     ``end TICKS``, the cpu line of /proc/stat at the schedule's start and end) as two
-    snapshots for :func:`netrepro.core.runfolder.cpu_busy`, or None without a readable one."""
+    snapshots for :func:`netrepro.runfolder.cpu.cpu_busy`, or None without a readable one."""
     try:
         lines = dict(ln.split(" ", 1) for ln in path.read_bytes().decode("utf-8", "replace").splitlines() if " " in ln)
     except OSError:

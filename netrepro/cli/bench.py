@@ -17,10 +17,10 @@ Prints, from run.json, timings.json (written by ``netrepro reproduce``) and raw/
   beyond the buffer's drain time, the controller machine's load and CPU busy; each against
   the experiment file's ``health:`` thresholds.
 
-Like the analysis, it reads the run as the analysis does (analysis.run.read_run: a run
+Like the analysis, it reads the run as the analysis does (netrepro.runfolder.reading.read_run: a run
 recorded with a schema_version 1 file is measured as its schema_version 2 form), checks
 run.json's trial records and every raw file against its sha256 sums
-(analysis.run.verified_raw): a damaged run is refused (exit 2, one line naming each missing,
+(netrepro.runfolder.reading.verified_raw): a damaged run is refused (exit 2, one line naming each missing,
 altered or unlisted file) unless ``--partial`` (``make bench PARTIAL=1``), which computes the
 figures from what is there and lists the incomplete trials. Nothing is written.
 """
@@ -34,7 +34,10 @@ import sys
 from pathlib import Path
 
 from netrepro.sites.local.capacity import describe as describe_capacity
+from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import REPO_ROOT, SpecError
+from netrepro.runfolder.layout import TIMINGS, raw_dir, run_json, trial_raw
+from netrepro.runfolder.reading import PARTIAL_HINT, model_run_records, read_run, verified_raw
 
 
 def _num(x) -> float | None:
@@ -50,9 +53,8 @@ def _dict(x) -> dict:
 
 def _timings(run_dir: Path, partial: bool) -> tuple[dict, list[str]]:
     """timings.json (step -> seconds) if there is one; a junk one is refused unless partial."""
-    from analysis.run import PARTIAL_HINT, AnalysisError
 
-    path = run_dir / "timings.json"
+    path = run_dir / TIMINGS
     if not path.exists():
         return {}, []
     try:
@@ -62,7 +64,7 @@ def _timings(run_dir: Path, partial: bool) -> tuple[dict, list[str]]:
     if isinstance(data, dict) and all(_num(v) is not None for v in data.values()):
         return data, []
     if not partial:
-        raise AnalysisError(path, "expected a JSON object of step -> seconds (written by `netrepro reproduce`); "
+        raise RunFolderError(path, "expected a JSON object of step -> seconds (written by `netrepro reproduce`); "
                                   + PARTIAL_HINT)
     return {}, ["timings.json: not a JSON object of step -> seconds; ignored"]
 
@@ -74,17 +76,16 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
         run_dir: the run folder.
         partial: accept raw files that differ from run.json's record (figures from what is
             there) and trial records without their start (left out, named in ``notes``:
-            :func:`analysis.run.model_run_records`).
+            :func:`netrepro.runfolder.reading.model_run_records`).
     Raises:
-        analysis.AnalysisError: run.json missing or malformed, raw files damaged (unless
+        analysis.RunFolderError: run.json missing or malformed, raw files damaged (unless
             partial), timings.json junk (unless partial); one line naming the file and field.
         SpecError: the spec in run.json does not validate.
     """
     from analysis.health import trial_health
-    from analysis.run import model_run_records, read_run, verified_raw
 
     rdir, data, spec = read_run(run_dir)
-    data, left_out = model_run_records(rdir / "run.json", data, partial)
+    data, left_out = model_run_records(run_json(rdir), data, partial)
     check = verified_raw(rdir, data, partial)
     time_scale = float(data["time_scale"])
     # the trials as run.json records them (a repeated run's or a sweep's instances each)
@@ -99,7 +100,7 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
     # recomputed from raw/ and run.json, so runs recorded by older versions are measured alike
     k = float(_dict(data.get("rate_scale")).get("k", 1) or 1)
     scaled = spec if k == 1 else spec.at_rate_scale(k)  # the rates as run (shaper_rate_off reads them)
-    health = {t: trial_health(scaled, records[t], rdir / "raw" / t, time_scale) for t in ran}
+    health = {t: trial_health(scaled, records[t], trial_raw(rdir, t), time_scale) for t in ran}
     fidelity = _fidelity(scaled, records, rdir, time_scale)
     site_t = _dict(data.get("timings_s"))
     return {
@@ -140,7 +141,7 @@ def _fidelity(spec, records: dict[str, dict], rdir: Path, time_scale: float) -> 
 
     tol = shaper_rate_tolerance(spec.model)
     return {rid: {port: {"rate_mbit": rate, "tolerance": tol, **summary(iv, tol)} for port, (rate, iv) in ports.items()}
-            for rid, ports in run_busy_intervals(spec.model, records, rdir / "raw", time_scale).items()}
+            for rid, ports in run_busy_intervals(spec.model, records, raw_dir(rdir), time_scale).items()}
 
 
 def print_fidelity(fidelity: dict) -> None:
@@ -166,7 +167,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from analysis.run import AnalysisError
 
     ap = _Parser(prog="netrepro.cli.bench", description=__doc__.splitlines()[0])
     ap.add_argument("experiment", nargs="?", help="the experiment whose latest run to measure (make passes EXPERIMENT)")
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(a.run) if a.run else REPO_ROOT / "results" / a.experiment / "latest"
     try:
         f = figures(run_dir.resolve(), a.partial)
-    except (AnalysisError, SpecError) as exc:
+    except (RunFolderError, SpecError) as exc:
         print(f"netrepro.cli.bench: {exc}", file=sys.stderr)
         return 2
     if a.json:

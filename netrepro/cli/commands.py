@@ -25,7 +25,8 @@ from netrepro.runner.ansible import PlaybookError
 from netrepro.runner.clean import clean
 from netrepro.cli.site_commands import inventory_from_manifest, plan_text, write_rspec
 from netrepro.model import rate_scale_option, time_scale_note
-from netrepro.runner import playbooks, rundir, steps
+from netrepro.runner import playbooks, steps
+from netrepro.runfolder.layout import TIMINGS, latest, run_json
 from netrepro.runner.barrier import lead_from_env
 from netrepro.runner.console import StepIncomplete
 from netrepro.runner.instances import JOBS_MAX, checked_jobs, dry_run
@@ -298,13 +299,13 @@ def cmd_analyze(args) -> int:
     """Check the run's raw files against run.json, analyze, print the verdict (analysis.analyze).
     A run given with ``--run`` must be a run of EXPERIMENT (run.json ``experiment``)."""
     spec = load_spec(args.experiment)
-    target = Path(args.run) if args.run else rundir.RESULTS_ROOT / spec.name / "latest"
+    target = Path(args.run) if args.run else latest(spec.name)
     from analysis import analyze
-    from analysis.run import read_run_json
+    from netrepro.runfolder.reading import read_run_json
     if args.run:
         _, data = read_run_json(target)
         if data.get("experiment") != spec.name:
-            raise SpecError(target / "run.json", "experiment", f"{data.get('experiment')!r}: a run of another "
+            raise SpecError(run_json(target), "experiment", f"{data.get('experiment')!r}: a run of another "
                                                                f"experiment; expected a run of {spec.name!r} (EXPERIMENT)")
     res = analyze(target.resolve(), partial=args.partial)
     for p in res.problems:
@@ -405,7 +406,7 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
         elif held := steps.open_site(spec, site, opts).held():   # --keep: what stays reserved, and how to release it
             print(held)
     timings["total_s"] = round(time.time() - t0, 1)
-    (run_dir / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
+    (run_dir / TIMINGS).write_text(json.dumps(timings, indent=1) + "\n")
     return run_dir, verdict, timings
 
 
@@ -468,7 +469,7 @@ def cmd_quick(args) -> int:
         run_dir, verdict, timings = _reproduce(spec, site, ts_local, {}, sched,
                                                rate_scale=None if k is None else f"{k:g}")
         results.append((site, ts_local, run_dir, verdict, timings))
-        k = float((json.loads((run_dir / "run.json").read_text()).get("rate_scale") or {}).get("k", 1))
+        k = float((json.loads(run_json(run_dir).read_text()).get("rate_scale") or {}).get("k", 1))
     print("[quick] verdicts side by side:")
     for line in quick_table(results):
         print(line)

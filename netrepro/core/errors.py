@@ -1,4 +1,6 @@
-"""How an experiment file's errors are found and reported (:mod:`netrepro.experiment.spec`,
+"""The errors of netrepro's two file formats: :class:`RunFolderError`, a run folder that cannot
+be read or analysed (:mod:`netrepro.runfolder`, :mod:`analysis`); and how an experiment file's
+errors are found and reported (:mod:`netrepro.experiment.spec`,
 :mod:`netrepro.model`, :mod:`netrepro.experiment.migrate`) and the strict YAML reader
 (:mod:`netrepro.core.yamlfile`): :class:`SpecError`, whose message is one line naming the file,
 the field and what was expected; :func:`check_plain_data`, what a JSON Schema cannot see; the
@@ -21,6 +23,16 @@ class SpecError(ValueError):
     def __init__(self, path: Path | str, field: str, problem: str):
         self.path, self.field, self.problem = str(path), field, problem
         super().__init__(f"{path}: {field}: {problem}")
+
+
+class RunFolderError(ValueError):
+    """A run folder (``results/<experiment>/<run-id>/``) cannot be read or analysed: its
+    run.json missing or malformed, its raw files differing from the record, runs that cannot be
+    compared. ``str(err)`` is one line: ``<file>: <what was expected>``."""
+
+    def __init__(self, path: Path | str, problem: str):
+        self.path, self.problem = str(path), problem
+        super().__init__(f"{path}: {problem}")
 
 
 def field_path(parts) -> str:

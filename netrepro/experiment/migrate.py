@@ -455,7 +455,7 @@ def _checked(out: dict, where) -> dict:
 def migrate_data(data: dict, where: str | Path = "<memory>") -> dict:
     """The schema_version 2 data of the schema_version 1 experiment ``data`` (a parsed file,
     or the ``spec`` of a run's run.json: the analysis reads a run recorded with a version 1
-    file through this, :func:`analysis.run.read_run`). What version 2 cannot keep is left out
+    file through this, :func:`netrepro.runfolder.reading.read_run`). What version 2 cannot keep is left out
     (:func:`migrate` names it in its output's comments): a health threshold nothing in the
     file measures, a sweep factor without a version 2 path. ``where`` names the data in
     error messages. ``data`` is not changed.

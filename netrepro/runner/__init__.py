@@ -12,8 +12,10 @@ trials, and is resumed in its folder (:func:`netrepro.runner.run.run`,
 
 One concern a module, each importing only those below it (``.importlinter`` states the order):
 
-- ``run``: a run of trials in a run folder, new or resumed;
-- ``plan``: its trial instances in order, their expected wall time, the dry run;
+- ``clean``: removing what netrepro made; ``setup``: installing what a site needs;
+- ``run``: a run of trials in a run folder, new or resumed (the folder's format is
+  :mod:`netrepro.runfolder`'s);
+- ``instances``: its trial instances in order, their expected wall time, the dry run;
 - ``trial``: one trial instance, from arming it to its kept data and record;
 - ``steps``: the site steps, up, provision and down, and where the site's state and inventory are;
 - ``resume``: what a resumed run must match, checked before anything is written;
@@ -21,11 +23,10 @@ One concern a module, each importing only those below it (``.importlinter`` stat
 - ``playbooks``: ansible-playbook runs, ended on a signal, and why one failed;
 - ``trialvars``: a trial's variables for playbooks/trial.yml, the rate and time scales;
 - ``checks``: the nodes' clocks and whether a trial's data covers its schedule;
-- ``fetch``: a trial's data from the nodes, unpacked, and its checksums;
-- ``rundir``: run folders, ``latest``, their lock, the room kept free and the files written there;
+- ``fetch``: a trial's data from the nodes, unpacked, and the nodes' recorded settings;
 - ``ssh``: the nodes over SSH as Ansible reaches them, and the connections kept open to them;
-- ``console``: the runner's lines, the account of a step that stopped, the command to run next.
-
-A name with a leading underscore is the package's own: other modules of the runner use it,
-nothing outside it does.
+- ``console``: the runner's lines, the account of a step that stopped, the command to run next;
+  ``progress``: the live display of a run;
+- ``ansible``: Ansible's runner (ansible-runner) and its settings; ``schedule``: the order of
+  trial instances.
 """

@@ -1,11 +1,11 @@
 """A trial's data from the nodes to the controller: each node's packed trial fetched over SSH
-(:func:`fetch_archives`), unpacked (:func:`extract_archive`), its files' checksums
-(:func:`sha256_tree`) and the nodes' software and settings as they recorded them."""
+(:func:`fetch_archives`), unpacked (:func:`extract_archive`), and the nodes' software and
+settings as they recorded them (:func:`nodes_meta`); the files' checksums are the run folder's
+(:func:`netrepro.runfolder.integrity.sha256_tree`)."""
 
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import shlex
 import shutil
@@ -94,15 +94,6 @@ def extract_archive(archive: Path, dest: Path) -> None:
                 m.mode &= 0o755
             tf.extractall(dest)  # noqa: S202 - every member checked above
     archive.unlink()
-
-
-def sha256_tree(root: Path) -> dict[str, str]:
-    """Relative path -> sha256 hex of every file under ``root``."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
 
 
 def node_meta(path: Path) -> dict:

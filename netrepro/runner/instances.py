@@ -13,7 +13,7 @@ from netrepro.runner import schedule
 from netrepro.runner.progress import eta_s
 from netrepro.experiment import sweep as sweeps
 from netrepro.runner.resume import load_resume
-from netrepro.runner.rundir import latest_records
+from netrepro.runfolder.reading import latest_records
 from netrepro.runner.steps import simulated
 from netrepro.runner.trialvars import settings_text
 from netrepro.sites import SITES, Site, site_class
@@ -133,7 +133,7 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
         time_scale = 1.0 if time_scale is None else time_scale
         points = sweeps.points(spec) if sweep else None
         todo, seed = trial_instances(spec, trial_ids, repeat, shuffle, seed, points)
-        records = latest_records(spec, site_name)
+        records = latest_records(spec.name, site_name)
     cls = site_class(site_name)
     each = instance_estimate_s(spec, time_scale, records, cls)
     fs = sweeps.factors(spec)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from netrepro.runner.fetch import sha256_tree
-from netrepro.runner.rundir import INCOMPLETE, spec_as_recorded
+from netrepro.runfolder.integrity import sha256_tree
 from netrepro.experiment.spec import Spec, SpecError
+from netrepro.runfolder.layout import INCOMPLETE, incomplete_marker, raw_dir, run_json
+from netrepro.runfolder.writing import spec_as_recorded
 
 
 def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | None,
@@ -25,7 +26,7 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
         raise SpecError("command line", "--trial", "not with --resume: a resumed run runs the trials it started with")
     if not run_dir.is_dir():
         raise SpecError(run_dir, "--resume", "no such run folder; expected a folder made by `netrepro run`")
-    rj = run_dir / "run.json"
+    rj = run_json(run_dir)
     if not rj.is_file():
         raise SpecError(rj, "(file)", "missing; expected the run.json of a run made by `netrepro run`")
     try:
@@ -51,10 +52,10 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
                                                     "leave it out to resume")
     done = {t.get("id") for t in meta["trials"] if isinstance(t, dict)}
     order = [t["id"] for t in meta.get("trial_status") or []] or spec.trial_ids
-    if all(t in done for t in order) and not (run_dir / INCOMPLETE).exists():
+    if all(t in done for t in order) and not incomplete_marker(run_dir).exists():
         raise SpecError(run_dir, "--resume", f"the run is complete ({len(order)} trials, no {INCOMPLETE} marker); nothing to resume")
     recorded = meta.get("raw_sha256") or {}
-    raw = run_dir / "raw"
+    raw = raw_dir(run_dir)
     bad = []
     for tid in sorted(done):
         want = {k: v for k, v in recorded.items() if k.split("/", 1)[0] == tid}

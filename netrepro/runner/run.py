@@ -21,11 +21,9 @@ from netrepro.model import claim_time_scale_min
 from netrepro.runner.progress import RunProgress
 from netrepro.runner.barrier import BARRIER_LEAD_MIN_S, lead_from_env
 from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, site_arg, spec_arg, log, signal_of
-from netrepro.runner.fetch import nodes_meta, sha256_tree
+from netrepro.runner.fetch import nodes_meta
 from netrepro.runner.instances import checked_trial_ids, instance_estimate_s, trial_instances, trials_by_id, checked_jobs
 from netrepro.runner.resume import load_resume, resume_record
-from netrepro.runner.rundir import (INCOMPLETE, RESERVE_BYTES, git_commit, lock_run, reserve_space, spec_as_recorded,
-                                    write_json, new_run_dir, point_latest, shutil_rm)
 from netrepro.runner.steps import open_site, simulated, write_site_inventory
 from netrepro.runner.trial import (TrialJudge, delay_probe, kept_simulation, run_trial, simulate_trial, simulation_of,
                                    stop_trial, TrialFailed)
@@ -33,6 +31,10 @@ from netrepro.runner.trialvars import spec_at_rate_scale, scaled_phases, setting
 from netrepro.runner.schedule import Instance
 from netrepro.sites import Site, SiteError
 from netrepro.experiment.spec import REPO_ROOT, Spec
+from netrepro.runfolder.integrity import sha256_tree
+from netrepro.runfolder.layout import RESERVE, STAGING, incomplete_marker, raw_dir, run_json, staging_dir, trial_raw
+from netrepro.runfolder.writing import (RESERVE_BYTES, git_commit, lock_run, new_run_dir, point_latest, remove_tree,
+                                        reserve_space, spec_as_recorded, write_json)
 
 
 def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
@@ -249,7 +251,7 @@ def _hold_space(r: _Run, remove: bool) -> None:
     except OSError as exc:
         os.close(r.lock)
         if remove:
-            shutil_rm(r.run_dir)
+            remove_tree(r.run_dir)
         raise RuntimeError(f"{r.run_dir}: cannot hold {RESERVE_BYTES >> 10} KiB free for the run's records "
                            f"({exc.strerror}); free some space first") from None
 
@@ -262,10 +264,10 @@ def _run_trials(r: _Run, points: list | None, session: dict, progress_tty: bool 
     be recorded or None)."""
     t_run = time.time()
     try:
-        (r.run_dir / INCOMPLETE).write_text(
+        incomplete_marker(r.run_dir).write_text(
             f"run in progress since {session['at']} (netrepro process {os.getpid()} on {platform.node()}); "
             f"if that process is gone, it was stopped without a word: {r.resume_hint}\n")
-        write_json(r.run_dir / "run.json", r.meta)
+        write_json(run_json(r.run_dir), r.meta)
         r.at_point = {p.id: (p, spec_at_rate_scale(sweeps.point_spec(r.spec, p.values), r.site,
                                                                  rate_scale=r.rate_scale)) for p in points or []}
         estimate = instance_estimate_s(r.scaled, r.time_scale, r.meta["trials"], type(r.site))
@@ -400,9 +402,9 @@ def _begin(r: _Run, tid: str, progress: RunProgress) -> _Begun:
     attempt = {"started_at": datetime.now(timezone.utc).isoformat(), "status": "running"}
     ts.setdefault("attempts", []).append(attempt)
     ts.update(status="running", reason=None)
-    write_json(r.run_dir / "run.json", meta)
-    staging = r.run_dir / ".fetch" / tid
-    shutil_rm(staging)
+    write_json(run_json(r.run_dir), meta)
+    staging = staging_dir(r.run_dir, tid)
+    remove_tree(staging)
     tv = {**trial_vars(tspec, trial, time_scale, staging / "archives", r.lead), "id": tid,
           "trial": trial_id, "time_scale": time_scale, "repetition": ts.get("repetition", 1)}
     factor_values = sweeps.trial_factors(meta["sweep"]["factors"], point, trial_id) if point else {}
@@ -460,16 +462,16 @@ def _conclude(r: _Run, b: _Begun, progress: RunProgress, trial: Callable[[], dic
     else:
         meta["trials"].append(record)
         meta["raw_sha256"] = {**(meta.get("raw_sha256") or {}),
-                              **{f"{tid}/{k}": v for k, v in sha256_tree(r.run_dir / "raw" / tid).items()}}
+                              **{f"{tid}/{k}": v for k, v in sha256_tree(trial_raw(r.run_dir, tid)).items()}}
         outcome = ("complete", None)
     finally:
-        shutil_rm(b.staging)
+        remove_tree(b.staging)
         progress.end(tid, bool(outcome and outcome[0] == "complete"), (outcome or ("", "stopped"))[1] or "", wall_s)
         attempt.update(status=outcome[0] if outcome else "failed", reason=outcome[1] if outcome else "stopped",
                        ended_at=datetime.now(timezone.utc).isoformat())
         ts.update(status=attempt["status"], reason=attempt["reason"])
         if r.failure is None:
-            write_json(r.run_dir / "run.json", meta)
+            write_json(run_json(r.run_dir), meta)
     return again
 
 
@@ -545,7 +547,7 @@ def _discard(r: _Run, b: _Begun, progress: RunProgress, why: str) -> None:
     """Record the attempt ``b``, begun but not to be recorded (:func:`_simulate_at_once`), as
     failed for ``why`` (its data are removed with the staging folders; run.json is written
     with the run's end)."""
-    shutil_rm(b.staging)
+    remove_tree(b.staging)
     progress.end(b.tid, False, why)
     b.attempt.update(status="failed", reason=why, ended_at=datetime.now(timezone.utc).isoformat())
     b.ts.update(status="failed", reason=why)
@@ -557,11 +559,11 @@ def _record_end(r: _Run, t_run: float) -> tuple[list[str], str | None]:
     INCOMPLETE (where and why it stopped, and how to resume it) or none when every trial is
     complete. Returns (the instances kept, why the end could not be recorded or None)."""
     meta, run_dir = r.meta, r.run_dir
-    shutil_rm(run_dir / ".fetch")
-    (run_dir / ".reserve").unlink(missing_ok=True)
+    remove_tree(run_dir / STAGING)
+    (run_dir / RESERVE).unlink(missing_ok=True)
     meta["finished_at"] = datetime.now(timezone.utc).isoformat()
     meta["wall_s"] = round(float(meta.get("wall_s") or 0) + time.time() - t_run, 1)
-    meta["nodes"] = nodes_meta(run_dir / "raw", r.spec)
+    meta["nodes"] = nodes_meta(raw_dir(run_dir), r.spec)
     meta["timings_s"] = {**r.site.load_state().get("timings_s", {}), "trials": meta["wall_s"]}
     kept = [s["id"] for s in meta["trial_status"] if s["status"] == "complete"]
     complete = len(kept) == len(meta["trial_status"])
@@ -570,13 +572,13 @@ def _record_end(r: _Run, t_run: float) -> tuple[list[str], str | None]:
         if not complete:
             where = r.failure or next(((s["id"], s.get("reason") or "not run yet", 2)
                                        for s in meta["trial_status"] if s["status"] != "complete"))
-            (run_dir / INCOMPLETE).write_text(
+            incomplete_marker(run_dir).write_text(
                 f"run INCOMPLETE at trial {where[0]}: {where[1]}\n"
                 f"kept: {', '.join(kept) or 'no trial'} ({len(kept)} of {len(meta['trial_status'])} trials; "
                 f"raw files and their sha256 in run.json)\n{r.resume_hint}\n")
-        write_json(run_dir / "run.json", meta)
+        write_json(run_json(run_dir), meta)
         if complete:
-            (run_dir / INCOMPLETE).unlink(missing_ok=True)
+            incomplete_marker(run_dir).unlink(missing_ok=True)
     except OSError as exc:
         unrecorded = f"could not record it in {run_dir} ({exc.strerror})"
     return kept, unrecorded

@@ -16,7 +16,7 @@ from netrepro.sites.inventory import (build_inventory, control_dir, foreign_inve
 from netrepro.experiment.rolevars import model_vars
 from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, site_arg, spec_arg, log, signal_of
 from netrepro.runner.playbooks import playbook_path, playbook_failure
-from netrepro.runner.rundir import shutil_rm
+from netrepro.runfolder.writing import remove_tree
 from netrepro.runner.ssh import close_ssh_masters, ssh_control_paths
 from netrepro.runner.trialvars import spec_at_rate_scale
 from netrepro.sites import Site, get_site
@@ -68,7 +68,7 @@ def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> Sit
     t0 = time.time()
     # Facts cached from an earlier reservation (interface names) may not hold any more.
     # (Nothing is created here: a site that fails to reserve leaves no folder behind.)
-    shutil_rm(ansible.fact_cache_dir(site.state_dir / "ansible"))
+    remove_tree(ansible.fact_cache_dir(site.state_dir / "ansible"))
     site.reserve()
     site.wait_ready()
     path = None if simulated(site) else write_site_inventory(spec, site)

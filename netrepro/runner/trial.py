@@ -15,7 +15,8 @@ from typing import Callable
 from netrepro.runner import ansible
 from netrepro.runner.progress import queueing_delay_probe
 from netrepro.experiment.rolevars import model_vars
-from netrepro.core.runfolder import cpu_busy, host_cpu_ticks
+from netrepro.runfolder.cpu import cpu_busy, host_cpu_ticks
+from netrepro.runfolder.layout import FAILED, LOGS, trial_raw
 from netrepro.runner.barrier import BarrierLate, release_trial
 from netrepro.runner.checks import check_trial_data, clock_problems, node_clocks
 from netrepro.runner.console import log
@@ -167,7 +168,7 @@ def _play_and_fetch(spec: Spec, site: Site, inv: Path, tv: dict, run_dir: Path, 
         mark[0] = now
 
     try:
-        logs = run_dir / "logs"
+        logs = run_dir / LOGS
         playbook_path("trial", inv, extra, site, keep_log=logs / f"{tid}-{attempt}-trial.log")
         took("arm")
         try:
@@ -299,16 +300,16 @@ def _keep_trial_data(run_dir: Path, tdir: Path, tid: str, attempt: int, problems
     once, which is returned (a folder already there, moved by a run stopped before it could
     record the trial, goes to ``failed/<trial>-<attempt>-unrecorded/`` first)."""
     if problems:
-        failed = run_dir / "failed" / f"{tid}-{attempt}"
+        failed = run_dir / FAILED / f"{tid}-{attempt}"
         failed.parent.mkdir(exist_ok=True)
         os.rename(tdir, failed)
         raise TrialFailed("; ".join(problems), details={"kept_in": str(failed.relative_to(run_dir)), **(details or {})},
                            again=again)
-    dest = run_dir / "raw" / tid
+    dest = trial_raw(run_dir, tid)
     dest.parent.mkdir(exist_ok=True)
     if dest.exists():
-        (run_dir / "failed").mkdir(exist_ok=True)
-        os.rename(dest, run_dir / "failed" / f"{tid}-{attempt}-unrecorded")
+        (run_dir / FAILED).mkdir(exist_ok=True)
+        os.rename(dest, run_dir / FAILED / f"{tid}-{attempt}-unrecorded")
     os.rename(tdir, dest)
     return dest
 

@@ -1,6 +1,6 @@
-"""What the files of a run folder mean, for the runner that writes them
-(:mod:`netrepro.runner`) and the analysis that reads them (:mod:`analysis.health`): the
-CPU readings recorded with a trial (``cpu_ticks``: the numbers of /proc/stat's ``cpu`` line,
+"""The CPU readings of a run folder, for the runner that records them
+(:mod:`netrepro.runner.trial`) and the analysis that reads them
+(:mod:`analysis.substrate.machines`): the CPU readings recorded with a trial (``cpu_ticks``: the numbers of /proc/stat's ``cpu`` line,
 proc(5)), this machine's (:func:`host_cpu_ticks`) and the share of busy time between two
 (:func:`cpu_busy`).
 """

@@ -1,4 +1,4 @@
-"""Atomic writes: a reader never sees a half-written output, and a failed run leaves the
+"""Atomic writes of the files an analysis adds to a run folder: a reader never sees a half-written output, and a failed run leaves the
 previous output in place. Each file is written to a temporary name in the same folder and
 then renamed over the target (os.replace is atomic on POSIX within one file system). A
 target that already holds exactly the new bytes is left as it is (same inode and mtime), so

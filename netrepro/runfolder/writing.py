@@ -1,7 +1,9 @@
-"""Run folders: ``results/<experiment>/<run-id>/``, made new for each run and never reused
-(:func:`new_run_dir`), ``latest`` pointing at the newest complete one (:func:`point_latest`),
-held by one process at a time with room kept free for its records, and the files a run
-writes there (run.json, INCOMPLETE)."""
+"""Writing a run folder: ``results/<experiment>/<run-id>/``, made new for each run and never
+reused (:func:`new_run_dir`), ``latest`` pointing at the newest complete one
+(:func:`point_latest`), held by one process at a time (:func:`lock_run`) with room kept free
+for its records (:func:`reserve_space`), and run.json written whole each time
+(:func:`write_json`) with the experiment as run (:func:`spec_as_recorded`) and the toolkit's
+commit (:func:`git_commit`). The names are :mod:`netrepro.runfolder.layout`'s."""
 
 from __future__ import annotations
 
@@ -16,19 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from netrepro.experiment.spec import REPO_ROOT, Spec, SpecError
+from netrepro.runfolder.layout import LATEST, RESERVE, experiment_results
 
-#: Where run folders go: ``results/`` in the repository, or ``$NETREPRO_RESULTS``.
-RESULTS_ROOT = Path(os.environ.get("NETREPRO_RESULTS", REPO_ROOT / "results"))
 #: Bytes held free in a run folder while the run writes it (the file ``.reserve``, released
 #: when the run stops), so that a full disk still leaves room to record what was kept and why.
 RESERVE_BYTES = 1 << 20
-#: The marker file of a run folder that does not hold every trial (yet).
-INCOMPLETE = "INCOMPLETE"
 
 
 def new_run_dir(spec: Spec, site: str) -> Path:
     """Create results/<experiment>/<UTC time>-<site>/ (never an existing one)."""
-    base = RESULTS_ROOT / spec.name
+    base = experiment_results(spec.name)
     base.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     for i in range(100):
@@ -43,7 +42,7 @@ def new_run_dir(spec: Spec, site: str) -> Path:
 
 def point_latest(run_dir: Path) -> None:
     """Atomically point results/<experiment>/latest at ``run_dir``."""
-    link = run_dir.parent / "latest"
+    link = run_dir.parent / LATEST
     tmp = run_dir.parent / f".latest-{os.getpid()}"
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(run_dir.name)
@@ -72,7 +71,7 @@ def lock_run(run_dir: Path, what: str) -> int:
 def reserve_space(run_dir: Path) -> Path:
     """Hold :data:`RESERVE_BYTES` in ``run_dir/.reserve`` (really allocated, not sparse).
     Raises OSError (ENOSPC) when the disk has less."""
-    path = run_dir / ".reserve"
+    path = run_dir / RESERVE
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         try:
@@ -91,10 +90,13 @@ def reserve_space(run_dir: Path) -> Path:
 
 
 def spec_as_recorded(spec: Spec) -> Any:
+    """The experiment as run.json records it (``spec``): its data as JSON gives them back."""
     return json.loads(json.dumps(spec.data, default=str))
 
 
 def git_commit() -> str:
+    """The repository's commit (``<40 hex>``, ``-dirty`` when tracked files differ from it),
+    recorded in run.json; ``unknown`` without git or outside a checkout."""
     try:
         rev = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
@@ -104,17 +106,7 @@ def git_commit() -> str:
         return "unknown"
 
 
-def latest_records(spec: Spec, site_name: str) -> list[dict]:
-    """The trial records of the newest complete run of ``spec`` on ``site_name`` (results/
-    <experiment>/latest), for the overhead of a trial; [] when there is none or it is unreadable."""
-    rj = RESULTS_ROOT / spec.name / "latest" / "run.json"
-    try:
-        meta = json.loads(rj.read_text())
-    except (OSError, ValueError):
-        return []
-    return [t for t in meta.get("trials") or [] if isinstance(t, dict)] if meta.get("site") == site_name else []
-
-
-def shutil_rm(path: Path) -> None:
-    """Remove a folder tree if it exists."""
+def remove_tree(path: Path) -> None:
+    """Remove a folder tree netrepro made (a staging folder, a run folder that holds nothing
+    yet) if it exists; errors are ignored."""
     shutil.rmtree(path, ignore_errors=True)

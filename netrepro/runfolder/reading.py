@@ -1,13 +1,15 @@
-"""Read a run directory's ``run.json`` and check its raw files against the record.
+"""Read a run folder back: its ``run.json`` and its raw files checked against the record.
 
-A run directory is ``results/<experiment>/<run-id>/`` with ``run.json`` and ``raw/``.
-:func:`read_run` is where the analysis (and ``netrepro.cli.bench``) reads a run: run.json parsed
+A run folder is ``results/<experiment>/<run-id>/`` with ``run.json`` and ``raw/``
+(:mod:`netrepro.runfolder.layout`). :func:`read_run` is where the analysis (and
+``netrepro.cli.bench``) reads a run: run.json parsed
 (:func:`read_run_json`) and its experiment. A run recorded with a schema_version 1 file (the
 format pie-vs-red had before it was migrated) is converted here, once, through
 :func:`netrepro.experiment.migrate.migrate_data`; nothing after this knows version 1, and the run folder is
 never written. :func:`model_run_records` checks the trial records the analysis reads and
-:func:`verified_raw` every raw file against run.json's ``raw_sha256`` (:mod:`analysis.integrity`).
-Problems of the record raise :class:`AnalysisError` (one line naming the file and field);
+:func:`verified_raw` every raw file against run.json's ``raw_sha256`` (:mod:`netrepro.runfolder.integrity`).
+:func:`latest_records` reads the trial records of an experiment's newest run for the runner's
+time estimates. Problems of the record raise :class:`RunFolderError` (one line naming the file and field);
 damaged raw files are refused unless ``partial=True``, in which case the trials they belong to
 are incomplete and the claims reading them are reported not evaluable
 (:func:`analysis.claims.evaluate`). Nothing is written here.
@@ -18,13 +20,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.errors import AnalysisError
-from analysis.integrity import RawCheck, verify_raw
+from netrepro.core.errors import RunFolderError
 from netrepro.experiment.migrate import migrate_data, recorded_rate_scaling
-from netrepro.experiment.spec import TIME_SCALE_MAX, TIME_SCALE_MIN, Spec, SpecError
+from netrepro.experiment.spec import TIME_SCALE_MAX, TIME_SCALE_MIN, Spec
+from netrepro.runfolder.integrity import RawCheck, verify_raw
+from netrepro.runfolder.layout import RUN_JSON, latest, raw_dir, run_json
 
 #: A trial id is also a folder name under raw/: a plain name, never a path.
 _TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -33,50 +35,29 @@ _TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 PARTIAL_HINT = "to analyze what is there, add --partial"
 
 
-@dataclass
-class RunInfo:
-    """A run directory as analysed: ``dir``, ``data`` (run.json parsed, its ``spec`` of
-    schema_version 2: :func:`read_run`), ``spec`` (the experiment), ``time_scale``,
-    ``raw_check`` (the raw files against the record; None when not checked) and ``partial``
-    (damaged data accepted)."""
-
-    dir: Path
-    data: dict
-    spec: Spec
-    time_scale: float
-    raw_check: RawCheck | None = None
-    partial: bool = False
-
-    @classmethod
-    def whole(cls, run_dir: Path, data: dict, spec: Spec, raw_check: RawCheck | None, partial: bool) -> RunInfo:
-        """The run as a whole (one run, its repetitions or a sweep's points)."""
-        return cls(dir=run_dir, data=data, spec=spec, time_scale=float(data.get("time_scale", 1)),
-                   raw_check=raw_check, partial=partial)
-
-
 def _is_num(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def read_run_json(run_dir: Path | str) -> tuple[Path, dict]:
-    """``(run_dir, data)``: run.json parsed, or AnalysisError naming what is wrong (the folder
+    """``(run_dir, data)``: run.json parsed, or RunFolderError naming what is wrong (the folder
     missing, run.json missing, a symbolic link, unreadable, not UTF-8 JSON, or not an object)."""
     run_dir = Path(run_dir)
-    path = run_dir / "run.json"
+    path = run_json(run_dir)
     if not run_dir.is_dir():
-        raise AnalysisError(path, "no run.json: the run folder does not exist; expected results/<experiment>/<run-id>/")
+        raise RunFolderError(path, "no run.json: the run folder does not exist; expected results/<experiment>/<run-id>/")
     if path.is_symlink():
-        raise AnalysisError(path, "a symbolic link; expected the run record `netrepro run` wrote in this folder")
+        raise RunFolderError(path, "a symbolic link; expected the run record `netrepro run` wrote in this folder")
     if not path.is_file():
-        raise AnalysisError(path, "no run.json: expected the run record written by `netrepro run`")
+        raise RunFolderError(path, "no run.json: expected the run record written by `netrepro run`")
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except OSError as exc:
-        raise AnalysisError(path, f"cannot be read ({exc.strerror})") from None
+        raise RunFolderError(path, f"cannot be read ({exc.strerror})") from None
     except (ValueError, UnicodeDecodeError) as exc:
-        raise AnalysisError(path, f"expected JSON (as `netrepro run` writes it): {str(exc)[:80]}") from None
+        raise RunFolderError(path, f"expected JSON (as `netrepro run` writes it): {str(exc)[:80]}") from None
     if not isinstance(data, dict):
-        raise AnalysisError(path, f"expected a JSON object, got {type(data).__name__}")
+        raise RunFolderError(path, f"expected a JSON object, got {type(data).__name__}")
     return run_dir, data
 
 
@@ -92,15 +73,15 @@ def read_run(run_dir: Path | str, spec: Spec | None = None) -> tuple[Path, dict,
     (:func:`netrepro.experiment.migrate.recorded_rate_scaling`). run.json itself is never written.
 
     Raises:
-        AnalysisError: as :func:`read_run_json`; run.json's ``spec`` not an object; a swept
+        RunFolderError: as :func:`read_run_json`; run.json's ``spec`` not an object; a swept
             version 1 run whose factor has no version 2 path (it cannot be analysed).
         SpecError: the recorded spec is invalid (one line naming ``run.json:spec``).
     """
     run_dir, data = read_run_json(run_dir)
-    path = run_dir / "run.json"
+    path = run_json(run_dir)
     recorded = data.get("spec")
     if spec is None and not isinstance(recorded, dict):
-        raise AnalysisError(path, "spec: expected an object (the experiment file as run)"
+        raise RunFolderError(path, "spec: expected an object (the experiment file as run)"
                             if "spec" in data else "spec: missing; expected the experiment file as run")
     if isinstance(recorded, dict) and recorded.get("schema_version") == 1:
         data = _from_version_1(path, data)
@@ -119,7 +100,7 @@ def _from_version_1(path: Path, data: dict) -> dict:
         now = {f["name"]: f for f in (spec.get("sweep") or {}).get("factors") or []}
         lost = [f.get("name") for f in sweep["factors"] if not isinstance(f, dict) or f.get("name") not in now]
         if lost:
-            raise AnalysisError(path, f"sweep.factors: {', '.join(map(str, lost))}: no schema_version 2 path for what "
+            raise RunFolderError(path, f"sweep.factors: {', '.join(map(str, lost))}: no schema_version 2 path for what "
                                       "this version 1 factor varied (netrepro migrate names it); expected factors the "
                                       "analysis can set")
         out["sweep"] = {**sweep, "factors": [now[f["name"]] for f in sweep["factors"]]}
@@ -135,30 +116,30 @@ def model_run_records(path: Path, data: dict, partial: bool) -> tuple[dict, list
     trial records that lack their start (the analysis then reports those trials not run),
     and one line per record left out.
     Raises:
-        AnalysisError: ``time_scale`` missing or not a number > 0; ``trials`` not a list; a
+        RunFolderError: ``time_scale`` missing or not a number > 0; ``trials`` not a list; a
             record without its start time, unless ``partial``.
     """
     ts = data.get("time_scale")
     if not _is_num(ts) or not ts > 0:
-        raise AnalysisError(path, f"time_scale: expected a number > 0, got {ts!r}"
+        raise RunFolderError(path, f"time_scale: expected a number > 0, got {ts!r}"
                             if "time_scale" in data else "time_scale: missing; expected a number > 0")
     if not TIME_SCALE_MIN <= ts <= TIME_SCALE_MAX:  # the only ones a run accepts (TIME_SCALE)
-        raise AnalysisError(path, f"time_scale: expected a number from {TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g} "
+        raise RunFolderError(path, f"time_scale: expected a number from {TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g} "
                                   f"(the TIME_SCALE a run accepts), got {ts!r}")
     raw_trials = data.get("trials")
     if not isinstance(raw_trials, list):
-        raise AnalysisError(path, "trials: expected a list of the trials run"
+        raise RunFolderError(path, "trials: expected a list of the trials run"
                             if "trials" in data else "trials: missing; expected a list of the trials run")
     kept, problems = [], []
     for i, t in enumerate(raw_trials):
         start = t.get("start_epoch_s") if isinstance(t, dict) else None
         if not isinstance(t, dict):
-            raise AnalysisError(path, f"trials[{i}]: expected an object")
+            raise RunFolderError(path, f"trials[{i}]: expected an object")
         if not _is_num(start) or start <= 0:
             problem = (f"trials[{i}].start_epoch_s: " + ("missing" if start is None else f"got {start!r}")
                        + "; expected the trial's common start in Unix seconds")
             if not partial:
-                raise AnalysisError(path, f"{problem}; {PARTIAL_HINT}")
+                raise RunFolderError(path, f"{problem}; {PARTIAL_HINT}")
             problems.append(f"run.json: {problem}; the trial is left out")
             continue
         kept.append(t)
@@ -167,30 +148,43 @@ def model_run_records(path: Path, data: dict, partial: bool) -> tuple[dict, list
 
 def verified_raw(run_dir: Path, data: dict, partial: bool) -> RawCheck:
     """Every raw file of ``run_dir/raw`` against run.json's ``raw_sha256`` (``data``:
-    run.json parsed). Raises AnalysisError when some file is missing, altered or unlisted,
-    unless ``partial``; RawCheck says which. Always raises AnalysisError (with ``partial``
+    run.json parsed). Raises RunFolderError when some file is missing, altered or unlisted,
+    unless ``partial``; RawCheck says which. Always raises RunFolderError (with ``partial``
     too) when raw/ or anything under it is a symbolic link or a special file
-    (:func:`analysis.integrity.raw_files`), or a trial record's ``id`` is not a plain name."""
-    path = run_dir / "run.json"
+    (:func:`netrepro.runfolder.integrity.raw_files`), or a trial record's ``id`` is not a plain name."""
+    path = run_json(run_dir)
     # each trial record's id names its folder under raw/: a plain name, never a path out of it
     for i, t in enumerate(data.get("trials") if isinstance(data.get("trials"), list) else []):
         for key in ("id", "trial"):  # "trial": a repetition's experiment trial id
             value = t.get(key) if isinstance(t, dict) else None
             if isinstance(t, dict) and key in t and not (isinstance(value, str) and _TRIAL_ID.match(value)):
-                raise AnalysisError(path, f"trials[{i}].{key}: expected a plain name (letters, digits, . _ -), got "
+                raise RunFolderError(path, f"trials[{i}].{key}: expected a plain name (letters, digits, . _ -), got "
                                           f"{str(value)[:80]!r}")
         phases = t.get("phases") if isinstance(t, dict) else None
         if phases is not None and not (isinstance(phases, list) and all(
                 isinstance(ph, dict) and isinstance(ph.get("name"), str)
                 and all(_is_num(ph.get(k)) and math.isfinite(ph[k]) for k in ("start_s", "end_s"))
                 for ph in phases)):
-            raise AnalysisError(path, f"trials[{i}].phases: expected a list of the trial's phases, each "
+            raise RunFolderError(path, f"trials[{i}].phases: expected a list of the trial's phases, each "
                                       f"{{name, start_s, end_s}} in seconds, got {str(phases)[:80]!r}")
-    check = verify_raw(run_dir / "raw", data.get("raw_sha256"), path)
+    check = verify_raw(raw_dir(run_dir), data.get("raw_sha256"), path)
     if check.damaged and not partial:
-        raise AnalysisError(path, f"raw_sha256: {check.describe()}; {PARTIAL_HINT}")
+        raise RunFolderError(path, f"raw_sha256: {check.describe()}; {PARTIAL_HINT}")
     return check
 
 
-__all__ = ["AnalysisError", "RunInfo", "read_run_json", "read_run", "model_run_records", "verified_raw", "SpecError",
+def latest_records(experiment: str, site_name: str) -> list[dict]:
+    """The trial records of the newest complete run of ``experiment`` on ``site_name``
+    (``results/<experiment>/latest``), for the runner's estimate of a trial's overhead; []
+    when there is none, it is unreadable or it ran on another site."""
+    try:
+        meta = json.loads((latest(experiment) / RUN_JSON).read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(meta, dict) or meta.get("site") != site_name:
+        return []
+    return [t for t in meta.get("trials") or [] if isinstance(t, dict)]
+
+
+__all__ = ["RunFolderError", "read_run_json", "read_run", "model_run_records", "verified_raw", "latest_records",
            "PARTIAL_HINT"]

@@ -1,12 +1,13 @@
 """Check a run's raw files against the sha256 sums run.json records (``raw_sha256``).
 
 ``netrepro run`` records, when a run ends, ``raw_sha256``: path relative to ``raw/`` ->
-sha256 hex digest of every file under ``raw/`` (netrepro.runner.fetch.sha256_tree). Before
+sha256 hex digest of every file under ``raw/`` (:func:`sha256_tree`). Before
 analysing, every recorded file is hashed again and every file under ``raw/`` is listed: a
 recorded file that is gone is *missing*, one whose bytes differ is *altered* (or
 *unreadable*), and a file that the record does not name is *unlisted*. Any of these is
 damage: the analysis refuses the run unless told to analyze what is there
-(:func:`analysis.run.verified_raw`). Nothing is written here.
+(:func:`netrepro.runfolder.reading.verified_raw`); a resumed run refuses to continue
+(:func:`netrepro.runner.resume.load_resume`). Nothing is written here.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from analysis.errors import AnalysisError
+from netrepro.core.errors import RunFolderError
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -28,6 +29,13 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def sha256_tree(root: Path) -> dict[str, str]:
+    """Relative path (POSIX, from ``root``) -> sha256 hex of every file under ``root``, sorted:
+    what run.json's ``raw_sha256`` records of each trial instance's folder (its keys then
+    prefixed with the instance). Raises OSError when a file cannot be read."""
+    return {str(p.relative_to(root)): sha256_file(p) for p in sorted(Path(root).rglob("*")) if p.is_file()}
 
 
 @dataclass
@@ -86,17 +94,17 @@ class RawCheck:
 def _check_record(record, run_json: Path) -> dict[str, str]:
 
     if record is None:
-        raise AnalysisError(run_json, "raw_sha256: missing; expected the sha256 of every raw file "
+        raise RunFolderError(run_json, "raw_sha256: missing; expected the sha256 of every raw file "
                                       "(written by `netrepro run`), to check raw/ against")
     if not isinstance(record, dict):
-        raise AnalysisError(run_json, f"raw_sha256: expected an object of path -> sha256, got {type(record).__name__}")
+        raise RunFolderError(run_json, f"raw_sha256: expected an object of path -> sha256, got {type(record).__name__}")
     for k, v in record.items():
         parts = PurePosixPath(k).parts
         if (not k or k.startswith("/") or "\\" in k or any(p in ("", ".", "..") for p in k.split("/"))
                 or not parts):
-            raise AnalysisError(run_json, f"raw_sha256: key {k[:80]!r}: expected a path inside raw/")
+            raise RunFolderError(run_json, f"raw_sha256: key {k[:80]!r}: expected a path inside raw/")
         if not isinstance(v, str) or not _HEX64.match(v):
-            raise AnalysisError(run_json, f"raw_sha256: {k[:80]}: expected a sha256 (64 hex digits), got {str(v)[:80]!r}")
+            raise RunFolderError(run_json, f"raw_sha256: {k[:80]}: expected a sha256 (64 hex digits), got {str(v)[:80]!r}")
     return record
 
 
@@ -108,7 +116,7 @@ def raw_files(raw_dir: Path) -> list[Path]:
     file in its place) has no files.
 
     Raises:
-        AnalysisError: naming the first link or special file, or a folder that cannot be
+        RunFolderError: naming the first link or special file, or a folder that cannot be
             listed (one line); whether or not the run is analysed with --partial.
     """
     import os
@@ -117,7 +125,7 @@ def raw_files(raw_dir: Path) -> list[Path]:
 
     what = "expected a real folder or regular file inside the run's raw/ (links are not followed)"
     if raw_dir.is_symlink():
-        raise AnalysisError(raw_dir, f"a symbolic link (to {os.readlink(raw_dir)}); expected the run's own raw/ "
+        raise RunFolderError(raw_dir, f"a symbolic link (to {os.readlink(raw_dir)}); expected the run's own raw/ "
                                      "folder, a real folder inside the run (links are not followed)")
     if not raw_dir.is_dir():
         return []
@@ -129,22 +137,22 @@ def raw_files(raw_dir: Path) -> list[Path]:
             with os.scandir(folder) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            raise AnalysisError(folder, f"cannot be listed ({exc.strerror}); expected a readable folder of the "
+            raise RunFolderError(folder, f"cannot be listed ({exc.strerror}); expected a readable folder of the "
                                         "run's raw files") from None
         for e in entries:
             p = Path(e.path)
             try:
                 mode = e.stat(follow_symlinks=False).st_mode
             except OSError as exc:
-                raise AnalysisError(p, f"cannot be read ({exc.strerror}); {what}") from None
+                raise RunFolderError(p, f"cannot be read ({exc.strerror}); {what}") from None
             if stat.S_ISLNK(mode):
-                raise AnalysisError(p, f"a symbolic link (to {os.readlink(p)}); {what}")
+                raise RunFolderError(p, f"a symbolic link (to {os.readlink(p)}); {what}")
             if stat.S_ISDIR(mode):
                 todo.append(p)
             elif stat.S_ISREG(mode):
                 out.append(p)
             else:
-                raise AnalysisError(p, f"not a regular file (a FIFO, socket or device); {what}")
+                raise RunFolderError(p, f"not a regular file (a FIFO, socket or device); {what}")
     return sorted(out)
 
 
@@ -158,7 +166,7 @@ def verify_raw(raw_dir: Path, record, run_json: Path) -> RawCheck:
     Returns:
         RawCheck (damage listed, never raised).
     Raises:
-        AnalysisError: ``raw_sha256`` missing, not an object, a key that is not a path
+        RunFolderError: ``raw_sha256`` missing, not an object, a key that is not a path
             inside raw/, or a value that is not a sha256; raw/ or anything under it a
             symbolic link or a special file, or a folder that cannot be listed (:func:`raw_files`).
     """
@@ -181,4 +189,4 @@ def verify_raw(raw_dir: Path, record, run_json: Path) -> RawCheck:
     return check
 
 
-__all__ = ["RawCheck", "raw_files", "verify_raw", "sha256_file"]
+__all__ = ["RawCheck", "raw_files", "verify_raw", "sha256_file", "sha256_tree"]

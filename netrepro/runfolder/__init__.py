@@ -1,0 +1,15 @@
+"""The run folder, ``results/<experiment>/<run-id>/``: one package owns its format.
+
+- :mod:`~netrepro.runfolder.layout`: its files' names and paths, and the INCOMPLETE marker;
+- :mod:`~netrepro.runfolder.writing`: a new folder per run, never reused; ``latest``; the lock,
+  the room kept free, run.json written whole;
+- :mod:`~netrepro.runfolder.integrity`: the raw files' sha256, recorded and checked;
+- :mod:`~netrepro.runfolder.reading`: run.json read back and checked, a run recorded with a
+  schema_version 1 experiment file converted;
+- :mod:`~netrepro.runfolder.outputs`, :mod:`~netrepro.runfolder.atomic`: where an analysis
+  writes, written once and atomically;
+- :mod:`~netrepro.runfolder.cpu`: the CPU readings recorded with each trial.
+
+The runner writes run folders, the analysis reads them and adds its outputs; neither knows a
+path of the format but through this package. Errors: :class:`netrepro.core.errors.RunFolderError`.
+"""

@@ -1,0 +1,83 @@
+"""Where an analysis writes in a run folder, so that results are written once.
+
+Each set of analysis outputs (:data:`netrepro.runfolder.layout.OUTPUT_NAMES`) comes with
+``analysis.json``, the record of what made it and from what (:mod:`analysis.provenance` makes
+it). The set whose ``analysis.json`` has the same identity (:func:`identity`: toolkit version,
+libraries, inputs, figures drawn or not) is rewritten in place, and since every output is
+deterministic its bytes do not change (an identical file is left as it is:
+:mod:`netrepro.runfolder.atomic`). Otherwise the first analysis of an intact run goes into the
+run folder itself, and any other (another toolkit version, other libraries, or damaged raw data
+analysed with --partial) into a new folder ``<run>/analysis-<version>[-partial][-N]/``
+(:func:`output_dir`); earlier outputs are never replaced. run.json and raw/ are never written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from netrepro.runfolder.atomic import write_text
+from netrepro.runfolder.integrity import sha256_file
+from netrepro.runfolder.layout import ANALYSIS_RECORD, OUTPUT_NAMES
+
+
+def identity(record: dict) -> dict | None:
+    """The part of an analysis.json that decides whether two analyses are the same one:
+    ``{"version", "libraries", "inputs", "figures"}``; None when ``record`` lacks one."""
+    try:
+        return {"version": record["made_by"]["version"], "libraries": record["libraries"],
+                "inputs": record["inputs"], "figures": record["figures"]}
+    except (KeyError, TypeError):
+        return None
+
+
+def _read_record(folder: Path) -> dict | None:
+    try:
+        rec = json.loads((folder / ANALYSIS_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _free(folder: Path) -> bool:
+    return not any((folder / n).exists() or (folder / n).is_symlink() for n in OUTPUT_NAMES)
+
+
+def output_dir(run_dir: Path, record: dict, intact: bool) -> Path:
+    """Where an analysis with this ``record`` (analysis.json without ``outputs``) writes.
+
+    Args:
+        run_dir: the run folder.
+        record: the new analysis.json (made_by, libraries, inputs, figures).
+        intact: the raw files match the record (no damage accepted with --partial).
+    Returns:
+        The folder of the same analysis if there is one; else the run folder if no analysis
+        was written there yet and the data are intact; else the first free name of
+        ``analysis-<version>[-partial][-N]`` inside the run folder. Nothing is created.
+    """
+    me = identity(record)
+    candidates = [run_dir] + sorted(p for p in run_dir.glob("analysis-*") if p.is_dir() and not p.is_symlink())
+    for folder in candidates:
+        rec = _read_record(folder)
+        if rec is not None and identity(rec) == me:
+            return folder
+    if intact and _free(run_dir):
+        return run_dir
+    base = f"analysis-{record['made_by']['version']}" + ("" if intact else "-partial")
+    n, name = 1, base
+    while (run_dir / name).exists() or (run_dir / name).is_symlink():
+        n += 1
+        name = f"{base}-{n}"
+    return run_dir / name
+
+
+def seal(out: Path, record: dict, outputs: list[Path]) -> list[Path]:
+    """Finish an analysis: put the sha256 of each output (``outputs``: absolute paths inside
+    ``out``) into ``record["outputs"]`` (keys relative to ``out``), write ``record`` as
+    ``out/analysis.json`` and return ``outputs`` with that file appended.
+
+    Raises:
+        OSError: a file cannot be read or written.
+    """
+    record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
+    return [*outputs, write_text(out / ANALYSIS_RECORD, json.dumps(record, indent=1) + "\n")]
