@@ -440,6 +440,14 @@ class Site(ABC):
     #: local site): ``netrepro clean`` tears a live one down and removes its state folder, where
     #: it keeps the folder of any other site's live reservation (only ``down`` may release it).
     TEARDOWN_ON_CLEAN: ClassVar[bool] = False
+    #: What netrepro writes into this site's state folder: names (or fnmatch patterns) of its
+    #: top-level entries. ``netrepro clean`` removes these and keeps, naming it, anything else
+    #: found there (netrepro.runner.clean). Every site's: the marker (and its name while it is
+    #: written), state.json (and save_state's temporary file), and what the runner writes for a
+    #: site's nodes: ssh/ (known_hosts), ansible/ (playbook logs) and facts/ (Ansible's fact
+    #: cache). A site adds its own: ``STATE_ENTRIES = Site.STATE_ENTRIES + ("manifest.xml",)``.
+    STATE_ENTRIES: ClassVar[tuple[str, ...]] = (STATE_MARKER, STATE_MARKER + ".tmp", "state.json", "state.tmp",
+                                                "ssh", "ansible", "facts")
 
     def __init__(self, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None):
         self.spec = spec
