@@ -168,7 +168,7 @@ def _clean_folder(entry: Path, site_name: str, inventory_dir: Path, res: CleanRe
         res.refused.append(entry)
         return
     for kept in foreign:
-        log(f"[clean] left {kept}: not something netrepro writes into a {site_name} state folder; kept; "
+        log(f"[clean] left {kept}: not something netrepro writes into a state folder of the {site_name} site; kept; "
             f"if you no longer need it, remove it by hand: rm -r {shlex.quote(str(kept))}")
     if foreign:
         n = len(foreign)
