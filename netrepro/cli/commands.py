@@ -330,19 +330,23 @@ def cmd_renew(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    """Tear down local sites and remove the state folders netrepro made, keeping any live
-    testbed reservation; anything in the state root netrepro did not make is left alone and
-    named (then one line on stderr and exit 2)."""
+    """Tear down local sites and remove what netrepro wrote into the state folders it made, and
+    those folders, keeping any live testbed reservation; anything in the state root netrepro did
+    not make, or in its folders that it did not write, is left alone and named (then one line on
+    stderr for each kind and exit 2)."""
     res = clean(steps.STATE_ROOT, steps.INVENTORY_DIR)
     if res.kept:
         print(f"[clean] {len(res.kept)} state folder(s) kept: they hold reservations (see above)")
+    if res.foreign:
+        n = len(res.foreign)
+        print(f"netrepro: {n} entr{'y' if n == 1 else 'ies'} of netrepro's state folders kept (listed above): netrepro "
+              "did not write them; remove them by hand, then `netrepro clean` removes their folders", file=sys.stderr)
     if res.refused:
         n = len(res.refused)
         print(f"netrepro: {steps.STATE_ROOT} (the state root, NETREPRO_STATE): {n} entr{'y' if n == 1 else 'ies'} "
               "left as they are (listed above); expected only the state folders netrepro made (with their "
               "marker .netrepro-state)", file=sys.stderr)
-        return 2
-    return 0
+    return 2 if res.refused or res.foreign else 0
 
 
 def cmd_reproduce(args) -> int:

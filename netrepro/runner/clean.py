@@ -1,8 +1,8 @@
 """``netrepro clean`` (``make clean``): remove generated state, never a live reservation, and
-never anything netrepro did not make.
+never anything netrepro did not write.
 
 ``clean`` looks at each entry of the state root (``.state/``, or ``$NETREPRO_STATE``) and
-removes only the state folders netrepro made: a folder holding the marker netrepro writes when
+touches only the state folders netrepro made: a folder holding the marker netrepro writes when
 it creates one (:data:`netrepro.sites.base.STATE_MARKER`, :func:`~netrepro.sites.base.state_dir_owner`).
 Anything else (files, symbolic links, folders without the marker: a state root pointed at the
 wrong place, or a folder made by a netrepro from before the marker) is left as it is and named
@@ -15,23 +15,33 @@ netrepro's own folders:
 
 - a site that is up and whose reservation is this machine's own (the local site:
   :attr:`netrepro.sites.base.Site.TEARDOWN_ON_CLEAN`) is torn down first (``down``), then its
-  folder is removed;
-- a folder of any other site whose reservation is still held is kept, and the console says
-  which and how to release it;
-- everything else (released reservations, leftovers) is removed, with the inventory
-  generated from it (``inventory/<experiment>-<site>.yml``, only when it begins with the
-  header netrepro writes, :data:`netrepro.sites.inventory.GENERATED_HEADER`).
+  folder is emptied;
+- a folder of any other site whose reservation is still held is kept whole, and the console
+  says which and how to release it;
+- every other folder (released reservations, leftovers) is emptied, and the inventory
+  generated from it is removed (``inventory/<experiment>-<site>.yml``, only when it begins
+  with the header netrepro writes, :data:`netrepro.sites.inventory.GENERATED_HEADER`).
+
+Emptying a folder removes only the entries its site declares it writes there
+(:attr:`netrepro.sites.base.Site.STATE_ENTRIES`, judged by the names of the folder's
+top-level entries: a declared folder such as ``ssh/`` goes with all it holds; a symbolic link
+is removed, never followed), then the marker last, then the folder. Anything else found in it
+(a user's notes, a copy of a log) is kept and named on the console, one line each, with the
+command that removes it by hand; the folder then stays with its marker, so that a later
+``clean`` removes it once those entries are gone.
 
 Results (``results/``) are never touched.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from netrepro.sites.base import STATE_MARKER, Site, state_dir_owner
 from netrepro.sites.inventory import generated_inventory
 from netrepro.experiment.spec import SpecError, load_spec
 
@@ -45,11 +55,16 @@ class CleanResult:
         kept: netrepro's state folders kept because they (may) still hold a reservation.
         refused: entries of the state root netrepro did not make (or made before it marked
             its folders), left as they are; and netrepro's folders it could not remove.
+        foreign: entries found in netrepro's state folders that their site does not declare
+            (:func:`foreign_entries`): kept, once netrepro's own entries around them were
+            removed. Each one's folder (its ``parent``) stays, with its marker, and is in
+            no other list.
     """
 
     removed: list[Path] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
     refused: list[Path] = field(default_factory=list)
+    foreign: list[Path] = field(default_factory=list)
 
 
 def _split(folder: Path, sites: list[str]) -> tuple[str, str] | None:
@@ -81,9 +96,100 @@ def _refuse(entry: Path, sites: list[str], log) -> None:
     log(f"[clean] left {entry}: a folder without netrepro's marker, not made by netrepro; not removed")
 
 
+def foreign_entries(folder: Path, site_cls: type[Site]) -> list[Path]:
+    """The entries of the state folder ``folder`` that ``site_cls`` does not declare it writes
+    there (none of its :attr:`~netrepro.sites.base.Site.STATE_ENTRIES` matches the entry's name,
+    :func:`fnmatch.fnmatchcase`), sorted; [] when it declares them all. Reads only; raises
+    OSError when ``folder`` cannot be listed."""
+    return sorted(e for e in folder.iterdir()
+                  if not any(fnmatch.fnmatchcase(e.name, pattern) for pattern in site_cls.STATE_ENTRIES))
+
+
+def _remove_entry(path: Path) -> None:
+    """Remove ``path``: a folder with everything in it, a file or a symbolic link (not followed)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _empty(folder: Path, site_cls: type[Site]) -> list[Path]:
+    """Remove the entries of netrepro's state folder ``folder`` that ``site_cls`` declares, then,
+    when nothing else is left, the marker and the folder. Returns the entries kept
+    (:func:`foreign_entries`; [] when the folder is gone). Raises OSError (no permission): what
+    was removed before stays removed, the marker stays."""
+    foreign = foreign_entries(folder, site_cls)
+    for entry in sorted(folder.iterdir()):
+        if entry.name != STATE_MARKER and entry not in foreign:
+            _remove_entry(entry)
+    if not foreign:
+        (folder / STATE_MARKER).unlink(missing_ok=True)
+        folder.rmdir()
+    return foreign
+
+
+def _still_held(entry: Path, exp: str, site_name: str, log) -> bool:
+    """Whether netrepro's state folder ``entry`` of ``exp`` on ``site_name`` (may) still hold a
+    reservation, said on the console when it does; a live reservation of a site that is
+    :attr:`~netrepro.sites.base.Site.TEARDOWN_ON_CLEAN` is torn down first (``down``). A folder
+    with a state.json whose experiment file can no longer be read counts as held."""
+    from netrepro.runner.steps import down
+    from netrepro.sites import get_site, site_class
+
+    if not (entry / "state.json").is_file():
+        return False
+    try:
+        spec = load_spec(exp)
+        held = bool(get_site(site_name, spec, entry, {}).status().get("reserved"))
+        if held and site_class(site_name).TEARDOWN_ON_CLEAN:
+            down(spec, site_name, {})
+            held = False
+    except (SpecError, OSError, ValueError) as exc:
+        log(f"[clean] kept {entry}: cannot tell whether it still holds a reservation ({exc})")
+        return True
+    if held:
+        log(f"[clean] kept {entry}: its reservation is still held; release it with "
+            f"`make down SITE={site_name} EXPERIMENT={exp}`, then clean again")
+    return held
+
+
+def _clean_folder(entry: Path, site_name: str, inventory_dir: Path, res: CleanResult, log) -> None:
+    """Empty netrepro's state folder ``entry`` of site ``site_name`` (:func:`_empty`), naming on
+    the console each entry kept and the folder that stays for them, then remove the inventory
+    generated from it; record each in ``res``."""
+    from netrepro.sites import site_class
+
+    q = shlex.quote(str(entry))
+    try:
+        foreign = _empty(entry, site_class(site_name))
+    except OSError as exc:  # no permission on part of it: the rest stays, named
+        log(f"[clean] left {entry}: cannot remove {exc.filename or entry} ({exc.strerror}); "
+            f"remove it by hand: rm -r {q}")
+        res.refused.append(entry)
+        return
+    for kept in foreign:
+        log(f"[clean] left {kept}: not something netrepro writes into a state folder of the {site_name} site; kept; "
+            f"if you no longer need it, remove it by hand: rm -r {shlex.quote(str(kept))}")
+    if foreign:
+        n = len(foreign)
+        log(f"[clean] left {entry}: netrepro's own entries removed; the folder stays, with its marker, for the "
+            f"{n} entr{'y' if n == 1 else 'ies'} above; remove {'it' if n == 1 else 'them'} and `netrepro clean` "
+            f"removes the folder, or remove it all by hand: rm -r {q}")
+        res.foreign.extend(foreign)
+    else:
+        res.removed.append(entry)
+        log(f"[clean] removed {entry}")
+    inv = inventory_dir / f"{entry.name}.yml"
+    if generated_inventory(inv):
+        inv.unlink()
+        log(f"[clean] removed {inv}")
+    elif inv.exists() or inv.is_symlink():
+        log(f"[clean] left {inv}: it does not begin with the header netrepro writes; not removed")
+
+
 def clean(state_root: Path, inventory_dir: Path, log=print) -> CleanResult:
-    """Remove the state folders under ``state_root`` that netrepro made and that hold no live
-    reservation (see the module docstring).
+    """Empty and remove the state folders under ``state_root`` that netrepro made and that hold
+    no live reservation, keeping what netrepro did not write (see the module docstring).
 
     Args:
         state_root: the folder of state folders (``.state/`` or ``$NETREPRO_STATE``); never
@@ -94,9 +200,7 @@ def clean(state_root: Path, inventory_dir: Path, log=print) -> CleanResult:
         :class:`CleanResult`. A netrepro folder whose experiment file can no longer be read
         is kept when its state says something is reserved, since only ``down`` may release it.
     """
-    from netrepro.runner.steps import down
-    from netrepro.sites import SITES, get_site, site_class
-    from netrepro.sites.base import state_dir_owner
+    from netrepro.sites import SITES
 
     res = CleanResult()
     if not state_root.is_dir():
@@ -106,39 +210,8 @@ def clean(state_root: Path, inventory_dir: Path, log=print) -> CleanResult:
         if owner is None or owner[1] not in SITES:
             _refuse(entry, list(SITES), log)
             res.refused.append(entry)
-            continue
-        exp, site_name = owner
-        held = (entry / "state.json").is_file()
-        if held:
-            try:
-                spec = load_spec(exp)
-                site = get_site(site_name, spec, entry, {})
-                held = bool(site.status().get("reserved"))
-                if held and site_class(site_name).TEARDOWN_ON_CLEAN:
-                    down(spec, site_name, {})
-                    held = False
-            except (SpecError, OSError, ValueError) as exc:
-                log(f"[clean] kept {entry}: cannot tell whether it still holds a reservation ({exc})")
-                res.kept.append(entry)
-                continue
-        if held:
-            log(f"[clean] kept {entry}: its reservation is still held; release it with "
-                f"`make down SITE={site_name} EXPERIMENT={exp}`, then clean again")
+        elif _still_held(entry, *owner, log):
             res.kept.append(entry)
-            continue
-        try:
-            shutil.rmtree(entry)
-        except OSError as exc:  # no permission on part of it: the rest stays, named
-            log(f"[clean] left {entry}: cannot remove {exc.filename or entry} ({exc.strerror}); "
-                f"remove it by hand: rm -r {shlex.quote(str(entry))}")
-            res.refused.append(entry)
-            continue
-        res.removed.append(entry)
-        log(f"[clean] removed {entry}")
-        inv = inventory_dir / f"{entry.name}.yml"
-        if generated_inventory(inv):
-            inv.unlink()
-            log(f"[clean] removed {inv}")
-        elif inv.exists() or inv.is_symlink():
-            log(f"[clean] left {inv}: it does not begin with the header netrepro writes; not removed")
+        else:
+            _clean_folder(entry, owner[1], inventory_dir, res, log)
     return res

@@ -65,9 +65,10 @@ def positive_int_option(options: dict[str, Any], key: str, error: type[Exception
 
 # --- state folders ------------------------------------------------------------------------
 #: The file netrepro writes into every state folder (``.state/<experiment>-<site>/``) when it
-#: creates it: ``netrepro clean`` removes a folder only when it holds this marker, naming the
-#: folder it was written into (:func:`state_dir_owner`). Folders made before the marker was
-#: introduced have none and are left alone (netrepro.runner.clean says how to remove them by hand).
+#: creates it: ``netrepro clean`` removes anything only from a folder holding this marker, naming
+#: the folder it was written into (:func:`state_dir_owner`), and removes the marker last. Folders
+#: made before the marker have none and are left alone (netrepro.runner.clean says how to remove
+#: them by hand).
 STATE_MARKER = ".netrepro-state"
 #: The marker's ``made_by`` value.
 STATE_MARKER_MADE_BY = "netrepro"
@@ -437,9 +438,17 @@ class Site(ABC):
     TRIAL_WALL_PER_SCHEDULED_S: ClassVar[float] = 1.0
     TRIAL_OVERHEAD_S: ClassVar[float] = 60.0
     #: True for a site whose reservation is this machine's own and free to build again (the
-    #: local site): ``netrepro clean`` tears a live one down and removes its state folder, where
+    #: local site): ``netrepro clean`` tears a live one down and empties its state folder, where
     #: it keeps the folder of any other site's live reservation (only ``down`` may release it).
     TEARDOWN_ON_CLEAN: ClassVar[bool] = False
+    #: What netrepro writes into this site's state folder: names (or fnmatch patterns) of its
+    #: top-level entries. ``netrepro clean`` removes these and keeps, naming it, anything else
+    #: found there (netrepro.runner.clean). Every site's: the marker (and its name while it is
+    #: written), state.json (and save_state's temporary file), and what the runner writes for a
+    #: site's nodes: ssh/ (known_hosts), ansible/ (playbook logs) and facts/ (Ansible's fact
+    #: cache). A site adds its own: ``STATE_ENTRIES = Site.STATE_ENTRIES + ("manifest.xml",)``.
+    STATE_ENTRIES: ClassVar[tuple[str, ...]] = (STATE_MARKER, STATE_MARKER + ".tmp", "state.json", "state.tmp",
+                                                "ssh", "ansible", "facts")
 
     def __init__(self, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None):
         self.spec = spec

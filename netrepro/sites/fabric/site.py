@@ -299,6 +299,8 @@ class FabricSite(Site):
     """One VM per node at one FABRIC site (option ``fabric_site``), reached through the bastion."""
 
     name = "fabric"
+    #: Besides Site's: fablib's log (a rotating log: fablib keeps older ones as fablib.log.1 ...).
+    STATE_ENTRIES = Site.STATE_ENTRIES + ("fablib.log", "fablib.log.[0-9]*")
     OPTIONS = {
         "fabric_site": Option("FABRIC site name such as UTAH, FABRIC_SITE",
                               matches(r"[A-Za-z][A-Za-z0-9-]{1,15}", "a FABRIC site name such as UTAH")),

@@ -83,6 +83,8 @@ class InstaGENISite(Site):
     """
 
     name = "instageni"
+    #: Besides Site's: the manifest of the slice, read from the aggregate by wait_ready.
+    STATE_ENTRIES = Site.STATE_ENTRIES + ("manifest.xml",)
     OPTIONS = {
         "aggregate": Option("aggregate name in netrepro/sites/instageni/aggregates.yml or $NETREPRO_AGGREGATES, AGGREGATE",
                             lambda v, spec: _aggregate_problem(v)),

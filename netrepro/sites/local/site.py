@@ -169,6 +169,13 @@ class LocalSite(Site):
 
     name = "local"
     TEARDOWN_ON_CLEAN = True
+    #: Besides Site's: nodes/ (host keys, sshd_config), run/ (the nodes' runtime folders in
+    #: host mode), the build and teardown scripts, the forwarding test's script, result and
+    #: scratch files (capacity.json.err, .iperf3, .tmp), and the machine's (UML or micro-VM)
+    #: init script, jump sshd_config, console log, guest log and ready flag.
+    STATE_ENTRIES = Site.STATE_ENTRIES + (
+        "nodes", "run", "build.sh", "teardown.sh", capacity.SCRIPT_FILE, capacity.RESULT_FILE,
+        capacity.RESULT_FILE + ".*", "vm-main.sh", "jump_sshd_config", "vm-console.log", "vm-guest.log", "vm-ready")
     OPTIONS = {
         "mode": MODE_OPTION,
         "mgmt_subnet": Option(f"management network, IPv4 CIDR, default {DEFAULT_MGMT_SUBNET}", mgmt_subnet()),

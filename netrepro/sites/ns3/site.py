@@ -408,6 +408,8 @@ class Ns3Site(Site):
     name = "ns3"
 
     SIMULATED = True
+    #: Site's only (state.json): each simulation writes into the run's folder.
+    STATE_ENTRIES = Site.STATE_ENTRIES
     OPTIONS = {"rate_ceiling_mbit": Option(f"the fastest link simulated before rates are scaled down, Mbit/s, default "
                                            f"{RATE_CEILING_MBIT:g}", positive_number)}
     #: Read by netrepro-sim itself (netrepro-sim.cc, TcpTxBuffer::NextSeg), which inherits the

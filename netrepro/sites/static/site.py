@@ -317,6 +317,8 @@ class StaticSite(Site):
     """
 
     name = "static"
+    #: Site's only: the logins in state.json, and the runner's ssh/, ansible/ and facts/.
+    STATE_ENTRIES = Site.STATE_ENTRIES
     OPTIONS = {
         "static_file": Option("the nodes YAML file, STATIC_FILE"),
         "known_hosts": Option("a known_hosts file to use instead of ~/.ssh/known_hosts", safe_path_problem),
