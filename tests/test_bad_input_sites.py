@@ -45,7 +45,7 @@ def static_file(change=None, raw: bytes | None = None):
             (tmp / "s.yml").write_bytes(raw)
         else:
             nodes = {n: {"host": f"192.0.2.{10 + i}", "user": "ubuntu", "key": str(key),
-                         "addresses": {x["network"]: x["address"].partition("/")[0] for x in nd["interfaces"].values()}}
+                         "addresses": {x.network: x.ip for x in nd.interfaces.values()}}
                      for i, (n, nd) in enumerate(SPEC.nodes.items())}
             if change:
                 change(nodes, tmp)

@@ -256,9 +256,8 @@ def _static_answers(spec) -> tuple[dict, Callable]:
     nodes, answers = {}, {}
     for i, (node, nd) in enumerate(spec.nodes.items()):
         host = f"192.0.2.{10 + i}"
-        addrs = [x["address"].partition("/") for x in nd["interfaces"].values()]
-        nodes[node] = {"host": host, "addresses": {x["network"]: x["address"].partition("/")[0]
-                                                   for x in nd["interfaces"].values()}}
+        addrs = [x.address.partition("/") for x in nd.interfaces.values()]
+        nodes[node] = {"host": host, "addresses": {x.network: x.ip for x in nd.interfaces.values()}}
         answers[host] = json.dumps([{"ifname": f"eth{j}", "addr_info": [{"family": "inet", "local": a, "prefixlen": int(p)}]}
                                     for j, (a, _, p) in enumerate(addrs, 1)])
 

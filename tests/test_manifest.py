@@ -79,10 +79,10 @@ def seven_node_manifest(fixture: Path, spec, out: Path, drop_port: bool = False)
         itf_t = n.find(f"{{{ns}}}interface")
         for itf in n.findall(f"{{{ns}}}interface"):
             n.remove(itf)
-        for j, si in enumerate(nd["interfaces"].values()):  # schema 2: interface name -> {network, address/prefix}
+        for j, si in enumerate(nd.interfaces.values()):  # schema 2: interface name -> {network, address/prefix}
             itf = copy.deepcopy(itf_t)
             itf.set("client_id", f"interface-{i}-{j}")   # not a network name: matching is by address
-            itf.find(f"{{{ns}}}ip").set("address", si["address"].split("/")[0])
+            itf.find(f"{{{ns}}}ip").set("address", si.ip)
             n.insert(len(n) - 1, itf)
         root.insert(i, n)
     out.write_bytes(etree.tostring(root, xml_declaration=True, encoding="UTF-8"))
@@ -101,8 +101,7 @@ def test_inventory_from_every_manifest(path, spec, tmp_path):
     for i, name in enumerate(spec.nodes):
         hv = hosts[name]
         assert (hv["ansible_host"], hv["ansible_port"], hv["ansible_user"]) == (f"{name}.example.net", 30000 + i, user)
-        assert hv["netrepro_addresses"] == {x["network"]: x["address"].split("/")[0]
-                                            for x in spec.nodes[name]["interfaces"].values()}
+        assert hv["netrepro_addresses"] == {x.network: x.ip for x in spec.nodes[name].interfaces.values()}
         assert hv["ansible_become"] is True
     assert inv["all"]["vars"]["netrepro_site"] == "instageni"
 

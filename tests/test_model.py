@@ -25,8 +25,8 @@ def test_links_pair_both_ends_and_store_full_ports(lab):
     m = model.build(lab, "lab19-like.yml")
     assert m.data["links"] == [["h1:h1-eth0", "s1:s1-eth2"], ["h2:h2-eth0", "s1:s1-eth3"],
                                ["h3:h3-eth0", "s2:s2-eth2"], ["s1:s1-eth1", "s2:s2-eth1"]]
-    assert m.nodes["s2"]["interfaces"]["s2-eth1"]["link"] == "s1:s1-eth1"
-    assert m.nodes["s1"]["kind"] == "switch" and m.nodes["h1"]["kind"] == "host"
+    assert m.nodes["s2"].interfaces["s2-eth1"].link == "s1:s1-eth1"
+    assert m.nodes["s1"].kind == "switch" and m.nodes["h1"].kind == "host"
 
 
 def test_trials_are_complete(lab):
@@ -141,7 +141,7 @@ def test_pie_vs_red_as_a_model():
     pings = [(x["from"], x["to"], x["interval_s"]) for x in pie["traffic"] if x["kind"] == "ping"]
     assert pings == [("client1", "server1", 0.1), ("client2", "server2", 0.1), ("client3", "server3", 0.1)]
     assert m.data["collectors"] == [{"kind": "qdisc_stats", "at": "router:eth1", "interval_s": 0.1}]
-    assert m.address_toward("client1", "server1") == "10.10.2.1" and m.nodes["router"]["kind"] == "router"
+    assert m.address_toward("client1", "server1") == "10.10.2.1" and m.nodes["router"].kind == "router"
 
 
 def test_trial_plan_says_what_each_node_does(lab):
@@ -437,3 +437,31 @@ def test_a_file_that_allows_rate_scaling_says_how_each_claim_on_a_rate_follows_i
     del data["claims"][2]["rate_scaling"]
     f.write_text(yaml.safe_dump(data))
     assert load_spec(f).model.data["claims"][0]["rate_scaling"] == "proportional"
+
+
+def test_nodes_are_typed_immutable_records_that_copy_and_pickle():
+    """The model's nodes are records read by attribute, in file order; neither a node, its
+    interfaces nor the mapping of them can be changed, and they survive deepcopy and pickle
+    (the ns3 site's process pool) unchanged."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from netrepro.experiment.spec import load_spec
+    from netrepro.model import Interface, Node, Route
+
+    m = load_spec("pie-vs-red").model
+    assert list(m.nodes) == list(m.data["nodes"])
+    router = m.nodes["router"]
+    assert isinstance(router, Node) and router.kind == "router" and not router.is_switch
+    assert all(isinstance(i, Interface) and i.address for i in router.interfaces.values())
+    client = m.nodes["client1"]
+    assert client.routes and all(isinstance(r, Route) for r in client.routes)
+    assert client.interfaces[next(iter(client.interfaces))].ip == m.addresses("client1")[0].ip.compressed
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        router.kind = "host"
+    with pytest.raises(TypeError):
+        router.interfaces["x"] = Interface("x")  # type: ignore[index]
+    with pytest.raises(TypeError):
+        m.nodes["x"] = router  # type: ignore[index]
+    assert copy.deepcopy(m.nodes) == m.nodes and pickle.loads(pickle.dumps(m.nodes)) == m.nodes

@@ -118,7 +118,7 @@ def test_routes_are_copies_with_only_to_and_via(spec):
     assert mv["routes"]["client1"] == [{"to": "10.10.2.0/24", "via": "10.10.1.254"},
                                        {"to": "10.10.3.7/32", "via": "10.10.1.254"}]
     mv["routes"]["client1"].clear()  # the result does not share lists with the model
-    assert len(s.model.nodes["client1"]["routes"]) == 2
+    assert len(s.model.nodes["client1"].routes) == 2
 
 
 def test_an_ftp_source_listens_where_its_clients_connect():

@@ -33,8 +33,8 @@ def test_request_has_seven_vms_two_lans_and_the_spec_addresses(spec):
         assert n.find("{%s}routable_control_ip" % rspec.EMULAB_NS) is not None
         got = {i.get("client_id"): (i.find(G + "ip").get("address"), i.find(G + "ip").get("netmask"))
                for i in n.findall(G + "interface")}
-        want = {f"{n.get('client_id')}:{i['network']}": (i["address"].partition("/")[0], "255.255.255.0")
-                for i in spec.nodes[n.get("client_id")]["interfaces"].values()}
+        want = {f"{n.get('client_id')}:{i.network}": (i.ip, "255.255.255.0")
+                for i in spec.nodes[n.get("client_id")].interfaces.values()}
         assert got == want
     links = {l.get("client_id"): sorted(r.get("client_id") for r in l.findall(G + "interface_ref"))
              for l in root.findall(G + "link")}

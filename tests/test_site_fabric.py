@@ -38,7 +38,7 @@ def test_nodes_have_the_requested_shape(built, spec):
 
 def test_one_nic_basic_per_interface_with_the_spec_address(built, spec):
     for node in built.get_nodes():
-        want = {i["network"]: i["address"].partition("/")[0] for i in spec.nodes[node.get_name()]["interfaces"].values()}
+        want = {i.network: i.ip for i in spec.nodes[node.get_name()].interfaces.values()}
         comps = node.get_components()
         assert {c.get_model() for c in comps} == {"NIC_Basic"} and len(comps) == len(want)
         got = {}
@@ -56,7 +56,7 @@ def test_two_l2_bridges_with_the_spec_subnets(built, spec):
         assert str(net.get_type()) == "L2Bridge"
         assert net.get_subnet() == ipaddress.IPv4Network(spec.networks[name]["subnet"])
         members = sorted(i.get_node().get_name() for i in net.get_interfaces())
-        assert members == sorted(n for n, nd in spec.nodes.items() if any(i["network"] == name for i in nd["interfaces"].values()))
+        assert members == sorted(n for n, nd in spec.nodes.items() if any(i.network == name for i in nd.interfaces.values()))
 
 
 def test_description_lists_everything(built):

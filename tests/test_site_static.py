@@ -39,7 +39,7 @@ def nodes_data(spec):
     ``interfaces: {eth1: {network: clients_lan, address: 10.10.1.1/24}}`` gives
     ``clients_lan: 10.10.1.1``), read from the experiment file rather than the model."""
     return {"nodes": {n: {"host": f"192.0.2.{10 + i}", "user": "ubuntu", "key": "~/.ssh/id_ed25519",
-                          "addresses": {x["network"]: x["address"].partition("/")[0] for x in nd["interfaces"].values()}}
+                          "addresses": {x.network: x.ip for x in nd.interfaces.values()}}
                       for i, (n, nd) in enumerate(spec.nodes.items())}}
 
 

@@ -38,8 +38,8 @@ def test_plan_for_every_site_names_every_node_and_address(spec, site):
     text = cli_sites.plan_text(spec, site, {"fabric_site": "UTAH"} if site == "fabric" else {})
     for node, nd in spec.nodes.items():
         assert node in text
-        for itf in nd["interfaces"].values():   # "10.10.1.254/24": fabric's plan shows the address bare
-            assert itf["address"].partition("/")[0] in text
+        for itf in nd.interfaces.values():   # "10.10.1.254/24": fabric's plan shows the address bare
+            assert itf.ip in text
 
 
 def test_instageni_plan_is_a_valid_request_bound_to_the_aggregate(spec):

@@ -325,13 +325,12 @@ def _nodes(m: Model, spec: _V1) -> dict:
     nodes = {}
     for n, nd in m.nodes.items():
         v1 = spec.nodes[n]
-        node: dict = {"kind": nd["kind"]} if nd["kind"] != "host" else {}
-        if nd["kind"] != "router":
+        node: dict = {"kind": nd.kind} if nd.kind != "host" else {}
+        if nd.kind != "router":
             node["groups"] = _Flow([v1["role"] + "s"])
-        node["interfaces"] = {i: {"network": itf["network"], "address": itf["address"]}
-                              for i, itf in nd["interfaces"].items()}
-        if nd["routes"]:
-            node["routes"] = [dict(r) for r in nd["routes"]]
+        node["interfaces"] = {i: {"network": itf.network, "address": itf.address} for i, itf in nd.interfaces.items()}
+        if nd.routes:
+            node["routes"] = [{"to": r.to, "via": r.via} for r in nd.routes]
         nodes[n] = node
     return nodes
 

@@ -82,10 +82,10 @@ def model_vars(spec: Spec) -> dict[str, Any]:
         "experiment": spec.name,
         "nodes": list(m.nodes),
         "probes": probes,
-        "routes": {n: [{"to": r["to"], "via": r["via"]} for r in nd["routes"]] for n, nd in m.nodes.items()},
+        "routes": {n: [{"to": r.to, "via": r.via} for r in nd.routes] for n, nd in m.nodes.items()},
         "mtu_bytes": m.mtu_bytes,
         "offloads": {k: ("on" if v else "off") for k, v in offl.items()},
-        "offload_networks": {n: [i["network"] or name for name, i in nd["interfaces"].items()]
+        "offload_networks": {n: [i.network or name for name, i in nd.interfaces.items()]
                              for n, nd in m.nodes.items()},
         "sysctls": first["sysctls"],
         "stacks": first["stacks"],

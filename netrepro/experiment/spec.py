@@ -16,12 +16,12 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from netrepro import model
 from netrepro.experiment import sweep
 from netrepro.core.errors import SpecError, check_plain_data, show_value
-from netrepro.model import KIND_GROUPS, Model, scale_rates
+from netrepro.model import KIND_GROUPS, Model, Node, scale_rates
 from netrepro.core.yamlfile import load_yaml_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -137,8 +137,9 @@ class Spec:
         return self.data["name"]
 
     @property
-    def nodes(self) -> dict[str, dict]:
-        """Node name -> the model's node (kind, groups, interfaces by name, routes)."""
+    def nodes(self) -> Mapping[str, Node]:
+        """Node name -> the model's :class:`~netrepro.model.records.Node` (kind, groups,
+        interfaces by name, routes), in file order."""
         return self.model.nodes
 
     @property
@@ -150,7 +151,7 @@ class Spec:
         """Inventory group -> node names: one per kind in the plural, and each node's groups."""
         out: dict[str, list[str]] = {g: [] for g in KIND_GROUPS.values()}
         for n, nd in self.nodes.items():
-            for g in [KIND_GROUPS[nd["kind"]], *nd["groups"]]:
+            for g in [KIND_GROUPS[nd.kind], *nd.groups]:
                 out.setdefault(g, []).append(n)
         return out
 

@@ -8,7 +8,9 @@ to its two ports, every trial complete (its qdisc stacks, sysctls and traffic af
 trial's own settings replace the defaults). Playbooks, sites and the analysis read the
 model, never the file's shorthand.
 
-Its modules: experiment (the :class:`Model` and its terms), build (file to model), topology,
+Its modules: experiment (the :class:`Model` and its terms), records (the typed records the
+model is read as: nodes and their interfaces and routes, phases, collectors, the base RTT),
+build (file to model), topology,
 checks, health, vocabulary (the analysis' names), traffic and scales; the names imported
 below are the package's interface.
 """
@@ -16,8 +18,8 @@ below are the package's interface.
 from __future__ import annotations
 
 from netrepro.model.experiment import (
-    KIND_GROUPS, TRAFFIC_DEFAULTS, IPERF3_BASE_PORT, SELECTOR_WORDS, ModelError, Model, Phase, Collector,
-    BaseRtt, select_nodes)
+    KIND_GROUPS, TRAFFIC_DEFAULTS, IPERF3_BASE_PORT, SELECTOR_WORDS, ModelError, Model, select_nodes)
+from netrepro.model.records import BaseRtt, Collector, Interface, Node, Phase, Route
 from netrepro.model.topology import (
     RESERVED_IFNAMES, IP_LINK_KEYWORDS, RESERVED_NETWORKS, path_ports, layer_probes)
 from netrepro.model.build import (SCHEMA_PATH, SYSCTL_VALUE_RE, validate_schema, build)
@@ -38,6 +40,7 @@ from netrepro.model.scales import (
 
 __all__ = [
     "KIND_GROUPS", "TRAFFIC_DEFAULTS", "IPERF3_BASE_PORT", "SELECTOR_WORDS", "ModelError", "Model", "Phase", "Collector", "BaseRtt",
+    "Node", "Interface", "Route",
     "select_nodes", "RESERVED_IFNAMES", "IP_LINK_KEYWORDS", "RESERVED_NETWORKS", "path_ports", "layer_probes",
     "SCHEMA_PATH", "SYSCTL_VALUE_RE", "validate_schema", "build", "SUMMARY_COLUMNS", "RESERVED_COLUMNS",
     "STATISTICS", "WHOLE_TRIAL_STATISTICS", "METRICS", "TRIAL_SUBJECT", "QUANTITY_NAMES", "UNIT_SUFFIXES",

@@ -16,6 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
+from netrepro.model.records import BaseRtt, Collector, FrozenMap, Node, Phase
+
 
 #: Node kinds, and the plural a selector uses for all nodes of a kind.
 KIND_GROUPS = {"host": "hosts", "router": "routers", "switch": "switches"}
@@ -37,60 +39,6 @@ IPERF3_BASE_PORT = 5201
 SELECTOR_WORDS = ("all", *KIND_GROUPS.values())
 
 
-@dataclass(frozen=True)
-class Phase:
-    """A phase of every trial: a window of its schedule that the analysis summarises apart.
-
-    ``start_s`` and ``end_s``: seconds from the trial's common start, at time scale 1;
-    ``flows``: how many flows the phase runs (its label in figures; None when the file does not
-    count the phase's traffic in flows); ``label``: its text in figures (None: its name)."""
-
-    name: str
-    start_s: float
-    end_s: float
-    flows: int | None = None
-    label: str | None = None
-
-    def scaled(self, time_scale: float) -> dict[str, Any]:
-        """The phase as run.json records it at ``time_scale`` (start and end multiplied by it):
-        ``{"name", "start_s", "end_s"}`` and ``flows`` and ``label`` when the file gives them."""
-        out: dict[str, Any] = {"name": self.name, "start_s": self.start_s * time_scale, "end_s": self.end_s * time_scale}
-        out.update({k: v for k, v in (("flows", self.flows), ("label", self.label)) if v is not None})
-        return out
-
-
-@dataclass(frozen=True)
-class Collector:
-    """A sampler of a port's qdisc stack during every trial (``kind`` ``qdisc_stats``, the one
-    kind the schema has): ``at`` the port ``NODE:INTERFACE``, sampled every ``interval_s``
-    seconds; ``classes``: also its classes (``tc -s class show``, fq_codel's buckets)."""
-
-    kind: str
-    at: str
-    interval_s: float
-    classes: bool = False
-
-    @property
-    def node(self) -> str:
-        """The node of the sampled port."""
-        return self.at.split(":")[0]
-
-    @property
-    def interface(self) -> str:
-        """The sampled port's interface, as the experiment file names it."""
-        return self.at.split(":")[1]
-
-
-@dataclass(frozen=True)
-class BaseRtt:
-    """The unloaded RTT every ping item's path is measured at before each trial's traffic, for
-    ``duration_s`` seconds at time scale 1; a queueing delay is an RTT minus the ``statistic``
-    (``median``, ``min`` or ``mean``) of those samples (the schema's default: median)."""
-
-    duration_s: float
-    statistic: str = "median"
-
-
 class ModelError(ValueError):
     """An experiment file (schema_version 2) is invalid: one line naming file, field, problem."""
 
@@ -106,8 +54,9 @@ class Model:
     ``data`` is a plain dict (JSON-serializable, recorded in run.json):
 
     - ``name``, ``title``, ``reference``;
-    - ``nodes``: name -> ``{"kind", "interfaces": {ifname: {"link": port | None,
-      "network": name | None, "address": "A.B.C.D/N" | None}}, "routes": [...]}``;
+    - ``nodes``: name -> ``{"kind", "groups", "interfaces": {ifname: {"link": port | None,
+      "network": name | None, "address": "A.B.C.D/N" | None}}, "routes": [...]}`` (read as
+      :class:`~netrepro.model.records.Node` records: :attr:`nodes`);
     - ``networks``: LAN name -> ``{"subnet"}``; ``links``: ``[[port, port], ...]`` (each
       cable once, in file order);
     - ``mtu_bytes`` (default 1500), ``offloads`` (tso/gso/gro: false unless given);
@@ -127,9 +76,10 @@ class Model:
     def name(self) -> str:
         return self.data["name"]
 
-    @property
-    def nodes(self) -> dict[str, dict]:
-        return self.data["nodes"]
+    @cached_property
+    def nodes(self) -> Mapping[str, Node]:
+        """Node name -> :class:`~netrepro.model.records.Node`, in file order."""
+        return FrozenMap({n: Node.from_data(n, nd) for n, nd in self.data["nodes"].items()})
 
     @property
     def trials(self) -> list[dict]:
@@ -224,11 +174,11 @@ class Model:
 
     def select(self, selectors: list[str]) -> list[str]:
         """Node names (file order) of selectors: names, kinds in the plural, groups, or ``all``."""
-        return select_nodes(self.nodes, selectors)
+        return select_nodes(self.data["nodes"], selectors)
 
     def addresses(self, node: str) -> list[ipaddress.IPv4Interface]:
         """The node's interface addresses, in file order."""
-        return [ipaddress.ip_interface(i["address"]) for i in self.nodes[node]["interfaces"].values() if i["address"]]
+        return [i.ip_interface for i in self.nodes[node].interfaces.values() if i.address]
 
     def data_plane(self, node: str) -> dict[str, dict]:
         """The node's experiment interfaces by the key every site and role finds them by:
@@ -238,11 +188,10 @@ class Model:
         without an address (a switch's port) is found on a node by its MAC or device name.
         """
         out: dict[str, dict] = {}
-        for name, i in self.nodes[node]["interfaces"].items():
-            addr, _, plen = (i["address"] or "").partition("/")
-            out[i["network"] or name] = {"interface": name, "address": addr or None,
-                                         "prefixlen": int(plen) if plen else None,
-                                         "network": i["network"], "link": i["link"]}
+        for name, i in self.nodes[node].interfaces.items():
+            addr, _, plen = (i.address or "").partition("/")
+            out[i.network or name] = {"interface": name, "address": addr or None,
+                                      "prefixlen": int(plen) if plen else None, "network": i.network, "link": i.link}
         return out
 
     def segments(self) -> list[dict]:
@@ -260,7 +209,7 @@ class Model:
             subnet = None
             for port in (a, b):
                 n, itf = port.split(":")
-                addr = self.nodes[n]["interfaces"][itf]["address"]
+                addr = self.nodes[n].interfaces[itf].address
                 if addr and subnet is None:
                     subnet = str(ipaddress.ip_interface(addr).network)
                 members.append((n, itf))

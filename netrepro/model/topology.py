@@ -205,22 +205,20 @@ def path_ports(m: Model, src: str, dst: str) -> list[str]:
             be reached through switches, or the routes loop.
     """
     target = ipaddress.ip_address(m.address_toward(src, dst))
-    owner = {ipaddress.ip_interface(i["address"]).ip: n
-             for n, nd in m.nodes.items() for i in nd["interfaces"].values() if i["address"]}
+    owner = {i.ip_interface.ip: n for n, nd in m.nodes.items() for i in nd.interfaces.values() if i.address}
     ports: list[str] = []
     node, seen = src, set()
     while owner.get(target) != node:
         if node in seen:
             raise ValueError(f"the routes toward {target} loop at {node}")
         seen.add(node)
-        mine = {name: ipaddress.ip_interface(i["address"])
-                for name, i in m.nodes[node]["interfaces"].items() if i["address"]}
+        mine = {name: i.ip_interface for name, i in m.nodes[node].interfaces.items() if i.address}
         hop = target
         if not any(target in a.network for a in mine.values()):
-            routes = [r for r in m.nodes[node]["routes"] if target in ipaddress.ip_network(r["to"])]
+            routes = [r for r in m.nodes[node].routes if target in ipaddress.ip_network(r.to)]
             if not routes:
                 raise ValueError(f"{node} has no route to {target}")
-            hop = ipaddress.ip_address(max(routes, key=lambda r: ipaddress.ip_network(r["to"]).prefixlen)["via"])
+            hop = ipaddress.ip_address(max(routes, key=lambda r: ipaddress.ip_network(r.to).prefixlen).via)
         egress = next((name for name, a in mine.items() if hop in a.network), None)
         if egress is None or hop not in owner:
             raise ValueError(f"{node} reaches no node at {hop}")
@@ -234,11 +232,11 @@ def _l2_way(m: Model, start: str, to: str) -> list[str]:
     ``to`` (breadth first: the fewest switches). Raises ValueError when there is none."""
     def peers(port: str) -> list[str]:
         n, itf = port.split(":")
-        i = m.nodes[n]["interfaces"][itf]
-        if i["link"]:
-            return [i["link"]]
-        return [port_name(o, name) for o, nd in m.nodes.items() for name, j in nd["interfaces"].items()
-                if j["network"] == i["network"] and (o, name) != (n, itf)]
+        i = m.nodes[n].interfaces[itf]
+        if i.link:
+            return [i.link]
+        return [port_name(o, name) for o, nd in m.nodes.items() for name, j in nd.interfaces.items()
+                if j.network == i.network and (o, name) != (n, itf)]
 
     queue, visited = [[start]], {start}
     while queue:
@@ -247,9 +245,9 @@ def _l2_way(m: Model, start: str, to: str) -> list[str]:
             node, itf = peer.split(":")
             if node == to:
                 return way
-            if m.nodes[node]["kind"] != "switch":
+            if not m.nodes[node].is_switch:
                 continue
-            for other in m.nodes[node]["interfaces"]:
+            for other in m.nodes[node].interfaces:
                 out = port_name(node, other)
                 if other != itf and out not in visited:
                     visited.add(out)

@@ -174,7 +174,7 @@ def stack_vars(model, trial: dict) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {n: [] for n in model.nodes}
     for port, stack in trial["qdiscs"].items():
         node, itf = port.split(":")
-        key = model.nodes[node]["interfaces"][itf]["network"] or itf
+        key = model.nodes[node].interfaces[itf].network or itf
         out[node].append({"interface": itf, "key": key, "commands": tc.stack_commands(stack)})
     return out
 
@@ -221,6 +221,6 @@ def trial_timeline(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
             plan["iperf3_servers"].setdefault(it["to"], []).append(it["port"])
     for c in m.data["collectors"]:
         node, itf = c["at"].split(":")
-        plan["qdisc_stats"][node] = {"interface": itf, "network": m.nodes[node]["interfaces"][itf]["network"],
+        plan["qdisc_stats"][node] = {"interface": itf, "network": m.nodes[node].interfaces[itf].network,
                                      "interval_s": c["interval_s"], "classes": c.get("classes", False)}
     return plan

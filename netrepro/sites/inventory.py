@@ -219,7 +219,7 @@ def build_inventory(spec: Spec, logins: dict[str, NodeLogin], site: str,
                 "ansible_host": lg.host,
                 "ansible_port": lg.port,
                 "ansible_user": lg.user,
-                "netrepro_kind": md["kind"],
+                "netrepro_kind": md.kind,
                 # keyed by LAN for LAN interfaces, by interface name for links (roles/interfaces)
                 "netrepro_addresses": {i["network"] or name: i["address"] for name, i in itfs.items() if i["address"]},
                 "netrepro_prefixlen": {i["network"] or name: i["prefixlen"] for name, i in itfs.items() if i["address"]},

@@ -131,7 +131,7 @@ def build_slice(fablib_manager, spec: Spec, opts: FabricOptions):
         free: list = []
         cards = 0
         for key, itf in planes[node_name].items():
-            if itf["address"] or nd["kind"] != "switch":
+            if itf["address"] or not nd.is_switch:
                 ifaces[(node_name, key)] = node.add_component(model="NIC_Basic", name=nic_name(key)).get_interfaces()[0]
                 continue
             if not free:
@@ -359,7 +359,7 @@ class FabricSite(Site):
                 lines.append(f"  node {node}: site {plan_opts.site}, {opts.cores} cores, {opts.ram_gb} GB RAM, "
                              f"{opts.disk_gb} GB disk, image {opts.image}")
                 for key, itf in m.data_plane(node).items():
-                    nic = "NIC_Basic" if itf["address"] or m.nodes[node]["kind"] != "switch" else opts.switch_nic
+                    nic = "NIC_Basic" if itf["address"] or not m.nodes[node].is_switch else opts.switch_nic
                     lines.append(f"    {nic} {key} {itf['address'] or '(port)'}")
             for seg in m.segments():
                 lines.append(f"  network {seg['name']}: L2Bridge {seg['subnet'] or '(no subnet)'}")

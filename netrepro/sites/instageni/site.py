@@ -127,7 +127,7 @@ class InstaGENISite(Site):
         request file) by the aggregate and each node's addresses."""
         name, agg = resolve_aggregate(self.options.get("aggregate"))
         lines = [f"<!-- site instageni: aggregate {name} ({agg['urn']}), AM API v3 {agg['url']} -->"]
-        for node, nd in self.spec.nodes.items():
+        for node in self.spec.nodes:
             addrs = interfaces_text(self.spec, node)
             lines.append(f"<!--   {node:8s} {addrs} -->")
         decl, _, body = self.request_xml().partition("\n")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from netrepro.experiment.spec import Spec
+from netrepro.model import Node
 
 IFNAMSIZ = 15  # Linux interface names are at most 15 characters (include/uapi/linux/if.h).
 
@@ -147,11 +148,11 @@ def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
         cmds.append(["ip", "link", "set", br, "up"])
     cmds.append(["ip", "addr", "add", f"{layout.mgmt_gateway()}/{mgmt_len}", "dev", layout.mgmt_bridge])
     def routes(node: str) -> None:
-        for r in m.nodes[node].get("routes", []):
-            cmds.append(["ip", "-n", node, "route", "add", r["to"], "via", r["via"]])
+        for r in m.nodes[node].routes:
+            cmds.append(["ip", "-n", node, "route", "add", r.to, "via", r.via])
 
-    def wired(nd: dict) -> bool:  # joined by links or bridging: finished once every link exists
-        return nd["kind"] == "switch" or any(itf["link"] for itf in nd["interfaces"].values())
+    def wired(nd: Node) -> bool:  # joined by links or bridging: finished once every link exists
+        return nd.is_switch or any(itf.link for itf in nd.interfaces.values())
 
     for node, nd in m.nodes.items():
         cmds.append(["ip", "netns", "add", node])
@@ -159,15 +160,15 @@ def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
         cmds.append(["ip", "netns", "exec", node, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"])
         cmds.append(["ip", "netns", "exec", node, "sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"])
         lans = [(0, "eth0", layout.mgmt_bridge, f"{mgmt[node]}/{mgmt_len}")]
-        lans += [(i, name, lan_bridge(itf["network"]), itf["address"])
-                 for i, (name, itf) in enumerate(nd["interfaces"].items(), start=1) if itf["network"]]
+        lans += [(i, name, lan_bridge(itf.network), itf.address)
+                 for i, (name, itf) in enumerate(nd.interfaces.items(), start=1) if itf.network]
         for i, name, bridge, cidr in lans:
             peer = node_veth(node, i)
             cmds.append(["ip", "link", "add", peer, "mtu", mtu, "type", "veth", "peer", "name", name, "mtu", mtu,
                          "netns", node])
             cmds.append(["ip", "link", "set", peer, "master", bridge])
             cmds.append(["ip", "link", "set", peer, "up"])
-            if cidr and (i == 0 or nd["kind"] != "switch"):  # a switch has its management address only
+            if cidr and (i == 0 or not nd.is_switch):  # a switch has its management address only
                 cmds.append(["ip", "-n", node, "addr", "add", cidr, "dev", name])
             cmds.append(["ip", "-n", node, "link", "set", name, "up"])
         if not wired(nd):
@@ -179,16 +180,16 @@ def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
     for node, nd in m.nodes.items():
         if not wired(nd):
             continue
-        if nd["kind"] == "switch":
+        if nd.is_switch:
             cmds.append(["ip", "-n", node, "link", "add", "br0", "type", "bridge"])
-        for name, itf in nd["interfaces"].items():
-            if nd["kind"] == "switch":
+        for name, itf in nd.interfaces.items():
+            if nd.is_switch:
                 cmds.append(["ip", "-n", node, "link", "set", name, "master", "br0"])
-            if itf["link"]:
-                if itf["address"]:
-                    cmds.append(["ip", "-n", node, "addr", "add", itf["address"], "dev", name])
+            if itf.link:
+                if itf.address:
+                    cmds.append(["ip", "-n", node, "addr", "add", itf.address, "dev", name])
                 cmds.append(["ip", "-n", node, "link", "set", name, "up"])
-        if nd["kind"] == "switch":
+        if nd.is_switch:
             cmds.append(["ip", "-n", node, "link", "set", "br0", "up"])
         routes(node)
     # sshd(8) refuses to start without its privilege separation directory; Debian's package
@@ -222,8 +223,8 @@ def teardown_commands(spec: Spec, layout: Layout) -> list[list[str]]:
     # the script ends.
     for node, nd in spec.model.nodes.items():
         cmds.append(["ip", "link", "del", node_veth(node, 0)])
-        cmds += [["ip", "link", "del", node_veth(node, i)] for i, itf in enumerate(nd["interfaces"].values(), 1)
-                 if itf["network"]]
+        cmds += [["ip", "link", "del", node_veth(node, i)] for i, itf in enumerate(nd.interfaces.values(), 1)
+                 if itf.network]
     for br in [lan_bridge(n) for n in spec.model.networks] + [layout.mgmt_bridge]:
         cmds.append(["ip", "link", "del", br])
     return cmds
@@ -246,5 +247,5 @@ def existing_conflicts(spec: Spec, layout: Layout, namespaces: set[str], links: 
     wanted_links = {layout.mgmt_bridge} | {lan_bridge(n) for n in m.networks}
     for node, nd in m.nodes.items():  # the builder's ends: management, and one per LAN interface
         wanted_links.add(node_veth(node, 0))
-        wanted_links.update(node_veth(node, i) for i, itf in enumerate(nd["interfaces"].values(), 1) if itf["network"])
+        wanted_links.update(node_veth(node, i) for i, itf in enumerate(nd.interfaces.values(), 1) if itf.network)
     return sorted((set(spec.nodes) & namespaces)) + sorted(wanted_links & links)

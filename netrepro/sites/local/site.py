@@ -52,14 +52,14 @@ def mgmt_overlap(model, subnet: str) -> tuple[str, str] | None:
         if ipaddress.ip_network(nd["subnet"]).overlaps(mgmt):
             return f"topology.networks.{net}.subnet", nd["subnet"]
     for node, nd in model.nodes.items():
-        for itf, x in nd["interfaces"].items():
-            if x["address"] and ipaddress.ip_interface(x["address"]).network.overlaps(mgmt):
-                return f"topology.nodes.{node}.interfaces.{itf}.address", x["address"]
-        for j, r in enumerate(nd.get("routes", [])):
+        for itf, x in nd.interfaces.items():
+            if x.address and x.ip_interface.network.overlaps(mgmt):
+                return f"topology.nodes.{node}.interfaces.{itf}.address", x.address
+        for j, r in enumerate(nd.routes):
             # a route to part of the management subnet (or all of it) wins over the node's own
             # route to it; a wider one (a default route) loses to it and is harmless
-            if ipaddress.ip_network(r["to"], strict=False).subnet_of(mgmt):
-                return f"topology.nodes.{node}.routes[{j}].to", r["to"]
+            if ipaddress.ip_network(r.to, strict=False).subnet_of(mgmt):
+                return f"topology.nodes.{node}.routes[{j}].to", r.to
     return None
 
 
@@ -271,9 +271,9 @@ class LocalSite(Site):
         for net, nd in m.networks.items():
             lines.append(f"LAN {net} {nd['subnet']} on bridge {netns.lan_bridge(net)}")
         for node, nd in m.nodes.items():
-            itfs = ", ".join(f"{name} {x['address'].split('/')[0] if x['address'] else '(bridged)'} "
-                             f"({x['network'] or 'to ' + x['link']})" for name, x in nd["interfaces"].items())
-            role = (nd["groups"] or [nd["kind"] + "s"])[0].removesuffix("s")
+            itfs = ", ".join(f"{name} {x.ip or '(bridged)'} ({x.network or 'to ' + x.link})"
+                             for name, x in nd.interfaces.items())
+            role = (nd.groups or [nd.kind + "s"])[0].removesuffix("s")
             lines.append(f"  {node:8} {role:6} eth0 {mgmt[node]} (mgmt), {itfs}")
         return "\n".join(lines)
 

@@ -135,8 +135,8 @@ def _hub(network: str) -> str:
 def _peer(m: Model, node: str, ifname: str) -> str:
     """The simulation node at the other end of a port's link: its LAN's hub, or the node its
     cable joins."""
-    itf = m.nodes[node]["interfaces"][ifname]
-    return _hub(itf["network"]) if itf["network"] else itf["link"].split(":")[0]
+    itf = m.nodes[node].interfaces[ifname]
+    return _hub(itf.network) if itf.network else itf.link.split(":")[0]
 
 
 def _senders(trial: dict, kinds: tuple[str, ...] = ("ftp",)) -> list[str]:
@@ -164,7 +164,7 @@ def unmodelled(spec: Spec) -> list[str]:
         if cables[pair] == 2:
             out.append(f"topology.nodes.{a.replace(':', '.interfaces.')}.link: a second link between "
                        f"{' and '.join(sorted(pair))} (netrepro-sim names a link by its two nodes)")
-    for n, nd in m.nodes.items():
+    for n in m.nodes:
         if n in {_hub(net) for net in m.networks}:
             out.append(f"topology.nodes.{n}: the simulation names a LAN's hub so; expected another node name")
     out += [f"links.offloads.{k}: true (the simulation sends packets of one MSS: offloads off)"
@@ -225,12 +225,12 @@ def _links(m: Model) -> list[tuple[str, str]]:
     a cable's two ports; in node and interface order."""
     out = []
     for n, nd in m.nodes.items():
-        for ifname, itf in nd["interfaces"].items():
+        for ifname, itf in nd.interfaces.items():
             here = f"{n}:{ifname}"
-            if itf["network"]:
-                out.append((here, _hub(itf["network"])))
-            elif [itf["link"], here] not in [list(x) for x in out]:
-                out.append((here, itf["link"]))
+            if itf.network:
+                out.append((here, _hub(itf.network)))
+            elif [itf.link, here] not in [list(x) for x in out]:
+                out.append((here, itf.link))
     return out
 
 
@@ -257,7 +257,7 @@ def _delay_ms(trial: dict, port: str) -> float:
 def _pacing(m: Model, trial: dict, node: str) -> tuple[bool, float]:
     """Whether ``node`` paces its TCP flows in ``trial`` and at most at which rate (Mbit/s, 0.0:
     no cap): a pacer in the stack of any of its ports (:func:`netrepro.sites.ns3.stacks.pacing`)."""
-    for ifname in m.nodes[node]["interfaces"]:
+    for ifname in m.nodes[node].interfaces:
         on, rate = stacks.pacing(_stack(trial, f"{node}:{ifname}"))
         if on:
             return on, rate
@@ -336,7 +336,7 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
                      f"{round(shaper['rate_mbit'] * 1e6) if shaper else unshaped} {one_way_s:g} 1")
     delay_s = max((_delay_ms(trial, p) for p in trial["qdiscs"]), default=0.0) / 1000
     for n, nd in m.nodes.items():
-        for ifname in nd["interfaces"]:
+        for ifname in nd.interfaces:
             port = f"{n}:{ifname}"
             layer = _queue(trial, port)
             if layer:

@@ -170,7 +170,7 @@ def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
     if unknown:
         raise SiteError(f"{path}: nodes.{unknown[0]}: not a node of {spec.name}; expected one of: {', '.join(spec.nodes)}")
     out = {}
-    for name, nd in spec.nodes.items():
+    for name in spec.nodes:
         entry = nodes[name]
         check_login_fields(path, f"nodes.{name}", entry)
         dp = spec.model.data_plane(name)
@@ -342,7 +342,7 @@ class StaticSite(Site):
     def plan(self) -> str:
         lines = [f"# site static: existing machines from {self.options.get('static_file') or 'STATIC_FILE (not set)'}",
                  "# each must accept SSH and carry these addresses (checked by reserve):"]
-        for node, nd in self.spec.nodes.items():
+        for node in self.spec.nodes:
             addrs = interfaces_text(self.spec, node)
             lines.append(f"  {node:8s} {addrs}")
         return "\n".join(lines) + "\n"
