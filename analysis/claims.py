@@ -467,6 +467,6 @@ def evaluate_model(model, data: dict, summary: pd.DataFrame, estimates: dict | N
     claims' thresholds at k), time scale, and the file's ``time_scale.min``."""
     k = float((data.get("rate_scale") or {}).get("k", 1))
     m = scale_rates(model, k)
-    return evaluate(summary, m.claims, [t["id"] for t in m.trials], unhealthy or {}, k, statistics(m),
+    return evaluate(summary, m.claims, [t.id for t in m.trials], unhealthy or {}, k, statistics(m),
                     incomplete, float(data.get("time_scale", 1)), float(m.time_scale.get("min", 0) or 0),
                     lambda st: rate_scaled(m, st), estimates)

@@ -289,7 +289,7 @@ def _analysed(loaded: list, labels: list[str], statistics: list[str], refs: list
                           "verdict": res.verdict["verdict"]})
         model = res.run.spec.model
         per_run.append({"run": label, "site": str(data.get("site")), **at, "summary": summary,
-                        "trial_ids": [t["id"] for t in model.trials], "computed": computed_statistics(model),
+                        "trial_ids": [t.id for t in model.trials], "computed": computed_statistics(model),
                         "status": {c["id"]: c["status"] for c in res.verdict["claims"]}})
     for ref in refs:
         for cid in ids:

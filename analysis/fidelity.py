@@ -93,7 +93,7 @@ def shaped_ports(model, trial: dict) -> dict[str, float]:
     out = {}
     for c in model.collectors:
         if c.kind == "qdisc_stats":
-            rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c.at, []))
+            rate = tc.shaping_rate_mbit(trial.qdiscs.get(c.at, []))
             if rate:
                 out[c.at] = float(rate)
     return out
@@ -206,7 +206,7 @@ def run_busy_intervals(model, records: dict[str, dict], raw_dir: Path,
     is ``start_epoch_s`` plus ``duration_s`` (else the trial's schedule at ``time_scale``).
     Records without a start, of no trial of ``model``, or whose qdisc.jsonl cannot be read
     are left out (their health check says why)."""
-    trials = {t["id"]: t for t in model.trials}
+    trials = {t.id: t for t in model.trials}
     out = {}
     for key, rec in records.items():
         trial, start = trials.get(rec.get("trial") or rec.get("id")), rec.get("start_epoch_s")
@@ -214,7 +214,7 @@ def run_busy_intervals(model, records: dict[str, dict], raw_dir: Path,
             continue
         duration = rec.get("duration_s")
         if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not duration:
-            duration = trial["duration_s"] * time_scale
+            duration = trial.duration_s * time_scale
         try:
             out[key] = trial_busy_intervals(model, trial, lambda node: (raw_dir / rec["id"] / node / "qdisc.jsonl")
                                             .read_text(encoding="utf-8", errors="replace"), start, start + duration)

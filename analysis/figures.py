@@ -176,7 +176,7 @@ def _column(d: pd.DataFrame, model, name: str) -> pd.Series:
     subject, or its trial's label ``name`` (``no <name>`` for a trial without it)."""
     if name in ("trial", "subject"):
         return d[name].astype(str)
-    labels = {t["id"]: t.get("labels", {}).get(name, f"no {name}") for t in model.trials}
+    labels = {t.id: t.labels.get(name, f"no {name}") for t in model.trials}
     return d["trial"].map(labels)
 
 
@@ -204,7 +204,7 @@ def _figure_samples(model, tidy: pd.DataFrame, fig: dict) -> pd.DataFrame:
         d = d[d["stream"] == -1]
     else:  # per stream (cwnd, TCP RTT): a line for each
         d = d.assign(subject=d["subject"] + " stream " + d["stream"].astype(str))
-    order = {t["id"]: i for i, t in enumerate(model.trials)}
+    order = {t.id: i for i, t in enumerate(model.trials)}
     d = d[d["trial"].isin(fig.get("trials") or list(order))]
     if d.empty:
         return d
@@ -284,7 +284,7 @@ def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0, captio
     phases = model.phases if fig.get("shade_phases") else ()
 
     ylabel = quantity_label(model, fig["metric"])
-    durations = {t["id"]: t["duration_s"] * time_scale for t in model.trials if "duration_s" in t}
+    durations = {t.id: t.duration_s * time_scale for t in model.trials}
     spans = {p.name: (p.start_s * time_scale, p.end_s * time_scale) for p in model.phases}
     refs = reference_segments(model, fig["metric"])
 

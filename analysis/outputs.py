@@ -117,8 +117,8 @@ def fidelity_figures(spec, records: dict[str, dict], run_dir: Path, time_scale: 
     the trials whose sampled, shaped ports had a busy window; none without one.
     ``spec``: at the run's rate scale; ``records``: the model's trial id -> its record."""
     busy = fidelity.run_busy_intervals(spec.model, records, raw_dir(run_dir), time_scale)
-    by_trial = {t["id"]: {port: iv for port, (_, iv) in busy[t["id"]].items()}  # in the file's order
-                for t in spec.model.trials if t["id"] in busy}
+    by_trial = {t.id: {port: iv for port, (_, iv) in busy[t.id].items()}  # in the file's order
+                for t in spec.model.trials if t.id in busy}
     k = float((data.get("rate_scale") or {}).get("k", 1))
     fig = fidelity.ccdf_figure(by_trial, shaper_rate_tolerance(spec.model),
                                f"{spec.model.name}, " + caption(run_dir.name, data.get("site"), time_scale, k))
@@ -153,12 +153,12 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     # (raw folder names) with the experiment's trial id in ``trial``
     records = {t.get("trial") or t["id"]: t for t in data.get("trials", [])}
     for trial in m.trials:
-        rec = records.get(trial["id"])
+        rec = records.get(trial.id)
         if rec is None:
-            problems.append(f"trial {trial['id']}: not run (no record in run.json)")
+            problems.append(f"trial {trial.id}: not run (no record in run.json)")
             continue
         if damaged.get(rec["id"]):
-            incomplete[trial["id"]] = list(damaged[rec["id"]])
+            incomplete[trial.id] = list(damaged[rec["id"]])
         tdir = trial_raw(run_dir, rec["id"])
         tidy, ends = trial_tidy(m, trial, rec, tdir, ts, problems)
         tidies.append(tidy)
@@ -166,18 +166,18 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
         trial_rows = trial_statistics(m, trial, tidy, ends, phases, ts)
         rows += trial_rows
         interval_rows += trial_intervals(m, trial, tidy, ends, phases, trial_rows, ts)
-        health[trial["id"]] = trial_health(scaled, rec, tdir, ts)
+        health[trial.id] = trial_health(scaled, rec, tdir, ts)
     tidies = [t for t in tidies if len(t)]  # a trial without any sample adds no row
     tidy = pd.concat(tidies, ignore_index=True) if tidies else pd.DataFrame(columns=TIDY_COLUMNS)
     summary = pd.DataFrame(rows, columns=SUMMARY_KEYS)
     intervals = pd.DataFrame(interval_rows, columns=INTERVAL_COLUMNS)
-    labels = sorted({k for t in m.trials for k in t["labels"]})
+    labels = sorted({k for t in m.trials for k in t.labels})
     for key in labels:
-        summary.insert(1, key, summary["trial"].map({t["id"]: t["labels"].get(key, "") for t in m.trials}))
+        summary.insert(1, key, summary["trial"].map({t.id: t.labels.get(key, "") for t in m.trials}))
     unhealthy: dict[str, list[dict]] = {}
     for f in failures(health):
         unhealthy.setdefault(f["trial"], []).append(f)
-    for t in (t["id"] for t in m.trials if t["id"] not in records):
+    for t in (t.id for t in m.trials if t.id not in records):
         unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None, "threshold": None,
                                             "unit": None, "detail": "no record in run.json"})
     verdict = evaluate_model(spec.model, data, summary, estimates_of(intervals), unhealthy, incomplete)

@@ -179,7 +179,7 @@ def claim_selections(model) -> list[dict]:
     subject that computes the statistic (:func:`netrepro.model.statistics`), and without
     ``trials`` every trial; the ``when`` conditions count too."""
     computed = statistics(model)
-    order = [t["id"] for t in model.trials]
+    order = [t.id for t in model.trials]
     groups: dict[tuple[str, str], dict] = {}
 
     def walk(check: dict) -> None:
@@ -215,7 +215,7 @@ def reference_selections(model, known: list[dict]) -> list[dict]:
     "trials", "phased"}]``, a value's ``subject`` or else every subject of its trials that
     computes the statistic (:func:`netrepro.model.statistics`), trials in the file's order."""
     computed = statistics(model)
-    order = [t["id"] for t in model.trials]
+    order = [t.id for t in model.trials]
     have = {(g["statistic"], g["subject"]) for g in known}
     groups: dict[tuple[str, str], dict] = {}
     for ref in model.reference_results:
@@ -506,7 +506,7 @@ def _trial_lines(m, data: dict) -> list[str]:
     out: list[str] = []
     trials = [t for t in data.get("trials") or [] if isinstance(t, dict)]
     if trials:
-        labels = {t["id"]: t["labels"] for t in m.trials}
+        labels = {t.id: t.labels for t in m.trials}
 
         def base(t: dict) -> str:
             if not m.base_rtt:

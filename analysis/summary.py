@@ -176,15 +176,15 @@ def _ping_statistics(put, phase: str, it: dict, s: pd.DataFrame, base_rtt, time_
     its queueing delays, and for the whole trial the share of its probes answered."""
     r = s[s["metric"] == "rtt_ms"]["value"]
     if len(r):
-        put(phase, it["id"], "rtt_median_ms", r.median())
-        put(phase, it["id"], "rtt_mean_ms", r.mean())
-        put(phase, it["id"], "rtt_p95_ms", r.quantile(0.95))
-        put(phase, it["id"], "rtt_min_ms", r.min())
+        put(phase, it.id, "rtt_median_ms", r.median())
+        put(phase, it.id, "rtt_mean_ms", r.mean())
+        put(phase, it.id, "rtt_p95_ms", r.quantile(0.95))
+        put(phase, it.id, "rtt_min_ms", r.min())
     if base_rtt:
-        _put_delays(put, phase, it["id"], s[s["metric"] == "queue_delay_ms"]["value"])
+        _put_delays(put, phase, it.id, s[s["metric"] == "queue_delay_ms"]["value"])
     if phase == "all":
-        expected = it["duration_s"] * time_scale / it["interval_s"]
-        put(phase, it["id"], "ping_received_fraction", min(1.0, len(r) / expected) if expected else math.nan)
+        expected = it.duration_s * time_scale / it.interval_s
+        put(phase, it.id, "ping_received_fraction", min(1.0, len(r) / expected) if expected else math.nan)
 
 
 def _port_statistics(put, phase: str, at: str, s: pd.DataFrame, tx: pd.DataFrame, trial: dict,
@@ -197,11 +197,11 @@ def _port_statistics(put, phase: str, at: str, s: pd.DataFrame, tx: pd.DataFrame
         return
     put(phase, at, "backlog_mean_bytes", b.mean())
     put(phase, at, "backlog_max_bytes", b.max())
-    rate = tc.shaping_rate_mbit(trial["qdiscs"].get(at, []))
+    rate = tc.shaping_rate_mbit(trial.qdiscs.get(at, []))
     if rate:
         put(phase, at, "backlog_mean_ms", b.mean() * 8 / (rate * 1e6) * 1000)
         sent = tx[tx["subject"] == at]
-        a, z = (0.0, trial["duration_s"] * time_scale) if phase == "all" else window
+        a, z = (0.0, trial.duration_s * time_scale) if phase == "all" else window
         put(phase, at, "sent_utilization", phase_utilization(sent["t_s"], sent["value"], a, z, rate))
         put(phase, at, "backlog_max_ms", b.max() * 8 / (rate * 1e6) * 1000)
     busy = s[(s["metric"] == "busy_classes") & (s["value"] > 0)]["value"]
@@ -224,7 +224,7 @@ def _trial_totals(put, rows: list[dict], phase: str, model, trial: dict, thr: di
     total = float(np.nansum(list(thr.values())))
     put(phase, "all", "total_throughput_mbit", total)
     for c in model.collectors:  # the share of the sampled port's shaping rate used
-        rate = tc.shaping_rate_mbit(trial["qdiscs"].get(c.at, []))
+        rate = tc.shaping_rate_mbit(trial.qdiscs.get(c.at, []))
         if rate:
             put(phase, c.at, "utilization", total / rate)
     if len(thr) > 1:
@@ -242,8 +242,8 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
     ``whole``) and each phase (start_s/end_s, time-scaled); rows ``{trial, phase, subject,
     statistic, value}``."""
     rows: list[dict] = []
-    put = _putter(rows, trial["id"])
-    pings = [it["id"] for it in trial["traffic"] if it["kind"] == "ping"]
+    put = _putter(rows, trial.id)
+    pings = [it.id for it in trial.traffic if it.kind == "ping"]
     tx = tidy[tidy["metric"] == "tx_bytes"]
     windows = ([("all", -math.inf, math.inf)] if whole else []) + [(p["name"], p["start_s"], p["end_s"]) for p in phases]
     for phase, lo, hi in windows:
@@ -251,11 +251,11 @@ def trial_statistics(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases:
         if pings and model.base_rtt:  # pooled over the trial's ping items
             _put_delays(put, phase, "all", d[d["subject"].isin(pings) & (d["metric"] == "queue_delay_ms")]["value"])
         thr = {}
-        for it in trial["traffic"]:
-            s = d[d["subject"] == it["id"]]
-            if it["kind"] == "iperf3":
-                thr[it["id"]] = _iperf3_statistics(put, phase, it["id"], s, ends.get(it["id"], {}))
-            elif it["kind"] == "ping":
+        for it in trial.traffic:
+            s = d[d["subject"] == it.id]
+            if it.kind == "iperf3":
+                thr[it.id] = _iperf3_statistics(put, phase, it.id, s, ends.get(it.id, {}))
+            elif it.kind == "ping":
                 _ping_statistics(put, phase, it, s, model.base_rtt, time_scale)
         for c in model.collectors:
             _port_statistics(put, phase, c.at, d[d["subject"] == c.at], tx, trial, (lo, hi), time_scale)
@@ -314,7 +314,7 @@ def trial_intervals(model, trial: dict, tidy: pd.DataFrame, ends: dict, phases: 
     trial's :func:`trial_statistics`). Rows :data:`INTERVAL_COLUMNS`; none for a window
     with fewer than :data:`analysis.uncertainty.MIN_BATCHES` samples of that series."""
     times = coarsest_times(tidy)
-    end = trial["duration_s"] * time_scale
+    end = trial.duration_s * time_scale
     windows = [("all", 0.0, max(end, float(times[-1])) if len(times) else end)] + \
         [(p["name"], p["start_s"], p["end_s"]) for p in phases]
     batches, name_of = [], {}

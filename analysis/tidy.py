@@ -60,25 +60,25 @@ def _iperf3_samples(add, it: dict, trial_dir: Path, start: float, time_scale: fl
     """Add an iperf3 item's samples (per stream, and their sum as stream -1, omitted seconds
     left out); returns its end summary, or None (a line in ``problems``) when its report
     cannot be read."""
-    node = it["from"]
-    f = trial_dir / node / f"iperf3-{it['id']}.json"
+    node = it.src
+    f = trial_dir / node / f"iperf3-{it.id}.json"
     try:
         iv, end = parse_iperf3(f.read_text(errors="replace"))
     except (OSError, ValueError) as exc:
         problems.append(f"raw/{trial_dir.name}/{node}/{f.name}: {exc}")
         return None
     t0 = _t0(f.with_name(f.name + ".t0"))
-    offset = (t0 - start) if t0 is not None else it["start_s"] * time_scale
+    offset = (t0 - start) if t0 is not None else it.start_s * time_scale
     iv = iv[~iv["omitted"]]
     for k, g in iv.groupby("stream"):
         t = offset + g["t_s"].to_numpy()
-        add(it["id"], int(k), t, "throughput_mbit", g["bits_per_second"] / 1e6)
-        add(it["id"], int(k), t, "retransmits", g["retransmits"])
-        add(it["id"], int(k), t, "cwnd_bytes", g["snd_cwnd_bytes"])
-        add(it["id"], int(k), t, "rtt_ms", g["rtt_ms"])
+        add(it.id, int(k), t, "throughput_mbit", g["bits_per_second"] / 1e6)
+        add(it.id, int(k), t, "retransmits", g["retransmits"])
+        add(it.id, int(k), t, "cwnd_bytes", g["snd_cwnd_bytes"])
+        add(it.id, int(k), t, "rtt_ms", g["rtt_ms"])
     tot = iv.groupby("t_s", sort=True).agg(bps=("bits_per_second", "sum"), rtx=("retransmits", "sum"))
-    add(it["id"], -1, offset + tot.index.to_numpy(), "throughput_mbit", tot["bps"] / 1e6)
-    add(it["id"], -1, offset + tot.index.to_numpy(), "retransmits", tot["rtx"])
+    add(it.id, -1, offset + tot.index.to_numpy(), "throughput_mbit", tot["bps"] / 1e6)
+    add(it.id, -1, offset + tot.index.to_numpy(), "retransmits", tot["rtx"])
     return end
 
 
@@ -86,7 +86,7 @@ def _ping_samples(add, model, it: dict, record: dict, trial_dir: Path, start: fl
                   problems: list[str]) -> None:
     """Add a ping item's RTTs within its schedule and, with ``base_rtt``, their queueing
     delays; unreadable or empty files are named in ``problems``."""
-    node = it["from"]
+    node = it.src
     text = read_raw(trial_dir / node / "ping.txt", problems, trial_dir.parent.parent)
     if text is None:
         return
@@ -95,15 +95,15 @@ def _ping_samples(add, model, it: dict, record: dict, trial_dir: Path, start: fl
         problems.append(f"raw/{trial_dir.name}/{node}/ping.txt: no echo replies")
     # the probes within the item's schedule, placed at their send time (-D prints the
     # reply's time) or, with ``timestamp: received``, at the reply's
-    at = (p["t_epoch_s"] - start if it.get("timestamp") == "received"
+    at = (p["t_epoch_s"] - start if it.timestamp == "received"
           else p["t_epoch_s"] - p["rtt_ms"] / 1000 - start)
-    lo, hi = it["start_s"] * time_scale, (it["start_s"] + it["duration_s"]) * time_scale
+    lo, hi = it.start_s * time_scale, (it.start_s + it.duration_s) * time_scale
     keep = (at >= lo) & (at < hi)
-    add(it["id"], -1, at[keep], "rtt_ms", p.loc[keep, "rtt_ms"])
+    add(it.id, -1, at[keep], "rtt_ms", p.loc[keep, "rtt_ms"])
     if model.base_rtt:
         base = base_rtt_of(model, node, record, trial_dir, problems)
         if math.isfinite(base):
-            add(it["id"], -1, at[keep], "queue_delay_ms", p.loc[keep, "rtt_ms"] - base)
+            add(it.id, -1, at[keep], "queue_delay_ms", p.loc[keep, "rtt_ms"] - base)
 
 
 def _port_samples(add, c, trial: dict, trial_dir: Path, start: float, time_scale: float,
@@ -119,12 +119,12 @@ def _port_samples(add, c, trial: dict, trial_dir: Path, start: float, time_scale
     q = parse_qdisc_stack(text)
     if q.empty:
         problems.append(f"raw/{trial_dir.name}/{node}/qdisc.jsonl: no samples")
-    q = q[(q["t_epoch_s"] >= start) & (q["t_epoch_s"] <= start + trial["duration_s"] * time_scale)]
+    q = q[(q["t_epoch_s"] >= start) & (q["t_epoch_s"] <= start + trial.duration_s * time_scale)]
     t = q["t_epoch_s"] - start
     add(c.at, -1, t, "backlog_bytes", q["backlog_bytes"])
     add(c.at, -1, t, "backlog_packets", q["backlog_packets"])
     add(c.at, -1, t, "drops", q["drops"] - (q["drops"].iloc[0] if len(q) else 0))
-    window = (start, start + trial["duration_s"] * time_scale)
+    window = (start, start + trial.duration_s * time_scale)
     # the node's one collector (netrepro/model/) wrote every line, each labelled with the
     # device as its site names it (the machine's own name on a testbed, the data-plane key
     # on ns3), which need not be the model's: read under any label, as the backlog is
@@ -140,7 +140,7 @@ def _port_samples(add, c, trial: dict, trial_dir: Path, start: float, time_scale
     f = f[(f["t_epoch_s"] >= window[0]) & (f["t_epoch_s"] <= window[1])]
     for (kind, field), g in f.groupby(["kind", "field"], sort=True):
         add(c.at, -1, g["t_epoch_s"] - start, f"{kind}_{field}", g["value"])
-    stack = trial["qdiscs"].get(c.at, [])
+    stack = trial.qdiscs.get(c.at, [])
     if c.classes and stack:
         cl = parse_qdisc_classes(text)
         cl = cl[(cl["t_epoch_s"] >= window[0]) & (cl["t_epoch_s"] <= window[1])
@@ -159,13 +159,13 @@ def trial_tidy(model, trial: dict, record: dict, trial_dir: Path, time_scale: fl
     start = float(record["start_epoch_s"])
     frames: list[pd.DataFrame] = []
     ends = {}
-    add = _adder(frames, trial["id"])
-    for it in trial["traffic"]:
-        if it["kind"] == "iperf3":
+    add = _adder(frames, trial.id)
+    for it in trial.traffic:
+        if it.kind == "iperf3":
             end = _iperf3_samples(add, it, trial_dir, start, time_scale, problems)
             if end is not None:
-                ends[it["id"]] = end
-        elif it["kind"] == "ping":
+                ends[it.id] = end
+        elif it.kind == "ping":
             _ping_samples(add, model, it, record, trial_dir, start, time_scale, problems)
     for c in model.collectors:
         _port_samples(add, c, trial, trial_dir, start, time_scale, problems)

@@ -145,7 +145,7 @@ def test_phase_statistics_known_values():
     10 Mbit/s): p1 delays 1..5 from two clients (median 3, mean 3, p95 4.8), p2 10 and 30
     (median 20); the tx counter at 625000 B/s (50 % of 10 Mbit/s) until t=10, then 1e6 B/s (80 %)."""
     m = load_spec("pie-vs-red").model
-    trial = next(t for t in m.trials if t["id"] == "pie-limited")
+    trial = next(t for t in m.trials if t.id == "pie-limited")
     c = lambda t: 625000 * (t + 1) if t <= 10 else 6875000 + 1e6 * (t - 10)
     tx_t = [-1.0, 4.0, 10.0, 21.0]
     tidy = pd.concat([
@@ -169,7 +169,7 @@ def test_phase_statistics_known_values():
     assert _stat(rows, "p2", "router:eth1", "sent_utilization") == pytest.approx(0.8)
     assert _stat(rows, "p2", "router:eth1", "backlog_mean_ms") == pytest.approx(20)  # 25000 B at 10 Mbit/s
     # no data at all for a trial: no value, and no sample
-    red = trial_statistics(m, next(t for t in m.trials if t["id"] == "red-limited"),
+    red = trial_statistics(m, next(t for t in m.trials if t.id == "red-limited"),
                            tidy.iloc[0:0], {}, PH2, 1.0)
     assert _stat(red, "p1", "all", "queue_delay_samples") == 0
     assert _stat(red, "p1", "all", "queue_delay_median_ms") is None

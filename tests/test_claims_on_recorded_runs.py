@@ -32,7 +32,7 @@ def claim():
     statistics the model computes (what check_claim reads)."""
     m = load_spec("pie-vs-red").model
     c = next(c for c in m.data["claims"] if c["id"] == "pie-near-target")
-    return c, [t["id"] for t in m.trials], statistics(m)
+    return c, [t.id for t in m.trials], statistics(m)
 
 
 def _long(table: pd.DataFrame, column: str = "value") -> pd.DataFrame:

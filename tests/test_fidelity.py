@@ -7,6 +7,7 @@ bottleneck every 0.1 s)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import math
@@ -90,7 +91,7 @@ def test_only_sampled_ports_with_a_shaper_are_judged():
     assert fidelity.shaped_ports(spec.model, trial) == {"router:eth1": 10.0}
     half = spec.at_rate_scale(0.5).model
     assert fidelity.shaped_ports(half, half.trials[0]) == {"router:eth1": 5.0}
-    bare = {**trial, "qdiscs": {}}
+    bare = dataclasses.replace(trial, qdiscs={})
     assert fidelity.shaped_ports(spec.model, bare) == {}
 
 

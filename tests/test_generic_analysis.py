@@ -17,7 +17,7 @@ from analysis.figures import draw
 from analysis.summary import SUMMARY_KEYS, cov, jain_index, trial_statistics
 from analysis.tidy import trial_tidy
 from analysis.raw import parse_iperf3, parse_qdisc_fields, parse_qdisc_stack, parse_tc_classes
-from netrepro.model import Collector
+from netrepro.model import Collector, Trial
 from netrepro.experiment.spec import load_spec
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -188,8 +188,8 @@ def _class_line(t, busy):
 def test_busy_classes_tell_a_shared_bucket(tmp_path):
     """The per-bucket statistics of fq_codel: a trial whose two flows share one bucket keeps one
     busy class; one whose flows hash apart keeps two (classes listed with 0 packets not counted)."""
-    trial = {"id": "fq", "duration_s": 3.0, "traffic": [], "labels": {},
-             "qdiscs": {"s2:s2-eth2": [{"kind": "tbf", "rate_mbit": 10}, {"kind": "fq_codel", "flows": 2}]}}
+    trial = Trial.from_data({"id": "fq", "duration_s": 3.0, "traffic": [], "labels": {}, "sysctls": {},
+                             "qdiscs": {"s2:s2-eth2": [{"kind": "tbf", "rate_mbit": 10}, {"kind": "fq_codel", "flows": 2}]}})
     model = SimpleNamespace(collectors=(Collector("qdisc_stats", "s2:s2-eth2", 0.2, classes=True),), base_rtt=None)
     out = {}
     stray = [[(1, 3), (2, 1)]] + [[(1, 2)]] * 10  # bucket 2 busy in 1 of 11 samples (< 10 %)
@@ -286,7 +286,8 @@ def test_a_figure_draws_only_the_trials_it_names(tmp_path):
     from PIL import Image
     tidy = pd.DataFrame([{"trial": t, "subject": "q", "stream": -1, "t_s": float(s), "metric": "busy_classes",
                           "value": float(s % 3)} for t in ("a", "b", "c") for s in range(10)])
-    model = SimpleNamespace(trials=[{"id": "a"}, {"id": "b"}, {"id": "c"}], name="x", phases=(), figures=[],
+    model = SimpleNamespace(trials=[Trial.from_data({"id": t, "duration_s": 1, "traffic": [], "qdiscs": {}})
+                                    for t in ("a", "b", "c")], name="x", phases=(), figures=[],
                             reference_results=[], data={})
     every = draw(model, tidy, {"id": "all3", "metric": "busy_classes"}, tmp_path)
     one = draw(model, tidy, {"id": "one", "metric": "busy_classes", "trials": ["b"]}, tmp_path)

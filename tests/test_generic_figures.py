@@ -42,7 +42,7 @@ def recorded():
     m.data["phases"] = [{**p, "label": f"{p['flows']} flows"} for p in m.data["phases"]]
     records = {t["id"]: t for t in data["trials"]}
     problems: list[str] = []
-    tidy = pd.concat([trial_tidy(m, t, records[t["id"]], RUN / "raw" / t["id"], data["time_scale"], problems)[0]
+    tidy = pd.concat([trial_tidy(m, t, records[t.id], RUN / "raw" / t.id, data["time_scale"], problems)[0]
                       for t in m.trials], ignore_index=True)
     assert not problems
     return m, tidy, float(data["time_scale"])
@@ -116,7 +116,7 @@ def test_rolling_hue_subject_pools_each_subject_over_the_panels_trials(recorded)
 def test_default_is_a_panel_per_trial_and_a_line_per_subject(recorded):
     m, tidy, ts = recorded
     f = figure(m, tidy, {"id": "x", "metric": "rtt_ms", "lines": [{"y": 100, "label": "base"}]}, ts)
-    assert [ax.get_title() for ax in f.axes] == [f"RTT (ms), {t['id']}" for t in m.trials]
+    assert [ax.get_title() for ax in f.axes] == [f"RTT (ms), {t.id}" for t in m.trials]
     for ax in f.axes:
         assert sorted(_lines(ax)) == ["base"] + PINGS
         assert {ln.get_linestyle() for ln in ax.get_lines() if ln.get_label() != "base"} == {"-"}

@@ -153,9 +153,9 @@ def generated_problems(data: dict, path: Path, value: str) -> list[str]:
     out: list[str] = []
     trials: list[dict] = []
     for t in m.trials:
-        for port, stack in t["qdiscs"].items():
+        for port, stack in t.qdiscs.items():
             for argv in tc.stack_commands(stack):
-                out += argv_problems(argv, value, f"trial {t['id']} tc on {port}")
+                out += argv_problems(argv, value, f"trial {t.id} tc on {port}")
         plan = model.trial_timeline(m, t)
         for node, items in plan["iperf3"].items():
             for x in items:

@@ -31,8 +31,8 @@ def test_the_whole_converted_file_validates_health_thresholds_included():
     validates as it is, without filtering."""
     d = yaml.safe_load(migrate(PIE_VS_RED_V1))
     m = Spec.from_data(d, "migrated").model
-    assert [t["id"] for t in m.trials] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
-    assert [t["labels"] for t in m.trials][1] == {"aqm": "red", "variant": "unlimited"}
+    assert [t.id for t in m.trials] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
+    assert [dict(t.labels) for t in m.trials][1] == {"aqm": "red", "variant": "unlimited"}
     assert {c["id"] for c in m.data["claims"]} == {"pie-near-target", "red-follows-load", "red-above-pie-under-load"}
     assert [f["name"] for f in d["sweep"]["factors"]] == ["rate_mbit", "pie_target_ms"]
     v1 = yaml.safe_load(PIE_VS_RED_V1.read_text())["health"]

@@ -4,6 +4,7 @@ line naming the field."""
 
 from __future__ import annotations
 
+import dataclasses
 import copy
 from pathlib import Path
 
@@ -32,19 +33,21 @@ def test_links_pair_both_ends_and_store_full_ports(lab):
 def test_trials_are_complete(lab):
     m = model.build(lab, "lab19-like.yml")
     drop, pie, bbr = m.trials
-    assert drop["qdiscs"]["s2:s2-eth2"] == [{"kind": "tbf", "rate_mbit": 1000, "burst_bytes": 500000, "limit_bytes": 26214400}]
-    assert drop["qdiscs"]["s1:s1-eth1"] == pie["qdiscs"]["s1:s1-eth1"] == [{"kind": "netem", "delay_ms": 20}]
-    assert [x["kind"] for x in pie["qdiscs"]["s2:s2-eth2"]] == ["tbf", "pie"]
-    assert drop["sysctls"]["h1"]["net.ipv4.tcp_rmem"] == "10240 87380 52428800" and drop["sysctls"]["h2"] == {}
-    assert bbr["sysctls"]["h1"]["net.ipv4.tcp_congestion_control"] == "bbr"
-    assert drop["sysctls"]["h1"]["net.ipv4.tcp_congestion_control"] == "cubic"  # the file's, between trials
+    assert drop.qdiscs["s2:s2-eth2"] == ({"kind": "tbf", "rate_mbit": 1000, "burst_bytes": 500000, "limit_bytes": 26214400},)
+    assert drop.qdiscs["s1:s1-eth1"] == pie.qdiscs["s1:s1-eth1"] == ({"kind": "netem", "delay_ms": 20},)
+    assert [x["kind"] for x in pie.qdiscs["s2:s2-eth2"]] == ["tbf", "pie"]
+    assert drop.sysctls["h1"]["net.ipv4.tcp_rmem"] == "10240 87380 52428800" and drop.sysctls["h2"] == {}
+    assert bbr.sysctls["h1"]["net.ipv4.tcp_congestion_control"] == "bbr"
+    assert drop.sysctls["h1"]["net.ipv4.tcp_congestion_control"] == "cubic"  # the file's, between trials
     # iperf3(1) defaults filled, ports one per iperf3 item from 5201
-    assert drop["traffic"][0] == {"kind": "iperf3", "id": "bulk", "from": "h1", "to": "h3", "duration_s": 90,
-                                  "start_s": 0, "parallel": 1, "omit_s": 0, "interval_s": 1, "port": 5201}
-    assert drop["duration_s"] == 90 and bbr["duration_s"] == 30 and len(bbr["traffic"]) == 1
+    assert drop.traffic[0].as_data() == {"kind": "iperf3", "id": "bulk", "from": "h1", "to": "h3", "duration_s": 90,
+                                         "start_s": 0, "parallel": 1, "omit_s": 0, "interval_s": 1, "port": 5201}
+    assert drop.traffic[0] == model.TrafficItem("iperf3", "bulk", "h1", "h3", 0, 90, parallel=1, omit_s=0, interval_s=1,
+                                                port=5201)
+    assert drop.duration_s == 90 and bbr.duration_s == 30 and len(bbr.traffic) == 1
     # iperf3 runs -O seconds before its -t seconds: the trial lasts their sum
     lab["trials"][2]["traffic"][0]["omit_s"] = 5
-    assert model.build(lab, "lab19-like.yml").trials[2]["duration_s"] == 35
+    assert model.build(lab, "lab19-like.yml").trials[2].duration_s == 35
 
 
 def test_selectors_and_addresses(lab):
@@ -114,31 +117,31 @@ def test_pie_vs_red_as_a_model():
     """The version 1 file, converted, becomes a model with each trial's complete stacks,
     sysctls and traffic (what its version 1 roles applied, from the same numbers)."""
     m = _converted(PIE_VS_RED_V1).model
-    assert [t["id"] for t in m.trials] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
+    assert [t.id for t in m.trials] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
     pie = m.trial("pie-unlimited")
-    assert pie["labels"] == {"aqm": "pie", "variant": "unlimited"} and pie["duration_s"] == 250
-    assert pie["qdiscs"]["router:eth1"] == [
+    assert pie.labels == {"aqm": "pie", "variant": "unlimited"} and pie.duration_s == 250
+    assert pie.qdiscs["router:eth1"] == (
         {"kind": "htb", "rate_mbit": 10},
         {"kind": "pie", "handle": "10:", "target_ms": 20, "tupdate_ms": 30, "alpha": 2, "beta": 20, "ecn": False,
-         "dq_rate_estimator": True, "limit_packets": 134}]
-    assert pie["qdiscs"]["client1:eth1"] == [{"kind": "netem", "delay_ms": 100, "limit_packets": 1000}]
+         "dq_rate_estimator": True, "limit_packets": 134})
+    assert pie.qdiscs["client1:eth1"] == ({"kind": "netem", "delay_ms": 100, "limit_packets": 1000},)
     # the stack gives the tc commands the version 1 path's bottleneck and AQM roles ran (an HTB
     # and its class, then the AQM leaf; those roles are gone, the commands are the same)
     from netrepro.core import tc
-    cmds = tc.stack_commands(pie["qdiscs"]["router:eth1"])
+    cmds = tc.stack_commands(pie.qdiscs["router:eth1"])
     assert [" ".join(c) for c in cmds[1:]] == [
         "qdisc replace dev @dev@ root handle 1: htb default 10",
         "class replace dev @dev@ parent 1: classid 1:10 htb rate 10mbit ceil 10mbit burst 15140 cburst 15140",
         "qdisc replace dev @dev@ parent 1:10 handle 10: pie limit 134 target 20ms tupdate 30ms alpha 2 beta 20 noecn "
         "dq_rate_estimator"]
-    assert pie["sysctls"]["server1"] == {"net.ipv4.tcp_congestion_control": "reno", "net.ipv4.tcp_sack": "1"}
-    assert pie["sysctls"]["router"] == {"net.ipv4.ip_forward": "1"}
-    ftp = [x for x in pie["traffic"] if x["kind"] == "ftp"]
-    assert [(x["from"], x["to"], x["flows"], x["start_s"], x["duration_s"]) for x in ftp] == [
+    assert pie.sysctls["server1"] == {"net.ipv4.tcp_congestion_control": "reno", "net.ipv4.tcp_sack": "1"}
+    assert pie.sysctls["router"] == {"net.ipv4.ip_forward": "1"}
+    ftp = pie.items("ftp")
+    assert [(x.src, x.dst, x.flows, x.start_s, x.duration_s) for x in ftp] == [
         ("server1", "client1", 10, 0, 250), ("server2", "client2", 20, 50, 150), ("server3", "client3", 20, 100, 50)]
-    assert {x["max_rate_bytes_per_s"] for x in ftp} == {0}
-    assert {x["max_rate_bytes_per_s"] for x in m.trial("red-limited")["traffic"] if x["kind"] == "ftp"} == {25000}
-    pings = [(x["from"], x["to"], x["interval_s"]) for x in pie["traffic"] if x["kind"] == "ping"]
+    assert {x.max_rate_bytes_per_s for x in ftp} == {0}
+    assert {x.max_rate_bytes_per_s for x in m.trial("red-limited").items("ftp")} == {25000}
+    pings = [(x.src, x.dst, x.interval_s) for x in pie.items("ping")]
     assert pings == [("client1", "server1", 0.1), ("client2", "server2", 0.1), ("client3", "server3", 0.1)]
     assert m.data["collectors"] == [{"kind": "qdisc_stats", "at": "router:eth1", "interval_s": 0.1}]
     assert m.address_toward("client1", "server1") == "10.10.2.1" and m.nodes["router"].kind == "router"
@@ -179,7 +182,7 @@ def test_trial_plan_of_pie_vs_red_is_the_same_from_either_file():
         assert model.trial_timeline(v2, v2.trial(tid), 0.1) == model.trial_timeline(spec.model, spec.model.trial(tid), 0.1), tid
     with pytest.raises(ValueError, match="client1 has two ping items"):
         t = spec.model.trial("red-limited")
-        model.trial_timeline(spec.model, {**t, "traffic": t["traffic"] + [t["traffic"][3]]})
+        model.trial_timeline(spec.model, dataclasses.replace(t, traffic=t.traffic + (t.traffic[3],)))
 
 
 def test_every_site_that_builds_machines_builds_switches_and_named_links(tmp_path):
@@ -202,17 +205,17 @@ def test_rate_scale_multiplies_rates_and_byte_sizes_only(lab):
     m = model.build(d, "x.yml")
     s = model.scale_rates(m, 0.02)
     pie = s.trial("pie")
-    assert pie["qdiscs"]["s2:s2-eth2"] == [
+    assert pie.qdiscs["s2:s2-eth2"] == (
         {"kind": "tbf", "rate_mbit": 20, "burst_bytes": 10000, "limit_bytes": 524288},
-        {"kind": "pie", "limit_packets": 17476, "target_ms": 22, "tupdate_ms": 5, "alpha": 2, "beta": 25}]
-    assert pie["qdiscs"]["s1:s1-eth1"] == [{"kind": "netem", "delay_ms": 20}]          # delays kept
-    assert pie["sysctls"]["h1"]["net.ipv4.tcp_rmem"] == "10240 87380 1048576"        # only the max scaled
-    assert pie["traffic"] == m.trial("pie")["traffic"] and s.data["rate_scale_applied"] == 0.02
+        {"kind": "pie", "limit_packets": 17476, "target_ms": 22, "tupdate_ms": 5, "alpha": 2, "beta": 25})
+    assert pie.qdiscs["s1:s1-eth1"] == ({"kind": "netem", "delay_ms": 20},)          # delays kept
+    assert pie.sysctls["h1"]["net.ipv4.tcp_rmem"] == "10240 87380 1048576"        # only the max scaled
+    assert pie.traffic == m.trial("pie").traffic and s.data["rate_scale_applied"] == 0.02
     # a burst below one full frame would pass nothing (tc-tbf(8)): Lab 19's 100 Mbit/s TBF at k = 0.02
     d["trials"][1]["qdiscs"]["s2:s2-eth2"][0].update(rate_mbit=100, burst_bytes=50000)
-    tbf = model.scale_rates(model.build(d, "x.yml"), 0.02).trial("pie")["qdiscs"]["s2:s2-eth2"][0]
+    tbf = model.scale_rates(model.build(d, "x.yml"), 0.02).trial("pie").qdiscs["s2:s2-eth2"][0]
     assert (tbf["rate_mbit"], tbf["burst_bytes"]) == (2, 1514)
-    assert m.trial("pie")["qdiscs"]["s2:s2-eth2"][0]["rate_mbit"] == 1000            # the original untouched
+    assert m.trial("pie").qdiscs["s2:s2-eth2"][0]["rate_mbit"] == 1000            # the original untouched
     assert model.scale_rates(m, 1) is m
 
 
@@ -251,9 +254,9 @@ def test_a_trials_stack_does_not_last_into_the_next(lab):
     """A port only one trial stacks gets [] (the kernel's default) in the others."""
     lab["trials"][1]["qdiscs"]["h1:h1-eth0"] = [{"kind": "fq", "maxrate_mbit": 5000}]
     drop, pie, bbr = model.build(lab, "lab19-like.yml").trials
-    assert drop["qdiscs"]["h1:h1-eth0"] == bbr["qdiscs"]["h1:h1-eth0"] == []
-    assert pie["qdiscs"]["h1:h1-eth0"] == [{"kind": "fq", "maxrate_mbit": 5000}]
-    assert list(drop["qdiscs"]) == ["h1:h1-eth0", "s1:s1-eth1", "s2:s2-eth2"]  # the topology's order
+    assert drop.qdiscs["h1:h1-eth0"] == bbr.qdiscs["h1:h1-eth0"] == ()
+    assert pie.qdiscs["h1:h1-eth0"] == ({"kind": "fq", "maxrate_mbit": 5000},)
+    assert list(drop.qdiscs) == ["h1:h1-eth0", "s1:s1-eth1", "s2:s2-eth2"]  # the topology's order
 
 
 @pytest.mark.parametrize("name", ["pie-lab", "codel-lab", "pacing-lab"])
@@ -262,11 +265,11 @@ def test_the_lab_experiments_as_models(name):
     and what the local site will probe and scale follows from the file alone."""
     from netrepro.experiment.spec import load_spec
     m = load_spec(name).model
-    ports = [list(t["qdiscs"]) for t in m.trials]
+    ports = [list(t.qdiscs) for t in m.trials]
     assert all(p == ports[0] for p in ports)
     small = model.scale_rates(m, m.data["rate_scale"]["min"])
     for t in small.trials:
-        for stack in t["qdiscs"].values():
+        for stack in t.qdiscs.values():
             for layer in stack:
                 assert all(v >= 1514 for k, v in layer.items() if k.endswith("_bytes")), layer
 
@@ -275,13 +278,13 @@ def test_the_labs_own_needs():
     from netrepro.experiment.spec import load_spec
     codel = load_spec("codel-lab").model
     assert model.congestion_controls(codel) == {"h1": ["cubic"], "h2": ["bbr"]}
-    assert [t["duration_s"] for t in codel.trials] == [60] * 5
+    assert [t.duration_s for t in codel.trials] == [60] * 5
     pacing = load_spec("pacing-lab").model
-    by_id = {t["id"]: t for t in pacing.trials}
-    assert by_id["fq-maxrate"]["duration_s"] == 15  # -O 5 before -t 10
-    assert by_id["fq-rate"]["qdiscs"]["h1:h1-eth0"] == [] and by_id["fq-maxrate"]["qdiscs"]["h1:h1-eth0"][0]["kind"] == "fq"
+    by_id = {t.id: t for t in pacing.trials}
+    assert by_id["fq-maxrate"].duration_s == 15  # -O 5 before -t 10
+    assert by_id["fq-rate"].qdiscs["h1:h1-eth0"] == () and by_id["fq-maxrate"].qdiscs["h1:h1-eth0"][0]["kind"] == "fq"
     k = 0.002
-    assert model.scale_rates(pacing, k).trials[6]["traffic"][0]["fq_rate_mbit"] == 3.8  # 1.9 Gbit/s x k
+    assert model.scale_rates(pacing, k).trials[6].traffic[0].pacing_rate_mbit == 3.8  # 1.9 Gbit/s x k
 
 
 def test_health_needs_is_what_the_health_checks_measure():
@@ -465,3 +468,32 @@ def test_nodes_are_typed_immutable_records_that_copy_and_pickle():
     with pytest.raises(TypeError):
         m.nodes["x"] = router  # type: ignore[index]
     assert copy.deepcopy(m.nodes) == m.nodes and pickle.loads(pickle.dumps(m.nodes)) == m.nodes
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).resolve().parent.parent / "experiments").iterdir()
+                                        if (p / "experiment.yml").is_file()))
+def test_trials_and_items_are_typed_records_that_give_back_the_file(name):
+    """Every experiment's trials are immutable records whose items, written back as the file
+    writes them (``from``/``to``, ``fq_rate_mbit``), are the model's items exactly; a trial's
+    stacks, sysctls and labels cannot be changed."""
+    import dataclasses
+
+    from netrepro.experiment.spec import load_spec
+    from netrepro.model import TrafficItem, Trial
+
+    m = load_spec(name).model
+    assert [t.id for t in m.trials] == [t["id"] for t in m.data["trials"]]
+    for t, data in zip(m.trials, m.data["trials"]):
+        assert isinstance(t, Trial) and all(isinstance(it, TrafficItem) for it in t.traffic)
+        assert [it.as_data() for it in t.traffic] == data["traffic"], (name, t.id)
+        assert {p: [dict(layer) for layer in st] for p, st in t.qdiscs.items()} == data["qdiscs"]
+        assert t.sysctls_data() == data["sysctls"] and t.labels_data() == data["labels"]
+        assert t.duration_s == max(it.start_s + it.length_s for it in t.traffic)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            t.traffic[0].duration_s = 1  # type: ignore[misc]
+        with pytest.raises(TypeError):
+            t.labels["x"] = "y"  # type: ignore[index]
+        for st in t.qdiscs.values():
+            for layer in st:
+                with pytest.raises(TypeError):
+                    layer["kind"] = "x"  # type: ignore[index]

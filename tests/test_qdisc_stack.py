@@ -4,6 +4,7 @@ pfifo): installed root first, left alone when unchanged, installed afresh on res
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from netrepro import model
+from netrepro.model import TrafficItem
 from netrepro.experiment import rolevars
 from netrepro.core import tc
 from netrepro.experiment.spec import load_spec
@@ -106,13 +108,12 @@ def test_stack_script_gives_tc_each_word_whole(tmp_path):
 
 def test_iperf3_argv_as_the_manuals_write_it():
     # Lab 12, sec. 8: `iperf3 -c 10.0.0.2 -t 30 -P 5 -J --fq-rate 1.9gbit`
-    item = {"kind": "iperf3", "id": "x", "from": "h1", "to": "h2", "duration_s": 30, "start_s": 0, "parallel": 5,
-            "omit_s": 0, "interval_s": 1, "port": 5201, "fq_rate_mbit": 1900}
+    item = TrafficItem.from_data({"kind": "iperf3", "id": "x", "from": "h1", "to": "h2", "duration_s": 30, "start_s": 0,
+                                  "parallel": 5, "omit_s": 0, "interval_s": 1, "port": 5201, "fq_rate_mbit": 1900})
     assert rolevars.iperf3_argv(item, "10.0.0.2") == ["-c", "10.0.0.2", "-p", "5201", "-t", "30", "-i", "1", "-P", "5",
                                                        "-O", "0", "-J", "--fq-rate", "1900M"]
     # Lab 18: bbr on h2 (-C), scaled to a tenth
-    item.update(congestion="bbr", omit_s=5, parallel=1)
-    del item["fq_rate_mbit"]
+    item = dataclasses.replace(item, congestion="bbr", omit_s=5, parallel=1, pacing_rate_mbit=None)
     assert rolevars.iperf3_argv(item, "10.0.0.4", 0.1)[4:] == ["-t", "3", "-i", "1", "-P", "1", "-O", "0.5", "-J",
                                                               "-C", "bbr"]
 

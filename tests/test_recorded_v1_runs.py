@@ -87,7 +87,7 @@ def test_the_spec_is_converted_once_in_memory(analyzed, tmp_path):
     assert json.loads((run_dir / "run.json").read_text())["spec"]["schema_version"] == 1
     _, data, spec = read_run(_copy(tmp_path / "again"))
     assert data["spec"]["schema_version"] == 2 and spec.model.data["schema_version"] == 2
-    assert [t["id"] for t in spec.model.trials] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
+    assert [t.id for t in spec.model.trials] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
     assert res.run.spec.model.data["schema_version"] == 2
 
 

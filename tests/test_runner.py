@@ -193,7 +193,7 @@ def recorded_trial(spec, tmp_path):
     shutil.copytree(RECORDED / "raw" / "pie-limited", tdir)
     run = json.loads((RECORDED / "run.json").read_text())
     start = next(t["start_epoch_s"] for t in run["trials"] if t["id"] == "pie-limited")
-    trial = next(t for t in spec.model.trials if t["id"] == "pie-limited")
+    trial = next(t for t in spec.model.trials if t.id == "pie-limited")
     tv = trialvars.trial_vars(spec, trial, 0.1, tmp_path / "fetch", 30)
     return tv, tdir, start
 

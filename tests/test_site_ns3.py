@@ -128,7 +128,7 @@ def test_the_sampled_ports_sent_bytes_are_analysed_whatever_its_device_is_called
     trial = spec.model.trial("pie-unlimited")
     sample = next(ln.split() for ln in _scenario(spec, "pie-unlimited").splitlines() if ln.startswith("sample "))
     assert sample[1] == "router" and sample[7] == "clients_lan"   # not the model's eth1
-    d = tmp_path / "run" / "raw" / trial["id"] / "router"
+    d = tmp_path / "run" / "raw" / trial.id / "router"
     d.mkdir(parents=True)
     # one sample every 0.1 s from the trial's start (epoch 100) to past its 25 s at TIME_SCALE
     # 0.1, 125000 B sent in each: 10 Mbit/s
@@ -231,7 +231,7 @@ def test_a_dry_run_refuses_what_the_run_refuses(tmp_path):
     assert ok.returncode == 0 and ok.stderr == "", ok.stderr
     lines = ok.stdout.splitlines()
     listed = [re.match(r"\s+\d+\. (\S+) ", ln)[1] for ln in lines[1:-1]]
-    assert listed == [t["id"] for t in load_spec(PIE_VS_RED_V2).model.trials]
+    assert listed == [t.id for t in load_spec(PIE_VS_RED_V2).model.trials]
     assert " simulated + overhead), " in lines[-1] and lines[-1].endswith("; nothing was run or written")
     assert not state.exists() and not results.exists()
 

@@ -63,7 +63,7 @@ def _stack(data: dict, trial: str) -> list[dict]:
 
 def _commands(spec: Spec, trial: str, tmp_path: Path) -> str:
     """Every tc command the trial playbook runs for one trial of ``spec``, joined."""
-    tv = trialvars.trial_vars(spec, next(t for t in spec.model.trials if t["id"] == trial), 1.0, tmp_path, 2.0)
+    tv = trialvars.trial_vars(spec, next(t for t in spec.model.trials if t.id == trial), 1.0, tmp_path, 2.0)
     return " ".join(" ".join(c) for s in tv["stacks"].values() for layer in s for c in layer["commands"])
 
 
@@ -314,7 +314,7 @@ def test_a_version_2_file_sweeps_a_trials_qdisc_and_every_trials_traffic(tmp_pat
     # the trials other than codel run once per duration
     assert [sorted(p.trials) for p in pts] == [sorted(spec.trial_ids), sorted(spec.trial_ids), ["codel"], ["codel"]]
     p = sweep.point_spec(spec, pts[3].values)
-    codel = next(t for t in p.model.trials if t["id"] == "codel")
+    codel = next(t for t in p.model.trials if t.id == "codel")
     tv = trialvars.trial_vars(p, codel, 1.0, tmp_path, 2.0)
     commands = " ".join(" ".join(c) for s in tv["stacks"].values() for layer in s for c in layer["commands"])
     assert " codel " in commands and " target 10ms " in commands and " target 5ms " not in commands

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from netrepro.model import TrafficItem, Trial
+
 
 class NotMeasured(Exception):
     """A measurement whose inputs are missing; ``str()`` says which."""
@@ -45,20 +47,20 @@ def percent(x: float) -> str:
     return f"{x:.1%}"
 
 
-def model_trial(spec, record: dict, trial_dir: Path) -> dict:
+def model_trial(spec, record: dict, trial_dir: Path) -> Trial:
     """The model's trial of a trial record: its ``trial`` (a repeated run's instance
     ``<trial>.r<k>``, netrepro.runner.schedule), else the raw folder's name (``raw/<trial id>``)."""
     tid = record.get("trial") or trial_dir.name
     for t in spec.model.trials:
-        if t["id"] == tid:
+        if t.id == tid:
             return t
     raise NotMeasured(f"no trial {tid!r} in the experiment")
 
 
-def trial_items(spec, record, trial_dir, kinds: tuple[str, ...]) -> list[dict]:
+def trial_items(spec, record, trial_dir, kinds: tuple[str, ...]) -> list[TrafficItem]:
     """The traffic items of the record's model trial (:func:`model_trial`) whose kind is one
     of ``kinds``, in the trial's order; raises NotApplicable when there is none."""
-    items = [it for it in model_trial(spec, record, trial_dir)["traffic"] if it["kind"] in kinds]
+    items = model_trial(spec, record, trial_dir).items(*kinds)
     if not items:
         raise NotApplicable(f"no {' or '.join(kinds)} item in the trial")
     return items

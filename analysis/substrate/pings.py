@@ -42,11 +42,11 @@ def _ping_counts(spec, record, trial_dir, start: float, time_scale: float) -> di
     due at the start counts if the node's clock is a little early, one after the end not."""
     out = {}
     for it in trial_items(spec, record, trial_dir, ("ping",)):
-        lo, length, iv = start + it["start_s"] * time_scale, it["duration_s"] * time_scale, it["interval_s"]
-        p = _probes(raw_text(trial_dir / it["from"] / "ping.txt"), iv)
+        lo, length, iv = start + it.start_s * time_scale, it.duration_s * time_scale, it.interval_s
+        p = _probes(raw_text(trial_dir / it.src / "ping.txt"), iv)
         inside = p[(p["sent_epoch_s"] >= lo - iv / 2) & (p["sent_epoch_s"] < lo + length - iv / 2)]
         want = max(1, round(length / iv))
-        out[it["id"]] = (min(len(inside), want), min(int(inside["answered"].sum()), want), want)
+        out[it.id] = (min(len(inside), want), min(int(inside["answered"].sum()), want), want)
     return out
 
 
@@ -97,29 +97,29 @@ def queue_delay_excess(spec, record, trial_dir, start, duration, time_scale, **_
         try:
             bufs = ping_buffers(m, trial, it)
         except ValueError as exc:
-            raise NotMeasured(f"{it['id']}: {exc}") from None
+            raise NotMeasured(f"{it.id}: {exc}") from None
         if not bufs:
-            unbounded.append(it["id"])
+            unbounded.append(it.id)
             continue
         drain_ms = sum(b * 8 / (r * 1e6) * 1000 for _, b, r in bufs)
-        drains[it["id"]] = (drain_ms, "; ".join(f"{p}: {b} B at {r:g} Mbit/s" for p, b, r in bufs))
-        base = trial_base_rtt_ms(record, it["from"], lambda: raw_text(trial_dir / it["from"] / "base_rtt.txt"),
+        drains[it.id] = (drain_ms, "; ".join(f"{p}: {b} B at {r:g} Mbit/s" for p, b, r in bufs))
+        base = trial_base_rtt_ms(record, it.src, lambda: raw_text(trial_dir / it.src / "base_rtt.txt"),
                                  statistic)
         if not math.isfinite(base):
-            raise NotMeasured(f"no base RTT for {it['id']} ({it['from']}/base_rtt.txt)")
-        q = queue_delay_ms(parse_ping(raw_text(trial_dir / it["from"] / "ping.txt")), base, start)
+            raise NotMeasured(f"no base RTT for {it.id} ({it.src}/base_rtt.txt)")
+        q = queue_delay_ms(parse_ping(raw_text(trial_dir / it.src / "ping.txt")), base, start)
         t, d = q["t_s"].to_numpy(), q["queue_ms"].to_numpy()
         if len(d):
             i = int(d.argmax())
             if largest is None or d[i] > largest[0]:
-                largest = (float(d[i]), it["id"], float(t[i]))
+                largest = (float(d[i]), it.id, float(t[i]))
         for name, lo, hi in windows:
             inside = (t >= lo) & (t < hi)
             n = int(inside.sum())
             if n:
                 over = int((d[inside] > drain_ms + tolerance_ms).sum())
                 if worst is None or over / n > worst[0]:
-                    worst = (over / n, it["id"], name, over, n)
+                    worst = (over / n, it.id, name, over, n)
     if not drains:
         raise Unmeasurable(f"no ping item's path crosses a port with a shaper and a limit ({', '.join(unbounded)})")
     if worst is None or largest is None:

@@ -116,19 +116,19 @@ def pacing_rate_off(spec, record, trial_dir, **_) -> tuple[float, str]:
     tol = PACING_RATE_TOLERANCE if tol is None else tol
     per = {}
     for it in trial_items(spec, record, trial_dir, ("iperf3",)):
-        if it["id"] not in rates:
+        if it.id not in rates:
             continue
-        f = trial_dir / it["from"] / f"iperf3-{it['id']}.json"
+        f = trial_dir / it.src / f"iperf3-{it.id}.json"
         try:
             iv, _ = parse_iperf3(raw_text(f))
         except ValueError as exc:
-            raise NotMeasured(f"{it['from']}/{f.name}: {exc}") from None
+            raise NotMeasured(f"{it.src}/{f.name}: {exc}") from None
         iv = iv[~iv["omitted"]].sort_values(["stream", "t_s"], kind="stable")
         iv = iv[iv.groupby("stream").cumcount() > 0]
         if iv.empty:
             continue
-        dev = iv["bits_per_second"].to_numpy(dtype=float) / (rates[it["id"]] * 1e6) - 1
-        per[it["id"]] = (float((abs(dev) > tol).mean()), int((abs(dev) > tol).sum()), len(dev), rates[it["id"]],
+        dev = iv["bits_per_second"].to_numpy(dtype=float) / (rates[it.id] * 1e6) - 1
+        per[it.id] = (float((abs(dev) > tol).mean()), int((abs(dev) > tol).sum()), len(dev), rates[it.id],
                          float(pd.Series(dev).median()))
     if not per:
         raise NotMeasured("no paced item has a measured interval after its first")

@@ -25,8 +25,8 @@ def _flows_file(trial_dir: Path, it: dict, nth: dict) -> Path:
     """The flows.csv an FTP item's receiver wrote: its k-th FTP item of the trial (k >= 1)
     writes flows-<k>.csv (roles/flow_clients). ``nth``: receiver -> FTP items seen so far,
     updated; items must come in the trial's order."""
-    k = nth[it["to"]] = nth.get(it["to"], -1) + 1
-    return trial_dir / it["to"] / ("flows.csv" if k == 0 else f"flows-{k}.csv")
+    k = nth[it.dst] = nth.get(it.dst, -1) + 1
+    return trial_dir / it.dst / ("flows.csv" if k == 0 else f"flows-{k}.csv")
 
 
 def _item_starts(spec, record, trial_dir: Path) -> dict[str, list[float]]:
@@ -37,18 +37,18 @@ def _item_starts(spec, record, trial_dir: Path) -> dict[str, list[float]]:
     out, missing, nth = {}, [], {}
     for it in trial_items(spec, record, trial_dir, STARTED_KINDS):
         try:
-            if it["kind"] == "iperf3":
-                f = trial_dir / it["from"] / f"iperf3-{it['id']}.json.t0"
+            if it.kind == "iperf3":
+                f = trial_dir / it.src / f"iperf3-{it.id}.json.t0"
                 try:
-                    out[it["id"]] = [float(raw_text(f).split()[0])]
+                    out[it.id] = [float(raw_text(f).split()[0])]
                 except (IndexError, ValueError):
-                    raise NotMeasured(f"{it['from']}/{f.name} has no start time") from None
+                    raise NotMeasured(f"{it.src}/{f.name} has no start time") from None
             else:
                 f = _flows_file(trial_dir, it, nth)
                 starts = [float(x) for x in parse_flows(raw_text(f))["start_epoch_s"].dropna()]
                 if not starts:
-                    raise NotMeasured(f"{it['to']}/{f.name} has no flow start")
-                out[it["id"]] = starts
+                    raise NotMeasured(f"{it.dst}/{f.name} has no flow start")
+                out[it.id] = starts
         except NotMeasured as exc:
             missing.append(str(exc))
     if missing:
@@ -64,10 +64,10 @@ def _start_slots(spec, record, trial_dir, start, time_scale) -> list[dict]:
     names = _phase_names(spec, record, time_scale)
     slots: dict[float, dict] = {}
     for it in trial_items(spec, record, trial_dir, STARTED_KINDS):
-        at = round(it["start_s"] * time_scale, 3)
+        at = round(it.start_s * time_scale, 3)
         slot = slots.setdefault(at, {"at": at, "items": [], "lags_s": []})
-        slot["items"].append(it["id"])
-        slot["lags_s"] += [s - (start + it["start_s"] * time_scale) for s in starts[it["id"]]]
+        slot["items"].append(it.id)
+        slot["lags_s"] += [s - (start + it.start_s * time_scale) for s in starts[it.id]]
     for at, slot in slots.items():
         slot["label"] = names.get(at) or ", ".join(slot["items"])
     return [slots[k] for k in sorted(slots)]
@@ -105,28 +105,28 @@ def _item_data_starts(spec, record, trial_dir: Path, it: dict, nth: dict) -> tup
     any stream sent bytes (a lower bound by the control exchange before iperf3's test timer,
     a few RTTs: iperf3 -J times its intervals from the test's start). ``nth``: receiver ->
     FTP items seen so far (updated). Raises NotMeasured naming the file without the data."""
-    if it["kind"] == "iperf3":
-        f = trial_dir / it["from"] / f"iperf3-{it['id']}.json"
+    if it.kind == "iperf3":
+        f = trial_dir / it.src / f"iperf3-{it.id}.json"
         try:
             t0 = float(raw_text(f.with_name(f.name + ".t0")).split()[0])
         except (IndexError, ValueError):
-            raise NotMeasured(f"{it['from']}/{f.name}.t0 has no start time") from None
+            raise NotMeasured(f"{it.src}/{f.name}.t0 has no start time") from None
         try:
             iv, _ = parse_iperf3(raw_text(f))
         except ValueError as exc:
-            raise NotMeasured(f"{it['from']}/{f.name}: {exc}") from None
+            raise NotMeasured(f"{it.src}/{f.name}: {exc}") from None
         per = iv.groupby("t_s", sort=True)["bits_per_second"].sum()
         ends = per.index.to_numpy()
         sent = [i for i, b in enumerate(per.to_numpy()) if b > 0]
         if not sent:
-            raise NotMeasured(f"{it['from']}/{f.name} has no interval with bytes")
+            raise NotMeasured(f"{it.src}/{f.name} has no interval with bytes")
         return t0 + (float(ends[sent[0] - 1]) if sent[0] else 0.0), "first interval with bytes"
     f = _flows_file(trial_dir, it, nth)
     fl = parse_flows(raw_text(f))
     if fl.empty or fl["start_epoch_s"].isna().all():
-        raise NotMeasured(f"{it['to']}/{f.name} has no flow start")
+        raise NotMeasured(f"{it.dst}/{f.name} has no flow start")
     if fl["data_start_s"].isna().all():
-        raise NotMeasured(f"{it['to']}/{f.name} has no data_start_s (recorded before flows.csv had it)")
+        raise NotMeasured(f"{it.dst}/{f.name} has no data_start_s (recorded before flows.csv had it)")
     got = (fl["data_start_s"] > 0) & (fl["bytes"] > 0)
     at = (fl["start_epoch_s"] + fl["data_start_s"]).where(got, fl["end_epoch_s"])
     return float(at.median()), f"median of {len(fl)} flows' first byte ({int((~got).sum())} without data)"
@@ -139,11 +139,11 @@ def data_start_lag(spec, record, trial_dir, start, duration, time_scale, **_) ->
     windows = {round(lo, 3): (name, hi - lo) for name, lo, hi in phase_windows(spec, record, duration, time_scale)}
     per, nth = {}, {}
     for it in trial_items(spec, record, trial_dir, STARTED_KINDS):
-        at = it["start_s"] * time_scale
+        at = it.start_s * time_scale
         data, how = _item_data_starts(spec, record, trial_dir, it, nth)
-        name, length = windows.get(round(at, 3), (it["id"], it["duration_s"] * time_scale))
+        name, length = windows.get(round(at, 3), (it.id, it.duration_s * time_scale))
         lag = data - (start + at)
-        per[it["id"]] = (min(max(lag, 0.0) / length, 1.0), lag, name, length, how, at)  # 1: the whole phase lost
+        per[it.id] = (min(max(lag, 0.0) / length, 1.0), lag, name, length, how, at)  # 1: the whole phase lost
     worst = max(per, key=lambda i: per[i][0])
     share, lag, name, length, how, _ = per[worst]
     # per phase (or item) opened: the latest data start of the items opening it, for the

@@ -39,7 +39,7 @@ from pathlib import Path
 import yaml
 
 from netrepro.core import tc
-from netrepro.model import HEALTH_DATA, HEALTH_NEEDS, Model, health_data, rate_scaled_reads
+from netrepro.model import HEALTH_DATA, HEALTH_NEEDS, Model, TrafficItem, health_data, rate_scaled_reads
 from netrepro.experiment.spec import SpecError, Spec, resolve_path
 from netrepro.core.yamlfile import load_yaml_file
 
@@ -335,11 +335,11 @@ def _nodes(m: Model, spec: _V1) -> dict:
     return nodes
 
 
-def _traffic_item(it: dict) -> dict:
+def _traffic_item(it: TrafficItem) -> dict:
     """A model's traffic item as version 2 writes it: without a start of 0, a ping's samples
     placed at their replies' times (``timestamp: received``)."""
-    x = {k: v for k, v in it.items() if not (k == "start_s" and v == 0)}
-    if it["kind"] == "ping":
+    x = {k: v for k, v in it.as_data().items() if not (k == "start_s" and v == 0)}
+    if it.kind == "ping":
         x["timestamp"] = "received"
     return x
 
@@ -348,16 +348,16 @@ def _trials(m: Model, bport: str) -> list[dict]:
     """The version 2 trials of the model ``m``: each one's id, description (when any), labels,
     the bottleneck port's stack, and its traffic when it differs from the first trial's (the
     file's default traffic)."""
-    default_traffic = m.trials[0]["traffic"]
+    default_traffic = m.trials[0].traffic
     trials = []
     for t in m.trials:
-        tr = {"id": t["id"]}
-        if t["description"]:
-            tr["description"] = t["description"]
-        tr["labels"] = dict(t["labels"])
-        tr["qdiscs"] = {bport: [dict(layer) for layer in t["qdiscs"][bport]]}
-        if t["traffic"] != default_traffic:
-            tr["traffic"] = [_traffic_item(it) for it in t["traffic"]]
+        tr = {"id": t.id}
+        if t.description:
+            tr["description"] = t.description
+        tr["labels"] = dict(t.labels)
+        tr["qdiscs"] = {bport: [dict(layer) for layer in t.qdiscs[bport]]}
+        if t.traffic != default_traffic:
+            tr["traffic"] = [_traffic_item(it) for it in t.traffic]
         trials.append(tr)
     return trials
 
@@ -406,11 +406,11 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
     spec, m = _read_v1(data, where)
     d = data
     # the bottleneck: the port whose stack is rooted in a shaper (version 1's HTB)
-    bport = next(p for t in m.trials for p, st in t["qdiscs"].items() if st and st[0]["kind"] in tc.SHAPERS)
+    bport = next(p for t in m.trials for p, st in t.qdiscs.items() if st and st[0]["kind"] in tc.SHAPERS)
     notes: list[str] = []
     nodes = _nodes(m, spec)
     networks = {k: dict(v) for k, v in d["topology"]["networks"].items()}
-    delays = {p: st for p, st in m.trials[0]["qdiscs"].items() if p != bport}  # links.delays' stacks
+    delays = {p: [dict(layer) for layer in st] for p, st in m.trials[0].qdiscs.items() if p != bport}  # links.delays
     trials = _trials(m, bport)
     out: dict = {"schema_version": 2, "name": d["name"], "title": d["title"]}
     if d.get("reference"):
@@ -422,7 +422,7 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
     out["qdiscs"] = delays
     out["sysctls"] = [{"nodes": _Flow(h["nodes"]), "set": dict(h["sysctls"])} for h in d.get("hosts", [])]
     out["trials"] = trials
-    out["traffic"] = [_traffic_item(it) for it in m.trials[0]["traffic"]]
+    out["traffic"] = [_traffic_item(it) for it in m.trials[0].traffic]
     out["phases"] = [dict(p) for p in d["phases"]]
     if d.get("base_rtt"):
         out["base_rtt"] = {k: v for k, v in d["base_rtt"].items() if k != "interval_s"}

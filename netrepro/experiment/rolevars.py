@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from netrepro.core import tc
-from netrepro.model import congestion_controls, layer_probes, trial_timeline
+from netrepro.model import TrafficItem, congestion_controls, layer_probes, trial_timeline
 from netrepro.experiment.spec import Spec
 
 
@@ -28,20 +28,20 @@ def ftp_file_names(count: int) -> list[str]:
     return [f"file{i:0{width}d}" for i in range(1, count + 1)]
 
 
-def iperf3_argv(item: dict, address: str, time_scale: float = 1.0) -> list[str]:
+def iperf3_argv(item: TrafficItem, address: str, time_scale: float = 1.0) -> list[str]:
     """The iperf3 client's arguments for a traffic item of kind iperf3 (iperf3(1), 3.12 as in
     Debian 12): ``-c ADDRESS -p PORT -t DURATION -i INTERVAL -P N -O OMIT -J``, and
     ``-C CC`` (the flow's congestion control, TCP_CONGESTION) and ``--fq-rate R`` (its
     pacing rate, SO_MAX_PACING_RATE, bits/s with iperf3's M suffix) when the item gives them.
     Durations are multiplied by ``time_scale`` (the omitted start too; the interval is not).
     """
-    out = ["-c", address, "-p", str(item["port"]), "-t", tc.num(round(item["duration_s"] * time_scale, 3)),
-           "-i", tc.num(item["interval_s"]), "-P", str(item["parallel"]),
-           "-O", tc.num(round(item["omit_s"] * time_scale, 3)), "-J"]
-    if item.get("congestion"):
-        out += ["-C", item["congestion"]]
-    if item.get("fq_rate_mbit"):
-        out += ["--fq-rate", tc.num(item["fq_rate_mbit"]) + "M"]
+    out = ["-c", address, "-p", str(item.port), "-t", tc.num(round(item.duration_s * time_scale, 3)),
+           "-i", tc.num(item.interval_s), "-P", str(item.parallel),
+           "-O", tc.num(round(item.omit_s * time_scale, 3)), "-J"]
+    if item.congestion:
+        out += ["-C", item.congestion]
+    if item.pacing_rate_mbit:
+        out += ["--fq-rate", tc.num(item.pacing_rate_mbit) + "M"]
     return out
 
 
@@ -101,11 +101,11 @@ def model_ftp_source(m) -> dict[str, Any] | None:
     senders: dict[str, str] = {}
     flows = 1
     for t in m.trials:
-        for it in t["traffic"]:
-            if it["kind"] == "ftp":
+        for it in t.traffic:
+            if it.kind == "ftp":
                 # the address its receiver's curl connects to (trial_timeline's server_address)
-                senders.setdefault(it["from"], m.address_toward(it["to"], it["from"]))
-                flows = max(flows, it["flows"])
+                senders.setdefault(it.src, m.address_toward(it.dst, it.src))
+                flows = max(flows, it.flows)
     if not senders:
         return None
     return {"nodes": list(senders), "listen_address": senders, "files": ftp_file_names(flows),

@@ -169,9 +169,9 @@ class Spec:
     @property
     def trial_ids(self) -> list[str]:
         """Trial ids in file order."""
-        return [t["id"] for t in self.model.trials]
+        return [t.id for t in self.model.trials]
 
     @property
     def duration_s(self) -> float:
         """The longest trial's schedule, s."""
-        return max(t["duration_s"] for t in self.model.trials)
+        return max(t.duration_s for t in self.model.trials)

@@ -185,7 +185,7 @@ def _reserved_columns(spec: Spec) -> set[str]:
     """Columns a factor may not be named like, since the swept analysis adds a column per
     factor to the statistics tables: theirs (:data:`netrepro.model.RESERVED_COLUMNS`) and the
     trials' labels."""
-    return set(RESERVED_COLUMNS) | {k for t in spec.model.trials for k in t["labels"]}
+    return set(RESERVED_COLUMNS) | {k for t in spec.model.trials for k in t.labels}
 
 
 def size(spec: Spec, fs: list[dict]) -> tuple[int, int]:

@@ -9,7 +9,8 @@ trial's own settings replace the defaults). Playbooks, sites and the analysis re
 model, never the file's shorthand.
 
 Its modules: experiment (the :class:`Model` and its terms), records (the typed records the
-model is read as: nodes and their interfaces and routes, phases, collectors, the base RTT),
+model is read as: nodes and their interfaces and routes, trials and their traffic items,
+phases, collectors, the base RTT),
 build (file to model), topology,
 checks, health, vocabulary (the analysis' names), traffic and scales; the names imported
 below are the package's interface.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from netrepro.model.experiment import (
     KIND_GROUPS, TRAFFIC_DEFAULTS, IPERF3_BASE_PORT, SELECTOR_WORDS, ModelError, Model, select_nodes)
-from netrepro.model.records import BaseRtt, Collector, Interface, Node, Phase, Route
+from netrepro.model.records import BaseRtt, Collector, FrozenMap, Interface, Node, Phase, Route, TrafficItem, Trial
 from netrepro.model.topology import (
     RESERVED_IFNAMES, IP_LINK_KEYWORDS, RESERVED_NETWORKS, path_ports, layer_probes)
 from netrepro.model.build import (SCHEMA_PATH, SYSCTL_VALUE_RE, validate_schema, build)
@@ -30,7 +31,7 @@ from netrepro.model.vocabulary import (
 from netrepro.model.checks import (ETHERNET_HEADER_BYTES, FIGURE_COLUMNS)
 from netrepro.model.traffic import (
     stack_buffer, ping_buffers, simultaneous_starts, STARTED_KINDS, PACING_HEADROOM, pacing_rates,
-    pacing_limited, traffic_conflict, item_length_s, CONGESTION_SYSCTL, congestion_controls, stack_vars,
+    pacing_limited, traffic_conflict, CONGESTION_SYSCTL, congestion_controls, stack_vars,
     trial_timeline)
 from netrepro.model.health import (
     HealthCheck, HEALTH_CHECKS, health_check, HEALTH_NEEDS, HEALTH_DATA, health_data, measured_checks, data_kinds)
@@ -40,14 +41,14 @@ from netrepro.model.scales import (
 
 __all__ = [
     "KIND_GROUPS", "TRAFFIC_DEFAULTS", "IPERF3_BASE_PORT", "SELECTOR_WORDS", "ModelError", "Model", "Phase", "Collector", "BaseRtt",
-    "Node", "Interface", "Route",
+    "Node", "Interface", "Route", "Trial", "TrafficItem", "FrozenMap",
     "select_nodes", "RESERVED_IFNAMES", "IP_LINK_KEYWORDS", "RESERVED_NETWORKS", "path_ports", "layer_probes",
     "SCHEMA_PATH", "SYSCTL_VALUE_RE", "validate_schema", "build", "SUMMARY_COLUMNS", "RESERVED_COLUMNS",
     "STATISTICS", "WHOLE_TRIAL_STATISTICS", "METRICS", "TRIAL_SUBJECT", "QUANTITY_NAMES", "UNIT_SUFFIXES",
     "RATE_SCALED_UNITS", "RATE_SCALINGS", "RATE_SCALED_FIELDS", "STATISTIC_METRICS", "quantity_name",
     "rate_scaled", "rate_scaled_reads", "quantity_label", "statistics", "metrics", "ETHERNET_HEADER_BYTES",
     "FIGURE_COLUMNS", "stack_buffer", "ping_buffers", "simultaneous_starts", "STARTED_KINDS",
-    "PACING_HEADROOM", "pacing_rates", "pacing_limited", "traffic_conflict", "item_length_s",
+    "PACING_HEADROOM", "pacing_rates", "pacing_limited", "traffic_conflict",
     "CONGESTION_SYSCTL", "congestion_controls", "stack_vars", "trial_timeline", "HealthCheck", "HEALTH_CHECKS",
     "health_check", "HEALTH_NEEDS", "HEALTH_DATA", "health_data", "measured_checks", "data_kinds",
     "claim_time_scale_min", "time_scale_note", "BUFFER_SYSCTLS", "RATE_SCALE_CAPACITY_SHARE", "RATE_SCALE_FLOOR",

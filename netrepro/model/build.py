@@ -21,7 +21,8 @@ from netrepro.model.checks import (check_buckets, check_claims, check_collectors
 from netrepro.model.experiment import (IPERF3_BASE_PORT, KIND_GROUPS, Model, TRAFFIC_DEFAULTS, fail, port_name, select_nodes)
 from netrepro.model.health import check_health
 from netrepro.model.topology import (check_address, check_names, check_routes, check_subnets_apart, l2_domains, resolve_links)
-from netrepro.model.traffic import item_length_s, traffic_conflict
+from netrepro.model.records import TrafficItem
+from netrepro.model.traffic import traffic_conflict
 
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "experiment.schema.json"
@@ -225,7 +226,7 @@ def _resolved_trials(data: dict, nodes: dict[str, dict], ports: set[str], base_s
         traffic = _checked_traffic(path, f + ".traffic", t["traffic"], nodes) if "traffic" in t else default_traffic
         trials.append({"id": t["id"], "description": t.get("description", ""), "labels": t.get("labels", {}),
                        "qdiscs": {**base_qdiscs, **t.get("qdiscs", {})}, "sysctls": sysctls, "traffic": traffic,
-                       "duration_s": max(x["start_s"] + item_length_s(x) for x in traffic)})
+                       "duration_s": max(x["start_s"] + TrafficItem.from_data(x).length_s for x in traffic)})
     # A port that some trial gives a stack has one in every trial ([] = the kernel's default),
     # so that a trial's stack never lasts into the next one.
     in_order = [port_name(n, i) for n, nd in nodes.items() for i in nd["interfaces"]]

@@ -42,7 +42,7 @@ def check_collectors(m: Model, path) -> None:
 def check_labels(m: Model, path) -> None:
     """No trial label is named like a column of the analysis's tables (:data:`RESERVED_COLUMNS`)."""
     for i, t in enumerate(m.trials):
-        for k in t["labels"]:
+        for k in t.labels:
             if k in RESERVED_COLUMNS:
                 fail(path, f"trials[{i}].labels.{k}", f"{k!r} names a column of the analysis's statistics tables "
                                                        f"(summary.csv); expected another name, not one of: "
@@ -121,7 +121,7 @@ class _Known:
 def _known(m: Model) -> _Known:
     """The trials, phases, statistics and subjects the analysis has for ``m`` (:class:`_Known`)."""
     stats = statistics(m)
-    return _Known(tids=[t["id"] for t in m.trials], phases=[p["name"] for p in m.data["phases"]], stats=stats,
+    return _Known(tids=[t.id for t in m.trials], phases=[p["name"] for p in m.data["phases"]], stats=stats,
                   all_stats=sorted({x for subj in stats.values() for names in subj.values() for x in names}),
                   subjects=list(dict.fromkeys(s for subj in stats.values() for s in subj)))
 
@@ -276,7 +276,7 @@ def check_quantities(m: Model, path) -> None:
     names a statistic, trials, subject and phases the analysis has for this file (phase
     ``all`` is the whole trial) and states either a ``value`` (a number, maybe
     ``approximate``) or a ``finding`` (words). Raises ModelError naming the field."""
-    tids = [t["id"] for t in m.trials]
+    tids = [t.id for t in m.trials]
     phases = [p["name"] for p in m.data["phases"]]
     stats = statistics(m)
     all_stats = sorted({x for subj in stats.values() for names in subj.values() for x in names})
@@ -318,7 +318,7 @@ def check_figures(m: Model, path) -> None:
     has; ``shade_phases`` needs the file's phases; a phase's ``label`` is text matplotlib can
     draw (:func:`_check_text`). (Metrics, subjects, trials, titles and lines: :func:`check_claims`;
     ``rolling``'s window and statistic: the schema.)"""
-    keys = list(dict.fromkeys(k for t in m.trials for k in t["labels"]))
+    keys = list(dict.fromkeys(k for t in m.trials for k in t.labels))
     for i, ph in enumerate(m.data["phases"]):
         if "label" in ph:
             _check_text(path, f"phases[{i}].label", ph["label"])

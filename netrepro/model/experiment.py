@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
-from netrepro.model.records import BaseRtt, Collector, FrozenMap, Node, Phase
+from netrepro.model.records import BaseRtt, Collector, FrozenMap, Node, Phase, Trial
 
 
 #: Node kinds, and the plural a selector uses for all nodes of a kind.
@@ -62,7 +62,8 @@ class Model:
     - ``mtu_bytes`` (default 1500), ``offloads`` (tso/gso/gro: false unless given);
     - ``trials``: ``[{"id", "description", "labels", "qdiscs": {port: stack},
       "sysctls": {node: {name: value}}, "traffic": [item with defaults filled],
-      "duration_s"}]``, in run order;
+      "duration_s"}]``, in run order (read as :class:`~netrepro.model.records.Trial` records:
+      :attr:`trials`);
     - ``phases``, ``base_rtt``, ``collectors``, ``health``, ``figures``, ``claims``,
       ``rate_scale``, ``time_scale``, ``metrics`` (how figures and tables name a metric or
       statistic: :func:`quantity_name`) and ``reference_results`` (what published runs
@@ -81,9 +82,10 @@ class Model:
         """Node name -> :class:`~netrepro.model.records.Node`, in file order."""
         return FrozenMap({n: Node.from_data(n, nd) for n, nd in self.data["nodes"].items()})
 
-    @property
-    def trials(self) -> list[dict]:
-        return self.data["trials"]
+    @cached_property
+    def trials(self) -> tuple[Trial, ...]:
+        """The trials, complete (:class:`~netrepro.model.records.Trial`), in run order."""
+        return tuple(Trial.from_data(t) for t in self.data["trials"])
 
     @property
     def title(self) -> str:
@@ -165,10 +167,10 @@ class Model:
         """What published runs found (the file's ``reference_results``), or []."""
         return self.data.get("reference_results") or []
 
-    def trial(self, trial_id: str) -> dict:
+    def trial(self, trial_id: str) -> Trial:
         """The trial named ``trial_id``. Raises KeyError."""
         for t in self.trials:
-            if t["id"] == trial_id:
+            if t.id == trial_id:
                 return t
         raise KeyError(trial_id)
 

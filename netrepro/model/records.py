@@ -158,3 +158,118 @@ class BaseRtt:
 
     duration_s: float
     statistic: str = "median"
+
+
+#: The fields of a traffic item the file names alike for every kind (``from`` and ``to`` are
+#: the record's ``src`` and ``dst``).
+_ITEM_COMMON = ("kind", "id", "from", "to", "start_s", "duration_s")
+#: The file's name of a record's field where the two differ (the rest are alike).
+_ITEM_FILE_NAMES = {"pacing_rate_mbit": "fq_rate_mbit"}
+
+
+@dataclass(frozen=True)
+class TrafficItem:
+    """One traffic item of a trial, its kind's defaults filled (docs/experiment-format.md).
+
+    ``kind``: ``iperf3``, ``ftp`` or ``ping``; ``src`` and ``dst``: the file's ``from`` and
+    ``to`` (the sender and the receiver of iperf3 and FTP data, the pinging node and its
+    target); ``start_s`` and ``duration_s``: seconds from the trial's common start, at time
+    scale 1. The other fields belong to one kind each and are None for the others:
+    iperf3's ``parallel`` (-P), ``omit_s`` (-O), ``interval_s`` (-i; ping's interval too),
+    ``port`` (-p, from 5201 up when the file gives none), ``congestion`` (-C) and
+    ``pacing_rate_mbit`` (the file's ``fq_rate_mbit``: iperf3 --fq-rate, the socket's
+    SO_MAX_PACING_RATE, Mbit/s); FTP's ``flows`` and ``max_rate_bytes_per_s``
+    (vsftpd anon_max_rate, 0 = unlimited); ping's ``timestamp`` (``sent`` or ``received``)."""
+
+    kind: str
+    id: str
+    src: str
+    dst: str
+    start_s: float
+    duration_s: float
+    parallel: int | None = None
+    omit_s: float | None = None
+    interval_s: float | None = None
+    port: int | None = None
+    congestion: str | None = None
+    pacing_rate_mbit: float | None = None
+    flows: int | None = None
+    max_rate_bytes_per_s: int | None = None
+    timestamp: str | None = None
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> TrafficItem:
+        """The record of one item of the model's data (the file's fields, defaults filled)."""
+        field_of = {f: r for r, f in _ITEM_FILE_NAMES.items()}
+        return cls(kind=data["kind"], id=data["id"], src=data["from"], dst=data["to"], start_s=data["start_s"],
+                   duration_s=data["duration_s"],
+                   **{field_of.get(k, k): v for k, v in data.items() if k not in _ITEM_COMMON})
+
+    def as_data(self) -> dict[str, Any]:
+        """The item as the file writes it (``from``, ``to``; the fields its kind has), for the
+        playbooks' variables and the simulator."""
+        out: dict[str, Any] = {"kind": self.kind, "id": self.id, "from": self.src, "to": self.dst,
+                               "start_s": self.start_s, "duration_s": self.duration_s}
+        for name in ("parallel", "omit_s", "interval_s", "port", "congestion", "pacing_rate_mbit", "flows",
+                     "max_rate_bytes_per_s", "timestamp"):
+            value = getattr(self, name)
+            if value is not None:
+                out[_ITEM_FILE_NAMES.get(name, name)] = value
+        return out
+
+    @property
+    def streams(self) -> int:
+        """How many TCP connections the item opens: iperf3's ``parallel``, FTP's ``flows``, else 1."""
+        return int(self.parallel or self.flows or 1)
+
+    @property
+    def length_s(self) -> float:
+        """How long the item runs, in seconds from its start: ``duration_s``, plus ``omit_s``
+        for iperf3, whose client runs ``-O`` seconds before its ``-t`` seconds
+        (iperf_client_api.c: the test timer is set to duration + omit)."""
+        return self.duration_s + (self.omit_s or 0 if self.kind == "iperf3" else 0)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One trial of the experiment, complete: the file's defaults with the trial's own settings
+    in their place.
+
+    ``id``; ``description`` ('' when none); ``labels``: factor -> level (``aqm: pie``), for
+    figures and claims; ``qdiscs``: port ``NODE:INTERFACE`` -> its qdisc stack, root first (each
+    layer a mapping of ``kind`` and its parameters, netrepro.core.tc; ``()``: the kernel's
+    default), on every port any trial stacks; ``sysctls``: node -> sysctl name -> value (text);
+    ``traffic``: its :class:`TrafficItem` records in file order; ``duration_s``: the last
+    item's end, seconds at time scale 1."""
+
+    id: str
+    description: str
+    labels: Mapping[str, str]
+    qdiscs: Mapping[str, tuple[Mapping[str, Any], ...]]
+    sysctls: Mapping[str, Mapping[str, str]]
+    traffic: tuple[TrafficItem, ...]
+    duration_s: float
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Trial:
+        """The record of one trial of the model's data."""
+        return cls(id=data["id"], description=data.get("description", ""), labels=FrozenMap(data.get("labels") or {}),
+                   qdiscs=FrozenMap({p: tuple(FrozenMap(layer) for layer in st) for p, st in data["qdiscs"].items()}),
+                   sysctls=FrozenMap({n: FrozenMap(kv) for n, kv in (data.get("sysctls") or {}).items()}),
+                   traffic=tuple(TrafficItem.from_data(it) for it in data["traffic"]), duration_s=data["duration_s"])
+
+    def stack(self, port: str) -> tuple[Mapping[str, Any], ...]:
+        """The qdisc stack on ``port`` (``()`` when the trial puts none there)."""
+        return self.qdiscs.get(port, ())
+
+    def items(self, *kinds: str) -> list[TrafficItem]:
+        """The traffic items of the given kinds (every item without one), in file order."""
+        return [it for it in self.traffic if not kinds or it.kind in kinds]
+
+    def labels_data(self) -> dict[str, str]:
+        """The labels as a plain mapping, as run.json records them."""
+        return dict(self.labels)
+
+    def sysctls_data(self) -> dict[str, dict[str, str]]:
+        """The sysctls as plain mappings, node -> name -> value (the playbooks' variables)."""
+        return {n: dict(kv) for n, kv in self.sysctls.items()}

@@ -262,7 +262,7 @@ def layer_probes(m: Model, dev: str) -> list[tuple[str, str, str, list[str]]]:
     lacks fails its probe too."""
     out = []
     for t in m.trials:
-        for port, stack in t["qdiscs"].items():
+        for port, stack in t.qdiscs.items():
             node, itf = port.split(":")
             out += [(node, itf, layer["kind"], argv) for layer, argv in zip(stack, tc.stack_probe_argvs(stack, dev))]
     return out

@@ -11,6 +11,7 @@ from typing import Any
 from netrepro.core import tc
 from netrepro.model.checks import ETHERNET_HEADER_BYTES
 from netrepro.model.experiment import Model
+from netrepro.model.records import TrafficItem, Trial
 from netrepro.model.topology import path_ports
 
 
@@ -35,26 +36,26 @@ def stack_buffer(stack: list[dict], mtu_bytes: int) -> tuple[int, float] | None:
     return None
 
 
-def ping_buffers(m: Model, trial: dict, item: dict) -> list[tuple[str, int, float]]:
+def ping_buffers(m: Model, trial: Trial, item: TrafficItem) -> list[tuple[str, int, float]]:
     """The buffers a ping item's probes and replies can wait in: ``[(port, bytes, rate_mbit)]``
     for every port of its path there and back (:func:`path_ports`) whose stack in ``trial``
     has a shaper and a limit (:func:`stack_buffer`). Ports without a shaper drain at the
     link's own speed and are left out. Raises ValueError when the path cannot be found."""
     out = []
-    for port in path_ports(m, item["from"], item["to"]) + path_ports(m, item["to"], item["from"]):
-        buf = stack_buffer(trial["qdiscs"].get(port, []), m.data["mtu_bytes"])
+    for port in path_ports(m, item.src, item.dst) + path_ports(m, item.dst, item.src):
+        buf = stack_buffer(trial.stack(port), m.mtu_bytes)
         if buf:
             out.append((port, *buf))
     return out
 
 
-def simultaneous_starts(trial: dict) -> list[float]:
+def simultaneous_starts(trial: Trial) -> list[float]:
     """The start times (s, unscaled) at which two or more traffic items that record their
     start (iperf3, FTP: :data:`STARTED_KINDS`) of ``trial`` start together, sorted."""
     starts: dict[float, int] = {}
-    for it in trial["traffic"]:
-        if it["kind"] in STARTED_KINDS:
-            starts[float(it["start_s"])] = starts.get(float(it["start_s"]), 0) + 1
+    for it in trial.traffic:
+        if it.kind in STARTED_KINDS:
+            starts[float(it.start_s)] = starts.get(float(it.start_s), 0) + 1
     return sorted(t for t, k in starts.items() if k >= 2)
 
 
@@ -70,27 +71,27 @@ STARTED_KINDS = ("iperf3", "ftp")
 PACING_HEADROOM = 0.95
 
 
-def pacing_rates(m: Model, trial: dict) -> dict[str, float]:
+def pacing_rates(m: Model, trial: Trial) -> dict[str, float]:
     """iperf3 item id -> the rate (Mbit/s) at which each of its streams is paced, for the
     trial's paced items: the lower of its ``fq_rate_mbit`` (iperf3 --fq-rate: the socket's
     SO_MAX_PACING_RATE) and the maxrate of a :data:`netrepro.core.tc.PACING_KIND` qdisc on the
     port its sender sends by (:func:`path_ports`; tc-fq(8): maxrate is per flow)."""
     out = {}
-    for it in trial["traffic"]:
-        if it["kind"] != "iperf3":
+    for it in trial.traffic:
+        if it.kind != "iperf3":
             continue
-        rates = [float(it["fq_rate_mbit"])] if it.get("fq_rate_mbit") else []
+        rates = [float(it.pacing_rate_mbit)] if it.pacing_rate_mbit else []
         try:
-            first = path_ports(m, it["from"], it["to"])[:1]
+            first = path_ports(m, it.src, it.dst)[:1]
         except ValueError:
             first = []
-        rates += [r for r in (tc.pacing_rate_mbit(trial["qdiscs"].get(port, [])) for port in first) if r]
+        rates += [r for r in (tc.pacing_rate_mbit(trial.stack(port)) for port in first) if r]
         if rates:
-            out[it["id"]] = min(rates)
+            out[it.id] = min(rates)
     return out
 
 
-def pacing_limited(m: Model, trial: dict) -> dict[str, float]:
+def pacing_limited(m: Model, trial: Trial) -> dict[str, float]:
     """The trial's paced items (:func:`pacing_rates`) whose pacing, not a shaper, limits
     their rate: every iperf3 item of the trial is paced, and on the path of each the streams
     of all of them together ask for at most :data:`PACING_HEADROOM` of the lowest shaping
@@ -99,24 +100,25 @@ def pacing_limited(m: Model, trial: dict) -> dict[str, float]:
     would fill a shaper (pacing-lab's four pairs at 2.5 of 10 Gbit/s: the bottleneck, not
     the pacing, sets their rates)."""
     rates = pacing_rates(m, trial)
-    items = [it for it in trial["traffic"] if it["kind"] == "iperf3"]
-    if not rates or any(it["id"] not in rates for it in items):
+    items = trial.items("iperf3")
+    if not rates or any(it.id not in rates for it in items):
         return {}
-    asked = sum(rates[it["id"]] * it.get("parallel", 1) for it in items)
+    asked = sum(rates[it.id] * (it.parallel or 1) for it in items)
     out = {}
     for it in items:
         try:
-            ports = path_ports(m, it["from"], it["to"])
+            ports = path_ports(m, it.src, it.dst)
         except ValueError:
             continue
-        shaped = [r for r in (tc.shaping_rate_mbit(trial["qdiscs"].get(p, [])) for p in ports) if r]
+        shaped = [r for r in (tc.shaping_rate_mbit(trial.stack(p)) for p in ports) if r]
         if not shaped or asked <= PACING_HEADROOM * min(shaped):
-            out[it["id"]] = rates[it["id"]]
+            out[it.id] = rates[it.id]
     return out
 
 
 def traffic_conflict(items: list[dict]) -> str | None:
-    """What makes a trial's traffic impossible to run, or None: a node with two ping items
+    """What makes a trial's traffic (``items``: as the file writes them, :meth:`TrafficItem.as_data`)
+    impossible to run, or None: a node with two ping items
     (its collector writes one ping.txt), or FTP items from one sender at different rates
     (vsftpd's anon_max_rate is one per server)."""
     pingers: set[str] = set()
@@ -132,13 +134,6 @@ def traffic_conflict(items: list[dict]) -> str | None:
     return None
 
 
-def item_length_s(item: dict) -> float:
-    """How long a traffic item runs, in seconds from its start: ``duration_s``, plus
-    ``omit_s`` for iperf3, whose client runs ``-O`` seconds before its ``-t`` seconds
-    (iperf_client_api.c: the test timer is set to duration + omit)."""
-    return item["duration_s"] + (item.get("omit_s", 0) if item["kind"] == "iperf3" else 0)
-
-
 #: The sysctl that sets a node's TCP congestion control (tcp(7), per network namespace since
 #: Linux 4.15).
 CONGESTION_SYSCTL = "net.ipv4.tcp_congestion_control"
@@ -152,16 +147,16 @@ def congestion_controls(m: Model) -> dict[str, list[str]]:
     tcp_ca_find_autoload)."""
     out: dict[str, set[str]] = {}
     for t in m.trials:
-        for node, kv in t["sysctls"].items():
+        for node, kv in t.sysctls.items():
             if kv.get(CONGESTION_SYSCTL):
                 out.setdefault(node, set()).add(str(kv[CONGESTION_SYSCTL]))
-        for it in t["traffic"]:
-            if it["kind"] == "iperf3" and it.get("congestion"):
-                out.setdefault(it["from"], set()).add(it["congestion"])
+        for it in t.traffic:
+            if it.kind == "iperf3" and it.congestion:
+                out.setdefault(it.src, set()).add(it.congestion)
     return {n: sorted(v) for n, v in out.items()}
 
 
-def stack_vars(model, trial: dict) -> dict[str, list[dict[str, Any]]]:
+def stack_vars(model, trial: Trial) -> dict[str, list[dict[str, Any]]]:
     """Node -> ``[{"interface", "key", "commands"}]``: the trial's qdisc stacks
     (roles/qdisc_stack), each as :func:`netrepro.core.tc.stack_commands` builds it with
     :data:`netrepro.core.tc.DEV` for the device, in the order of the model's ports; ``key`` is
@@ -172,20 +167,20 @@ def stack_vars(model, trial: dict) -> dict[str, list[dict[str, Any]]]:
         model: a :class:`netrepro.model.Model`; trial: one of its ``trials``.
     """
     out: dict[str, list[dict[str, Any]]] = {n: [] for n in model.nodes}
-    for port, stack in trial["qdiscs"].items():
+    for port, stack in trial.qdiscs.items():
         node, itf = port.split(":")
         key = model.nodes[node].interfaces[itf].network or itf
         out[node].append({"interface": itf, "key": key, "commands": tc.stack_commands(stack)})
     return out
 
 
-def trial_timeline(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
+def trial_timeline(m: Model, trial: Trial, time_scale: float = 1.0) -> dict:
     """What each node does in one trial, as playbooks/trial.yml's ``trial`` var needs it.
 
     Returns ``{"ping": {node: {"target", "interval_s"}}, "qdisc_stats": {node: {"interface",
     "network", "interval_s", "classes"}}, "flows": {node: [{"server_address", "flows",
     "start_s", "duration_s", "id"}]}, "ftp_sources": {node: max_rate_bytes_per_s},
-    "iperf3": {node: [{"id", "start_s", "to", "address", "item"}]}, "iperf3_servers":
+    "iperf3": {node: [{"id", "start_s", "to", "address", "item" (the TrafficItem)}]}, "iperf3_servers":
     {node: [port]}, "stacks": {node: [{"interface", "commands"}]}, "sysctls": {node: {...}},
     "duration_s"}``; start offsets and durations are multiplied by ``time_scale``.
 
@@ -197,28 +192,27 @@ def trial_timeline(m: Model, trial: dict, time_scale: float = 1.0) -> dict:
         ValueError: a node has two ping items, or two FTP items from one sender ask for
             different rates (vsftpd's anon_max_rate is one per server).
     """
-    conflict = traffic_conflict(trial["traffic"])
+    conflict = traffic_conflict([it.as_data() for it in trial.traffic])
     if conflict:
-        raise ValueError(f"trial {trial['id']}: {conflict}")
+        raise ValueError(f"trial {trial.id}: {conflict}")
     k = time_scale
     plan: dict[str, Any] = {"ping": {}, "qdisc_stats": {}, "flows": {}, "ftp_sources": {}, "iperf3": {},
                             "iperf3_servers": {}, "stacks": {n: v for n, v in stack_vars(m, trial).items() if v},
-                            "sysctls": trial["sysctls"], "duration_s": round(trial["duration_s"] * k, 3)}
-    for it in trial["traffic"]:
-        start, dur = round(it["start_s"] * k, 3), round(it["duration_s"] * k, 3)
-        if it["kind"] == "ping":
-            plan["ping"][it["from"]] = {"target": m.address_toward(it["from"], it["to"]), "interval_s": it["interval_s"],
-                                        "id": it["id"]}
-        elif it["kind"] == "ftp":
-            plan["ftp_sources"][it["from"]] = it["max_rate_bytes_per_s"]
-            plan["flows"].setdefault(it["to"], []).append({
-                "server_address": m.address_toward(it["to"], it["from"]), "flows": it["flows"],
-                "start_s": start, "duration_s": dur, "id": it["id"]})
-        elif it["kind"] == "iperf3":
-            plan["iperf3"].setdefault(it["from"], []).append({
-                "id": it["id"], "start_s": start, "to": it["to"], "address": m.address_toward(it["from"], it["to"]),
+                            "sysctls": trial.sysctls_data(), "duration_s": round(trial.duration_s * k, 3)}
+    for it in trial.traffic:
+        start, dur = round(it.start_s * k, 3), round(it.duration_s * k, 3)
+        if it.kind == "ping":
+            plan["ping"][it.src] = {"target": m.address_toward(it.src, it.dst), "interval_s": it.interval_s, "id": it.id}
+        elif it.kind == "ftp":
+            plan["ftp_sources"][it.src] = it.max_rate_bytes_per_s
+            plan["flows"].setdefault(it.dst, []).append({
+                "server_address": m.address_toward(it.dst, it.src), "flows": it.flows,
+                "start_s": start, "duration_s": dur, "id": it.id})
+        elif it.kind == "iperf3":
+            plan["iperf3"].setdefault(it.src, []).append({
+                "id": it.id, "start_s": start, "to": it.dst, "address": m.address_toward(it.src, it.dst),
                 "item": it})
-            plan["iperf3_servers"].setdefault(it["to"], []).append(it["port"])
+            plan["iperf3_servers"].setdefault(it.dst, []).append(it.port)
     for c in m.data["collectors"]:
         node, itf = c["at"].split(":")
         plan["qdisc_stats"][node] = {"interface": itf, "network": m.nodes[node].interfaces[itf].network,

@@ -206,17 +206,17 @@ def statistics(m: Model) -> dict[str, dict[str, list[str]]]:
     out: dict[str, dict[str, list[str]]] = {}
     base = bool(m.data.get("base_rtt"))
     for t in m.trials:
-        iperf = [it for it in t["traffic"] if it["kind"] == "iperf3"]
-        pings = [it for it in t["traffic"] if it["kind"] == "ping"]
+        iperf = t.items("iperf3")
+        pings = t.items("ping")
         subj: dict[str, list[str]] = {}
-        for it in t["traffic"]:
-            if it["kind"] == "iperf3":
-                subj[it["id"]] = list(STATISTICS["iperf3"]) + (list(STATISTICS["iperf3_streams"])
-                                                              if it.get("parallel", 1) > 1 else [])
-            elif it["kind"] == "ping":
-                subj[it["id"]] = list(STATISTICS["ping"]) + (list(STATISTICS["ping_base_rtt"]) if base else [])
+        for it in t.traffic:
+            if it.kind == "iperf3":
+                subj[it.id] = list(STATISTICS["iperf3"]) + (list(STATISTICS["iperf3_streams"])
+                                                           if (it.parallel or 1) > 1 else [])
+            elif it.kind == "ping":
+                subj[it.id] = list(STATISTICS["ping"]) + (list(STATISTICS["ping_base_rtt"]) if base else [])
         for c in m.data["collectors"]:
-            stack = t["qdiscs"].get(c["at"], [])
+            stack = t.stack(c["at"])
             rate = tc.shaping_rate_mbit(stack)
             subj[c["at"]] = (list(STATISTICS["port"]) + (list(STATISTICS["port_rate"]) if rate else [])
                              + (list(STATISTICS["port_rate_iperf3"]) if rate and iperf else [])
@@ -225,7 +225,7 @@ def statistics(m: Model) -> dict[str, dict[str, list[str]]]:
                  if iperf else []) + (list(STATISTICS["trial_pings_base_rtt"]) if pings and base else [])
         if whole:
             subj[TRIAL_SUBJECT] = whole
-        out[t["id"]] = subj
+        out[t.id] = subj
     return out
 
 
@@ -239,12 +239,12 @@ def metrics(m: Model) -> dict[str, list[str]]:
         have += [x for x in names if x not in have]
 
     for t in m.trials:
-        for it in t["traffic"]:
-            if it["kind"] in METRICS:
-                add(it["id"], list(METRICS[it["kind"]]) + (list(METRICS["ping_base_rtt"]) if it["kind"] == "ping"
+        for it in t.traffic:
+            if it.kind in METRICS:
+                add(it.id, list(METRICS[it.kind]) + (list(METRICS["ping_base_rtt"]) if it.kind == "ping"
                                                            and m.data.get("base_rtt") else []))
         for c in m.data["collectors"]:
-            stack = t["qdiscs"].get(c["at"], [])
+            stack = t.stack(c["at"])
             add(c["at"], list(METRICS["port"]) + (list(METRICS["port_classes"]) if c.get("classes") and stack else [])
                 + [f"{layer['kind']}_*" for layer in stack])
     return out

@@ -60,7 +60,7 @@ def checked_jobs(site_name: str, jobs: int | None) -> int:
 
 def trials_by_id(spec: Spec) -> dict[str, dict]:
     """Trial id -> the model's trial."""
-    return {t["id"]: t for t in spec.model.trials}
+    return {t.id: t for t in spec.model.trials}
 
 
 def trial_instances(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffle: bool, seed: int | None,

@@ -8,14 +8,14 @@ import math
 import os
 from pathlib import Path
 
-from netrepro.model import choose_rate_scale, rate_scale_option, trial_timeline
+from netrepro.model import Trial, choose_rate_scale, rate_scale_option, trial_timeline
 from netrepro.experiment.rolevars import iperf3_argv, model_ftp_source
 from netrepro.runner.console import log
 from netrepro.sites import Site
 from netrepro.experiment.spec import Spec, check_time_scale
 
 
-def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead_s: float) -> dict:
+def trial_vars(spec: Spec, trial: Trial, time_scale: float, fetch_dir: Path, lead_s: float) -> dict:
     """Extra var ``trial`` for playbooks/trial.yml (see its header for the shape): the timeline of
     one of the model's trials (:func:`netrepro.model.trial_timeline`) at ``time_scale``, with each
     iperf3 client's arguments (:func:`netrepro.experiment.rolevars.iperf3_argv`), the base RTT's length
@@ -32,7 +32,7 @@ def trial_vars(spec: Spec, trial: dict, time_scale: float, fetch_dir: Path, lead
                           for x in items] for n, items in timeline["iperf3"].items()}
     base = spec.model.base_rtt
     ftp = model_ftp_source(spec.model) or {}
-    return {"id": trial["id"], "labels": trial["labels"], "lead_s": lead_s,
+    return {"id": trial.id, "labels": trial.labels_data(), "lead_s": lead_s,
             "base_rtt_s": round(base.duration_s * time_scale, 3) if base else 0.0, "files": ftp.get("files", []),
             "fetch_dir": str(fetch_dir), **timeline}
 
@@ -93,6 +93,6 @@ def scaled_phases(spec: Spec, time_scale: float) -> list[dict]:
     return [p.scaled(time_scale) for p in spec.model.phases]
 
 
-def settings_text(spec: Spec, trial: dict) -> str:
+def settings_text(spec: Spec, trial: Trial) -> str:
     """One phrase of a trial's settings for the progress lines: its labels, else its id."""
-    return ", ".join(f"{k} {v}" for k, v in (trial.get("labels") or {}).items()) or trial["id"]
+    return ", ".join(f"{k} {v}" for k, v in trial.labels.items()) or trial.id

@@ -235,7 +235,7 @@ class LocalNodes:
                 log = str(accounts / "sshd.log")
             script.append(_restart_sshd(node, str(state / "nodes" / node / "sshd_config"), login["extra"]["node_dir"],
                                         f"{disks}/{self.builds}-{node}", mounts, keys_file, log))
-            if m.nodes[node]["kind"] == "switch":
+            if m.nodes[node].is_switch:
                 script.append(f"for br in $(ip -n {shlex.quote(node)} -o link show type bridge | cut -d: -f2 | "
                               f"cut -d@ -f1); do ip -n {shlex.quote(node)} link del $br; done")
         run_in(" && ".join(script))

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro.core import tc
-from netrepro.model import Model
+from netrepro.model import Model, TrafficItem, Trial
 from netrepro.sites.base import NodeLogin, Option, Site, SiteError, positive_number
 from netrepro.sites.ns3 import stacks
 from netrepro.sites.ns3.simulator import NS3_VERSION, SOURCE, build
@@ -139,9 +139,9 @@ def _peer(m: Model, node: str, ifname: str) -> str:
     return _hub(itf.network) if itf.network else itf.link.split(":")[0]
 
 
-def _senders(trial: dict, kinds: tuple[str, ...] = ("ftp",)) -> list[str]:
+def _senders(trial: Trial, kinds: tuple[str, ...] = ("ftp",)) -> list[str]:
     """The nodes that send the trial's traffic items of ``kinds``, sorted."""
-    return sorted({it["from"] for it in trial["traffic"] if it["kind"] in kinds})
+    return sorted({it.src for it in trial.traffic if it.kind in kinds})
 
 
 def unmodelled(spec: Spec) -> list[str]:
@@ -177,41 +177,41 @@ def unmodelled(spec: Spec) -> list[str]:
             out.append(f"trials[{i}].{problem}")
 
     for i, t in enumerate(m.trials):
-        for port, stack in t["qdiscs"].items():
+        for port, stack in t.qdiscs.items():
             for p in stacks.stack_problems(stack, f"qdiscs.{port}"):
                 once(p, p, i)
         for a, b in _links(m):
             if _shaper(t, a) and _shaper(t, b):
                 once(f"{a} {b}", f"qdiscs.{b}: a shaper at both ends of the link {a} - {b} (a simulated link has "
                                  f"one rate)", i)
-        for node, kv in t["sysctls"].items():
+        for node, kv in t.sysctls.items():
             for k, v in kv.items():
                 if k not in SYSCTLS:
                     once(f"{node} {k}", f"sysctls.{node}.{k}: no model in the simulation", i)
                 elif k == "net.ipv4.tcp_congestion_control" and v not in CONGESTION_CONTROL:
                     once(f"{node} {k}", f"sysctls.{node}.{k}: {v!r} (modelled: {', '.join(CONGESTION_CONTROL)})", i)
         senders = _senders(t, ("ftp", "iperf3"))
-        values = {str(t["sysctls"].get(s, {}).get("net.ipv4.tcp_sack")) for s in senders}
+        values = {str(t.sysctls.get(s, {}).get("net.ipv4.tcp_sack")) for s in senders}
         if len(values) > 1:
             once("net.ipv4.tcp_sack", f"sysctls: the senders {', '.join(senders)} differ in net.ipv4.tcp_sack "
                                       f"(netrepro-sim has one SACK setting for all)", i)
-        for j, it in enumerate(t["traffic"]):
-            if it["kind"] not in TRAFFIC_KINDS:
-                once(f"traffic {it['id']}", f"traffic[{j}].kind: {it['kind']!r} (item {it['id']}) has no model in the "
+        for j, it in enumerate(t.traffic):
+            if it.kind not in TRAFFIC_KINDS:
+                once(f"traffic {it.id}", f"traffic[{j}].kind: {it.kind!r} (item {it.id}) has no model in the "
                                             f"simulation (modelled: {', '.join(TRAFFIC_KINDS)})", i)
-            elif it["kind"] == "iperf3" and it.get("congestion") and it["congestion"] not in CONGESTION_CONTROL:
-                once(f"traffic {it['id']} cc", f"traffic[{j}].congestion: {it['congestion']!r} (modelled: "
+            elif it.kind == "iperf3" and it.congestion and it.congestion not in CONGESTION_CONTROL:
+                once(f"traffic {it.id} cc", f"traffic[{j}].congestion: {it.congestion!r} (modelled: "
                                                f"{', '.join(CONGESTION_CONTROL)})", i)
-            elif it["kind"] == "ftp":
+            elif it.kind == "ftp":
                 # the FTP sources and clients are ns-3 applications with the scenario's one socket
                 # size, and unpaced
-                for node in (it["from"], it["to"]):
+                for node in (it.src, it.dst):
                     for k in BUFFER_SYSCTLS:
-                        if k in t["sysctls"].get(node, {}):
-                            once(f"ftp {node} {k}", f"sysctls.{node}.{k}: set on a node of FTP item {it['id']} (the "
+                        if k in t.sysctls.get(node, {}):
+                            once(f"ftp {node} {k}", f"sysctls.{node}.{k}: set on a node of FTP item {it.id} (the "
                                                     f"simulated FTP flows have one socket buffer size)", i)
-                if _pacing(m, t, it["from"])[0]:
-                    once(f"ftp pacing {it['from']}", f"qdiscs: {it['from']} paces its flows (the simulated FTP "
+                if _pacing(m, t, it.src)[0]:
+                    once(f"ftp pacing {it.src}", f"qdiscs: {it.src} paces its flows (the simulated FTP "
                                                      f"sources are not paced; modelled for iperf3 items)", i)
         for j, c in enumerate(m.collectors):
             if c.kind == "qdisc_stats" and not _queue(t, c.at):
@@ -234,27 +234,27 @@ def _links(m: Model) -> list[tuple[str, str]]:
     return out
 
 
-def _stack(trial: dict, port: str) -> list[dict]:
+def _stack(trial: Trial, port: str) -> list[dict]:
     """The port's stack in ``trial`` ([] without one)."""
-    return trial["qdiscs"].get(port) or []
+    return trial.qdiscs.get(port) or []
 
 
-def _shaper(trial: dict, port: str) -> dict | None:
+def _shaper(trial: Trial, port: str) -> dict | None:
     """The port's shaper, which sets its link's rate (:func:`netrepro.sites.ns3.stacks.root_shaper`)."""
     return stacks.root_shaper(_stack(trial, port))
 
 
-def _queue(trial: dict, port: str) -> dict | None:
+def _queue(trial: Trial, port: str) -> dict | None:
     """The layer whose queue disc the port gets (:func:`netrepro.sites.ns3.stacks.queue_layer`)."""
     return stacks.queue_layer(_stack(trial, port))
 
 
-def _delay_ms(trial: dict, port: str) -> float:
+def _delay_ms(trial: Trial, port: str) -> float:
     """The delay the port's stack adds, ms (:func:`netrepro.core.tc.delay_ms`)."""
     return tc.delay_ms(_stack(trial, port))
 
 
-def _pacing(m: Model, trial: dict, node: str) -> tuple[bool, float]:
+def _pacing(m: Model, trial: Trial, node: str) -> tuple[bool, float]:
     """Whether ``node`` paces its TCP flows in ``trial`` and at most at which rate (Mbit/s, 0.0:
     no cap): a pacer in the stack of any of its ports (:func:`netrepro.sites.ns3.stacks.pacing`)."""
     for ifname in m.nodes[node].interfaces:
@@ -264,19 +264,19 @@ def _pacing(m: Model, trial: dict, node: str) -> tuple[bool, float]:
     return False, 0.0
 
 
-def _buffer_bytes(trial: dict, node: str, key: str) -> int:
+def _buffer_bytes(trial: Trial, node: str, key: str) -> int:
     """The data an iperf3 socket of ``node`` holds in ``trial``: :data:`BUFFER_DATA_SHARE` of
     the third field of its ``key`` sysctl (:data:`BUFFER_SYSCTLS`), or of Linux's default
     (:data:`LINUX_BUFFER_MAX`), bytes."""
-    value = trial["sysctls"].get(node, {}).get(key)
+    value = trial.sysctls.get(node, {}).get(key)
     most = int(str(value).split()[-1]) if value is not None else LINUX_BUFFER_MAX[key]
     return int(most * BUFFER_DATA_SHARE)
 
 
-def unshaped_rate_bps(trial: dict) -> int:
+def unshaped_rate_bps(trial: Trial) -> int:
     """The rate of the trial's unshaped links, bit/s: :data:`UNSHAPED_RATE_FACTOR` times its
     fastest shaper, at least :data:`LAN_RATE_BPS`."""
-    rates = [float(sh["rate_mbit"]) for st in trial["qdiscs"].values() if (sh := stacks.root_shaper(st or []))]
+    rates = [float(sh["rate_mbit"]) for st in trial.qdiscs.values() if (sh := stacks.root_shaper(st or []))]
     return max(LAN_RATE_BPS, round(UNSHAPED_RATE_FACTOR * max(rates, default=0.0) * 1e6))
 
 
@@ -291,12 +291,12 @@ def trial_start_s(m: Model, time_scale: float) -> float:
     return round(base_rtt_s(m, time_scale) + GAP_S, 3)
 
 
-def _tcp_setting(trial: dict, key: str, default: str) -> str:
+def _tcp_setting(trial: Trial, key: str, default: str) -> str:
     """The senders' value of a sysctl (:func:`unmodelled` refuses senders that differ)."""
-    return next((str(trial["sysctls"][s][key]) for s in _senders(trial) if key in trial["sysctls"].get(s, {})), default)
+    return next((str(trial.sysctls[s][key]) for s in _senders(trial) if key in trial.sysctls.get(s, {})), default)
 
 
-def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition: int = 1,
+def scenario(m: Model, trial: Trial, time_scale: float, epoch0: float, repetition: int = 1,
              instance: str | None = None) -> str:
     """netrepro-sim's scenario (the directives of netrepro/sites/ns3/netrepro-sim.cc) of one trial
     of the model ``m`` (``trial``: one of ``m.trials``) at ``time_scale`` (every start and
@@ -307,7 +307,7 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
     k = time_scale
     t0 = trial_start_s(m, k)
     base = base_rtt_s(m, k)
-    duration = round(trial["duration_s"] * k, 3)
+    duration = round(trial.duration_s * k, 3)
     mtu = int(m.mtu_bytes)
     links = _links(m)
     cc = CONGESTION_CONTROL[_tcp_setting(trial, "net.ipv4.tcp_congestion_control", "cubic")]
@@ -315,7 +315,7 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
     stop = t0 + duration + 1.5  # ping's closing statistics come 1 s after its end
     # The first line names the writer as it did before the site became a package, so that a
     # scenario's bytes (and its sha256 in run.json) stay those of earlier runs.
-    lines = [f"# {m.name}, trial {instance or trial['id']} (netrepro.sites.ns3.scenario)", f"epoch0 {epoch0:.6f}",
+    lines = [f"# {m.name}, trial {instance or trial.id} (netrepro.sites.ns3.scenario)", f"epoch0 {epoch0:.6f}",
              f"stop {stop:.3f}", f"run {int(repetition)}",
              f"tcp {cc} {mtu - 52} {MIN_RTO_S} {INITIAL_CWND} {SOCKET_BUFFER_BYTES} {SOCKET_BUFFER_BYTES}",
              f"default ns3::TcpSocketBase::Sack {sack}",
@@ -323,7 +323,7 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
     lines += [f"node {n}" for n in m.nodes] + [f"node {_hub(net)}" for net in m.networks]
     # each node whose congestion control differs from the scenario's default (its sysctl)
     lines += [f"congestion {n} {CONGESTION_CONTROL[str(kv['net.ipv4.tcp_congestion_control'])]}"
-              for n, kv in trial["sysctls"].items()
+              for n, kv in trial.sysctls.items()
               if CONGESTION_CONTROL.get(str(kv.get("net.ipv4.tcp_congestion_control")), cc) != cc]
     rate_mbit: dict[str, float] = {}
     unshaped = unshaped_rate_bps(trial)
@@ -334,7 +334,7 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
             rate_mbit[a] = rate_mbit[b] = float(shaper["rate_mbit"])
         lines.append(f"link {a.split(':')[0]} {b.split(':')[0]} "
                      f"{round(shaper['rate_mbit'] * 1e6) if shaper else unshaped} {one_way_s:g} 1")
-    delay_s = max((_delay_ms(trial, p) for p in trial["qdiscs"]), default=0.0) / 1000
+    delay_s = max((_delay_ms(trial, p) for p in trial.qdiscs), default=0.0) / 1000
     for n, nd in m.nodes.items():
         for ifname in nd.interfaces:
             port = f"{n}:{ifname}"
@@ -344,49 +344,49 @@ def scenario(m: Model, trial: dict, time_scale: float, epoch0: float, repetition
                 if typeid in stacks.PERTURBED:
                     attrs["Perturbation"] = str(stacks.hash_perturbation(repetition, port))
                 lines.append(f"qdisc {n} {_peer(m, n, ifname)} {typeid} " + " ".join(f"{a}={v}" for a, v in attrs.items()))
-    for it in trial["traffic"]:
-        if it["kind"] == "ping":
-            node, label = it["from"], m.address_toward(it["from"], it["to"])
-            start = t0 + round(it["start_s"] * k, 3)
+    for it in trial.traffic:
+        if it.kind == "ping":
+            node, label = it.src, m.address_toward(it.src, it.dst)
+            start = t0 + round(it.start_s * k, 3)
             if base > 0:
-                lines.append(f"ping {node} {it['to']} {label} {it['interval_s']} 0 {base:.3f} {node}/base_rtt.txt")
-            lines.append(f"ping {node} {it['to']} {label} {it['interval_s']} {start:.3f} "
-                         f"{start + round(it['duration_s'] * k, 3):.3f} {node}/ping.txt")
+                lines.append(f"ping {node} {it.dst} {label} {it.interval_s} 0 {base:.3f} {node}/base_rtt.txt")
+            lines.append(f"ping {node} {it.dst} {label} {it.interval_s} {start:.3f} "
+                         f"{start + round(it.duration_s * k, 3):.3f} {node}/ping.txt")
     for c in m.collectors:
         node, ifname = c.node, c.interface
-        stack = trial["qdiscs"][c.at]
+        stack = trial.qdiscs[c.at]
         layer = _queue(trial, c.at)
         handle = layer.get("handle", f"{stack.index(layer) + 1:x}:")
         dev = next(key for key, i in m.data_plane(node).items() if i["interface"] == ifname)
         lines.append(f"sample {node} {_peer(m, node, ifname)} {c.interval_s} {t0:.3f} {t0 + duration + 0.5:.3f} "
                      f"{node}/qdisc.jsonl {dev} {handle} {layer['kind']}" + (" classes" if c.classes else ""))
-    for it in trial["traffic"]:
-        if it["kind"] == "ftp":
-            start = t0 + round(it["start_s"] * k, 3)
-            lines.append(f"flows {it['from']} {it['to']} {m.address_toward(it['to'], it['from'])} {it['flows']} "
-                         f"{start:.3f} {start + round(it['duration_s'] * k, 3):.3f} "
-                         f"{int(it['max_rate_bytes_per_s']) * 8} {it['to']}/flows.csv")
-        elif it["kind"] == "iperf3":
+    for it in trial.traffic:
+        if it.kind == "ftp":
+            start = t0 + round(it.start_s * k, 3)
+            lines.append(f"flows {it.src} {it.dst} {m.address_toward(it.dst, it.src)} {it.flows} "
+                         f"{start:.3f} {start + round(it.duration_s * k, 3):.3f} "
+                         f"{int(it.max_rate_bytes_per_s) * 8} {it.dst}/flows.csv")
+        elif it.kind == "iperf3":
             lines.append(_iperf3_line(m, trial, it, t0, k))
     return "\n".join(lines) + "\n"
 
 
-def _iperf3_line(m: Model, trial: dict, it: dict, t0: float, k: float) -> str:
+def _iperf3_line(m: Model, trial: Trial, it: TrafficItem, t0: float, k: float) -> str:
     """The ``iperf3`` directive of an iperf3 item (iperf3(1) -c ... -P -O -t -i -C --fq-rate)
     starting at simulated time ``t0`` + its start, its times scaled by ``k``: its congestion
     control (``-C``, else the sender's sysctl, as the node's ``congestion`` line already says),
     the sender's send and the receiver's receive buffer (:func:`_buffer_bytes`), pacing (a pacer
     on the sender's port, :func:`_pacing`, or ``--fq-rate``: SO_MAX_PACING_RATE, with which
     Linux paces the socket itself, net/core/sock.c) at the lesser of their rates, and SACK."""
-    paced, rate = _pacing(m, trial, it["from"])
-    if it.get("fq_rate_mbit"):
-        paced, rate = True, min(r for r in (rate, float(it["fq_rate_mbit"])) if r > 0)
-    sack = int(str(trial["sysctls"].get(it["from"], {}).get("net.ipv4.tcp_sack", "1")) == "1")
-    cc = CONGESTION_CONTROL[it["congestion"]] if it.get("congestion") else "-"
-    return (f"iperf3 {it['from']} {it['to']} {it['id']} {it['parallel']} {t0 + round(it['start_s'] * k, 3):.3f} "
-            f"{round(it['omit_s'] * k, 3):g} {round(it['duration_s'] * k, 3):g} {it['interval_s']:g} {cc} "
-            f"{_buffer_bytes(trial, it['from'], 'net.ipv4.tcp_wmem')} {_buffer_bytes(trial, it['to'], 'net.ipv4.tcp_rmem')} "
-            f"{int(paced)} {round(rate * 1e6)} {sack} {it['from']}/iperf3-{it['id']}.json")
+    paced, rate = _pacing(m, trial, it.src)
+    if it.pacing_rate_mbit:
+        paced, rate = True, min(r for r in (rate, float(it.pacing_rate_mbit)) if r > 0)
+    sack = int(str(trial.sysctls.get(it.src, {}).get("net.ipv4.tcp_sack", "1")) == "1")
+    cc = CONGESTION_CONTROL[it.congestion] if it.congestion else "-"
+    return (f"iperf3 {it.src} {it.dst} {it.id} {it.parallel} {t0 + round(it.start_s * k, 3):.3f} "
+            f"{round(it.omit_s * k, 3):g} {round(it.duration_s * k, 3):g} {it.interval_s:g} {cc} "
+            f"{_buffer_bytes(trial, it.src, 'net.ipv4.tcp_wmem')} {_buffer_bytes(trial, it.dst, 'net.ipv4.tcp_rmem')} "
+            f"{int(paced)} {round(rate * 1e6)} {sack} {it.src}/iperf3-{it.id}.json")
 
 
 def _how_it_ended(returncode: int) -> str:
