@@ -35,7 +35,7 @@ from netrepro.runner.run import run
 from netrepro.runner.trialvars import rate_scale_request
 from netrepro.runner.schedule import REPEAT_MAX
 from netrepro.runner.setup import setup
-from netrepro.sites import SITES, site_class, site_options
+from netrepro.sites import DEFAULT_SITE, SITES, site_class, site_options
 from netrepro.sites.base import SiteError
 from netrepro.sites.local.site import default_mgmt_problem
 from netrepro.experiment.spec import Spec, SpecError, check_time_scale, load_spec
@@ -141,9 +141,6 @@ def cmd_setup(args) -> int:
 
 def cmd_plan(args) -> int:
     spec = load_spec(args.experiment)
-    if args.site == "local":
-        print(steps.open_site(spec, "local", _options(args)).plan())
-        return 0
     print(plan_text(spec, args.site, _options(args)))
     return 0
 
@@ -544,7 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("experiment", metavar="EXPERIMENT",
                             help="an experiment's folder name under experiments/, or the path of its experiment.yml")
         if site:
-            sp.add_argument("--site", default=os.environ.get("SITE", "local"),
+            sp.add_argument("--site", default=os.environ.get("SITE", DEFAULT_SITE),
                             help=f"site name: {', '.join(SITES)} (default: $SITE, else local)")
             sp.add_argument("--option", "-o", action="append", metavar="KEY=VALUE",
                             help="a site option (repeatable; each site's options: docs/reference.md, Site options)")

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from netrepro.experiment.spec import Spec, resolve_path
+from netrepro.sites import DEFAULT_SITE
 
 
 def log(msg: str) -> None:
@@ -51,4 +52,5 @@ def spec_arg(spec: Spec) -> str:
 
 
 def site_arg(site_name: str) -> str:
-    return "" if site_name == "local" else f" --site {site_name}"
+    """How to name the site on a command line: nothing for the default site, else ``--site NAME``."""
+    return "" if site_name == DEFAULT_SITE else f" --site {site_name}"

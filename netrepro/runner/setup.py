@@ -9,7 +9,7 @@ local site: :mod:`netrepro.sites.local.setup`, ns3: :mod:`netrepro.sites.ns3.set
 from __future__ import annotations
 
 from netrepro.core.packages import DEV_FILES, install_missing
-from netrepro.sites import site_class
+from netrepro.sites import DEFAULT_SITE, site_class
 
 #: What the tests need besides: sudo, with which the FABRIC stand-in's nodes (tests/testbed)
 #: let their non-root login user (``ubuntu``, as on FABRIC's images) escalate.
@@ -22,7 +22,7 @@ def setup_dev(check_only: bool = False, log=print) -> int:
     return install_missing(check_only, log, "the tests", {**DEV_FILES, **TEST_FILES})
 
 
-def setup(site: str = "local", check_only: bool = False, log=print, dev: bool = False,
+def setup(site: str = DEFAULT_SITE, check_only: bool = False, log=print, dev: bool = False,
           options: dict[str, str] | None = None) -> int:
     """Make this machine ready for ``site`` (or, with ``check_only``, say what it lacks and
     change nothing): the site's setup hook (:meth:`netrepro.sites.base.Site.setup`) with the

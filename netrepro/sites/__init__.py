@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import SITES, NodeLogin, Site, SiteError, SiteOptions, site_class
+from netrepro.sites.base import DEFAULT_SITE, SITES, NodeLogin, Site, SiteError, SiteOptions, site_class
 from netrepro.experiment.spec import Spec, SpecError
 
 #: Environment variables (make variables) passed as site options: variable -> option key.
@@ -30,7 +30,7 @@ OPTION_ENV: dict[str, str] = {
     "INSTALL_PACKAGES": "install_packages", "KERNEL_UPGRADE": "kernel_upgrade",
 }
 
-__all__ = ["OPTION_ENV", "SITES", "NodeLogin", "Site", "SiteError", "SiteOptions", "get_site", "site_class",
+__all__ = ["OPTION_ENV", "DEFAULT_SITE", "SITES", "NodeLogin", "Site", "SiteError", "SiteOptions", "get_site", "site_class",
            "site_options"]
 
 

@@ -685,6 +685,8 @@ SITES: dict[str, str] = {
     "static": "netrepro.sites.static.site:StaticSite",
     "ns3": "netrepro.sites.ns3.site:Ns3Site",
 }
+#: The site a command uses when none is named (no account needed: README, Makefile's SITE).
+DEFAULT_SITE = "local"
 
 
 def site_class(name: str) -> type[Site]:
