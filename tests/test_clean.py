@@ -26,7 +26,8 @@ import yaml
 from netrepro.runner.clean import clean, foreign_entries
 from netrepro.sites.inventory import write_inventory
 from netrepro.sites import SITES, get_site, site_class
-from netrepro.sites.base import STATE_MARKER, Site, make_state_dir, state_dir_owner
+from netrepro.sites.base import Site
+from netrepro.sites.statefolder import STATE_MARKER, make_state_dir, state_dir_owner
 from netrepro.experiment.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent

@@ -37,7 +37,6 @@ from netrepro.runner.schedule import REPEAT_MAX
 from netrepro.runner.setup import setup
 from netrepro.sites import DEFAULT_SITE, SITES, site_class, site_options
 from netrepro.sites.base import SiteError
-from netrepro.sites.local.site import default_mgmt_problem
 from netrepro.experiment.spec import Spec, SpecError, check_time_scale, load_spec
 
 
@@ -112,11 +111,11 @@ def _print_time_scale_note(args, spec, tag: str) -> None:
 
 
 def cmd_validate(args) -> int:
-    """Validate the file, and refuse what the default site (local, with its default
-    management subnet) would refuse of it: an address inside that subnet."""
+    """Validate the file, and refuse what the default site would refuse of it before reserving
+    anything (:meth:`netrepro.sites.base.Site.refusal`)."""
     spec = load_spec(args.experiment)
     m = spec.model
-    problem = default_mgmt_problem(spec)
+    problem = site_class(DEFAULT_SITE).refusal(spec)
     if problem:
         raise SpecError(spec.path, *problem)
     print(f"{spec.path}: valid (schema_version {m.schema_version}: {len(m.nodes)} nodes, {len(m.trials)} trials, "

@@ -3,7 +3,7 @@ never anything netrepro did not write.
 
 ``clean`` looks at each entry of the state root (``.state/``, or ``$NETREPRO_STATE``) and
 touches only the state folders netrepro made: a folder holding the marker netrepro writes when
-it creates one (:data:`netrepro.sites.base.STATE_MARKER`, :func:`~netrepro.sites.base.state_dir_owner`).
+it creates one (:data:`netrepro.sites.statefolder.STATE_MARKER`, :func:`~netrepro.sites.statefolder.state_dir_owner`).
 Anything else (files, symbolic links, folders without the marker: a state root pointed at the
 wrong place, or a folder made by a netrepro from before the marker) is left as it is and named
 on the console.
@@ -41,7 +41,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netrepro.sites.base import STATE_MARKER, Site, state_dir_owner
+from netrepro.sites.base import Site
+from netrepro.sites.statefolder import STATE_MARKER, state_dir_owner
 from netrepro.sites.inventory import generated_inventory
 from netrepro.experiment.spec import SpecError, load_spec
 

@@ -4,7 +4,8 @@
 ``module:Class``; modules are imported only when used, so a site's optional dependencies
 (fablib, ...) are needed only by users of that site. What the sites and the runner share is in
 this package's own modules: :mod:`netrepro.sites.base` (the Site interface, its options and
-helpers) and :mod:`netrepro.sites.inventory` (the Ansible inventory and SSH options). To add a
+helpers), :mod:`netrepro.sites.statefolder` (a site's state folder and its marker) and
+:mod:`netrepro.sites.inventory` (the Ansible inventory and SSH options). To add a
 site, write a package ``netrepro/sites/<name>/`` whose ``site.py`` holds a
 :class:`~netrepro.sites.base.Site` subclass and add one line to ``SITES``
 (docs/adding-a-site.md walks through it); the import contracts (.importlinter) keep it

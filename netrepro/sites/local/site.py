@@ -35,7 +35,7 @@ from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, origin_of, 
                                  positive_int, positive_number, process_group_alive)
 from netrepro.sites.local import capacity, microvm, netns, uml
 from netrepro.sites.local.setup import MODE_OPTION, VM_OVER_UML, setup_local
-from netrepro.experiment.spec import REPO_ROOT
+from netrepro.experiment.spec import REPO_ROOT, Spec
 
 DEFAULT_MGMT_SUBNET = "172.30.0.0/24"
 
@@ -61,20 +61,6 @@ def mgmt_overlap(model, subnet: str) -> tuple[str, str] | None:
             if ipaddress.ip_network(r.to, strict=False).subnet_of(mgmt):
                 return f"topology.nodes.{node}.routes[{j}].to", r.to
     return None
-
-
-def default_mgmt_problem(spec) -> tuple[str, str] | None:
-    """``(field, problem)`` that ``netrepro validate`` reports of an experiment the local site
-    would refuse with its default management subnet (:data:`DEFAULT_MGMT_SUBNET`), or None.
-    (The model knows no site; this is the default site's check, run for validate.)"""
-    clash = mgmt_overlap(spec.model, DEFAULT_MGMT_SUBNET)
-    if clash is None:
-        return None
-    field, value = clash
-    return field, (f"{value} overlaps the local site's default management subnet {DEFAULT_MGMT_SUBNET}; expected "
-                   f"addresses apart from it (or run the local site with --option mgmt_subnet=<CIDR>)")
-
-
 
 
 def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
@@ -261,6 +247,17 @@ class LocalSite(Site):
         log(f"[local] mode vm: the host kernel lacks {', '.join(missing)} (qdiscs probed in a throwaway "
             f"namespace); running the site in a QEMU micro-VM ({VM_OVER_UML})")
         return "vm"
+
+    @classmethod
+    def refusal(cls, spec: Spec) -> tuple[str, str] | None:
+        """An address or route of the experiment inside the default management subnet
+        (:data:`DEFAULT_MGMT_SUBNET`), which ``reserve`` would refuse (:func:`mgmt_overlap`)."""
+        clash = mgmt_overlap(spec.model, DEFAULT_MGMT_SUBNET)
+        if clash is None:
+            return None
+        field, value = clash
+        return field, (f"{value} overlaps the local site's default management subnet {DEFAULT_MGMT_SUBNET}; "
+                       f"expected addresses apart from it (or run the local site with --option mgmt_subnet=<CIDR>)")
 
     def plan(self) -> str:
         layout = self._layout("host")
