@@ -93,7 +93,7 @@ def shaped_ports(model, trial: dict) -> dict[str, float]:
     out = {}
     for c in model.collectors:
         if c.kind == "qdisc_stats":
-            rate = tc.shaping_rate_mbit(trial.qdiscs.get(c.at, []))
+            rate = tc.shaping_rate_mbit(trial.stack(c.at))
             if rate:
                 out[c.at] = float(rate)
     return out

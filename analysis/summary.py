@@ -197,7 +197,7 @@ def _port_statistics(put, phase: str, at: str, s: pd.DataFrame, tx: pd.DataFrame
         return
     put(phase, at, "backlog_mean_bytes", b.mean())
     put(phase, at, "backlog_max_bytes", b.max())
-    rate = tc.shaping_rate_mbit(trial.qdiscs.get(at, []))
+    rate = tc.shaping_rate_mbit(trial.stack(at))
     if rate:
         put(phase, at, "backlog_mean_ms", b.mean() * 8 / (rate * 1e6) * 1000)
         sent = tx[tx["subject"] == at]
@@ -224,7 +224,7 @@ def _trial_totals(put, rows: list[dict], phase: str, model, trial: dict, thr: di
     total = float(np.nansum(list(thr.values())))
     put(phase, "all", "total_throughput_mbit", total)
     for c in model.collectors:  # the share of the sampled port's shaping rate used
-        rate = tc.shaping_rate_mbit(trial.qdiscs.get(c.at, []))
+        rate = tc.shaping_rate_mbit(trial.stack(c.at))
         if rate:
             put(phase, c.at, "utilization", total / rate)
     if len(thr) > 1:

@@ -140,7 +140,7 @@ def _port_samples(add, c, trial: dict, trial_dir: Path, start: float, time_scale
     f = f[(f["t_epoch_s"] >= window[0]) & (f["t_epoch_s"] <= window[1])]
     for (kind, field), g in f.groupby(["kind", "field"], sort=True):
         add(c.at, -1, g["t_epoch_s"] - start, f"{kind}_{field}", g["value"])
-    stack = trial.qdiscs.get(c.at, [])
+    stack = trial.stack(c.at)
     if c.classes and stack:
         cl = parse_qdisc_classes(text)
         cl = cl[(cl["t_epoch_s"] >= window[0]) & (cl["t_epoch_s"] <= window[1])

@@ -101,10 +101,6 @@ class Node:
         """A switch bridges its interfaces and has no address."""
         return self.kind == "switch"
 
-    def ports(self) -> list[str]:
-        """The node's ports ``NODE:INTERFACE``, in file order."""
-        return [f"{self.name}:{n}" for n in self.interfaces]
-
 
 @dataclass(frozen=True)
 class Phase:
@@ -163,8 +159,9 @@ class BaseRtt:
 #: The fields of a traffic item the file names alike for every kind (``from`` and ``to`` are
 #: the record's ``src`` and ``dst``).
 _ITEM_COMMON = ("kind", "id", "from", "to", "start_s", "duration_s")
-#: The file's name of a record's field where the two differ (the rest are alike).
+#: The file's name of a record's field where the two differ (the rest are alike), and back.
 _ITEM_FILE_NAMES = {"pacing_rate_mbit": "fq_rate_mbit"}
+_ITEM_FIELDS = {f: r for r, f in _ITEM_FILE_NAMES.items()}
 
 
 @dataclass(frozen=True)
@@ -200,10 +197,9 @@ class TrafficItem:
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> TrafficItem:
         """The record of one item of the model's data (the file's fields, defaults filled)."""
-        field_of = {f: r for r, f in _ITEM_FILE_NAMES.items()}
         return cls(kind=data["kind"], id=data["id"], src=data["from"], dst=data["to"], start_s=data["start_s"],
                    duration_s=data["duration_s"],
-                   **{field_of.get(k, k): v for k, v in data.items() if k not in _ITEM_COMMON})
+                   **{_ITEM_FIELDS.get(k, k): v for k, v in data.items() if k not in _ITEM_COMMON})
 
     def as_data(self) -> dict[str, Any]:
         """The item as the file writes it (``from``, ``to``; the fields its kind has), for the
@@ -216,11 +212,6 @@ class TrafficItem:
             if value is not None:
                 out[_ITEM_FILE_NAMES.get(name, name)] = value
         return out
-
-    @property
-    def streams(self) -> int:
-        """How many TCP connections the item opens: iperf3's ``parallel``, FTP's ``flows``, else 1."""
-        return int(self.parallel or self.flows or 1)
 
     @property
     def length_s(self) -> float:

@@ -141,7 +141,7 @@ def _peer(m: Model, node: str, ifname: str) -> str:
 
 def _senders(trial: Trial, kinds: tuple[str, ...] = ("ftp",)) -> list[str]:
     """The nodes that send the trial's traffic items of ``kinds``, sorted."""
-    return sorted({it.src for it in trial.traffic if it.kind in kinds})
+    return sorted({it.src for it in trial.items(*kinds)})
 
 
 def unmodelled(spec: Spec) -> list[str]:
@@ -234,31 +234,26 @@ def _links(m: Model) -> list[tuple[str, str]]:
     return out
 
 
-def _stack(trial: Trial, port: str) -> list[dict]:
-    """The port's stack in ``trial`` ([] without one)."""
-    return trial.qdiscs.get(port) or []
-
-
 def _shaper(trial: Trial, port: str) -> dict | None:
     """The port's shaper, which sets its link's rate (:func:`netrepro.sites.ns3.stacks.root_shaper`)."""
-    return stacks.root_shaper(_stack(trial, port))
+    return stacks.root_shaper(trial.stack(port))
 
 
 def _queue(trial: Trial, port: str) -> dict | None:
     """The layer whose queue disc the port gets (:func:`netrepro.sites.ns3.stacks.queue_layer`)."""
-    return stacks.queue_layer(_stack(trial, port))
+    return stacks.queue_layer(trial.stack(port))
 
 
 def _delay_ms(trial: Trial, port: str) -> float:
     """The delay the port's stack adds, ms (:func:`netrepro.core.tc.delay_ms`)."""
-    return tc.delay_ms(_stack(trial, port))
+    return tc.delay_ms(trial.stack(port))
 
 
 def _pacing(m: Model, trial: Trial, node: str) -> tuple[bool, float]:
     """Whether ``node`` paces its TCP flows in ``trial`` and at most at which rate (Mbit/s, 0.0:
     no cap): a pacer in the stack of any of its ports (:func:`netrepro.sites.ns3.stacks.pacing`)."""
     for ifname in m.nodes[node].interfaces:
-        on, rate = stacks.pacing(_stack(trial, f"{node}:{ifname}"))
+        on, rate = stacks.pacing(trial.stack(f"{node}:{ifname}"))
         if on:
             return on, rate
     return False, 0.0
