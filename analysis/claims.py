@@ -16,17 +16,18 @@ empty selection) is *not evaluable*, with the reason: it never holds on data it 
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import pandas as pd
 
 from analysis import uncertainty
 from analysis.health import failure_line
 from analysis.uncertainty import Estimate
-from netrepro.model import RATE_SCALED_FIELDS, rate_scaled, scale_rates, statistics
+from netrepro.model import Check, Claim, Selection, rate_scaled, scale_rates, statistics
 
 
 # --- claims -----------------------------------------------------------------------------------------
-def selection_keys(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
+def selection_keys(summary: pd.DataFrame, sel: Selection, trial_ids: list[str],
                    computed: dict[str, dict[str, list[str]]] | None = None) -> list[tuple[str, str, str]]:
     """The (trial, subject, phase) of each value a claim's selection ``sel`` names, in order
     trials x subjects x phases (what :func:`select` reads; ``computed`` as its).
@@ -36,21 +37,21 @@ def selection_keys(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
     computes, so a subject whose rows are missing reads NaN, not nothing), else those that
     have a row of it in ``summary``; a trial without any is read as subject ``all``."""
     out = []
-    for t in sel.get("trials") or trial_ids:
-        if sel.get("subjects"):
-            subjects = sel["subjects"]
+    for t in sel.trials or trial_ids:
+        if sel.subjects:
+            subjects = list(sel.subjects)
         elif computed is not None and t in computed:
-            subjects = [s for s, names in computed[t].items() if sel["statistic"] in names]
+            subjects = [s for s, names in computed[t].items() if sel.statistic in names]
         else:
-            rows = summary[(summary["trial"] == t) & (summary["statistic"] == sel["statistic"])]
+            rows = summary[(summary["trial"] == t) & (summary["statistic"] == sel.statistic)]
             subjects = sorted(set(rows["subject"]))
         for s in subjects or ["all"]:
-            for ph in sel.get("phases") or ["all"]:
+            for ph in sel.phases or ["all"]:
                 out.append((t, s, ph))
     return out
 
 
-def select(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
+def select(summary: pd.DataFrame, sel: Selection, trial_ids: list[str],
            computed: dict[str, dict[str, list[str]]] | None = None) -> list[tuple[str, float]]:
     """The values a claim's selection names (:func:`selection_keys`), each with a label
     ``trial/subject/phase``; a value missing from the table is NaN (so the claim is not
@@ -58,17 +59,9 @@ def select(summary: pd.DataFrame, sel: dict, trial_ids: list[str],
     out = []
     for t, s, ph in selection_keys(summary, sel, trial_ids, computed):
         m = summary[(summary["trial"] == t) & (summary["subject"] == s) & (summary["phase"] == ph)
-                    & (summary["statistic"] == sel["statistic"])]["value"]
+                    & (summary["statistic"] == sel.statistic)]["value"]
         out.append((f"{t}/{s}/{ph}", float(m.iloc[0]) if len(m) else math.nan))
     return out
-
-
-def selections(check: dict) -> list[dict]:
-    """Every selection a check reads (``select``, ``higher``, ``lower``), those of the checks
-    of an ``all_of`` too, in order."""
-    if check["kind"] == "all_of":
-        return [s for sub in check["checks"] for s in selections(sub)]
-    return [check[k] for k in ("select", "higher", "lower") if k in check]
 
 
 def _f(x: float) -> str:
@@ -79,37 +72,22 @@ def _missing(vals: list[tuple[str, float]]) -> list[str]:
     return [k for k, v in vals if not math.isfinite(v)]
 
 
-def check_limits(check: dict) -> tuple[float, float]:
-    """(least, most): the interval a ``bound``, ``ratio`` or ``difference`` check holds its
-    values or quantities to, its file's ``min`` and ``max`` with the kind's defaults (a
-    bound: unbounded; a ratio: at least 1; a difference: at least 0, or unbounded below when
-    it has only a ``max``); -inf/inf where open. ValueError for another kind."""
-    kind = check["kind"]
-    if kind == "bound":
-        return check.get("min", -math.inf), check.get("max", math.inf)
-    if kind in ("difference", "ratio"):
-        # a difference with only a max has no least value
-        least = check.get("min", 1 if kind == "ratio" else (-math.inf if "max" in check else 0))
-        return least, check.get("max", math.inf)
-    raise ValueError(f"claim kind {kind!r} has no limits; expected bound, ratio or difference")
-
-
-def pair_value(check: dict, higher: float, lower: float) -> float:
+def pair_value(check: Check, higher: float, lower: float) -> float:
     """The quantity a ``ratio`` or ``difference`` check judges for one pair of values (same
     position of ``higher`` and ``lower``, in the statistic's unit): ``higher / lower``, or
     ``higher - lower`` (its absolute value with ``absolute``). NaN when either value is
     missing or not finite, or a ratio's ``lower`` is 0 (undefined). ValueError for another kind."""
-    kind = check["kind"]
+    kind = check.kind
     if kind not in ("difference", "ratio"):
         raise ValueError(f"claim kind {kind!r} judges no pair; expected ratio or difference")
     if not (math.isfinite(higher) and math.isfinite(lower)) or (kind == "ratio" and lower == 0):
         return math.nan
     if kind == "ratio":
         return higher / lower
-    return abs(higher - lower) if check.get("absolute", False) else higher - lower
+    return abs(higher - lower) if check.absolute else higher - lower
 
 
-def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
+def check_claim(summary: pd.DataFrame, check: Check, trial_ids: list[str],
                 computed: dict[str, dict[str, list[str]]] | None = None) -> tuple[bool | None, str]:
     """(holds, evidence) of one claim's ``check`` judged on its values alone (kinds: see the
     module docstring; :func:`judge_claim` without intervals); ``computed`` as
@@ -121,7 +99,7 @@ def check_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
     return (None if outcome is None else outcome == "holds"), evidence
 
 
-def _claim_estimates(summary: pd.DataFrame, sel: dict, trial_ids: list[str], computed, vals: list[tuple[str, float]],
+def _claim_estimates(summary: pd.DataFrame, sel: Selection, trial_ids: list[str], computed, vals: list[tuple[str, float]],
                   estimates: dict | None) -> list[Estimate]:
     """Each of a selection's values (``vals``: :func:`select`'s) with its interval from
     ``estimates`` ((trial, subject, phase, statistic) -> Estimate, the keys of
@@ -129,7 +107,7 @@ def _claim_estimates(summary: pd.DataFrame, sel: dict, trial_ids: list[str], com
     keys = selection_keys(summary, sel, trial_ids, computed) if estimates else [None] * len(vals)
     out = []
     for key, (_, v) in zip(keys, vals):
-        e = estimates.get((*key, sel["statistic"])) if key else None
+        e = estimates.get((*key, sel.statistic)) if key else None
         out.append(e if e is not None and math.isfinite(v) and e.value == v else Estimate.point(v))
     return out
 
@@ -144,15 +122,15 @@ def _value_entry(label: str, e: Estimate, outcome: str, least: float, most: floa
     return entry
 
 
-def _judge_bound(summary: pd.DataFrame, check: dict, trial_ids: list[str], computed,
+def _judge_bound(summary: pd.DataFrame, check: Check, trial_ids: list[str], computed,
                  estimates: dict | None) -> tuple[str | None, str, list[dict]]:
     """(outcome, evidence, values) of a ``bound`` check (:func:`judge_claim`): every selected
     value within its ``min`` and ``max``."""
-    vals = select(summary, check["select"], trial_ids, computed)
-    lo, hi = check_limits(check)
+    vals = select(summary, check.select, trial_ids, computed)
+    lo, hi = check.limits()
     rng = f"[{lo:g}, {hi:g}]"
-    ests = _claim_estimates(summary, check["select"], trial_ids, computed, vals, estimates)
-    evidence = (f"{check['select']['statistic']} within {rng}: "
+    ests = _claim_estimates(summary, check.select, trial_ids, computed, vals, estimates)
+    evidence = (f"{check.select.statistic} within {rng}: "
                 + ", ".join(f"{k} {e.text()}" for (k, _), e in zip(vals, ests)))
     if not vals:
         return None, evidence + "nothing selected", []
@@ -163,19 +141,19 @@ def _judge_bound(summary: pd.DataFrame, check: dict, trial_ids: list[str], compu
             [_value_entry(k, e, o, lo, hi) for (k, _), e, o in zip(vals, ests, outcomes)])
 
 
-def _judge_pairs(summary: pd.DataFrame, check: dict, trial_ids: list[str], computed,
+def _judge_pairs(summary: pd.DataFrame, check: Check, trial_ids: list[str], computed,
                  estimates: dict | None) -> tuple[str | None, str, list[dict]]:
     """(outcome, evidence, values) of a ``difference`` or ``ratio`` check (:func:`judge_claim`):
     each value of ``higher`` against the value of ``lower`` in the same position."""
-    kind = check["kind"]
-    hi_v = select(summary, check["higher"], trial_ids, computed)
-    lo_v = select(summary, check["lower"], trial_ids, computed)
-    least, most = check_limits(check)
-    absolute = kind == "difference" and check.get("absolute", False)
+    kind = check.kind
+    hi_v = select(summary, check.higher, trial_ids, computed)
+    lo_v = select(summary, check.lower, trial_ids, computed)
+    least, most = check.limits()
+    absolute = kind == "difference" and check.absolute
     if len(hi_v) != len(lo_v) or not hi_v:
         return None, f"higher selects {len(hi_v)} values and lower {len(lo_v)}; expected the same number", []
-    hi_e = _claim_estimates(summary, check["higher"], trial_ids, computed, hi_v, estimates)
-    lo_e = _claim_estimates(summary, check["lower"], trial_ids, computed, lo_v, estimates)
+    hi_e = _claim_estimates(summary, check.higher, trial_ids, computed, hi_v, estimates)
+    lo_e = _claim_estimates(summary, check.lower, trial_ids, computed, lo_v, estimates)
     parts, outcomes, values, undefined = [], [], [], []
     for (kh, vh), (kl, vl), eh, el in zip(hi_v, lo_v, hi_e, lo_e):
         if not (math.isfinite(vh) and math.isfinite(vl)):
@@ -200,35 +178,35 @@ def _judge_pairs(summary: pd.DataFrame, check: dict, trial_ids: list[str], compu
     return uncertainty.combine(outcomes), evidence, values
 
 
-def _judge_rise_and_fall(summary: pd.DataFrame, check: dict, trial_ids: list[str], computed,
+def _judge_rise_and_fall(summary: pd.DataFrame, check: Check, trial_ids: list[str], computed,
                          estimates: dict | None) -> tuple[str | None, str, list[dict]]:
     """(outcome, evidence, values) of a ``rise_and_fall`` check (:func:`judge_claim`): over
     ``order``, non-decreasing to ``peak`` then non-increasing, the peak above both ends."""
-    sel = check["select"]
+    sel = check.select
     vals = select(summary, sel, trial_ids, computed)
-    order = sel.get(check["order"]) or []
+    order = list(sel.steps(check.order))
     v = [x for _, x in vals]
-    if len(v) != len(order) or not all(math.isfinite(x) for x in v) or check["peak"] not in order:
+    if len(v) != len(order) or not all(math.isfinite(x) for x in v) or check.peak not in order:
         return None, ("values: " + ", ".join(f"{k} {_f(x)}" for k, x in vals)
                       + f"; expected one finite value per step of {', '.join(order) or '(no order)'} "
-                        f"with the peak {check['peak']} among them"), []
+                        f"with the peak {check.peak} among them"), []
     e = _claim_estimates(summary, sel, trial_ids, computed, vals, estimates)
-    p = order.index(check["peak"])
-    tol = check["tolerance"]
+    p = order.index(check.peak)
+    tol = check.tolerance
     # each step within tolerance: rising to the peak, falling after it (interval arithmetic)
     steps = [uncertainty.at_least(uncertainty.difference(e[i + 1], e[i]), -tol) for i in range(p)]
     steps += [uncertainty.at_most(uncertainty.difference(e[i + 1], e[i]), tol) for i in range(p, len(v) - 1)]
     to_first, to_last = uncertainty.difference(e[p], e[0]), uncertainty.difference(e[p], e[-1])
     rise = Estimate(min(to_first.value, to_last.value), min(to_first.low, to_last.low),
                     min(to_first.high, to_last.high), math.nan, min(to_first.n, to_last.n), to_first.method)
-    outcome = uncertainty.combine(steps + [uncertainty.at_least(rise, check["min_rise"])])
+    outcome = uncertainty.combine(steps + [uncertainty.at_least(rise, check.min_rise)])
     values = [_value_entry(k, x, outcome, -math.inf, math.inf)
               for (k, _), x in zip(vals, e)] if any(x.has_interval for x in e) else []
-    return outcome, (f"{sel['statistic']} over {', '.join(order)}: " + " ".join(x.text() for x in e)
-                     + f"; peak {check['peak']} above both ends by {rise.text()} (min {_f(check['min_rise'])})"), values
+    return outcome, (f"{sel.statistic} over {', '.join(order)}: " + " ".join(x.text() for x in e)
+                     + f"; peak {check.peak} above both ends by {rise.text()} (min {_f(check.min_rise)})"), values
 
 
-def judge_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
+def judge_claim(summary: pd.DataFrame, check: Check, trial_ids: list[str],
                 computed: dict[str, dict[str, list[str]]] | None = None,
                 estimates: dict | None = None) -> tuple[str | None, str, list[dict]]:
     """(outcome, evidence, values) of one claim's ``check``: outcome ``holds``, ``fails``,
@@ -238,11 +216,11 @@ def judge_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
     verdict.json's ``values``). ``estimates``: (trial, subject, phase, statistic) ->
     :class:`analysis.uncertainty.Estimate` of the values that have an interval; without
     them every value is judged as a point and nothing is undecided."""
-    kind = check["kind"]
+    kind = check.kind
     if kind == "bound":
         return _judge_bound(summary, check, trial_ids, computed, estimates)
     if kind == "all_of":
-        results = [judge_claim(summary, sub, trial_ids, computed, estimates) for sub in check["checks"]]
+        results = [judge_claim(summary, sub, trial_ids, computed, estimates) for sub in check.checks]
         evidence = "all of: " + "; ".join(f"({i}) {ev}" for i, (_, ev, _) in enumerate(results, 1))
         values = [v for _, _, vs in results for v in vs]
         if any(o is None for o, _, _ in results):
@@ -255,41 +233,23 @@ def judge_claim(summary: pd.DataFrame, check: dict, trial_ids: list[str],
     raise ValueError(f"unknown claim kind {kind!r}")
 
 
-def at_rate_scale(check: dict, k: float, scaled) -> dict:
-    """A copy of claim ``check`` (or ``when``: a bound without a kind) whose thresholds on
-    values the rate scale changes are multiplied by ``k``: the
-    :data:`netrepro.model.RATE_SCALED_FIELDS` of each check (an ``all_of``'s too) whose
-    statistic ``scaled(statistic)`` says follows k
-    (:func:`netrepro.model.rate_scaled`); others as they are. A claim's ``rate_scaling:
-    proportional`` asks for it: at k = 0.5, "15 to 20.5 Mbit/s" is judged as 7.5 to 10.25."""
-    kind = check.get("kind", "bound")
-    if kind == "all_of":
-        return {**check, "checks": [at_rate_scale(sub, k, scaled) for sub in check["checks"]]}
-    sel = check.get("select") or check.get("higher")
-    if kind not in RATE_SCALED_FIELDS or not scaled(sel["statistic"]):
-        return check
-    return {**check, **{f: check[f] * k for f in RATE_SCALED_FIELDS[kind] if f in check}}
-
-
-def scaled_thresholds(check: dict, k: float, scaled) -> str:
-    """The thresholds :func:`at_rate_scale` changes, as written and at ``k``:
+def scaled_thresholds(check: Check, k: float, scaled) -> str:
+    """The thresholds :meth:`netrepro.model.Check.at_rate_scale` changes, as written and at ``k``:
     ``total_throughput_mbit 15 to 20.5 at k = 1, 7.5 to 10.25 at k = 0.5``; "" when none."""
-    kind = check.get("kind", "bound")
-    if kind == "all_of":
-        return "; ".join(t for t in (scaled_thresholds(sub, k, scaled) for sub in check["checks"]) if t)
-    sel = check.get("select") or check.get("higher")
-    fields = [f for f in RATE_SCALED_FIELDS.get(kind, ()) if f in check]
-    if not fields or not scaled(sel["statistic"]):
+    if check.kind == "all_of":
+        return "; ".join(t for t in (scaled_thresholds(sub, k, scaled) for sub in check.checks) if t)
+    statistic = check.first_selection.statistic
+    if not check.rate_scaled_fields() or not scaled(statistic):
         return ""
 
     def text(factor: float) -> str:
-        if kind == "rise_and_fall":
-            return f"tolerance {check['tolerance'] * factor:g}, rise {check['min_rise'] * factor:g}"
-        lo, hi = check.get("min"), check.get("max")
+        if check.kind == "rise_and_fall":
+            return f"tolerance {check.tolerance * factor:g}, rise {check.min_rise * factor:g}"
+        lo, hi = check.min, check.max
         return (f"{lo * factor:g} to {hi * factor:g}" if lo is not None and hi is not None
                 else f"at least {lo * factor:g}" if lo is not None else f"at most {hi * factor:g}")
 
-    return f"{sel['statistic']} {text(1)} at k = 1, {text(k)} at k = {k:g}"
+    return f"{statistic} {text(1)} at k = 1, {text(k)} at k = {k:g}"
 
 
 #: A claim status that makes a run's verdict inconclusive: the run could not judge the claim.
@@ -314,7 +274,7 @@ def undecided_reason(values: list[dict]) -> str:
     return "its 95 % interval straddles a bound: " + "; ".join(parts) + f"; {then}"
 
 
-def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
+def evaluate(summary: pd.DataFrame, claims: Sequence[Claim], trial_ids: list[str],
              unhealthy: dict[str, list[dict]], rate_scale: float = 1.0,
              computed: dict[str, dict[str, list[str]]] | None = None,
              incomplete: dict[str, list[str]] | None = None, time_scale: float = 1.0,
@@ -337,7 +297,7 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
     verdict is inconclusive: nothing was judged. ``computed``: :func:`select`'s.
 
     A claim with ``rate_scaling: proportional`` is judged with its thresholds on values the
-    rate scale changes multiplied by the run's k (:func:`at_rate_scale`; ``scaled``: statistic
+    rate scale changes multiplied by the run's k (:meth:`netrepro.model.Check.at_rate_scale`; ``scaled``: statistic
     -> whether k changes it, :func:`netrepro.model.rate_scaled`); its entry's ``thresholds``
     says both (:func:`scaled_thresholds`).
 
@@ -358,22 +318,20 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
     incomplete = incomplete or {}
     for c in claims:
         ch, when, thresholds = _at_run_rate_scale(c, rate_scale, scaled)
-        sels = selections(ch)
-        read = sorted({t for s in sels for t in (s.get("trials") or trial_ids)})
+        read = sorted({t for s in ch.selections for t in (s.trials or trial_ids)})
         gaps = [t for t in read if incomplete.get(t)]
         sick = [f for t in read for f in unhealthy.get(t, [])]
         judged = judge_claim(summary, ch, trial_ids, computed, estimates)
         _, evidence, values = judged
-        entry = {"id": c["id"], "text": c["text"], "evidence": evidence}
+        entry = {"id": c.id, "text": c.text, "evidence": evidence}
         if any("low" in v for v in values):
             entry["values"] = values
-        if c.get("finding"):
-            entry["finding"] = {"text": c["finding"]["text"], "runs": list(c["finding"]["runs"])}
+        if c.finding:
+            entry["finding"] = {"text": c.finding.text, "runs": list(c.finding.runs)}
         if thresholds is not None:
             entry["thresholds"] = thresholds
-        condition = (check_claim(summary, {"kind": "bound", **when}, trial_ids, computed) if when
-                     else (True, ""))
-        if "when" in c:
+        condition = check_claim(summary, when, trial_ids, computed) if when else (True, "")
+        if c.when:
             entry["condition"] = condition[1]
         off_scale = _off_scale_reason(c, rate_scale, time_scale, time_scale_min)
         if off_scale:
@@ -389,34 +347,33 @@ def evaluate(summary: pd.DataFrame, claims: list[dict], trial_ids: list[str],
     return _verdict_of(out, unhealthy)
 
 
-def _at_run_rate_scale(c: dict, rate_scale: float, scaled) -> tuple[dict, dict | None, str | None]:
+def _at_run_rate_scale(c: Claim, rate_scale: float, scaled) -> tuple[Check, Check | None, str | None]:
     """(check, when, thresholds) of claim ``c`` as :func:`evaluate` judges it at the run's rate
     scale: with ``rate_scaling: proportional`` (and k != 1, ``scaled`` given) its check and
-    condition at k (:func:`at_rate_scale`) and the changed thresholds in words
+    condition at k (:meth:`netrepro.model.Check.at_rate_scale`) and the changed thresholds in words
     (:func:`scaled_thresholds`), else both as written and thresholds None."""
-    ch, when = c["check"], c.get("when")
-    if not (c.get("rate_scaling") == "proportional" and rate_scale != 1 and scaled is not None):
-        return ch, when, None
-    ch = at_rate_scale(ch, rate_scale, scaled)
-    when = at_rate_scale(when, rate_scale, scaled) if when else when
-    return ch, when, "; ".join(t for t in (scaled_thresholds(x, rate_scale, scaled)
-                                           for x in ([c["when"]] if when else []) + [c["check"]]) if t)
+    if not (c.rate_scaling == "proportional" and rate_scale != 1 and scaled is not None):
+        return c.check, c.when, None
+    when = c.when.at_rate_scale(rate_scale, scaled) if c.when else None
+    return c.check.at_rate_scale(rate_scale, scaled), when, "; ".join(
+        t for t in (scaled_thresholds(x, rate_scale, scaled) for x in ([c.when] if c.when else []) + [c.check]) if t)
 
 
-def _off_scale_reason(c: dict, rate_scale: float, time_scale: float, time_scale_min: float) -> str:
+def _off_scale_reason(c: Claim, rate_scale: float, time_scale: float, time_scale_min: float) -> str:
     """Why claim ``c`` is not applicable at the run's time or rate scale (:func:`evaluate`: its
     ``time_scale_min`` or ``rate_scale_min`` is above the run's), "" when it keeps its meaning."""
-    if float(c.get("time_scale_min", time_scale_min) or 0) > time_scale:
+    least = c.time_scale_min if c.time_scale_min is not None else time_scale_min
+    if float(least or 0) > time_scale:
         return (f"the run's time scale {time_scale:g} is shorter than "
-                f"{float(c.get('time_scale_min', time_scale_min)):g}, the shortest at which the claim "
+                f"{float(least):g}, the shortest at which the claim "
                 "keeps its meaning (time_scale.min; the experiment file says why)")
-    if c.get("rate_scale_min", 0) > rate_scale:
-        return (f"the run's rate scale {rate_scale:g} is below {c['rate_scale_min']:g}, where the claim "
+    if (c.rate_scale_min or 0) > rate_scale:
+        return (f"the run's rate scale {rate_scale:g} is below {c.rate_scale_min:g}, where the claim "
                 "keeps its meaning (the experiment file says why)")
     return ""
 
 
-def _unhealthy_status(summary: pd.DataFrame, ch: dict, trial_ids: list[str], computed, sick: list[dict]) -> dict:
+def _unhealthy_status(summary: pd.DataFrame, ch: Check, trial_ids: list[str], computed, sick: list[dict]) -> dict:
     """The status, reason and ``numbers_hold`` of a verdict.json entry whose claim ``ch`` reads a trial
     that failed the health checks ``sick``: inconclusive, with what the numbers alone say."""
     alone = judge_claim(summary, ch, trial_ids, computed)[0]
@@ -428,7 +385,7 @@ def _unhealthy_status(summary: pd.DataFrame, ch: dict, trial_ids: list[str], com
     return status
 
 
-def _judged_status(summary: pd.DataFrame, ch: dict, trial_ids: list[str], computed,
+def _judged_status(summary: pd.DataFrame, ch: Check, trial_ids: list[str], computed,
                    judged: tuple[str | None, str, list[dict]], condition: tuple[bool | None, str]) -> dict:
     """The status, ``holds`` and reason of a verdict.json entry whose claim ``ch`` reads complete,
     healthy trials: from its condition (``condition``: :func:`check_claim`'s of its ``when``) and

@@ -34,11 +34,13 @@ import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from netrepro.core.errors import RunFolderError
+from netrepro.model import Claim
 from netrepro.runfolder.layout import run_json
 from netrepro.runfolder.reading import read_run
 
@@ -139,9 +141,9 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
     name = names[0]
     first_dir, spec = given[0][1], specs[0]
     claims = spec.model.claims
-    ids = [c["id"] for c in claims]
+    ids = [c.id for c in claims]
     for scale in SCALES:  # the lowest scales at which the claims keep their meaning, read before writing
-        scale_mins(claims, spec.model.data, scale, spec.path)
+        scale_mins(claims, {scale: getattr(spec.model, scale)}, scale, spec.path)
     refs = _references(spec, name, ids)
     root = Path(out_root) if out_root else first_dir.parent
     existing = _check_out_root(root)
@@ -233,7 +235,7 @@ def reference_marks(refs: list[dict], statistic: str, trial: str, phases: list[s
             if n["statistic"] == statistic and n["trial"] == trial and n["phase"] in phases]
 
 
-def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, claims: list[dict], ids: list[str],
+def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, claims: Sequence[Claim], ids: list[str],
            refs: list[dict]) -> Path:
     """Analyse each run (``given``: (as given, real folder, run.json)) into ``out/.runs/<i>/``
     (removed at the end) and write the comparison into ``out`` (for :func:`compare`, which
@@ -250,7 +252,7 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
     # what each claim judges against each scale (k, TS) the runs ran at two values or more of
     scaled = {scale: scale_table(per_run, claims, scale) for scale in SCALES
               if len({round(r[scale], 12) for r in per_run}) > 1}
-    mins = {scale: scale_mins(claims, spec.model.data, scale, spec.path) for scale in scaled}
+    mins = {scale: scale_mins(claims, {scale: getattr(spec.model, scale)}, scale, spec.path) for scale in scaled}
 
     shutil.rmtree(out / ".runs")
     scale_figs = _write_tables(out, stats, claims_df, scaled, claims, mins)
@@ -301,7 +303,7 @@ def _analysed(loaded: list, labels: list[str], statistics: list[str], refs: list
     return stats, claims_df, per_run
 
 
-def _write_tables(out: Path, stats: pd.DataFrame, claims_df: pd.DataFrame, scaled: dict, claims: list[dict],
+def _write_tables(out: Path, stats: pd.DataFrame, claims_df: pd.DataFrame, scaled: dict, claims: Sequence[Claim],
                   mins: dict) -> dict:
     """compare.csv, claims.csv and, per scale the runs differ in, its table and figure; returns
     scale -> the figure's paths (none when nothing was drawn)."""

@@ -45,7 +45,8 @@ import numpy as np
 import pandas as pd
 
 from netrepro.runfolder.atomic import atomic_path
-from netrepro.model import STATISTIC_METRICS, Phase, quantity_label
+from netrepro.model import STATISTIC_METRICS, Phase, Rolling, quantity_label
+from netrepro.model import Figure as FigureRecord
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -134,12 +135,12 @@ def reference_segments(model, metric: str) -> list[dict]:
             if STATISTIC_METRICS.get(n["statistic"]) == metric]
 
 
-def figure_specs(model, tidy: pd.DataFrame) -> list[dict]:
+def figure_specs(model, tidy: pd.DataFrame) -> list[FigureRecord]:
     """The experiment's ``figures``, or one per metric measured (metric over time, a panel per
     trial, a line per subject) when it declares none."""
     if model.figures:
-        return model.figures
-    return [{"id": m.replace("_", "-"), "metric": m} for m in
+        return list(model.figures)
+    return [FigureRecord(id=m.replace("_", "-"), metric=m) for m in
             ["throughput_mbit", "rtt_ms", "cwnd_bytes", "retransmits", "backlog_bytes"] if m in set(tidy["metric"])]
 
 
@@ -193,37 +194,37 @@ def _shade_phases(ax, phases: tuple[Phase, ...], time_scale: float) -> None:
                 fontsize=8, color="0.3")
 
 
-def _figure_samples(model, tidy: pd.DataFrame, fig: dict) -> pd.DataFrame:
+def _figure_samples(model, tidy: pd.DataFrame, fig: FigureRecord) -> pd.DataFrame:
     """The samples a figure draws: its metric's rows of its subjects and trials (an item's sum
     where there is one, else a subject per stream), ordered by the trials' order in the file;
     empty when there are none."""
-    d = tidy[tidy["metric"] == fig["metric"]]
-    if fig.get("subjects"):
-        d = d[d["subject"].isin(fig["subjects"])]
+    d = tidy[tidy["metric"] == fig.metric]
+    if fig.subjects:
+        d = d[d["subject"].isin(fig.subjects)]
     if (d["stream"] == -1).any():  # an item's sum where there is one
         d = d[d["stream"] == -1]
     else:  # per stream (cwnd, TCP RTT): a line for each
         d = d.assign(subject=d["subject"] + " stream " + d["stream"].astype(str))
     order = {t.id: i for i, t in enumerate(model.trials)}
-    d = d[d["trial"].isin(fig.get("trials") or list(order))]
+    d = d[d["trial"].isin(fig.trials or list(order))]
     if d.empty:
         return d
     return d.iloc[np.argsort(d["trial"].map(order).to_numpy(), kind="stable")]
 
 
-def _draw_series(ax, dp: pd.DataFrame, hues: list, palette: dict, roll: dict | None, time_scale: float,
+def _draw_series(ax, dp: pd.DataFrame, hues: list, palette: dict, roll: Rolling | None, time_scale: float,
                  style_col: str, styles: dict, styled: bool) -> None:
     """Draw a panel's samples ``dp``: with ``roll``, per colour its samples as light points
     under their rolling statistic; else each series (a trial's subject) as a line."""
     if roll:
-        w = roll["window_s"] * time_scale
+        w = roll.window_s * time_scale
         for h in hues:
             s = dp[dp["_hue"] == h]
             if s.empty:
                 continue
             ax.scatter(s["t_s"], s["value"], s=3, alpha=0.2, color=palette[h], lw=0, rasterized=True)
-            r = rolling(s, w, roll["statistic"])
-            ax.plot(r["t_s"], r["value"], color=palette[h], lw=1.6, label=f"{h} ({roll['statistic']} per {w:g} s)")
+            r = rolling(s, w, roll.statistic)
+            ax.plot(r["t_s"], r["value"], color=palette[h], lw=1.6, label=f"{h} ({roll.statistic} per {w:g} s)")
     else:
         for (_, _), s in dp.groupby(["trial", "subject"], sort=False):
             h, st = s["_hue"].iloc[0], s[style_col].iloc[0]
@@ -258,7 +259,7 @@ def _legend(f: Figure, axes) -> None:
                  ncol=max(1, min(4, len(handles), LEGEND_CHARS // (widest + 6))), fontsize=7, frameon=False)
 
 
-def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0, caption: str | None = None) -> Figure | None:
+def figure(model, tidy: pd.DataFrame, fig: FigureRecord, time_scale: float = 1.0, caption: str | None = None) -> Figure | None:
     """The matplotlib Figure of one of the file's ``figures`` (see the module docstring), or
     None when no chosen trial has samples of its metric. ``model``: the run's
     :class:`netrepro.model.Model` (its trials, their labels, the file's phases, metric names
@@ -272,7 +273,7 @@ def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0, captio
     d = _figure_samples(model, tidy, fig)
     if d.empty:
         return None
-    facet, hue, roll = fig.get("facet", "trial"), fig.get("hue", "subject"), fig.get("rolling")
+    facet, hue, roll = fig.facet, fig.hue, fig.rolling
     d = d.assign(_facet=_column(d, model, facet), _hue=_column(d, model, hue))
     panels = list(dict.fromkeys(d["_facet"]))
     hues = list(dict.fromkeys(d["_hue"]))
@@ -281,12 +282,12 @@ def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0, captio
     style_col = "subject" if hue != "subject" else "trial"
     styled = not roll and bool((d.groupby(["_facet", "_hue"])[style_col].nunique() > 1).any())
     styles = {v: STYLES[i % len(STYLES)] for i, v in enumerate(dict.fromkeys(d[style_col]))}
-    phases = model.phases if fig.get("shade_phases") else ()
+    phases = model.phases if fig.shade_phases else ()
 
-    ylabel = quantity_label(model, fig["metric"])
+    ylabel = quantity_label(model, fig.metric)
     durations = {t.id: t.duration_s * time_scale for t in model.trials}
     spans = {p.name: (p.start_s * time_scale, p.end_s * time_scale) for p in model.phases}
-    refs = reference_segments(model, fig["metric"])
+    refs = reference_segments(model, fig.metric)
 
     f = Figure(figsize=(WIDTH_IN, PANEL_IN * len(panels)), layout="constrained")
     FigureCanvasAgg(f)
@@ -295,8 +296,8 @@ def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0, captio
         _shade_phases(ax, phases, time_scale)
         dp = d[d["_facet"] == p]
         _draw_series(ax, dp, hues, palette, roll, time_scale, style_col, styles, styled)
-        for line in fig.get("lines", []):
-            ax.axhline(line["y"], color="0.3", linestyle="--", linewidth=0.8, label=line["label"])
+        for line in fig.lines:
+            ax.axhline(line.y, color="0.3", linestyle="--", linewidth=0.8, label=line.label)
         _draw_references(ax, dp, refs, spans, durations, palette, hue)
         ax.set_title(f"{ylabel}, {p if facet == 'trial' else f'{facet}: {p}'}", fontsize=9)
         ax.set_ylabel(ylabel)
@@ -305,16 +306,16 @@ def figure(model, tidy: pd.DataFrame, fig: dict, time_scale: float = 1.0, captio
         axes[0].set_ylim(lo, hi + 0.10 * (hi - lo))
     axes[-1].set_xlabel(TIME_AXIS + (f", TIME_SCALE {time_scale:g}" if time_scale != 1 else ""))
     _legend(f, axes)
-    title = fig.get("title", f"{ylabel} ({model.name})")
+    title = fig.title if fig.title is not None else f"{ylabel} ({model.name})"
     f.suptitle(title + (f"\n{caption}" if caption else ""), fontsize=10)
     return f
 
 
-def draw(model, tidy: pd.DataFrame, fig: dict, out_dir: Path, time_scale: float = 1.0,
+def draw(model, tidy: pd.DataFrame, fig: FigureRecord, out_dir: Path, time_scale: float = 1.0,
          caption: str | None = None) -> list[Path]:
     """Write one figure (:func:`figure`, ``caption`` under its title) as PNG and PDF to
     ``out_dir/<id>.*``; returns their paths, none when it has no data."""
     f = figure(model, tidy, fig, time_scale, caption)
     if f is None:
         return []
-    return [save_figure(f, Path(out_dir) / f"{fig['id']}.{ext}") for ext in ("png", "pdf")]
+    return [save_figure(f, Path(out_dir) / f"{fig.id}.{ext}") for ext in ("png", "pdf")]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,7 +37,7 @@ from analysis.figures import caption, new_figure, save_figure
 from analysis.outputs import analyze, checked_and_written
 from analysis.report import found_by_table, markdown_table, statistic_tables
 from analysis.uncertainty import Estimate
-from netrepro.model import quantity_label
+from netrepro.model import Claim, quantity_label
 from netrepro.runfolder.atomic import atomic_path, write_gzip, write_text
 from netrepro.runfolder.layout import INCOMPLETE_PROBLEM
 
@@ -76,21 +77,11 @@ def across(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=keys + STATS_COLUMNS)
 
 
-def claim_statistics(claims: list[dict]) -> list[str]:
-    """The statistics the claims read (every ``statistic`` in their checks), in order."""
-    found: list[str] = []
-
-    def walk(x) -> None:
-        if isinstance(x, dict):
-            for k, v in x.items():
-                if k == "statistic" and isinstance(v, str) and v not in found:
-                    found.append(v)
-                walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-    walk([c.get("check") for c in claims] + [c.get("when") for c in claims])
-    return found
+def claim_statistics(claims: Sequence[Claim]) -> list[str]:
+    """The statistics the claims read, each once, in order: those of every claim's check (its
+    selections in file order, an ``all_of``'s checks' too), then those of their conditions."""
+    read = [s.statistic for c in claims for s in c.check.selections]
+    return list(dict.fromkeys(read + [c.when.select.statistic for c in claims if c.when]))
 
 
 #: What a repeated run's claim status means (verdict.json's ``rule``).

@@ -182,28 +182,16 @@ def claim_selections(model) -> list[dict]:
     order = [t.id for t in model.trials]
     groups: dict[tuple[str, str], dict] = {}
 
-    def walk(check: dict) -> None:
-        if check.get("kind") == "all_of":
-            for sub in check["checks"]:
-                walk(sub)
-            return
-        for key in ("select", "higher", "lower"):
-            sel = check.get(key)
-            if not sel:
-                continue
-            for t in sel.get("trials") or order:
-                subjects = sel.get("subjects") or [s for s, n in computed.get(t, {}).items() if sel["statistic"] in n]
+    for c in model.claims:
+        for sel in c.check.selections + (c.when.selections if c.when else ()):
+            for t in sel.trials or order:
+                subjects = sel.subjects or [s for s, n in computed.get(t, {}).items() if sel.statistic in n]
                 for subj in subjects:
-                    g = groups.setdefault((sel["statistic"], subj), {"statistic": sel["statistic"], "subject": subj,
-                                                                     "trials": [], "phased": False})
+                    g = groups.setdefault((sel.statistic, subj), {"statistic": sel.statistic, "subject": subj,
+                                                                  "trials": [], "phased": False})
                     if t not in g["trials"]:
                         g["trials"].append(t)
-                    g["phased"] |= bool(sel.get("phases"))
-
-    for c in model.claims:
-        walk(c["check"])
-        if "when" in c:
-            walk({"kind": "bound", **c["when"]})
+                    g["phased"] |= bool(sel.phases)
     for g in groups.values():
         g["trials"].sort(key=order.index)
     return list(groups.values())
@@ -306,7 +294,7 @@ def statistic_tables(model, summary: pd.DataFrame, references: list[dict], this_
 def _figure_title(model, path: str) -> str:
     """The title the experiment file gives the figure at ``path`` (``figures/<id>.png``), else its id."""
     fid = Path(path).stem
-    return next((f.get("title", fid) for f in model.figures if f["id"] == fid), fid)
+    return next((f.title or fid for f in model.figures if f.id == fid), fid)
 
 
 def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, problems: list[str],

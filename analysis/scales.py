@@ -17,7 +17,7 @@ runs differ in, the comparison then writes (``<scale>``: ``rate-scale`` or ``tim
   ``bound``'s or a ``rise_and_fall``'s statistic itself, a ``ratio``'s or a ``difference``'s
   value of each pair of its ``higher`` and ``lower`` selections
   (:func:`analysis.claims.pair_value`, computed per repetition, as each repetition's verdict
-  judged it), with the check's limits (:func:`analysis.claims.check_limits`);
+  judged it), with the check's limits (:meth:`netrepro.model.Check.limits`);
 - ``figures/<scale>.png|pdf`` (:func:`draw_scale`): a panel per claim, part and value: x the
   scale (log), y the mean with its interval, a series per site, the limits as horizontal
   lines, and the lowest scale at which the claim keeps its meaning (:func:`scale_mins`: the
@@ -34,15 +34,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import NamedTuple
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
 
 from netrepro.core.errors import RunFolderError
-from analysis.claims import check_limits, pair_value, select, selection_keys
+from analysis.claims import pair_value, select, selection_keys
 from analysis.repetitions import across
-from netrepro.model import quantity_name
+from netrepro.model import Claim, quantity_name
 
 
 class Scale(NamedTuple):
@@ -157,13 +157,13 @@ def _positive(value, where: str | Path, field: str, scale: Scale) -> float:
     return float(value)
 
 
-def scale_mins(claims: list[dict], experiment: dict | None, scale: str = "rate_scale",
+def scale_mins(claims: Sequence[Claim], experiment: Mapping | None, scale: str = "rate_scale",
                where: str | Path = "experiment file") -> dict[str, ScaleMin]:
     """Claim id -> the lowest ``scale`` at which the claim keeps its meaning, for the claims
     that have one: the claim's own ``<scale>_min`` (``rate_scale_min``, ``time_scale_min``),
-    else the experiment's ``<scale>.min`` (``experiment``: the model's data,
-    :attr:`netrepro.model.Model.data`; its ``<scale>`` ``{min, note}`` may be missing, null
-    or empty). Below it a run's numbers do not test the claim.
+    else the experiment's ``<scale>.min`` (``experiment``: scale name -> the experiment's
+    block, :attr:`netrepro.model.Model.time_scale` and ``rate_scale``; its ``<scale>``
+    ``{min, note}`` may be missing, null or empty). Below it a run's numbers do not test the claim.
 
     Raises:
         RunFolderError: naming ``where`` and the field (``claims[i].time_scale_min``,
@@ -182,12 +182,12 @@ def scale_mins(claims: list[dict], experiment: dict | None, scale: str = "rate_s
                            str(block.get("note") or ""))
     out = {}
     for i, c in enumerate(claims):
-        own = c.get(f"{sc.key}_min")
+        own = c.scale_min(sc.key)
         if own is not None:
-            out[c["id"]] = ScaleMin(_positive(own, where, f"claims[{i}].{sc.key}_min", sc),
+            out[c.id] = ScaleMin(_positive(own, where, f"claims[{i}].{sc.key}_min", sc),
                                     f"the claim's {sc.key}_min", "")
         elif default is not None:
-            out[c["id"]] = default
+            out[c.id] = default
     return out
 
 
@@ -207,28 +207,13 @@ def axis_label(quantity: str, statistic: str) -> str:
     return f"{words} ({unit})" if unit else words
 
 
-def claim_parts(claim: dict) -> list[tuple[str, dict]]:
-    """``(part, check)`` of every check a claim judges with its own numbers: ``""`` its
-    ``check``, or ``1``, ``2``, ... (``1.2`` nested) an ``all_of``'s checks; ``when`` its
-    condition, a bound (:func:`analysis.claims.evaluate`)."""
-    def walk(check: dict, part: str) -> list[tuple[str, dict]]:
-        if check["kind"] == "all_of":
-            return [x for i, sub in enumerate(check["checks"], 1)
-                    for x in walk(sub, f"{part}.{i}" if part else str(i))]
-        return [(part, check)]
-    out = walk(claim["check"], "")
-    if "when" in claim:
-        out.append(("when", {"kind": "bound", **claim["when"]}))
-    return out
-
-
 def _joined(a: str, b: str) -> str:
     return a if a == b else f"{a} vs {b}"
 
 
-def claim_values(summary: pd.DataFrame, claim: dict, trial_ids: list[str],
+def claim_values(summary: pd.DataFrame, claim: Claim, trial_ids: list[str],
                  computed: dict[str, dict[str, list[str]]] | None = None) -> pd.DataFrame:
-    """What one claim judges, repetition by repetition: a row per part (:func:`claim_parts`),
+    """What one claim judges, repetition by repetition: a row per part (:attr:`netrepro.model.Claim.parts`),
     value read and repetition with ``part, check, quantity, statistic, trial, subject, phase,
     threshold_min, threshold_max, repetition, value``.
 
@@ -239,39 +224,39 @@ def claim_values(summary: pd.DataFrame, claim: dict, trial_ids: list[str],
     (:func:`analysis.claims.pair_value`; ``trial`` etc. ``<higher's> vs <lower's>`` where
     they differ). A missing value is NaN; a pair check whose selections differ in length
     gives no row (its claim is not evaluable). Limits: the check's
-    (:func:`analysis.claims.check_limits`), NaN where open or where the kind has none."""
+    (:meth:`netrepro.model.Check.limits`), NaN where open or where the kind has none."""
     rows = []
     for rep, s in summary.groupby("repetition", sort=True):
-        for part, check in claim_parts(claim):
-            kind = check["kind"]
-            lo, hi = check_limits(check) if kind in ("bound", "ratio", "difference") else (math.nan, math.nan)
+        for part, check in claim.parts:
+            kind = check.kind
+            lo, hi = check.limits() if kind in ("bound", "ratio", "difference") else (math.nan, math.nan)
             limits = {"threshold_min": lo if math.isfinite(lo) else math.nan,
                       "threshold_max": hi if math.isfinite(hi) else math.nan}
             if kind in ("ratio", "difference"):
-                hk = selection_keys(s, check["higher"], trial_ids, computed)
-                lk = selection_keys(s, check["lower"], trial_ids, computed)
-                hv = select(s, check["higher"], trial_ids, computed)
-                lv = select(s, check["lower"], trial_ids, computed)
+                hk = selection_keys(s, check.higher, trial_ids, computed)
+                lk = selection_keys(s, check.lower, trial_ids, computed)
+                hv = select(s, check.higher, trial_ids, computed)
+                lv = select(s, check.lower, trial_ids, computed)
                 if len(hv) != len(lv):
                     continue
-                quantity = "absolute difference" if kind == "difference" and check.get("absolute") else kind
-                stat = _joined(check["higher"]["statistic"], check["lower"]["statistic"])
+                quantity = "absolute difference" if kind == "difference" and check.absolute else kind
+                stat = _joined(check.higher.statistic, check.lower.statistic)
                 for (ht, hs, hp), (lt, ls, lp), (_, vh), (_, vl) in zip(hk, lk, hv, lv):
                     rows.append({"part": part, "check": kind, "quantity": quantity, "statistic": stat,
                                  "trial": _joined(ht, lt), "subject": _joined(hs, ls), "phase": _joined(hp, lp),
                                  **limits, "repetition": rep, "value": pair_value(check, vh, vl)})
             else:
-                keys = selection_keys(s, check["select"], trial_ids, computed)
-                vals = select(s, check["select"], trial_ids, computed)
+                keys = selection_keys(s, check.select, trial_ids, computed)
+                vals = select(s, check.select, trial_ids, computed)
                 for (t, subj, ph), (_, v) in zip(keys, vals):
                     rows.append({"part": part, "check": kind, "quantity": "value",
-                                 "statistic": check["select"]["statistic"], "trial": t, "subject": subj, "phase": ph,
+                                 "statistic": check.select.statistic, "trial": t, "subject": subj, "phase": ph,
                                  **limits, "repetition": rep, "value": v})
     return pd.DataFrame(rows, columns=["part", "check", "quantity", "statistic", "trial", "subject", "phase",
                                        "threshold_min", "threshold_max", "repetition", "value"])
 
 
-def scale_table(runs: list[dict], claims: list[dict], scale: str = "rate_scale") -> pd.DataFrame:
+def scale_table(runs: list[dict], claims: Sequence[Claim], scale: str = "rate_scale") -> pd.DataFrame:
     """``<scale>.csv`` (:func:`columns`): every claim's quantities (:func:`claim_values`) per
     run, across the run's repetitions (n, mean, ``ci95_low``/``ci95_high``:
     :func:`analysis.repetitions.across`; a single run: n 1, its value, no interval).
@@ -292,12 +277,12 @@ def scale_table(runs: list[dict], claims: list[dict], scale: str = "rate_scale")
             if v.empty:
                 continue
             st = across(v)
-            frames.append(st.assign(claim=c["id"], site=r["site"], run=r["run"], **{key: r[key]},
-                                    status=r["status"].get(c["id"], "not evaluated")))
+            frames.append(st.assign(claim=c.id, site=r["site"], run=r["run"], **{key: r[key]},
+                                    status=r["status"].get(c.id, "not evaluated")))
     if not frames:
         return pd.DataFrame(columns=cols)
     out = pd.concat(frames, ignore_index=True)
-    order = {c["id"]: i for i, c in enumerate(claims)}
+    order = {c.id: i for i, c in enumerate(claims)}
     # each claim's parts and values in the order it reads them (the first run's, then any new)
     first = {panel: i for i, panel in enumerate(dict.fromkeys(map(tuple, out[PANEL_KEYS].astype(str).to_numpy())))}
     out = out.assign(_c=out["claim"].map(order), _v=[first[tuple(x)] for x in out[PANEL_KEYS].astype(str).to_numpy()])
@@ -305,7 +290,7 @@ def scale_table(runs: list[dict], claims: list[dict], scale: str = "rate_scale")
     return out[cols].reset_index(drop=True)
 
 
-def rate_scale_table(runs: list[dict], claims: list[dict]) -> pd.DataFrame:
+def rate_scale_table(runs: list[dict], claims: Sequence[Claim]) -> pd.DataFrame:
     """rate-scale.csv (:data:`COLUMNS`): :func:`scale_table` against the rate scale k (each
     run's ``rate_scale``)."""
     return scale_table(runs, claims, "rate_scale")
@@ -335,13 +320,13 @@ def _selection(r) -> str:
     return f"{part}{what} {where}"
 
 
-def _mins_of(claims: list[dict], scale: str, mins: dict[str, ScaleMin] | None) -> dict[str, ScaleMin]:
+def _mins_of(claims: Sequence[Claim], scale: str, mins: dict[str, ScaleMin] | None) -> dict[str, ScaleMin]:
     """``mins`` as given, or (None) the claims' own ``<scale>_min`` (:func:`scale_mins`
     without the experiment's)."""
     return scale_mins(claims, None, scale) if mins is None else mins
 
 
-def scale_figure(table: pd.DataFrame, claims: list[dict], scale: str = "rate_scale",
+def scale_figure(table: pd.DataFrame, claims: Sequence[Claim], scale: str = "rate_scale",
                  mins: dict[str, ScaleMin] | None = None):
     """The figure of :func:`scale_table`'s ``table`` against ``scale`` (a matplotlib Figure
     on the Agg canvas; None for an empty table): a panel per claim, part and value read
@@ -442,7 +427,7 @@ def _scale_series(ax, p: pd.DataFrame, sites: list[str], palette: dict, sc) -> N
                         mfc=palette[site] if filled else "white", label=site)
 
 
-def draw_scale(table: pd.DataFrame, claims: list[dict], out_dir: Path, formats=("png", "pdf"),
+def draw_scale(table: pd.DataFrame, claims: Sequence[Claim], out_dir: Path, formats=("png", "pdf"),
                scale: str = "rate_scale", mins: dict[str, ScaleMin] | None = None) -> list[Path]:
     """``figures/<scale>.<format>`` (``rate-scale``, ``time-scale``) of :func:`scale_figure`
     into ``out_dir``; returns the files written (``formats``: png, pdf, svg), none for an
@@ -455,13 +440,13 @@ def draw_scale(table: pd.DataFrame, claims: list[dict], out_dir: Path, formats=(
     return [save_figure(fig, Path(out_dir) / f"{_scale(scale).file}.{ext}") for ext in formats]
 
 
-def draw_rate_scale(table: pd.DataFrame, claims: list[dict], out_dir: Path, formats=("png", "pdf")) -> list[Path]:
+def draw_rate_scale(table: pd.DataFrame, claims: Sequence[Claim], out_dir: Path, formats=("png", "pdf")) -> list[Path]:
     """figures/rate-scale.<format>: :func:`draw_scale` against the rate scale k, with the
     claims' own ``rate_scale_min``."""
     return draw_scale(table, claims, out_dir, formats, "rate_scale")
 
 
-def report_section(table: pd.DataFrame, claims: list[dict], held: dict[tuple[str, str], str],
+def report_section(table: pd.DataFrame, claims: Sequence[Claim], held: dict[tuple[str, str], str],
                    figure: str | None, scale: str = "rate_scale",
                    mins: dict[str, ScaleMin] | None = None) -> list[str]:
     """The lines of report.md's section "Claims against the rate scale" (or "... the time
@@ -481,7 +466,7 @@ def report_section(table: pd.DataFrame, claims: list[dict], held: dict[tuple[str
              "ratio or difference of each pair of values a ratio or difference reads, computed in each repetition "
              "as its verdict judged it; mean and 95 % Student-t interval over the run's repetitions (one "
              f"repetition: its value). Every row is in `{sc.file}.csv`."]
-    said = [c["id"] for c in claims if c["id"] in mins]
+    said = [c.id for c in claims if c.id in mins]
     if said:
         lines += ["", f"The {sc.lowest} {sc.words} at which a claim keeps its meaning (a dotted line in the "
                       "figure; a run below it does not test the claim):", ""]
@@ -495,13 +480,13 @@ def report_section(table: pd.DataFrame, claims: list[dict], held: dict[tuple[str
         lines += ["", f"![{sc.words}]({figure})"]
     lines += ["", f"| claim | run | {sc.symbol} | status | quantity: mean [95 % CI] |", "|---|---|---|---|---|"]
     for c in claims:
-        t = table[table["claim"] == c["id"]]
-        low = mins.get(c["id"])
+        t = table[table["claim"] == c.id]
+        low = mins.get(c.id)
         for run in dict.fromkeys(t.sort_values([sc.key, "site", "run"], kind="stable")["run"]):
             r = t[t["run"] == run]
             at = r[sc.key].iloc[0]
-            status = (r["status"].iloc[0] + (f" ({held[(run, c['id'])]})" if held.get((run, c["id"])) else "")
+            status = (r["status"].iloc[0] + (f" ({held[(run, c.id)]})" if held.get((run, c.id)) else "")
                       + (f"; below {sc.key}_min {low.value:g}" if low is not None and at < low.value else ""))
             cells = "; ".join(f"{_selection(x)}: {mean_ci(x)}" for _, x in r.iterrows())
-            lines.append(f"| `{c['id']}` | {run} | {at:g} | {status} | {cells} |")
+            lines.append(f"| `{c.id}` | {run} | {at:g} | {status} | {cells} |")
     return lines

@@ -138,3 +138,11 @@ def processes_mentioning(text: str) -> list[str]:
             if text in cmd:
                 found.append(f"{d.name}: {cmd[:200]}")
     return found
+
+
+def claim_records(claims: list[dict]) -> list:
+    """Claims written as the experiment file writes them, as the model's records
+    (:class:`netrepro.model.Claim`), for tests that judge claims without a file (a claim
+    without ``text`` gets ``t``)."""
+    from netrepro.model import Claim
+    return [Claim.from_data({"text": "t", **c}) for c in claims]

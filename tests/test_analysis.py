@@ -25,7 +25,7 @@ from analysis.tidy import TIDY_COLUMNS
 from analysis.summary import phase_utilization, trial_statistics
 from analysis.raw import base_rtt_ms, parse_flows, parse_ping, parse_qdisc_fields, parse_qdisc_stack, parse_tx_bytes
 from netrepro.core.errors import RunFolderError
-from conftest import PIE_VS_RED_V1
+from conftest import PIE_VS_RED_V1, claim_records
 from netrepro.runfolder.integrity import sha256_tree
 from netrepro.experiment.spec import load_spec
 
@@ -214,7 +214,7 @@ CMP = {"id": "c", "text": "t", "check": {"kind": "all_of", "checks": [DIFF, UTIL
 
 
 def _evaluate(summary, claims):
-    return evaluate(summary, claims, TRIALS, {})
+    return evaluate(summary, claim_records(claims), TRIALS, {})
 
 
 def test_bound():

@@ -28,6 +28,7 @@ import pytest
 import analysis
 from analysis.provenance import VERSION_ENV
 from analysis.claims import evaluate
+from conftest import claim_records
 from analysis.summary import SUMMARY_KEYS
 from netrepro.core.errors import RunFolderError
 
@@ -275,9 +276,9 @@ def test_claims_depend_on_the_trials_they_read_not_on_their_names():
         {"id": "claim-c", "text": "t", "check": {"kind": "bound", "select": sel("red-limited"), "min": 50}},
     ]
     ids = ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
-    v = evaluate(summary, claims, ids, {},
+    v = evaluate(summary, claim_records(claims), ids, {},
                          incomplete={"pie-unlimited": ["raw/pie-unlimited/router/qdisc.jsonl (altered)"]})
     assert [c["status"] for c in v["claims"]] == ["holds", "not evaluable", "holds"]
     assert v["claims"][1]["reason"] == "data incomplete: pie-unlimited: raw/pie-unlimited/router/qdisc.jsonl (altered)"
     assert v["reproduced"] is False  # never reproduced while a claim is not evaluable
-    assert evaluate(summary, claims, ids, {})["reproduced"] is True
+    assert evaluate(summary, claim_records(claims), ids, {})["reproduced"] is True

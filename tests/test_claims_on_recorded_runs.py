@@ -31,7 +31,7 @@ def claim():
     """pie-near-target as the experiment file states it, with the trial ids and the
     statistics the model computes (what check_claim reads)."""
     m = load_spec("pie-vs-red").model
-    c = next(c for c in m.data["claims"] if c["id"] == "pie-near-target")
+    c = next(c for c in m.claims if c.id == "pie-near-target")
     return c, [t.id for t in m.trials], statistics(m)
 
 
@@ -61,7 +61,7 @@ def _long(table: pd.DataFrame, column: str = "value") -> pd.DataFrame:
 ])
 def test_pie_near_target_on_recorded_runs(claim, run, holds):
     c, trials, computed = claim
-    got, evidence = check_claim(_long(pd.read_csv(RUNS / run / "summary.csv")), c["check"], trials, computed)
+    got, evidence = check_claim(_long(pd.read_csv(RUNS / run / "summary.csv")), c.check, trials, computed)
     assert got is holds, evidence
     assert "(1) queue_delay_median_ms within [10, 40]: pie-unlimited/all/p1 " in evidence
 
@@ -77,8 +77,8 @@ def test_pie_near_target_on_recorded_repetitions(claim, run, every, none):
     ``max``), and fails in every one when even the largest lies below a lower bound."""
     c, trials, computed = claim
     stats = pd.read_csv(RUNS / run / "repetitions.csv")
-    least, _ = check_claim(_long(stats, "min"), c["check"], trials, computed)
-    most, evidence = check_claim(_long(stats, "max"), c["check"], trials, computed)
+    least, _ = check_claim(_long(stats, "min"), c.check, trials, computed)
+    most, evidence = check_claim(_long(stats, "max"), c.check, trials, computed)
     assert (least and most) is every
     if none:  # pie-unlimited's p5 median at most 7.3 ms in all five repetitions: below 10 in each
         assert "pie-unlimited/all/p5 7.3" in evidence and not most

@@ -15,10 +15,12 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from conftest import claim_records
+
 from analysis import analyze_run
 from analysis.compare import compare, run_label
 from netrepro.core.errors import RunFolderError
-from analysis.scales import (COLUMNS, axis_label, claim_parts, claim_values, draw_rate_scale,
+from analysis.scales import (COLUMNS, axis_label, claim_values, draw_rate_scale,
                                 rate_scale_of, rate_scale_table)
 from netrepro.model import METRICS, QUANTITY_NAMES, STATISTICS
 from netrepro.cli.commands import judge_trial
@@ -167,20 +169,21 @@ SUMMARY = pd.DataFrame(
 
 def test_claim_values_are_what_the_checks_judge_repetition_by_repetition():
     ids = ["x", "y", "z"]
-    ratio = {"id": "r", "check": {"kind": "ratio", "higher": {"statistic": "rate", "trials": ["x", "x"]},
-                                  "lower": {"statistic": "rate", "trials": ["y", "z"]}, "min": 1.5}}
+    [ratio] = claim_records([{"id": "r", "check": {"kind": "ratio", "higher": {"statistic": "rate", "trials": ["x", "x"]},
+                                                   "lower": {"statistic": "rate", "trials": ["y", "z"]}, "min": 1.5}}])
     v = claim_values(SUMMARY, ratio, ids)
     xy = v[v["trial"] == "x vs y"]
     assert list(xy["value"]) == [2.0, 4.0, 1.5] and set(xy["quantity"]) == {"ratio"}
     assert set(xy["threshold_min"]) == {1.5} and xy["threshold_max"].isna().all()
     xz = v[v["trial"] == "x vs z"]["value"].tolist()
     assert math.isnan(xz[0]) and xz[1:] == [4.0, 1.5]  # over 0: undefined, as the verdict says
-    both = {"id": "b", "when": {"select": {"statistic": "rate", "trials": ["y"]}, "min": 1},
-            "check": {"kind": "all_of", "checks": [
-                {"kind": "difference", "absolute": True, "max": 0.5, "higher": {"statistic": "rate", "trials": ["y"]},
-                 "lower": {"statistic": "rate", "trials": ["z"]}},
-                {"kind": "bound", "select": {"statistic": "rate", "trials": ["x"]}, "max": 5}]}}
-    assert [p for p, _ in claim_parts(both)] == ["1", "2", "when"]
+    [both] = claim_records([{"id": "b", "when": {"select": {"statistic": "rate", "trials": ["y"]}, "min": 1},
+                             "check": {"kind": "all_of", "checks": [
+                                 {"kind": "difference", "absolute": True, "max": 0.5,
+                                  "higher": {"statistic": "rate", "trials": ["y"]},
+                                  "lower": {"statistic": "rate", "trials": ["z"]}},
+                                 {"kind": "bound", "select": {"statistic": "rate", "trials": ["x"]}, "max": 5}]}}])
+    assert [p for p, _ in both.parts] == ["1", "2", "when"]
     v = claim_values(SUMMARY, both, ids)
     assert v[v["part"] == "1"]["value"].tolist() == [1.0, 0.0, 0.0]
     assert set(v[v["part"] == "1"]["quantity"]) == {"absolute difference"}
@@ -200,10 +203,11 @@ def test_claim_values_are_what_the_checks_judge_repetition_by_repetition():
 
 def test_the_figure_draws_a_panel_per_claim_value_and_says_when_one_has_none(tmp_path):
     ids = ["x", "y", "z"]
-    claims = [{"id": "r", "rate_scale_min": 0.2,
-               "check": {"kind": "ratio", "higher": {"statistic": "rate", "trials": ["x"]},
-                         "lower": {"statistic": "rate", "trials": ["y"]}}},
-              {"id": "u", "check": {"kind": "bound", "select": {"statistic": "missing", "trials": ["x"]}, "min": 0}}]
+    claims = claim_records([{"id": "r", "rate_scale_min": 0.2,
+                             "check": {"kind": "ratio", "higher": {"statistic": "rate", "trials": ["x"]},
+                                       "lower": {"statistic": "rate", "trials": ["y"]}}},
+                            {"id": "u", "check": {"kind": "bound", "select": {"statistic": "missing", "trials": ["x"]},
+                                                  "min": 0}}])
     runs = [{"run": f"{site} k {k}", "site": site, "rate_scale": k, "summary": SUMMARY, "trial_ids": ids,
              "computed": None, "status": {"r": "holds" if k > 0.2 else "not applicable", "u": "not evaluable"}}
             for site in ("sim", "lab") for k in (0.1, 0.5)]

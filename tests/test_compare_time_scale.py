@@ -10,15 +10,18 @@ module. As tests/test_compare_rate_scale.py, whose runs these mirror along the o
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import analysis.compare
+from conftest import claim_records
 from analysis import analyze_run
 from analysis.compare import compare, run_label
 from netrepro.core.errors import RunFolderError
@@ -27,7 +30,7 @@ from analysis.scales import (SCALES, ScaleMin, columns, report_section, scale_fi
 from netrepro.cli.commands import judge_trial
 from netrepro.runner import run, steps
 from netrepro.sites.ns3 import site as ns3
-from netrepro.experiment.spec import load_spec
+from netrepro.experiment.spec import Spec, load_spec
 
 TRIALS = ["unpaced", "fq-maxrate", "fq-rate"]
 #: A recorded run of pacing-lab on the local site at TIME_SCALE 0.5 and RATE_SCALE 0.002 (its README says how).
@@ -173,17 +176,18 @@ def test_each_site_is_a_series_against_ts(runs, tmp_path):
 
 def _declaring(monkeypatch, block: dict, claim_mins: dict[str, float]):
     """compare reading each run's experiment as if its file declared ``time_scale: block`` and
-    the claims' ``time_scale_min`` of ``claim_mins`` (claim id -> TS). The model has them
-    (netrepro.model.Model.data) when the file declares them."""
+    the claims' ``time_scale_min`` of ``claim_mins`` (claim id -> TS): the experiment file as
+    read, with them written in."""
     read = analysis.compare.read_run
 
     def read_run(run_dir, spec=None):
         rdir, data, spec = read(run_dir, spec)
-        spec.model.data["time_scale"] = dict(block)
-        for c in spec.model.data["claims"]:
+        file = copy.deepcopy(spec.data)
+        file["time_scale"] = dict(block)
+        for c in file["claims"]:
             if c["id"] in claim_mins:
                 c["time_scale_min"] = claim_mins[c["id"]]
-        return rdir, data, spec
+        return rdir, data, Spec.from_data(file, spec.path)
     monkeypatch.setattr(analysis.compare, "read_run", read_run)
 
 
@@ -234,9 +238,9 @@ def test_time_scale_of_a_run():
         scale_of({}, "size_scale")
 
 
-CLAIMS = [{"id": "a", "check": {"kind": "bound", "select": {"statistic": "rate", "trials": ["x"]}, "min": 1}},
-          {"id": "b", "time_scale_min": 0.5,
-           "check": {"kind": "bound", "select": {"statistic": "rate", "trials": ["y"]}, "max": 3}}]
+CLAIMS = claim_records([{"id": "a", "check": {"kind": "bound", "select": {"statistic": "rate", "trials": ["x"]}, "min": 1}},
+                        {"id": "b", "time_scale_min": 0.5,
+                         "check": {"kind": "bound", "select": {"statistic": "rate", "trials": ["y"]}, "max": 3}}])
 
 
 def test_the_lowest_scale_is_the_claims_own_else_the_experiments():
@@ -248,11 +252,11 @@ def test_the_lowest_scale_is_the_claims_own_else_the_experiments():
     # the other scale reads its own keys
     assert scale_mins(CLAIMS, {"time_scale": {"min": 0.1}}, "rate_scale") == {}
     assert scale_mins(CLAIMS, {"rate_scale": {"allowed": True, "min": 0.01}}, "rate_scale") == {
-        c["id"]: ScaleMin(0.01, "the experiment's rate_scale.min", "") for c in CLAIMS}
+        c.id: ScaleMin(0.01, "the experiment's rate_scale.min", "") for c in CLAIMS}
     for exp, claims, field in (({"time_scale": {"min": 0}}, CLAIMS, r"time_scale\.min"),
                                ({"time_scale": {"min": "short"}}, CLAIMS, r"time_scale\.min"),
-                               ({}, [CLAIMS[0], {**CLAIMS[1], "time_scale_min": -1}], r"claims\[1\]\.time_scale_min"),
-                               ({}, [CLAIMS[0], {**CLAIMS[1], "time_scale_min": True}], r"claims\[1\]\.time_scale_min")):
+                               ({}, [CLAIMS[0], replace(CLAIMS[1], time_scale_min=-1)], r"claims\[1\]\.time_scale_min"),
+                               ({}, [CLAIMS[0], replace(CLAIMS[1], time_scale_min=True)], r"claims\[1\]\.time_scale_min")):
         with pytest.raises(RunFolderError, match=rf"^e\.yml: {field}: expected a number > 0 \(the shortest time scale"):
             scale_mins(claims, exp, "time_scale", "e.yml")
     with pytest.raises(RunFolderError, match=r"^e\.yml: time_scale: expected an object \{min, note\}"):

@@ -12,12 +12,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.claims import at_rate_scale, check_claim, evaluate, scaled_thresholds
+from analysis.claims import check_claim, evaluate, scaled_thresholds
 from analysis.figures import draw
 from analysis.summary import SUMMARY_KEYS, cov, jain_index, trial_statistics
 from analysis.tidy import trial_tidy
 from analysis.raw import parse_iperf3, parse_qdisc_fields, parse_qdisc_stack, parse_tc_classes
-from netrepro.model import Collector, Trial
+from conftest import claim_records
+from netrepro.model import Check, Collector, Figure, Trial
 from netrepro.experiment.spec import load_spec
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -88,7 +89,7 @@ IDS = ["droptail", "pie"]
       "tolerance": 1, "min_rise": 30}, False, "min 30"),
 ])
 def test_claim_kinds(check, holds, words):
-    ok, evidence = check_claim(SUMMARY, check, IDS)
+    ok, evidence = check_claim(SUMMARY, Check.from_data(check), IDS)
     assert ok is holds and words in evidence, evidence
 
 
@@ -111,13 +112,13 @@ RATIO = {"id": "more-drops", "text": "t", "check": {
     (math.nan, 3.0, "droptail/s2:s2-eth2/all missing"),
 ])
 def test_a_ratio_of_zero_or_missing_terms_is_not_evaluable(higher, lower, why):
-    holds, evidence = check_claim(_ratio_summary(higher, lower), RATIO["check"], IDS)
+    holds, evidence = check_claim(_ratio_summary(higher, lower), Check.from_data(RATIO["check"]), IDS)
     assert holds is None and why in evidence, evidence
-    v = evaluate(_ratio_summary(higher, lower), [RATIO], IDS, {})
+    v = evaluate(_ratio_summary(higher, lower), claim_records([RATIO]), IDS, {})
     c = v["claims"][0]
     assert c["status"] == "not evaluable" and c["holds"] is None and why in c["reason"]
     assert v["verdict"] == "inconclusive" and v["reproduced"] is False
-    assert evaluate(_ratio_summary(8.0, 2.0), [RATIO], IDS, {})["claims"][0]["status"] == "holds"
+    assert evaluate(_ratio_summary(8.0, 2.0), claim_records([RATIO]), IDS, {})["claims"][0]["status"] == "holds"
 
 
 @pytest.mark.parametrize("check, why", [
@@ -132,7 +133,7 @@ def test_a_ratio_of_zero_or_missing_terms_is_not_evaluable(higher, lower, why):
       "tolerance": 1, "min_rise": 1}, "pie/rtt/p4 missing"),
 ])
 def test_no_claim_kind_holds_or_fails_on_missing_data(check, why):
-    holds, evidence = check_claim(SUMMARY, check, IDS)
+    holds, evidence = check_claim(SUMMARY, Check.from_data(check), IDS)
     assert holds is None and why in evidence, evidence
 
 
@@ -140,18 +141,18 @@ def test_default_subjects_come_from_the_model_so_a_missing_one_is_seen():
     """Without ``subjects``, a claim reads every subject the model computes the statistic of:
     a subject whose rows are missing reads missing instead of being silently left out."""
     check = {"kind": "bound", "select": {"statistic": "rtt_median_ms", "trials": ["pie"]}, "max": 100}
-    assert check_claim(SUMMARY, check, IDS)[0] is True  # from the table alone: rtt only
+    assert check_claim(SUMMARY, Check.from_data(check), IDS)[0] is True  # from the table alone: rtt only
     computed = {"pie": {"rtt": ["rtt_median_ms"], "rtt2": ["rtt_median_ms"]}}
-    holds, evidence = check_claim(SUMMARY, check, IDS, computed)
+    holds, evidence = check_claim(SUMMARY, Check.from_data(check), IDS, computed)
     assert holds is None and "pie/rtt2/all missing" in evidence
 
 
 def test_a_claim_reading_an_unhealthy_trial_is_inconclusive():
     claims = [{"id": "c", "text": "t", "check": {"kind": "bound", "select": {"statistic": "jain_index",
                                                                            "trials": ["pie"]}, "min": 0.5}}]
-    v = evaluate(SUMMARY, claims, IDS, {"pie": [{"trial": "pie", "check": "nodes_cpu_busy", "value": 0.9}]})
+    v = evaluate(SUMMARY, claim_records(claims), IDS, {"pie": [{"trial": "pie", "check": "nodes_cpu_busy", "value": 0.9}]})
     assert v["verdict"] == "inconclusive" and v["claims"][0]["holds"] is None and "nodes_cpu_busy" in v["claims"][0]["reason"]
-    v = evaluate(SUMMARY, claims, IDS, {"droptail": [{"trial": "droptail", "check": "x", "value": 1}]})
+    v = evaluate(SUMMARY, claim_records(claims), IDS, {"droptail": [{"trial": "droptail", "check": "x", "value": 1}]})
     assert v["verdict"] == "reproduced"  # the claim does not read droptail
 
 
@@ -215,13 +216,13 @@ def test_a_claim_with_a_condition_the_run_does_not_meet_is_not_applicable():
                "check": {"kind": "bound", "select": {"statistic": "jain_index", "trials": ["pie"]}, "min": 0.999}},
               {"id": "d", "text": "u", "check": {"kind": "bound", "select": {"statistic": "jain_index",
                                                                             "trials": ["pie"]}, "min": 0.5}}]
-    v = evaluate(SUMMARY, claims, IDS, {})
+    v = evaluate(SUMMARY, claim_records(claims), IDS, {})
     assert v["claims"][0]["status"] == "not applicable" and "droptail/all/all 0.7" in v["claims"][0]["reason"]
     assert v["verdict"] == "reproduced"  # the claim that would fail does not apply; d holds
     met = dict(claims[0], when=dict(when, min=0.5))
-    v = evaluate(SUMMARY, [met, claims[1]], IDS, {})
+    v = evaluate(SUMMARY, claim_records([met, claims[1]]), IDS, {})
     assert v["claims"][0]["status"] == "fails" and v["verdict"] == "not reproduced" and "0.7" in v["claims"][0]["condition"]
-    v = evaluate(SUMMARY, claims[:1], IDS, {})
+    v = evaluate(SUMMARY, claim_records(claims[:1]), IDS, {})
     # nothing applied: nothing was judged, so neither reproduced nor refuted
     assert v["verdict"] == "inconclusive" and v["reproduced"] is False
 
@@ -229,9 +230,9 @@ def test_a_claim_with_a_condition_the_run_does_not_meet_is_not_applicable():
 def test_a_claim_below_its_rate_scale_is_not_applicable():
     claim = {"id": "c", "text": "t", "rate_scale_min": 0.07,
              "check": {"kind": "bound", "select": {"statistic": "jain_index", "trials": ["pie"]}, "min": 0.5}}
-    low = evaluate(SUMMARY, [claim], IDS, {}, rate_scale=0.02)
+    low = evaluate(SUMMARY, claim_records([claim]), IDS, {}, rate_scale=0.02)
     assert low["claims"][0]["status"] == "not applicable" and "rate scale 0.02 is below 0.07" in low["claims"][0]["reason"]
-    assert evaluate(SUMMARY, [claim], IDS, {}, rate_scale=0.1)["claims"][0]["status"] == "holds"
+    assert evaluate(SUMMARY, claim_records([claim]), IDS, {}, rate_scale=0.1)["claims"][0]["status"] == "holds"
 
 
 def test_a_claim_read_at_a_shorter_time_scale_than_its_minimum_is_not_applicable():
@@ -240,12 +241,12 @@ def test_a_claim_read_at_a_shorter_time_scale_than_its_minimum_is_not_applicable
     judged."""
     check = {"kind": "bound", "select": {"statistic": "jain_index", "trials": ["pie"]}, "min": 0.5}
     claims = [{"id": "c", "text": "t", "check": check}, {"id": "d", "text": "u", "time_scale_min": 0.05, "check": check}]
-    v = evaluate(SUMMARY, claims, IDS, {}, time_scale=0.1, time_scale_min=0.25)
+    v = evaluate(SUMMARY, claim_records(claims), IDS, {}, time_scale=0.1, time_scale_min=0.25)
     assert [c["status"] for c in v["claims"]] == ["not applicable", "holds"] and v["verdict"] == "reproduced"
     assert "time scale 0.1 is shorter than 0.25, the shortest at which the claim keeps its meaning" in v["claims"][0]["reason"]
-    v = evaluate(SUMMARY, claims[:1], IDS, {}, time_scale=0.1, time_scale_min=0.25)
+    v = evaluate(SUMMARY, claim_records(claims[:1]), IDS, {}, time_scale=0.1, time_scale_min=0.25)
     assert v["verdict"] == "inconclusive"  # nothing judged
-    assert evaluate(SUMMARY, claims, IDS, {}, time_scale=0.25, time_scale_min=0.25)["claims"][0]["status"] == "holds"
+    assert evaluate(SUMMARY, claim_records(claims), IDS, {}, time_scale=0.25, time_scale_min=0.25)["claims"][0]["status"] == "holds"
 
 
 def test_a_claim_below_its_scale_is_not_applicable_even_when_its_trial_is_unhealthy_or_incomplete():
@@ -257,11 +258,11 @@ def test_a_claim_below_its_scale_is_not_applicable_even_when_its_trial_is_unheal
               {"id": "e", "text": "v", "rate_scale_min": 0.5, "time_scale_min": 0.05, "check": check}]
     sick = {"pie": [{"trial": "pie", "check": "nodes_cpu_busy", "value": 0.9, "threshold": 0.6, "unit": "fraction",
                      "detail": ""}]}
-    v = evaluate(SUMMARY, claims, IDS, sick, time_scale=0.1, time_scale_min=0.25, rate_scale=0.1)
+    v = evaluate(SUMMARY, claim_records(claims), IDS, sick, time_scale=0.1, time_scale_min=0.25, rate_scale=0.1)
     assert [c["status"] for c in v["claims"]] == ["not applicable", "inconclusive", "not applicable"], v["claims"]
     assert "time scale 0.1" in v["claims"][0]["reason"] and "rate scale 0.1" in v["claims"][2]["reason"]
     assert v["verdict"] == "inconclusive" and v["health_failures"]
-    gaps = evaluate(SUMMARY, claims[:1], IDS, {}, incomplete={"pie": ["ping.txt damaged"]},
+    gaps = evaluate(SUMMARY, claim_records(claims[:1]), IDS, {}, incomplete={"pie": ["ping.txt damaged"]},
                             time_scale=0.1, time_scale_min=0.25)
     assert gaps["claims"][0]["status"] == "not applicable"
 
@@ -274,7 +275,7 @@ def test_the_time_scale_note_names_the_claims_a_short_run_cannot_judge(tmp_path)
     f = tmp_path / "e.yml"
     f.write_text(yaml.safe_dump(data))
     m = load_spec(f).model
-    assert [claim_time_scale_min(m, c) for c in m.data["claims"]] == [0.1, 0.25, 0.25]
+    assert [claim_time_scale_min(m, c) for c in m.claims] == [0.1, 0.25, 0.25]
     assert time_scale_note(m, 0.25) is None
     note = time_scale_note(m, 0.2)
     assert "TIME_SCALE=0.2 is shorter than the time_scale_min of claims red-follows-load, red-above-pie-under-load" in note
@@ -289,8 +290,8 @@ def test_a_figure_draws_only_the_trials_it_names(tmp_path):
     model = SimpleNamespace(trials=[Trial.from_data({"id": t, "duration_s": 1, "traffic": [], "qdiscs": {}})
                                     for t in ("a", "b", "c")], name="x", phases=(), figures=[],
                             reference_results=[], data={})
-    every = draw(model, tidy, {"id": "all3", "metric": "busy_classes"}, tmp_path)
-    one = draw(model, tidy, {"id": "one", "metric": "busy_classes", "trials": ["b"]}, tmp_path)
+    every = draw(model, tidy, Figure.from_data({"id": "all3", "metric": "busy_classes"}), tmp_path)
+    one = draw(model, tidy, Figure.from_data({"id": "one", "metric": "busy_classes", "trials": ["b"]}), tmp_path)
     h_every, h_one = (Image.open(p[0]).size[1] for p in (every, one))
     assert h_every > 2.5 * h_one
 
@@ -312,17 +313,17 @@ def test_a_proportional_claim_is_judged_at_the_runs_rate_scale():
     rtt = {"kind": "bound", "select": {"statistic": "rtt_median_ms"}, "max": 40}
     claim = {"id": "link-used", "text": "t", "rate_scaling": "proportional", "check": {"kind": "all_of", "checks": [link, rtt]}}
     scaled = lambda st: rate_scaled(None, st)  # noqa: E731
-    at_half = evaluate(_throughput_summary(9.9), [claim], ["t"], {}, rate_scale=0.5, scaled=scaled)["claims"][0]
+    at_half = evaluate(_throughput_summary(9.9), claim_records([claim]), ["t"], {}, rate_scale=0.5, scaled=scaled)["claims"][0]
     assert at_half["status"] == "holds", at_half
     assert "within [7.5, 10.25]" in at_half["evidence"] and "within [-inf, 40]" in at_half["evidence"]
     assert at_half["thresholds"] == "total_throughput_mbit 15 to 20.5 at k = 1, 7.5 to 10.25 at k = 0.5"
-    whole = evaluate(_throughput_summary(19.9), [claim], ["t"], {}, rate_scale=1, scaled=scaled)["claims"][0]
+    whole = evaluate(_throughput_summary(19.9), claim_records([claim]), ["t"], {}, rate_scale=1, scaled=scaled)["claims"][0]
     assert whole["status"] == "holds" and "thresholds" not in whole
     for fixed in ({**claim, "rate_scaling": "none"}, {k: v for k, v in claim.items() if k != "rate_scaling"}):
-        v = evaluate(_throughput_summary(9.9), [fixed], ["t"], {}, rate_scale=0.5, scaled=scaled)["claims"][0]
+        v = evaluate(_throughput_summary(9.9), claim_records([fixed]), ["t"], {}, rate_scale=0.5, scaled=scaled)["claims"][0]
         assert v["status"] == "fails" and "thresholds" not in v
     # the delay bound keeps its value: 45 ms fails at every k
-    assert evaluate(_throughput_summary(9.9, 45.0), [claim], ["t"], {}, rate_scale=0.5,
+    assert evaluate(_throughput_summary(9.9, 45.0), claim_records([claim]), ["t"], {}, rate_scale=0.5,
                             scaled=scaled)["claims"][0]["status"] == "fails"
 
 
@@ -330,14 +331,15 @@ def test_scaled_thresholds_follow_each_kind():
     from netrepro.model import rate_scaled
 
     scaled = lambda st: rate_scaled(None, st)  # noqa: E731
-    diff = {"kind": "difference", "higher": {"statistic": "backlog_max_bytes"}, "lower": {"statistic": "backlog_max_bytes"},
-            "min": 1000}
-    assert at_rate_scale(diff, 0.5, scaled)["min"] == 500
+    diff = Check.from_data({"kind": "difference", "higher": {"statistic": "backlog_max_bytes"},
+                            "lower": {"statistic": "backlog_max_bytes"}, "min": 1000})
+    assert diff.at_rate_scale(0.5, scaled).min == 500
     assert scaled_thresholds(diff, 0.5, scaled) == "backlog_max_bytes at least 1000 at k = 1, at least 500 at k = 0.5"
-    ratio = {"kind": "ratio", "higher": {"statistic": "throughput_mbit"}, "lower": {"statistic": "throughput_mbit"}, "min": 2}
-    assert at_rate_scale(ratio, 0.5, scaled) == ratio and scaled_thresholds(ratio, 0.5, scaled) == ""
+    ratio = Check.from_data({"kind": "ratio", "higher": {"statistic": "throughput_mbit"},
+                             "lower": {"statistic": "throughput_mbit"}, "min": 2})
+    assert ratio.at_rate_scale(0.5, scaled) == ratio and scaled_thresholds(ratio, 0.5, scaled) == ""
     rise = {"kind": "rise_and_fall", "select": {"statistic": "drops"}, "order": "phases", "peak": "p2",
             "tolerance": 10, "min_rise": 100}
-    assert at_rate_scale(rise, 0.1, scaled) == {**rise, "tolerance": 1.0, "min_rise": 10.0}
-    when = {"select": {"statistic": "classes_in_use"}, "min": 2}
-    assert at_rate_scale(when, 0.1, scaled) == when
+    assert Check.from_data(rise).at_rate_scale(0.1, scaled) == Check.from_data({**rise, "tolerance": 1.0, "min_rise": 10.0})
+    when = Check.from_data({"select": {"statistic": "classes_in_use"}, "min": 2}, "bound")
+    assert when.at_rate_scale(0.1, scaled) == when

@@ -21,6 +21,7 @@ from matplotlib.colors import to_hex
 from conftest import distinct_run
 from analysis.tidy import trial_tidy
 from analysis.figures import draw, figure, rolling
+from netrepro.model import Figure
 from netrepro.experiment.migrate import migrate_data
 from netrepro.experiment.spec import Spec
 
@@ -59,7 +60,7 @@ def _legend(f) -> list[str]:
 
 def test_fig8_panel_per_variant_median_per_aqm_phases_and_reference_line(recorded):
     m, tidy, ts = recorded
-    f = figure(m, tidy, FIG8, ts)
+    f = figure(m, tidy, Figure.from_data(FIG8), ts)
     assert [ax.get_title() for ax in f.axes] == ["RTT (ms), variant: unlimited", "RTT (ms), variant: limited"]
     for ax in f.axes:
         assert sorted(_lines(ax)) == ["a reference at 120 ms", "pie (median per 1 s)", "red (median per 1 s)"]
@@ -85,7 +86,7 @@ def test_facet_pools_trials_sharing_a_label_and_style_tells_subjects_apart(recor
     """facet aqm: each panel holds both variants' trials; without rolling each trial's subject
     is a line, coloured by variant, its line style naming the client."""
     m, tidy, ts = recorded
-    f = figure(m, tidy, {"id": "x", "metric": "rtt_ms", "subjects": PINGS, "facet": "aqm", "hue": "variant"}, ts)
+    f = figure(m, tidy, Figure.from_data({"id": "x", "metric": "rtt_ms", "subjects": PINGS, "facet": "aqm", "hue": "variant"}), ts)
     assert [ax.get_title() for ax in f.axes] == ["RTT (ms), aqm: pie", "RTT (ms), aqm: red"]
     for ax in f.axes:
         lines = ax.get_lines()
@@ -103,8 +104,8 @@ def test_facet_pools_trials_sharing_a_label_and_style_tells_subjects_apart(recor
 
 def test_rolling_hue_subject_pools_each_subject_over_the_panels_trials(recorded):
     m, tidy, ts = recorded
-    f = figure(m, tidy, {"id": "x", "metric": "rtt_ms", "subjects": PINGS[:2], "facet": "aqm",
-                         "rolling": {"window_s": 50, "statistic": "max"}}, ts)
+    f = figure(m, tidy, Figure.from_data({"id": "x", "metric": "rtt_ms", "subjects": PINGS[:2], "facet": "aqm",
+                         "rolling": {"window_s": 50, "statistic": "max"}}), ts)
     ax = f.axes[0]
     assert sorted(_lines(ax)) == ["ping-client1 (max per 5 s)", "ping-client2 (max per 5 s)"]
     s = tidy[tidy["trial"].isin(["pie-unlimited", "pie-limited"]) & (tidy["subject"] == "ping-client1")
@@ -115,7 +116,7 @@ def test_rolling_hue_subject_pools_each_subject_over_the_panels_trials(recorded)
 
 def test_default_is_a_panel_per_trial_and_a_line_per_subject(recorded):
     m, tidy, ts = recorded
-    f = figure(m, tidy, {"id": "x", "metric": "rtt_ms", "lines": [{"y": 100, "label": "base"}]}, ts)
+    f = figure(m, tidy, Figure.from_data({"id": "x", "metric": "rtt_ms", "lines": [{"y": 100, "label": "base"}]}), ts)
     assert [ax.get_title() for ax in f.axes] == [f"RTT (ms), {t.id}" for t in m.trials]
     for ax in f.axes:
         assert sorted(_lines(ax)) == ["base"] + PINGS
@@ -125,9 +126,9 @@ def test_default_is_a_panel_per_trial_and_a_line_per_subject(recorded):
 
 def test_draw_writes_png_and_pdf(recorded, tmp_path):
     m, tidy, ts = recorded
-    out = draw(m, tidy, FIG8, tmp_path, ts)
+    out = draw(m, tidy, Figure.from_data(FIG8), tmp_path, ts)
     assert [p.name for p in out] == ["fig8.png", "fig8.pdf"] and all(p.stat().st_size > 10_000 for p in out)
-    assert draw(m, tidy, {**FIG8, "metric": "cwnd_bytes"}, tmp_path, ts) == []
+    assert draw(m, tidy, Figure.from_data({**FIG8, "metric": "cwnd_bytes"}), tmp_path, ts) == []
 
 
 @pytest.mark.parametrize("statistic, want", [
@@ -203,7 +204,7 @@ def test_axes_name_the_metric_in_words_with_its_unit_and_panels_share_y(recorded
     the title names the run, the site, the time scale and the rate scale."""
     from analysis.figures import caption
     m, tidy, ts = recorded
-    f = figure(m, tidy, {**FIG8, "metric": "queue_delay_ms", "lines": []}, ts,
+    f = figure(m, tidy, Figure.from_data({**FIG8, "metric": "queue_delay_ms", "lines": []}), ts,
                caption("20261122T111651Z-local", "local", ts, 1))
     for ax in f.axes:
         assert ax.get_ylabel() == "Queueing delay (ms)" and "queue_delay" not in ax.get_title()
@@ -227,7 +228,7 @@ def test_the_files_metrics_section_renames_a_metric(recorded):
     m, tidy, ts = recorded
     m = copy.deepcopy(m)
     m.data["metrics"] = {"rtt_ms": {"label": "Round trip of a ping", "unit": "ms"}}
-    f = figure(m, tidy, {"id": "x", "metric": "rtt_ms", "subjects": PINGS, "facet": "aqm", "hue": "variant"}, ts)
+    f = figure(m, tidy, Figure.from_data({"id": "x", "metric": "rtt_ms", "subjects": PINGS, "facet": "aqm", "hue": "variant"}), ts)
     assert {ax.get_ylabel() for ax in f.axes} == {"Round trip of a ping (ms)"}
 
 
@@ -246,7 +247,7 @@ def test_reference_values_are_drawn_over_their_phases_in_their_trials_colour(rec
             {"statistic": "rtt_median_ms", "trials": ["pie-unlimited"], "value": 120, "quote": "120 ms"}]},
         {"source": "Rerun", "claims": {}, "values": [
             {"statistic": "queue_delay_median_ms", "trials": ["red-limited"], "value": 55, "quote": "55 ms"}]}]
-    f = figure(m, tidy, {**FIG8, "metric": "queue_delay_ms", "lines": []}, ts)
+    f = figure(m, tidy, Figure.from_data({**FIG8, "metric": "queue_delay_ms", "lines": []}), ts)
     unlimited, limited = f.axes
     pie = _lines(unlimited)["pie (median per 1 s)"].get_color()
     red = _lines(limited)["red (median per 1 s)"].get_color()
@@ -260,7 +261,7 @@ def test_reference_values_are_drawn_over_their_phases_in_their_trials_colour(rec
     assert rerun[0].get_linestyle() != paper[0].get_linestyle()  # a line style per source
     assert "Paper: about 20" in _legend(f) and "Rerun: 55" in _legend(f)
     assert not any("flat" in c.get_label() for ax in f.axes for c in ax.collections)
-    g = figure(m, tidy, {**FIG8, "lines": []}, ts)  # rtt_ms: only the rtt statistic's value, no phases
+    g = figure(m, tidy, Figure.from_data({**FIG8, "lines": []}), ts)  # rtt_ms: only the rtt statistic's value, no phases
     assert [c.get_label() for ax in g.axes for c in ax.collections if c.get_label().startswith(("Paper", "Rerun"))] \
         == ["Paper: 120"]
 

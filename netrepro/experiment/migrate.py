@@ -39,7 +39,7 @@ from pathlib import Path
 import yaml
 
 from netrepro.core import tc
-from netrepro.model import HEALTH_DATA, HEALTH_NEEDS, Model, TrafficItem, health_data, rate_scaled_reads
+from netrepro.model import HEALTH_DATA, HEALTH_NEEDS, Claim, Model, TrafficItem, health_data, rate_scaled_reads
 from netrepro.experiment.spec import SpecError, Spec, resolve_path
 from netrepro.core.yamlfile import load_yaml_file
 
@@ -508,7 +508,7 @@ def recorded_rate_scaling(spec: dict) -> dict:
     out = []
     for c in claims:
         try:
-            needs = isinstance(c, dict) and "rate_scaling" not in c and bool(rate_scaled_reads(None, c))
+            needs = isinstance(c, dict) and "rate_scaling" not in c and bool(rate_scaled_reads(None, Claim.from_data(c)))
         except (KeyError, TypeError, AttributeError):   # a malformed claim: the check names it
             needs = False
         out.append({**c, "rate_scaling": "none"} if needs else c)

@@ -10,7 +10,7 @@ model, never the file's shorthand.
 
 Its modules: experiment (the :class:`Model` and its terms), records (the typed records the
 model is read as: nodes and their interfaces and routes, trials and their traffic items,
-phases, collectors, the base RTT),
+phases, collectors, the base RTT), claims (the claims and their checks), figures,
 build (file to model), topology,
 checks, health, vocabulary (the analysis' names), traffic and scales; the names imported
 below are the package's interface.
@@ -20,13 +20,15 @@ from __future__ import annotations
 
 from netrepro.model.experiment import (
     KIND_GROUPS, TRAFFIC_DEFAULTS, IPERF3_BASE_PORT, SELECTOR_WORDS, ModelError, Model, select_nodes)
+from netrepro.model.claims import CHECK_KINDS, RATE_SCALED_FIELDS, Check, Claim, Finding, Selection
+from netrepro.model.figures import Figure, ReferenceLine, Rolling
 from netrepro.model.records import BaseRtt, Collector, FrozenMap, Interface, Node, Phase, Route, TrafficItem, Trial
 from netrepro.model.topology import (
     RESERVED_IFNAMES, IP_LINK_KEYWORDS, RESERVED_NETWORKS, path_ports, layer_probes)
 from netrepro.model.build import (SCHEMA_PATH, SYSCTL_VALUE_RE, validate_schema, build)
 from netrepro.model.vocabulary import (
     SUMMARY_COLUMNS, RESERVED_COLUMNS, STATISTICS, WHOLE_TRIAL_STATISTICS, METRICS, TRIAL_SUBJECT,
-    QUANTITY_NAMES, UNIT_SUFFIXES, RATE_SCALED_UNITS, RATE_SCALINGS, RATE_SCALED_FIELDS, STATISTIC_METRICS,
+    QUANTITY_NAMES, UNIT_SUFFIXES, RATE_SCALED_UNITS, RATE_SCALINGS, STATISTIC_METRICS,
     quantity_name, rate_scaled, rate_scaled_reads, quantity_label, statistics, metrics)
 from netrepro.model.checks import (ETHERNET_HEADER_BYTES, FIGURE_COLUMNS)
 from netrepro.model.traffic import (
@@ -41,11 +43,12 @@ from netrepro.model.scales import (
 
 __all__ = [
     "KIND_GROUPS", "TRAFFIC_DEFAULTS", "IPERF3_BASE_PORT", "SELECTOR_WORDS", "ModelError", "Model", "Phase", "Collector", "BaseRtt",
+    "CHECK_KINDS", "RATE_SCALED_FIELDS", "Check", "Claim", "Finding", "Selection", "Figure", "ReferenceLine", "Rolling",
     "Node", "Interface", "Route", "Trial", "TrafficItem", "FrozenMap",
     "select_nodes", "RESERVED_IFNAMES", "IP_LINK_KEYWORDS", "RESERVED_NETWORKS", "path_ports", "layer_probes",
     "SCHEMA_PATH", "SYSCTL_VALUE_RE", "validate_schema", "build", "SUMMARY_COLUMNS", "RESERVED_COLUMNS",
     "STATISTICS", "WHOLE_TRIAL_STATISTICS", "METRICS", "TRIAL_SUBJECT", "QUANTITY_NAMES", "UNIT_SUFFIXES",
-    "RATE_SCALED_UNITS", "RATE_SCALINGS", "RATE_SCALED_FIELDS", "STATISTIC_METRICS", "quantity_name",
+    "RATE_SCALED_UNITS", "RATE_SCALINGS", "STATISTIC_METRICS", "quantity_name",
     "rate_scaled", "rate_scaled_reads", "quantity_label", "statistics", "metrics", "ETHERNET_HEADER_BYTES",
     "FIGURE_COLUMNS", "stack_buffer", "ping_buffers", "simultaneous_starts", "STARTED_KINDS",
     "PACING_HEADROOM", "pacing_rates", "pacing_limited", "traffic_conflict",

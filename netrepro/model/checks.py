@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from netrepro.core import tc
+from netrepro.model.claims import Check, Claim, Selection
 from netrepro.model.experiment import Model, fail
+from netrepro.model.figures import Figure
 from netrepro.model.vocabulary import (RATE_SCALED_UNITS, RESERVED_COLUMNS, TRIAL_SUBJECT, WHOLE_TRIAL_STATISTICS, metrics, quantity_name,
     rate_scaled_reads, statistics)
 
@@ -130,42 +132,42 @@ def _check_unique_ids(m: Model, path) -> None:
     """Nothing; raises ModelError at the first claim, then figure, whose id an earlier one has."""
     for section in ("claims", "figures"):
         ids: dict[str, int] = {}
-        for i, item in enumerate(m.data[section]):
-            if item["id"] in ids:
-                fail(path, f"{section}[{i}].id", f"{item['id']!r} is already {section}[{ids[item['id']]}]'s; "
+        for i, item in enumerate(getattr(m, section)):
+            if item.id in ids:
+                fail(path, f"{section}[{i}].id", f"{item.id!r} is already {section}[{ids[item.id]}]'s; "
                                                   f"expected unique {section[:-1]} ids")
-            ids[item["id"]] = i
+            ids[item.id] = i
 
 
-def _check_selection(path, field: str, sel: dict, known: _Known) -> None:
-    """Nothing; raises ModelError unless every trial and phase ``sel`` names is one of ``known``'s."""
-    for t in sel.get("trials", []):
+def _check_selection(path, field: str, trials: tuple[str, ...], phases: tuple[str, ...], known: _Known) -> None:
+    """Nothing; raises ModelError unless every trial and phase named is one of ``known``'s."""
+    for t in trials:
         if t not in known.tids:
             fail(path, field + ".trials", f"unknown trial {t!r}; expected one of: {', '.join(known.tids)}")
-    for p in sel.get("phases", []):
+    for p in phases:
         if p not in known.phases:
             fail(path, field + ".phases", f"unknown phase {p!r}; expected one of: "
                                            f"{', '.join(known.phases) or '(no phases)'}")
 
 
-def _selected_values(path, field: str, sel: dict, known: _Known) -> int:
+def _selected_values(path, field: str, sel: Selection, known: _Known) -> int:
     """The number of values a claim's selection ``sel`` reads (trials x subjects x phases),
     once its trials, phases, statistic and subjects are checked to be ones the analysis has."""
-    _check_selection(path, field, sel, known)
-    st = sel["statistic"]
+    _check_selection(path, field, sel.trials, sel.phases, known)
+    st = sel.statistic
     if st not in known.all_stats:
         fail(path, field + ".statistic", f"unknown statistic {st!r}; the analysis computes, for this file: "
                                           f"{', '.join(known.all_stats) or '(none)'}")
-    for s in sel.get("subjects", []):
+    for s in sel.subjects:
         if s not in known.subjects:
             fail(path, field + ".subjects", f"unknown subject {s!r}; expected one of: {', '.join(known.subjects)} "
                                              f"(traffic item ids, collectors' ports, {TRIAL_SUBJECT})")
-    if st in WHOLE_TRIAL_STATISTICS and any(p != "all" for p in sel.get("phases", [])):
+    if st in WHOLE_TRIAL_STATISTICS and any(p != "all" for p in sel.phases):
         fail(path, field + ".phases", f"{st} is computed for the whole trial only; expected no phases")
     n = 0
-    for t in sel.get("trials") or known.tids:
+    for t in sel.trials or known.tids:
         have = known.stats[t]
-        subs = sel.get("subjects") or [s for s, names in have.items() if st in names]
+        subs = sel.subjects or [s for s, names in have.items() if st in names]
         if not subs:
             fail(path, field, f"trial {t} computes no {st} (no subject of it has one); "
                                f"expected a trial whose traffic or collectors give it")
@@ -174,81 +176,81 @@ def _selected_values(path, field: str, sel: dict, known: _Known) -> int:
                 fail(path, field + ".subjects", f"trial {t} computes no {st} of {s}; its statistics of {s}: "
                                                  f"{', '.join(have.get(s, [])) or '(none: not in this trial)'}")
         n += len(subs)
-    return n * len(sel.get("phases") or ["all"])
+    return n * len(sel.phases or ["all"])
 
 
-def _check_range(path, field: str, d: dict) -> None:
-    """Nothing; raises ModelError if ``d`` has both ``min`` and ``max`` and min > max."""
-    if "min" in d and "max" in d and d["min"] > d["max"]:
-        fail(path, field + ".min", f"{d['min']} is above max {d['max']}; expected min <= max")
+def _check_range(path, field: str, ch: Check) -> None:
+    """Nothing; raises ModelError if ``ch`` has both ``min`` and ``max`` and min > max."""
+    if ch.min is not None and ch.max is not None and ch.min > ch.max:
+        fail(path, field + ".min", f"{ch.min} is above max {ch.max}; expected min <= max")
 
 
-def _check_claim_check(path, f: str, ch: dict, known: _Known) -> None:
+def _check_claim_check(path, f: str, ch: Check, known: _Known) -> None:
     """Nothing; raises ModelError unless one claim check ``ch`` (each check of an ``all_of``)
     selects what the analysis has, with min <= max, as many values in higher as in lower, and a
     rise_and_fall's one value per step of its order, which holds its peak."""
-    if ch["kind"] == "all_of":
-        for j, sub in enumerate(ch["checks"]):
+    if ch.kind == "all_of":
+        for j, sub in enumerate(ch.checks):
             _check_claim_check(path, f"{f}.checks[{j}]", sub, known)
         return
-    counts = {key: _selected_values(path, f"{f}.{key}", ch[key], known) for key in ("select", "higher", "lower")
-              if key in ch}
-    if ch["kind"] in ("bound", "difference"):
+    counts = {key: _selected_values(path, f"{f}.{key}", getattr(ch, key), known) for key in ("select", "higher", "lower")
+              if getattr(ch, key) is not None}
+    if ch.kind in ("bound", "difference"):
         _check_range(path, f, ch)
-    if ch["kind"] in ("difference", "ratio") and counts["higher"] != counts["lower"]:
+    if ch.kind in ("difference", "ratio") and counts["higher"] != counts["lower"]:
         fail(path, f + ".lower", f"selects {counts['lower']} values and higher {counts['higher']}; expected the "
                                   f"same number (each value of higher is compared with the one of lower in its place)")
-    elif ch["kind"] == "rise_and_fall":
-        order = ch["select"].get(ch["order"], [])
-        if ch["peak"] not in order:
-            fail(path, f + ".peak", f"{ch['peak']!r} is not in the selection's {ch['order']}; expected one of: "
-                                     f"{', '.join(order) or '(none: give select.' + ch['order'] + ')'}")
+    elif ch.kind == "rise_and_fall":
+        order = ch.select.steps(ch.order)
+        if ch.peak not in order:
+            fail(path, f + ".peak", f"{ch.peak!r} is not in the selection's {ch.order}; expected one of: "
+                                     f"{', '.join(order) or '(none: give select.' + ch.order + ')'}")
         if counts["select"] != len(order):
-            fail(path, f + ".select", f"selects {counts['select']} values over {len(order)} {ch['order']}; expected "
+            fail(path, f + ".select", f"selects {counts['select']} values over {len(order)} {ch.order}; expected "
                                        f"one value per step of the order (one subject, and one "
-                                       f"{'trial' if ch['order'] == 'phases' else 'phase'})")
+                                       f"{'trial' if ch.order == 'phases' else 'phase'})")
 
 
-def _check_claim(m: Model, path, i: int, cl: dict, known: _Known, scalable: bool) -> None:
+def _check_claim(m: Model, path, i: int, cl: Claim, known: _Known, scalable: bool) -> None:
     """Nothing; raises ModelError unless claim ``i`` (``cl``)'s ``when`` and ``check`` select what
     the analysis has, and it gives ``rate_scaling`` exactly when it sets a threshold on a value the
     rate scale changes (and, if the file allows rate scaling, must then give it)."""
-    if "when" in cl:
-        _selected_values(path, f"claims[{i}].when.select", cl["when"]["select"], known)
-        _check_range(path, f"claims[{i}].when", cl["when"])
-    _check_claim_check(path, f"claims[{i}].check", cl["check"], known)
+    if cl.when:
+        _selected_values(path, f"claims[{i}].when.select", cl.when.select, known)
+        _check_range(path, f"claims[{i}].when", cl.when)
+    _check_claim_check(path, f"claims[{i}].check", cl.check, known)
     reads = rate_scaled_reads(m, cl)
     named = ", ".join(f"{st} ({quantity_name(m, st)[1]})" for st in reads)
-    if scalable and reads and "rate_scaling" not in cl:
-        fail(path, f"claims[{i}].rate_scaling", f"missing: claim {cl['id']} sets thresholds on {named}, which the "
+    if scalable and reads and cl.rate_scaling is None:
+        fail(path, f"claims[{i}].rate_scaling", f"missing: claim {cl.id} sets thresholds on {named}, which the "
                                                   "rate scale changes, and the file allows rate scaling; expected "
                                                   "rate_scaling: proportional (its thresholds on them are multiplied "
                                                   "by k) or none (judged as written at every k)")
-    if "rate_scaling" in cl and not reads:
-        fail(path, f"claims[{i}].rate_scaling", f"claim {cl['id']} sets no threshold on a value the rate scale "
+    if cl.rate_scaling is not None and not reads:
+        fail(path, f"claims[{i}].rate_scaling", f"claim {cl.id} sets no threshold on a value the rate scale "
                                                   f"changes (units {', '.join(RATE_SCALED_UNITS)}); expected no "
                                                   "rate_scaling")
 
 
-def _check_figure_draws(path, i: int, fig: dict, known: _Known, mets: dict[str, list[str]]) -> None:
+def _check_figure_draws(path, i: int, fig: Figure, known: _Known, mets: dict[str, list[str]]) -> None:
     """Nothing; raises ModelError unless figure ``i`` (``fig``) draws trials, phases, a metric and
     subjects the analysis has (``mets``: :func:`metrics`), with a title and line labels matplotlib
     can draw (:func:`_check_text`)."""
     all_mets = list(dict.fromkeys(x for names in mets.values() for x in names))
     f = f"figures[{i}]"
-    _check_selection(path, f, fig, known)
-    if not _metric_in(fig["metric"], all_mets):
-        fail(path, f + ".metric", f"unknown metric {fig['metric']!r}; the analysis records, for this file: "
+    _check_selection(path, f, fig.trials, (), known)
+    if not _metric_in(fig.metric, all_mets):
+        fail(path, f + ".metric", f"unknown metric {fig.metric!r}; the analysis records, for this file: "
                                    f"{', '.join(all_mets) or '(none)'}")
-    for s in fig.get("subjects", []):
+    for s in fig.subjects:
         if s not in mets:
             fail(path, f + ".subjects", f"unknown subject {s!r}; expected one of: {', '.join(mets)}")
-        if not _metric_in(fig["metric"], mets[s]):
-            fail(path, f + ".subjects", f"{s} records no {fig['metric']}; its metrics: {', '.join(mets[s])}")
-    if "title" in fig:
-        _check_text(path, f + ".title", fig["title"])
-    for j, line in enumerate(fig.get("lines", [])):
-        _check_text(path, f"{f}.lines[{j}].label", line["label"])
+        if not _metric_in(fig.metric, mets[s]):
+            fail(path, f + ".subjects", f"{s} records no {fig.metric}; its metrics: {', '.join(mets[s])}")
+    if fig.title is not None:
+        _check_text(path, f + ".title", fig.title)
+    for j, line in enumerate(fig.lines):
+        _check_text(path, f"{f}.lines[{j}].label", line.label)
 
 
 def check_claims(m: Model, path) -> None:
@@ -263,10 +265,10 @@ def check_claims(m: Model, path) -> None:
     _check_unique_ids(m, path)
     known = _known(m)
     scalable = bool((m.data.get("rate_scale") or {}).get("allowed"))
-    for i, cl in enumerate(m.data["claims"]):
+    for i, cl in enumerate(m.claims):
         _check_claim(m, path, i, cl, known, scalable)
     mets = metrics(m)
-    for i, fig in enumerate(m.data["figures"]):
+    for i, fig in enumerate(m.figures):
         _check_figure_draws(path, i, fig, known, mets)
 
 
@@ -322,11 +324,11 @@ def check_figures(m: Model, path) -> None:
     for i, ph in enumerate(m.data["phases"]):
         if "label" in ph:
             _check_text(path, f"phases[{i}].label", ph["label"])
-    for i, fig in enumerate(m.data["figures"]):
+    for i, fig in enumerate(m.figures):
         for opt in ("facet", "hue"):
-            if opt in fig and fig[opt] not in FIGURE_COLUMNS + tuple(keys):
-                fail(path, f"figures[{i}].{opt}", f"unknown column {fig[opt]!r}; expected trial, subject or a label "
-                                                   f"key of the trials: {', '.join(keys) or '(the trials have no labels)'}")
-        if fig.get("shade_phases") and not m.data["phases"]:
+            if getattr(fig, opt) not in FIGURE_COLUMNS + tuple(keys):
+                fail(path, f"figures[{i}].{opt}", f"unknown column {getattr(fig, opt)!r}; expected trial, subject or a "
+                                                   f"label key of the trials: {', '.join(keys) or '(the trials have no labels)'}")
+        if fig.shade_phases and not m.phases:
             fail(path, f"figures[{i}].shade_phases", "the file has no phases to shade; expected top-level "
                                                       "phases: [{name, start_s, end_s}] or no shade_phases")

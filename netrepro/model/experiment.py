@@ -16,6 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
+from netrepro.model.claims import Claim
+from netrepro.model.figures import Figure
 from netrepro.model.records import BaseRtt, Collector, FrozenMap, Node, Phase, Trial
 
 
@@ -137,15 +139,15 @@ class Model:
         """The file's health thresholds by name (netrepro.model.health.HEALTH_NEEDS's keys)."""
         return self.data["health"]
 
-    @property
-    def claims(self) -> list[dict]:
+    @cached_property
+    def claims(self) -> tuple[Claim, ...]:
         """The claims the verdict judges, in file order (docs/experiment-format.md)."""
-        return self.data["claims"]
+        return tuple(Claim.from_data(c) for c in self.data["claims"])
 
-    @property
-    def figures(self) -> list[dict]:
+    @cached_property
+    def figures(self) -> tuple[Figure, ...]:
         """The figures the analysis draws, in file order (none: one per metric measured)."""
-        return self.data["figures"]
+        return tuple(Figure.from_data(f) for f in self.data["figures"])
 
     @property
     def rate_scale(self) -> Mapping[str, Any]:

@@ -6,26 +6,29 @@ forwards (:func:`choose_rate_scale`, :func:`scale_rates`).
 from __future__ import annotations
 
 import math
+
+from netrepro.model.claims import Claim
 from netrepro.model.experiment import Model
 
 
-def claim_time_scale_min(m: Model, claim: dict) -> float:
+def claim_time_scale_min(m: Model, claim: Claim) -> float:
     """The shortest TIME_SCALE at which ``claim`` keeps its meaning: its own
     ``time_scale_min``, else the file's ``time_scale.min``, else 0 (any)."""
-    return float(claim.get("time_scale_min", m.data.get("time_scale", {}).get("min", 0)) or 0)
+    own = claim.time_scale_min
+    return float((own if own is not None else m.time_scale.get("min", 0)) or 0)
 
 
 def time_scale_note(m: Model, time_scale: float) -> str | None:
     """One line saying which claims a run at ``time_scale`` reports not applicable
     (:func:`claim_time_scale_min` above it), or None when every claim applies."""
-    short = [c["id"] for c in m.data["claims"] if claim_time_scale_min(m, c) > time_scale]
+    short = [c.id for c in m.claims if claim_time_scale_min(m, c) > time_scale]
     if not short:
         return None
-    lo = max(claim_time_scale_min(m, c) for c in m.data["claims"])
-    every = "every claim" if len(short) == len(m.data["claims"]) else "claims " + ", ".join(short)
+    lo = max(claim_time_scale_min(m, c) for c in m.claims)
+    every = "every claim" if len(short) == len(m.claims) else "claims " + ", ".join(short)
     return (f"TIME_SCALE={time_scale:g} is shorter than {m.path}'s time_scale.min ({lo:g}): {every} will be "
             f"reported not applicable (phases too short for the claims' meaning); the verdict can only be inconclusive"
-            if len(short) == len(m.data["claims"]) else
+            if len(short) == len(m.claims) else
             f"TIME_SCALE={time_scale:g} is shorter than the time_scale_min of {every} in {m.path}: they will be "
             f"reported not applicable")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 
 from netrepro.core import tc
+from netrepro.model.claims import RATE_SCALED_FIELDS, Claim
 from netrepro.model.experiment import Model
 
 
@@ -120,15 +121,9 @@ RATE_SCALED_UNITS = ("Mbit/s", "kbit/s", "bytes", "packets", "segments")
 
 
 #: A claim's ``rate_scaling``: ``proportional``: every threshold it sets on a value in a
-#: :data:`RATE_SCALED_UNITS` unit is multiplied by the run's k (analysis.claims.at_rate_scale);
+#: :data:`RATE_SCALED_UNITS` unit is multiplied by the run's k (netrepro.model.claims.Check.at_rate_scale);
 #: ``none``: judged as written at every k (the author says the value does not follow k).
 RATE_SCALINGS = ("proportional", "none")
-
-
-#: The fields of a claim check that are values of its statistic, by kind, and so follow the
-#: rate scale with it (analysis.claims.at_rate_scale); a ratio's ``min``/``max`` are ratios,
-#: which k does not change, and an ``all_of`` has its checks'.
-RATE_SCALED_FIELDS = {"bound": ("min", "max"), "difference": ("min", "max"), "rise_and_fall": ("tolerance", "min_rise")}
 
 
 #: The metric (tidy.csv) whose samples a statistic sums up in the same unit, so that a
@@ -168,23 +163,14 @@ def rate_scaled(m: "Model | None", statistic: str) -> bool:
     return quantity_name(m, statistic)[1] in RATE_SCALED_UNITS
 
 
-def rate_scaled_reads(m: "Model | None", claim: dict) -> list[str]:
+def rate_scaled_reads(m: "Model | None", claim: Claim) -> list[str]:
     """The statistics a claim compares with a threshold that the rate scale changes
     (:func:`rate_scaled`), in its ``when`` and in every check of its ``check`` (an
-    ``all_of``'s too), each once: the selections of the kinds of :data:`RATE_SCALED_FIELDS`
-    (not a ``ratio``'s: its thresholds are ratios, which k does not change)."""
-    out: list[str] = []
-
-    def walk(ch: dict) -> None:
-        if ch["kind"] == "all_of":
-            for sub in ch["checks"]:
-                walk(sub)
-        elif ch["kind"] in RATE_SCALED_FIELDS:
-            out.extend(ch[key]["statistic"] for key in ("select", "higher", "lower") if key in ch)
-
-    if "when" in claim:
-        out.append(claim["when"]["select"]["statistic"])
-    walk(claim["check"])
+    ``all_of``'s too), each once: the selections of the kinds of
+    :data:`netrepro.model.claims.RATE_SCALED_FIELDS` (not a ``ratio``'s: its thresholds are
+    ratios, which k does not change)."""
+    checks = ([claim.when] if claim.when else []) + [ch for part, ch in claim.parts if part != "when"]
+    out = [s.statistic for ch in checks if ch.kind in RATE_SCALED_FIELDS for s in ch.selections]
     return [st for st in dict.fromkeys(out) if rate_scaled(m, st)]
 
 
