@@ -15,7 +15,7 @@ from netrepro.sites.inventory import write_inventory
 from netrepro.runfolder.cpu import cpu_busy
 from netrepro.runner import checks, console, instances, playbooks, ssh, steps, trialvars
 from netrepro.runfolder import writing
-from netrepro.runfolder.integrity import sha256_tree
+from netrepro.runfolder.integrity import sha256_tree, verify_raw
 from netrepro.sites.base import process_group_alive
 from netrepro.experiment.spec import Spec, SpecError, load_spec
 
@@ -160,6 +160,23 @@ def test_sha256_tree(tmp_path):
     (root / "a.txt").write_bytes(b"abd")
     assert sha256_tree(root)["a.txt"] != got["a.txt"]
 
+
+
+def test_verify_raw_of_some_trials_sees_only_their_folders(tmp_path):
+    """``trials``: only those instances' folders and recorded paths are compared (what a resume
+    checks of its completed trials); another trial's damage, or a link in it, is not looked at."""
+    raw = tmp_path / "raw"
+    for tid in ("a", "b"):
+        (raw / tid).mkdir(parents=True)
+        (raw / tid / "ping.txt").write_text(tid)
+    record = sha256_tree(raw)
+    (raw / "b" / "ping.txt").write_text("changed")
+    (raw / "b" / "link").symlink_to("/etc/hostname")
+    (raw / "a" / "extra.txt").write_text("x")
+    check = verify_raw(raw, record, tmp_path / "run.json", ["a", "../b", "c"])
+    assert check.recorded == {"a/ping.txt": record["a/ping.txt"]}
+    assert check.damaged == [("a/extra.txt", "unlisted")]
+    assert set(check.actual) == {"a/ping.txt", "a/extra.txt"}
 
 def test_paths_follow_spec_and_site(spec):
     assert steps.state_dir(spec, "local").name == "pie-vs-red-local"
@@ -439,6 +456,15 @@ def _changed_spec(tmp: Path) -> None:
     _run_folder(tmp, spec=spec)
 
 
+def _raw_a_link(tmp: Path) -> None:
+    """A completed trial's raw file replaced by a link to a copy of it (same bytes, same sha256)."""
+    _run_folder(tmp)
+    f = tmp / "run/raw/pie-unlimited/client1/ping.txt"
+    (tmp / "copy.txt").write_bytes(f.read_bytes())
+    f.unlink()
+    f.symlink_to(tmp / "copy.txt")
+
+
 def _do(*_) -> None:
     """Run several setup steps in one lambda (a row's setup returns extra environment or None)."""
 
@@ -466,6 +492,10 @@ RESUME_ROWS = [
         setup=lambda t: _do(_run_folder(t), (t / "run/raw/pie-unlimited/client1/ping.txt").unlink())),
     Row("resume-raw-added", RESUME, ["raw_sha256", "raw/pie-unlimited/client1/x.txt (not in run.json)"],
         setup=lambda t: _do(_run_folder(t), (t / "run/raw/pie-unlimited/client1/x.txt").write_text("x"))),
+    Row("resume-raw-record-not-an-object", RESUME, ["{tmp}/run/run.json: raw_sha256: ", "expected an object of path"],
+        setup=lambda t: _run_folder(t, raw_sha256=["pie-unlimited/client1/ping.txt"])),
+    Row("resume-raw-a-link", RESUME, ["{tmp}/run/run.json: raw_sha256: ", "raw/pie-unlimited/client1/ping.txt: "
+                                      "a symbolic link"], setup=_raw_a_link),
     Row("reproduce-resume-no-folder", ["reproduce", "pie-vs-red", "--resume", "{tmp}/nope"],
         ["{tmp}/nope", "--resume", "no such run folder"]),
     Row("run-unknown-trial", ["run", "pie-vs-red", "--trial", "pie-bogus"],

@@ -16,6 +16,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Collection
 
 from netrepro.core.errors import RunFolderError
 
@@ -108,12 +109,14 @@ def _check_record(record, run_json: Path) -> dict[str, str]:
     return record
 
 
-def raw_files(raw_dir: Path) -> list[Path]:
+def raw_files(raw_dir: Path, trials: Collection[str] | None = None) -> list[Path]:
     """Every regular file under ``raw_dir`` (a run's raw/), sorted, after checking that the
     tree is the run's own: raw/ itself and everything under it a real folder or a regular
     file, never a symbolic link (a link could point anywhere: /etc, /) nor a FIFO, socket
     or device (reading one could block). Links are never followed. An absent raw/ (or a
-    file in its place) has no files.
+    file in its place) has no files. With ``trials`` (trial instance ids), only what is
+    under raw/'s entries of those names is listed and checked; an id naming no entry (or
+    not a plain name) has no files.
 
     Raises:
         RunFolderError: naming the first link or special file, or a folder that cannot be
@@ -139,6 +142,8 @@ def raw_files(raw_dir: Path) -> list[Path]:
         except OSError as exc:
             raise RunFolderError(folder, f"cannot be listed ({exc.strerror}); expected a readable folder of the "
                                         "run's raw files") from None
+        if trials is not None and folder == raw_dir:
+            entries = [e for e in entries if e.name in trials]
         for e in entries:
             p = Path(e.path)
             try:
@@ -156,23 +161,28 @@ def raw_files(raw_dir: Path) -> list[Path]:
     return sorted(out)
 
 
-def verify_raw(raw_dir: Path, record, run_json: Path) -> RawCheck:
+def verify_raw(raw_dir: Path, record, run_json: Path, trials: Collection[str] | None = None) -> RawCheck:
     """Hash every file under ``raw_dir`` and compare with ``record`` (run.json's raw_sha256).
 
     Args:
         raw_dir: the run's raw/ folder (may be absent: every recorded file is then missing).
         record: run.json's ``raw_sha256`` value, as parsed.
         run_json: run.json's path, for error messages.
+        trials: if given, only these trial instances' folders (raw/<id>/) and the recorded
+            paths under them are compared (a resumed run's completed trials); the whole
+            record is still checked for its form.
     Returns:
-        RawCheck (damage listed, never raised).
+        RawCheck (damage listed, never raised); its ``recorded`` holds the paths compared.
     Raises:
         RunFolderError: ``raw_sha256`` missing, not an object, a key that is not a path
             inside raw/, or a value that is not a sha256; raw/ or anything under it a
             symbolic link or a special file, or a folder that cannot be listed (:func:`raw_files`).
     """
     record = _check_record(record, run_json)
+    if trials is not None:
+        record = {k: v for k, v in record.items() if k.split("/", 1)[0] in trials}
     check = RawCheck(recorded=record)
-    for p in raw_files(raw_dir):
+    for p in raw_files(raw_dir, trials):
         rel = p.relative_to(raw_dir).as_posix()
         try:
             check.actual[rel] = sha256_file(p)

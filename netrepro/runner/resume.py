@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from netrepro.runfolder.integrity import sha256_tree
+from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import Spec, SpecError
+from netrepro.runfolder.integrity import verify_raw
 from netrepro.runfolder.layout import INCOMPLETE, incomplete_marker, raw_dir, run_json
 from netrepro.runfolder.writing import spec_as_recorded
 
@@ -20,7 +21,9 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
     Refused (SpecError, one line): no such folder; no run.json, or not a JSON object; another
     experiment, site or experiment file content than the run's; ``--trial`` (a run's trials
     are fixed when it starts), a ``--time-scale`` or ``--repeat`` other than the run's; a run that is
-    complete; a completed trial's raw file missing, altered (sha256 in run.json) or added to.
+    complete; a completed trial's raw file missing, altered (sha256 in run.json), unreadable or added
+    to, a link or special file among them, or run.json's raw_sha256 malformed (one check with the
+    analysis: :func:`netrepro.runfolder.integrity.verify_raw`).
     """
     if trial_ids:
         raise SpecError("command line", "--trial", "not with --resume: a resumed run runs the trials it started with")
@@ -54,22 +57,38 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
     order = [t["id"] for t in meta.get("trial_status") or []] or spec.trial_ids
     if all(t in done for t in order) and not incomplete_marker(run_dir).exists():
         raise SpecError(run_dir, "--resume", f"the run is complete ({len(order)} trials, no {INCOMPLETE} marker); nothing to resume")
-    recorded = meta.get("raw_sha256") or {}
-    raw = raw_dir(run_dir)
-    bad = []
-    for tid in sorted(done):
-        want = {k: v for k, v in recorded.items() if k.split("/", 1)[0] == tid}
-        have = sha256_tree(raw / tid) if (raw / tid).is_dir() else {}
-        have = {f"{tid}/{k}": v for k, v in have.items()}
-        bad += [f"raw/{k} ({'missing' if k not in have else 'altered'})" for k in sorted(want) if have.get(k) != want[k]]
-        bad += [f"raw/{k} (not in run.json)" for k in sorted(set(have) - set(want))]
-        if not want:
-            bad.append(f"raw/{tid} (no checksums in run.json)")
+    _check_completed_raw(run_dir, meta, sorted(t for t in done if isinstance(t, str)))
+    return meta
+
+
+#: How a resume names a raw file that run.json's raw_sha256 does not record.
+_KIND_WORDS = {"unlisted": "not in run.json"}
+
+
+def _check_completed_raw(run_dir: Path, meta: dict, done: list[str]) -> None:
+    """The completed trials' (``done``) raw files against run.json's ``raw_sha256``
+    (:func:`netrepro.runfolder.integrity.verify_raw`, limited to their folders).
+
+    Raises:
+        SpecError: ``<run.json>: raw_sha256: ...``, one line: the record malformed; a completed
+            trial's folder holding a link or special file; a file missing, altered,
+            unreadable or not in run.json; a completed trial with no checksums.
+    """
+    if not done:
+        return
+    rj = run_json(run_dir)
+    try:
+        check = verify_raw(raw_dir(run_dir), meta.get("raw_sha256") or {}, rj, done)
+    except RunFolderError as exc:
+        problem = exc.problem.removeprefix("raw_sha256: ") if exc.path == str(rj) else str(exc)
+        raise SpecError(rj, "raw_sha256", f"cannot check the completed trials' data: {problem}") from None
+    bad = [f"raw/{p} ({_KIND_WORDS.get(kind, kind)})" for p, kind in check.damaged]
+    have = {k.split("/", 1)[0] for k in check.recorded}
+    bad += [f"raw/{tid} (no checksums in run.json)" for tid in done if tid not in have]
     if bad:
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         raise SpecError(rj, "raw_sha256", f"the completed trials' data changed since they were recorded: "
                                           f"{', '.join(bad[:5])}{more}; expected them as recorded")
-    return meta
 
 
 def resume_record(meta: dict, known_ids: list[str], session: dict) -> list[str]:
