@@ -502,6 +502,28 @@ def test_bench_prints_the_health_checks(run, capsys):
     assert f["health_passed"] is False and f["health"]["red-limited"] == _health(run)
 
 
+
+def test_bench_asks_the_run_s_site_to_describe_its_substrate(run, capsys):
+    """The substrate line is the run's site's (Site.describe_status of run.json's site_status):
+    the local site's forwarding test as its capacity module words it; a site that measured none,
+    or one netrepro does not know, the interface's default. bench imports no site's package."""
+    import ast
+    from netrepro.sites import SITES
+    from netrepro.sites.local import capacity
+    cap = {"forwarding_mbit": 612.4, "seconds": 3}
+    data = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**data, "site_status": {**(data.get("site_status") or {}), "capacity": cap}}))
+    assert bench.main(["pie-vs-red", "--run", str(run)]) == 0
+    assert f"\nsubstrate: {capacity.describe(cap)}\n" in capsys.readouterr().out
+    assert bench.figures(run)["substrate"] == "forwarding capacity 612 Mbit/s (" + capacity.WHAT + ")"
+    for site, status in (("ns3", {"capacity": cap}), ("nowhere", {"capacity": cap}), ("local", ["junk"])):
+        _edit_json(run / "run.json", site=site, site_status=status)
+        assert bench.figures(run)["substrate"] == "forwarding capacity not measured", site
+    tree = ast.parse(Path(bench.__file__).read_text())
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if any(m.startswith(f"netrepro.sites.{s}") for s in SITES)], imported
+
 # --- the controller records each trial's health in run.json ------------------------------------------
 def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, capsys):
     """netrepro.runner.trial.run_trial on the recorded red-limited trial: the playbooks and the fetch

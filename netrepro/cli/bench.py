@@ -8,9 +8,9 @@ Prints, from run.json, timings.json (written by ``netrepro reproduce``) and raw/
   controller's load average, as the runner timed them;
 - the sum of the trials' schedules (base RTT + phases) and the orchestration overhead
   ``(wall - sum of trial durations) / sum of trial durations``;
-- the substrate's forwarding capacity, measured when the local site was reserved
-  (:mod:`netrepro.sites.local.capacity`: one iperf3 flow through a router namespace, offloads off;
-  run.json's ``site_status.capacity``);
+- the substrate as the run's site describes what it recorded when it was reserved (run.json's
+  ``site_status``, :meth:`netrepro.sites.base.Site.describe_status`: the local site's forwarding
+  capacity, one iperf3 flow through a router namespace, offloads off);
 - the health checks of each trial's substrate (:func:`analysis.health.trial_health`, the
   same the analysis judges the verdict by): CPU busy of the nodes' machine, ping samples
   received, flow-start lag and skew per phase, the collectors' sampling, queueing delay
@@ -33,11 +33,11 @@ import math
 import sys
 from pathlib import Path
 
-from netrepro.sites.local.capacity import describe as describe_capacity
 from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import REPO_ROOT, SpecError
 from netrepro.runfolder.layout import TIMINGS, raw_dir, run_json, trial_raw
 from netrepro.runfolder.reading import PARTIAL_HINT, model_run_records, read_run, verified_raw
+from netrepro.sites import SITES, Site, site_class
 
 
 def _num(x) -> float | None:
@@ -122,14 +122,24 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
         "trial_base_rtt_s": {t: _num(records[t].get("base_rtt_s")) or 0.0 for t in ran},
         "controller_load_before": {t: (_dict(records[t].get("controller_loadavg")).get("before") or [None])[0]
                                    for t in ran},
-        # the local site's forwarding test at reserve time (netrepro.sites.local.capacity), as run.json recorded it
+        # the site's forwarding test at reserve time, if it made one, as run.json recorded it
         "capacity": _dict(data.get("site_status")).get("capacity"),
+        "substrate": describe_substrate(data.get("site"), data.get("site_status")),
         "health": health, "health_passed": all(h["passed"] for h in health.values()),
         "link_fidelity": fidelity,
         "raw_check": raw_summary,
         "incomplete_trials": incomplete,
         "notes": left_out + notes,
     }
+
+
+def describe_substrate(site_name, status) -> str:
+    """One line on the substrate of a run made on ``site_name`` (run.json ``site``) whose site
+    recorded ``status`` (run.json ``site_status``, any JSON value), as that site describes it
+    (:meth:`netrepro.sites.base.Site.describe_status`); a run of a site netrepro does not know
+    (or without one) is described as the Site interface's default does."""
+    cls = site_class(site_name) if isinstance(site_name, str) and site_name in SITES else Site
+    return cls.describe_status(status if isinstance(status, dict) else {})
 
 
 def _fidelity(spec, records: dict[str, dict], rdir: Path, time_scale: float) -> dict:
@@ -198,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     print("where the time goes (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["breakdown_s"].items() if v is not None))
     print("trial wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in f["trial_wall_s"].items() if v is not None))
     print_steps(f)
-    print(f"substrate: {describe_capacity(f['capacity'] if isinstance(f['capacity'], dict) else None)}")
+    print(f"substrate: {f['substrate']}")
     if isinstance(f.get("rate_scale"), dict):
         print(f"rate scale: {f['rate_scale'].get('k')} ({f['rate_scale'].get('why')})")
     print_health(f["health"])

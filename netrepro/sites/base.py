@@ -484,6 +484,14 @@ class Site(ABC):
         site), or None. Offline, for the class: no state, no options. Default: None."""
         return None
 
+    @classmethod
+    def describe_status(cls, status: dict) -> str:
+        """One line on the substrate for ``make bench`` (netrepro.cli.bench), from ``status``: a
+        run's run.json ``site_status`` as this site's :meth:`status` recorded it (an empty dict
+        when it is not an object; its fields may be missing or junk in an old or hand-edited
+        run). Offline, for the class. Default: that no forwarding capacity was measured."""
+        return "forwarding capacity not measured"
+
     def preflight(self) -> None:
         """Check offline everything ``reserve`` will need (files, credentials, configuration),
         creating, writing and contacting nothing; ``reserve`` calls it first. A caller may

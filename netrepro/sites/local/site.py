@@ -259,6 +259,11 @@ class LocalSite(Site):
         return field, (f"{value} overlaps the local site's default management subnet {DEFAULT_MGMT_SUBNET}; "
                        f"expected addresses apart from it (or run the local site with --option mgmt_subnet=<CIDR>)")
 
+    @classmethod
+    def describe_status(cls, status: dict) -> str:
+        """The forwarding test recorded at reserve time (``status["capacity"]``, :func:`capacity.describe`)."""
+        return capacity.describe(status.get("capacity"))
+
     def plan(self) -> str:
         layout = self._layout("host")
         mgmt = netns.mgmt_addresses(self.spec, layout)
