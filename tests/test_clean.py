@@ -222,6 +222,36 @@ def test_the_command_says_what_it_kept_on_stderr_and_exits_2(tmp_path):
     assert len(err) == 1 and "1 entry of netrepro's state folders kept" in err[0], r.stderr
 
 
+
+def test_a_corrupt_state_file_keeps_its_folder_whole_and_is_named_on_one_line(tmp_path):
+    """A state.json that is not JSON, or not a JSON object: its folder is kept whole (whether it
+    holds a reservation cannot be told) before its site is asked anything, the other folders
+    are cleaned, and the command says on one line of stderr which file and what was expected."""
+    state = tmp_path / "state"
+    junk = _made_by_netrepro(state, "fabric", {"slice_name": "x"})
+    (junk / "state.json").write_text("{not json")
+    listed = _made_by_netrepro(state, "instageni", {"slice_name": "y"})
+    (listed / "state.json").write_text("[1, 2]\n")
+    done = _made_by_netrepro(state, "ns3")  # sorted after both: cleaned all the same
+    lines: list[str] = []
+    res = clean(state, tmp_path / "inventory", log=lines.append)
+    assert sorted(res.unreadable) == [junk, listed] and res.removed == [done] and not done.exists()
+    assert "(top level): expected a JSON object" in res.unreadable[listed]
+    assert res.unreadable_line().startswith(f"2 state files unreadable ({junk / 'state.json'}, {listed / 'state.json'}; ")
+    assert (junk / "state.json").read_text() == "{not json" and (listed / "state.json").read_text() == "[1, 2]\n"
+    assert any(ln.startswith(f"[clean] kept {junk}: nothing in it removed: {junk / 'state.json'}: ") for ln in lines)
+    (listed / "state.json").write_text("{}\n")  # one left: the command names it
+    before = _digest(state)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NETREPRO_")}
+    r = subprocess.run([sys.executable, "-m", "netrepro", "clean"], cwd=REPO, capture_output=True, text=True,
+                       env={**env, "NETREPRO_STATE": str(state)}, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"netrepro: {junk / 'state.json'}: (file): unreadable run state"), r.stderr
+    assert "expected the JSON netrepro wrote" in err[0] and f"clean removed nothing of {junk}" in err[0]
+    assert {k: v for k, v in _digest(state).items() if k.startswith(junk.name)} == \
+        {k: v for k, v in before.items() if k.startswith(junk.name)}
+
 def test_every_site_declares_what_every_site_writes():
     """A site adds to Site's entries, never drops one (its state.json would be kept as a user's)."""
     assert {STATE_MARKER, "state.json", "ssh", "ansible", "facts"} <= set(Site.STATE_ENTRIES)

@@ -328,9 +328,11 @@ def cmd_renew(args) -> int:
 def cmd_clean(args) -> int:
     """Tear down local sites and remove what netrepro wrote into the state folders it made, and
     those folders, keeping any live testbed reservation; anything in the state root netrepro did
-    not make, or in its folders that it did not write, is left alone and named (then one line on
-    stderr for each kind and exit 2)."""
+    not make, or in its folders that it did not write, or a folder whose state.json is unreadable,
+    is left alone and named (then one line on stderr for each kind and exit 2)."""
     res = clean(steps.STATE_ROOT, steps.INVENTORY_DIR)
+    if res.unreadable:
+        print(f"netrepro: {res.unreadable_line()}", file=sys.stderr)
     if res.kept:
         print(f"[clean] {len(res.kept)} state folder(s) kept: they hold reservations (see above)")
     if res.foreign:
@@ -342,7 +344,7 @@ def cmd_clean(args) -> int:
         print(f"netrepro: {steps.STATE_ROOT} (the state root, NETREPRO_STATE): {n} entr{'y' if n == 1 else 'ies'} "
               "left as they are (listed above); expected only the state folders netrepro made (with their "
               "marker .netrepro-state)", file=sys.stderr)
-    return 2 if res.refused or res.foreign else 0
+    return 2 if res.refused or res.foreign or res.unreadable else 0
 
 
 def cmd_reproduce(args) -> int:

@@ -18,6 +18,9 @@ netrepro's own folders:
   folder is emptied;
 - a folder of any other site whose reservation is still held is kept whole, and the console
   says which and how to release it;
+- a folder whose state.json cannot be read as the run state netrepro writes (not JSON, not
+  a JSON object: :func:`netrepro.sites.base.read_state_file`) is kept whole, before its site
+  is asked anything: whether it holds a reservation cannot be told;
 - every other folder (released reservations, leftovers) is emptied, and the inventory
   generated from it is removed (``inventory/<experiment>-<site>.yml``, only when it begins
   with the header netrepro writes, :data:`netrepro.sites.inventory.GENERATED_HEADER`).
@@ -41,7 +44,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netrepro.sites.base import Site
+from netrepro.sites.base import Site, SiteError, read_state_file
 from netrepro.sites.statefolder import STATE_MARKER, state_dir_owner
 from netrepro.sites.inventory import generated_inventory
 from netrepro.experiment.spec import SpecError, load_spec
@@ -56,6 +59,9 @@ class CleanResult:
         kept: netrepro's state folders kept because they (may) still hold a reservation.
         refused: entries of the state root netrepro did not make (or made before it marked
             its folders), left as they are; and netrepro's folders it could not remove.
+        unreadable: netrepro's state folders kept whole because their state.json is not the
+            run state netrepro writes -> the one-line problem (naming the file and what was
+            expected).
         foreign: entries found in netrepro's state folders that their site does not declare
             (:func:`foreign_entries`): kept, once netrepro's own entries around them were
             removed. Each one's folder (its ``parent``) stays, with its marker, and is in
@@ -66,6 +72,18 @@ class CleanResult:
     kept: list[Path] = field(default_factory=list)
     refused: list[Path] = field(default_factory=list)
     foreign: list[Path] = field(default_factory=list)
+    unreadable: dict[Path, str] = field(default_factory=dict)
+
+    def unreadable_line(self) -> str:
+        """One line on the folders kept for their unreadable state.json (``unreadable``, not
+        empty): the one file's problem, or every file with what was expected of each."""
+        if len(self.unreadable) == 1:
+            (folder, problem), = self.unreadable.items()
+            return f"{problem}; clean removed nothing of {folder}"
+        files = ", ".join(str(f / "state.json") for f in self.unreadable)
+        return (f"{len(self.unreadable)} state files unreadable ({files}; listed above): expected each a JSON "
+                "object, the run state netrepro wrote; clean removed nothing of their folders; release their sites "
+                "by hand if they hold resources, then delete the files")
 
 
 def _split(folder: Path, sites: list[str]) -> tuple[str, str] | None:
@@ -127,6 +145,17 @@ def _empty(folder: Path, site_cls: type[Site]) -> list[Path]:
         (folder / STATE_MARKER).unlink(missing_ok=True)
         folder.rmdir()
     return foreign
+
+
+def _state_problem(entry: Path) -> str | None:
+    """What is wrong with the state.json of netrepro's state folder ``entry`` (one line naming
+    the file and what was expected, :func:`netrepro.sites.base.read_state_file`), or None when it
+    is the run state netrepro writes or there is none. Reads only."""
+    try:
+        read_state_file(entry / "state.json")
+    except SiteError as exc:
+        return str(exc)
+    return None
 
 
 def _still_held(entry: Path, exp: str, site_name: str, log) -> bool:
@@ -199,7 +228,8 @@ def clean(state_root: Path, inventory_dir: Path, log=print) -> CleanResult:
         log: where the console lines go (one per entry kept, refused or removed).
     Returns:
         :class:`CleanResult`. A netrepro folder whose experiment file can no longer be read
-        is kept when its state says something is reserved, since only ``down`` may release it.
+        is kept when its state says something is reserved, since only ``down`` may release it;
+        one whose state.json is unreadable is kept whole (``unreadable``).
     """
     from netrepro.sites import SITES
 
@@ -211,6 +241,9 @@ def clean(state_root: Path, inventory_dir: Path, log=print) -> CleanResult:
         if owner is None or owner[1] not in SITES:
             _refuse(entry, list(SITES), log)
             res.refused.append(entry)
+        elif (problem := _state_problem(entry)) is not None:
+            log(f"[clean] kept {entry}: nothing in it removed: {problem}")
+            res.unreadable[entry] = problem
         elif _still_held(entry, *owner, log):
             res.kept.append(entry)
         else:

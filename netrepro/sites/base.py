@@ -437,17 +437,8 @@ class Site(ABC):
         return self.state_dir / "state.json"
 
     def load_state(self) -> dict[str, Any]:
-        """The saved state, or {} when nothing is reserved."""
-        if not self.state_file.is_file():
-            return {}
-        try:
-            state = json.loads(self.state_file.read_bytes())
-        except (ValueError, OSError) as exc:
-            raise SiteError(f"{self.state_file}: (file): unreadable run state ({exc}); expected the JSON netrepro "
-                            "wrote; release the site by hand if it holds resources, then delete the file") from None
-        if not isinstance(state, dict):
-            raise SiteError(f"{self.state_file}: (top level): expected a JSON object (the run state netrepro wrote)")
-        return state
+        """The saved state, or {} when nothing is reserved (:func:`read_state_file`)."""
+        return read_state_file(self.state_file)
 
     def ensure_state_dir(self) -> Path:
         """Create this reservation's folder if missing, with its ownership marker
@@ -647,6 +638,22 @@ SITES: dict[str, str] = {
 }
 #: The site a command uses when none is named (no account needed: README, Makefile's SITE).
 DEFAULT_SITE = "local"
+
+
+def read_state_file(path: Path) -> dict[str, Any]:
+    """A site's saved run state, ``path`` (``<state folder>/state.json``) as :meth:`Site.save_state`
+    wrote it, or {} when there is no such file. Raises SiteError (one line naming the file and
+    what was expected) when it cannot be read, is not JSON, or is not a JSON object."""
+    if not path.is_file():
+        return {}
+    try:
+        state = json.loads(path.read_bytes())
+    except (ValueError, OSError) as exc:
+        raise SiteError(f"{path}: (file): unreadable run state ({exc}); expected the JSON netrepro "
+                        "wrote; release the site by hand if it holds resources, then delete the file") from None
+    if not isinstance(state, dict):
+        raise SiteError(f"{path}: (top level): expected a JSON object (the run state netrepro wrote)")
+    return state
 
 
 def site_class(name: str) -> type[Site]:
