@@ -162,7 +162,7 @@ validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the 
 test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports), shellcheck, unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root, alone
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
-	$(VENV)/bin/lint-imports --config .importlinter
+	$(VENV)/bin/lint-imports .importlinter
 	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 	$(PY) -m pytest -q -n auto --durations=25 -m "not integration and not netns and not wire" tests
 	$(PY) -m pytest -q --durations=0 --durations-min=5 -m "integration or netns or wire" tests
@@ -183,7 +183,7 @@ faults: setup $(DEV_STAMP) ## Inject each fault for real on the local site; chec
 
 lint: $(DEV_STAMP) ## ansible-lint (production profile) on roles and playbooks; lint-imports: the layers of .importlinter; shellcheck on every shell script
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-lint --profile production roles playbooks
-	$(VENV)/bin/lint-imports --config .importlinter
+	$(VENV)/bin/lint-imports .importlinter
 	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 
 compare: $(STAMP) ## One report and figure across RUNS="<run folder> <run folder> ..." (sites, repetitions), with the published results

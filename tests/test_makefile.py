@@ -54,3 +54,19 @@ def test_the_options_the_comments_name_exist():
     yml = (REPO / "netrepro" / "sites" / "instageni" / "aggregates.yml").read_text()
     named += re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", "\n".join(ln for ln in yml.splitlines() if ln.lstrip().startswith("#")))
     assert named and not set(named) - flags, f"options named in comments that netrepro does not have: {set(named) - flags}"
+
+
+def test_lint_imports_is_called_without_a_deprecated_option():
+    """`make lint` and `make test` call lint-imports with the contracts file and no option its
+    --help marks deprecated (import-linter 2.17: ``--config``; the file is an argument)."""
+    exe = REPO / ".venv" / "bin" / "lint-imports"
+    if not exe.exists():
+        pytest.skip("no .venv/bin/lint-imports (`netrepro setup --dev` installs it)")
+    usage = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60).stdout
+    blocks = re.split(r"\n(?=  --)", usage)
+    deprecated = {b.split()[0] for b in blocks[1:] if "DEPRECATED" in b}
+    calls = [ln for ln in (REPO / "Makefile").read_text().splitlines()
+             if ln.startswith("\t") and "bin/lint-imports" in ln]
+    assert len(calls) == 2 and all(ln.rstrip().endswith(" .importlinter") for ln in calls), calls
+    used = {opt for ln in calls for opt in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", ln)}
+    assert not used & deprecated, f"lint-imports options the installed version deprecates: {used & deprecated}"
