@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,21 @@ def read_raw(path: Path, problems: list[str], run_dir: Path) -> str | None:
     except OSError as exc:
         problems.append(f"{path.relative_to(run_dir)}: {'missing' if not path.exists() else exc.strerror}")
         return None
+
+
+def read_node_table(trial_dir: Path, node: str, name: str, parse: Callable[[str], pd.DataFrame], none: str,
+                    problems: list[str]) -> tuple[str, pd.DataFrame] | None:
+    """A node's raw file of a trial, ``trial_dir/<node>/<name>`` (``trial_dir``: the run's
+    ``raw/<trial>``), as ``(text, parse(text))``; None when it cannot be read (:func:`read_raw`
+    names it in ``problems``). A table with no rows is returned too, after
+    ``raw/<trial>/<node>/<name>: <none>`` (what the file lacks) is added to ``problems``."""
+    text = read_raw(trial_dir / node / name, problems, trial_dir.parent.parent)
+    if text is None:
+        return None
+    table = parse(text)
+    if table.empty:
+        problems.append(f"raw/{trial_dir.name}/{node}/{name}: {none}")
+    return text, table
 
 
 def _t0(path: Path) -> float | None:
@@ -87,12 +103,10 @@ def _ping_samples(add, model, it: dict, record: dict, trial_dir: Path, start: fl
     """Add a ping item's RTTs within its schedule and, with ``base_rtt``, their queueing
     delays; unreadable or empty files are named in ``problems``."""
     node = it.src
-    text = read_raw(trial_dir / node / "ping.txt", problems, trial_dir.parent.parent)
-    if text is None:
+    read = read_node_table(trial_dir, node, "ping.txt", parse_ping, "no echo replies", problems)
+    if read is None:
         return
-    p = parse_ping(text)
-    if p.empty:
-        problems.append(f"raw/{trial_dir.name}/{node}/ping.txt: no echo replies")
+    p = read[1]
     # the probes within the item's schedule, placed at their send time (-D prints the
     # reply's time) or, with ``timestamp: received``, at the reply's
     at = (p["t_epoch_s"] - start if it.timestamp == "received"
@@ -112,13 +126,10 @@ def _port_samples(add, c, trial: dict, trial_dir: Path, start: float, time_scale
     drops, the ``tx_bytes`` counter (with a sample on each side), each qdisc's own fields
     and, with the collector's ``classes``, its leaf qdisc's classes; unreadable or empty
     files are named in ``problems``."""
-    node = c.node
-    text = read_raw(trial_dir / node / "qdisc.jsonl", problems, trial_dir.parent.parent)
-    if text is None:
+    read = read_node_table(trial_dir, c.node, "qdisc.jsonl", parse_qdisc_stack, "no samples", problems)
+    if read is None:
         return
-    q = parse_qdisc_stack(text)
-    if q.empty:
-        problems.append(f"raw/{trial_dir.name}/{node}/qdisc.jsonl: no samples")
+    text, q = read
     q = q[(q["t_epoch_s"] >= start) & (q["t_epoch_s"] <= start + trial.duration_s * time_scale)]
     t = q["t_epoch_s"] - start
     add(c.at, -1, t, "backlog_bytes", q["backlog_bytes"])

@@ -15,8 +15,8 @@ import yaml
 from analysis.claims import check_claim, evaluate, scaled_thresholds
 from analysis.figures import draw
 from analysis.summary import SUMMARY_KEYS, cov, jain_index, trial_statistics
-from analysis.tidy import trial_tidy
-from analysis.raw import parse_iperf3, parse_qdisc_fields, parse_qdisc_stack, parse_tc_classes
+from analysis.tidy import read_node_table, trial_tidy
+from analysis.raw import parse_iperf3, parse_ping, parse_qdisc_fields, parse_qdisc_stack, parse_tc_classes
 from conftest import claim_records
 from netrepro.model import Check, Collector, Figure, Trial
 from netrepro.experiment.spec import load_spec
@@ -209,6 +209,22 @@ def test_busy_classes_tell_a_shared_bucket(tmp_path):
     assert out["shared"] == ([1, 1, 1, 0], {"busy_classes_max": 1.0, "classes_in_use": 1.0})
     assert out["stray"][1] == {"busy_classes_max": 2.0, "classes_in_use": 1.0}
 
+
+
+def test_a_node_s_raw_file_is_read_parsed_and_named_when_missing_or_empty(tmp_path):
+    """The one reader of the ping and port samplers: a missing file is None, named as missing;
+    a file without rows is its empty table, named with what it lacks; a good one is not named."""
+    trial_dir = tmp_path / "run" / "raw" / "t1"
+    (trial_dir / "r").mkdir(parents=True)
+    (trial_dir / "r" / "qdisc.jsonl").write_text("")
+    (trial_dir / "r" / "ping.txt").write_text("[100.5] 64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=20.1 ms\n")
+    problems: list[str] = []
+    assert read_node_table(trial_dir, "c", "ping.txt", parse_ping, "no echo replies", problems) is None
+    text, q = read_node_table(trial_dir, "r", "qdisc.jsonl", parse_qdisc_stack, "no samples", problems)
+    assert text == "" and q.empty
+    text, p = read_node_table(trial_dir, "r", "ping.txt", parse_ping, "no echo replies", problems)
+    assert p["rtt_ms"].tolist() == [20.1] and text.startswith("[100.5]")
+    assert problems == ["raw/t1/c/ping.txt: missing", "raw/t1/r/qdisc.jsonl: no samples"]
 
 def test_a_claim_with_a_condition_the_run_does_not_meet_is_not_applicable():
     when = {"select": {"statistic": "jain_index", "trials": ["droptail"]}, "min": 0.9}
