@@ -72,6 +72,10 @@ PY := $(VENV)/bin/python
 NETREPRO := $(PY) -m netrepro
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
+# The RO-Crate validator's own virtual environment (requirements-crate-validator.txt says why it
+# is not .venv), and its stamp.
+CRATE_VENV := .venv-crate
+CRATE_STAMP := $(CRATE_VENV)/.installed
 # Every shell script of the repository (shellcheck reads .shellcheckrc).
 SHELL_SCRIPTS := $(wildcard roles/*/files/*.sh) tools/fresh-root-check .ci/run
 
@@ -86,7 +90,7 @@ SCHEDULE_ARGS = $(if $(filter-out 1,$(REPEAT)),--repeat $(REPEAT)) $(if $(SEED),
 
 .PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status profile benchmark \
         renew plan rspec validate compare quick test test-unit test-integration faults fresh-root-check lint \
-        bench reference clean
+        bench reference clean venv-crate
 
 help: ## Show the targets
 	@echo "netrepro: reproduce network experiments on testbeds"
@@ -110,6 +114,16 @@ $(DEV_STAMP): $(STAMP) requirements-dev.txt requirements-fabric.txt
 	touch $@
 
 venv: $(STAMP) ## Create the virtual environment with the pinned Python packages
+
+# The RO-Crate validator (roc-validator) that netrepro/runfolder/cratecheck.py runs as a
+# subprocess, offline, on the crates of `netrepro export`: apart from .venv, whose rich it cannot
+# share (requirements-crate-validator.txt).
+$(CRATE_STAMP): requirements-crate-validator.txt
+	$(PYTHON) -m venv $(CRATE_VENV)
+	$(CRATE_VENV)/bin/pip install -q -r requirements-crate-validator.txt
+	touch $@
+
+venv-crate: $(CRATE_STAMP) ## Create the RO-Crate validator's virtual environment .venv-crate (roc-validator, requirements-crate-validator.txt), apart from .venv
 
 setup: $(STAMP) ## Install everything SITE needs on this machine (local: Debian packages, micro-VM kernel; ns3: g++, ns-3, netrepro-sim; fabric: fablib and the compiler it builds with; instageni, static: nothing more); idempotent
 	$(NETREPRO) setup $(SITE_ARGS)
@@ -159,7 +173,7 @@ profile: $(STAMP) ## Write a CloudLab profile of EXPERIMENT (profile.rspec) into
 validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
 	$(NETREPRO) validate $(EXPERIMENT)
 
-test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports), shellcheck, unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root, alone
+test: setup $(DEV_STAMP) $(CRATE_STAMP) ## All tests: the import layers (lint-imports), shellcheck, unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root, alone
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(VENV)/bin/lint-imports .importlinter
@@ -170,7 +184,7 @@ test: setup $(DEV_STAMP) ## All tests: the import layers (lint-imports), shellch
 fresh-root-check: ## In a fresh minimal Debian 12 root (root): make setup, then the local site up and down; FRESH_ROOT_JOB=reproduce: the main job instead (TIME_SCALE=FRESH_ROOT_TIME_SCALE, default 0.05)
 	tools/fresh-root-check
 
-test-unit: $(DEV_STAMP) ## Unit tests only (no micro-VM), one worker per core (pytest-xdist); installs the ns3 site and UML as make test
+test-unit: $(DEV_STAMP) $(CRATE_STAMP) ## Unit tests only (no micro-VM), one worker per core (pytest-xdist); installs the ns3 site, UML and .venv-crate as make test
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(PY) -m pytest -q -n auto -m "not integration and not netns and not wire" tests

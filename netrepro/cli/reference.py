@@ -79,10 +79,10 @@ def _logical_lines(text: str) -> list[str]:
 
 def _reader_names(text: str) -> str:
     """A prerequisite or recipe as a reader names it: the Makefile's own variables replaced
-    (``$(NETREPRO)`` -> ``netrepro``, ``$(STAMP)`` -> ``venv``, ...)."""
+    (``$(NETREPRO)`` -> ``netrepro``, ``$(STAMP)`` -> ``venv``, ``$(CRATE_STAMP)`` -> ``venv-crate``, ...)."""
     for var, name in (("$(NETREPRO)", "netrepro"), ("$(PY)", "python"), ("$(VENV)/bin/", ""),
                       ("$(MAKE)", "make"), ("$(DEV_STAMP)", "the tests' packages (requirements-dev.txt)"),
-                      ("$(STAMP)", "venv")):
+                      ("$(CRATE_STAMP)", "venv-crate"), ("$(CRATE_VENV)/bin/", ""), ("$(STAMP)", "venv")):
         text = text.replace(var, name)
     return text
 

@@ -38,6 +38,10 @@ ENV_VARS: dict[str, str] = {
     "NETREPRO_RESULTS": "the folder run folders are written into; default results/ in the repository",
     "NETREPRO_CACHE": "the download cache (the micro-VM kernel; tools/fresh-root-check's root tarball); "
                       "default ~/.cache/netrepro",
+    "NETREPRO_CRATE_VALIDATOR": "the RO-Crate validator's python (a python, or a virtual environment's folder: "
+                                "its bin/python) with roc-validator 0.13.0, which checks an exported crate "
+                                "offline (netrepro/runfolder/cratecheck.py, its tests); default .venv-crate/bin/python "
+                                "in the repository (make venv-crate)",
     # --- how a run behaves
     "NETREPRO_LEAD_S": "run and reproduce: the least time, in seconds (0.2 to 3600), between releasing a "
                        "trial's barrier and its common start; default 2",

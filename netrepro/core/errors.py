@@ -1,5 +1,7 @@
 """The errors of netrepro's two file formats: :class:`RunFolderError`, a run folder that cannot
-be read or analysed (:mod:`netrepro.runfolder`, :mod:`analysis`); and how an experiment file's
+be read or analysed (:mod:`netrepro.runfolder`, :mod:`analysis`), and
+:class:`CrateValidatorError`, the RO-Crate validator that checks an exported run folder unable
+to give a verdict (:mod:`netrepro.runfolder.cratecheck`); and how an experiment file's
 errors are found and reported (:mod:`netrepro.experiment.spec`,
 :mod:`netrepro.model`, :mod:`netrepro.experiment.migrate`) and the strict YAML reader
 (:mod:`netrepro.core.yamlfile`): :class:`SpecError`, whose message is one line naming the file,
@@ -33,6 +35,13 @@ class RunFolderError(ValueError):
     def __init__(self, path: Path | str, problem: str):
         self.path, self.problem = str(path), problem
         super().__init__(f"{path}: {problem}")
+
+
+class CrateValidatorError(RuntimeError):
+    """The RO-Crate validator (roc-validator, in its own virtual environment ``.venv-crate/``)
+    could not give a verdict: its python is missing (``str(err)`` names the command that
+    installs it), or it stopped without one (a wrong command line, a crash, a time-out).
+    ``str(err)`` is one line; :mod:`netrepro.runfolder.cratecheck` raises it."""
 
 
 def field_path(parts) -> str:

@@ -8,7 +8,10 @@
   schema_version 1 experiment file converted;
 - :mod:`~netrepro.runfolder.outputs`, :mod:`~netrepro.runfolder.atomic`: where an analysis
   writes, written once and atomically;
-- :mod:`~netrepro.runfolder.cpu`: the CPU readings recorded with each trial.
+- :mod:`~netrepro.runfolder.cpu`: the CPU readings recorded with each trial;
+- :mod:`~netrepro.runfolder.cratecheck`: a run folder exported as an RO-Crate, checked by
+  roc-validator offline in its own virtual environment (``.venv-crate/``), through
+  ``crate_validator_script.py``, a file it runs and nothing imports.
 
 The runner writes run folders, the analysis reads them and adds its outputs; neither knows a
 path of the format but through this package. Errors: :class:`netrepro.core.errors.RunFolderError`.
