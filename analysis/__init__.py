@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import Spec
+from netrepro.runfolder.crate import is_crate, open_crate
 from netrepro.runfolder.reading import read_run
 
 if TYPE_CHECKING:  # imported when asked for (__getattr__ below)
@@ -55,7 +56,8 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     """Analyse a run directory and write one output set into it.
 
     Args:
-        run_dir: the run directory (holds run.json and raw/).
+        run_dir: the run directory (holds run.json and raw/), or a run exported as an RO-Crate
+            (a folder or zip, :func:`netrepro.runfolder.crate.open_crate`).
         spec: the experiment spec; default run.json's (:func:`netrepro.runfolder.reading.read_run`, which
             converts a schema_version 1 one).
         figures: False skips drawing (faster; the report then has no figure).
@@ -81,6 +83,8 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     from analysis.repetitions import analyze_repeated, repeated
     from analysis.outputs import analyze_single
     from analysis.sweep import analyze_swept, swept
+    if is_crate(run_dir):  # an exported run (netrepro export): its files checked, a zip unpacked beside it
+        run_dir = open_crate(run_dir)
     rdir, data, spec = read_run(run_dir, spec)
     if swept(data):
         return analyze_swept(rdir, data, spec, figures, partial, out=out_dir)

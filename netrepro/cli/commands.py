@@ -23,6 +23,7 @@ from typing import Callable
 from netrepro.experiment import sweep as sweeps
 from netrepro.runner.ansible import PlaybookError
 from netrepro.runner.clean import clean
+from netrepro.cli.publish import add_export_command
 from netrepro.cli.site_commands import inventory_from_manifest, plan_text, write_rspec
 from netrepro.model import rate_scale_option, time_scale_note
 from netrepro.runner import playbooks, steps
@@ -297,7 +298,10 @@ def cmd_analyze(args) -> int:
     spec = load_spec(args.experiment)
     target = Path(args.run) if args.run else latest(spec.name)
     from analysis import analyze
+    from netrepro.runfolder.crate import is_crate, open_crate
     from netrepro.runfolder.reading import read_run_json
+    if is_crate(target):  # an exported run: its files checked, a zip unpacked beside it
+        target = open_crate(target)
     if args.run:
         _, data = read_run_json(target)
         if data.get("experiment") != spec.name:
@@ -610,6 +614,7 @@ def _add_lifecycle_commands(add: Callable[..., argparse.ArgumentParser]) -> None
              "with the published results", site=False, exp=False)
     sp.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results/<experiment>/<run-id>)")
     sp.add_argument("--out", help="folder to write compare-<time>/ into (default: the first run's experiment folder)")
+    add_export_command(add)
     sp = add("renew", cmd_renew, "extend the reservation")
     sp.add_argument("--hours", type=_hours, default=os.environ.get("HOURS") or "6",
                     help="the lease ends HOURS from now (default: $HOURS or 6)")

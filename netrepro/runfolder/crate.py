@@ -1,0 +1,500 @@
+"""A run folder as an RO-Crate: written by ``netrepro export``, read back by the analysis.
+
+The crate (RO-Crate 1.1, https://w3id.org/ro/crate/1.1, conforming to the Process Run Crate
+profile 0.5, https://w3id.org/ro/wfrun/process/0.5) holds the run folder's files in the
+run folder's own layout, so that the crate's folder *is* a run folder the analysis reads:
+``run.json``, ``raw/<trial instance>/<node>/...``, the first analysis' outputs with their
+``analysis.json``, ``timings.json`` when there is one, and ``experiment.yml``, the experiment
+file as run (run.json's ``spec``, written out). ``ro-crate-metadata.json`` describes them:
+
+- every file with its ``sha256`` (the workflow-run vocabulary's term,
+  https://w3id.org/ro/terms/workflow-run#sha256) and ``contentSize``; raw files' sums are
+  run.json's ``raw_sha256`` and the outputs' are analysis.json's (checked before writing);
+- one ``CreateAction`` per trial instance: instrument netrepro at its version and commit;
+  object the experiment file and what the trial ran with (the site's options, and from each
+  node's snapshot before the trial, meta-before.json: kernel, iproute2, the sysctls and the
+  qdiscs applied, as ``PropertyValue`` entities); result the trial's raw folder; start and end
+  times; status (completed, or failed with the reason);
+- one ``CreateAction`` for the analysis: object run.json and the raw folders, result the
+  outputs;
+- the root: the licence, the authors (a CITATION.cff), the publication and the earlier
+  reproduction the experiment file's ``reference`` cites (``*_doi`` and ``*_url`` keys).
+
+Nothing of the run folder is written; the crate is written once, to a new path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import zipfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from netrepro.core.errors import RunFolderError
+from netrepro.experiment.spec import REPO_ROOT
+from netrepro.runfolder.deposit import zenodo_metadata
+from netrepro.runfolder.integrity import sha256_file, verify_raw
+from netrepro.runfolder.layout import ANALYSIS_RECORD, RAW, RUN_JSON, TIMINGS, incomplete_problems, raw_dir, run_json
+from netrepro.runfolder.reading import read_run
+
+#: The crate's metadata file (RO-Crate 1.1, section "RO-Crate Metadata File Descriptor").
+CRATE_METADATA = "ro-crate-metadata.json"
+#: The profile the crate conforms to (https://w3id.org/ro/wfrun/process/0.5).
+PROCESS_RUN_CRATE = "https://w3id.org/ro/wfrun/process/0.5"
+#: The JSON-LD context that defines ``sha256`` (the Process Run Crate profile's own context).
+WORKFLOW_RUN_CONTEXT = "https://w3id.org/ro/terms/workflow-run/context"
+#: The experiment file as run, in the crate (run.json's ``spec``, as YAML).
+EXPERIMENT_FILE = "experiment.yml"
+#: An SPDX licence identifier (https://spdx.org/licenses/): letters, digits, ``.``, ``+``, ``-``.
+LICENSE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+-]{0,63}$")
+#: The licence of a run's data unless the user names another (``netrepro export --license``).
+DEFAULT_LICENSE = "CC-BY-4.0"
+#: The CITATION.cff whose authors are the crate's unless the user names another.
+DEFAULT_CITATION = REPO_ROOT / "CITATION.cff"
+#: schema.org's action statuses (https://schema.org/ActionStatusType).
+COMPLETED, FAILED = "http://schema.org/CompletedActionStatus", "http://schema.org/FailedActionStatus"
+#: The snapshot of each node before a trial (roles/collectors), read for the environment.
+SNAPSHOT = "meta-before.json"
+#: Software versions a node's snapshot records, by its key.
+SNAPSHOT_VERSIONS = ("kernel", "iproute2", "vsftpd", "openssh", "curl", "iperf3")
+#: Media types of the files a run folder holds, by suffix (IANA media types).
+MEDIA_TYPES = {".json": "application/json", ".jsonl": "application/jsonl", ".csv": "text/csv",
+               ".gz": "application/gzip", ".png": "image/png", ".pdf": "application/pdf",
+               ".md": "text/markdown", ".txt": "text/plain", ".yml": "application/yaml"}
+
+
+def iso_time(value: Any) -> str | None:
+    """A time as the Process Run Crate's validator accepts it: ISO 8601 in UTC with
+    milliseconds and an explicit offset (``2026-11-23T06:15:05.468+00:00``); None when
+    ``value`` is not an ISO 8601 time (run.json writes ``datetime.isoformat()``)."""
+    try:
+        t = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return t.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def media_type(path: str) -> str:
+    """The IANA media type of a run folder's file by its suffix (``application/octet-stream``
+    when unknown: raw tool outputs such as ``iperf3-h1-h3.json.t0``)."""
+    return MEDIA_TYPES.get(Path(path).suffix, "application/octet-stream")
+
+
+def _checked_outputs(rdir: Path) -> dict[str, str]:
+    """The run's first analysis: analysis.json's ``outputs`` (path relative to the run folder ->
+    sha256), each file checked. RunFolderError: not analysed, analysis.json unreadable, or an
+    output changed since (one line naming the file)."""
+    path = rdir / ANALYSIS_RECORD
+    if not path.is_file():
+        raise RunFolderError(path, f"missing: the run was not analysed; run `netrepro analyze --run {rdir}` first")
+    try:
+        outputs = json.loads(path.read_text(encoding="utf-8")).get("outputs")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise RunFolderError(path, f"expected the analysis record netrepro writes: {str(exc)[:80]}") from None
+    if not isinstance(outputs, dict) or not outputs:
+        raise RunFolderError(path, "outputs: expected an object naming each output with its sha256")
+    for rel, digest in sorted(outputs.items()):
+        f = rdir / rel
+        if ".." in Path(rel).parts or not f.is_file() or f.is_symlink() or sha256_file(f) != digest:
+            raise RunFolderError(f, "differs from analysis.json's record (missing, altered or not a file); "
+                                    f"expected the outputs as analysed: analyse the run again with `netrepro analyze --run {rdir}`")
+    return outputs
+
+
+def check_exportable(run_dir: Path | str) -> tuple[Path, dict, Any, dict[str, str]]:
+    """``(run_dir, run.json data, spec, outputs)`` of a run that can be exported: complete (no
+    INCOMPLETE marker), its raw files as run.json records them, analysed with its outputs as
+    analysis.json records them.
+
+    Raises:
+        RunFolderError: one line naming the file and what was expected (:func:`read_run`'s
+            refusals too); SpecError: the recorded experiment is invalid.
+    """
+    rdir, data, spec = read_run(run_dir)
+    problems = incomplete_problems(rdir)
+    if problems:
+        raise RunFolderError(rdir, f"{problems[0]}; expected a complete run (finish it with `netrepro run --resume {rdir}`)")
+    check = verify_raw(raw_dir(rdir), data.get("raw_sha256"), run_json(rdir))
+    if check.damaged:
+        raise RunFolderError(run_json(rdir), check.describe() + "; expected the raw files as recorded")
+    return rdir, data, spec, _checked_outputs(rdir)
+
+
+def read_citation(path: Path | str) -> dict:
+    """A CITATION.cff (Citation File Format 1.2.0, https://citation-file-format.github.io)
+    parsed: its mapping. RunFolderError naming the file when it cannot be read, is not YAML
+    or has no ``authors`` list."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunFolderError(path, f"cannot be read ({exc}); expected a CITATION.cff") from None
+    except yaml.YAMLError as exc:
+        raise RunFolderError(path, f"not YAML ({str(exc).splitlines()[0][:80]}); expected a CITATION.cff") from None
+    if not isinstance(data, dict) or not isinstance(data.get("authors"), list) or not data["authors"]:
+        raise RunFolderError(path, "authors: expected a list of people or entities (Citation File Format 1.2.0)")
+    return data
+
+
+def cff_person(author: dict) -> tuple[str, dict]:
+    """``(@id, properties)`` of a CITATION.cff author as a schema.org Person (``given-names``,
+    ``family-names``) or Organization (``name``): @id its ORCID URL when it has one, else
+    ``#author-<name>``."""
+    if author.get("family-names"):
+        name = " ".join(str(author[k]) for k in ("given-names", "family-names") if author.get(k))
+        props = {"@type": "Person", "name": name, "familyName": str(author["family-names"])}
+        if author.get("given-names"):
+            props["givenName"] = str(author["given-names"])
+    else:
+        name = str(author.get("name") or "unnamed")
+        props = {"@type": "Organization", "name": name}
+    if author.get("affiliation"):
+        props["affiliation"] = str(author["affiliation"])
+    ident = str(author["orcid"]) if str(author.get("orcid", "")).startswith("https://orcid.org/") else \
+        "#author-" + re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
+    return ident, props
+
+
+def references(reference: dict) -> list[tuple[str, dict]]:
+    """``(@id, properties)`` of each work the experiment file's ``reference`` cites: a
+    ``<key>_doi`` (``10.NNNN/...``) as a ScholarlyArticle at https://doi.org/<doi>, a
+    ``<key>_url`` as a CreativeWork at the URL, each named by the ``<key>`` text (``paper``,
+    ``reproduction``) when the file has one; the other texts, as the file states them, in
+    one CreativeWork ``#reference`` (none when there are none)."""
+    out, linked = [], set()
+    for key, value in reference.items():
+        for suffix, kind, url in (("_doi", "ScholarlyArticle", "https://doi.org/{}"), ("_url", "CreativeWork", "{}")):
+            if key.endswith(suffix):
+                base = key[:-len(suffix)]
+                linked |= {key, base}
+                out.append((url.format(value), {"@type": kind, "name": str(reference.get(base) or value)}))
+    rest = [f"{k}: {v}" for k, v in reference.items() if k not in linked]
+    if rest:
+        out.append(("#reference", {"@type": "CreativeWork", "name": "; ".join(rest)}))
+    return out
+
+
+def _file(crate, src: Path, rel: str, digest: str, name: str | None = None):
+    """Add the run folder's file ``src`` as the crate's ``rel`` with its sha256 and size."""
+    return crate.add_file(src, dest_path=rel, properties={
+        "name": name or rel, "encodingFormat": media_type(rel), "sha256": digest,
+        "contentSize": str(src.stat().st_size)})
+
+
+def _value(crate, ident: str, name: str, value: Any, description: str | None = None):
+    """A PropertyValue entity ``ident`` (``#...``): ``name`` = ``value`` (text; JSON for a
+    mapping or a list)."""
+    from rocrate.model.contextentity import ContextEntity
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    props = {"@type": "PropertyValue", "name": name, "value": text}
+    if description:
+        props["description"] = description
+    return crate.add(ContextEntity(crate, ident, properties=props))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
+
+
+def _settings(crate, data: dict) -> list:
+    """The run's settings and its site's recorded status as PropertyValues (the object of
+    every trial): site, mode, time scale, rate scale k, barrier lead, and the scalar entries of
+    run.json's ``site_status``."""
+    rate = data.get("rate_scale") if isinstance(data.get("rate_scale"), dict) else {}
+    out = [_value(crate, f"#setting-{key}", key, str(value), what) for key, value, what in (
+        ("site", data.get("site"), "the site the run reserved (docs/sites/)"),
+        ("mode", data.get("mode"), "how the site built the nodes"),
+        ("time_scale", data.get("time_scale"), "TIME_SCALE: every duration of the schedule multiplied by it"),
+        ("rate_scale", rate.get("k", 1), "k: every rate and byte size multiplied by it"),
+        ("lead_s", data.get("lead_s"), "the barrier's lead, s")) if value is not None]
+    status = data.get("site_status") if isinstance(data.get("site_status"), dict) else {}
+    out += [_value(crate, f"#site-{_slug(k)}", f"site {k}", str(v)) for k, v in sorted(status.items())
+            if isinstance(v, (str, int, float, bool)) and not k.endswith(("port", "key", "password", "token"))]
+    return out
+
+
+def _environment(crate, instance: str, trial_dir: Path) -> list:
+    """What each node ran the trial with, from its snapshot before the trial
+    (``raw/<instance>/<node>/meta-before.json``): its software versions
+    (:data:`SNAPSHOT_VERSIONS`), its sysctls, and the qdiscs on its interfaces (kind, handle,
+    parent and options as ``tc -j qdisc show`` gives them; the kernel's ``noqueue`` left out)."""
+    out = []
+    for node_dir in sorted(p for p in trial_dir.iterdir() if p.is_dir()):
+        node, snap = node_dir.name, node_dir / SNAPSHOT
+        try:
+            meta = json.loads(snap.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(meta, dict):
+            continue
+        base = f"#{_slug(instance)}-{_slug(node)}"
+        out += [_value(crate, f"{base}-{key}", f"{key} on {node}", str(meta[key]))
+                for key in SNAPSHOT_VERSIONS if isinstance(meta.get(key), str)]
+        sysctls = meta.get("sysctls") if isinstance(meta.get("sysctls"), dict) else {}
+        out += [_value(crate, f"{base}-{_slug(k)}", f"{k} on {node}", str(v)) for k, v in sorted(sysctls.items())]
+        for q in meta.get("qdiscs") or []:
+            if isinstance(q, dict) and q.get("kind") not in (None, "noqueue"):
+                where = f"{node}:{q.get('dev')}"
+                out.append(_value(crate, f"{base}-qdisc-{_slug(str(q.get('dev')))}-{_slug(str(q.get('handle')))}",
+                                  f"qdisc {q['kind']} {q.get('handle')} on {where}"
+                                  + (f" (parent {q['parent']})" if q.get("parent") else ""), q.get("options") or {}))
+    return out
+
+
+def _epoch(seconds: Any) -> str | None:
+    """A Unix time (s) as :func:`iso_time` writes a time; None when it is not a number."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return None
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _attempt_times(status: dict, trial: dict) -> tuple[str | None, str | None, str, str | None]:
+    """``(start, end, action status, error)`` of a trial: from run.json's ``trial_status`` entry
+    (``status``), its last attempt's times, completed when the trial is complete, else failed
+    with why; a run recorded before trial_status existed gives its trial record's (``trial``)
+    common start and start + wall time instead."""
+    attempts = [a for a in status.get("attempts") or [] if isinstance(a, dict)]
+    if not attempts:
+        start, wall = trial.get("start_epoch_s"), trial.get("wall_s")
+        end = start + wall if _epoch(start) and _epoch(wall) else None
+        done = trial.get("status", "complete") == "complete"
+        return _epoch(start), _epoch(end), COMPLETED if done else FAILED, None if done else str(trial.get("status"))
+    last = attempts[-1]
+    done = status.get("status") == "complete"
+    return (iso_time(last.get("started_at")), iso_time(last.get("ended_at")), COMPLETED if done else FAILED,
+            None if done else str(status.get("reason") or status.get("status") or "not complete"))
+
+
+def _root(crate, data: dict, spec, license: str, cff: dict, verdict: str):
+    """The root dataset's name, description, dates, licence, profile, authors and citations;
+    returns the authors' entities."""
+    from rocrate.model.contextentity import ContextEntity
+    title = str(spec.data.get("title") or spec.name)
+    crate.name = f"{title}: run {data.get('run_id') or ''}".rstrip(": ")
+    crate.description = (f"A run of the experiment {spec.name} on the {data.get('site')} site"
+                         f"{' (' + str(data['mode']) + ')' if data.get('mode') else ''} at TIME_SCALE "
+                         f"{data.get('time_scale', 1)}, made and analysed by netrepro: {verdict}. The files keep "
+                         "the run folder's layout (docs/results-format.md); `netrepro analyze --run` reads the crate.")
+    crate.datePublished = iso_time(data.get("finished_at")) or iso_time(data.get("started_at"))
+    crate.license = crate.add(ContextEntity(crate, f"https://spdx.org/licenses/{license}",
+                                            properties={"@type": "CreativeWork", "name": license}))
+    crate.root_dataset["conformsTo"] = crate.add(ContextEntity(crate, PROCESS_RUN_CRATE, properties={
+        "@type": "CreativeWork", "name": "Process Run Crate", "version": "0.5"}))
+    authors = []
+    for a in cff["authors"]:
+        if isinstance(a, dict):
+            ident, props = cff_person(a)
+            authors.append(crate.add(ContextEntity(crate, ident, properties=props)))
+    cited = [crate.add(ContextEntity(crate, ident, properties=props)) for ident, props in references(spec.model.reference)]
+    for key, entities in (("author", authors), ("citation", cited)):
+        if entities:  # one value alone, not a list of one (RO-Crate 1.1's JSON-LD recommendation)
+            crate.root_dataset[key] = entities[0] if len(entities) == 1 else entities
+    return authors
+
+
+def _instrument(crate, ident: str, version: str, commit: str | None, what: str):
+    """netrepro as a SoftwareApplication ``ident``: its ``version`` (the package's, or the
+    analysis' own ``made_by.version``) and the ``commit`` it ran at, doing ``what``."""
+    from rocrate.model.contextentity import ContextEntity
+    props = {"@type": "SoftwareApplication", "name": "netrepro", "softwareVersion": version,
+             "description": f"netrepro {what} (commit {commit or 'unknown'})"}
+    if commit:
+        props["identifier"] = str(commit)
+    return crate.add(ContextEntity(crate, ident, properties=props))
+
+
+def _made_by(rdir: Path) -> dict:
+    """analysis.json's ``made_by`` (``version``, ``commit``...), {} when it has none."""
+    try:
+        made_by = json.loads((rdir / ANALYSIS_RECORD).read_text(encoding="utf-8")).get("made_by")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return made_by if isinstance(made_by, dict) else {}
+
+
+def build_crate(rdir: Path, data: dict, spec, outputs: dict[str, str], experiment: Path, license: str, cff: dict):
+    """The RO-Crate of a checked run (:func:`check_exportable`), not yet written: an
+    ``rocrate.rocrate.ROCrate`` (RO-Crate 1.1) of the files and entities the module docstring
+    lists; ``experiment``: the experiment file as run, written out for the crate."""
+    from rocrate.rocrate import ROCrate
+    crate = ROCrate(version="1.1")
+    crate.metadata.extra_contexts.append(WORKFLOW_RUN_CONTEXT)
+    try:
+        verdict = json.loads((rdir / "verdict.json").read_text(encoding="utf-8")).get("verdict", "not analysed")
+    except (OSError, ValueError, AttributeError):
+        verdict = "not analysed"
+    authors = _root(crate, {**data, "run_id": rdir.name}, spec, license, cff, verdict)
+    from netrepro import __version__
+    tool = _instrument(crate, "#netrepro", __version__, data.get("toolkit_commit"), "as it ran the trials")
+    exp = crate.add_file(experiment, dest_path=EXPERIMENT_FILE, properties={
+        "name": "the experiment file as run (run.json's spec)", "encodingFormat": "application/yaml",
+        "sha256": sha256_file(experiment), "contentSize": str(experiment.stat().st_size)})
+    record = _file(crate, run_json(rdir), RUN_JSON, sha256_file(run_json(rdir)), "the run's record (run.json)")
+    if (rdir / TIMINGS).is_file():
+        _file(crate, rdir / TIMINGS, TIMINGS, sha256_file(rdir / TIMINGS), "the seconds of each stage")
+    settings = _settings(crate, data)
+    raw_sums = data.get("raw_sha256") or {}
+    trials, folders = [], []
+    statuses = {s.get("id"): s for s in data.get("trial_status") or [] if isinstance(s, dict)}
+    records = {t.get("id"): t for t in data.get("trials") or [] if isinstance(t, dict)}
+    for instance in sorted(p.name for p in raw_dir(rdir).iterdir() if p.is_dir()):
+        folder = crate.add_dataset(dest_path=f"{RAW}/{instance}/", properties={"name": f"raw data of trial {instance}"})
+        folder["hasPart"] = [_file(crate, raw_dir(rdir) / rel, f"{RAW}/{rel}", digest)
+                             for rel, digest in sorted(raw_sums.items()) if rel.split("/", 1)[0] == instance]
+        folders.append(folder)
+        start, end, status, error = _attempt_times(statuses.get(instance, {}), records.get(instance, {}))
+        props = {"name": f"trial {instance}", "description": f"netrepro run {spec.name} --site {data.get('site')}: "
+                                                             f"trial instance {instance}", "actionStatus": status,
+                 "agent": authors[0] if authors else None}
+        props.update({k: v for k, v in (("startTime", start), ("endTime", end), ("error", error)) if v})
+        trials.append(crate.add_action(tool, identifier=f"#trial-{_slug(instance)}",
+                                       object=[exp, *settings, *_environment(crate, instance, raw_dir(rdir) / instance)],
+                                       result=folder, properties={k: v for k, v in props.items() if v is not None}))
+    results = [_file(crate, rdir / rel, rel, digest) for rel, digest in sorted(outputs.items())]
+    results.append(_file(crate, rdir / ANALYSIS_RECORD, ANALYSIS_RECORD, sha256_file(rdir / ANALYSIS_RECORD),
+                         "what made the analysis' outputs, from which inputs (analysis.json)"))
+    made_by = _made_by(rdir)
+    analyser = _instrument(crate, "#netrepro-analysis", str(made_by.get("version") or __version__),
+                           made_by.get("commit"), "as it analysed the run")
+    analysis = crate.add_action(analyser, identifier="#analysis", object=[record, *folders], result=results,
+                                properties={"name": "analysis", "description": f"netrepro analyze --run {rdir.name}",
+                                            "actionStatus": COMPLETED, **({"agent": authors[0]} if authors else {})})
+    crate.root_dataset["mentions"] = [*trials, analysis]
+    return crate
+
+
+def deposit_path(out: Path) -> Path:
+    """Where the deposit metadata of the crate at ``out`` goes: ``<out without .zip>.zenodo.json``."""
+    return out.with_name(out.name.removesuffix(".zip") + ".zenodo.json")
+
+
+def export_run(run_dir: Path | str, out: Path | str, license: str = DEFAULT_LICENSE,
+               citation: Path | str = DEFAULT_CITATION) -> tuple[Path, Path]:
+    """Write the run in ``run_dir`` as an RO-Crate at ``out`` (a folder, or a zip file when
+    ``out`` ends in ``.zip``), licensed ``license`` (an SPDX identifier), its authors those of
+    ``citation`` (a CITATION.cff), and beside it the deposit metadata Zenodo takes
+    (:func:`deposit_path`, :func:`netrepro.runfolder.deposit.zenodo_metadata`); returns both
+    paths. Written once: neither may exist, and nothing is left at them when anything fails.
+
+    Raises:
+        RunFolderError: ``out`` exists or its folder does not; a bad licence; the run cannot be
+            exported (:func:`check_exportable`); the CITATION.cff is unreadable
+            (:func:`read_citation`). SpecError: the recorded experiment is invalid.
+    """
+    out = Path(out)
+    if not LICENSE_RE.match(license):
+        raise RunFolderError("command line", f"--license {license!r}: expected an SPDX licence identifier "
+                                             "(CC-BY-4.0, CC0-1.0, MIT; https://spdx.org/licenses/)")
+    for target in (out, deposit_path(out)):
+        if target.exists() or target.is_symlink():
+            raise RunFolderError("command line", f"--output {out}: {target} exists; expected a new path "
+                                                 "(a crate is written once)")
+    if not out.parent.is_dir():
+        raise RunFolderError("command line", f"--output {out}: {out.parent} is not a folder; expected a path in one")
+    rdir, data, spec, outputs = check_exportable(run_dir)
+    cff = read_citation(citation)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+        experiment = Path(tmp) / EXPERIMENT_FILE
+        experiment.write_text(yaml.safe_dump(data["spec"], sort_keys=False, allow_unicode=True), encoding="utf-8")
+        crate = build_crate(rdir, data, spec, outputs, experiment, license, cff)
+        staged = Path(tmp) / ("crate.zip" if out.suffix == ".zip" else "crate")
+        if out.suffix == ".zip":
+            crate.write_zip(staged)
+        else:
+            crate.write(staged)
+        published = iso_time(data.get("finished_at")) or iso_time(data.get("started_at")) or ""
+        metadata = zenodo_metadata(crate.name, crate.description, published, license, rdir.name,
+                                   spec.model.reference, cff, ["netrepro", "reproducibility", spec.name, str(data.get("site"))])
+        (Path(tmp) / "deposit.json").write_text(json.dumps(metadata, indent=1) + "\n", encoding="utf-8")
+        staged.rename(out)
+        (Path(tmp) / "deposit.json").rename(deposit_path(out))
+    return out, deposit_path(out)
+
+
+def is_crate(path: Path | str) -> bool:
+    """Whether ``path`` is an RO-Crate: a folder holding :data:`CRATE_METADATA`, or a zip
+    file holding it at its top."""
+    path = Path(path)
+    if path.is_dir():
+        return (path / CRATE_METADATA).is_file()
+    if path.is_file() and zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            return CRATE_METADATA in z.namelist()
+    return False
+
+
+def crate_files(folder: Path) -> dict[str, str]:
+    """The files a crate's metadata lists with a ``sha256``: path relative to the crate ->
+    sha256 hex. RunFolderError naming the metadata file when it is not the JSON-LD of an
+    RO-Crate or names a path outside the crate."""
+    path = folder / CRATE_METADATA
+    try:
+        graph = json.loads(path.read_text(encoding="utf-8"))["@graph"]
+        out = {e["@id"]: e["sha256"] for e in graph if isinstance(e, dict) and "sha256" in e}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RunFolderError(path, f"expected an RO-Crate's metadata (JSON-LD with an @graph): {str(exc)[:80]}") from None
+    bad = [p for p in out if not isinstance(p, str) or p.startswith("/") or ".." in Path(p).parts or "://" in p]
+    if bad:
+        raise RunFolderError(path, f"{str(bad[0])[:80]}: expected a path inside the crate")
+    return out
+
+
+def verify_crate(folder: Path) -> None:
+    """Nothing; raises RunFolderError naming the first file whose bytes are not those the
+    crate's metadata records (``sha256``), or that is missing or not a plain file."""
+    for rel, digest in sorted(crate_files(folder).items()):
+        f = folder / rel
+        if f.is_symlink() or not f.is_file():
+            raise RunFolderError(f, "missing or not a file; expected the file the crate's metadata lists")
+        if sha256_file(f) != digest:
+            raise RunFolderError(f, f"its sha256 differs from the crate's record ({CRATE_METADATA}); "
+                                    "expected the file as exported")
+
+
+def _unpack(zip_path: Path, into: Path) -> None:
+    """Unpack ``zip_path`` into the new folder ``into`` (made through a temporary folder beside
+    it); RunFolderError for an entry outside the crate or a link (a zip may come from anyone)."""
+    with zipfile.ZipFile(zip_path) as z, tempfile.TemporaryDirectory(prefix=f".{into.name}.", dir=into.parent) as tmp:
+        for info in z.infolist():
+            name = info.filename
+            if name.startswith("/") or ".." in Path(name).parts or (info.external_attr >> 16) & 0o170000 == 0o120000:
+                raise RunFolderError(zip_path, f"{name[:80]}: an entry outside the crate or a link; expected the "
+                                               "files of a crate `netrepro export` wrote")
+        z.extractall(tmp)
+        Path(tmp).rename(into)
+
+
+def open_crate(path: Path | str) -> Path:
+    """The run folder of the crate at ``path``, its files checked against the crate's sha256
+    (:func:`verify_crate`): the crate's folder itself, or for a zip the folder beside it named
+    as the zip without ``.zip``, unpacked there the first time (written once: an existing
+    folder is used only when it holds this very crate's metadata).
+
+    Raises:
+        RunFolderError: one line naming the file: not a crate, a damaged file, an unsafe zip
+            entry, or the folder beside the zip taken by something else.
+    """
+    path = Path(path)
+    if not is_crate(path):
+        raise RunFolderError(path, f"not an RO-Crate; expected a folder or zip holding {CRATE_METADATA}")
+    if path.is_dir():
+        verify_crate(path)
+        return path
+    folder = path.with_suffix("")
+    with zipfile.ZipFile(path) as z:
+        metadata = z.read(CRATE_METADATA)
+    if folder.exists() or folder.is_symlink():
+        if not ((folder / CRATE_METADATA).is_file() and (folder / CRATE_METADATA).read_bytes() == metadata):
+            raise RunFolderError(folder, f"exists and is not the crate {path.name} unpacked; expected to unpack it "
+                                         "there (move the folder away)")
+    else:
+        _unpack(path, folder)
+    verify_crate(folder)
+    return folder

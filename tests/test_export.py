@@ -1,0 +1,143 @@
+"""`netrepro export`: a run as an RO-Crate whose checksums agree with run.json, with one action
+per trial, that the analysis reads back to the same summary.csv and verdict.json bytes, and
+that is refused, naming the file, when a file in it was changed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from analysis import analyze
+from netrepro.cli.commands import main
+from netrepro.core.errors import RunFolderError
+from netrepro.runfolder.crate import (CRATE_METADATA, EXPERIMENT_FILE, PROCESS_RUN_CRATE, deposit_path, export_run,
+                                      open_crate, references)
+
+DATA = Path(__file__).resolve().parent / "data"
+#: Every recorded run in tests/data with its raw data.
+RECORDED = sorted(p for p in [*DATA.glob("*/run.json"), *DATA.glob("labs/*/run.json")])
+
+
+def _analysed(src: Path, tmp: Path, figures: bool = False) -> Path:
+    run = tmp / src.name
+    shutil.copytree(src, run, ignore=shutil.ignore_patterns("expected", "README.md"))
+    analyze(run, figures=figures)
+    return run
+
+
+def _graph(crate: Path) -> dict[str, dict]:
+    return {e["@id"]: e for e in json.loads((crate / CRATE_METADATA).read_text())["@graph"]}
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    monkeypatch.setenv("NETREPRO_RESULTS", str(tmp_path / "results"))
+    return tmp_path
+
+
+@pytest.mark.parametrize("record", RECORDED, ids=lambda p: p.parent.name)
+def test_a_recorded_run_exports_with_its_checksums_and_reads_back_to_the_same_verdict(record, results):
+    run = _analysed(record.parent, results, figures=record.parent.name == "pie-lab-local-0.2")
+    crate, deposit = export_run(run, results / "crate.zip")
+    assert deposit == deposit_path(crate) and json.loads(deposit.read_text())["metadata"]["upload_type"] == "dataset"
+    folder = open_crate(crate)
+    graph = _graph(folder)
+    data = json.loads((run / "run.json").read_text())
+    # every raw file, with run.json's sha256; every output with analysis.json's
+    assert {k[len("raw/"):]: e["sha256"] for k, e in graph.items() if k.startswith("raw/") and "sha256" in e} \
+        == data["raw_sha256"]
+    outputs = json.loads((run / "analysis.json").read_text())["outputs"]
+    assert all(graph[rel]["sha256"] == digest for rel, digest in outputs.items())
+    assert graph["./"]["conformsTo"] == {"@id": PROCESS_RUN_CRATE}
+    # one action per trial instance, with its times and status, and one for the analysis
+    actions = {k: e for k, e in graph.items() if e.get("@type") == "CreateAction"}
+    instances = sorted(p.name for p in (run / "raw").iterdir())
+    assert sorted(k for k in actions if k.startswith("#trial-")) == [f"#trial-{i}" for i in instances]
+    assert "#analysis" in actions and {m["@id"] for m in graph["./"]["mentions"]} == set(actions)
+    for i in instances:
+        a = actions[f"#trial-{i}"]
+        assert a["instrument"] == {"@id": "#netrepro"} and a["result"] == {"@id": f"raw/{i}/"}
+        assert a["startTime"] < a["endTime"] and a["actionStatus"].endswith("CompletedActionStatus")
+        objects = [graph[o["@id"]] for o in a["object"]]
+        assert {"@id": EXPERIMENT_FILE} in a["object"]
+        assert any(o["name"].startswith("kernel on ") for o in objects), "the nodes' kernels, from the snapshots"
+    # the round trip: the crate analysed anew gives the run's own summary and verdict, byte for byte
+    again = analyze(crate, figures=False, out_dir=results / "again")
+    for name in ("summary.csv", "verdict.json"):
+        assert (again.out_dir / name).read_bytes() == (run / name).read_bytes(), name
+
+
+def test_a_changed_file_in_a_crate_is_refused_naming_it(results):
+    run = _analysed(DATA / "labs" / "pie-lab-local-0.2", results)
+    crate, _ = export_run(run, results / "crate")
+    victim = next((crate / "raw").rglob("ping.txt"))
+    victim.write_bytes(victim.read_bytes() + b"64 bytes from 10.0.0.1: icmp_seq=999 ttl=64 time=1 ms\n")
+    with pytest.raises(RunFolderError, match=rf"^{victim}: its sha256 differs from the crate's record"):
+        analyze(crate)
+    assert main(["analyze", "pie-lab", "--run", str(crate)]) == 2
+    assert not list(crate.glob("analysis-*")), "nothing analysed"
+
+
+def test_a_zip_is_unpacked_once_beside_itself_and_an_unsafe_one_is_refused(results):
+    run = _analysed(DATA / "labs" / "pie-lab-local-0.2", results)
+    crate, _ = export_run(run, results / "x.zip")
+    assert open_crate(crate) == results / "x" and open_crate(crate) == results / "x"
+    (results / "y").mkdir()
+    shutil.copy(crate, results / "y.zip")
+    with pytest.raises(RunFolderError, match="y: exists and is not the crate y.zip unpacked"):
+        open_crate(results / "y.zip")
+    evil = results / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as z:
+        z.writestr(CRATE_METADATA, "{}")
+        z.writestr("../outside.txt", "x")
+    with pytest.raises(RunFolderError, match="an entry outside the crate"):
+        open_crate(evil)
+    assert not (results / "outside.txt").exists() and not (results / "evil").exists()
+
+
+def test_export_refuses_what_it_cannot_publish_and_writes_nothing(results, capsys):
+    run = results / "run"
+    shutil.copytree(DATA / "labs" / "pie-lab-local-0.2", run)
+    assert main(["export", str(run), "--output", str(results / "c.zip")]) == 2
+    assert "analysis.json: missing: the run was not analysed" in capsys.readouterr().err
+    analyze(run, figures=False)
+    assert main(["export", str(run), "--output", str(results / "c.zip"), "--license", "CC BY"]) == 2
+    assert "--license 'CC BY': expected an SPDX licence identifier" in capsys.readouterr().err
+    (run / "INCOMPLETE").write_text("stopped\n")
+    assert main(["export", str(run), "--output", str(results / "c.zip")]) == 2
+    assert "expected a complete run" in capsys.readouterr().err
+    (run / "INCOMPLETE").unlink()
+    next((run / "raw").rglob("qdisc.jsonl")).write_text("{}\n")
+    assert main(["export", str(run), "--output", str(results / "c.zip")]) == 2
+    assert "(altered); expected the raw files as recorded" in capsys.readouterr().err
+    assert sorted(p.name for p in results.iterdir()) == ["run"], "nothing written"
+
+
+def test_the_cited_works_and_the_deposit_come_from_the_experiment_file_and_the_citation(results):
+    refs = dict(references({"paper": "Pan et al., PIE", "paper_doi": "10.1109/HPSR.2013.6602305",
+                            "figure": "Fig. 8", "reproduction_url": "https://github.com/ffund/run-my-experiment-on-geni-blog"}))
+    assert refs["https://doi.org/10.1109/HPSR.2013.6602305"] == {"@type": "ScholarlyArticle", "name": "Pan et al., PIE"}
+    assert refs["#reference"]["name"] == "figure: Fig. 8"
+    assert "https://github.com/ffund/run-my-experiment-on-geni-blog" in refs
+    run = _analysed(DATA / "labs" / "pie-lab-local-0.2", results)
+    cff = results / "CITATION.cff"
+    cff.write_text("cff-version: 1.2.0\nmessage: m\ntitle: t\nauthors:\n  - family-names: Doe\n    given-names: Jane\n"
+                   "    orcid: https://orcid.org/0000-0002-1825-0097\n")
+    crate, deposit = export_run(run, results / "c", "CC0-1.0", cff)
+    meta = json.loads(deposit.read_text())["metadata"]
+    assert meta["creators"] == [{"name": "Doe, Jane", "orcid": "0000-0002-1825-0097"}] and meta["license"] == "cc0-1.0"
+    graph = _graph(crate)
+    assert graph["./"]["author"] == {"@id": "https://orcid.org/0000-0002-1825-0097"}
+    assert graph["./"]["license"] == {"@id": "https://spdx.org/licenses/CC0-1.0"}
+    with pytest.raises(RunFolderError, match="authors: expected a list"):
+        export_run(run, results / "d", "CC0-1.0", _no_authors(results))
+
+
+def _no_authors(tmp: Path) -> Path:
+    p = tmp / "bad.cff"
+    p.write_text("cff-version: 1.2.0\ntitle: t\n")
+    return p
