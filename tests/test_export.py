@@ -10,10 +10,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_crate_validation import offline, offline_python  # noqa: F401 (fixtures: the validator, offline)
 
 from analysis import analyze
 from netrepro.cli.commands import main
 from netrepro.core.errors import RunFolderError
+from netrepro.runfolder.cratecheck import validate_crate
 from netrepro.runfolder.crate import (CRATE_METADATA, EXPERIMENT_FILE, PROCESS_RUN_CRATE, deposit_path, export_run,
                                       open_crate, references)
 
@@ -40,7 +42,7 @@ def results(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("record", RECORDED, ids=lambda p: p.parent.name)
-def test_a_recorded_run_exports_with_its_checksums_and_reads_back_to_the_same_verdict(record, results):
+def test_a_recorded_run_exports_with_its_checksums_and_reads_back_to_the_same_verdict(record, results, offline):
     run = _analysed(record.parent, results, figures=record.parent.name == "pie-lab-local-0.2")
     crate, deposit = export_run(run, results / "crate.zip")
     assert deposit == deposit_path(crate) and json.loads(deposit.read_text())["metadata"]["upload_type"] == "dataset"
@@ -65,6 +67,8 @@ def test_a_recorded_run_exports_with_its_checksums_and_reads_back_to_the_same_ve
         objects = [graph[o["@id"]] for o in a["object"]]
         assert {"@id": EXPERIMENT_FILE} in a["object"]
         assert any(o["name"].startswith("kernel on ") for o in objects), "the nodes' kernels, from the snapshots"
+    # RO-Crate 1.1 and the Process Run Crate profile, at their REQUIRED level, offline
+    assert validate_crate(crate) == []
     # the round trip: the crate analysed anew gives the run's own summary and verdict, byte for byte
     again = analyze(crate, figures=False, out_dir=results / "again")
     for name in ("summary.csv", "verdict.json"):

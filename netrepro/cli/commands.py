@@ -23,7 +23,8 @@ from typing import Callable
 from netrepro.experiment import sweep as sweeps
 from netrepro.runner.ansible import PlaybookError
 from netrepro.runner.clean import clean
-from netrepro.cli.publish import add_export_command
+from netrepro import __version__
+from netrepro.cli.publish import add_export_command, run_folder
 from netrepro.cli.site_commands import inventory_from_manifest, plan_text, write_rspec
 from netrepro.model import rate_scale_option, time_scale_note
 from netrepro.runner import playbooks, steps
@@ -298,10 +299,8 @@ def cmd_analyze(args) -> int:
     spec = load_spec(args.experiment)
     target = Path(args.run) if args.run else latest(spec.name)
     from analysis import analyze
-    from netrepro.runfolder.crate import is_crate, open_crate
     from netrepro.runfolder.reading import read_run_json
-    if is_crate(target):  # an exported run: its files checked, a zip unpacked beside it
-        target = open_crate(target)
+    target = run_folder(target)
     if args.run:
         _, data = read_run_json(target)
         if data.get("experiment") != spec.name:
@@ -535,6 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line's parser: one subcommand per step, in the order docs/reference.md
     lists them (it is generated from this parser, :mod:`netrepro.cli.reference`)."""
     p = _Parser(prog="netrepro", description="Reproduce network experiments on testbeds.")
+    p.add_argument("--version", action="version", version=f"netrepro {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     #: The commands that run Ansible, whose task lines -v shows.

@@ -4,10 +4,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Callable
 
-from netrepro.runfolder.crate import DEFAULT_CITATION, DEFAULT_LICENSE, export_run
+from netrepro.runfolder.crate import DEFAULT_CITATION, DEFAULT_LICENSE, export_run, is_crate, open_crate
+
+
+def run_folder(target: Path) -> Path:
+    """The run folder RUN names: a run exported as an RO-Crate opened (its files checked, a zip
+    unpacked once beside itself: :func:`netrepro.runfolder.crate.open_crate`), else RUN itself."""
+    return open_crate(target) if is_crate(target) else target
 
 
 def cmd_export(args) -> int:
@@ -19,6 +26,16 @@ def cmd_export(args) -> int:
     crate, deposit = export_run(run, out, args.license, args.citation)
     print(f"[export] crate: {crate}")
     print(f"[export] deposit metadata (Zenodo): {deposit}")
+    if args.validate:
+        from netrepro.runfolder.cratecheck import validate_crate
+        problems = validate_crate(crate)
+        for line in problems:
+            print(f"[export] {line}")
+        if problems:
+            print("netrepro: the crate does not pass roc-validator (above); it was kept for you to inspect",
+                  file=sys.stderr)
+            return 1
+        print("[export] roc-validator: RO-Crate 1.1 and Process Run Crate 0.5 pass at their REQUIRED level")
     print(f"[export] next: check it with `netrepro analyze EXPERIMENT --run {crate}`, then upload both "
           "(docs/publishing-a-run.md)")
     return 0
@@ -35,3 +52,5 @@ def add_export_command(add: Callable[..., argparse.ArgumentParser]) -> None:
                     help=f"the data's licence, an SPDX identifier (default: {DEFAULT_LICENSE})")
     sp.add_argument("--citation", default=str(DEFAULT_CITATION),
                     help="the CITATION.cff whose authors are the crate's and the deposit's (default: netrepro's)")
+    sp.add_argument("--validate", action="store_true",
+                    help="check the crate with roc-validator, offline (its environment: `make venv-crate`)")

@@ -370,6 +370,21 @@ def build_crate(rdir: Path, data: dict, spec, outputs: dict[str, str], experimen
     return crate
 
 
+def zip_folder(folder: Path, target: Path) -> Path:
+    """``folder`` as the zip file ``target`` (deflated), every folder an entry of its own (a
+    validator finds a Dataset such as ``raw/<trial>/`` in the payload only so), entries in
+    path order with the zip format's earliest time, so that the same folder gives the same
+    bytes; returns ``target``."""
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(folder).as_posix() + ("/" if path.is_dir() else "")
+            info = zipfile.ZipInfo(rel, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (0o40755 if path.is_dir() else 0o100644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, b"" if path.is_dir() else path.read_bytes())
+    return target
+
+
 def deposit_path(out: Path) -> Path:
     """Where the deposit metadata of the crate at ``out`` goes: ``<out without .zip>.zenodo.json``."""
     return out.with_name(out.name.removesuffix(".zip") + ".zenodo.json")
@@ -404,11 +419,10 @@ def export_run(run_dir: Path | str, out: Path | str, license: str = DEFAULT_LICE
         experiment = Path(tmp) / EXPERIMENT_FILE
         experiment.write_text(yaml.safe_dump(data["spec"], sort_keys=False, allow_unicode=True), encoding="utf-8")
         crate = build_crate(rdir, data, spec, outputs, experiment, license, cff)
-        staged = Path(tmp) / ("crate.zip" if out.suffix == ".zip" else "crate")
+        staged = Path(tmp) / "crate"
+        crate.write(staged)
         if out.suffix == ".zip":
-            crate.write_zip(staged)
-        else:
-            crate.write(staged)
+            staged = zip_folder(staged, Path(tmp) / "crate.zip")
         published = iso_time(data.get("finished_at")) or iso_time(data.get("started_at")) or ""
         metadata = zenodo_metadata(crate.name, crate.description, published, license, rdir.name,
                                    spec.model.reference, cff, ["netrepro", "reproducibility", spec.name, str(data.get("site"))])
