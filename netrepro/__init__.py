@@ -6,4 +6,4 @@ Packages: ``netrepro.experiment.spec`` (experiment files), ``netrepro.sites`` (w
 the top-level ``analysis`` package.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
