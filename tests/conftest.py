@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -146,3 +147,45 @@ def claim_records(claims: list[dict]) -> list:
     without ``text`` gets ``t``)."""
     from netrepro.model import Claim
     return [Claim.from_data({"text": "t", **c}) for c in claims]
+
+
+@pytest.fixture(scope="session")
+def offline_python(tmp_path_factory) -> Path:
+    """A "python" for NETREPRO_CRATE_VALIDATOR that runs .venv-crate's python in a new network
+    namespace (``unshare -n``): no interface but lo, and lo down. Checked to be so; fails (never
+    skips) where it cannot be made."""
+    from netrepro.runfolder.cratecheck import DEFAULT_VENV
+    real = DEFAULT_VENV / "bin" / "python"
+    if not real.is_file():
+        pytest.fail(f"{real} is missing: these tests need the RO-Crate validator's virtual environment; "
+                    f"run `make venv-crate` (make test makes it)")
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.fail("unshare (util-linux) is missing: the RO-Crate tests prove the validator needs no network by "
+                    "running it in a network namespace (unshare -n, as root); install util-linux")
+    wrapper = tmp_path_factory.mktemp("offline") / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec {unshare} --net -- {real} "$@"\n')
+    wrapper.chmod(0o755)
+    probe = subprocess.run(
+        [str(wrapper), "-c",
+         "import socket, errno\n"
+         "print(sorted(n for _, n in socket.if_nameindex()))\n"
+         "try:\n"
+         "    socket.create_connection(('127.0.0.1', 9), timeout=2)\n"
+         "except OSError as e:\n"
+         "    print(errno.errorcode.get(e.errno, e.errno))\n"],
+        capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.fail(f"cannot run the validator's python in a network namespace ({wrapper}: unshare --net): "
+                    f"{probe.stderr.strip()[-300:]}; these tests need root (or user namespaces) for unshare -n")
+    assert probe.stdout.split("\n")[:2] == ["['lo']", "ENETUNREACH"], \
+        f"the namespace is not cut off from the network: {probe.stdout!r}"
+    return wrapper
+
+
+@pytest.fixture
+def offline(offline_python, monkeypatch) -> Path:
+    """NETREPRO_CRATE_VALIDATOR set to :func:`offline_python`: every validation runs offline."""
+    from netrepro.runfolder.cratecheck import VALIDATOR_ENV
+    monkeypatch.setenv(VALIDATOR_ENV, str(offline_python))
+    return offline_python

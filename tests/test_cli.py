@@ -20,7 +20,7 @@ from netrepro.experiment.spec import EXPERIMENTS_DIR
 REPO = Path(__file__).resolve().parent.parent
 REAL = EXPERIMENTS_DIR / "pie-vs-red" / "experiment.yml"
 SUBCOMMANDS = ["validate", "migrate", "setup", "plan", "rspec", "profile", "inventory", "up", "provision", "run", "analyze",
-               "down", "status", "clean", "compare", "renew", "quick", "reproduce"]
+               "down", "status", "clean", "compare", "export", "renew", "quick", "reproduce"]
 
 
 @pytest.fixture

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -34,7 +33,7 @@ from rocrate.rocrate import ROCrate
 
 from netrepro.core.errors import CrateValidatorError, RunFolderError
 from netrepro.runfolder import cratecheck
-from netrepro.runfolder.cratecheck import (CONTEXTS, DEFAULT_VENV, JSONLD_DIR, PROFILES, VALIDATOR_ENV,
+from netrepro.runfolder.cratecheck import (CONTEXTS, JSONLD_DIR, PROFILES, VALIDATOR_ENV,
                                            validate_crate, validator_python)
 
 PROFILE = "https://w3id.org/ro/wfrun/process/0.5"
@@ -92,45 +91,6 @@ def _metadata(crate: Path) -> dict:
         with zipfile.ZipFile(crate) as z:
             return json.loads(z.read("ro-crate-metadata.json"))
     return json.loads((crate / "ro-crate-metadata.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def offline_python(tmp_path_factory) -> Path:
-    """A "python" for NETREPRO_CRATE_VALIDATOR that runs .venv-crate's python in a new network
-    namespace (``unshare -n``): no interface but lo, and lo down. Checked to be so; fails (never
-    skips) where it cannot be made."""
-    real = DEFAULT_VENV / "bin" / "python"
-    if not real.is_file():
-        pytest.fail(f"{real} is missing: these tests need the RO-Crate validator's virtual environment; "
-                    f"run `make venv-crate` (make test makes it)")
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        pytest.fail("unshare (util-linux) is missing: the RO-Crate tests prove the validator needs no network by "
-                    "running it in a network namespace (unshare -n, as root); install util-linux")
-    wrapper = tmp_path_factory.mktemp("offline") / "python"
-    wrapper.write_text(f'#!/bin/sh\nexec {unshare} --net -- {real} "$@"\n')
-    wrapper.chmod(0o755)
-    probe = subprocess.run(
-        [str(wrapper), "-c",
-         "import socket, errno\n"
-         "print(sorted(n for _, n in socket.if_nameindex()))\n"
-         "try:\n"
-         "    socket.create_connection(('127.0.0.1', 9), timeout=2)\n"
-         "except OSError as e:\n"
-         "    print(errno.errorcode.get(e.errno, e.errno))\n"],
-        capture_output=True, text=True, timeout=60)
-    if probe.returncode != 0:
-        pytest.fail(f"cannot run the validator's python in a network namespace ({wrapper}: unshare --net): "
-                    f"{probe.stderr.strip()[-300:]}; these tests need root (or user namespaces) for unshare -n")
-    assert probe.stdout.split("\n")[:2] == ["['lo']", "ENETUNREACH"], \
-        f"the namespace is not cut off from the network: {probe.stdout!r}"
-    return wrapper
-
-
-@pytest.fixture
-def offline(offline_python, monkeypatch) -> Path:
-    monkeypatch.setenv(VALIDATOR_ENV, str(offline_python))
-    return offline_python
 
 
 # --- a good crate ------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_crate_validation import offline, offline_python  # noqa: F401 (fixtures: the validator, offline)
 
 from analysis import analyze
 from netrepro.cli.commands import main

@@ -151,3 +151,18 @@ def test_teardown_left_nothing(reproduction):
     made_ns = ns - before[0]
     made_links = links - before[1]
     assert not made_ns and not made_links, (made_ns, made_links)
+
+
+def test_the_fresh_run_exports_as_a_crate_that_reads_back_to_its_verdict(reproduction, offline, tmp_path):
+    """The run made in the fresh root, exported (netrepro export), passes roc-validator offline and
+    analyses back to its own summary.csv and verdict.json, byte for byte."""
+    from analysis import analyze
+    from netrepro.runfolder.crate import export_run
+    from netrepro.runfolder.cratecheck import validate_crate
+
+    run_dir = reproduction[0]
+    crate, _ = export_run(run_dir, tmp_path / "crate.zip")
+    assert validate_crate(crate) == []
+    again = analyze(crate, figures=False, out_dir=tmp_path / "again")
+    for name in ("summary.csv", "verdict.json"):
+        assert (again.out_dir / name).read_bytes() == (run_dir / name).read_bytes(), name

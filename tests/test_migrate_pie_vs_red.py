@@ -126,6 +126,8 @@ def test_the_committed_version_2_file_is_the_migrated_version_1_file():
     assert [c.get("min") for c in got_claims[0]["check"]["checks"]] == [10, 10, None]
     assert [{k: v for k, v in r.items() if k != "values"} for r in got.pop("reference_results")] == \
         want.pop("reference_results")
+    # the works the reference cites, by DOI and URL, added for netrepro export (issue 39)
+    assert {k: v for k, v in got.pop("reference").items() if not k.endswith(("_doi", "_url"))} == want.pop("reference")
     assert sorted(got) == sorted(want)
     for key in want:
         assert got[key] == want[key], key
