@@ -497,3 +497,36 @@ def test_trials_and_items_are_typed_records_that_give_back_the_file(name):
             for layer in st:
                 with pytest.raises(TypeError):
                     layer["kind"] = "x"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).resolve().parent.parent / "experiments").iterdir()
+                                        if (p / "experiment.yml").is_file()))
+def test_links_and_ports_are_typed_records_that_give_back_the_file(name):
+    """Every experiment's links are immutable records of two ports, which written back are the
+    model's ``links`` exactly; each end's interface names the other end as its peer, and each
+    collector's port is the one its ``at`` names."""
+    from netrepro.experiment.spec import load_spec
+    from netrepro.model import Link, Port
+
+    m = load_spec(name).model
+    assert [link.as_data() for link in m.links] == m.data["links"]
+    for link in m.links:
+        assert isinstance(link, Link) and all(isinstance(p, Port) for p in link.ports)
+        assert link.nodes == (link.a.node, link.b.node) and link.a != link.b
+        assert m.nodes[link.a.node].interfaces[link.a.interface].peer == link.b
+        assert m.nodes[link.b.node].interfaces[link.b.interface].peer == link.a
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            link.a = link.b  # type: ignore[misc]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            link.a.node = "x"  # type: ignore[misc]
+    for c, data in zip(m.collectors, m.data["collectors"]):
+        assert str(c.port) == c.port.name == data["at"] and (c.node, c.interface) == (c.port.node, c.port.interface)
+        assert Port.parse(data["at"]) == c.port and c.port.interface in m.nodes[c.node].interfaces
+    assert isinstance(m.links, tuple)
+
+
+@pytest.mark.parametrize("text", ["s1", "s1:", ":eth0", "s1:eth0:x", ""])
+def test_a_port_is_one_node_and_one_interface(text):
+    with pytest.raises(ValueError, match="expected a port NODE:INTERFACE"):
+        model.Port.parse(text)
+    assert model.Port.parse("s2:s2-eth2") == model.Port("s2", "s2-eth2")

@@ -31,12 +31,11 @@ def check_collectors(m: Model, path) -> None:
     qdisc.jsonl and the trial's timeline keys it by node (:func:`trial_timeline`), so a second one
     would silently replace the first."""
     seen: dict[str, int] = {}
-    for i, c in enumerate(m.data["collectors"]):
-        node = c["at"].split(":")[0]
-        if node in seen:
-            fail(path, f"collectors[{i}].at", f"{node} already has a {c['kind']} collector (collectors[{seen[node]}]); "
+    for i, c in enumerate(m.collectors):
+        if c.node in seen:
+            fail(path, f"collectors[{i}].at", f"{c.node} already has a {c.kind} collector (collectors[{seen[c.node]}]); "
                                                f"expected one per node (its samples go to the node's one qdisc.jsonl)")
-        seen[node] = i
+        seen[c.node] = i
 
 
 def check_labels(m: Model, path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, TypeVar
+from typing import Any, Iterator, Mapping, Sequence, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -43,17 +43,83 @@ class FrozenMap(Mapping[K, V]):
 
 
 @dataclass(frozen=True)
+class Port:
+    """An interface of a node as the experiment file names it, ``NODE:INTERFACE``
+    (``s2:s2-eth2``): an end of a link, the place of a qdisc stack (a trial's ``qdiscs`` are
+    keyed by its :attr:`name`) and of a collector. ``str(port)`` is its :attr:`name`."""
+
+    node: str
+    interface: str
+
+    @classmethod
+    def parse(cls, text: str) -> Port:
+        """The port that ``text`` (``NODE:INTERFACE``) names.
+
+        Raises:
+            ValueError: ``text`` is not a node name and an interface name joined by one ``:``.
+        """
+        node, sep, interface = text.partition(":")
+        if not (node and sep and interface) or ":" in interface:
+            raise ValueError(f"expected a port NODE:INTERFACE, got {text!r}")
+        return cls(node, interface)
+
+    @property
+    def name(self) -> str:
+        """The port as the file writes it, ``NODE:INTERFACE``."""
+        return f"{self.node}:{self.interface}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Link:
+    """A cable between two ports (two interfaces whose ``link`` names each other), its ends
+    ``a`` and ``b`` in the order the model resolved them: ``a`` is the end met first in the
+    file's order of nodes and interfaces."""
+
+    a: Port
+    b: Port
+
+    @classmethod
+    def from_data(cls, ports: Sequence[str]) -> Link:
+        """The record of one link of the model's data (``[port, port]``, each ``NODE:INTERFACE``).
+        Raises ValueError when it is not two ports (:meth:`Port.parse`)."""
+        a, b = ports
+        return cls(Port.parse(a), Port.parse(b))
+
+    @property
+    def ports(self) -> tuple[Port, Port]:
+        """Both ends, ``(a, b)``."""
+        return (self.a, self.b)
+
+    @property
+    def nodes(self) -> tuple[str, str]:
+        """The nodes of both ends, ``(a.node, b.node)``."""
+        return (self.a.node, self.b.node)
+
+    def as_data(self) -> list[str]:
+        """The link as the model's data (and run.json) write it: ``[a, b]`` as ``NODE:INTERFACE``."""
+        return [self.a.name, self.b.name]
+
+
+@dataclass(frozen=True)
 class Interface:
     """One experiment interface of a node (``topology.nodes.<node>.interfaces.<name>``).
 
     ``address``: ``A.B.C.D/N`` (None on a switch); ``network``: the ``topology.networks`` LAN
     it is on, or None; ``link``: the peer port ``NODE:INTERFACE`` of its cable, or None (an
-    interface on a LAN)."""
+    interface on a LAN; :attr:`peer` is the same port as a :class:`Port`)."""
 
     name: str
     address: str | None = None
     network: str | None = None
     link: str | None = None
+
+    @property
+    def peer(self) -> Port | None:
+        """The port at the other end of its cable, or None (an interface on a LAN)."""
+        return Port.parse(self.link) if self.link else None
 
     @property
     def ip_interface(self) -> ipaddress.IPv4Interface | None:
@@ -127,8 +193,10 @@ class Phase:
 @dataclass(frozen=True)
 class Collector:
     """A sampler of a port's qdisc stack during every trial (``kind`` ``qdisc_stats``, the one
-    kind the schema has): ``at`` the port ``NODE:INTERFACE``, sampled every ``interval_s``
-    seconds; ``classes``: also its classes (``tc -s class show``, fq_codel's buckets)."""
+    kind the schema has): ``at`` the port ``NODE:INTERFACE`` as the file writes it (the key of
+    its stack in a trial's ``qdiscs``, its subject in the analysis; :attr:`port` is the same
+    port as a :class:`Port`), sampled every ``interval_s`` seconds; ``classes``: also its
+    classes (``tc -s class show``, fq_codel's buckets)."""
 
     kind: str
     at: str
@@ -136,14 +204,19 @@ class Collector:
     classes: bool = False
 
     @property
+    def port(self) -> Port:
+        """The sampled port."""
+        return Port.parse(self.at)
+
+    @property
     def node(self) -> str:
         """The node of the sampled port."""
-        return self.at.split(":")[0]
+        return self.port.node
 
     @property
     def interface(self) -> str:
         """The sampled port's interface, as the experiment file names it."""
-        return self.at.split(":")[1]
+        return self.port.interface
 
 
 @dataclass(frozen=True)
@@ -249,9 +322,10 @@ class Trial:
                    sysctls=FrozenMap({n: FrozenMap(kv) for n, kv in (data.get("sysctls") or {}).items()}),
                    traffic=tuple(TrafficItem.from_data(it) for it in data["traffic"]), duration_s=data["duration_s"])
 
-    def stack(self, port: str) -> tuple[Mapping[str, Any], ...]:
-        """The qdisc stack on ``port`` (``()`` when the trial puts none there)."""
-        return self.qdiscs.get(port, ())
+    def stack(self, port: str | Port) -> tuple[Mapping[str, Any], ...]:
+        """The qdisc stack on ``port`` (``NODE:INTERFACE`` or a :class:`Port`; ``()`` when the
+        trial puts none there)."""
+        return self.qdiscs.get(str(port), ())
 
     def items(self, *kinds: str) -> list[TrafficItem]:
         """The traffic items of the given kinds (every item without one), in file order."""

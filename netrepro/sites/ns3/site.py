@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro.core import tc
-from netrepro.model import Model, TrafficItem, Trial
+from netrepro.model import Model, Port, TrafficItem, Trial
 from netrepro.sites.base import NodeLogin, Option, Site, SiteError, positive_number
 from netrepro.sites.ns3 import stacks
 from netrepro.sites.ns3.simulator import NS3_VERSION, SOURCE, build
@@ -136,7 +136,7 @@ def _peer(m: Model, node: str, ifname: str) -> str:
     """The simulation node at the other end of a port's link: its LAN's hub, or the node its
     cable joins."""
     itf = m.nodes[node].interfaces[ifname]
-    return _hub(itf.network) if itf.network else itf.link.split(":")[0]
+    return _hub(itf.network) if itf.network else itf.peer.node
 
 
 def _senders(trial: Trial, kinds: tuple[str, ...] = ("ftp",)) -> list[str]:
@@ -158,11 +158,11 @@ def unmodelled(spec: Spec) -> list[str]:
     m = spec.model
     out: list[str] = []
     cables: dict[frozenset, int] = {}
-    for a, b in m.links:
-        pair = frozenset((a.split(":")[0], b.split(":")[0]))
+    for link in m.links:
+        pair = frozenset(link.nodes)
         cables[pair] = cables.get(pair, 0) + 1
         if cables[pair] == 2:
-            out.append(f"topology.nodes.{a.replace(':', '.interfaces.')}.link: a second link between "
+            out.append(f"topology.nodes.{link.a.node}.interfaces.{link.a.interface}.link: a second link between "
                        f"{' and '.join(sorted(pair))} (netrepro-sim names a link by its two nodes)")
     for n in m.nodes:
         if n in {_hub(net) for net in m.networks}:
@@ -226,7 +226,7 @@ def _links(m: Model) -> list[tuple[str, str]]:
     out = []
     for n, nd in m.nodes.items():
         for ifname, itf in nd.interfaces.items():
-            here = f"{n}:{ifname}"
+            here = Port(n, ifname).name
             if itf.network:
                 out.append((here, _hub(itf.network)))
             elif [itf.link, here] not in [list(x) for x in out]:
@@ -253,7 +253,7 @@ def _pacing(m: Model, trial: Trial, node: str) -> tuple[bool, float]:
     """Whether ``node`` paces its TCP flows in ``trial`` and at most at which rate (Mbit/s, 0.0:
     no cap): a pacer in the stack of any of its ports (:func:`netrepro.sites.ns3.stacks.pacing`)."""
     for ifname in m.nodes[node].interfaces:
-        on, rate = stacks.pacing(trial.stack(f"{node}:{ifname}"))
+        on, rate = stacks.pacing(trial.stack(Port(node, ifname)))
         if on:
             return on, rate
     return False, 0.0
@@ -332,7 +332,7 @@ def scenario(m: Model, trial: Trial, time_scale: float, epoch0: float, repetitio
     delay_s = max((_delay_ms(trial, p) for p in trial.qdiscs), default=0.0) / 1000
     for n, nd in m.nodes.items():
         for ifname in nd.interfaces:
-            port = f"{n}:{ifname}"
+            port = Port(n, ifname).name
             layer = _queue(trial, port)
             if layer:
                 typeid, attrs = stacks.queue_disc(layer, rate_mbit.get(port, unshaped / 1e6), delay_s, mtu)
