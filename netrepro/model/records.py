@@ -3,43 +3,17 @@ attribute (:class:`netrepro.model.experiment.Model` makes them from the validate
 
 The JSON schema (``netrepro/schemas/experiment.schema.json``) stays the one description of the
 file; these are what it validates into, defaults filled in and references resolved. Field
-names follow the file's where Python allows.
+names follow the file's where Python allows. Their mappings are :class:`FrozenMap`
+(netrepro.core.frozen: read-only, and importable from here as before).
 """
 
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Mapping, Sequence
 
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class FrozenMap(Mapping[K, V]):
-    """A read-only mapping in insertion order (the file's order) that copies and pickles like a
-    dict (a record's mapping must survive ``copy.deepcopy`` and the process pool of the ns3
-    site's trials, which ``types.MappingProxyType`` does not)."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: Mapping[K, V] | None = None):
-        self._items = dict(items or {})
-
-    def __getitem__(self, key: K) -> V:
-        return self._items[key]
-
-    def __iter__(self) -> Iterator[K]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __repr__(self) -> str:
-        return f"FrozenMap({self._items!r})"
-
-    def __reduce__(self):
-        return (type(self), (self._items,))
+from netrepro.core.frozen import FrozenMap
 
 
 @dataclass(frozen=True)
