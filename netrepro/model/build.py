@@ -56,8 +56,11 @@ def _check_sysctl_value(path, field: str, value: Any) -> None:
 
 
 def _check_stack(path, field: str, stack: list) -> None:
+    """Nothing; raises ModelError naming the layer and key unless ``stack`` (the file's layers,
+    schema-valid) is one tc takes, each parameter in its kind's own unit
+    (:func:`netrepro.core.tc.stack_commands`, strict)."""
     try:
-        tc.stack_commands(stack, strict=True)
+        tc.stack_commands([tc.Qdisc.from_data(layer) for layer in stack], strict=True)
     except tc.StackError as exc:
         fail(path, field + exc.where, exc.problem)
 

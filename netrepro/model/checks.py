@@ -97,9 +97,9 @@ def check_buckets(path, data: dict, mtu_bytes: int) -> None:
     where += [(f"trials[{i}].qdiscs", t.get("qdiscs", {})) for i, t in enumerate(data["trials"])]
     for field, qd in where:
         for port, stack in qd.items():
-            for j, layer in enumerate(stack):
+            for j, layer in enumerate(map(tc.Qdisc.from_data, stack)):
                 for key in tc.bucket_keys(layer):
-                    v = layer.get(key)
+                    v = layer.params.get(key)
                     if isinstance(v, (int, float)) and not isinstance(v, bool) and v < frame:
                         fail(path, f"{field}.{port}[{j}].{key}", f"{v:g} B holds no full-size frame; expected at least "
                               f"{frame} B (links.mtu_bytes {mtu_bytes} + {ETHERNET_HEADER_BYTES} B of Ethernet header)")

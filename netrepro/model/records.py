@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from netrepro.core.frozen import FrozenMap
+from netrepro.core.tc import Qdisc
 
 
 @dataclass(frozen=True)
@@ -274,8 +275,9 @@ class Trial:
     in their place.
 
     ``id``; ``description`` ('' when none); ``labels``: factor -> level (``aqm: pie``), for
-    figures and claims; ``qdiscs``: port ``NODE:INTERFACE`` -> its qdisc stack, root first (each
-    layer a mapping of ``kind`` and its parameters, netrepro.core.tc; ``()``: the kernel's
+    figures and claims; ``qdiscs``: port ``NODE:INTERFACE`` (the file's key; :meth:`stack`
+    also takes a :class:`Port`) -> its qdisc stack, root first, each layer a
+    :class:`netrepro.core.tc.Qdisc` record (kind, handle, parameters; ``()``: the kernel's
     default), on every port any trial stacks; ``sysctls``: node -> sysctl name -> value (text);
     ``traffic``: its :class:`TrafficItem` records in file order; ``duration_s``: the last
     item's end, seconds at time scale 1."""
@@ -283,7 +285,7 @@ class Trial:
     id: str
     description: str
     labels: Mapping[str, str]
-    qdiscs: Mapping[str, tuple[Mapping[str, Any], ...]]
+    qdiscs: Mapping[str, tuple[Qdisc, ...]]
     sysctls: Mapping[str, Mapping[str, str]]
     traffic: tuple[TrafficItem, ...]
     duration_s: float
@@ -292,11 +294,11 @@ class Trial:
     def from_data(cls, data: Mapping[str, Any]) -> Trial:
         """The record of one trial of the model's data."""
         return cls(id=data["id"], description=data.get("description", ""), labels=FrozenMap(data.get("labels") or {}),
-                   qdiscs=FrozenMap({p: tuple(FrozenMap(layer) for layer in st) for p, st in data["qdiscs"].items()}),
+                   qdiscs=FrozenMap({p: tuple(map(Qdisc.from_data, st)) for p, st in data["qdiscs"].items()}),
                    sysctls=FrozenMap({n: FrozenMap(kv) for n, kv in (data.get("sysctls") or {}).items()}),
                    traffic=tuple(TrafficItem.from_data(it) for it in data["traffic"]), duration_s=data["duration_s"])
 
-    def stack(self, port: str | Port) -> tuple[Mapping[str, Any], ...]:
+    def stack(self, port: str | Port) -> tuple[Qdisc, ...]:
         """The qdisc stack on ``port`` (``NODE:INTERFACE`` or a :class:`Port`; ``()`` when the
         trial puts none there)."""
         return self.qdiscs.get(str(port), ())
@@ -312,3 +314,8 @@ class Trial:
     def sysctls_data(self) -> dict[str, dict[str, str]]:
         """The sysctls as plain mappings, node -> name -> value (the playbooks' variables)."""
         return {n: dict(kv) for n, kv in self.sysctls.items()}
+
+    def qdiscs_data(self) -> dict[str, list[dict[str, Any]]]:
+        """The stacks in the file's form, port -> ``[layer, ...]`` (:meth:`Qdisc.as_data
+        <netrepro.core.tc.Qdisc.as_data>`), as the model's data holds them."""
+        return {p: [layer.as_data() for layer in st] for p, st in self.qdiscs.items()}

@@ -262,6 +262,6 @@ def layer_probes(m: Model, dev: str) -> list[tuple[str, str, str, list[str]]]:
     for t in m.trials:
         for port, stack in t.qdiscs.items():
             p = Port.parse(port)
-            out += [(p.node, p.interface, layer["kind"], argv)
+            out += [(p.node, p.interface, layer.kind, argv)
                     for layer, argv in zip(stack, tc.stack_probe_argvs(stack, dev))]
     return out

@@ -5,7 +5,7 @@ rates, traffic that conflicts, an item's length, congestion controls, and a tria
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 
 from netrepro.core import tc
@@ -15,9 +15,10 @@ from netrepro.model.records import Port, TrafficItem, Trial
 from netrepro.model.topology import path_ports
 
 
-def stack_buffer(stack: list[dict], mtu_bytes: int) -> tuple[int, float] | None:
-    """The buffer of one port's qdisc stack and the rate that drains it: ``(bytes,
-    rate_mbit)``, or None when the stack has no shaper or its leaf no explicit limit.
+def stack_buffer(stack: Sequence[tc.Qdisc], mtu_bytes: int) -> tuple[int, float] | None:
+    """The buffer of one port's qdisc stack (its :class:`netrepro.core.tc.Qdisc` layers, root
+    first) and the rate that drains it: ``(bytes, rate_mbit)``, or None when the stack has no
+    shaper or its leaf no explicit limit.
 
     The rate is the stack's lowest shaping rate (:func:`netrepro.core.tc.shaping_rate_mbit`). Packets wait in
     the leaf, the last layer (a shaper's ``limit`` makes its own bfifo only when it has no
@@ -28,7 +29,7 @@ def stack_buffer(stack: list[dict], mtu_bytes: int) -> tuple[int, float] | None:
     rate = tc.shaping_rate_mbit(stack)
     if not rate or not stack:
         return None
-    leaf = stack[-1]
+    leaf = stack[-1].params
     if "limit_bytes" in leaf:
         return int(leaf["limit_bytes"]), rate
     if "limit_packets" in leaf:

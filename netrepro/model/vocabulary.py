@@ -246,5 +246,5 @@ def metrics(m: Model) -> dict[str, list[str]]:
         for c in m.collectors:
             stack = t.stack(c.at)
             add(c.at, list(METRICS["port"]) + (list(METRICS["port_classes"]) if c.classes and stack else [])
-                + [f"{layer['kind']}_*" for layer in stack])
+                + [f"{layer.kind}_*" for layer in stack])
     return out

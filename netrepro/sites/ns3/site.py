@@ -234,12 +234,12 @@ def _links(m: Model) -> list[tuple[str, str]]:
     return out
 
 
-def _shaper(trial: Trial, port: str) -> dict | None:
+def _shaper(trial: Trial, port: str) -> tc.Qdisc | None:
     """The port's shaper, which sets its link's rate (:func:`netrepro.sites.ns3.stacks.root_shaper`)."""
     return stacks.root_shaper(trial.stack(port))
 
 
-def _queue(trial: Trial, port: str) -> dict | None:
+def _queue(trial: Trial, port: str) -> tc.Qdisc | None:
     """The layer whose queue disc the port gets (:func:`netrepro.sites.ns3.stacks.queue_layer`)."""
     return stacks.queue_layer(trial.stack(port))
 
@@ -271,7 +271,7 @@ def _buffer_bytes(trial: Trial, node: str, key: str) -> int:
 def unshaped_rate_bps(trial: Trial) -> int:
     """The rate of the trial's unshaped links, bit/s: :data:`UNSHAPED_RATE_FACTOR` times its
     fastest shaper, at least :data:`LAN_RATE_BPS`."""
-    rates = [float(sh["rate_mbit"]) for st in trial.qdiscs.values() if (sh := stacks.root_shaper(st or []))]
+    rates = [float(sh.params["rate_mbit"]) for st in trial.qdiscs.values() if (sh := stacks.root_shaper(st))]
     return max(LAN_RATE_BPS, round(UNSHAPED_RATE_FACTOR * max(rates, default=0.0) * 1e6))
 
 
@@ -326,9 +326,9 @@ def scenario(m: Model, trial: Trial, time_scale: float, epoch0: float, repetitio
         shaper = _shaper(trial, a) or _shaper(trial, b)
         one_way_s = (_delay_ms(trial, a) + _delay_ms(trial, b)) / 2 / 1000
         if shaper:
-            rate_mbit[a] = rate_mbit[b] = float(shaper["rate_mbit"])
+            rate_mbit[a] = rate_mbit[b] = float(shaper.params["rate_mbit"])
         lines.append(f"link {a.split(':')[0]} {b.split(':')[0]} "
-                     f"{round(shaper['rate_mbit'] * 1e6) if shaper else unshaped} {one_way_s:g} 1")
+                     f"{round(shaper.params['rate_mbit'] * 1e6) if shaper else unshaped} {one_way_s:g} 1")
     delay_s = max((_delay_ms(trial, p) for p in trial.qdiscs), default=0.0) / 1000
     for n, nd in m.nodes.items():
         for ifname in nd.interfaces:
@@ -351,10 +351,10 @@ def scenario(m: Model, trial: Trial, time_scale: float, epoch0: float, repetitio
         node, ifname = c.node, c.interface
         stack = trial.qdiscs[c.at]
         layer = _queue(trial, c.at)
-        handle = layer.get("handle", f"{stack.index(layer) + 1:x}:")
+        handle = layer.handle_at(stack.index(layer))
         dev = next(key for key, i in m.data_plane(node).items() if i["interface"] == ifname)
         lines.append(f"sample {node} {_peer(m, node, ifname)} {c.interval_s} {t0:.3f} {t0 + duration + 0.5:.3f} "
-                     f"{node}/qdisc.jsonl {dev} {handle} {layer['kind']}" + (" classes" if c.classes else ""))
+                     f"{node}/qdisc.jsonl {dev} {handle} {layer.kind}" + (" classes" if c.classes else ""))
     for it in trial.traffic:
         if it.kind == "ftp":
             start = t0 + round(it.start_s * k, 3)
