@@ -31,6 +31,7 @@ import pandas as pd
 
 from analysis.raw import SHAPER_COLUMNS, parse_shaper_samples
 from netrepro.core import tc
+from netrepro.model import Port
 
 #: Columns of :func:`shaper_samples`.
 SAMPLE_COLUMNS = SHAPER_COLUMNS
@@ -194,7 +195,7 @@ def trial_busy_intervals(model, trial: dict, read, start: float, end: float) -> 
     """Sampled, shaped port -> (its shaped rate, Mbit/s; its :func:`busy_intervals` between the
     epoch times ``start`` and ``end``) for one trial of ``model`` (at the run's rate scale).
     ``read(node)``: the text of that node's qdisc.jsonl (what it raises propagates)."""
-    return {port: (rate, busy_intervals(shaper_samples(read(port.split(":")[0])), rate, start, end))
+    return {port: (rate, busy_intervals(shaper_samples(read(Port.parse(port).node)), rate, start, end))
             for port, rate in shaped_ports(model, trial).items()}
 
 

@@ -155,7 +155,7 @@ def _port_samples(add, c, trial: dict, trial_dir: Path, start: float, time_scale
     if c.classes and stack:
         cl = parse_qdisc_classes(text)
         cl = cl[(cl["t_epoch_s"] >= window[0]) & (cl["t_epoch_s"] <= window[1])
-                & (cl["kind"] == stack[-1]["kind"])]
+                & (cl["kind"] == stack[-1].kind)]
         for minor, g in cl.groupby("minor", sort=True):
             add(c.at, int(minor), g["t_epoch_s"] - start, "class_backlog_packets", g["backlog_packets"])
         busy = cl[cl["backlog_packets"] > 0].groupby("t_epoch_s").size()

@@ -12,9 +12,15 @@ import pytest
 
 from conftest import PIE_VS_RED_V1
 from netrepro import model
+from netrepro.core import tc
 from netrepro.core.yamlfile import load_yaml_file
 
 DATA = Path(__file__).resolve().parent / "data" / "experiments"
+
+
+def as_data(stack) -> tuple[dict, ...]:
+    """A stack of :class:`netrepro.core.tc.Qdisc` layers in the file's form."""
+    return tuple(layer.as_data() for layer in stack)
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +39,10 @@ def test_links_pair_both_ends_and_store_full_ports(lab):
 def test_trials_are_complete(lab):
     m = model.build(lab, "lab19-like.yml")
     drop, pie, bbr = m.trials
-    assert drop.qdiscs["s2:s2-eth2"] == ({"kind": "tbf", "rate_mbit": 1000, "burst_bytes": 500000, "limit_bytes": 26214400},)
-    assert drop.qdiscs["s1:s1-eth1"] == pie.qdiscs["s1:s1-eth1"] == ({"kind": "netem", "delay_ms": 20},)
-    assert [x["kind"] for x in pie.qdiscs["s2:s2-eth2"]] == ["tbf", "pie"]
+    assert as_data(drop.qdiscs["s2:s2-eth2"]) == (
+        {"kind": "tbf", "rate_mbit": 1000, "burst_bytes": 500000, "limit_bytes": 26214400},)
+    assert drop.qdiscs["s1:s1-eth1"] == pie.qdiscs["s1:s1-eth1"] == (tc.Qdisc("netem", params={"delay_ms": 20}),)
+    assert [x.kind for x in pie.qdiscs["s2:s2-eth2"]] == ["tbf", "pie"]
     assert drop.sysctls["h1"]["net.ipv4.tcp_rmem"] == "10240 87380 52428800" and drop.sysctls["h2"] == {}
     assert bbr.sysctls["h1"]["net.ipv4.tcp_congestion_control"] == "bbr"
     assert drop.sysctls["h1"]["net.ipv4.tcp_congestion_control"] == "cubic"  # the file's, between trials
@@ -120,14 +127,13 @@ def test_pie_vs_red_as_a_model():
     assert [t.id for t in m.trials] == ["pie-unlimited", "red-unlimited", "pie-limited", "red-limited"]
     pie = m.trial("pie-unlimited")
     assert pie.labels == {"aqm": "pie", "variant": "unlimited"} and pie.duration_s == 250
-    assert pie.qdiscs["router:eth1"] == (
+    assert as_data(pie.qdiscs["router:eth1"]) == (
         {"kind": "htb", "rate_mbit": 10},
         {"kind": "pie", "handle": "10:", "target_ms": 20, "tupdate_ms": 30, "alpha": 2, "beta": 20, "ecn": False,
          "dq_rate_estimator": True, "limit_packets": 134})
-    assert pie.qdiscs["client1:eth1"] == ({"kind": "netem", "delay_ms": 100, "limit_packets": 1000},)
+    assert as_data(pie.qdiscs["client1:eth1"]) == ({"kind": "netem", "delay_ms": 100, "limit_packets": 1000},)
     # the stack gives the tc commands the version 1 path's bottleneck and AQM roles ran (an HTB
     # and its class, then the AQM leaf; those roles are gone, the commands are the same)
-    from netrepro.core import tc
     cmds = tc.stack_commands(pie.qdiscs["router:eth1"])
     assert [" ".join(c) for c in cmds[1:]] == [
         "qdisc replace dev @dev@ root handle 1: htb default 10",
@@ -205,17 +211,17 @@ def test_rate_scale_multiplies_rates_and_byte_sizes_only(lab):
     m = model.build(d, "x.yml")
     s = model.scale_rates(m, 0.02)
     pie = s.trial("pie")
-    assert pie.qdiscs["s2:s2-eth2"] == (
+    assert as_data(pie.qdiscs["s2:s2-eth2"]) == (
         {"kind": "tbf", "rate_mbit": 20, "burst_bytes": 10000, "limit_bytes": 524288},
         {"kind": "pie", "limit_packets": 17476, "target_ms": 22, "tupdate_ms": 5, "alpha": 2, "beta": 25})
-    assert pie.qdiscs["s1:s1-eth1"] == ({"kind": "netem", "delay_ms": 20},)          # delays kept
+    assert as_data(pie.qdiscs["s1:s1-eth1"]) == ({"kind": "netem", "delay_ms": 20},)  # delays kept
     assert pie.sysctls["h1"]["net.ipv4.tcp_rmem"] == "10240 87380 1048576"        # only the max scaled
     assert pie.traffic == m.trial("pie").traffic and s.data["rate_scale_applied"] == 0.02
     # a burst below one full frame would pass nothing (tc-tbf(8)): Lab 19's 100 Mbit/s TBF at k = 0.02
     d["trials"][1]["qdiscs"]["s2:s2-eth2"][0].update(rate_mbit=100, burst_bytes=50000)
     tbf = model.scale_rates(model.build(d, "x.yml"), 0.02).trial("pie").qdiscs["s2:s2-eth2"][0]
-    assert (tbf["rate_mbit"], tbf["burst_bytes"]) == (2, 1514)
-    assert m.trial("pie").qdiscs["s2:s2-eth2"][0]["rate_mbit"] == 1000            # the original untouched
+    assert (tbf.params["rate_mbit"], tbf.params["burst_bytes"]) == (2, 1514)
+    assert m.trial("pie").qdiscs["s2:s2-eth2"][0].params["rate_mbit"] == 1000      # the original untouched
     assert model.scale_rates(m, 1) is m
 
 
@@ -255,7 +261,7 @@ def test_a_trials_stack_does_not_last_into_the_next(lab):
     lab["trials"][1]["qdiscs"]["h1:h1-eth0"] = [{"kind": "fq", "maxrate_mbit": 5000}]
     drop, pie, bbr = model.build(lab, "lab19-like.yml").trials
     assert drop.qdiscs["h1:h1-eth0"] == bbr.qdiscs["h1:h1-eth0"] == ()
-    assert pie.qdiscs["h1:h1-eth0"] == ({"kind": "fq", "maxrate_mbit": 5000},)
+    assert as_data(pie.qdiscs["h1:h1-eth0"]) == ({"kind": "fq", "maxrate_mbit": 5000},)
     assert list(drop.qdiscs) == ["h1:h1-eth0", "s1:s1-eth1", "s2:s2-eth2"]  # the topology's order
 
 
@@ -271,7 +277,7 @@ def test_the_lab_experiments_as_models(name):
     for t in small.trials:
         for stack in t.qdiscs.values():
             for layer in stack:
-                assert all(v >= 1514 for k, v in layer.items() if k.endswith("_bytes")), layer
+                assert all(v >= 1514 for k, v in layer.params.items() if k.endswith("_bytes")), layer
 
 
 def test_the_labs_own_needs():
@@ -282,7 +288,7 @@ def test_the_labs_own_needs():
     pacing = load_spec("pacing-lab").model
     by_id = {t.id: t for t in pacing.trials}
     assert by_id["fq-maxrate"].duration_s == 15  # -O 5 before -t 10
-    assert by_id["fq-rate"].qdiscs["h1:h1-eth0"] == () and by_id["fq-maxrate"].qdiscs["h1:h1-eth0"][0]["kind"] == "fq"
+    assert by_id["fq-rate"].qdiscs["h1:h1-eth0"] == () and by_id["fq-maxrate"].qdiscs["h1:h1-eth0"][0].kind == "fq"
     k = 0.002
     assert model.scale_rates(pacing, k).trials[6].traffic[0].pacing_rate_mbit == 3.8  # 1.9 Gbit/s x k
 
@@ -486,7 +492,7 @@ def test_trials_and_items_are_typed_records_that_give_back_the_file(name):
     for t, data in zip(m.trials, m.data["trials"]):
         assert isinstance(t, Trial) and all(isinstance(it, TrafficItem) for it in t.traffic)
         assert [it.as_data() for it in t.traffic] == data["traffic"], (name, t.id)
-        assert {p: [dict(layer) for layer in st] for p, st in t.qdiscs.items()} == data["qdiscs"]
+        assert t.qdiscs_data() == data["qdiscs"]
         assert t.sysctls_data() == data["sysctls"] and t.labels_data() == data["labels"]
         assert t.duration_s == max(it.start_s + it.length_s for it in t.traffic)
         with pytest.raises(dataclasses.FrozenInstanceError):
@@ -495,5 +501,90 @@ def test_trials_and_items_are_typed_records_that_give_back_the_file(name):
             t.labels["x"] = "y"  # type: ignore[index]
         for st in t.qdiscs.values():
             for layer in st:
+                with pytest.raises(dataclasses.FrozenInstanceError):
+                    layer.kind = "x"  # type: ignore[misc]
                 with pytest.raises(TypeError):
-                    layer["kind"] = "x"  # type: ignore[index]
+                    layer.params["x"] = 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).resolve().parent.parent / "experiments").iterdir()
+                                        if (p / "experiment.yml").is_file()))
+def test_links_and_ports_are_typed_records_that_give_back_the_file(name):
+    """Every experiment's links are immutable records of two ports, which written back are the
+    model's ``links`` exactly; each end's interface names the other end as its peer, and each
+    collector's port is the one its ``at`` names."""
+    from netrepro.experiment.spec import load_spec
+    from netrepro.model import Link, Port
+
+    m = load_spec(name).model
+    assert [link.as_data() for link in m.links] == m.data["links"]
+    for link in m.links:
+        assert isinstance(link, Link) and all(isinstance(p, Port) for p in link.ports)
+        assert link.nodes == (link.a.node, link.b.node) and link.a != link.b
+        assert m.nodes[link.a.node].interfaces[link.a.interface].peer == link.b
+        assert m.nodes[link.b.node].interfaces[link.b.interface].peer == link.a
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            link.a = link.b  # type: ignore[misc]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            link.a.node = "x"  # type: ignore[misc]
+    for c, data in zip(m.collectors, m.data["collectors"]):
+        assert str(c.port) == c.port.name == data["at"] and (c.node, c.interface) == (c.port.node, c.port.interface)
+        assert Port.parse(data["at"]) == c.port and c.port.interface in m.nodes[c.node].interfaces
+    assert isinstance(m.links, tuple)
+
+
+@pytest.mark.parametrize("text", ["s1", "s1:", ":eth0", "s1:eth0:x", ""])
+def test_a_port_is_one_node_and_one_interface(text):
+    with pytest.raises(ValueError, match="expected a port NODE:INTERFACE"):
+        model.Port.parse(text)
+    assert model.Port.parse("s2:s2-eth2") == model.Port("s2", "s2-eth2")
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).resolve().parent.parent / "experiments").iterdir()
+                                        if (p / "experiment.yml").is_file()))
+def test_stacks_are_qdisc_records_that_give_back_the_file(name):
+    """Every layer the file writes (its default ``qdiscs`` and each trial's) read as a
+    :class:`netrepro.core.tc.Qdisc` and written back is the file's layer, keys in the file's
+    order; every trial's stacks written back are the model's data; a layer cannot be changed
+    and survives deepcopy and pickle (the ns3 site's process pool)."""
+    import pickle
+
+    from netrepro.experiment.spec import REPO_ROOT, load_spec
+
+    raw = load_yaml_file(REPO_ROOT / "experiments" / name / "experiment.yml", "experiment file")
+    written = [raw.get("qdiscs") or {}] + [t.get("qdiscs") or {} for t in raw["trials"]]
+    layers = [layer for qd in written for st in qd.values() for layer in st]
+    assert layers, name
+    for layer in layers:
+        q = tc.Qdisc.from_data(layer)
+        assert q.as_data() == layer and list(q.as_data()) == list(layer)
+        assert q.kind == layer["kind"] and q.handle == layer.get("handle")
+        assert dict(q.params) == {k: v for k, v in layer.items() if k not in ("kind", "handle")}
+    m = load_spec(name).model
+    for t, data in zip(m.trials, m.data["trials"]):
+        assert t.qdiscs_data() == data["qdiscs"], (name, t.id)
+        for port, st in t.qdiscs.items():
+            assert all(isinstance(q, tc.Qdisc) for q in st) and t.stack(port) == st
+            assert tc.stack_commands(st) == tc.stack_commands(tuple(map(tc.Qdisc.from_data, data["qdiscs"][port])))
+            for q in st:
+                with pytest.raises(dataclasses.FrozenInstanceError):
+                    q.params = {}  # type: ignore[misc]
+                with pytest.raises(TypeError):
+                    del q.params["kind"]  # type: ignore[attr-defined]
+                assert copy.deepcopy(q) == q and pickle.loads(pickle.dumps(q)) == q
+
+
+def test_a_qdisc_record_reads_the_file_form_and_places_its_handle():
+    q = tc.Qdisc("fq_codel", params={"limit_packets": 100, "target_ms": 5})
+    assert q.as_data() == {"kind": "fq_codel", "limit_packets": 100, "target_ms": 5}
+    assert q.handle is None and q.handle_at(0) == "1:" and q.handle_at(10) == "b:"
+    assert tc.Qdisc("pie", "10:").handle_at(0) == "10:" and tc.Qdisc("pie", "10:").as_data() == {"kind": "pie",
+                                                                                                   "handle": "10:"}
+    assert isinstance(q.params, model.FrozenMap) and q == tc.Qdisc.from_data(q.as_data())
+    with pytest.raises(KeyError):
+        tc.Qdisc.from_data({"target_ms": 5})
+    # a record, not a mapping: read by attribute only
+    with pytest.raises(TypeError):
+        q["kind"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        "kind" in q  # type: ignore[operator]

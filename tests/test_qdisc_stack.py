@@ -19,6 +19,11 @@ from netrepro.experiment import rolevars
 from netrepro.core import tc
 from netrepro.experiment.spec import load_spec
 
+
+def qdiscs(layers: list[dict]) -> list[tc.Qdisc]:
+    """A stack's layers written as the experiment file writes them, as records."""
+    return [tc.Qdisc.from_data(layer) for layer in layers]
+
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "roles" / "qdisc_stack" / "files" / "stack.sh"
 
@@ -37,7 +42,7 @@ def test_stack_script_installs_keeps_and_resets(tmp_path):
     if os.geteuid() != 0:
         pytest.fail("needs root (ip netns)")
     ns = f"nrqs{os.getpid()}"
-    cmds = tc.stack_commands([{"kind": "htb", "rate_mbit": 10}, {"kind": "pfifo", "handle": "10:", "limit_packets": 50}])
+    cmds = tc.stack_commands(qdiscs([{"kind": "htb", "rate_mbit": 10}, {"kind": "pfifo", "handle": "10:", "limit_packets": 50}]))
     lines = [w for c in cmds for w in [str(len(c)), *c]]  # as roles/qdisc_stack passes them
 
     # A tc in front of the real one that logs each call: how many processes a stack costs.
@@ -83,7 +88,7 @@ def test_stack_script_gives_tc_each_word_whole(tmp_path):
     count is refused before tc runs."""
     marker = tmp_path / "marker"
     evil = f"10 -b {tmp_path / 'batch'};$(touch {marker})"
-    good = tc.stack_commands([{"kind": "pfifo", "limit_packets": 50}])
+    good = tc.stack_commands(qdiscs([{"kind": "pfifo", "limit_packets": 50}]))
     bad = [c if "pfifo" not in c else [("" if w == "50" else w) or evil for w in c] for c in good]
 
     def words(cmds):
@@ -179,7 +184,7 @@ def test_the_queue_collector_samples_classes(tmp_path):
         for c in (["link", "add", "d0", "type", "veth", "peer", "name", "d1"], ["addr", "add", "10.9.0.1/24", "dev", "d0"],
                   ["addr", "add", "10.9.0.2/24", "dev", "d1"], ["link", "set", "d0", "up"], ["link", "set", "d1", "up"]):
             subprocess.run(["ip", "-n", ns, *c], check=True)
-        for c in tc.stack_commands([{"kind": "htb", "rate_mbit": 0.1}, {"kind": "pfifo", "limit_packets": 500}]):
+        for c in tc.stack_commands(qdiscs([{"kind": "htb", "rate_mbit": 0.1}, {"kind": "pfifo", "limit_packets": 500}])):
             nsrun("tc", *[("d0" if w == tc.DEV else w) for w in c], check=c[1] != "del")
         import time
         now = time.time()

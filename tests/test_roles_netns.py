@@ -192,14 +192,14 @@ class Lab:
 #: PIE or RED, as the trials' stacks put it (handle 10:).
 def bottleneck(leaf: dict) -> list[dict]:
     return [{"interface": "eth1", "key": "servers_lan", "commands": tc.stack_commands(
-        [{"kind": "htb", "rate_mbit": 10}, {"kind": leaf["kind"], "handle": "10:", **leaf["params"]}])}]
+        [tc.Qdisc("htb", params={"rate_mbit": 10}), tc.Qdisc(leaf["kind"], "10:", leaf["params"])])}]
 
 
 BFIFO = {"kind": "bfifo", "params": {"limit_bytes": 200000}}
 PFIFO = {"kind": "pfifo", "params": {"limit_packets": 134}}
 #: netem's stand-in on server2 (the kernel lacks netem): a root tbf, a stack of one layer.
 TBF_STACK = [{"interface": "eth1", "key": "servers_lan", "commands": tc.stack_commands(
-    [{"kind": "tbf", "rate_mbit": 100, "burst_bytes": 32768, "latency_ms": 100}])}]
+    [tc.Qdisc("tbf", params={"rate_mbit": 100, "burst_bytes": 32768, "latency_ms": 100})])}]
 
 
 def lab_vars() -> dict:

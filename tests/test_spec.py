@@ -64,8 +64,8 @@ def test_trials_and_duration(spec):
 
 def test_at_rate_scale_scales_the_model_not_the_file(spec):
     half = spec.at_rate_scale(0.5)
-    assert half.model.trial("pie-unlimited").qdiscs["router:eth1"][0]["rate_mbit"] == 5
-    assert spec.model.trial("pie-unlimited").qdiscs["router:eth1"][0]["rate_mbit"] == 10
+    assert half.model.trial("pie-unlimited").qdiscs["router:eth1"][0].params["rate_mbit"] == 5
+    assert spec.model.trial("pie-unlimited").qdiscs["router:eth1"][0].params["rate_mbit"] == 10
     assert half.data is spec.data and half.trial_ids == spec.trial_ids
 
 

@@ -9,6 +9,11 @@ import pytest
 from netrepro.core import tc
 
 
+def qdiscs(layers: list[dict]) -> list[tc.Qdisc]:
+    """A stack's layers written as the experiment file writes them, as records."""
+    return [tc.Qdisc.from_data(layer) for layer in layers]
+
+
 def test_netem_argv():
     assert tc.Netem(100, 1000).argv("eth1") == [
         "qdisc", "replace", "dev", "eth1", "root", "netem", "delay", "100ms", "limit", "1000"]
@@ -198,8 +203,8 @@ def test_flag_negations_are_keywords():
 def test_stack_netem_root_tbf_child_as_lab_12():
     # Lab 12 (TCP pacing), s1-eth1: `tc qdisc add dev s1-eth1 root handle 1: netem delay 20ms`,
     # then `tc qdisc add dev s1-eth1 parent 1: handle 2: tbf rate 10gbit burst 5000000 limit 15000000`.
-    cmds = tc.stack_commands([{"kind": "netem", "delay_ms": 20},
-                              {"kind": "tbf", "rate_mbit": 10000, "burst_bytes": 5000000, "limit_bytes": 15000000}],
+    cmds = tc.stack_commands(qdiscs([{"kind": "netem", "delay_ms": 20},
+                                     {"kind": "tbf", "rate_mbit": 10000, "burst_bytes": 5000000, "limit_bytes": 15000000}]),
                              "s1-eth1")
     assert cmds == [["qdisc", "del", "dev", "s1-eth1", "root"],
                     ["qdisc", "replace", "dev", "s1-eth1", "root", "handle", "1:", "netem", "delay", "20ms", "limit", "1000"],
@@ -210,23 +215,23 @@ def test_stack_netem_root_tbf_child_as_lab_12():
 def test_stack_tbf_root_pie_leaf_as_lab_19():
     # Lab 19 (PIE), s2-eth2: `tbf rate 1gbit burst 500000 limit 26214400` at root handle 1:, then
     # `tc qdisc add dev s2-eth2 parent 1: handle 2: pie limit 17476 target 22ms tupdate 5ms alpha 2 beta 25`.
-    cmds = tc.stack_commands([{"kind": "tbf", "rate_mbit": 1000, "burst_bytes": 500000, "limit_bytes": 26214400},
-                              {"kind": "pie", "limit_packets": 17476, "target_ms": 22, "tupdate_ms": 5,
-                               "alpha": 2, "beta": 25}], "s2-eth2")
+    cmds = tc.stack_commands(qdiscs([{"kind": "tbf", "rate_mbit": 1000, "burst_bytes": 500000, "limit_bytes": 26214400},
+                                     {"kind": "pie", "limit_packets": 17476, "target_ms": 22, "tupdate_ms": 5,
+                                      "alpha": 2, "beta": 25}]), "s2-eth2")
     assert cmds[2] == ["qdisc", "replace", "dev", "s2-eth2", "parent", "1:", "handle", "2:", "pie", "limit", "17476",
                        "target", "22ms", "tupdate", "5ms", "alpha", "2", "beta", "25"]
 
 
 def test_stack_htb_child_is_the_leaf_of_its_class_and_handles_can_be_given():
     # pie-vs-red's bottleneck as a stack: HTB 1: with class 1:10, the AQM as its leaf 10:.
-    cmds = tc.stack_commands([{"kind": "htb", "rate_mbit": 10}, {"kind": "fq_codel", "handle": "10:", "flows": 2}])
+    cmds = tc.stack_commands(qdiscs([{"kind": "htb", "rate_mbit": 10}, {"kind": "fq_codel", "handle": "10:", "flows": 2}]))
     assert cmds[1] == ["qdisc", "replace", "dev", tc.DEV, "root", "handle", "1:", "htb", "default", "10"]
     assert cmds[2] == tc.HtbRoot(10).class_argv(tc.DEV)
     assert cmds[3] == ["qdisc", "replace", "dev", tc.DEV, "parent", "1:10", "handle", "10:", "fq_codel", "flows", "2"]
 
 
 def test_empty_stack_only_deletes():
-    assert tc.stack_commands([], "h1-eth0") == [["qdisc", "del", "dev", "h1-eth0", "root"]]
+    assert tc.stack_commands(qdiscs([]), "h1-eth0") == [["qdisc", "del", "dev", "h1-eth0", "root"]]
 
 
 @pytest.mark.parametrize("layers, where, words", [
@@ -243,13 +248,13 @@ def test_empty_stack_only_deletes():
 ])
 def test_stack_errors_name_the_layer_and_key(layers, where, words):
     with pytest.raises(tc.StackError) as err:
-        tc.stack_commands(layers, "eth1")
+        tc.stack_commands(qdiscs(layers), "eth1")
     assert err.value.where == where and words in err.value.problem, str(err.value)
 
 
 def test_stack_probes_one_root_qdisc_per_layer_with_its_parameters():
-    probes = tc.stack_probe_argvs([{"kind": "netem", "delay_ms": 20}, {"kind": "htb", "rate_mbit": 10},
-                                   {"kind": "fq_codel", "flows": 2, "handle": "5:"}], "nrprobe0")
+    probes = tc.stack_probe_argvs(qdiscs([{"kind": "netem", "delay_ms": 20}, {"kind": "htb", "rate_mbit": 10},
+                                          {"kind": "fq_codel", "flows": 2, "handle": "5:"}]), "nrprobe0")
     assert probes == [["qdisc", "add", "dev", "nrprobe0", "root", "netem", "delay", "20ms", "limit", "1000"],
                       ["qdisc", "add", "dev", "nrprobe0", "root", "htb", "default", "10"],
                       ["qdisc", "add", "dev", "nrprobe0", "root", "fq_codel", "flows", "2"]]
@@ -265,7 +270,7 @@ def test_stack_probes_one_root_qdisc_per_layer_with_its_parameters():
 ])
 def test_lab_stacks_parse_in_tc(layers):
     """Each command of the labs' stacks is one tc 6.1 parses (only the device is missing)."""
-    for argv in tc.stack_commands(layers, "nrnodev0")[1:]:
+    for argv in tc.stack_commands(qdiscs(layers), "nrnodev0")[1:]:
         proc = subprocess.run(["tc", *argv], capture_output=True, text=True, timeout=10)
         out = proc.stdout + proc.stderr
         assert proc.returncode != 0 and not any(u in out for u in UNKNOWN), (argv, out)
@@ -339,13 +344,13 @@ def test_netem_delay_may_be_zero_in_a_stack():
 
 def test_strict_stack_names_the_layer_and_key():
     with pytest.raises(tc.StackError) as err:
-        tc.stack_commands([{"kind": "netem", "delay_ms": 20}, {"kind": "bfifo", "limit_packets": 40}], strict=True)
+        tc.stack_commands(qdiscs([{"kind": "netem", "delay_ms": 20}, {"kind": "bfifo", "limit_packets": 40}]), strict=True)
     assert err.value.where == "[1].limit_packets" and "expected limit_bytes" in err.value.problem
     with pytest.raises(tc.StackError) as err:
-        tc.stack_commands([{"kind": "codel", "target_ms": 5, "target_us": 5000}], strict=True)
+        tc.stack_commands(qdiscs([{"kind": "codel", "target_ms": 5, "target_us": 5000}]), strict=True)
     assert err.value.where == "[0].target_us" and "already given as target_ms" in err.value.problem
     with pytest.raises(tc.StackError) as err:
-        tc.stack_commands([{"kind": "htb", "burst_bytes": 3000}], strict=True)
+        tc.stack_commands(qdiscs([{"kind": "htb", "burst_bytes": 3000}]), strict=True)
     assert err.value.where == "[0].rate_mbit" and "htb needs its rate" in err.value.problem
 
 
@@ -366,27 +371,27 @@ def test_pie_and_red_flags_take_only_booleans(kind, params):
 def test_tbf_needs_its_rate_bucket_and_limit():
     """tc-tbf(8): rate, a bucket (burst/buffer/maxburst) and limit or latency are required."""
     ok = {"kind": "tbf", "rate_mbit": 10, "burst_bytes": 15140, "latency_ms": 50}
-    tc.stack_commands([ok], strict=True)
+    tc.stack_commands(qdiscs([ok]), strict=True)
     for drop, words in (("rate_mbit", "tbf needs its rate"), ("burst_bytes", "tbf needs one of its burst, buffer"),
                         ("latency_ms", "tbf needs one of its limit, latency")):
         with pytest.raises(tc.StackError) as err:
-            tc.stack_commands([{k: v for k, v in ok.items() if k != drop}], strict=True)
+            tc.stack_commands(qdiscs([{k: v for k, v in ok.items() if k != drop}]), strict=True)
         assert words in err.value.problem, str(err.value)
 
 
 def test_what_a_stack_does_is_told_by_tc():
     """The kinds that shape, delay or have a token bucket are named here (tc.SHAPERS,
     tc.DELAY_KIND, tc.BUCKET_KEYS), so the model and the sites ask instead of naming them."""
-    stack = [{"kind": "netem", "delay_ms": 20}, {"kind": "tbf", "rate_mbit": 100, "burst_bytes": 5000},
-             {"kind": "htb", "rate_mbit": 10}, {"kind": "pie"}]
+    stack = qdiscs([{"kind": "netem", "delay_ms": 20}, {"kind": "tbf", "rate_mbit": 100, "burst_bytes": 5000},
+                    {"kind": "htb", "rate_mbit": 10}, {"kind": "pie"}])
     assert tc.shaping_rate_mbit(stack) == 10
-    assert tc.shaping_rate_mbit([{"kind": "fq_codel"}]) is None
-    assert tc.delay_ms(stack) == 20 and tc.delay_ms([{"kind": "pie"}]) == 0.0
+    assert tc.shaping_rate_mbit(qdiscs([{"kind": "fq_codel"}])) is None
+    assert tc.delay_ms(stack) == 20 and tc.delay_ms(qdiscs([{"kind": "pie"}])) == 0.0
     assert [tc.bucket_keys(layer) for layer in stack] == [(), ("burst_bytes", "buffer_bytes", "maxburst_bytes"), (), ()]
     assert {*tc.SHAPERS, tc.DELAY_KIND, *tc.BUCKET_KEYS} <= set(tc.STACK_KINDS)
 
 
 def test_shaping_rate_is_the_slowest_shaper():
-    assert tc.shaping_rate_mbit([{"kind": "netem", "delay_ms": 20}, {"kind": "tbf", "rate_mbit": 100}]) == 100
-    assert tc.shaping_rate_mbit([{"kind": "htb", "rate_mbit": 10}, {"kind": "pie"}]) == 10
-    assert tc.shaping_rate_mbit([{"kind": "fq_codel"}]) is None
+    assert tc.shaping_rate_mbit(qdiscs([{"kind": "netem", "delay_ms": 20}, {"kind": "tbf", "rate_mbit": 100}])) == 100
+    assert tc.shaping_rate_mbit(qdiscs([{"kind": "htb", "rate_mbit": 10}, {"kind": "pie"}])) == 10
+    assert tc.shaping_rate_mbit(qdiscs([{"kind": "fq_codel"}])) is None

@@ -355,7 +355,7 @@ def _trials(m: Model, bport: str) -> list[dict]:
         if t.description:
             tr["description"] = t.description
         tr["labels"] = dict(t.labels)
-        tr["qdiscs"] = {bport: [dict(layer) for layer in t.qdiscs[bport]]}
+        tr["qdiscs"] = {bport: [layer.as_data() for layer in t.qdiscs[bport]]}
         if t.traffic != default_traffic:
             tr["traffic"] = [_traffic_item(it) for it in t.traffic]
         trials.append(tr)
@@ -406,11 +406,11 @@ def _convert(data: dict, where) -> tuple[dict, list[str], str]:
     spec, m = _read_v1(data, where)
     d = data
     # the bottleneck: the port whose stack is rooted in a shaper (version 1's HTB)
-    bport = next(p for t in m.trials for p, st in t.qdiscs.items() if st and st[0]["kind"] in tc.SHAPERS)
+    bport = next(p for t in m.trials for p, st in t.qdiscs.items() if st and st[0].kind in tc.SHAPERS)
     notes: list[str] = []
     nodes = _nodes(m, spec)
     networks = {k: dict(v) for k, v in d["topology"]["networks"].items()}
-    delays = {p: [dict(layer) for layer in st] for p, st in m.trials[0].qdiscs.items() if p != bport}  # links.delays
+    delays = {p: st for p, st in m.trials[0].qdiscs_data().items() if p != bport}  # links.delays
     trials = _trials(m, bport)
     out: dict = {"schema_version": 2, "name": d["name"], "title": d["title"]}
     if d.get("reference"):

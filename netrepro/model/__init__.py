@@ -9,8 +9,8 @@ trial's own settings replace the defaults). Playbooks, sites and the analysis re
 model, never the file's shorthand.
 
 Its modules: experiment (the :class:`Model` and its terms), records (the typed records the
-model is read as: nodes and their interfaces and routes, trials and their traffic items,
-phases, collectors, the base RTT), claims (the claims and their checks), figures,
+model is read as: nodes and their interfaces and routes, ports and links, trials and their
+traffic items, phases, collectors, the base RTT), claims (the claims and their checks), figures,
 build (file to model), topology,
 checks, health, vocabulary (the analysis' names), traffic and scales; the names imported
 below are the package's interface.
@@ -22,7 +22,8 @@ from netrepro.model.experiment import (
     KIND_GROUPS, TRAFFIC_DEFAULTS, IPERF3_BASE_PORT, SELECTOR_WORDS, ModelError, Model, select_nodes)
 from netrepro.model.claims import CHECK_KINDS, RATE_SCALED_FIELDS, Check, Claim, Finding, Selection
 from netrepro.model.figures import Figure, ReferenceLine, Rolling
-from netrepro.model.records import BaseRtt, Collector, FrozenMap, Interface, Node, Phase, Route, TrafficItem, Trial
+from netrepro.model.records import (BaseRtt, Collector, FrozenMap, Interface, Link, Node, Phase, Port, Route, TrafficItem,
+                                    Trial)
 from netrepro.model.topology import (
     RESERVED_IFNAMES, IP_LINK_KEYWORDS, RESERVED_NETWORKS, path_ports, layer_probes)
 from netrepro.model.build import (SCHEMA_PATH, SYSCTL_VALUE_RE, validate_schema, build)
@@ -44,7 +45,7 @@ from netrepro.model.scales import (
 __all__ = [
     "KIND_GROUPS", "TRAFFIC_DEFAULTS", "IPERF3_BASE_PORT", "SELECTOR_WORDS", "ModelError", "Model", "Phase", "Collector", "BaseRtt",
     "CHECK_KINDS", "RATE_SCALED_FIELDS", "Check", "Claim", "Finding", "Selection", "Figure", "ReferenceLine", "Rolling",
-    "Node", "Interface", "Route", "Trial", "TrafficItem", "FrozenMap",
+    "Node", "Interface", "Route", "Port", "Link", "Trial", "TrafficItem", "FrozenMap",
     "select_nodes", "RESERVED_IFNAMES", "IP_LINK_KEYWORDS", "RESERVED_NETWORKS", "path_ports", "layer_probes",
     "SCHEMA_PATH", "SYSCTL_VALUE_RE", "validate_schema", "build", "SUMMARY_COLUMNS", "RESERVED_COLUMNS",
     "STATISTICS", "WHOLE_TRIAL_STATISTICS", "METRICS", "TRIAL_SUBJECT", "QUANTITY_NAMES", "UNIT_SUFFIXES",

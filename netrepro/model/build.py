@@ -21,7 +21,7 @@ from netrepro.model.checks import (check_buckets, check_claims, check_collectors
 from netrepro.model.experiment import (IPERF3_BASE_PORT, KIND_GROUPS, Model, TRAFFIC_DEFAULTS, fail, port_name, select_nodes)
 from netrepro.model.health import check_health
 from netrepro.model.topology import (check_address, check_names, check_routes, check_subnets_apart, l2_domains, resolve_links)
-from netrepro.model.records import TrafficItem
+from netrepro.model.records import Port, TrafficItem
 from netrepro.model.traffic import traffic_conflict
 
 
@@ -56,8 +56,11 @@ def _check_sysctl_value(path, field: str, value: Any) -> None:
 
 
 def _check_stack(path, field: str, stack: list) -> None:
+    """Nothing; raises ModelError naming the layer and key unless ``stack`` (the file's layers,
+    schema-valid) is one tc takes, each parameter in its kind's own unit
+    (:func:`netrepro.core.tc.stack_commands`, strict)."""
     try:
-        tc.stack_commands(stack, strict=True)
+        tc.stack_commands([tc.Qdisc.from_data(layer) for layer in stack], strict=True)
     except tc.StackError as exc:
         fail(path, field + exc.where, exc.problem)
 
@@ -106,8 +109,9 @@ def _resolved_topology(topo: dict, path) -> tuple[dict[str, dict], dict, list]:
     nodes = _resolved_nodes(topo, networks, path)
     links = resolve_links(topo["nodes"], path)
     for a, b in links:  # store both ends as full ports
-        nodes[a.split(":")[0]]["interfaces"][a.split(":")[1]]["link"] = b
-        nodes[b.split(":")[0]]["interfaces"][b.split(":")[1]]["link"] = a
+        pa, pb = Port.parse(a), Port.parse(b)
+        nodes[pa.node]["interfaces"][pa.interface]["link"] = b
+        nodes[pb.node]["interfaces"][pb.interface]["link"] = a
     seen: dict[str, str] = {}
     for n, nd in nodes.items():
         for ifname, itf in nd["interfaces"].items():
@@ -117,11 +121,11 @@ def _resolved_topology(topo: dict, path) -> tuple[dict[str, dict], dict, list]:
                     fail(path, f"topology.nodes.{n}.interfaces.{ifname}.address", f"{ip} is also {seen[ip]}'s")
                 seen[ip] = port_name(n, ifname)
     for dom in l2_domains(nodes, links):
-        nets = {str(ipaddress.ip_interface(nodes[p.split(":")[0]]["interfaces"][p.split(":")[1]]["address"]).network): p
-                for p in sorted(dom) if nodes[p.split(":")[0]]["interfaces"][p.split(":")[1]]["address"]}
+        addresses = {p: nodes[p.node]["interfaces"][p.interface]["address"] for p in map(Port.parse, sorted(dom))}
+        nets = {str(ipaddress.ip_interface(addr).network): p for p, addr in addresses.items() if addr}
         if len(nets) > 1:
             (n1, p1), (n2, p2) = list(nets.items())[:2]
-            fail(path, f"topology.nodes.{p2.split(':')[0]}.interfaces.{p2.split(':')[1]}.address",
+            fail(path, f"topology.nodes.{p2.node}.interfaces.{p2.interface}.address",
                   f"{p1} and {p2} share an L2 domain (links and switches) but not a subnet ({n1}, {n2})")
     check_subnets_apart(nodes, links, networks, path)
     check_routes(nodes, path)

@@ -33,12 +33,11 @@ def check_collectors(m: Model, path) -> None:
     qdisc.jsonl and the trial's timeline keys it by node (:func:`trial_timeline`), so a second one
     would silently replace the first."""
     seen: dict[str, int] = {}
-    for i, c in enumerate(m.data["collectors"]):
-        node = c["at"].split(":")[0]
-        if node in seen:
-            fail(path, f"collectors[{i}].at", f"{node} already has a {c['kind']} collector (collectors[{seen[node]}]); "
+    for i, c in enumerate(m.collectors):
+        if c.node in seen:
+            fail(path, f"collectors[{i}].at", f"{c.node} already has a {c.kind} collector (collectors[{seen[c.node]}]); "
                                                f"expected one per node (its samples go to the node's one qdisc.jsonl)")
-        seen[node] = i
+        seen[c.node] = i
 
 
 def check_labels(m: Model, path) -> None:
@@ -100,9 +99,9 @@ def check_buckets(path, data: dict, mtu_bytes: int) -> None:
     where += [(f"trials[{i}].qdiscs", t.get("qdiscs", {})) for i, t in enumerate(data["trials"])]
     for field, qd in where:
         for port, stack in qd.items():
-            for j, layer in enumerate(stack):
+            for j, layer in enumerate(map(tc.Qdisc.from_data, stack)):
                 for key in tc.bucket_keys(layer):
-                    v = layer.get(key)
+                    v = layer.params.get(key)
                     if isinstance(v, (int, float)) and not isinstance(v, bool) and v < frame:
                         fail(path, f"{field}.{port}[{j}].{key}", f"{v:g} B holds no full-size frame; expected at least "
                               f"{frame} B (links.mtu_bytes {mtu_bytes} + {ETHERNET_HEADER_BYTES} B of Ethernet header)")

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from netrepro.model.claims import Claim
 from netrepro.model.figures import Figure
-from netrepro.model.records import BaseRtt, Collector, FrozenMap, Node, Phase, Trial
+from netrepro.model.records import BaseRtt, Collector, FrozenMap, Link, Node, Phase, Trial
 
 
 #: Node kinds, and the plural a selector uses for all nodes of a kind.
@@ -60,7 +60,8 @@ class Model:
       "network": name | None, "address": "A.B.C.D/N" | None}}, "routes": [...]}`` (read as
       :class:`~netrepro.model.records.Node` records: :attr:`nodes`);
     - ``networks``: LAN name -> ``{"subnet"}``; ``links``: ``[[port, port], ...]`` (each
-      cable once, in file order);
+      cable once, in file order; read as :class:`~netrepro.model.records.Link` records:
+      :attr:`links`);
     - ``mtu_bytes`` (default 1500), ``offloads`` (tso/gso/gro: false unless given);
     - ``trials``: ``[{"id", "description", "labels", "qdiscs": {port: stack},
       "sysctls": {node: {name: value}}, "traffic": [item with defaults filled],
@@ -114,10 +115,11 @@ class Model:
         """LAN name -> ``{"subnet"}`` (``topology.networks``), in file order."""
         return self.data["networks"]
 
-    @property
-    def links(self) -> list[list[str]]:
-        """Every cable as its two ports ``[[port, port], ...]``, once each, in file order."""
-        return self.data["links"]
+    @cached_property
+    def links(self) -> tuple[Link, ...]:
+        """Every cable (:class:`~netrepro.model.records.Link`: its two ports), once each, in
+        file order."""
+        return tuple(Link.from_data(pair) for pair in self.data["links"])
 
     @cached_property
     def phases(self) -> tuple[Phase, ...]:
@@ -205,19 +207,13 @@ class Model:
         :meth:`data_plane` keys in file order. A segment's subnet is its LAN's, else the
         subnet of an address on it (None when no member has one: a cable between switches)."""
         segs: list[dict] = []
-        for net, nd in self.data["networks"].items():
+        for net, nd in self.networks.items():
             members = [(n, k) for n in self.nodes for k, i in self.data_plane(n).items() if i["network"] == net]
             segs.append({"name": net, "subnet": nd["subnet"], "members": members})
-        for idx, (a, b) in enumerate(self.data["links"]):
-            members = []
-            subnet = None
-            for port in (a, b):
-                n, itf = port.split(":")
-                addr = self.nodes[n].interfaces[itf].address
-                if addr and subnet is None:
-                    subnet = str(ipaddress.ip_interface(addr).network)
-                members.append((n, itf))
-            segs.append({"name": f"link-{idx}", "subnet": subnet, "members": members})
+        for idx, link in enumerate(self.links):
+            addresses = [self.nodes[p.node].interfaces[p.interface].ip_interface for p in link.ports]
+            subnet = next((str(a.network) for a in addresses if a), None)
+            segs.append({"name": f"link-{idx}", "subnet": subnet, "members": [(p.node, p.interface) for p in link.ports]})
         return segs
 
     def address_toward(self, src: str, dst: str) -> str:

@@ -128,7 +128,7 @@ def health_data(m: Model) -> set[str]:
         out.add("queue_sampled")
     if m.data["base_rtt"]:
         out.add("base_rtt")
-    sampled = {c["at"] for c in m.data["collectors"] if c["kind"] == "qdisc_stats"}
+    sampled = {c.at for c in m.collectors if c.kind == "qdisc_stats"}
     if any(tc.shaping_rate_mbit(t.stack(port)) for t in m.trials for port in sampled):
         out.add("shaped_sample")
     if any(pacing_limited(m, t) for t in m.trials):
@@ -154,7 +154,7 @@ def measured_checks(m: Model) -> tuple[HealthCheck, ...]:
 def data_kinds(m: Model) -> set[str]:
     """The kinds of data a run of ``m`` records: the kinds of its trials' traffic items
     (``iperf3``, ``ftp``, ``ping``) and of its collectors (``qdisc_stats``)."""
-    return {it.kind for t in m.trials for it in t.traffic} | {c["kind"] for c in m.data["collectors"]}
+    return {it.kind for t in m.trials for it in t.traffic} | {c.kind for c in m.collectors}
 
 
 def check_health(m: Model, path) -> None:

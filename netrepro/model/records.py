@@ -3,43 +3,79 @@ attribute (:class:`netrepro.model.experiment.Model` makes them from the validate
 
 The JSON schema (``netrepro/schemas/experiment.schema.json``) stays the one description of the
 file; these are what it validates into, defaults filled in and references resolved. Field
-names follow the file's where Python allows.
+names follow the file's where Python allows. Their mappings are :class:`FrozenMap`
+(netrepro.core.frozen: read-only, and importable from here as before).
 """
 
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, TypeVar
+from typing import Any, Mapping, Sequence
 
-K = TypeVar("K")
-V = TypeVar("V")
+from netrepro.core.frozen import FrozenMap
+from netrepro.core.tc import Qdisc
 
 
-class FrozenMap(Mapping[K, V]):
-    """A read-only mapping in insertion order (the file's order) that copies and pickles like a
-    dict (a record's mapping must survive ``copy.deepcopy`` and the process pool of the ns3
-    site's trials, which ``types.MappingProxyType`` does not)."""
+@dataclass(frozen=True)
+class Port:
+    """An interface of a node as the experiment file names it, ``NODE:INTERFACE``
+    (``s2:s2-eth2``): an end of a link, the place of a qdisc stack (a trial's ``qdiscs`` are
+    keyed by its :attr:`name`) and of a collector. ``str(port)`` is its :attr:`name`."""
 
-    __slots__ = ("_items",)
+    node: str
+    interface: str
 
-    def __init__(self, items: Mapping[K, V] | None = None):
-        self._items = dict(items or {})
+    @classmethod
+    def parse(cls, text: str) -> Port:
+        """The port that ``text`` (``NODE:INTERFACE``) names.
 
-    def __getitem__(self, key: K) -> V:
-        return self._items[key]
+        Raises:
+            ValueError: ``text`` is not a node name and an interface name joined by one ``:``.
+        """
+        node, sep, interface = text.partition(":")
+        if not (node and sep and interface) or ":" in interface:
+            raise ValueError(f"expected a port NODE:INTERFACE, got {text!r}")
+        return cls(node, interface)
 
-    def __iter__(self) -> Iterator[K]:
-        return iter(self._items)
+    @property
+    def name(self) -> str:
+        """The port as the file writes it, ``NODE:INTERFACE``."""
+        return f"{self.node}:{self.interface}"
 
-    def __len__(self) -> int:
-        return len(self._items)
+    def __str__(self) -> str:
+        return self.name
 
-    def __repr__(self) -> str:
-        return f"FrozenMap({self._items!r})"
 
-    def __reduce__(self):
-        return (type(self), (self._items,))
+@dataclass(frozen=True)
+class Link:
+    """A cable between two ports (two interfaces whose ``link`` names each other), its ends
+    ``a`` and ``b`` in the order the model resolved them: ``a`` is the end met first in the
+    file's order of nodes and interfaces."""
+
+    a: Port
+    b: Port
+
+    @classmethod
+    def from_data(cls, ports: Sequence[str]) -> Link:
+        """The record of one link of the model's data (``[port, port]``, each ``NODE:INTERFACE``).
+        Raises ValueError when it is not two ports (:meth:`Port.parse`)."""
+        a, b = ports
+        return cls(Port.parse(a), Port.parse(b))
+
+    @property
+    def ports(self) -> tuple[Port, Port]:
+        """Both ends, ``(a, b)``."""
+        return (self.a, self.b)
+
+    @property
+    def nodes(self) -> tuple[str, str]:
+        """The nodes of both ends, ``(a.node, b.node)``."""
+        return (self.a.node, self.b.node)
+
+    def as_data(self) -> list[str]:
+        """The link as the model's data (and run.json) write it: ``[a, b]`` as ``NODE:INTERFACE``."""
+        return [self.a.name, self.b.name]
 
 
 @dataclass(frozen=True)
@@ -48,12 +84,17 @@ class Interface:
 
     ``address``: ``A.B.C.D/N`` (None on a switch); ``network``: the ``topology.networks`` LAN
     it is on, or None; ``link``: the peer port ``NODE:INTERFACE`` of its cable, or None (an
-    interface on a LAN)."""
+    interface on a LAN; :attr:`peer` is the same port as a :class:`Port`)."""
 
     name: str
     address: str | None = None
     network: str | None = None
     link: str | None = None
+
+    @property
+    def peer(self) -> Port | None:
+        """The port at the other end of its cable, or None (an interface on a LAN)."""
+        return Port.parse(self.link) if self.link else None
 
     @property
     def ip_interface(self) -> ipaddress.IPv4Interface | None:
@@ -127,8 +168,10 @@ class Phase:
 @dataclass(frozen=True)
 class Collector:
     """A sampler of a port's qdisc stack during every trial (``kind`` ``qdisc_stats``, the one
-    kind the schema has): ``at`` the port ``NODE:INTERFACE``, sampled every ``interval_s``
-    seconds; ``classes``: also its classes (``tc -s class show``, fq_codel's buckets)."""
+    kind the schema has): ``at`` the port ``NODE:INTERFACE`` as the file writes it (the key of
+    its stack in a trial's ``qdiscs``, its subject in the analysis; :attr:`port` is the same
+    port as a :class:`Port`), sampled every ``interval_s`` seconds; ``classes``: also its
+    classes (``tc -s class show``, fq_codel's buckets)."""
 
     kind: str
     at: str
@@ -136,14 +179,19 @@ class Collector:
     classes: bool = False
 
     @property
+    def port(self) -> Port:
+        """The sampled port."""
+        return Port.parse(self.at)
+
+    @property
     def node(self) -> str:
         """The node of the sampled port."""
-        return self.at.split(":")[0]
+        return self.port.node
 
     @property
     def interface(self) -> str:
         """The sampled port's interface, as the experiment file names it."""
-        return self.at.split(":")[1]
+        return self.port.interface
 
 
 @dataclass(frozen=True)
@@ -227,8 +275,9 @@ class Trial:
     in their place.
 
     ``id``; ``description`` ('' when none); ``labels``: factor -> level (``aqm: pie``), for
-    figures and claims; ``qdiscs``: port ``NODE:INTERFACE`` -> its qdisc stack, root first (each
-    layer a mapping of ``kind`` and its parameters, netrepro.core.tc; ``()``: the kernel's
+    figures and claims; ``qdiscs``: port ``NODE:INTERFACE`` (the file's key; :meth:`stack`
+    also takes a :class:`Port`) -> its qdisc stack, root first, each layer a
+    :class:`netrepro.core.tc.Qdisc` record (kind, handle, parameters; ``()``: the kernel's
     default), on every port any trial stacks; ``sysctls``: node -> sysctl name -> value (text);
     ``traffic``: its :class:`TrafficItem` records in file order; ``duration_s``: the last
     item's end, seconds at time scale 1."""
@@ -236,7 +285,7 @@ class Trial:
     id: str
     description: str
     labels: Mapping[str, str]
-    qdiscs: Mapping[str, tuple[Mapping[str, Any], ...]]
+    qdiscs: Mapping[str, tuple[Qdisc, ...]]
     sysctls: Mapping[str, Mapping[str, str]]
     traffic: tuple[TrafficItem, ...]
     duration_s: float
@@ -245,13 +294,14 @@ class Trial:
     def from_data(cls, data: Mapping[str, Any]) -> Trial:
         """The record of one trial of the model's data."""
         return cls(id=data["id"], description=data.get("description", ""), labels=FrozenMap(data.get("labels") or {}),
-                   qdiscs=FrozenMap({p: tuple(FrozenMap(layer) for layer in st) for p, st in data["qdiscs"].items()}),
+                   qdiscs=FrozenMap({p: tuple(map(Qdisc.from_data, st)) for p, st in data["qdiscs"].items()}),
                    sysctls=FrozenMap({n: FrozenMap(kv) for n, kv in (data.get("sysctls") or {}).items()}),
                    traffic=tuple(TrafficItem.from_data(it) for it in data["traffic"]), duration_s=data["duration_s"])
 
-    def stack(self, port: str) -> tuple[Mapping[str, Any], ...]:
-        """The qdisc stack on ``port`` (``()`` when the trial puts none there)."""
-        return self.qdiscs.get(port, ())
+    def stack(self, port: str | Port) -> tuple[Qdisc, ...]:
+        """The qdisc stack on ``port`` (``NODE:INTERFACE`` or a :class:`Port`; ``()`` when the
+        trial puts none there)."""
+        return self.qdiscs.get(str(port), ())
 
     def items(self, *kinds: str) -> list[TrafficItem]:
         """The traffic items of the given kinds (every item without one), in file order."""
@@ -264,3 +314,8 @@ class Trial:
     def sysctls_data(self) -> dict[str, dict[str, str]]:
         """The sysctls as plain mappings, node -> name -> value (the playbooks' variables)."""
         return {n: dict(kv) for n, kv in self.sysctls.items()}
+
+    def qdiscs_data(self) -> dict[str, list[dict[str, Any]]]:
+        """The stacks in the file's form, port -> ``[layer, ...]`` (:meth:`Qdisc.as_data
+        <netrepro.core.tc.Qdisc.as_data>`), as the model's data holds them."""
+        return {p: [layer.as_data() for layer in st] for p, st in self.qdiscs.items()}

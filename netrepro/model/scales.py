@@ -58,7 +58,7 @@ RATE_SCALE_FLOOR = 0.001
 def highest_rate_mbit(m: Model) -> float:
     """The highest rate any trial's stacks or traffic ask for (Mbit/s; 0 when none)."""
     rates = [float(v) for t in m.trials for st in t.qdiscs.values() for layer in st
-             for k, v in layer.items() if k.endswith("_mbit")]
+             for k, v in layer.params.items() if k.endswith("_mbit")]
     rates += [float(it.pacing_rate_mbit) for t in m.trials for it in t.traffic if it.pacing_rate_mbit]
     return max(rates, default=0.0)
 

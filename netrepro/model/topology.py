@@ -10,6 +10,7 @@ import ipaddress
 
 from netrepro.core import tc
 from netrepro.model.experiment import Model, SELECTOR_WORDS, fail, port_name
+from netrepro.model.records import Port
 
 
 #: Interface names a node may not give an experiment interface: ``lo`` (every namespace's
@@ -152,12 +153,11 @@ def check_subnets_apart(nodes: dict, links: list[list[str]], networks: dict, pat
     domains = l2_domains(nodes, links)
     lans_in = {}
     for k, dom in enumerate(domains):
-        for p in sorted(dom):
-            n, i = p.split(":")
-            itf = nodes[n]["interfaces"][i]
+        for p in map(Port.parse, sorted(dom)):
+            itf = nodes[p.node]["interfaces"][p.interface]
             if itf["address"]:
                 seen.append((ipaddress.ip_interface(itf["address"]).network,
-                             f"topology.nodes.{n}.interfaces.{i}.address", k))
+                             f"topology.nodes.{p.node}.interfaces.{p.interface}.address", k))
             if itf["network"]:
                 lans_in.setdefault(itf["network"], k)
     for k, net in enumerate(networks):
@@ -222,34 +222,32 @@ def path_ports(m: Model, src: str, dst: str) -> list[str]:
         egress = next((name for name, a in mine.items() if hop in a.network), None)
         if egress is None or hop not in owner:
             raise ValueError(f"{node} reaches no node at {hop}")
-        ports += _l2_way(m, port_name(node, egress), owner[hop])
+        ports += [p.name for p in _l2_way(m, Port(node, egress), owner[hop])]
         node = owner[hop]
     return ports
 
 
-def _l2_way(m: Model, start: str, to: str) -> list[str]:
+def _l2_way(m: Model, start: Port, to: str) -> list[Port]:
     """Egress ports from port ``start`` through links, LANs and switches to a port of node
     ``to`` (breadth first: the fewest switches). Raises ValueError when there is none."""
-    def peers(port: str) -> list[str]:
-        n, itf = port.split(":")
-        i = m.nodes[n].interfaces[itf]
-        if i.link:
-            return [i.link]
-        return [port_name(o, name) for o, nd in m.nodes.items() for name, j in nd.interfaces.items()
-                if j.network == i.network and (o, name) != (n, itf)]
+    def peers(port: Port) -> list[Port]:
+        i = m.nodes[port.node].interfaces[port.interface]
+        if i.peer:
+            return [i.peer]
+        return [Port(o, name) for o, nd in m.nodes.items() for name, j in nd.interfaces.items()
+                if j.network == i.network and Port(o, name) != port]
 
     queue, visited = [[start]], {start}
     while queue:
         way = queue.pop(0)
         for peer in peers(way[-1]):
-            node, itf = peer.split(":")
-            if node == to:
+            if peer.node == to:
                 return way
-            if not m.nodes[node].is_switch:
+            if not m.nodes[peer.node].is_switch:
                 continue
-            for other in m.nodes[node].interfaces:
-                out = port_name(node, other)
-                if other != itf and out not in visited:
+            for other in m.nodes[peer.node].interfaces:
+                out = Port(peer.node, other)
+                if other != peer.interface and out not in visited:
                     visited.add(out)
                     queue.append(way + [out])
     raise ValueError(f"no way from {start} to {to} through links and switches")
@@ -263,6 +261,7 @@ def layer_probes(m: Model, dev: str) -> list[tuple[str, str, str, list[str]]]:
     out = []
     for t in m.trials:
         for port, stack in t.qdiscs.items():
-            node, itf = port.split(":")
-            out += [(node, itf, layer["kind"], argv) for layer, argv in zip(stack, tc.stack_probe_argvs(stack, dev))]
+            p = Port.parse(port)
+            out += [(p.node, p.interface, layer.kind, argv)
+                    for layer, argv in zip(stack, tc.stack_probe_argvs(stack, dev))]
     return out

@@ -5,19 +5,20 @@ rates, traffic that conflicts, an item's length, congestion controls, and a tria
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 
 from netrepro.core import tc
 from netrepro.model.checks import ETHERNET_HEADER_BYTES
 from netrepro.model.experiment import Model
-from netrepro.model.records import TrafficItem, Trial
+from netrepro.model.records import Port, TrafficItem, Trial
 from netrepro.model.topology import path_ports
 
 
-def stack_buffer(stack: list[dict], mtu_bytes: int) -> tuple[int, float] | None:
-    """The buffer of one port's qdisc stack and the rate that drains it: ``(bytes,
-    rate_mbit)``, or None when the stack has no shaper or its leaf no explicit limit.
+def stack_buffer(stack: Sequence[tc.Qdisc], mtu_bytes: int) -> tuple[int, float] | None:
+    """The buffer of one port's qdisc stack (its :class:`netrepro.core.tc.Qdisc` layers, root
+    first) and the rate that drains it: ``(bytes, rate_mbit)``, or None when the stack has no
+    shaper or its leaf no explicit limit.
 
     The rate is the stack's lowest shaping rate (:func:`netrepro.core.tc.shaping_rate_mbit`). Packets wait in
     the leaf, the last layer (a shaper's ``limit`` makes its own bfifo only when it has no
@@ -28,7 +29,7 @@ def stack_buffer(stack: list[dict], mtu_bytes: int) -> tuple[int, float] | None:
     rate = tc.shaping_rate_mbit(stack)
     if not rate or not stack:
         return None
-    leaf = stack[-1]
+    leaf = stack[-1].params
     if "limit_bytes" in leaf:
         return int(leaf["limit_bytes"]), rate
     if "limit_packets" in leaf:
@@ -168,9 +169,9 @@ def stack_vars(model, trial: Trial) -> dict[str, list[dict[str, Any]]]:
     """
     out: dict[str, list[dict[str, Any]]] = {n: [] for n in model.nodes}
     for port, stack in trial.qdiscs.items():
-        node, itf = port.split(":")
-        key = model.nodes[node].interfaces[itf].network or itf
-        out[node].append({"interface": itf, "key": key, "commands": tc.stack_commands(stack)})
+        p = Port.parse(port)
+        key = model.nodes[p.node].interfaces[p.interface].network or p.interface
+        out[p.node].append({"interface": p.interface, "key": key, "commands": tc.stack_commands(stack)})
     return out
 
 
@@ -213,8 +214,7 @@ def trial_timeline(m: Model, trial: Trial, time_scale: float = 1.0) -> dict:
                 "id": it.id, "start_s": start, "to": it.dst, "address": m.address_toward(it.src, it.dst),
                 "item": it})
             plan["iperf3_servers"].setdefault(it.dst, []).append(it.port)
-    for c in m.data["collectors"]:
-        node, itf = c["at"].split(":")
-        plan["qdisc_stats"][node] = {"interface": itf, "network": m.nodes[node].interfaces[itf].network,
-                                     "interval_s": c["interval_s"], "classes": c.get("classes", False)}
+    for c in m.collectors:
+        plan["qdisc_stats"][c.node] = {"interface": c.interface, "network": m.nodes[c.node].interfaces[c.interface].network,
+                                       "interval_s": c.interval_s, "classes": c.classes}
     return plan

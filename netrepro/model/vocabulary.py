@@ -201,12 +201,12 @@ def statistics(m: Model) -> dict[str, dict[str, list[str]]]:
                                                            if (it.parallel or 1) > 1 else [])
             elif it.kind == "ping":
                 subj[it.id] = list(STATISTICS["ping"]) + (list(STATISTICS["ping_base_rtt"]) if base else [])
-        for c in m.data["collectors"]:
-            stack = t.stack(c["at"])
+        for c in m.collectors:
+            stack = t.stack(c.at)
             rate = tc.shaping_rate_mbit(stack)
-            subj[c["at"]] = (list(STATISTICS["port"]) + (list(STATISTICS["port_rate"]) if rate else [])
-                             + (list(STATISTICS["port_rate_iperf3"]) if rate and iperf else [])
-                             + (list(STATISTICS["port_classes"]) if c.get("classes") and stack else []))
+            subj[c.at] = (list(STATISTICS["port"]) + (list(STATISTICS["port_rate"]) if rate else [])
+                          + (list(STATISTICS["port_rate_iperf3"]) if rate and iperf else [])
+                          + (list(STATISTICS["port_classes"]) if c.classes and stack else []))
         whole = ((list(STATISTICS["trial"]) + (list(STATISTICS["trial_iperf3s"]) if len(iperf) > 1 else []))
                  if iperf else []) + (list(STATISTICS["trial_pings_base_rtt"]) if pings and base else [])
         if whole:
@@ -229,8 +229,8 @@ def metrics(m: Model) -> dict[str, list[str]]:
             if it.kind in METRICS:
                 add(it.id, list(METRICS[it.kind]) + (list(METRICS["ping_base_rtt"]) if it.kind == "ping"
                                                            and m.data.get("base_rtt") else []))
-        for c in m.data["collectors"]:
-            stack = t.stack(c["at"])
-            add(c["at"], list(METRICS["port"]) + (list(METRICS["port_classes"]) if c.get("classes") and stack else [])
-                + [f"{layer['kind']}_*" for layer in stack])
+        for c in m.collectors:
+            stack = t.stack(c.at)
+            add(c.at, list(METRICS["port"]) + (list(METRICS["port_classes"]) if c.classes and stack else [])
+                + [f"{layer.kind}_*" for layer in stack])
     return out

@@ -34,8 +34,9 @@ def placement(dev: str, parent: str | None, handle: str | None) -> list[str]:
     return out
 
 
-class Qdisc:
-    """Common interface of the qdisc builders.
+class QdiscBuilder:
+    """Common interface of the qdisc builders (a layer of a stack as the file gives it is a
+    :class:`netrepro.core.tc.layer.Qdisc` record; a builder makes its command line).
 
     ``qdisc_args()`` is the part after the placement: the kind and its parameters
     (``["pie", "limit", "134", ...]``); ``argv(dev)`` the whole ``qdisc replace`` command;
@@ -60,7 +61,7 @@ class Qdisc:
 
 
 @dataclass(frozen=True)
-class Netem(Qdisc):
+class Netem(QdiscBuilder):
     """Root netem qdisc adding a constant delay (tc-netem(8)).
 
     Args:
@@ -144,7 +145,7 @@ class HtbRoot:
 
 
 @dataclass(frozen=True)
-class Pie(Qdisc):
+class Pie(QdiscBuilder):
     """PIE leaf qdisc (tc-pie(8); Linux sch_pie, iproute2 tc/q_pie.c).
 
     Args:
@@ -203,7 +204,7 @@ class Pie(Qdisc):
 
 
 @dataclass(frozen=True)
-class Red(Qdisc):
+class Red(QdiscBuilder):
     """RED leaf qdisc (tc-red(8)).
 
     Args:
@@ -247,7 +248,7 @@ class Red(Qdisc):
 
 
 @dataclass(frozen=True)
-class Generic(Qdisc):
+class Generic(QdiscBuilder):
     """Any other qdisc (codel, fq_codel, fq, pfifo, bfifo, cake, tbf): params become ``key value``.
 
     A name ending in a unit loses it and the value gets tc's unit: ``target_ms: 5`` ->

@@ -1,13 +1,16 @@
-"""A stack of qdiscs on one interface (experiment files, schema_version 2): the ``tc``
-command lines that install it (:func:`stack_commands`), its capability probes, and what its
-layers mean to the rest of netrepro (the shapers' rate, the delay, the pacing rate).
+"""A stack of qdiscs on one interface (experiment files, schema_version 2), its layers
+:class:`~netrepro.core.tc.layer.Qdisc` records, root first: the ``tc`` command lines that
+install it (:func:`stack_commands`), its capability probes, and what its layers mean to the
+rest of netrepro (the shapers' rate, the delay, the pacing rate).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any, Mapping
+from typing import Sequence
 
+from netrepro.core.tc.layer import Qdisc
 from netrepro.core.tc.params import TcParamError, check_layer
 from netrepro.core.tc.qdiscs import DEV, Generic, HtbRoot, Netem, Pie, Red, placement
 
@@ -38,10 +41,10 @@ DELAY_KIND = "netem"
 BUCKET_KEYS: dict[str, tuple[str, ...]] = {"tbf": ("burst_bytes", "buffer_bytes", "maxburst_bytes")}
 
 
-def shaping_rate_mbit(stack: list[Mapping[str, Any]]) -> float | None:
-    """The lowest rate (Mbit/s) the shapers of a stack (:data:`SHAPERS`) allow, None without a
-    shaper. ``stack``: layers as :func:`stack_commands` takes them."""
-    rates = [float(layer["rate_mbit"]) for layer in stack if layer["kind"] in SHAPERS and "rate_mbit" in layer]
+def shaping_rate_mbit(stack: Sequence[Qdisc]) -> float | None:
+    """The lowest rate (Mbit/s) the shapers of a stack (:data:`SHAPERS`) allow: their
+    ``rate_mbit``; None without a shaper. ``stack``: layers as :func:`stack_commands` takes them."""
+    rates = [float(p["rate_mbit"]) for p in (layer.params for layer in stack if layer.kind in SHAPERS) if "rate_mbit" in p]
     return min(rates) if rates else None
 
 
@@ -50,25 +53,26 @@ def shaping_rate_mbit(stack: list[Mapping[str, Any]]) -> float | None:
 PACING_KIND = "fq"
 
 
-def pacing_rate_mbit(stack: list[Mapping[str, Any]]) -> float | None:
+def pacing_rate_mbit(stack: Sequence[Qdisc]) -> float | None:
     """The most rate (Mbit/s) at which a stack's :data:`PACING_KIND` layer paces each flow
     (its ``maxrate_mbit``, or ``maxrate_kbit`` / 1000), None without one."""
-    rates = [float(layer["maxrate_mbit"]) if "maxrate_mbit" in layer else float(layer["maxrate_kbit"]) / 1000
-             for layer in stack if layer["kind"] == PACING_KIND and ("maxrate_mbit" in layer or "maxrate_kbit" in layer)]
+    rates = [float(p["maxrate_mbit"]) if "maxrate_mbit" in p else float(p["maxrate_kbit"]) / 1000
+             for p in (layer.params for layer in stack if layer.kind == PACING_KIND)
+             if "maxrate_mbit" in p or "maxrate_kbit" in p]
     return min(rates) if rates else None
 
 
-def delay_ms(stack: list[Mapping[str, Any]]) -> float:
+def delay_ms(stack: Sequence[Qdisc]) -> float:
     """The delay (ms) a stack adds to every packet leaving its port: the sum of its
-    :data:`DELAY_KIND` layers' ``delay_ms`` (0.0 without one)."""
-    return sum((float(layer["delay_ms"]) for layer in stack if layer["kind"] == DELAY_KIND), 0.0)
+    :data:`DELAY_KIND` layers' ``delay_ms`` (0.0 without one). Raises KeyError for such a
+    layer without ``delay_ms`` (:func:`stack_commands` refuses it)."""
+    return sum((float(layer.params["delay_ms"]) for layer in stack if layer.kind == DELAY_KIND), 0.0)
 
 
-def bucket_keys(layer: Mapping[str, Any]) -> tuple[str, ...]:
+def bucket_keys(layer: Qdisc) -> tuple[str, ...]:
     """The parameter names that size ``layer``'s token bucket (:data:`BUCKET_KEYS`; () for a
     kind without one)."""
-    kind = layer.get("kind")
-    return BUCKET_KEYS.get(kind, ()) if isinstance(kind, str) else ()
+    return BUCKET_KEYS.get(layer.kind, ())
 
 
 class StackError(ValueError):
@@ -79,15 +83,18 @@ class StackError(ValueError):
         super().__init__(f"{where}: {problem}")
 
 
-def stack_commands(layers: list[Mapping[str, Any]], dev: str = DEV, strict: bool = False) -> list[list[str]]:
+def stack_commands(layers: Sequence[Qdisc], dev: str = DEV, strict: bool = False) -> list[list[str]]:
     """The ``tc`` commands (without ``tc``) that install a stack of qdiscs on ``dev``, root first.
 
-    ``layers``: ``[{"kind": "netem", "delay_ms": 20}, {"kind": "tbf", "rate_mbit": 1000,
-    "burst_bytes": 500000, "limit_bytes": 26214400}, {"kind": "pie", "target_ms": 22}]``:
+    ``layers``: :class:`~netrepro.core.tc.layer.Qdisc` records, the layers the file writes as
+    ``[{"kind": "netem", "delay_ms": 20}, {"kind": "tbf", "rate_mbit": 1000,
+    "burst_bytes": 500000, "limit_bytes": 26214400}, {"kind": "pie", "target_ms": 22}]``
+    (each read by :meth:`Qdisc.from_data <netrepro.core.tc.layer.Qdisc.from_data>`):
     each layer is the child of the one before it, as the lab manuals build them
     (``tc qdisc add dev s1-eth1 root handle 1: netem delay 20ms`` then
     ``tc qdisc add dev s1-eth1 parent 1: handle 2: tbf rate 10gbit ...``). A layer's handle
-    is its ``handle`` key or ``<i+1>:`` (1: for the root). Parameters: netem
+    is its ``handle`` or ``<i+1>:`` (1: for the root; :meth:`Qdisc.handle_at
+    <netrepro.core.tc.layer.Qdisc.handle_at>`). Parameters (its ``params``): netem
     :data:`NETEM_KEYS`, htb :data:`HTB_KEYS`, pie and red as :class:`Pie` and :class:`Red`,
     the others as :class:`Generic` (``rate_mbit: 1000`` -> ``rate 1000mbit``,
     ``limit_bytes`` -> ``limit N``).
@@ -111,18 +118,18 @@ def stack_commands(layers: list[Mapping[str, Any]], dev: str = DEV, strict: bool
     seen: set[str] = set()
     for i, layer in enumerate(layers):
         where = f"[{i}]"
-        kind = layer.get("kind")
+        kind = layer.kind
         if kind not in STACK_KINDS:
             raise StackError(where + ".kind", f"expected one of {', '.join(STACK_KINDS)}, got {kind!r}")
-        if i and layers[i - 1]["kind"] not in STACK_CLASSFUL:
-            raise StackError(where, f"{layers[i - 1]['kind']} (layer {i - 1}) is classless: it must be the last layer")
-        handle = layer.get("handle", f"{i + 1:x}:")
+        if i and layers[i - 1].kind not in STACK_CLASSFUL:
+            raise StackError(where, f"{layers[i - 1].kind} (layer {i - 1}) is classless: it must be the last layer")
+        handle = layer.handle_at(i)
         if not isinstance(handle, str) or not HANDLE_RE.match(handle):
             raise StackError(where + ".handle", f"expected a qdisc handle such as '2:' (hex major, then ':'), got {handle!r}")
         if handle in seen:
             raise StackError(where + ".handle", f"handle {handle} is already used by a layer above")
         seen.add(handle)
-        params = {k: v for k, v in layer.items() if k not in ("kind", "handle")}
+        params = dict(layer.params)
         place = placement(dev, parent, handle)
         try:
             if strict:
@@ -158,7 +165,7 @@ def stack_commands(layers: list[Mapping[str, Any]], dev: str = DEV, strict: bool
     return cmds
 
 
-def stack_probe_argvs(layers: list[Mapping[str, Any]], dev: str) -> list[list[str]]:
+def stack_probe_argvs(layers: Sequence[Qdisc], dev: str) -> list[list[str]]:
     """One capability probe per layer, in order: ``qdisc add dev D root <kind> ...`` with the
     layer's own parameters (so a parameter the node's tc or kernel lacks fails too);
     roles/kernel_capability runs each on a throwaway device. Raises StackError as
@@ -166,6 +173,6 @@ def stack_probe_argvs(layers: list[Mapping[str, Any]], dev: str) -> list[list[st
     out: list[list[str]] = []
     for layer in layers:
         # the layer alone as a stack: [del, qdisc replace dev D root handle 1: KIND ..., (htb's class)]
-        root = stack_commands([{k: v for k, v in layer.items() if k != "handle"}], dev)[1]
+        root = stack_commands([dataclasses.replace(layer, handle=None)], dev)[1]
         out.append(["qdisc", "add", "dev", dev, "root", *root[root.index("handle") + 2:]])
     return out

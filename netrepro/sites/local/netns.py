@@ -173,10 +173,10 @@ def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
             cmds.append(["ip", "-n", node, "link", "set", name, "up"])
         if not wired(nd):
             routes(node)
-    for a, b in m.links:
-        (na, ia), (nb, ib) = a.split(":"), b.split(":")
-        cmds.append(["ip", "link", "add", ia, "mtu", mtu, "netns", na, "type", "veth", "peer", "name", ib, "mtu", mtu,
-                     "netns", nb])
+    for link in m.links:
+        a, b = link.ports
+        cmds.append(["ip", "link", "add", a.interface, "mtu", mtu, "netns", a.node, "type", "veth", "peer", "name",
+                     b.interface, "mtu", mtu, "netns", b.node])
     for node, nd in m.nodes.items():
         if not wired(nd):
             continue

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from netrepro.core import tc
-from netrepro.model import Model, TrafficItem, Trial
+from netrepro.model import Model, Port, TrafficItem, Trial
 from netrepro.sites.base import NodeLogin, Option, Site, SiteError, positive_number
 from netrepro.sites.ns3 import stacks
 from netrepro.sites.ns3.simulator import NS3_VERSION, SOURCE, build
@@ -136,7 +136,7 @@ def _peer(m: Model, node: str, ifname: str) -> str:
     """The simulation node at the other end of a port's link: its LAN's hub, or the node its
     cable joins."""
     itf = m.nodes[node].interfaces[ifname]
-    return _hub(itf.network) if itf.network else itf.link.split(":")[0]
+    return _hub(itf.network) if itf.network else itf.peer.node
 
 
 def _senders(trial: Trial, kinds: tuple[str, ...] = ("ftp",)) -> list[str]:
@@ -158,11 +158,11 @@ def unmodelled(spec: Spec) -> list[str]:
     m = spec.model
     out: list[str] = []
     cables: dict[frozenset, int] = {}
-    for a, b in m.links:
-        pair = frozenset((a.split(":")[0], b.split(":")[0]))
+    for link in m.links:
+        pair = frozenset(link.nodes)
         cables[pair] = cables.get(pair, 0) + 1
         if cables[pair] == 2:
-            out.append(f"topology.nodes.{a.replace(':', '.interfaces.')}.link: a second link between "
+            out.append(f"topology.nodes.{link.a.node}.interfaces.{link.a.interface}.link: a second link between "
                        f"{' and '.join(sorted(pair))} (netrepro-sim names a link by its two nodes)")
     for n in m.nodes:
         if n in {_hub(net) for net in m.networks}:
@@ -226,7 +226,7 @@ def _links(m: Model) -> list[tuple[str, str]]:
     out = []
     for n, nd in m.nodes.items():
         for ifname, itf in nd.interfaces.items():
-            here = f"{n}:{ifname}"
+            here = Port(n, ifname).name
             if itf.network:
                 out.append((here, _hub(itf.network)))
             elif [itf.link, here] not in [list(x) for x in out]:
@@ -234,12 +234,12 @@ def _links(m: Model) -> list[tuple[str, str]]:
     return out
 
 
-def _shaper(trial: Trial, port: str) -> dict | None:
+def _shaper(trial: Trial, port: str) -> tc.Qdisc | None:
     """The port's shaper, which sets its link's rate (:func:`netrepro.sites.ns3.stacks.root_shaper`)."""
     return stacks.root_shaper(trial.stack(port))
 
 
-def _queue(trial: Trial, port: str) -> dict | None:
+def _queue(trial: Trial, port: str) -> tc.Qdisc | None:
     """The layer whose queue disc the port gets (:func:`netrepro.sites.ns3.stacks.queue_layer`)."""
     return stacks.queue_layer(trial.stack(port))
 
@@ -253,7 +253,7 @@ def _pacing(m: Model, trial: Trial, node: str) -> tuple[bool, float]:
     """Whether ``node`` paces its TCP flows in ``trial`` and at most at which rate (Mbit/s, 0.0:
     no cap): a pacer in the stack of any of its ports (:func:`netrepro.sites.ns3.stacks.pacing`)."""
     for ifname in m.nodes[node].interfaces:
-        on, rate = stacks.pacing(trial.stack(f"{node}:{ifname}"))
+        on, rate = stacks.pacing(trial.stack(Port(node, ifname)))
         if on:
             return on, rate
     return False, 0.0
@@ -271,7 +271,7 @@ def _buffer_bytes(trial: Trial, node: str, key: str) -> int:
 def unshaped_rate_bps(trial: Trial) -> int:
     """The rate of the trial's unshaped links, bit/s: :data:`UNSHAPED_RATE_FACTOR` times its
     fastest shaper, at least :data:`LAN_RATE_BPS`."""
-    rates = [float(sh["rate_mbit"]) for st in trial.qdiscs.values() if (sh := stacks.root_shaper(st or []))]
+    rates = [float(sh.params["rate_mbit"]) for st in trial.qdiscs.values() if (sh := stacks.root_shaper(st))]
     return max(LAN_RATE_BPS, round(UNSHAPED_RATE_FACTOR * max(rates, default=0.0) * 1e6))
 
 
@@ -326,13 +326,13 @@ def scenario(m: Model, trial: Trial, time_scale: float, epoch0: float, repetitio
         shaper = _shaper(trial, a) or _shaper(trial, b)
         one_way_s = (_delay_ms(trial, a) + _delay_ms(trial, b)) / 2 / 1000
         if shaper:
-            rate_mbit[a] = rate_mbit[b] = float(shaper["rate_mbit"])
+            rate_mbit[a] = rate_mbit[b] = float(shaper.params["rate_mbit"])
         lines.append(f"link {a.split(':')[0]} {b.split(':')[0]} "
-                     f"{round(shaper['rate_mbit'] * 1e6) if shaper else unshaped} {one_way_s:g} 1")
+                     f"{round(shaper.params['rate_mbit'] * 1e6) if shaper else unshaped} {one_way_s:g} 1")
     delay_s = max((_delay_ms(trial, p) for p in trial.qdiscs), default=0.0) / 1000
     for n, nd in m.nodes.items():
         for ifname in nd.interfaces:
-            port = f"{n}:{ifname}"
+            port = Port(n, ifname).name
             layer = _queue(trial, port)
             if layer:
                 typeid, attrs = stacks.queue_disc(layer, rate_mbit.get(port, unshaped / 1e6), delay_s, mtu)
@@ -351,10 +351,10 @@ def scenario(m: Model, trial: Trial, time_scale: float, epoch0: float, repetitio
         node, ifname = c.node, c.interface
         stack = trial.qdiscs[c.at]
         layer = _queue(trial, c.at)
-        handle = layer.get("handle", f"{stack.index(layer) + 1:x}:")
+        handle = layer.handle_at(stack.index(layer))
         dev = next(key for key, i in m.data_plane(node).items() if i["interface"] == ifname)
         lines.append(f"sample {node} {_peer(m, node, ifname)} {c.interval_s} {t0:.3f} {t0 + duration + 0.5:.3f} "
-                     f"{node}/qdisc.jsonl {dev} {handle} {layer['kind']}" + (" classes" if c.classes else ""))
+                     f"{node}/qdisc.jsonl {dev} {handle} {layer.kind}" + (" classes" if c.classes else ""))
     for it in trial.traffic:
         if it.kind == "ftp":
             start = t0 + round(it.start_s * k, 3)

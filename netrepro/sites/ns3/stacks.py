@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import random
 
+from typing import Sequence
+
 from netrepro.core import tc
+from netrepro.core.tc import Qdisc
 
 
 def tc_red_eval_ewma(qmin_bytes: float, burst: float, avpkt_bytes: float) -> int:
@@ -79,20 +82,21 @@ FQ_CODEL_DEFAULTS = {"limit_packets": 10240, "target_ms": 5, "interval_ms": 100,
 RED_REQUIRED = ("limit_bytes", "min_bytes", "max_bytes", "avpkt_bytes", "burst_packets", "probability")
 
 
-def pie_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
+def pie_attributes(layer: Qdisc, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
     """ns3::PieQueueDisc attributes of a Linux sch_pie layer (tc-pie(8) units: ``alpha``/
     ``beta`` in 1/16: the paper's 0.125 and 1.25 are 2 and 20; defaults as sch_pie's: limit
     1000 packets, target 15 ms, tupdate 15 ms, alpha 2, beta 20). ``rate_mbit`` and
     ``delay_s`` are not used (PIE measures both)."""
-    return {"MaxSize": f"{layer.get('limit_packets', TXQUEUELEN)}p",
-            "QueueDelayReference": f"{layer.get('target_ms', 15)}ms",
-            "Tupdate": f"{layer.get('tupdate_ms', 15)}ms", "A": f"{layer.get('alpha', 2) / 16:g}",
-            "B": f"{layer.get('beta', 20) / 16:g}", "MeanPktSize": str(mtu),
-            "UseDequeueRateEstimator": str(bool(layer.get("dq_rate_estimator", False))).lower(),
-            "UseEcn": str(bool(layer.get("ecn", False))).lower()}
+    p = layer.params
+    return {"MaxSize": f"{p.get('limit_packets', TXQUEUELEN)}p",
+            "QueueDelayReference": f"{p.get('target_ms', 15)}ms",
+            "Tupdate": f"{p.get('tupdate_ms', 15)}ms", "A": f"{p.get('alpha', 2) / 16:g}",
+            "B": f"{p.get('beta', 20) / 16:g}", "MeanPktSize": str(mtu),
+            "UseDequeueRateEstimator": str(bool(p.get("dq_rate_estimator", False))).lower(),
+            "UseEcn": str(bool(p.get("ecn", False))).lower()}
 
 
-def red_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
+def red_attributes(layer: Qdisc, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
     """ns3::RedQueueDisc attributes of a Linux sch_red layer (tc-red(8)): byte
     thresholds and limit (the queue counts bytes), max_p = ``probability`` (LInterm =
     1/max_p), the weight of :func:`tc_red_eval_ewma`, not gentle (Linux RED drops every
@@ -103,39 +107,40 @@ def red_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> d
     [1/p_b, 2/p_b], a third of the drop rate, and RED's queue longer. ``rate_mbit``: the
     port's rate (``bandwidth_mbit`` when not given); ``delay_s``: ns-3's ``LinkDelay`` (the
     trial's largest netem delay)."""
-    wlog = tc_red_eval_ewma(layer["min_bytes"], layer["burst_packets"], layer["avpkt_bytes"])
-    return {"MaxSize": f"{layer['limit_bytes']}B", "MinTh": str(layer["min_bytes"]), "MaxTh": str(layer["max_bytes"]),
-            "MeanPktSize": str(layer["avpkt_bytes"]), "QW": f"{2.0 ** -wlog:.10g}",
-            "LInterm": f"{1 / layer['probability']:g}", "Gentle": "false", "Wait": "false",
-            "ARED": str(bool(layer.get("adaptive", False))).lower(),
-            "LinkBandwidth": f"{layer.get('bandwidth_mbit', rate_mbit):g}Mbps", "LinkDelay": f"{delay_s:g}s",
-            "UseEcn": str(bool(layer.get("ecn", False))).lower()}
+    p = layer.params
+    wlog = tc_red_eval_ewma(p["min_bytes"], p["burst_packets"], p["avpkt_bytes"])
+    return {"MaxSize": f"{p['limit_bytes']}B", "MinTh": str(p["min_bytes"]), "MaxTh": str(p["max_bytes"]),
+            "MeanPktSize": str(p["avpkt_bytes"]), "QW": f"{2.0 ** -wlog:.10g}",
+            "LInterm": f"{1 / p['probability']:g}", "Gentle": "false", "Wait": "false",
+            "ARED": str(bool(p.get("adaptive", False))).lower(),
+            "LinkBandwidth": f"{p.get('bandwidth_mbit', rate_mbit):g}Mbps", "LinkDelay": f"{delay_s:g}s",
+            "UseEcn": str(bool(p.get("ecn", False))).lower()}
 
 
-def fifo_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
+def fifo_attributes(layer: Qdisc, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
     """ns3::FifoQueueDisc attributes of the FIFO a layer ends in: a pfifo's ``limit_packets``
     or a bfifo's ``limit_bytes`` (tc-pfifo(8) defaults: txqueuelen packets, txqueuelen x MTU
     bytes); a TBF alone queues in its own bfifo of ``limit_bytes``, or of rate x
     ``latency_ms`` + ``burst_bytes`` (iproute2 tc/q_tbf.c); an HTB alone in its class's
     default pfifo of txqueuelen packets (sch_htb)."""
-    kind = layer["kind"]
+    kind, p = layer.kind, layer.params
     if kind == "pfifo" or kind == "htb":
-        return {"MaxSize": f"{layer.get('limit_packets', TXQUEUELEN)}p"}
-    if kind == "tbf" and "limit_bytes" not in layer:
-        return {"MaxSize": f"{int(layer['rate_mbit'] * 1e6 / 8 * layer['latency_ms'] / 1000 + layer['burst_bytes'])}B"}
-    return {"MaxSize": f"{layer.get('limit_bytes', TXQUEUELEN * mtu)}B"}
+        return {"MaxSize": f"{p.get('limit_packets', TXQUEUELEN)}p"}
+    if kind == "tbf" and "limit_bytes" not in p:
+        return {"MaxSize": f"{int(p['rate_mbit'] * 1e6 / 8 * p['latency_ms'] / 1000 + p['burst_bytes'])}B"}
+    return {"MaxSize": f"{p.get('limit_bytes', TXQUEUELEN * mtu)}B"}
 
 
-def codel_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
+def codel_attributes(layer: Qdisc, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
     """ns3::CoDelQueueDisc attributes of a Linux sch_codel layer (defaults:
     :data:`CODEL_DEFAULTS`, tc-codel(8)); ``MinBytes`` is the MTU, as Linux's codel never drops
     while under one MTU is queued (include/net/codel_impl.h, codel_should_drop: ``maxpacket``)."""
-    c = {**CODEL_DEFAULTS, **{k: v for k, v in layer.items() if k in CODEL_DEFAULTS}}
+    c = {**CODEL_DEFAULTS, **{k: v for k, v in layer.params.items() if k in CODEL_DEFAULTS}}
     return {"MaxSize": f"{c['limit_packets']}p", "Target": f"{c['target_ms']:g}ms", "Interval": f"{c['interval_ms']:g}ms",
             "MinBytes": str(mtu), "UseEcn": str(bool(c["ecn"])).lower()}
 
 
-def fq_codel_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
+def fq_codel_attributes(layer: Qdisc, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
     """ns3::FqCoDelQueueDisc attributes of a Linux sch_fq_codel layer (defaults:
     :data:`FQ_CODEL_DEFAULTS`, tc-fq_codel(8)): the buckets (``flows``: a flow's bucket is its
     5-tuple's hash modulo the count, as Linux's without set-associative hashing), drop batch,
@@ -144,7 +149,7 @@ def fq_codel_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int)
     queue discs do not see), so ``quantum_bytes`` is refused. The hash's perturbation,
     random per qdisc in Linux (sch_fq_codel.c, fq_codel_init: get_random_u32), is drawn by
     :func:`hash_perturbation` and added by the caller (``Perturbation``)."""
-    c = {**FQ_CODEL_DEFAULTS, **{k: v for k, v in layer.items() if k in FQ_CODEL_DEFAULTS}}
+    c = {**FQ_CODEL_DEFAULTS, **{k: v for k, v in layer.params.items() if k in FQ_CODEL_DEFAULTS}}
     return {"MaxSize": f"{c['limit_packets']}p", "Flows": str(c["flows"]),
             "DropBatchSize": str(c["drop_batch_packets"]), "Target": f"{c['target_ms']:g}ms",
             "Interval": f"{c['interval_ms']:g}ms", "UseEcn": str(bool(c["ecn"])).lower()}
@@ -155,24 +160,25 @@ def fq_codel_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int)
 PERTURBED = ("ns3::FqCoDelQueueDisc",)
 
 
-def fq_attributes(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
+def fq_attributes(layer: Qdisc, rate_mbit: float, delay_s: float, mtu: int) -> dict[str, str]:
     """ns3::FifoQueueDisc attributes of a Linux sch_fq layer: its ``limit_packets`` (tc-fq(8)
     default :data:`FQ_LIMIT_PACKETS`). Its pacing is the sockets' (:func:`pacing`)."""
-    return {"MaxSize": f"{layer.get('limit_packets', FQ_LIMIT_PACKETS)}p"}
+    return {"MaxSize": f"{layer.params.get('limit_packets', FQ_LIMIT_PACKETS)}p"}
 
 
-def pacing(stack: list[dict]) -> tuple[bool, float]:
+def pacing(stack: Sequence[Qdisc]) -> tuple[bool, float]:
     """Whether a port's stack paces the TCP flows leaving it, and at most at which rate (Mbit/s,
     0.0: no cap): a :data:`PACERS` layer paces unless ``pacing: false`` (tc-fq(8) ``nopacing``),
     each flow at most at its ``maxrate_mbit`` (tc-fq(8) ``maxrate``: per flow)."""
     for layer in stack:
-        if layer["kind"] in PACERS and layer.get("pacing", True):
-            return True, float(layer.get("maxrate_mbit", 0.0))
+        if layer.kind in PACERS and layer.params.get("pacing", True):
+            return True, float(layer.params.get("maxrate_mbit", 0.0))
     return False, 0.0
 
 
 #: The queue discs of the simulation, by the kind of a stack's last layer: its ns-3 TypeId and
-#: the builder of its attributes ``(layer, rate_mbit, delay_s, mtu) -> {name: value}``.
+#: the builder of its attributes ``(layer, rate_mbit, delay_s, mtu) -> {name: value}`` (``layer``:
+#: the :class:`netrepro.core.tc.Qdisc` record).
 QUEUE_DISCS = {"pie": ("ns3::PieQueueDisc", pie_attributes), "red": ("ns3::RedQueueDisc", red_attributes),
                "pfifo": ("ns3::FifoQueueDisc", fifo_attributes), "bfifo": ("ns3::FifoQueueDisc", fifo_attributes),
                "tbf": ("ns3::FifoQueueDisc", fifo_attributes), "htb": ("ns3::FifoQueueDisc", fifo_attributes),
@@ -181,7 +187,7 @@ QUEUE_DISCS = {"pie": ("ns3::PieQueueDisc", pie_attributes), "red": ("ns3::RedQu
                "fq": ("ns3::FifoQueueDisc", fq_attributes)}
 
 
-def stack_problems(stack: list[dict], field: str) -> list[str]:
+def stack_problems(stack: Sequence[Qdisc], field: str) -> list[str]:
     """Why netrepro-sim cannot build one port's stack, one phrase per layer (``field``: the
     stack's field, e.g. ``trials[0].qdiscs.router:eth1``). Built: ``[netem]`` alone, or at most
     one shaper (:data:`SHAPERS`) with at most one queue (:data:`QUEUE_DISCS`) under it, the
@@ -189,19 +195,19 @@ def stack_problems(stack: list[dict], field: str) -> list[str]:
     delayed to its child, sch_netem.c netem_dequeue), or a pacer (:data:`PACERS`) alone."""
     out = []
     for j, layer in enumerate(stack):
-        kind = layer["kind"]
+        kind = layer.kind
         if kind not in MODELLED_PARAMS:
             out.append(f"{field}[{j}].kind: {kind!r} has no model in the simulation (modelled: {', '.join(MODELLED_PARAMS)})")
             continue
-        for key in layer:
-            if key not in ("kind", "handle", *MODELLED_PARAMS[kind]):
+        for key in layer.params:
+            if key not in MODELLED_PARAMS[kind]:
                 out.append(f"{field}[{j}].{key}: {kind}'s {key} has no model in the simulation")
-        under_netem = j == 1 and stack[0]["kind"] == tc.DELAY_KIND
+        under_netem = j == 1 and stack[0].kind == tc.DELAY_KIND
         if kind == "netem" and j > 0:
-            out.append(f"{field}[{j}]: netem under {stack[j - 1]['kind']} (the simulation makes netem's delay its "
+            out.append(f"{field}[{j}]: netem under {stack[j - 1].kind} (the simulation makes netem's delay its "
                        f"link's; expected netem at the root)")
         elif kind in SHAPERS and j > 0 and not under_netem:
-            out.append(f"{field}[{j}]: a {kind} under {stack[j - 1]['kind']} (the simulation makes one shaper, the "
+            out.append(f"{field}[{j}]: a {kind} under {stack[j - 1].kind} (the simulation makes one shaper, the "
                        f"stack's root or netem's child, the port's link rate)")
         elif kind in PACERS and len(stack) > 1:
             out.append(f"{field}[{j}]: {kind} with other layers in its stack (the simulation paces the sockets of "
@@ -210,31 +216,31 @@ def stack_problems(stack: list[dict], field: str) -> list[str]:
             out.append(f"{field}[{j}]: a {kind} with a layer under it")
         if kind == "red":
             out += [f"{field}[{j}].{k}: missing (the simulation needs RED's {', '.join(RED_REQUIRED)})"
-                    for k in RED_REQUIRED if k not in layer]
-        if kind == "tbf" and len(stack) - j == 1 and "limit_bytes" not in layer and "latency_ms" not in layer:
+                    for k in RED_REQUIRED if k not in layer.params]
+        if kind == "tbf" and len(stack) - j == 1 and not {"limit_bytes", "latency_ms"} & set(layer.params):
             out.append(f"{field}[{j}]: a tbf alone needs limit_bytes or latency_ms (its queue)")
     return out
 
 
-def root_shaper(stack: list[dict]) -> dict | None:
-    """The layer that sets the port's link rate: the stack's first layer below a root netem (or
-    the root) when it is a shaper (:data:`SHAPERS`), else None."""
-    rest = stack[1:] if stack and stack[0]["kind"] == tc.DELAY_KIND else stack
-    return rest[0] if rest and rest[0]["kind"] in SHAPERS else None
+def root_shaper(stack: Sequence[Qdisc]) -> Qdisc | None:
+    """The layer that sets the port's link rate (its ``rate_mbit``): the stack's first layer
+    below a root netem (or the root) when it is a shaper (:data:`SHAPERS`), else None."""
+    rest = stack[1:] if stack and stack[0].kind == tc.DELAY_KIND else stack
+    return rest[0] if rest and rest[0].kind in SHAPERS else None
 
 
-def queue_layer(stack: list[dict]) -> dict | None:
+def queue_layer(stack: Sequence[Qdisc]) -> Qdisc | None:
     """The layer whose queue disc the port gets: the stack's last layer, unless it only delays
     (:data:`netrepro.core.tc.DELAY_KIND`: its delay is the link's); None for such a stack or an
     empty one (:data:`NO_QUEUE`)."""
-    return stack[-1] if stack and stack[-1]["kind"] != tc.DELAY_KIND else None
+    return stack[-1] if stack and stack[-1].kind != tc.DELAY_KIND else None
 
 
 #: Why a port has no queue disc (:func:`queue_layer` gives None), as a refusal says it.
 NO_QUEUE = f"{tc.DELAY_KIND} or no stack: the simulated port has a plain FIFO"
 
 
-def queue_disc(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> tuple[str, dict[str, str]]:
+def queue_disc(layer: Qdisc, rate_mbit: float, delay_s: float, mtu: int) -> tuple[str, dict[str, str]]:
     """``(TypeId, {attribute: value})`` of the ns-3 queue disc of a stack's queue layer
     (:func:`queue_layer`; a kind of :data:`QUEUE_DISCS`): ``rate_mbit`` is the port's link
     rate in Mbit/s, ``delay_s`` ns-3's RED ``LinkDelay`` in seconds (the trial's largest
@@ -243,7 +249,7 @@ def queue_disc(layer: dict, rate_mbit: float, delay_s: float, mtu: int) -> tuple
     Raises:
         KeyError: a kind without a queue disc (:func:`stack_problems` refuses it first).
     """
-    typeid, attributes = QUEUE_DISCS[layer["kind"]]
+    typeid, attributes = QUEUE_DISCS[layer.kind]
     return typeid, attributes(layer, rate_mbit, delay_s, mtu)
 
 
