@@ -100,12 +100,24 @@ def _checked_outputs(rdir: Path) -> dict[str, str]:
         raise RunFolderError(path, f"expected the analysis record netrepro writes: {str(exc)[:80]}") from None
     if not isinstance(outputs, dict) or not outputs:
         raise RunFolderError(path, "outputs: expected an object naming each output with its sha256")
-    for rel, digest in sorted(outputs.items()):
-        f = rdir / rel
-        if ".." in Path(rel).parts or not f.is_file() or f.is_symlink() or sha256_file(f) != digest:
-            raise RunFolderError(f, "differs from analysis.json's record (missing, altered or not a file); "
-                                    f"expected the outputs as analysed: analyse the run again with `netrepro analyze --run {rdir}`")
+    bad = first_mismatch(rdir, outputs)
+    if bad:
+        raise RunFolderError(rdir / bad[0], "differs from analysis.json's record (missing, altered or not a file); "
+                                            f"expected the outputs as analysed: analyse the run again with `netrepro analyze --run {rdir}`")
     return outputs
+
+
+def first_mismatch(folder: Path, sums: dict[str, str]) -> tuple[str, str] | None:
+    """The first file (path order) of ``sums`` (path relative to ``folder`` -> sha256 hex) that
+    is not as recorded: ``(path, "missing")`` when it is absent, a link, not a plain file or
+    outside ``folder``, ``(path, "altered")`` when its sha256 differs; None when all match."""
+    for rel, digest in sorted(sums.items()):
+        f = folder / rel
+        if ".." in Path(rel).parts or f.is_symlink() or not f.is_file():
+            return rel, "missing"
+        if sha256_file(f) != digest:
+            return rel, "altered"
+    return None
 
 
 def check_exportable(run_dir: Path | str) -> tuple[Path, dict, Any, dict[str, str]]:
@@ -333,9 +345,7 @@ def build_crate(rdir: Path, data: dict, spec, outputs: dict[str, str], experimen
     authors = _root(crate, {**data, "run_id": rdir.name}, spec, license, cff, verdict)
     from netrepro import __version__
     tool = _instrument(crate, "#netrepro", __version__, data.get("toolkit_commit"), "as it ran the trials")
-    exp = crate.add_file(experiment, dest_path=EXPERIMENT_FILE, properties={
-        "name": "the experiment file as run (run.json's spec)", "encodingFormat": "application/yaml",
-        "sha256": sha256_file(experiment), "contentSize": str(experiment.stat().st_size)})
+    exp = _file(crate, experiment, EXPERIMENT_FILE, sha256_file(experiment), "the experiment file as run (run.json's spec)")
     record = _file(crate, run_json(rdir), RUN_JSON, sha256_file(run_json(rdir)), "the run's record (run.json)")
     if (rdir / TIMINGS).is_file():
         _file(crate, rdir / TIMINGS, TIMINGS, sha256_file(rdir / TIMINGS), "the seconds of each stage")
@@ -463,13 +473,12 @@ def crate_files(folder: Path) -> dict[str, str]:
 def verify_crate(folder: Path) -> None:
     """Nothing; raises RunFolderError naming the first file whose bytes are not those the
     crate's metadata records (``sha256``), or that is missing or not a plain file."""
-    for rel, digest in sorted(crate_files(folder).items()):
-        f = folder / rel
-        if f.is_symlink() or not f.is_file():
-            raise RunFolderError(f, "missing or not a file; expected the file the crate's metadata lists")
-        if sha256_file(f) != digest:
-            raise RunFolderError(f, f"its sha256 differs from the crate's record ({CRATE_METADATA}); "
-                                    "expected the file as exported")
+    bad = first_mismatch(folder, crate_files(folder))
+    if bad and bad[1] == "missing":
+        raise RunFolderError(folder / bad[0], "missing or not a file; expected the file the crate's metadata lists")
+    if bad:
+        raise RunFolderError(folder / bad[0], f"its sha256 differs from the crate's record ({CRATE_METADATA}); "
+                                              "expected the file as exported")
 
 
 def _unpack(zip_path: Path, into: Path) -> None:
