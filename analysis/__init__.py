@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from netrepro.core.errors import RunFolderError
-from netrepro.experiment.spec import Spec
+from netrepro.experiment.spec import Spec, SpecError
 from netrepro.runfolder.crate import is_crate, open_crate
+from netrepro.runfolder.layout import run_json
 from netrepro.runfolder.reading import read_run
 
 if TYPE_CHECKING:  # imported when asked for (__getattr__ below)
@@ -52,7 +53,7 @@ def __getattr__(name: str):
 
 
 def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
-            partial: bool = False, out_dir: Path | None = None) -> "AnalysisResult":
+            partial: bool = False, out_dir: Path | None = None, experiment: str | None = None) -> "AnalysisResult":
     """Analyse a run directory and write one output set into it.
 
     Args:
@@ -68,6 +69,9 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
         out_dir: write the outputs into this folder (made if missing) instead of the run's
             own place; the run folder is then not written at all (:mod:`analysis.compare`
             analyses runs this way, into its own folder).
+        experiment: when given, the run must be a run of this experiment (run.json's
+            ``experiment``; the command line's EXPERIMENT), else SpecError before anything is
+            written.
     Returns:
         AnalysisResult (``out_dir``: the run folder, or ``<run>/analysis-<version>...``).
     Raises:
@@ -75,7 +79,7 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
             without ``partial``, a version 1 sweep factor without a version 2 path, or a bad
             NETREPRO_TOOLKIT_VERSION (one-line message naming the file and field). Nothing is
             written then.
-        SpecError: the spec in run.json is invalid.
+        SpecError: the spec in run.json is invalid, or the run is not of ``experiment``.
     """
     # Imported here, not at the top: they import matplotlib, which writes its font cache and
     # config folder under $HOME when imported; the command line imports this package for
@@ -86,6 +90,9 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     if is_crate(run_dir):  # an exported run (netrepro export): its files checked, a zip unpacked beside it
         run_dir = open_crate(run_dir)
     rdir, data, spec = read_run(run_dir, spec)
+    if experiment is not None and data.get("experiment") != experiment:
+        raise SpecError(run_json(rdir), "experiment", f"{data.get('experiment')!r}: a run of another experiment; "
+                                                      f"expected a run of {experiment!r} (EXPERIMENT)")
     if swept(data):
         return analyze_swept(rdir, data, spec, figures, partial, out=out_dir)
     if repeated(data):

@@ -189,3 +189,21 @@ def offline(offline_python, monkeypatch) -> Path:
     from netrepro.runfolder.cratecheck import VALIDATOR_ENV
     monkeypatch.setenv(VALIDATOR_ENV, str(offline_python))
     return offline_python
+
+
+def assert_exports_and_reads_back(run_dir: Path, out: Path) -> Path:
+    """Export the analysed run ``run_dir`` as a zipped crate under the new folder ``out``
+    (netrepro export), check it with roc-validator (offline when the :func:`offline` fixture is
+    in use) and analyse it anew: its summary.csv and verdict.json must be the run's, byte for
+    byte. Returns the crate's folder (unpacked)."""
+    from analysis import analyze
+    from netrepro.runfolder.crate import export_run, open_crate
+    from netrepro.runfolder.cratecheck import validate_crate
+
+    out.mkdir(parents=True)
+    crate, _ = export_run(run_dir, out / "crate.zip")
+    assert validate_crate(crate) == []
+    again = analyze(crate, figures=False, out_dir=out / "again")
+    for name in ("summary.csv", "verdict.json"):
+        assert (again.out_dir / name).read_bytes() == (Path(run_dir) / name).read_bytes(), name
+    return open_crate(crate)

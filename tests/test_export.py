@@ -15,6 +15,7 @@ from analysis import analyze
 from netrepro.cli.commands import main
 from netrepro.core.errors import RunFolderError
 from netrepro.runfolder.cratecheck import validate_crate
+from netrepro.runfolder.writing import keep_site_documents
 from netrepro.runfolder.crate import (CRATE_METADATA, EXPERIMENT_FILE, PROCESS_RUN_CRATE, deposit_path, export_run,
                                       open_crate, references)
 
@@ -83,6 +84,47 @@ def test_a_changed_file_in_a_crate_is_refused_naming_it(results):
         analyze(crate)
     assert main(["analyze", "pie-lab", "--run", str(crate)]) == 2
     assert not list(crate.glob("analysis-*")), "nothing analysed"
+
+
+def _with_site_documents(src: Path, tmp: Path, documents: dict[str, bytes]) -> Path:
+    """A copy of the recorded run ``src`` as if its site had kept ``documents`` (name ->
+    content) when it began (netrepro.runfolder.writing.keep_site_documents), analysed."""
+    run = tmp / src.name
+    shutil.copytree(src, run, ignore=shutil.ignore_patterns("expected", "README.md"))
+    given = tmp / "given"
+    given.mkdir()
+    for name, content in documents.items():
+        (given / name).write_bytes(content)
+    sums = keep_site_documents(run, {name: given / name for name in documents})
+    data = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**data, "site_documents": sums}, indent=1))
+    analyze(run, figures=False)
+    return run
+
+
+def test_the_reservations_documents_are_kept_once_and_exported_with_each_trial(results):
+    manifest = b'<rspec type="manifest" xmlns="http://www.geni.net/resources/rspec/3"/>\n'
+    run = _with_site_documents(DATA / "labs" / "pie-lab-local-0.2", results,
+                               {"request.xml": b'<rspec type="request"/>\n', "manifest.xml": manifest})
+    assert (run / "site" / "manifest.xml").read_bytes() == manifest
+    with pytest.raises(RunFolderError, match=r"site/manifest.xml: exists; expected a run folder's site documents written once"):
+        keep_site_documents(run, {"manifest.xml": run / "run.json"})
+    assert (run / "site" / "manifest.xml").read_bytes() == manifest, "nothing overwritten"
+    for bad in ("../x", ".hidden", "a/b"):
+        with pytest.raises(RunFolderError, match="site document name"):
+            keep_site_documents(results, {bad: run / "run.json"})
+    crate, _ = export_run(run, results / "crate")
+    graph = _graph(crate)
+    sums = json.loads((run / "run.json").read_text())["site_documents"]
+    assert {k: graph[f"site/{k}"]["sha256"] for k in ("request.xml", "manifest.xml")} == sums
+    trials = [e for k, e in graph.items() if k.startswith("#trial-")]
+    assert trials and all({"@id": "site/manifest.xml"} in t["object"] for t in trials)
+    # a document changed after the run is refused, naming it, and nothing is written
+    (run / "site" / "manifest.xml").chmod(0o644)
+    (run / "site" / "manifest.xml").write_bytes(manifest.replace(b"manifest", b"request"))
+    with pytest.raises(RunFolderError, match=r"site/manifest.xml: altered: expected the reservation's document"):
+        export_run(run, results / "again")
+    assert not (results / "again").exists()
 
 
 def test_a_zip_is_unpacked_once_beside_itself_and_an_unsafe_one_is_refused(results):

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import assert_judged_as_reproduced
+from conftest import assert_exports_and_reads_back, assert_judged_as_reproduced
 
 from test_fabric_wire import EXP, FabricAccount
 from testbed.fabric import TestFabric
@@ -107,3 +107,16 @@ def test_a_refused_renewal_keeps_the_lease_and_says_so(tmp_path):
         assert acc.nr("down").returncode == 0 and fab.reserved() == []
     finally:
         fab.close()
+
+
+def test_the_run_keeps_the_slice_as_fablib_described_it_and_exports_it(run, offline, tmp_path):
+    """The ready slice's description (its nodes, sites and networks) is kept in the run
+    folder's site/ with its sha256, and goes into the crate with each trial."""
+    meta = json.loads((run["run"] / "run.json").read_text())
+    assert list(meta["site_documents"]) == ["slice.txt"]
+    text = (run["run"] / "site" / "slice.txt").read_text()
+    assert text.startswith("slice ")
+    for node in meta["nodes"]:   # every node the run logged in to
+        assert f"  node {node}: site " in text, node
+    crate = assert_exports_and_reads_back(run["run"], tmp_path / "export")
+    assert (crate / "site" / "slice.txt").read_text() == text

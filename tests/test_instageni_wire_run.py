@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import assert_judged_as_reproduced
+from conftest import assert_exports_and_reads_back, assert_judged_as_reproduced
 
 from test_instageni_wire import Account
 from testbed.aggregate import SA_PATH, TestAggregate, counts
@@ -108,3 +108,17 @@ def test_the_run_names_the_site_and_its_manifest(run):
     assert meta["site"] == "instageni" or meta.get("site", {}).get("name") == "instageni"
     text = json.dumps(meta)
     assert "nr-gatewayfif-root" in text   # the slice, in the site's status
+
+
+def test_the_run_keeps_the_request_and_the_manifest_and_exports_them(run, offline, tmp_path):
+    """The request RSpec as sent and the manifest as Describe answered are kept in the run
+    folder's site/ with their sha256, and go into the crate with each trial."""
+    meta = json.loads((run["run"] / "run.json").read_text())
+    assert sorted(meta["site_documents"]) == ["manifest.xml", "request.xml"]
+    manifest = (run["run"] / "site" / "manifest.xml").read_text()
+    request = (run["run"] / "site" / "request.xml").read_text()
+    assert 'type="manifest"' in manifest and 'type="request"' in request
+    for node in meta["nodes"]:   # every node the run logged in to
+        assert f'client_id="{node}"' in manifest and f'client_id="{node}"' in request, node
+    crate = assert_exports_and_reads_back(run["run"], tmp_path / "export")
+    assert (crate / "site" / "manifest.xml").read_text() == manifest

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import assert_exports_and_reads_back
+
 REPO = Path(__file__).resolve().parent.parent
 SCALE = os.environ.get("NETREPRO_IT_SCALE", "0.1")
 #: summary.csv of a schema 2 experiment: one row per trial, label, phase, subject and statistic.
@@ -156,13 +158,4 @@ def test_teardown_left_nothing(reproduction):
 def test_the_fresh_run_exports_as_a_crate_that_reads_back_to_its_verdict(reproduction, offline, tmp_path):
     """The run made in the fresh root, exported (netrepro export), passes roc-validator offline and
     analyses back to its own summary.csv and verdict.json, byte for byte."""
-    from analysis import analyze
-    from netrepro.runfolder.crate import export_run
-    from netrepro.runfolder.cratecheck import validate_crate
-
-    run_dir = reproduction[0]
-    crate, _ = export_run(run_dir, tmp_path / "crate.zip")
-    assert validate_crate(crate) == []
-    again = analyze(crate, figures=False, out_dir=tmp_path / "again")
-    for name in ("summary.csv", "verdict.json"):
-        assert (again.out_dir / name).read_bytes() == (run_dir / name).read_bytes(), name
+    assert_exports_and_reads_back(reproduction[0], tmp_path / "export")

@@ -18,6 +18,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from conftest import assert_exports_and_reads_back
+
 from analysis import analyze_run
 from analysis.summary import trial_statistics
 from analysis.tidy import trial_tidy
@@ -364,11 +366,12 @@ def test_a_flow_ends_at_its_schedule_as_when_curl_gives_up(simulator, tmp_path):
     assert p3 - p4 >= 10 and p4 - p5 >= 15 and abs(p5 - p1) <= 10, (p1, p2, p3, p4, p5)
 
 
-def test_pie_vs_red_reproduces_on_ns3_with_the_same_analysis(ns3_up):
+def test_pie_vs_red_reproduces_on_ns3_with_the_same_analysis(ns3_up, offline, tmp_path):
     spec = ns3_up
     run_dir = run.run(spec, "ns3", 0.1, progress_tty=False, judge=judge_trial)
     verdict = analyze_run(run_dir)
     steps.down(spec, "ns3")
+    assert_exports_and_reads_back(run_dir, tmp_path / "export")
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["mode"] == "simulation" and all(t["simulated"] for t in meta["trials"])
     assert {t["id"] for t in meta["trials"]} == set(spec.trial_ids)

@@ -210,13 +210,18 @@ def test_instageni_lifecycle_with_a_fake_aggregate(spec, tmp_path, monkeypatch):
     logins = site.logins()
     assert set(logins) == set(spec.nodes) and logins["router"].user == "ingino" and logins["router"].key_file == str(tmp_path / "id")
     assert (site.state_dir / "manifest.xml").read_text() == manifest
+    # the request as sent and the manifest as answered, kept with each run (the run folder's site/)
+    docs = site.documents()
+    assert sorted(docs) == ["manifest.xml", "request.xml"] and docs["manifest.xml"].read_text() == manifest
+    assert docs["request.xml"].read_text() == site.request_xml()
     # A new process (new Site object) finds the reservation again.
     again = get_site("instageni", spec, tmp_path / "run", opts)
     assert again.status()["slice_name"] == "nr-pievsred-alice" and again.status()["reserved"] is True
     again.renew(5)
     assert ("Renew", st["slice_urn"]) in fake.calls and again.load_state()["expires"] != st["expires"]
     again.release()
-    assert not again.state_file.exists()
+    assert not again.state_file.exists() and again.documents() == {}
+    assert {p.name for p in again.state_dir.iterdir()}.isdisjoint({"manifest.xml", "request.xml"})
     again.release()                                   # nothing reserved: harmless
     site.save_state(st)
     site.release()                                    # slivers already gone at the aggregate (code 12)

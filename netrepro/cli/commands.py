@@ -24,7 +24,7 @@ from netrepro.experiment import sweep as sweeps
 from netrepro.runner.ansible import PlaybookError
 from netrepro.runner.clean import clean
 from netrepro import __version__
-from netrepro.cli.publish import add_export_command, run_folder
+from netrepro.cli.publish import add_export_command
 from netrepro.cli.site_commands import inventory_from_manifest, plan_text, write_rspec
 from netrepro.model import rate_scale_option, time_scale_note
 from netrepro.runner import playbooks, steps
@@ -294,19 +294,13 @@ def _print_verdict(verdict: dict, run_dir: Path) -> None:
 
 
 def cmd_analyze(args) -> int:
-    """Check the run's raw files against run.json, analyze, print the verdict (analysis.analyze).
-    A run given with ``--run`` must be a run of EXPERIMENT (run.json ``experiment``)."""
+    """Check the run's raw files against run.json, analyze, print the verdict (analysis.analyze;
+    ``--run`` may name a crate, folder or zip). A run given with ``--run`` must be a run of
+    EXPERIMENT (run.json ``experiment``)."""
     spec = load_spec(args.experiment)
     target = Path(args.run) if args.run else latest(spec.name)
     from analysis import analyze
-    from netrepro.runfolder.reading import read_run_json
-    target = run_folder(target)
-    if args.run:
-        _, data = read_run_json(target)
-        if data.get("experiment") != spec.name:
-            raise SpecError(run_json(target), "experiment", f"{data.get('experiment')!r}: a run of another "
-                                                               f"experiment; expected a run of {spec.name!r} (EXPERIMENT)")
-    res = analyze(target.resolve(), partial=args.partial)
+    res = analyze(target.resolve(), partial=args.partial, experiment=spec.name if args.run else None)
     for p in res.problems:
         print(f"[analyze] data problem: {p}")
     _print_verdict(res.verdict, res.out_dir)

@@ -8,13 +8,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from netrepro.runfolder.crate import DEFAULT_CITATION, DEFAULT_LICENSE, export_run, is_crate, open_crate
-
-
-def run_folder(target: Path) -> Path:
-    """The run folder RUN names: a run exported as an RO-Crate opened (its files checked, a zip
-    unpacked once beside itself: :func:`netrepro.runfolder.crate.open_crate`), else RUN itself."""
-    return open_crate(target) if is_crate(target) else target
+from netrepro.runfolder.crate import DEFAULT_CITATION, DEFAULT_LICENSE, export_run
 
 
 def cmd_export(args) -> int:

@@ -4,14 +4,16 @@ The crate (RO-Crate 1.1, https://w3id.org/ro/crate/1.1, conforming to the Proces
 profile 0.5, https://w3id.org/ro/wfrun/process/0.5) holds the run folder's files in the
 run folder's own layout, so that the crate's folder *is* a run folder the analysis reads:
 ``run.json``, ``raw/<trial instance>/<node>/...``, the first analysis' outputs with their
-``analysis.json``, ``timings.json`` when there is one, and ``experiment.yml``, the experiment
+``analysis.json``, ``timings.json`` when there is one, the reservation's documents
+(``site/``: a testbed's request RSpec and manifest, a FABRIC slice) and ``experiment.yml``, the experiment
 file as run (run.json's ``spec``, written out). ``ro-crate-metadata.json`` describes them:
 
 - every file with its ``sha256`` (the workflow-run vocabulary's term,
   https://w3id.org/ro/terms/workflow-run#sha256) and ``contentSize``; raw files' sums are
-  run.json's ``raw_sha256`` and the outputs' are analysis.json's (checked before writing);
+  run.json's ``raw_sha256`` and ``site_documents``, the outputs' analysis.json's (checked
+  before writing);
 - one ``CreateAction`` per trial instance: instrument netrepro at its version and commit;
-  object the experiment file and what the trial ran with (the site's options, and from each
+  object the experiment file and what the trial ran with (the site's documents and options, and from each
   node's snapshot before the trial, meta-before.json: kernel, iproute2, the sysctls and the
   qdiscs applied, as ``PropertyValue`` entities); result the trial's raw folder; start and end
   times; status (completed, or failed with the reason);
@@ -39,7 +41,8 @@ from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import REPO_ROOT
 from netrepro.runfolder.deposit import zenodo_metadata
 from netrepro.runfolder.integrity import sha256_file, verify_raw
-from netrepro.runfolder.layout import ANALYSIS_RECORD, RAW, RUN_JSON, TIMINGS, incomplete_problems, raw_dir, run_json
+from netrepro.runfolder.layout import (ANALYSIS_RECORD, RAW, RUN_JSON, SITE_DOCUMENT_RE, SITE_DOCUMENTS, TIMINGS,
+                                      incomplete_problems, raw_dir, run_json)
 from netrepro.runfolder.reading import read_run
 
 #: The crate's metadata file (RO-Crate 1.1, section "RO-Crate Metadata File Descriptor").
@@ -87,15 +90,16 @@ def media_type(path: str) -> str:
     return MEDIA_TYPES.get(Path(path).suffix, "application/octet-stream")
 
 
-def _checked_outputs(rdir: Path) -> dict[str, str]:
-    """The run's first analysis: analysis.json's ``outputs`` (path relative to the run folder ->
-    sha256), each file checked. RunFolderError: not analysed, analysis.json unreadable, or an
-    output changed since (one line naming the file)."""
+def _checked_analysis(rdir: Path) -> dict:
+    """The record of the run's first analysis (analysis.json: ``outputs``, path relative to the
+    run folder -> sha256, each file checked; ``made_by``...). RunFolderError: not analysed,
+    analysis.json unreadable, or an output changed since (one line naming the file)."""
     path = rdir / ANALYSIS_RECORD
     if not path.is_file():
         raise RunFolderError(path, f"missing: the run was not analysed; run `netrepro analyze --run {rdir}` first")
     try:
-        outputs = json.loads(path.read_text(encoding="utf-8")).get("outputs")
+        record = json.loads(path.read_text(encoding="utf-8"))
+        outputs = record.get("outputs")
     except (OSError, ValueError, AttributeError) as exc:
         raise RunFolderError(path, f"expected the analysis record netrepro writes: {str(exc)[:80]}") from None
     if not isinstance(outputs, dict) or not outputs:
@@ -104,7 +108,7 @@ def _checked_outputs(rdir: Path) -> dict[str, str]:
     if bad:
         raise RunFolderError(rdir / bad[0], "differs from analysis.json's record (missing, altered or not a file); "
                                             f"expected the outputs as analysed: analyse the run again with `netrepro analyze --run {rdir}`")
-    return outputs
+    return record
 
 
 def first_mismatch(folder: Path, sums: dict[str, str]) -> tuple[str, str] | None:
@@ -120,10 +124,10 @@ def first_mismatch(folder: Path, sums: dict[str, str]) -> tuple[str, str] | None
     return None
 
 
-def check_exportable(run_dir: Path | str) -> tuple[Path, dict, Any, dict[str, str]]:
-    """``(run_dir, run.json data, spec, outputs)`` of a run that can be exported: complete (no
-    INCOMPLETE marker), its raw files as run.json records them, analysed with its outputs as
-    analysis.json records them.
+def check_exportable(run_dir: Path | str) -> tuple[Path, dict, Any, dict]:
+    """``(run_dir, run.json data, spec, analysis.json data)`` of a run that can be exported:
+    complete (no INCOMPLETE marker), its raw files and the reservation's documents as run.json
+    records them, analysed with its outputs as analysis.json records them.
 
     Raises:
         RunFolderError: one line naming the file and what was expected (:func:`read_run`'s
@@ -136,7 +140,14 @@ def check_exportable(run_dir: Path | str) -> tuple[Path, dict, Any, dict[str, st
     check = verify_raw(raw_dir(rdir), data.get("raw_sha256"), run_json(rdir))
     if check.damaged:
         raise RunFolderError(run_json(rdir), check.describe() + "; expected the raw files as recorded")
-    return rdir, data, spec, _checked_outputs(rdir)
+    documents = data.get("site_documents") or {}
+    if not isinstance(documents, dict) or not all(isinstance(k, str) and SITE_DOCUMENT_RE.match(k) for k in documents):
+        raise RunFolderError(run_json(rdir), "site_documents: expected an object of file names and their sha256")
+    bad = first_mismatch(rdir / SITE_DOCUMENTS, documents)
+    if bad:
+        raise RunFolderError(rdir / SITE_DOCUMENTS / bad[0], f"{bad[1]}: expected the reservation's document "
+                                                             "as run.json's site_documents records it")
+    return rdir, data, spec, _checked_analysis(rdir)
 
 
 def read_citation(path: Path | str) -> dict:
@@ -322,17 +333,9 @@ def _instrument(crate, ident: str, version: str, commit: str | None, what: str):
     return crate.add(ContextEntity(crate, ident, properties=props))
 
 
-def _made_by(rdir: Path) -> dict:
-    """analysis.json's ``made_by`` (``version``, ``commit``...), {} when it has none."""
-    try:
-        made_by = json.loads((rdir / ANALYSIS_RECORD).read_text(encoding="utf-8")).get("made_by")
-    except (OSError, ValueError, AttributeError):
-        return {}
-    return made_by if isinstance(made_by, dict) else {}
-
-
-def build_crate(rdir: Path, data: dict, spec, outputs: dict[str, str], experiment: Path, license: str, cff: dict):
-    """The RO-Crate of a checked run (:func:`check_exportable`), not yet written: an
+def build_crate(rdir: Path, data: dict, spec, analysis: dict, experiment: Path, license: str, cff: dict):
+    """The RO-Crate of a checked run (:func:`check_exportable`; ``analysis`` its analysis.json
+    data), not yet written: an
     ``rocrate.rocrate.ROCrate`` (RO-Crate 1.1) of the files and entities the module docstring
     lists; ``experiment``: the experiment file as run, written out for the crate."""
     from rocrate.rocrate import ROCrate
@@ -350,6 +353,9 @@ def build_crate(rdir: Path, data: dict, spec, outputs: dict[str, str], experimen
     if (rdir / TIMINGS).is_file():
         _file(crate, rdir / TIMINGS, TIMINGS, sha256_file(rdir / TIMINGS), "the seconds of each stage")
     settings = _settings(crate, data)
+    documents = [_file(crate, rdir / SITE_DOCUMENTS / name, f"{SITE_DOCUMENTS}/{name}", digest,
+                       f"the {data.get('site')} site's {name}: the reservation the run used")
+                 for name, digest in sorted((data.get("site_documents") or {}).items())]
     raw_sums = data.get("raw_sha256") or {}
     trials, folders = [], []
     statuses = {s.get("id"): s for s in data.get("trial_status") or [] if isinstance(s, dict)}
@@ -365,12 +371,12 @@ def build_crate(rdir: Path, data: dict, spec, outputs: dict[str, str], experimen
                  "agent": authors[0] if authors else None}
         props.update({k: v for k, v in (("startTime", start), ("endTime", end), ("error", error)) if v})
         trials.append(crate.add_action(tool, identifier=f"#trial-{_slug(instance)}",
-                                       object=[exp, *settings, *_environment(crate, instance, raw_dir(rdir) / instance)],
+                                       object=[exp, *documents, *settings, *_environment(crate, instance, raw_dir(rdir) / instance)],
                                        result=folder, properties={k: v for k, v in props.items() if v is not None}))
-    results = [_file(crate, rdir / rel, rel, digest) for rel, digest in sorted(outputs.items())]
+    results = [_file(crate, rdir / rel, rel, digest) for rel, digest in sorted(analysis["outputs"].items())]
     results.append(_file(crate, rdir / ANALYSIS_RECORD, ANALYSIS_RECORD, sha256_file(rdir / ANALYSIS_RECORD),
                          "what made the analysis' outputs, from which inputs (analysis.json)"))
-    made_by = _made_by(rdir)
+    made_by = analysis.get("made_by") if isinstance(analysis.get("made_by"), dict) else {}
     analyser = _instrument(crate, "#netrepro-analysis", str(made_by.get("version") or __version__),
                            made_by.get("commit"), "as it analysed the run")
     analysis = crate.add_action(analyser, identifier="#analysis", object=[record, *folders], result=results,
@@ -423,12 +429,12 @@ def export_run(run_dir: Path | str, out: Path | str, license: str = DEFAULT_LICE
                                                  "(a crate is written once)")
     if not out.parent.is_dir():
         raise RunFolderError("command line", f"--output {out}: {out.parent} is not a folder; expected a path in one")
-    rdir, data, spec, outputs = check_exportable(run_dir)
+    rdir, data, spec, analysis = check_exportable(run_dir)
     cff = read_citation(citation)
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
         experiment = Path(tmp) / EXPERIMENT_FILE
         experiment.write_text(yaml.safe_dump(data["spec"], sort_keys=False, allow_unicode=True), encoding="utf-8")
-        crate = build_crate(rdir, data, spec, outputs, experiment, license, cff)
+        crate = build_crate(rdir, data, spec, analysis, experiment, license, cff)
         staged = Path(tmp) / "crate"
         crate.write(staged)
         if out.suffix == ".zip":

@@ -8,6 +8,9 @@ A run folder holds:
   and ``raw_sha256``, the sha256 of every raw file;
 - ``raw/<trial instance>/<node>/...`` (:data:`RAW`): each node's raw data of each trial,
   written once when the trial's data are fetched;
+- ``site/`` (:data:`SITE_DOCUMENTS`): the documents of the reservation the run used, as the
+  site granted it (a testbed's request RSpec and manifest, a FABRIC slice's description),
+  copied when the run began; run.json's ``site_documents`` holds their sha256;
 - ``INCOMPLETE`` (:data:`INCOMPLETE`): while the run goes, and after a run that stopped
   part-way, the reason in words;
 - ``.reserve``: room held free while the run writes (:func:`netrepro.runfolder.writing.reserve_space`),
@@ -25,6 +28,7 @@ A run folder holds:
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from netrepro.experiment.spec import REPO_ROOT
@@ -33,6 +37,10 @@ from netrepro.experiment.spec import REPO_ROOT
 RUN_JSON = "run.json"
 #: The folder of the raw data: ``raw/<trial instance>/<node>/<file>``.
 RAW = "raw"
+#: The folder of the reservation's documents: ``site/<name>`` (netrepro.sites.base.Site.documents).
+SITE_DOCUMENTS = "site"
+#: A document's name in :data:`SITE_DOCUMENTS`: one plain file name.
+SITE_DOCUMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 #: The marker file of a run folder that does not hold every trial (yet); its text says why.
 INCOMPLETE = "INCOMPLETE"
 #: How a report's problem list begins the line about :data:`INCOMPLETE`.

@@ -2,8 +2,8 @@
 reused (:func:`new_run_dir`), ``latest`` pointing at the newest complete one
 (:func:`point_latest`), held by one process at a time (:func:`lock_run`) with room kept free
 for its records (:func:`reserve_space`), and run.json written whole each time
-(:func:`write_json`) with the experiment as run (:func:`spec_as_recorded`) and the toolkit's
-commit (:func:`git_commit`). The names are :mod:`netrepro.runfolder.layout`'s."""
+(:func:`write_json`) with the experiment as run (:func:`spec_as_recorded`), the toolkit's
+commit (:func:`git_commit`) and the reservation's documents (:func:`keep_site_documents`). The names are :mod:`netrepro.runfolder.layout`'s."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import REPO_ROOT, Spec, SpecError
-from netrepro.runfolder.layout import LATEST, RESERVE, experiment_results
+from netrepro.runfolder.integrity import sha256_file
+from netrepro.runfolder.layout import LATEST, RESERVE, SITE_DOCUMENT_RE, SITE_DOCUMENTS, experiment_results
 
 #: Bytes held free in a run folder while the run writes it (the file ``.reserve``, released
 #: when the run stops), so that a full disk still leaves room to record what was kept and why.
@@ -38,6 +40,39 @@ def new_run_dir(spec: Spec, site: str) -> Path:
         except FileExistsError:
             continue
     raise RuntimeError(f"cannot create a new run folder under {base}")
+
+
+def keep_site_documents(run_dir: Path, documents: dict[str, Path]) -> dict[str, str]:
+    """Copy the reservation's documents (netrepro.sites.base.Site.documents: name -> path)
+    into ``run_dir/site/`` once, read-only; returns name -> sha256 hex (run.json's
+    ``site_documents``), {} when there are none (no folder made).
+
+    Raises:
+        RunFolderError: a name that is not one plain file name (:data:`SITE_DOCUMENT_RE`), a
+            document that is not a readable plain file, or one already in the folder.
+    """
+    if not documents:
+        return {}
+    folder = Path(run_dir) / SITE_DOCUMENTS
+    folder.mkdir(exist_ok=True)
+    sums = {}
+    for name, src in sorted(documents.items()):
+        src = Path(src)
+        if not SITE_DOCUMENT_RE.match(name):
+            raise RunFolderError(src, f"site document name {name!r}: expected one file name ({SITE_DOCUMENT_RE.pattern})")
+        if src.is_symlink() or not src.is_file():
+            raise RunFolderError(src, "expected the site's document of the reservation as a plain file")
+        target = folder / name
+        try:
+            with open(src, "rb") as fin, open(target, "xb") as fout:
+                shutil.copyfileobj(fin, fout)
+        except FileExistsError:
+            raise RunFolderError(target, "exists; expected a run folder's site documents written once") from None
+        except OSError as exc:
+            raise RunFolderError(src, f"cannot be kept with the run: {exc.strerror or exc}") from None
+        target.chmod(0o444)
+        sums[name] = sha256_file(target)
+    return sums
 
 
 def point_latest(run_dir: Path) -> None:

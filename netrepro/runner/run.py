@@ -33,8 +33,8 @@ from netrepro.sites import Site, SiteError
 from netrepro.experiment.spec import REPO_ROOT, Spec
 from netrepro.runfolder.integrity import sha256_tree
 from netrepro.runfolder.layout import RESERVE, STAGING, incomplete_marker, raw_dir, run_json, staging_dir, trial_raw
-from netrepro.runfolder.writing import (RESERVE_BYTES, git_commit, lock_run, new_run_dir, point_latest, remove_tree,
-                                        reserve_space, spec_as_recorded, write_json)
+from netrepro.runfolder.writing import (RESERVE_BYTES, git_commit, keep_site_documents, lock_run, new_run_dir,
+                                        point_latest, remove_tree, reserve_space, spec_as_recorded, write_json)
 
 
 def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
@@ -211,6 +211,7 @@ def _started(spec: Spec, site_name: str, site: Site, session: dict, time_scale: 
                          "points": [{**p.as_dict(), "trials": [t for t in p.trials if t in ran]} for p in points],
                          "design": "full factorial: each trial at every combination of the factors that apply to it"}
     meta["rate_scale"] = site.load_state().get("rate_scale")  # every rate and byte size times k
+    meta["site_documents"] = keep_site_documents(run_dir, site.documents())
     log(f"[run] {spec.name} on {site_name} ({session['mode']}), TIME_SCALE={time_scale}"
         + (f", REPEAT={repeat}" if repeat > 1 else "")
         + (f", sweep of {len(points)} points ({len(order)} trial instances)" if points else "")

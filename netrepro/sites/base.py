@@ -525,6 +525,13 @@ class Site(ABC):
     def release(self) -> None:
         """Give every resource back. Idempotent: releasing twice is harmless."""
 
+    def documents(self) -> dict[str, Path]:
+        """The files that describe this reservation as the site granted it, kept with every
+        run that uses it (the run folder's ``site/``, netrepro.runfolder.writing.keep_site_documents):
+        file name (netrepro.runfolder.layout.SITE_DOCUMENT_RE) -> its path. A testbed's request and manifest, a
+        slice's description; none by default (a site whose status says all of it)."""
+        return {}
+
     def status(self) -> dict[str, Any]:
         """A small dict describing the reservation (state, expiry, nodes)."""
         st = self.load_state()

@@ -47,6 +47,8 @@ DEFAULT_HOURS = 24
 READY_TIMEOUT_S = 1800
 #: fablib's time format for lease ends (fabrictestbed OrchestratorClient.TIME_FORMAT).
 LEASE_FORMAT = "%Y-%m-%d %H:%M:%S %z"
+#: The state folder's description of the ready slice (:func:`describe_slice`).
+SLICE_FILE = "slice.txt"
 DEFAULT_BASTION_HOST = "bastion.fabric-testbed.net"
 #: What each setting is for; checked by :func:`load_fabric_config` before any network use.
 REQUIRED = {
@@ -299,8 +301,9 @@ class FabricSite(Site):
     """One VM per node at one FABRIC site (option ``fabric_site``), reached through the bastion."""
 
     name = "fabric"
-    #: Besides Site's: fablib's log (a rotating log: fablib keeps older ones as fablib.log.1 ...).
-    STATE_ENTRIES = Site.STATE_ENTRIES + ("fablib.log", "fablib.log.[0-9]*")
+    #: Besides Site's: fablib's log (a rotating log: fablib keeps older ones as fablib.log.1 ...)
+    #: and the ready slice's description (wait_ready).
+    STATE_ENTRIES = Site.STATE_ENTRIES + ("fablib.log", "fablib.log.[0-9]*", SLICE_FILE)
     OPTIONS = {
         "fabric_site": Option("FABRIC site name such as UTAH, FABRIC_SITE",
                               matches(r"[A-Za-z][A-Za-z0-9-]{1,15}", "a FABRIC site name such as UTAH")),
@@ -454,6 +457,13 @@ class FabricSite(Site):
         state["expires"] = str(slc.get_lease_end() or state.get("expires"))
         self.save_state(state)
         self.save_logins(logins, expires=state["expires"])
+        (self.state_dir / SLICE_FILE).write_text(describe_slice(slc) + "\n", encoding="utf-8")
+
+    def documents(self) -> dict[str, Path]:
+        """The ready slice as fablib described it (``slice.txt``, :func:`describe_slice`: its
+        nodes with site, cores, RAM, disk and image, each NIC's network and address)."""
+        path = self.state_dir / SLICE_FILE
+        return {SLICE_FILE: path} if self.load_state().get("slice_id") and path.is_file() else {}
 
     def _logins(self, slc, conf: dict[str, str]) -> dict[str, NodeLogin]:
         """Each node's login (management IP, user, site, the MAC of each interface by its
@@ -476,6 +486,7 @@ class FabricSite(Site):
         exceptions pass through, and the state is then kept."""
         slc.delete()
         self.state_file.unlink(missing_ok=True)
+        (self.state_dir / SLICE_FILE).unlink(missing_ok=True)
 
     def _give_back(self, slc, state: dict[str, Any], exc: Exception, timeout_s: float, stage: str = "") -> None:
         """Delete a slice that failed or was not ready after ``timeout_s`` and raise SiteError
@@ -579,3 +590,4 @@ class FabricSite(Site):
             said = " ".join(str(exc).split())
             raise SiteError(f"{said[:300]}; {self.held()}") from None
         self.state_file.unlink(missing_ok=True)   # the slice was already gone
+        (self.state_dir / SLICE_FILE).unlink(missing_ok=True)

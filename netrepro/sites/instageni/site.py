@@ -42,6 +42,9 @@ DEFAULT_HOURS = 6
 READY_TIMEOUT_S = 1800.0
 
 SLICE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,18}$")
+#: The state folder's request RSpec as sent to Allocate, and the slice's manifest (Describe).
+REQUEST_FILE = "request.xml"
+MANIFEST_FILE = "manifest.xml"
 
 
 # --- the site ----------------------------------------------------------------------------
@@ -83,8 +86,9 @@ class InstaGENISite(Site):
     """
 
     name = "instageni"
-    #: Besides Site's: the manifest of the slice, read from the aggregate by wait_ready.
-    STATE_ENTRIES = Site.STATE_ENTRIES + ("manifest.xml",)
+    #: Besides Site's: the request RSpec as sent (reserve) and the manifest of the slice, read
+    #: from the aggregate (wait_ready).
+    STATE_ENTRIES = Site.STATE_ENTRIES + (REQUEST_FILE, MANIFEST_FILE)
     OPTIONS = {
         "aggregate": Option("aggregate name in netrepro/sites/instageni/aggregates.yml or $NETREPRO_AGGREGATES, AGGREGATE",
                             lambda v, spec: _aggregate_problem(v)),
@@ -205,7 +209,7 @@ class InstaGENISite(Site):
 
     def _delete(self, client, state: dict[str, Any]) -> None:
         """Delete the slivers of ``state`` (AM API v3 Delete; GENI code 12, nothing there,
-        counts as done) and forget the reservation.
+        counts as done) and forget the reservation (its state, request and manifest).
 
         Raises:
             SiteError: the aggregate could not be asked or refused; the message ends with
@@ -219,6 +223,8 @@ class InstaGENISite(Site):
         except SiteError as exc:
             raise SiteError(f"{exc}; {self.held()}") from None
         self.state_file.unlink(missing_ok=True)
+        for name in (REQUEST_FILE, MANIFEST_FILE):   # they described the slivers now deleted
+            (self.state_dir / name).unlink(missing_ok=True)
 
     def _give_back(self, client, state: dict[str, Any]) -> bool:
         """:meth:`_delete` after a failure or interruption. Returns True when nothing is held
@@ -286,6 +292,7 @@ class InstaGENISite(Site):
                  "aggregate_url": agg["url"], "aggregate_urn": agg["urn"],
                  "expires": expires.strftime(DATE_FMT), "user": self.options.get("user") or creds.user}
         self.save_state(state)
+        (self.state_dir / REQUEST_FILE).write_text(rspec, encoding="utf-8")
         end = {"geni_end_time": expires.strftime(DATE_FMT)}
         print(f"instageni: requesting {len(self.spec.nodes)} VMs on aggregate {name} ({agg['url']}) in slice "
               f"{slice_name}, lease until {state['expires']}", file=sys.stderr, flush=True)
@@ -344,7 +351,7 @@ class InstaGENISite(Site):
                        timeout_hint="raise the option ready_timeout_s or try another aggregate")
             desc = client.am(state["aggregate_url"], "Describe", state["slice_urn"],
                              {"geni_rspec_version": {"type": "GENI", "version": "3"}})
-            manifest = self.state_dir / "manifest.xml"
+            manifest = self.state_dir / MANIFEST_FILE
             manifest.write_text(desc["geni_rspec"] if isinstance(desc, dict) else str(desc))
             self.adopt_manifest(manifest, state.get("user") or creds.user, creds.ssh_key)
         except SiteError as exc:
@@ -354,6 +361,13 @@ class InstaGENISite(Site):
         except BaseException:
             self._give_back(client, state)
             raise
+
+    def documents(self) -> dict[str, Path]:
+        """The request RSpec as sent to the aggregate (``request.xml``) and the slice's manifest
+        as it answered Describe, or as adopted from a portal (``manifest.xml``), those that exist."""
+        manifest = self.load_state().get("manifest")
+        found = {REQUEST_FILE: self.state_dir / REQUEST_FILE, MANIFEST_FILE: Path(manifest) if manifest else None}
+        return {name: path for name, path in found.items() if path is not None and path.is_file()}
 
     def adopt_manifest(self, manifest: Path | str, user: str | None, key_file: str | None = None) -> dict[str, NodeLogin]:
         """Parse ``manifest`` into logins (see netrepro.sites.instageni.manifest) and save them in the state."""
