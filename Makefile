@@ -77,7 +77,10 @@ DEV_STAMP := $(VENV)/.installed-dev
 CRATE_VENV := .venv-crate
 CRATE_STAMP := $(CRATE_VENV)/.installed
 # Every shell script of the repository (shellcheck reads .shellcheckrc).
-SHELL_SCRIPTS := $(wildcard roles/*/files/*.sh) tools/fresh-root-check .ci/run
+SHELL_SCRIPTS := $(wildcard roles/*/files/*.sh) tools/fresh-root-check tools/slurm-cluster .ci/run
+# Debian's Slurm (22.05), munge and MariaDB: the single-node cluster tools/slurm-cluster starts for the
+# tests of the ns3 site's Slurm executor (tests/test_site_ns3_slurm.py).
+SLURM_PACKAGES := slurmctld slurmd slurmdbd slurm-client munge mariadb-server
 
 export SITE TIME_SCALE RATE_SCALE HOURS RUN REPEAT
 
@@ -88,7 +91,7 @@ SCHEDULE_ARGS = $(if $(filter-out 1,$(REPEAT)),--repeat $(REPEAT)) $(if $(SEED),
                 $(if $(filter 1,$(NO_SHUFFLE)),--no-shuffle) $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(V)),-v) \
                 $(if $(filter 1,$(SWEEP)),--sweep) $(if $(JOBS),--jobs $(JOBS))
 
-.PHONY: help setup venv reproduce-pie-vs-red reproduce up provision run analyze down status profile benchmark \
+.PHONY: help setup venv slurm-packages reproduce-pie-vs-red reproduce up provision run analyze down status profile benchmark \
         renew plan rspec validate compare quick test test-unit test-integration faults fresh-root-check lint \
         bench reference clean venv-crate
 
@@ -173,7 +176,11 @@ profile: $(STAMP) ## Write a CloudLab profile of EXPERIMENT (profile.rspec) into
 validate: $(STAMP) ## Check experiments/<experiment>/experiment.yml against the schema
 	$(NETREPRO) validate $(EXPERIMENT)
 
-test: setup $(DEV_STAMP) $(CRATE_STAMP) ## All tests: the import layers (lint-imports), shellcheck, unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root, alone
+slurm-packages: ## Install Debian's Slurm (slurmctld, slurmd, slurmdbd, client), munge and MariaDB: what tools/slurm-cluster runs a single-node cluster with, for the ns3 site's Slurm executor's tests (root)
+	@dpkg-query -W $(SLURM_PACKAGES) > /dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SLURM_PACKAGES); }
+
+test: setup $(DEV_STAMP) $(CRATE_STAMP) slurm-packages ## All tests: the import layers (lint-imports), shellcheck, unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root, alone
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(VENV)/bin/lint-imports .importlinter
@@ -184,7 +191,7 @@ test: setup $(DEV_STAMP) $(CRATE_STAMP) ## All tests: the import layers (lint-im
 fresh-root-check: ## In a fresh minimal Debian 12 root (root): make setup, then the local site up and down; FRESH_ROOT_JOB=reproduce: the main job instead (TIME_SCALE=FRESH_ROOT_TIME_SCALE, default 0.05)
 	tools/fresh-root-check
 
-test-unit: $(DEV_STAMP) $(CRATE_STAMP) ## Unit tests only (no micro-VM), one worker per core (pytest-xdist); installs the ns3 site, UML and .venv-crate as make test
+test-unit: $(DEV_STAMP) $(CRATE_STAMP) slurm-packages ## Unit tests only (no micro-VM), one worker per core (pytest-xdist); installs the ns3 site, UML, Slurm and .venv-crate as make test
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(PY) -m pytest -q -n auto -m "not integration and not netns and not wire" tests

@@ -155,7 +155,8 @@ def test_setup_refuses_a_bad_mode_naming_the_option(capsys):
 def test_setup_refuses_an_option_the_site_does_not_declare(capsys):
     assert cli.main(["setup", "--site", "ns3", "--check", "--option", "mode=uml"]) == 2
     assert _err_line(capsys) == ("netrepro: site ns3: unknown option 'mode' (from --option); expected one of the "
-                                 "site's options: rate_ceiling_mbit")
+                                 "site's options: rate_ceiling_mbit, executor, slurm_partition, slurm_time_min, "
+                                 "slurm_mem_mb, slurm_cpus, slurm_folder")
 
 
 def _fabric(monkeypatch, *, module: str, tools: bool, root: bool) -> list:

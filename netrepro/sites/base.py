@@ -525,6 +525,11 @@ class Site(ABC):
     def release(self) -> None:
         """Give every resource back. Idempotent: releasing twice is harmless."""
 
+    def default_jobs(self) -> int | None:
+        """How many trial instances a run on this reservation runs at once when ``--jobs`` does
+        not say; None (the default): the runner's (netrepro.runner.instances.checked_jobs)."""
+        return None
+
     def documents(self) -> dict[str, Path]:
         """The files that describe this reservation as the site granted it, kept with every
         run that uses it (the run folder's ``site/``, netrepro.runfolder.writing.keep_site_documents):

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import hashlib
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ from typing import Any
 from netrepro.core import tc
 from netrepro.model import Model, Port, TrafficItem, Trial
 from netrepro.sites.base import NodeLogin, Option, Site, SiteError, positive_number
-from netrepro.sites.ns3 import stacks
+from netrepro.sites.ns3 import slurm, stacks
 from netrepro.sites.ns3.simulator import NS3_VERSION, SOURCE, build
 from netrepro.experiment.spec import REPO_ROOT, Spec
 
@@ -403,10 +404,12 @@ class Ns3Site(Site):
     name = "ns3"
 
     SIMULATED = True
-    #: Site's only (state.json): each simulation writes into the run's folder.
-    STATE_ENTRIES = Site.STATE_ENTRIES
+    #: Besides Site's (state.json): the Slurm executor's job files (option ``slurm_folder``'s
+    #: default). Each simulation writes into the run's folder.
+    STATE_ENTRIES = Site.STATE_ENTRIES + ("slurm",)
     OPTIONS = {"rate_ceiling_mbit": Option(f"the fastest link simulated before rates are scaled down, Mbit/s, default "
-                                           f"{RATE_CEILING_MBIT:g}", positive_number)}
+                                           f"{RATE_CEILING_MBIT:g}", positive_number),
+               **slurm.OPTIONS}
     #: Read by netrepro-sim itself (netrepro-sim.cc, TcpTxBuffer::NextSeg), which inherits the
     #: environment.
     ENV = {"NETREPRO_SIM_CHECK": "set (to anything): netrepro-sim compares each answer of its fast path for "
@@ -419,9 +422,16 @@ class Ns3Site(Site):
 
     @classmethod
     def setup(cls, options: dict[str, str], check_only: bool = False, log=print) -> int:
-        """g++, ns-3's libraries and netrepro-sim (:func:`netrepro.sites.ns3.setup.setup_ns3`)."""
+        """g++, ns-3's libraries and netrepro-sim (:func:`netrepro.sites.ns3.setup.setup_ns3`);
+        with option ``executor=slurm``, Slurm's commands too (:func:`netrepro.sites.ns3.slurm.missing_commands`:
+        said, not installed, as the cluster's own client belongs to its administrators)."""
         from netrepro.sites.ns3.setup import setup_ns3
-        return setup_ns3(check_only, log)
+        code = setup_ns3(check_only, log)
+        missing = slurm.missing_commands() if slurm.uses_slurm(options) else []
+        if missing:
+            log(f"[setup] missing for executor=slurm: {', '.join(missing)}; install the cluster's Slurm client "
+                "(Debian: apt-get install slurm-client) and set SLURM_CONF to its slurm.conf (docs/sites/ns3.md)")
+        return code or (1 if missing else 0)
 
     @classmethod
     def check_experiment(cls, spec: Spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:
@@ -461,6 +471,36 @@ class Ns3Site(Site):
         return {"site": "ns3", "mode": "simulation", "ns3": NS3_VERSION, "reserved": bool(st.get("reserved")),
                 "simulator": st.get("simulator"),
                 "rate_ceiling_mbit": float(self.options.get("rate_ceiling_mbit") or RATE_CEILING_MBIT)}
+
+    def __init__(self, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None):
+        super().__init__(spec, state_dir, options)
+        self._slurm: slurm.SlurmRunner | None = None   # made at the first simulation sent to Slurm
+
+    def default_jobs(self) -> int | None:
+        """With the Slurm executor, :data:`netrepro.sites.ns3.slurm.JOBS_AT_ONCE` trial instances
+        at once (the cluster queues them); else the runner's default (one per core)."""
+        return slurm.JOBS_AT_ONCE if slurm.uses_slurm(self.options) else None
+
+    def run_subprocess(self, argv: list[str]) -> subprocess.CompletedProcess:
+        """As :meth:`Site.run_subprocess`, or, with option ``executor=slurm``, as a Slurm job
+        (:class:`netrepro.sites.ns3.slurm.SlurmRunner`: SiteError when it does not complete)."""
+        if not slurm.uses_slurm(self.options):
+            return super().run_subprocess(argv)
+        with self._children_lock:
+            if self._children_stopped:
+                raise SiteError(f"site {self.name}: stopped; {Path(argv[0]).name} was not submitted")
+            if self._slurm is None:
+                folder = Path(self.options.get("slurm_folder") or self.state_dir / "slurm")
+                self._slurm = slurm.SlurmRunner(folder, self.options)
+            runner = self._slurm
+        return runner.run(argv)
+
+    def stop_subprocesses(self, grace_s: float = 5.0) -> int:
+        """As :meth:`Site.stop_subprocesses`, and every Slurm job not finished cancelled."""
+        n = super().stop_subprocesses(grace_s)
+        with self._children_lock:
+            runner = self._slurm
+        return n + (runner.stop() if runner is not None else 0)
 
     def simulate(self, spec: Spec, tv: dict, out_dir: Path) -> dict:
         """Run one trial instance: ``tv`` is the controller's trial vars, of which this reads
