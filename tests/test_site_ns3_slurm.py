@@ -111,11 +111,14 @@ def _sacct(folder: Path) -> list[list[str]]:
     return [ln.split("|") for ln in p.stdout.splitlines()]
 
 
-def test_a_campaign_runs_as_one_job_array_and_gives_the_local_executors_summaries(ns3_site, cluster, tmp_path):
+def test_a_campaign_runs_as_one_job_array_and_gives_the_local_executors_summaries(ns3_site, cluster, tmp_path, capsys):
     spec = ns3_site
     before = {row[0] for row in _sacct(cluster)}
     local = _campaign(spec, jobs=2)
+    capsys.readouterr()
     on_slurm = _campaign(spec, options={"executor": "slurm", "slurm_time_min": "5"})
+    said = [ln for ln in capsys.readouterr().err.splitlines() if "submitted to Slurm" in ln]
+    assert len(said) == 1 and said[0].startswith("site ns3: 4 simulation(s) submitted to Slurm as job array "), said
     for d in (local, on_slurm):
         analyze_run(d)
     assert (local / "summary.csv").read_bytes() == (on_slurm / "summary.csv").read_bytes()

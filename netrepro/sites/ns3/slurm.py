@@ -133,6 +133,10 @@ class SlurmRunner:
             for _, fut in batch:
                 fut.set_exception(error)
             return
+        first, last = jobs[0].job_id, jobs[-1].job_id
+        print(f"site ns3: {len(jobs)} simulation(s) submitted to Slurm as job "
+              + (first if first == last else f"array {first.split('_')[0]} ({first} to {last})")
+              + f"; their files in {self.folder}", file=sys.stderr, flush=True)
         with self._lock:
             self._jobs.extend(jobs)
             stopped = self._stopped
