@@ -30,9 +30,6 @@ class _RecordedSite(SimpleNamespace):
     def lease_end(self):   # a site whose reservation does not expire (Site's default)
         return None
 
-    def default_jobs(self):   # the runner's default (Site's)
-        return None
-
     def documents(self):   # no reservation documents (Site's default)
         return {}
 

@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -105,7 +106,7 @@ def _campaign(spec, options=None, resume=None, jobs=None):
     return run.run(spec, "ns3", 0.02, options=options, progress_tty=False, judge=judge_trial, jobs=jobs, **given)
 
 
-def _sacct(folder: Path) -> list[list[str]]:
+def _sacct() -> list[list[str]]:
     p = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,JobName,State"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     return [ln.split("|") for ln in p.stdout.splitlines()]
@@ -113,7 +114,7 @@ def _sacct(folder: Path) -> list[list[str]]:
 
 def test_a_campaign_runs_as_one_job_array_and_gives_the_local_executors_summaries(ns3_site, cluster, tmp_path, capsys):
     spec = ns3_site
-    before = {row[0] for row in _sacct(cluster)}
+    before = {row[0] for row in _sacct()}
     local = _campaign(spec, jobs=2)
     capsys.readouterr()
     on_slurm = _campaign(spec, options={"executor": "slurm", "slurm_time_min": "5"})
@@ -125,7 +126,7 @@ def test_a_campaign_runs_as_one_job_array_and_gives_the_local_executors_summarie
     meta = json.loads((on_slurm / "run.json").read_text())
     assert meta["jobs"] == 32 and [t["id"] for t in meta["trials"]] == ORDER
     # one array of four tasks (<array id>_<task>), each completed
-    jobs = [row for row in _sacct(cluster) if row[0] not in before]
+    jobs = [row for row in _sacct() if row[0] not in before]
     assert len(jobs) == 4 and len({j[0].split("_")[0] for j in jobs}) == 1, jobs
     assert all(name == "netrepro-sim" and state == "COMPLETED" for _, name, state in jobs), jobs
     # the job files are the site's (its state folder's slurm/)
@@ -167,7 +168,6 @@ def test_a_cancelled_job_and_a_failed_one_are_named_and_the_run_resumes_to_compl
             time.sleep(0.2)
         subprocess.run(["scancel", (tmp_path / "job").read_text().strip()], check=True)
 
-    import threading
     t = threading.Thread(target=scancel_when_running)
     t.start()
     with pytest.raises(StepIncomplete) as stopped:
@@ -215,3 +215,12 @@ def test_a_bad_slurm_option_is_refused_in_one_line(option, expected, capsys):
     assert cli.main(["plan", "pie-vs-red", "--site", "ns3", "--option", option]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"netrepro: site ns3: {expected}", err
+
+
+def test_the_dry_run_gives_the_slurm_executors_jobs_at_once(capsys):
+    """--jobs unsaid: 32 trial instances at once with the Slurm executor, one per core without."""
+    from netrepro.cli import commands as cli
+    assert cli.main(["run", "pie-vs-red", "--site", "ns3", "--dry-run", "--option", "executor=slurm"]) == 0
+    assert ", 32 at a time: " in capsys.readouterr().out
+    assert cli.main(["run", "pie-vs-red", "--site", "ns3", "--dry-run"]) == 0
+    assert ", 32 at a time: " not in capsys.readouterr().out

@@ -33,11 +33,12 @@ def checked_trial_ids(spec: Spec, trial_ids: list[str] | None) -> list[str]:
 JOBS_MAX = 64
 
 
-def checked_jobs(site_name: str, jobs: int | None) -> int:
-    """How many trial instances a run on ``site_name`` runs at once: ``jobs`` (``--jobs``),
-    by default one per core (``os.cpu_count()``, at most :data:`JOBS_MAX`) on a site that
-    simulates its trials (:func:`simulated`), else 1: an emulated site's or a testbed's
-    measurements are valid only when its trial runs alone.
+def checked_jobs(site_name: str, jobs: int | None, options: dict[str, Any] | None = None) -> int:
+    """How many trial instances a run on ``site_name`` with its ``options`` runs at once:
+    ``jobs`` (``--jobs``), by default the site's (:meth:`netrepro.sites.base.Site.default_jobs`:
+    the ns3 site's Slurm executor queues 32), else one per core (``os.cpu_count()``, at most
+    :data:`JOBS_MAX`) on a site that simulates its trials (:func:`simulated`), else 1: an
+    emulated site's or a testbed's measurements are valid only when its trial runs alone.
 
     Raises:
         SpecError: ``jobs`` is not a whole number from 1 to :data:`JOBS_MAX`, or is more than 1
@@ -46,7 +47,7 @@ def checked_jobs(site_name: str, jobs: int | None) -> int:
     """
     cls = site_class(site_name)
     if jobs is None:
-        return min(os.cpu_count() or 1, JOBS_MAX) if simulated(cls) else 1
+        return cls.default_jobs(options or {}) or (min(os.cpu_count() or 1, JOBS_MAX) if simulated(cls) else 1)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= JOBS_MAX:
         raise SpecError("command line", "--jobs", f"{jobs!r}: expected a whole number of trials to run at once "
                                                   f"from 1 to {JOBS_MAX}")
@@ -114,7 +115,7 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
             (:meth:`netrepro.sites.base.Site.checked_options`).
     """
     out = out or sys.stdout
-    jobs = checked_jobs(site_name, jobs)
+    jobs = checked_jobs(site_name, jobs, options)
     site_class(site_name).checked_options(spec, options)  # the site's options and its own refusals
     checked_trial_ids(spec, trial_ids)
     by_id = trials_by_id(spec)

@@ -98,7 +98,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
             is marked INCOMPLETE; the completed trials are kept.
     """
     known_ids = checked_trial_ids(spec, trial_ids)
-    given_jobs, jobs = jobs, checked_jobs(site_name, jobs)
+    jobs = checked_jobs(site_name, jobs, options)
     prior = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, repeat) if resume is not None else None
     if prior is None:
         repeat = repeat or 1
@@ -106,8 +106,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         instances, seed = trial_instances(spec, trial_ids, repeat, shuffle, seed, points)
     else:
         points = sweeps.from_record(spec, prior["sweep"]) if isinstance(prior.get("sweep"), dict) else None
-    site, inv, scaled, session = _provisioned(spec, site_name, options, rate_scale, jobs if given_jobs else None)
-    jobs = session["jobs"]
+    site, inv, scaled, session = _provisioned(spec, site_name, options, rate_scale, jobs)
     if prior is not None:
         r = _resumed(spec, site, Path(resume).resolve(), prior, known_ids, session)
     else:
@@ -151,12 +150,11 @@ class _Run:
 
 
 def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None,
-                 rate_scale: str | float | None, jobs: int | None) -> tuple[Site, Path | None, Spec, dict]:
+                 rate_scale: str | float | None, jobs: int) -> tuple[Site, Path | None, Spec, dict]:
     """The provisioned site (RuntimeError when it is not), its inventory (written again; None
     when it simulates its trials), the experiment at its rate scale and the session's record
     (when, the toolkit's commit, the site's mode and status, this machine's Python and name,
-    ``jobs``: as given, else the site's default (:meth:`Site.default_jobs`), else the runner's,
-    :func:`checked_jobs`)."""
+    ``jobs``)."""
     site = open_site(spec, site_name, options)
     if not site.load_state().get("provisioned"):
         raise RuntimeError(f"site {site_name}: not provisioned; run `make provision SITE={site_name}` first")
@@ -166,7 +164,7 @@ def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None,
     scaled = spec_at_rate_scale(spec, site, rate_scale=rate_scale)
     session = {"at": datetime.now(timezone.utc).isoformat(), "toolkit_commit": git_commit(), "mode": mode,
                "site_status": status, "controller": {"python": platform.python_version(), "host": platform.node()}}
-    session["jobs"] = jobs or site.default_jobs() or checked_jobs(site_name, None)
+    session["jobs"] = jobs
     return site, inv, scaled, session
 
 

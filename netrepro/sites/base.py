@@ -525,9 +525,11 @@ class Site(ABC):
     def release(self) -> None:
         """Give every resource back. Idempotent: releasing twice is harmless."""
 
-    def default_jobs(self) -> int | None:
-        """How many trial instances a run on this reservation runs at once when ``--jobs`` does
-        not say; None (the default): the runner's (netrepro.runner.instances.checked_jobs)."""
+    @classmethod
+    def default_jobs(cls, options: dict[str, Any]) -> int | None:
+        """How many trial instances a run with the site's ``options`` runs at once when
+        ``--jobs`` does not say; None (the default): the runner's
+        (netrepro.runner.instances.checked_jobs)."""
         return None
 
     def documents(self) -> dict[str, Path]:

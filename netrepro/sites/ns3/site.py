@@ -476,10 +476,11 @@ class Ns3Site(Site):
         super().__init__(spec, state_dir, options)
         self._slurm: slurm.SlurmRunner | None = None   # made at the first simulation sent to Slurm
 
-    def default_jobs(self) -> int | None:
+    @classmethod
+    def default_jobs(cls, options: dict[str, Any]) -> int | None:
         """With the Slurm executor, :data:`netrepro.sites.ns3.slurm.JOBS_AT_ONCE` trial instances
         at once (the cluster queues them); else the runner's default (one per core)."""
-        return slurm.JOBS_AT_ONCE if slurm.uses_slurm(self.options) else None
+        return slurm.JOBS_AT_ONCE if slurm.uses_slurm(options) else None
 
     def run_subprocess(self, argv: list[str]) -> subprocess.CompletedProcess:
         """As :meth:`Site.run_subprocess`, or, with option ``executor=slurm``, as a Slurm job
