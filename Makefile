@@ -56,6 +56,9 @@ SWEEP ?=
 DRY_RUN ?=
 #: run, reproduce: trial instances simulated at once, ns3 only (--jobs; default one per core)
 JOBS ?=
+#: reproduce, up, provision, run: hold N reservations of SITE at once and deal the trials out to
+#: them (--parallel; N slices, N nodes files on static: STATIC_FILE=a.yml,b.yml); down releases them all
+PARALLEL ?=
 #: 1: Ansible's task lines on the console (-v)
 V ?=
 #: analyze, bench: 1 accepts a run whose raw files differ from run.json's record (--partial)
@@ -89,7 +92,9 @@ SITE_ARGS = --site $(SITE) $(foreach o,$(OPTIONS),--option '$(subst ','\'',$(o))
 # The repetition, concurrency and console options of run and reproduce (netrepro run --help).
 SCHEDULE_ARGS = $(if $(filter-out 1,$(REPEAT)),--repeat $(REPEAT)) $(if $(SEED),--seed $(SEED)) \
                 $(if $(filter 1,$(NO_SHUFFLE)),--no-shuffle) $(if $(filter 1,$(DRY_RUN)),--dry-run) $(if $(filter 1,$(V)),-v) \
-                $(if $(filter 1,$(SWEEP)),--sweep) $(if $(JOBS),--jobs $(JOBS))
+                $(if $(filter 1,$(SWEEP)),--sweep) $(if $(JOBS),--jobs $(JOBS)) $(PARALLEL_ARGS)
+# How many reservations at once, on reproduce, up, provision and run (netrepro up --help).
+PARALLEL_ARGS = $(if $(PARALLEL),--parallel $(PARALLEL))
 
 .PHONY: help setup venv slurm-packages reproduce-pie-vs-red reproduce up provision run analyze down status profile benchmark \
         renew plan rspec validate compare quick test test-unit test-integration faults fresh-root-check lint \
@@ -140,22 +145,22 @@ quick: $(STAMP) ## The fastest real verdicts of EXPERIMENT: on the local site at
 	$(NETREPRO) quick $(EXPERIMENT)
 
 # A dry run installs nothing: setup (apt-get, the micro-VM kernel) only for a real run.
-reproduce: $(if $(filter 1,$(DRY_RUN)),$(STAMP),setup) ## setup + up + provision + run + analyze + down for EXPERIMENT (REPEAT=N, SWEEP=1, RESUME=<run folder>, JOBS=N: trials simulated at once, ns3 only, default one per core); DRY_RUN=1 prints the trials and skips setup: nothing is installed but the virtual environment
+reproduce: $(if $(filter 1,$(DRY_RUN)),$(STAMP),setup) ## setup + up + provision + run + analyze + down for EXPERIMENT (REPEAT=N, SWEEP=1, RESUME=<run folder>, JOBS=N: trials simulated at once, ns3 only, default one per core; PARALLEL=N: on N reservations at once); DRY_RUN=1 prints the trials and skips setup: nothing is installed but the virtual environment
 	$(NETREPRO) reproduce $(EXPERIMENT) $(SITE_ARGS) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
 
 up: setup ## Reserve/build the site and wait until every node answers
-	$(NETREPRO) up $(EXPERIMENT) $(SITE_ARGS)
+	$(NETREPRO) up $(EXPERIMENT) $(SITE_ARGS) $(PARALLEL_ARGS)
 
 provision: $(STAMP) ## Provision the nodes with Ansible
-	$(NETREPRO) provision $(EXPERIMENT) $(SITE_ARGS)
+	$(NETREPRO) provision $(EXPERIMENT) $(SITE_ARGS) $(PARALLEL_ARGS)
 
-run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/ (REPEAT=N, SWEEP=1, SEED, NO_SHUFFLE=1, DRY_RUN=1, V=1, JOBS=N: trials simulated at once, ns3 only, default one per core); RESUME=<run folder> continues that run
+run: $(STAMP) ## Run the trials into a new results/<experiment>/<run-id>/ (REPEAT=N, SWEEP=1, SEED, NO_SHUFFLE=1, DRY_RUN=1, V=1, JOBS=N: trials simulated at once, ns3 only, default one per core; PARALLEL=N: on N reservations at once); RESUME=<run folder> continues that run
 	$(NETREPRO) run $(EXPERIMENT) $(SITE_ARGS) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
 
 analyze: $(STAMP) ## Analyze RUN=<folder> (default: results/<experiment>/latest); PARTIAL=1 accepts damaged raw files
 	$(NETREPRO) analyze $(EXPERIMENT) $(if $(RUN),--run $(RUN)) $(if $(filter 1,$(PARTIAL)),--partial)
 
-down: $(STAMP) ## Release the site (idempotent)
+down: $(STAMP) ## Release the site, and every parallel reservation of it (idempotent)
 	$(NETREPRO) down $(EXPERIMENT) $(SITE_ARGS)
 
 status: $(STAMP) ## Show the site's reservation

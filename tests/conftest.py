@@ -75,11 +75,17 @@ def recorded_site(tmp_path, monkeypatch):
         return {**record, "id": tid, "wall_s": 60.0, "duration_s": 25.0, "labels": tv["labels"],
                 **({"health": {"passed": False, "checks": [lag]}} if sick else {})}
 
-    state = {"provisioned": True}
-    site = _RecordedSite(load_state=lambda: dict(state), save_state=state.update, status=lambda: {"mode": "vm"})
+    def fake_site(copy: int) -> _RecordedSite:
+        state = {"provisioned": True}
+        return _RecordedSite(load_state=lambda: dict(state), save_state=state.update, status=lambda: {"mode": "vm"},
+                             copy=copy, name="recorded")
+
+    def reservations(spec, name, opts, parallel):
+        return [run.Reservation(k, fake_site(k), tmp_path / f"inventory-{k}.yml", f"recorded #{k}" if parallel > 1
+                                else "recorded") for k in range(1, parallel + 1)]
+
     monkeypatch.setattr(run, "run_trial", run_trial)
-    monkeypatch.setattr(run, "open_site", lambda spec, name, opts=None: site)
-    monkeypatch.setattr(run, "write_site_inventory", lambda spec, site: tmp_path / "inventory.yml")
+    monkeypatch.setattr(run, "open_reservations", reservations)
     monkeypatch.setattr(run, "delay_probe", lambda inv, tv: None)
     monkeypatch.setattr(run, "stop_trial", lambda *a: None)
     return SimpleNamespace(ran=ran, given=given, stop_at=stop_at, unhealthy=unhealthy, results=tmp_path / "results")

@@ -79,7 +79,7 @@ def test_clean_on_a_home_like_folder_removes_nothing_but_what_netrepro_made(tmp_
     home = tmp_path / "home"
     _home(home)
     ours = _made_by_netrepro(home, "ns3")
-    assert state_dir_owner(ours) == ("pie-vs-red", "ns3")
+    assert state_dir_owner(ours) == ("pie-vs-red", "ns3", 1)
     before = {k: v for k, v in _digest(home).items() if not k.startswith(ours.name)}
     env = {k: v for k, v in os.environ.items() if not k.startswith("NETREPRO_")}
     r = subprocess.run([sys.executable, "-m", "netrepro", "clean"], cwd=REPO, env={**env, "NETREPRO_STATE": str(home)},
@@ -180,7 +180,7 @@ def test_what_a_user_put_into_a_state_folder_is_kept_and_named(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == sorted([STATE_MARKER, "fablib.log.bak", "my analysis", "notes.txt"])
     assert (folder / "notes.txt").read_text() == "my notes\n" and (folder / "fablib.log.bak").read_text() == "my copy\n"
     assert (folder / "my analysis" / "plot.py").read_text() == "print('mine')\n"
-    assert state_dir_owner(folder) == ("pie-vs-red", "fabric")  # still netrepro's: a later clean finishes it
+    assert state_dir_owner(folder) == ("pie-vs-red", "fabric", 1)  # still netrepro's: a later clean finishes it
     for kept in mine:
         said = [ln for ln in lines if ln.startswith(f"[clean] left {kept}: ")]
         assert len(said) == 1 and "not something netrepro writes" in said[0], (kept, lines)

@@ -363,7 +363,7 @@ def test_end_playbooks_ends_its_own_children_only(tmp_path):
                              env={**os.environ, "S": str(script)}, start_new_session=True)
     time.sleep(0.5)
     try:
-        found = playbooks._end_playbooks(grace_s=2)
+        found = playbooks.end_playbooks(grace_s=2)
         assert found == [mine.pid]
         assert mine.wait(timeout=10) != 0
         assert not process_group_alive(mine.pid)  # its `sleep` too: the whole group

@@ -172,16 +172,16 @@ def cmd_inventory(args) -> int:
 def cmd_up(args) -> int:
     spec, opts = load_spec(args.experiment), _options(args)
     steps.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
-    held = steps.up(spec, args.site, opts).held()
-    if held:   # what stays reserved until `down`, and how to release it
-        print(held)
+    for site in steps.up_copies(spec, args.site, opts, args.parallel):
+        if held := site.held():   # what stays reserved until `down`, and how to release it
+            print(held)
     return 0
 
 
 def cmd_provision(args) -> int:
     spec = load_spec(args.experiment)
     _check_environment(args, spec)
-    steps.provision(spec, args.site, _options(args), rate_scale=args.rate_scale)
+    steps.provision_copies(spec, args.site, _options(args), rate_scale=args.rate_scale, parallel=args.parallel)
     return 0
 
 
@@ -228,6 +228,19 @@ def _jobs(value: str) -> int:
     return n
 
 
+def _parallel(value: str) -> int:
+    """--parallel (make's PARALLEL): how many reservations of the site a campaign holds and runs
+    trials on at once, a whole number from 1 to netrepro.runner.steps.PARALLEL_MAX."""
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = 0
+    if not 1 <= n <= steps.PARALLEL_MAX:
+        raise argparse.ArgumentTypeError(f"PARALLEL: {value!r}: expected a whole number of reservations "
+                                         f"(--parallel N) from 1 to {steps.PARALLEL_MAX}")
+    return n
+
+
 def _schedule_args(args) -> dict:
     """The repetition options of run/reproduce for netrepro.runner.run.run and
     netrepro.runner.instances.dry_run, and ``jobs`` (--jobs; None: the site's default). A resumed
@@ -241,7 +254,8 @@ def _dry_run(args, spec) -> int:
     sched = _schedule_args(args)
     dry_run(spec, args.site, _run_time_scale(args), _options(args), trial_ids=getattr(args, "trial", None),
             repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
-            resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"], jobs=sched["jobs"])
+            resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"], jobs=sched["jobs"],
+            parallel=args.parallel)
     _print_time_scale_note(args, spec, "dry-run")
     return 0
 
@@ -255,7 +269,7 @@ def cmd_run(args) -> int:
     run_dir = run(spec, args.site, _run_time_scale(args), _options(args),
                   trial_ids=args.trial or None, resume=Path(args.resume) if args.resume else None,
                   repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"], sweep=sched["sweep"],
-                  judge=judge_trial, jobs=sched["jobs"], rate_scale=args.rate_scale)
+                  judge=judge_trial, jobs=sched["jobs"], rate_scale=args.rate_scale, parallel=args.parallel)
     print(f"[run] raw data and run.json in {run_dir}")
     return 0
 
@@ -313,12 +327,22 @@ def cmd_down(args) -> int:
 
 
 def cmd_status(args) -> int:
-    print(json.dumps(steps.open_site(load_spec(args.experiment), args.site, _options(args)).status(), indent=1, default=str))
+    """The reservation's status (JSON); with a parallel campaign's other reservations up, each
+    one's too, under ``parallel_reservations`` (copy number -> status)."""
+    spec, opts = load_spec(args.experiment), _options(args)
+    status = steps.open_site(spec, args.site, opts).status()
+    copies = steps.copies_on_disk(spec, args.site)
+    if copies:
+        status["parallel_reservations"] = {str(k): steps.open_site(spec, args.site, opts, k).status() for k in copies}
+    print(json.dumps(status, indent=1, default=str))
     return 0
 
 
 def cmd_renew(args) -> int:
-    steps.open_site(load_spec(args.experiment), args.site, _options(args)).renew(args.hours)
+    """Renew the reservation's lease, and every parallel reservation's."""
+    spec, opts = load_spec(args.experiment), _options(args)
+    for k in [1, *steps.copies_on_disk(spec, args.site)]:
+        steps.open_site(spec, args.site, opts, k).renew(args.hours)
     return 0
 
 
@@ -353,22 +377,25 @@ def cmd_reproduce(args) -> int:
     resume = Path(args.resume) if args.resume else None
     run_dir, verdict, timings = _reproduce(spec, args.site, _run_time_scale(args), _options(args),
                                            _schedule_args(args), keep=args.keep, resume=resume,
-                                           rate_scale=args.rate_scale)
+                                           rate_scale=args.rate_scale, parallel=args.parallel)
     print(f"[reproduce] wall time {timings['total_s']:.0f} s: " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items() if k != "total_s"))
     _print_verdict(verdict, run_dir)  # the last line: the verdict and the report's path
     return 0
 
 
 def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dict, keep: bool = False,
-               resume: Path | None = None, rate_scale: str | None = None) -> tuple[Path, dict, dict]:
+               resume: Path | None = None, rate_scale: str | None = None,
+               parallel: int = 1) -> tuple[Path, dict, dict]:
     """One reproduction on ``site``: up, provision, run, analyze, down (unless ``keep``; the
-    site is released even on failure or Ctrl-C). ``sched``: :func:`_schedule_args`'s;
+    site is released even on failure or Ctrl-C), on ``parallel`` reservations at once
+    (``--parallel``; each released at the end). ``sched``: :func:`_schedule_args`'s;
     ``rate_scale``: ``--rate-scale`` (None: $RATE_SCALE or the site's choice).
     Returns (the run folder, its verdict, its ``timings.json``: seconds per step and
     ``total_s``). Raises what the steps raise (StepIncomplete saying whether the site was
     released)."""
     checked_jobs(site, sched["jobs"])   # --jobs > 1 on a site that does not simulate: before it is up
-    steps.open_site(spec, site, opts).preflight()   # bad files/credentials: nothing written yet
+    for k in range(1, parallel + 1):   # bad files/credentials, a site of one reservation: nothing written yet
+        steps.open_site(spec, site, opts, k).preflight()
     if resume:  # refused before anything is built (reads only)
         load_resume(spec, site, resume, time_scale, None, sched["repeat"])
     elif sched["sweep"]:  # every point checked before anything is built
@@ -377,15 +404,16 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
     timings = {}
     try:
         t = time.time()
-        steps.up(spec, site, opts)
+        steps.up_copies(spec, site, opts, parallel)
         timings["up_s"] = round(time.time() - t, 1)
         t = time.time()
-        steps.provision(spec, site, opts, rate_scale=rate_scale)
+        steps.provision_copies(spec, site, opts, rate_scale=rate_scale, parallel=parallel)
         timings["provision_s"] = round(time.time() - t, 1)
         t = time.time()
         run_dir = run(spec, site, time_scale, opts, resume=resume, command="reproduce",
                       repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
-                      sweep=sched["sweep"], judge=judge_trial, jobs=sched["jobs"], rate_scale=rate_scale)
+                      sweep=sched["sweep"], judge=judge_trial, jobs=sched["jobs"], rate_scale=rate_scale,
+                      parallel=parallel)
         timings["trials_s"] = round(time.time() - t, 1)
         t = time.time()
         from analysis import analyze_run
@@ -402,8 +430,10 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
             t = time.time()
             steps.down(spec, site, opts)
             timings["down_s"] = round(time.time() - t, 1)
-        elif held := steps.open_site(spec, site, opts).held():   # --keep: what stays reserved, and how to release it
-            print(held)
+        else:   # --keep: what stays reserved, and how to release it
+            for k in range(1, parallel + 1):
+                if held := steps.open_site(spec, site, opts, k).held():
+                    print(held)
     timings["total_s"] = round(time.time() - t0, 1)
     (run_dir / TIMINGS).write_text(json.dumps(timings, indent=1) + "\n")
     return run_dir, verdict, timings
@@ -583,8 +613,10 @@ def _add_preparing_commands(add: Callable[..., argparse.ArgumentParser]) -> None
 def _add_lifecycle_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     """Add, with ``add`` (:func:`build_parser`'s), the commands of a site's and a run's steps,
     one at a time: up, provision, run, analyze, down, status, clean, compare, renew."""
-    add("up", cmd_up, "reserve the site and wait until every node answers SSH")
-    _add_rate_scale(add("provision", cmd_provision, "provision the nodes with Ansible"))
+    _add_parallel(add("up", cmd_up, "reserve the site and wait until every node answers SSH"))
+    sp = add("provision", cmd_provision, "provision the nodes with Ansible")
+    _add_rate_scale(sp)
+    _add_parallel(sp)
     sp = add("run", cmd_run, "run the trials and fetch the raw data into a new results folder")
     sp.add_argument("--time-scale", type=_time_scale, default=os.environ.get("TIME_SCALE", "1"), action=_Given,
                     help="multiply every duration of the schedule (default: $TIME_SCALE or 1; "
@@ -594,13 +626,14 @@ def _add_lifecycle_commands(add: Callable[..., argparse.ArgumentParser]) -> None
                                                     "incomplete trial, keeping the completed ones")
     _add_rate_scale(sp)
     _add_schedule(sp)
+    _add_parallel(sp)
     sp = add("analyze", cmd_analyze, "analyze a run folder (default: results/<experiment>/latest)", site=False)
     sp.add_argument("--run", default=os.environ.get("RUN") or None,
                     help="run folder (default: $RUN, else results/<experiment>/latest)")
     sp.add_argument("--partial", action="store_true",
                     help="analyze a run whose raw files differ from run.json's sha256 record; claims reading "
                          "incomplete trials are reported NOT EVALUABLE (default: refuse such a run)")
-    add("down", cmd_down, "release the site (idempotent)")
+    add("down", cmd_down, "release the site, and every parallel reservation of it (idempotent)")
     add("status", cmd_status, "show the site's reservation")
     add("clean", cmd_clean, "tear down local sites, remove generated state; keeps live testbed reservations",
         site=False, exp=False)
@@ -632,6 +665,15 @@ def _add_reproducing_commands(add: Callable[..., argparse.ArgumentParser]) -> No
     sp.add_argument("--keep", action="store_true", help="leave the site up at the end")
     _add_rate_scale(sp)
     _add_schedule(sp)
+    _add_parallel(sp)
+
+
+def _add_parallel(sp) -> None:
+    """--parallel of up, provision, run and reproduce (:func:`_parallel`)."""
+    sp.add_argument("--parallel", type=_parallel, default=os.environ.get("PARALLEL") or "1", metavar="N",
+                    help="hold N reservations of the site at once (N slices; N nodes files on static, "
+                         "STATIC_FILE=a.yml,b.yml; N copies in host mode on local) and deal the trials out to them "
+                         "(default: $PARALLEL or 1)")
 
 
 def _add_rate_scale(sp) -> None:

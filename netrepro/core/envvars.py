@@ -30,6 +30,7 @@ ENV_VARS: dict[str, str] = {
                   "chosen from the site's rate ceiling or measured capacity",
     "REPEAT": "the default of --repeat of run and reproduce: repetitions of every trial, 1 to 100; default 1",
     "SWEEP": "run and reproduce: 1 runs the experiment's sweep (as --sweep), 0 or empty does not",
+    "PARALLEL": "the default of --parallel of up, provision, run and reproduce: reservations of the site held at once, 1 to 16; default 1",
     "HOURS": "the default of renew's --hours: the lease ends HOURS from now; default 6",
     "RUN": "the default of analyze's --run: the run folder to analyze; default results/<experiment>/latest",
     # --- where netrepro keeps things

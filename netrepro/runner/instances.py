@@ -16,7 +16,7 @@ from netrepro.runner.resume import load_resume
 from netrepro.runfolder.reading import latest_records
 from netrepro.runner.steps import simulated
 from netrepro.runner.trialvars import settings_text
-from netrepro.sites import SITES, Site, site_class
+from netrepro.sites import SITES, Site, SiteError, site_class
 from netrepro.experiment.spec import Spec, SpecError
 
 
@@ -93,13 +93,15 @@ def instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], site
 
 def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
             trial_ids: list[str] | None = None, repeat: int = 1, shuffle: bool = True, seed: int | None = None,
-            resume: Path | None = None, out=None, sweep: bool = False, jobs: int | None = None) -> list[dict]:
+            resume: Path | None = None, out=None, sweep: bool = False, jobs: int | None = None,
+            parallel: int = 1) -> list[dict]:
     """Print every trial instance a run would run, in order, with its settings and the estimated
     wall time, and return them (``[{id, trial, repetition, settings, estimate_s}]``; ``point``
     too in a sweep). Touches nothing: no site is contacted, no file written (the site's saved
     state is only read). ``sweep``: as :func:`run`'s; every point's experiment is validated.
     ``jobs``: as :func:`run`'s (:func:`checked_jobs`); with more than one at a time the last
-    line says how long the instances take so (:func:`netrepro.runner.progress.eta_s`).
+    line says how long the instances take so (:func:`netrepro.runner.progress.eta_s`); so with
+    ``parallel`` reservations, one instance on each at a time (:func:`netrepro.runner.run.run`).
 
     With ``resume``: the run's remaining instances (:func:`load_resume` checks it, reading
     only). A shuffled run without ``seed`` draws one and prints it: ``--seed`` with it runs
@@ -112,11 +114,14 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
     Raises:
         SpecError: a bad ``trial_ids``, ``repeat``, ``resume``, sweep or ``jobs`` (one line).
         SiteError: an option the site refuses, or an experiment it could not build with them
-            (:meth:`netrepro.sites.base.Site.checked_options`).
+            (:meth:`netrepro.sites.base.Site.checked_options`); ``parallel`` above 1 on a site
+            that holds one reservation at a time.
     """
     out = out or sys.stdout
     jobs = checked_jobs(site_name, jobs, options)
     site_class(site_name).checked_options(spec, options)  # the site's options and its own refusals
+    if parallel > 1 and not site_class(site_name).PARALLEL:
+        raise SiteError(site_class(site_name).parallel_refusal())
     checked_trial_ids(spec, trial_ids)
     by_id = trials_by_id(spec)
     points = None
@@ -157,5 +162,7 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
           f"({schedule.hms(each)} each: schedule {schedule.hms(spec.duration_s * time_scale)}"
           + (" simulated" if simulated(cls) else "") + " + overhead)"
           + (f", {jobs} at a time: about {schedule.hms(eta_s(each, len(rows), (), jobs))}" if jobs > 1 else "")
+          + (f", on {parallel} reservations at once: about {schedule.hms(eta_s(each, len(rows), (), parallel))}"
+             if parallel > 1 else "")
           + "; nothing was run or written", file=out)
     return rows

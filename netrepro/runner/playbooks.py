@@ -40,7 +40,7 @@ def playbook_path(name: str, inv: Path, extravars: dict, site: Site, quiet: bool
     ansible-runner 2.4 replaces the SIGINT and SIGTERM handlers when it runs in the main
     thread (``ansible_runner.utils.signal_handler``, called by ``interface.init_runner``) and
     never restores them, so a signal that came between two playbooks was lost. Here the main
-    thread only waits; on KeyboardInterrupt it ends the playbook (:func:`_end_playbooks`) and
+    thread only waits; on KeyboardInterrupt it ends the playbook (:func:`end_playbooks`) and
     re-raises.
 
     Raises: what run_playbook raises (PlaybookError), KeyboardInterrupt.
@@ -60,7 +60,7 @@ def playbook_path(name: str, inv: Path, extravars: dict, site: Site, quiet: bool
         while worker.is_alive():
             worker.join(0.2)
     except KeyboardInterrupt:
-        _end_playbooks()
+        end_playbooks()
         worker.join(30)
         raise
     log_file = getattr(box.get("error"), "log", None) or getattr(box.get("result"), "log", None)
@@ -75,7 +75,7 @@ def playbook_path(name: str, inv: Path, extravars: dict, site: Site, quiet: bool
     return box["result"]
 
 
-def _end_playbooks(grace_s: float = 5.0) -> list[int]:
+def end_playbooks(grace_s: float = 5.0) -> list[int]:
     """End every ansible-playbook this process started, with its workers and ssh clients:
     SIGTERM to its process group (pexpect gives it a session of its own), SIGKILL to what is
     left after ``grace_s``. Returns the process ids found."""

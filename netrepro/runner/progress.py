@@ -125,11 +125,17 @@ class _Shown:
     task: Any = None
     #: its own work ended (epoch s); it waits to be recorded (:meth:`RunProgress.waiting`)
     waiting_since: float | None = None
+    #: where it runs, shown with it: a campaign's reservation (``static #2``), or ""
+    where: str = ""
+    #: its last live queueing-delay reading (ms) and when it was read (time.monotonic)
+    delay_ms: float | None = None
+    probed_at: float = -float("inf")
 
 
 class RunProgress:
-    """The progress of a run of ``total`` trial instances, ``jobs`` of them at once (several
-    only on a site that simulates its trials).
+    """The progress of a run of ``total`` trial instances, ``jobs`` of them at once (several on
+    a site that simulates its trials, or one per reservation of a campaign on several:
+    each trial is shown with where it runs, its own bar and queueing delay).
 
     ``estimate_s``: the expected wall time of one trial instance (schedule plus overhead), for
     the ETA before any trial has ended; afterwards the mean of the finished ones is used
@@ -155,7 +161,6 @@ class RunProgress:
         self._live = None
         self._run_task = None
         self.last_delay_ms: float | None = None
-        self._probed_at = -float("inf")
 
     # --- plain lines -------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -185,18 +190,19 @@ class RunProgress:
 
     # --- a trial -----------------------------------------------------------------------------
     def trial(self, instance: str, settings: str, phases: list[dict], start_epoch_s: Callable[[], float | None],
-              probe: Callable[[], float | None] | None = None) -> "RunProgress":
+              probe: Callable[[], float | None] | None = None, where: str = "") -> "RunProgress":
         """Begin showing trial ``instance`` (k = done + running + 1 of total) with ``settings``
         (one phrase); ``phases``: ``[{name, start_s, end_s, flows}]`` (s from the trial's
         start, as run); ``start_epoch_s()``: the common start once the barrier has released
         it (a simulated trial: once simulated), else None; ``probe()``: the live queueing
-        delay (ms), or None. Ends with :meth:`end`; several may be shown at once."""
+        delay (ms), or None; ``where``: the reservation it runs on, shown with it (a campaign
+        on several), or "". Ends with :meth:`end`; several may be shown at once."""
         with self._lock:
             k = self.done + len(self._shown) + 1
             running = sum(s.waiting_since is None for s in self._shown.values()) + 1
-        self.line(f"trial {k} of {self.total}: {instance} ({settings}); {self._times()}"
-                  + (f"; {running} running" if self.jobs > 1 else ""))
-        s = _Shown(instance, k, phases, start_epoch_s, probe)
+        self.line(f"trial {k} of {self.total}: {instance}" + (f" on {where}" if where else "")
+                  + f" ({settings}); {self._times()}" + (f"; {running} running" if self.jobs > 1 else ""))
+        s = _Shown(instance, k, phases, start_epoch_s, probe, where=where)
         s.thread = threading.Thread(target=self._follow, args=(s,), name=f"progress {instance}", daemon=True)
         with self._lock:
             self._shown[instance] = s
@@ -250,13 +256,14 @@ class RunProgress:
             if s.stop.is_set():
                 return
             ph = s.phases[i]
-            if s.probe and not is_end and time.monotonic() - self._probed_at >= PROBE_MIN_INTERVAL_S:
-                self._probed_at = time.monotonic()
-                self.last_delay_ms = s.probe()
-            delay = "n/a" if self.last_delay_ms is None else f"{self.last_delay_ms:g} ms"
+            if s.probe and not is_end and time.monotonic() - s.probed_at >= PROBE_MIN_INTERVAL_S:
+                s.probed_at = time.monotonic()
+                s.delay_ms = self.last_delay_ms = s.probe()
+            delay = "n/a" if s.delay_ms is None else f"{s.delay_ms:g} ms"
             if is_end and not self.tty:
                 flows = f", {ph['flows']} flows" if "flows" in ph else ""
-                self.line(f"trial {s.k} of {self.total} {s.instance}: phase {ph['name']} ({i + 1} of {len(s.phases)}"
+                self.line(f"trial {s.k} of {self.total} {s.instance}" + (f" on {s.where}" if s.where else "")
+                          + f": phase {ph['name']} ({i + 1} of {len(s.phases)}"
                           f"{flows}) ended; queueing delay median {delay} (last pings); {self._times()}")
 
     # --- rich (terminal only) ----------------------------------------------------------------
@@ -273,7 +280,7 @@ class RunProgress:
                 self._live = live
             else:
                 self._live.update(self._run_task, description=f"run {s.k}/{self.total}")
-            s.task = self._live.add_task(s.instance, total=float(s.phases[-1]["end_s"]) if s.phases else 1,
+            s.task = self._live.add_task(s.instance + (f" on {s.where}" if s.where else ""), total=float(s.phases[-1]["end_s"]) if s.phases else 1,
                                          info="arming")
         self._live.update(self._run_task, info=self._times())
 
@@ -289,7 +296,7 @@ class RunProgress:
             return
         t = now - start
         ph = next((p for p in s.phases if p["start_s"] <= t < p["end_s"]), s.phases[-1])
-        delay = "n/a" if self.last_delay_ms is None else f"{self.last_delay_ms:g} ms"
+        delay = "n/a" if s.delay_ms is None else f"{s.delay_ms:g} ms"
         flows = f" ({ph['flows']} flows)" if "flows" in ph else ""
         live.update(s.task, completed=min(t, s.phases[-1]["end_s"]),
                     info=f"phase {ph['name']}{flows}, queueing delay {delay}")

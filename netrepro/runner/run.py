@@ -24,7 +24,9 @@ from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, site_arg, spec_
 from netrepro.runner.fetch import nodes_meta
 from netrepro.runner.instances import checked_trial_ids, instance_estimate_s, trial_instances, trials_by_id, checked_jobs
 from netrepro.runner.resume import load_resume, resume_record
-from netrepro.runner.steps import open_site, simulated, write_site_inventory
+from netrepro.runner.parallel import Reservation, open_reservations, unanswered
+from netrepro.runner.playbooks import end_playbooks
+from netrepro.runner.steps import down
 from netrepro.runner.trial import (TrialJudge, delay_probe, kept_simulation, run_trial, simulate_trial, simulation_of,
                                    stop_trial, TrialFailed)
 from netrepro.runner.trialvars import spec_at_rate_scale, scaled_phases, settings_text, trial_vars
@@ -41,7 +43,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         trial_ids: list[str] | None = None, lead_s: float | None = None, resume: Path | None = None,
         command: str = "run", repeat: int | None = None, shuffle: bool = True, seed: int | None = None,
         progress_tty: bool | None = None, sweep: bool = False, judge: TrialJudge | None = None,
-        jobs: int | None = None, rate_scale: str | float | None = None) -> Path:
+        jobs: int | None = None, rate_scale: str | float | None = None, parallel: int = 1) -> Path:
     """Run the spec's trials (or ``trial_ids``) on a provisioned site; return the run folder.
 
     ``repeat``: run every trial that many times, in blocks of one of each, each block in a
@@ -85,6 +87,16 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
       and how to resume it;
     - ``failed/<trial>-<n>/``: the data of an attempt that ran to its end but failed its checks.
 
+    ``parallel``: how many reservations of the site the trials run on at once (``--parallel N``,
+    :func:`netrepro.runner.steps.up_copies`; each provisioned, :func:`open_reservations`): each
+    takes the next pending instance, in the run's (shuffled) order, as it comes free
+    (:func:`_run_on_reservations`); each instance's record and attempts name the reservation
+    (``reservation``: its copy number) and run.json the campaign's (``parallel``,
+    ``reservations``). A trial that fails on a reservation whose nodes no longer answer
+    (:func:`netrepro.runner.parallel.unanswered`) loses that reservation: it is released, said
+    on the console, and the instance goes back to the front of the queue for the others, as a
+    resumed run would run it; when none is left the run stops there, resumable.
+
     ``command``: the netrepro command the resume hint names (``run`` or ``reproduce``).
     ``rate_scale``: the command line's --rate-scale, which wins over RATE_SCALE
     (:func:`netrepro.runner.trialvars.spec_at_rate_scale`): it chooses the scale when the site's
@@ -106,12 +118,15 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
         instances, seed = trial_instances(spec, trial_ids, repeat, shuffle, seed, points)
     else:
         points = sweeps.from_record(spec, prior["sweep"]) if isinstance(prior.get("sweep"), dict) else None
-    site, inv, scaled, session = _provisioned(spec, site_name, options, rate_scale, jobs)
+    reservations, scaled, session = _provisioned(spec, site_name, options, rate_scale, jobs, parallel)
+    site, inv = reservations[0].site, reservations[0].inv
     if prior is not None:
         r = _resumed(spec, site, Path(resume).resolve(), prior, known_ids, session)
     else:
-        r = _started(spec, site_name, site, session, time_scale, lead_s, instances, repeat, shuffle, seed, points)
+        r = _started(spec, site_name, site, session, time_scale, lead_s, instances, repeat, shuffle, seed, points,
+                     reservations)
     r.scaled, r.inv, r.judge, r.jobs, r.rate_scale = scaled, inv, judge, jobs, rate_scale
+    r.reservations, r.site_name, r.options = reservations, site_name, options
     _record_settings(r, command, site_name)
     _hold_space(r, remove=prior is None)
     kept, unrecorded = _run_trials(r, points, session, progress_tty)
@@ -147,25 +162,33 @@ class _Run:
     #: the command line's --rate-scale (None: RATE_SCALE or the site's choice)
     rate_scale: str | float | None = None
     failure: tuple[str, str, int] | None = None
+    #: the reservations the trials run on (``--parallel``; one: ``site`` and ``inv``), the
+    #: site's name and options as given (to release a lost reservation)
+    reservations: list[Reservation] = field(default_factory=list)
+    site_name: str = ""
+    options: dict[str, Any] | None = None
 
 
-def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None,
-                 rate_scale: str | float | None, jobs: int) -> tuple[Site, Path | None, Spec, dict]:
-    """The provisioned site (RuntimeError when it is not), its inventory (written again; None
-    when it simulates its trials), the experiment at its rate scale and the session's record
-    (when, the toolkit's commit, the site's mode and status, this machine's Python and name,
-    ``jobs``)."""
-    site = open_site(spec, site_name, options)
-    if not site.load_state().get("provisioned"):
-        raise RuntimeError(f"site {site_name}: not provisioned; run `make provision SITE={site_name}` first")
-    inv = None if simulated(site) else write_site_inventory(spec, site)
+def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None, rate_scale: str | float | None,
+                 jobs: int, parallel: int = 1) -> tuple[list[Reservation], Spec, dict]:
+    """The ``parallel`` provisioned reservations of the site (:func:`open_reservations`;
+    RuntimeError when one is not), each with its inventory (written again; None when the site
+    simulates its trials), the experiment at their rate scale and the session's record (when,
+    the toolkit's commit, the site's mode and status, this machine's Python and name,
+    ``jobs``; with several reservations, ``parallel`` and each one's status in
+    ``reservations``)."""
+    reservations = open_reservations(spec, site_name, options, parallel)
+    site = reservations[0].site
     status = site.status()
     mode = status.get("mode", "remote")
     scaled = spec_at_rate_scale(spec, site, rate_scale=rate_scale)
     session = {"at": datetime.now(timezone.utc).isoformat(), "toolkit_commit": git_commit(), "mode": mode,
                "site_status": status, "controller": {"python": platform.python_version(), "host": platform.node()}}
     session["jobs"] = jobs
-    return site, inv, scaled, session
+    if parallel > 1:
+        session["parallel"] = parallel
+        session["reservations"] = [{"reservation": res.copy, "site_status": res.site.status()} for res in reservations]
+    return reservations, scaled, session
 
 
 def _resumed(spec: Spec, site: Site, run_dir: Path, meta: dict, known_ids: list[str], session: dict) -> _Run:
@@ -181,7 +204,8 @@ def _resumed(spec: Spec, site: Site, run_dir: Path, meta: dict, known_ids: list[
 
 
 def _started(spec: Spec, site_name: str, site: Site, session: dict, time_scale: float | None, lead_s: float | None,
-             instances: list[Instance], repeat: int, shuffle: bool, seed: int | None, points: list | None) -> _Run:
+             instances: list[Instance], repeat: int, shuffle: bool, seed: int | None, points: list | None,
+             reservations: list[Reservation] | None = None) -> _Run:
     """A new run: its folder (:func:`new_run_dir`), locked, and its record before any trial:
     how it was made, every trial instance pending, its repetitions and sweep (their design).
     ``time_scale`` None is 1; ``lead_s`` None is the barrier's lead from the environment
@@ -212,7 +236,12 @@ def _started(spec: Spec, site_name: str, site: Site, session: dict, time_scale: 
                          "points": [{**p.as_dict(), "trials": [t for t in p.trials if t in ran]} for p in points],
                          "design": "full factorial: each trial at every combination of the factors that apply to it"}
     meta["rate_scale"] = site.load_state().get("rate_scale")  # every rate and byte size times k
-    meta["site_documents"] = keep_site_documents(run_dir, site.documents())
+    documents = dict(site.documents())
+    for res in (reservations or [])[1:]:   # a campaign's other reservations: r<k>-<name>
+        documents.update({f"r{res.copy}-{name}": path for name, path in res.site.documents().items()})
+    meta["site_documents"] = keep_site_documents(run_dir, documents)
+    if session.get("parallel"):
+        meta["parallel"], meta["reservations"] = session["parallel"], session["reservations"]
     log(f"[run] {spec.name} on {site_name} ({session['mode']}), TIME_SCALE={time_scale}"
         + (f", REPEAT={repeat}" if repeat > 1 else "")
         + (f", sweep of {len(points)} points ({len(order)} trial instances)" if points else "")
@@ -274,9 +303,11 @@ def _run_trials(r: _Run, points: list | None, session: dict, progress_tty: bool 
                                                                  rate_scale=r.rate_scale)) for p in points or []}
         estimate = instance_estimate_s(r.scaled, r.time_scale, r.meta["trials"], type(r.site))
         progress = RunProgress(len(r.meta["trial_status"]), len(r.meta["trial_status"]) - len(r.pending), estimate,
-                               tty=progress_tty, jobs=r.jobs)
+                               tty=progress_tty, jobs=max(r.jobs, len(r.reservations)))
         if r.jobs > 1 and r.inv is None and len(r.pending) > 1:
             _simulate_at_once(r, progress)
+        elif len(r.reservations) > 1:
+            _run_on_reservations(r, progress, estimate)
         else:
             for i, tid in enumerate(r.pending):
                 _keep_leased(r, tid, len(r.pending) - i, estimate)
@@ -300,13 +331,15 @@ def _run_trials(r: _Run, points: list | None, session: dict, progress_tty: bool 
 LEASE_MARGIN_S = 1800.0
 
 
-def _keep_leased(r: _Run, tid: str, left: int, estimate_s: float) -> None:
-    """Before trial instance ``tid`` (``left`` instances to go, ``estimate_s`` s each): when the
+def _keep_leased(r: _Run, tid: str, left: int, estimate_s: float, site: Site | None = None) -> None:
+    """Before trial instance ``tid`` (``left`` instances to go, ``estimate_s`` s each) on
+    ``site`` (default the run's): when the
     site's lease (:meth:`Site.lease_end`) would end less than :data:`LEASE_MARGIN_S` after this
     trial's expected end, renew it to cover every instance left plus the margin, in whole
     hours, saying so. A renewal refused stops the run here (``r.failure``), before the trial:
     what ran is kept, and the account says when the lease ends and how to resume."""
-    end = r.site.lease_end()
+    site = site or r.site
+    end = site.lease_end()
     if end is None:
         return
     now = time.time()
@@ -317,7 +350,7 @@ def _keep_leased(r: _Run, tid: str, left: int, estimate_s: float) -> None:
     log(f"[run] the lease ends at {ends}, before trial {tid} and the margin ({LEASE_MARGIN_S / 60:.0f} min) "
         f"would: renewing it to {hours} h from now")
     try:
-        r.site.renew(hours)
+        site.renew(hours)
     except SiteError as exc:
         r.failure = (tid, f"the lease ends at {ends} and renewing it for {hours} h was refused ({exc}); extend it "
                           "in the portal first", 2)
@@ -341,6 +374,16 @@ class _Begun:
     factor_values: dict
     staging: Path
     started: dict
+    #: the reservation it runs on (a campaign on several), or None: the run's site
+    res: Reservation | None = None
+
+    @property
+    def site(self) -> Site | None:
+        return self.res.site if self.res is not None else None
+
+    @property
+    def inv(self) -> Path | None:
+        return self.res.inv if self.res is not None else None
 
 
 #: How many times a run runs a trial instance again, at once, when its health checks failed
@@ -392,16 +435,18 @@ def _run_instance(r: _Run, tid: str, progress: RunProgress) -> None:
             return
 
 
-def _begin(r: _Run, tid: str, progress: RunProgress) -> _Begun:
-    """Start an attempt at trial instance ``tid``: recorded as running in run.json (written),
-    its staging folder emptied, its trial vars made and its progress shown. Returns it for
-    :func:`_conclude`."""
+def _begin(r: _Run, tid: str, progress: RunProgress, res: Reservation | None = None) -> _Begun:
+    """Start an attempt at trial instance ``tid`` (on reservation ``res`` of a campaign on
+    several, named in the attempt; None: the run's site): recorded as running in run.json
+    (written), its staging folder emptied, its trial vars made and its progress shown. Returns
+    it for :func:`_conclude`."""
     meta, time_scale = r.meta, r.time_scale
     ts = next(s for s in meta["trial_status"] if s["id"] == tid)
     point, tspec = r.at_point.get(ts.get("point"), (None, r.scaled))
     trial_id = ts.get("trial") or tid
     trial = trials_by_id(tspec)[trial_id]
-    attempt = {"started_at": datetime.now(timezone.utc).isoformat(), "status": "running"}
+    attempt = {"started_at": datetime.now(timezone.utc).isoformat(), "status": "running",
+               **({"reservation": res.copy} if res is not None else {})}
     ts.setdefault("attempts", []).append(attempt)
     ts.update(status="running", reason=None)
     write_json(run_json(r.run_dir), meta)
@@ -413,11 +458,13 @@ def _begin(r: _Run, tid: str, progress: RunProgress) -> _Begun:
     if point:
         tv.update(point=point.id, factors=factor_values)
     started: dict[str, float] = {}
+    inv = res.inv if res is not None else r.inv
     progress.trial(tid, settings_text(r.spec, trial) + "".join(f"; {k}={v}" for k, v in factor_values.items()),
                    scaled_phases(tspec, time_scale)
                    or [{"name": "trial", "start_s": 0, "end_s": tv["duration_s"]}],
-                   lambda: started.get("start_epoch_s"), None if r.inv is None else delay_probe(r.inv, tv))
-    return _Begun(tid, ts, attempt, point, tspec, trial_id, tv, factor_values, staging, started)
+                   lambda: started.get("start_epoch_s"), None if inv is None else delay_probe(inv, tv),
+                   where=res.label if res is not None else "")
+    return _Begun(tid, ts, attempt, point, tspec, trial_id, tv, factor_values, staging, started, res)
 
 
 def _conclude(r: _Run, b: _Begun, progress: RunProgress, trial: Callable[[], dict], timed: bool = False) -> bool:
@@ -435,14 +482,15 @@ def _conclude(r: _Run, b: _Begun, progress: RunProgress, trial: Callable[[], dic
     try:
         record = trial()
         record.update(trial=ts.get("trial") or tid, repetition=ts.get("repetition", 1),
-                      **({"point": b.point.id, "factors": b.factor_values} if b.point else {}), jobs=r.jobs)
+                      **({"point": b.point.id, "factors": b.factor_values} if b.point else {}), jobs=r.jobs,
+                      **({"reservation": b.res.copy} if b.res is not None else {}))
         wall_s = record.get("wall_s") if timed else None
     except TrialFailed as exc:
         outcome = ("failed", exc.reason)
         attempt.update(exc.details)
         if exc.stop:
-            if r.inv is not None:
-                stop_trial(b.tspec, r.inv, r.site, tv)
+            if (b.inv or r.inv) is not None:
+                stop_trial(b.tspec, b.inv or r.inv, b.site or r.site, tv)
         if exc.again:
             again = True
         else:
@@ -450,8 +498,8 @@ def _conclude(r: _Run, b: _Begun, progress: RunProgress, trial: Callable[[], dic
     except KeyboardInterrupt as exc:
         sig = signal_of(exc)
         outcome = ("failed", f"interrupted by {sig}")
-        if r.inv is not None:
-            stop_trial(b.tspec, r.inv, r.site, tv)
+        if (b.inv or r.inv) is not None:
+            stop_trial(b.tspec, b.inv or r.inv, b.site or r.site, tv)
         r.failure = (tid, outcome[1], SIGNAL_EXIT[sig])
     except OSError as exc:  # the controller's disk (extracting, moving the data)
         why = exc.strerror or str(exc)
@@ -543,6 +591,106 @@ def _simulate_at_once(r: _Run, progress: RunProgress) -> None:
             why = f"not recorded: the run stopped at trial {r.failure[0]}"
         for b in unrecorded:
             _discard(r, b, progress, why)
+
+
+def _run_on_reservations(r: _Run, progress: RunProgress, estimate_s: float) -> None:
+    """Run the pending trial instances on the run's reservations (``r.reservations``, a
+    campaign's ``--parallel N``), one at a time on each: a free reservation takes the next
+    instance in the pending order (the shuffled blocks), begun here (:func:`_begin`, run.json
+    written), run in a worker thread (:func:`run_trial`: armed, released by its own barrier,
+    fetched, checked and judged against its reservation's inventory) and recorded here as it
+    ends (:func:`_conclude`), in the order the instances end; an unhealthy attempt with a retry
+    left goes back to the front of the queue.
+
+    A trial that fails on a reservation some of whose nodes no longer answer
+    (:func:`unanswered`) while another is left loses that reservation: its attempt is recorded
+    as failed, the reservation is released (:func:`netrepro.runner.steps.down`, said on the
+    console) and the instance goes back to the front of the queue for the others, as a resume
+    would run it again. Any other failure (or the last reservation's) is where the run stops
+    (``r.failure``): no instance is begun after it, the ones running on the other reservations
+    end and are recorded, and the run is resumable as a serial one is.
+
+    On Ctrl-C or SIGTERM (KeyboardInterrupt) the trials still running are stopped: their waits
+    end (:data:`netrepro.runner.trial.STOPPING`), their playbooks are ended
+    (:func:`netrepro.runner.playbooks.end_playbooks`), their processes on the nodes stopped
+    (stop-trial.yml) and their attempts recorded as "interrupted by SIGINT" (or SIGTERM)."""
+    from netrepro.runner import trial as trials
+
+    queue = deque(r.pending)
+    free = deque(r.reservations)
+    live = list(r.reservations)
+    flight: dict[Future, _Begun] = {}
+    pool = ThreadPoolExecutor(max_workers=len(r.reservations), thread_name_prefix="reservation")
+    try:
+        while flight or (queue and free and r.failure is None):
+            while queue and free and r.failure is None:
+                res = free.popleft()
+                tid = queue.popleft()
+                _keep_leased(r, tid, len(queue) // len(live) + 1, estimate_s, res.site)
+                if r.failure is not None:
+                    queue.appendleft(tid)
+                    break
+                b = _begin(r, tid, progress, res)
+                retry = r.judge is not None and _unhealthy_attempts(b.ts) < r.meta["unhealthy_retries"]
+                flight[pool.submit(run_trial, b.tspec, res.site, res.inv, b.tv, r.time_scale, r.run_dir,
+                                   len(b.ts["attempts"]), b.started, judge=r.judge, retry_unhealthy=retry)] = b
+            if not flight:
+                break
+            done, _ = wait(list(flight), return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=lambda f: flight[f].tid):
+                b = flight.pop(fut)
+                failed_before = r.failure
+                again = _conclude(r, b, progress, fut.result)
+                if again:
+                    queue.appendleft(b.tid)
+                elif r.failure is not None and failed_before is None and r.failure[0] == b.tid and len(live) > 1:
+                    lost = unanswered(b.res.inv) if b.res.inv is not None else []
+                    if lost:
+                        _lose(r, b, lost, live)
+                        queue.appendleft(b.tid)
+                        continue
+                if b.res in live:
+                    free.append(b.res)
+    except KeyboardInterrupt as exc:
+        sig = signal_of(exc)
+        if not flight:
+            raise
+        trials.STOPPING.set()
+        end_playbooks()
+        wait(list(flight))
+        ended = sorted(flight.values(), key=lambda b: b.tid)
+        r.failure = r.failure or (ended[0].tid, f"interrupted by {sig}", SIGNAL_EXIT[sig])
+        for b in ended:
+            stop_trial(b.tspec, b.inv, b.site, b.tv)
+            _discard(r, b, progress, f"interrupted by {sig}")
+        flight.clear()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        trials.STOPPING.clear()
+
+
+def _lose(r: _Run, b: _Begun, lost: list[str], live: list[Reservation]) -> None:
+    """Reservation ``b.res`` is lost: trial instance ``b`` failed on it (``r.failure``) and its
+    nodes ``lost`` do not answer. The failure is taken back (the instance is recorded as
+    failed, its attempt naming the reservation), the reservation released and taken out of
+    ``live``, and run.json written with the loss (``lost_reservations``)."""
+    res = b.res
+    why = r.failure[1] if r.failure else "failed"
+    r.failure = None
+    live.remove(res)
+    log(f"[run] reservation {res.label} lost: {', '.join(lost)} do{'es' if len(lost) == 1 else ''} not answer "
+        f"(trial {b.tid}: {why}); releasing it; its trials go to {', '.join(x.label for x in live)}")
+    try:
+        down(r.spec, r.site_name, r.options, copies=[res.copy])
+        released = True
+    except Exception as exc:  # noqa: BLE001 - the campaign goes on; the reservation stays named
+        log(f"[run] reservation {res.label} could not be released ({exc}); release it with "
+            f"`netrepro down {spec_arg(r.spec)}{site_arg(r.site_name)}`")
+        released = False
+    r.meta.setdefault("lost_reservations", []).append(
+        {"reservation": res.copy, "at": datetime.now(timezone.utc).isoformat(), "trial": b.tid, "reason": why,
+         "unanswered": lost, "released": released})
+    write_json(run_json(r.run_dir), r.meta)
 
 
 def _discard(r: _Run, b: _Begun, progress: RunProgress, why: str) -> None:

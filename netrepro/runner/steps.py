@@ -1,7 +1,11 @@
 """The steps that touch a site: ``up`` (reserve it, wait until every node answers, write the
 inventory), ``provision`` (playbooks/provision.yml) and ``down`` (release it); where each finds
 the site's state (``.state/<experiment>-<site>/``) and inventory
-(``inventory/<experiment>-<site>.yml``)."""
+(``inventory/<experiment>-<site>.yml``). A campaign run on N reservations at once
+(``--parallel N``) has N copies of the topology: copy k above 1 keeps its state in
+``.state/<experiment>-<site>.<k>/`` and its inventory in ``inventory/<experiment>-<site>.<k>.yml``
+(:func:`netrepro.sites.statefolder.folder_name`); :func:`up_copies` and
+:func:`provision_copies` make them together, and :func:`down` releases every copy it finds."""
 
 from __future__ import annotations
 
@@ -15,11 +19,13 @@ from netrepro.sites.inventory import (build_inventory, control_dir, foreign_inve
                                 write_known_hosts)
 from netrepro.experiment.rolevars import model_vars
 from netrepro.runner.console import SIGNAL_EXIT, StepIncomplete, site_arg, spec_arg, log, signal_of
-from netrepro.runner.playbooks import playbook_path, playbook_failure
+from netrepro.runner.playbooks import end_playbooks, playbook_path, playbook_failure
 from netrepro.runfolder.writing import remove_tree
 from netrepro.runner.ssh import close_ssh_masters, ssh_control_paths
 from netrepro.runner.trialvars import spec_at_rate_scale
-from netrepro.sites import Site, get_site
+from netrepro.sites import Site, SiteError, get_site
+from netrepro.sites.base import at_once
+from netrepro.sites.statefolder import folder_name, state_dir_owner
 from netrepro.experiment.spec import REPO_ROOT, Spec
 
 #: The sites' state folders: ``.state/`` in the repository, or ``$NETREPRO_STATE``.
@@ -28,20 +34,47 @@ STATE_ROOT = Path(os.environ.get("NETREPRO_STATE", REPO_ROOT / ".state"))
 INVENTORY_DIR = REPO_ROOT / "inventory"
 
 
-def state_dir(spec: Spec, site: str) -> Path:
-    """The folder of ``site``'s state for ``spec``: ``<STATE_ROOT>/<experiment>-<site>/``."""
-    return STATE_ROOT / f"{spec.name}-{site}"
+#: The most reservations a campaign holds at once (``--parallel N``).
+PARALLEL_MAX = 16
 
 
-def inventory_path(spec: Spec, site: str) -> Path:
-    """The Ansible inventory netrepro writes for ``site``: ``inventory/<experiment>-<site>.yml``."""
-    return INVENTORY_DIR / f"{spec.name}-{site}.yml"
+def state_dir(spec: Spec, site: str, copy: int = 1) -> Path:
+    """The folder of ``site``'s state for ``spec``'s ``copy``-th reservation:
+    ``<STATE_ROOT>/<experiment>-<site>/`` (``...-<site>.<copy>/`` above 1)."""
+    return STATE_ROOT / folder_name(spec.name, site, copy)
 
 
-def open_site(spec: Spec, site: str, options: dict[str, Any] | None = None) -> Site:
-    """Site ``site`` (a name in :data:`netrepro.sites.base.SITES`) for ``spec``, with its state in
-    :func:`state_dir` and its ``options`` (:func:`netrepro.sites.get_site`)."""
-    return get_site(site, spec, state_dir(spec, site), options)
+def inventory_path(spec: Spec, site: str, copy: int = 1) -> Path:
+    """The Ansible inventory netrepro writes for ``site``'s ``copy``-th reservation:
+    ``inventory/<experiment>-<site>.yml`` (``...-<site>.<copy>.yml`` above 1)."""
+    return INVENTORY_DIR / f"{folder_name(spec.name, site, copy)}.yml"
+
+
+def open_site(spec: Spec, site: str, options: dict[str, Any] | None = None, copy: int = 1) -> Site:
+    """Site ``site`` (a name in :data:`netrepro.sites.base.SITES`) for ``spec``, its ``copy``-th
+    reservation, with its state in :func:`state_dir` and its ``options``
+    (:func:`netrepro.sites.get_site`; SiteError: a copy above 1 of a site that holds one)."""
+    return get_site(site, spec, state_dir(spec, site, copy), options, copy)
+
+
+def copies_on_disk(spec: Spec, site: str) -> list[int]:
+    """The copies above 1 of ``spec``'s reservations on ``site`` that have a state folder
+    netrepro made (:func:`netrepro.sites.statefolder.state_dir_owner`), in order: what
+    :func:`down` releases besides copy 1, whatever ``--parallel`` says now."""
+    found = []
+    prefix = folder_name(spec.name, site) + "."
+    if STATE_ROOT.is_dir():
+        for entry in STATE_ROOT.iterdir():
+            owner = state_dir_owner(entry) if entry.name.startswith(prefix) else None
+            if owner is not None and owner[:2] == (spec.name, site) and owner[2] > 1:
+                found.append(owner[2])
+    return sorted(found)
+
+
+def reservation_label(site: Site, parallel: int) -> str:
+    """How the console names ``site``'s reservation: the site's name, and ``#k`` of a campaign
+    on several (``parallel`` above 1, or a copy above 1)."""
+    return site.name + (f" #{site.copy}" if parallel > 1 or site.copy > 1 else "")
 
 
 def write_site_inventory(spec: Spec, site: Site) -> Path:
@@ -56,13 +89,46 @@ def write_site_inventory(spec: Spec, site: Site) -> Path:
     write_known_hosts(logins, known)
     inv = build_inventory(spec, logins, site.name, site.inventory_vars(),
                           known_hosts=str(known), control_dir=control_dir(site.state_dir, make=True))
-    return write_inventory(inv, inventory_path(spec, site.name))
+    return write_inventory(inv, inventory_path(spec, site.name, site.copy))
 
 
-def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> Site:
-    """Reserve the site, wait until every node answers, write the inventory."""
-    site = open_site(spec, site_name, options)
-    problem = None if simulated(site) else foreign_inventory(inventory_path(spec, site_name))
+def up_copies(spec: Spec, site_name: str, options: dict[str, Any] | None = None, parallel: int = 1) -> list[Site]:
+    """:func:`up` for each of ``parallel`` copies of the topology, all at once (threads); one
+    copy is :func:`up` itself. Every copy's files and credentials are checked first
+    (``preflight``), before any is reserved.
+
+    Raises:
+        SiteError: the site holds one reservation at a time (``parallel`` above 1), or a copy
+            could not be reserved: one line naming each copy that failed and why; the copies
+            that were reserved stay up, named, for ``down`` (which releases every copy).
+    """
+    if parallel == 1:
+        return [up(spec, site_name, options)]
+    sites = [open_site(spec, site_name, options, k) for k in range(1, parallel + 1)]
+    for s in sites:
+        s.preflight()
+    outcome: dict[int, Site | Exception] = {}
+
+    def one(k: int) -> None:
+        try:
+            outcome[k] = up(spec, site_name, options, copy=k, parallel=parallel)
+        except Exception as exc:  # noqa: BLE001 - every copy's outcome is reported together
+            outcome[k] = exc
+    at_once(one, range(1, parallel + 1))
+    failed = {k: v for k, v in sorted(outcome.items()) if isinstance(v, Exception)}
+    if failed:
+        ready = [k for k in sorted(outcome) if k not in failed]
+        raise SiteError("; ".join(f"reservation #{k} on {site_name} failed: {exc}" for k, exc in failed.items())
+                        + (f"; reservation(s) {', '.join(f'#{k}' for k in ready)} are up: release them with "
+                           f"`netrepro down {spec_arg(spec)}{site_arg(site_name)}`" if ready else ""))
+    return [outcome[k] for k in range(1, parallel + 1)]  # type: ignore[misc]
+
+
+def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None, copy: int = 1, parallel: int = 1) -> Site:
+    """Reserve the site (its ``copy``-th reservation, one of ``parallel``), wait until every
+    node answers, write the inventory."""
+    site = open_site(spec, site_name, options, copy)
+    problem = None if simulated(site) else foreign_inventory(inventory_path(spec, site_name, copy))
     if problem:  # checked before anything is reserved
         raise ValueError(problem)
     t0 = time.time()
@@ -75,9 +141,13 @@ def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> Sit
     st = site.load_state()
     st.setdefault("timings_s", {})["up"] = round(time.time() - t0, 1)
     site.save_state(st)
-    log(f"[up] {site_name} ready in {time.time() - t0:.0f} s"
-        + (f"; inventory {path.relative_to(REPO_ROOT)}" if path else " (a simulation: no node, no inventory)"))
+    log(f"[up] {reservation_label(site, parallel)} ready in {time.time() - t0:.0f} s"
+        + (f"; inventory {_shown(path)}" if path else " (a simulation: no node, no inventory)"))
     return site
+
+
+def _shown(path: Path) -> Path:
+    return path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
 
 
 def simulated(site: Site) -> bool:
@@ -86,8 +156,53 @@ def simulated(site: Site) -> bool:
     return bool(getattr(site, "SIMULATED", False))
 
 
+def provision_copies(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
+                     rate_scale: str | float | None = None, parallel: int = 1) -> None:
+    """:func:`provision` each of ``parallel`` reservations, all at once (threads), alike: the
+    same playbook, the same experiment at one rate scale (a copy that would choose another
+    than copy 1 did is refused: the campaign's trials must be comparable). One copy is
+    :func:`provision` itself.
+
+    Raises:
+        StepIncomplete: a copy's provisioning failed: one line naming each that failed and why;
+            the others stay provisioned, every copy stays up.
+        KeyboardInterrupt: every playbook is ended first.
+    """
+    if parallel == 1:
+        provision(spec, site_name, options, rate_scale=rate_scale)
+        return
+    first = open_site(spec, site_name, options, 1)
+    for k in range(2, parallel + 1):
+        open_site(spec, site_name, options, k)   # SiteError: a site that holds one reservation
+    spec_at_rate_scale(spec, first, choose=True, rate_scale=rate_scale)   # said on the console
+    scale = rate_scale if rate_scale is not None else float(first.load_state()["rate_scale"]["k"])
+    outcome: dict[int, Exception | None] = {}
+
+    def one(k: int) -> None:
+        try:
+            provision(spec, site_name, options, rate_scale=scale, copy=k, parallel=parallel)
+            outcome[k] = None
+        except Exception as exc:  # noqa: BLE001 - every copy's outcome is reported together
+            outcome[k] = exc
+    try:
+        at_once(one, range(1, parallel + 1))
+    except KeyboardInterrupt as exc:
+        end_playbooks()
+        sig = signal_of(exc)
+        raise StepIncomplete(f"provisioning interrupted by {sig}", exit_code=SIGNAL_EXIT[sig],
+                             hint=f"the nodes are partly provisioned and every reservation is still up: run "
+                                  f"`netrepro provision {spec_arg(spec)}{site_arg(site_name)} --parallel {parallel}` "
+                                  f"again, or `netrepro down {spec_arg(spec)}{site_arg(site_name)}`") from None
+    failed = {k: v for k, v in sorted(outcome.items()) if v is not None}
+    if failed:
+        raise StepIncomplete("; ".join(f"reservation #{k}: {getattr(e, 'account', None) or e}" for k, e in failed.items()),
+                             hint=f"every reservation is still up: run `netrepro provision {spec_arg(spec)}"
+                                  f"{site_arg(site_name)} --parallel {parallel}` again, or "
+                                  f"`netrepro down {spec_arg(spec)}{site_arg(site_name)}`")
+
+
 def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
-              rate_scale: str | float | None = None) -> ansible.PlaybookResult:
+              rate_scale: str | float | None = None, copy: int = 1, parallel: int = 1) -> ansible.PlaybookResult:
     """Run playbooks/provision.yml on the site's nodes, with the experiment at the site's rate
     scale (:func:`spec_at_rate_scale`, chosen here: ``rate_scale``, the command line's
     --rate-scale, wins over RATE_SCALE) as :func:`netrepro.experiment.rolevars.model_vars` gives it.
@@ -99,7 +214,8 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
         StepIncomplete: the playbook failed (the first failed task, node and message) or
             was interrupted (SIGINT/SIGTERM; exit code 128 + signal); the site stays up.
     """
-    site = open_site(spec, site_name, options)
+    site = open_site(spec, site_name, options, copy)
+    label = reservation_label(site, parallel)
     if simulated(site):
         st = site.load_state()
         if not st.get("reserved"):
@@ -113,7 +229,8 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
     st = site.load_state()
     st["provisioned"] = False
     site.save_state(st)
-    again = f"run `netrepro provision {spec_arg(spec)}{site_arg(site_name)}` again, or `netrepro down {spec_arg(spec)}{site_arg(site_name)}`"
+    again = (f"run `netrepro provision {spec_arg(spec)}{site_arg(site_name)}"
+             + (f" --parallel {parallel}" if parallel > 1 else "") + f"` again, or `netrepro down {spec_arg(spec)}{site_arg(site_name)}`")
     t0 = time.time()
     try:
         scaled = spec_at_rate_scale(spec, site, choose=True, rate_scale=rate_scale)
@@ -130,20 +247,25 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
     st.setdefault("timings_s", {})["provision"] = round(time.time() - t0, 1)
     st["provisioned"] = True
     site.save_state(st)
-    log(f"[provision] done in {res.seconds:.0f} s ({res.changed} changes)")
+    log(f"[provision] {label + ': ' if parallel > 1 else ''}done in {res.seconds:.0f} s ({res.changed} changes)")
     return res
 
 
-def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None) -> None:
-    """Release the site, close the SSH connections kept open to its nodes and their jump
-    host (ControlMaster sockets in the site's own folder, :func:`netrepro.sites.inventory.control_dir`)
-    and remove its inventory. Harmless
-    when nothing is up."""
-    site = open_site(spec, site_name, options)
-    sockets = ssh_control_paths(site)
-    close_ssh_masters(sockets)
-    site.release()
-    close_ssh_masters(sockets)  # any the release itself opened, and stale sockets
-    inv = inventory_path(spec, site_name)
-    if generated_inventory(inv):  # a file netrepro did not write stays
-        inv.unlink()
+def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None, copies: list[int] | None = None) -> None:
+    """Release the site's reservations of ``spec``: ``copies`` (numbers from 1), by default
+    copy 1 and every other copy with a state folder (:func:`copies_on_disk`: a parallel
+    campaign's, whatever ``--parallel`` says now). For each: close the SSH connections kept
+    open to its nodes and their jump host (ControlMaster sockets in the site's own folder,
+    :func:`netrepro.sites.inventory.control_dir`), release it and remove its inventory.
+    Harmless when nothing is up."""
+    for copy in copies if copies is not None else [1, *copies_on_disk(spec, site_name)]:
+        site = open_site(spec, site_name, options, copy)
+        sockets = ssh_control_paths(site)
+        close_ssh_masters(sockets)
+        site.release()
+        close_ssh_masters(sockets)  # any the release itself opened, and stale sockets
+        inv = inventory_path(spec, site_name, copy)
+        if generated_inventory(inv):  # a file netrepro did not write stays
+            inv.unlink()
+        if copy > 1:
+            log(f"[down] {reservation_label(site, 2)} released")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import tarfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -219,9 +220,23 @@ def _await_schedule_end(end_here_s: float) -> None:
     just as the first phase's flow clients started: these were the trial's latest, 11-172 ms
     behind the schedule against 6-44 ms in the later phases.
 
-    Raises KeyboardInterrupt from the sleep (the caller stops the trial as from a playbook).
+    In a worker thread (a campaign on several reservations, netrepro.runner.run), the wait
+    ends early when :data:`STOPPING` is set: the run is being interrupted.
+
+    Raises KeyboardInterrupt from the sleep (the caller stops the trial as from a playbook);
+    TrialFailed (``stop``) in a worker thread when :data:`STOPPING` was set.
     """
-    time.sleep(max(0.0, end_here_s - time.time()))
+    left = max(0.0, end_here_s - time.time())
+    if threading.current_thread() is threading.main_thread():
+        time.sleep(left)
+    elif STOPPING.wait(left):
+        raise TrialFailed("stopped: the run is being interrupted", stop=True)
+
+
+#: Set by the run's main thread when it is interrupted while trials run in worker threads (a
+#: campaign on several reservations): each ends its wait for the schedule's end at once
+#: (:func:`_await_schedule_end`); cleared when the run has recorded its end.
+STOPPING = threading.Event()
 
 
 def simulate_trial(spec: Spec, site: Site, tv: dict, time_scale: float, run_dir: Path, attempt: int,

@@ -35,9 +35,10 @@ __all__ = ["OPTION_ENV", "DEFAULT_SITE", "SITES", "NodeLogin", "Site", "SiteErro
            "site_options"]
 
 
-def get_site(name: str, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None) -> Site:
-    """Instantiate site ``name`` for ``spec`` with its state in ``state_dir``."""
-    return site_class(name)(spec, state_dir, options)
+def get_site(name: str, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None, copy: int = 1) -> Site:
+    """Instantiate site ``name`` for ``spec`` with its state in ``state_dir``: its ``copy``-th
+    reservation of the topology (:class:`~netrepro.sites.base.Site`; SiteError)."""
+    return site_class(name)(spec, state_dir, options, copy)
 
 
 def site_options(pairs: list[str] | None, environ: dict[str, str] | None = None) -> SiteOptions:

@@ -364,6 +364,12 @@ class Site(ABC):
         state_dir: this reservation's folder (created if missing); ``state.json`` inside.
         options: site options from the command line / environment (``AGGREGATE``, ...),
             checked against ``OPTIONS`` at once (:func:`check_options`; SiteError).
+        copy: which of a campaign's parallel reservations of the topology this is, 1 to N
+            (``--parallel N``; netrepro.runner.parallel). Copy 1 is the reservation a run
+            without ``--parallel`` uses; a site that can hold several copies at once
+            (:attr:`PARALLEL`) names each one's resources apart (a slice name's ``-<k>``, the
+            k-th nodes file, namespaces of their own). SiteError for a copy above 1 of a site
+            that cannot.
     """
 
     name: str = ""
@@ -394,15 +400,32 @@ class Site(ABC):
     #: cache). A site adds its own: ``STATE_ENTRIES = Site.STATE_ENTRIES + ("manifest.xml",)``.
     STATE_ENTRIES: ClassVar[tuple[str, ...]] = (STATE_MARKER, STATE_MARKER + ".tmp", "state.json", "state.tmp",
                                                 "ssh", "ansible", "facts")
+    #: Whether the site can hold several copies of a topology at once, one per reservation of a
+    #: campaign run in parallel (``--parallel N``, netrepro.runner.parallel): a testbed's
+    #: slices, the static site's nodes files, the local site's namespaces in host mode. False
+    #: (the default): a copy above 1 is refused when the site is made.
+    PARALLEL: ClassVar[bool] = False
 
-    def __init__(self, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None):
+    def __init__(self, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None, copy: int = 1):
         self.spec = spec
         self.state_dir = Path(state_dir)
+        if not isinstance(copy, int) or isinstance(copy, bool) or copy < 1:
+            raise SiteError(f"site {self.name}: copy {copy!r}: expected a whole number from 1")
+        if copy > 1 and not self.PARALLEL:
+            raise SiteError(self.parallel_refusal())
+        self.copy = copy
         self.options = type(self).checked_options(spec, options)
         # the subprocesses of run_subprocess still running, and whether stop_subprocesses was called
         self._children: set[subprocess.Popen] = set()
         self._children_lock = threading.Lock()
         self._children_stopped = False
+
+    @classmethod
+    def parallel_refusal(cls) -> str:
+        """The one line refusing ``--parallel`` above 1 on a site that is not :attr:`PARALLEL`."""
+        return (f"site {cls.name}: --parallel: this site holds one reservation of an experiment at a time; expected "
+                "--parallel 1" + ("; a simulating site runs trials at once with --jobs N"
+                                  if getattr(cls, "SIMULATED", False) else ""))
 
     @classmethod
     def setup(cls, options: dict[str, str], check_only: bool = False, log=print) -> int:
@@ -444,7 +467,7 @@ class Site(ABC):
         """Create this reservation's folder if missing, with its ownership marker
         (:func:`netrepro.sites.statefolder.make_state_dir`); every code path that creates the folder goes through here.
         Returns ``state_dir``."""
-        return make_state_dir(self.state_dir, self.spec.name, self.name)
+        return make_state_dir(self.state_dir, self.spec.name, self.name, self.copy)
 
     def save_state(self, state: dict[str, Any]) -> None:
         """Write state atomically (write to a temp file, then rename)."""

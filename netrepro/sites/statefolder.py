@@ -19,10 +19,19 @@ STATE_MARKER = ".netrepro-state"
 STATE_MARKER_MADE_BY = "netrepro"
 
 
-def make_state_dir(path: Path, experiment: str, site: str) -> Path:
+def folder_name(experiment: str, site: str, copy: int = 1) -> str:
+    """The name of the state folder of ``experiment``'s ``copy``-th reservation on ``site``:
+    ``<experiment>-<site>``, and ``<experiment>-<site>.<copy>`` for a copy above 1 (a campaign's
+    parallel reservations, ``--parallel``). The dot keeps it apart from any experiment's or
+    site's name, which have none."""
+    return f"{experiment}-{site}" + (f".{copy}" if copy > 1 else "")
+
+
+def make_state_dir(path: Path, experiment: str, site: str, copy: int = 1) -> Path:
     """Create the state folder ``path`` of ``experiment`` on ``site`` (parents too) and, when
     this call created it, write :data:`STATE_MARKER` into it: a JSON object
-    ``{"made_by": "netrepro", "experiment", "site", "folder": <path's name>}``. An existing
+    ``{"made_by": "netrepro", "experiment", "site", "folder": <path's name>}``, with ``copy``
+    when it is above 1 (:func:`folder_name`). An existing
     folder is left as it is (no marker is added to a folder netrepro did not just create).
 
     Returns ``path``. Raises OSError (a file in the way, no permission).
@@ -36,16 +45,19 @@ def make_state_dir(path: Path, experiment: str, site: str) -> Path:
             raise
         return path
     mark = {"made_by": STATE_MARKER_MADE_BY, "experiment": experiment, "site": site, "folder": path.name}
+    if copy > 1:
+        mark["copy"] = copy
     tmp = path / (STATE_MARKER + ".tmp")
     tmp.write_text(json.dumps(mark, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, path / STATE_MARKER)
     return path
 
 
-def state_dir_owner(path: Path) -> tuple[str, str] | None:
-    """``(experiment, site)`` when ``path`` is a real folder (not a symbolic link) holding the
-    marker :func:`make_state_dir` wrote, as a regular file whose ``folder`` is ``path``'s own
-    name (a marker copied or moved elsewhere proves nothing); else None. Reads only."""
+def state_dir_owner(path: Path) -> tuple[str, str, int] | None:
+    """``(experiment, site, copy)`` when ``path`` is a real folder (not a symbolic link) holding
+    the marker :func:`make_state_dir` wrote, as a regular file whose ``folder`` is ``path``'s own
+    name (a marker copied or moved elsewhere proves nothing) and the name :func:`folder_name`
+    gives; else None. Reads only."""
     path = Path(path)
     mark = path / STATE_MARKER
     try:
@@ -58,7 +70,8 @@ def state_dir_owner(path: Path) -> tuple[str, str] | None:
         return None
     if not isinstance(data, dict) or data.get("made_by") != STATE_MARKER_MADE_BY or data.get("folder") != path.name:
         return None
-    exp, site = data.get("experiment"), data.get("site")
-    if not (isinstance(exp, str) and isinstance(site, str) and exp and site and path.name == f"{exp}-{site}"):
+    exp, site, copy = data.get("experiment"), data.get("site"), data.get("copy", 1)
+    if not (isinstance(exp, str) and isinstance(site, str) and exp and site and type(copy) is int and copy >= 1
+            and path.name == folder_name(exp, site, copy)):
         return None
-    return exp, site
+    return exp, site, copy

@@ -30,7 +30,7 @@ import os
 import shlex
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -301,6 +301,7 @@ class FabricSite(Site):
     """One VM per node at one FABRIC site (option ``fabric_site``), reached through the bastion."""
 
     name = "fabric"
+    PARALLEL = True  # one slice per reservation (_opts)
     #: Besides Site's: fablib's log (a rotating log: fablib keeps older ones as fablib.log.1 ...)
     #: and the ready slice's description (wait_ready).
     STATE_ENTRIES = Site.STATE_ENTRIES + ("fablib.log", "fablib.log.[0-9]*", SLICE_FILE)
@@ -343,7 +344,10 @@ class FabricSite(Site):
         load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
 
     def _opts(self) -> FabricOptions:
-        return FabricOptions.from_options(self.spec, self.options)
+        """The options, with the slice name of this copy: ``<slice_name>-<copy>`` above copy 1
+        (a campaign's parallel reservations, ``--parallel``)."""
+        opts = FabricOptions.from_options(self.spec, self.options)
+        return opts if self.copy == 1 else replace(opts, slice_name=f"{opts.slice_name}-{self.copy}")
 
     def plan(self) -> str:
         opts = self._opts()

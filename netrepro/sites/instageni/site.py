@@ -69,6 +69,16 @@ def default_slice_name(spec_name: str, user: str) -> str:
     return f"nr-{base}-{re.sub(r'[^a-z0-9]', '', user.lower())[:5] or 'u'}"[:19]
 
 
+def copy_slice_name(name: str, copy: int) -> str:
+    """The slice of copy ``copy`` of a campaign's parallel reservations: ``name`` for copy 1,
+    else ``name`` cut to leave room for ``-<copy>`` within Emulab's 19 characters, then
+    ``-<copy>`` (``nr-pievsred-alice-2``)."""
+    if copy == 1:
+        return name
+    tail = f"-{copy}"
+    return name[: 19 - len(tail)].rstrip("-") + tail
+
+
 class InstaGENISite(Site):
     """VMs from one GENI AM API v3 aggregate (``options['aggregate']``, ``AGGREGATE=``).
 
@@ -86,6 +96,7 @@ class InstaGENISite(Site):
     """
 
     name = "instageni"
+    PARALLEL = True  # one slice per reservation (copy_slice_name)
     #: Besides Site's: the request RSpec as sent (reserve) and the manifest of the slice, read
     #: from the aggregate (wait_ready).
     STATE_ENTRIES = Site.STATE_ENTRIES + (REQUEST_FILE, MANIFEST_FILE)
@@ -271,7 +282,8 @@ class InstaGENISite(Site):
         if state.get("slice_urn"):
             print(f"instageni: slice {state['slice_name']} already reserved on {state['aggregate']}", file=sys.stderr)
             return
-        slice_name = self.options.get("slice_name") or default_slice_name(self.spec.name, creds.user)
+        slice_name = copy_slice_name(self.options.get("slice_name") or default_slice_name(self.spec.name, creds.user),
+                                     self.copy)
         if not SLICE_NAME_RE.match(slice_name):
             raise SiteError(f"SLICE_NAME={slice_name}: expected 1-19 characters [a-z0-9-] starting with a letter")
         authority = load_aggregates()["slice_authority"]["authority"]

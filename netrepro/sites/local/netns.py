@@ -5,11 +5,14 @@ and the commands that remove exactly what they built. They are rendered as two P
 scripts (``build.sh``, ``teardown.sh``) so that the same scripts run on the host (when its
 kernel has the qdiscs) or inside the micro-VM (where starting Python is slow).
 
-Layout (every name derived from the spec):
+Layout (every name derived from the spec, and from the copy: a campaign on several
+reservations, ``--parallel``, builds copy k of the topology beside copy 1 in host mode, its
+names carrying the k):
 
-- one namespace per node, named after the node (``client1``);
-- one Linux bridge per LAN (``nr-<network>``) and one management bridge (``nr-mgmt``) in the
-  namespace that builds the site (the host's, or the VM's);
+- one namespace per node, named after the node (``client1``; copy k: ``client1.k``);
+- one Linux bridge per LAN (``nr-<network>``; copy k: ``nr<k>-<network>``) and one management
+  bridge (``nr-mgmt``; copy k: ``nr<k>-mgmt``) in the namespace that builds the site (the
+  host's, or the VM's);
 - per node and LAN a veth pair: ``eth<i>`` inside the node (i = 1, 2, ... in the order of the
   node's interfaces, as on a testbed VM), its peer on the LAN's bridge; ``eth0`` inside the
   node joins the management bridge;
@@ -48,16 +51,34 @@ class Layout:
         runtime_dir: folder for per-node runtime files (pid files, FTP roots, data),
             writable where the build runs (``<runtime_dir>/<node>``).
         authorized_keys: file of public keys allowed to log in as root on every node.
+        copy: which copy of the topology (1 to N, a campaign's parallel reservations): above 1,
+            every namespace, bridge and builder-side veth carries it (:meth:`ns`, :meth:`lan`,
+            :meth:`veth`), so that the copies coexist in one namespace.
     """
 
     mgmt_subnet: str
     config_dir: str
     runtime_dir: str
     authorized_keys: str
+    copy: int = 1
 
     @property
     def mgmt_bridge(self) -> str:
-        return "nr-mgmt"
+        return "nr-mgmt" if self.copy == 1 else ifname(f"nr{self.copy}-mgmt")
+
+    def ns(self, node: str) -> str:
+        """The namespace of ``node``: its name, and ``<node>.<copy>`` above copy 1 (a node's name
+        has no dot: netrepro/schemas)."""
+        return node if self.copy == 1 else f"{node}.{self.copy}"
+
+    def lan(self, network: str) -> str:
+        """The bridge of LAN ``network`` (:func:`lan_bridge`; ``nr<copy>-<network>`` above copy 1)."""
+        return lan_bridge(network) if self.copy == 1 else ifname(f"nr{self.copy}-{network}")
+
+    def veth(self, node: str, index: int) -> str:
+        """The builder-side peer of ``node``'s ``eth<index>`` (:func:`node_veth`; above copy 1,
+        named after the node's namespace)."""
+        return node_veth(node, index) if self.copy == 1 else ifname(f"{self.ns(node)}-{index}", fallback_prefix="nrv")
 
     def mgmt_gateway(self) -> str:
         net = ipaddress.ip_network(self.mgmt_subnet)
@@ -143,54 +164,56 @@ def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
     mgmt_len = ipaddress.ip_network(layout.mgmt_subnet).prefixlen
     mtu = str(m.mtu_bytes)
     # Bridges first: management, then one per LAN.
-    for br in [layout.mgmt_bridge] + [lan_bridge(n) for n in m.networks]:
+    for br in [layout.mgmt_bridge] + [layout.lan(n) for n in m.networks]:
         cmds.append(["ip", "link", "add", br, "type", "bridge"])
         cmds.append(["ip", "link", "set", br, "up"])
     cmds.append(["ip", "addr", "add", f"{layout.mgmt_gateway()}/{mgmt_len}", "dev", layout.mgmt_bridge])
     def routes(node: str) -> None:
         for r in m.nodes[node].routes:
-            cmds.append(["ip", "-n", node, "route", "add", r.to, "via", r.via])
+            cmds.append(["ip", "-n", layout.ns(node), "route", "add", r.to, "via", r.via])
 
     def wired(nd: Node) -> bool:  # joined by links or bridging: finished once every link exists
         return nd.is_switch or any(itf.link for itf in nd.interfaces.values())
 
     for node, nd in m.nodes.items():
-        cmds.append(["ip", "netns", "add", node])
-        cmds.append(["ip", "-n", node, "link", "set", "lo", "up"])
-        cmds.append(["ip", "netns", "exec", node, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"])
-        cmds.append(["ip", "netns", "exec", node, "sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"])
+        ns = layout.ns(node)
+        cmds.append(["ip", "netns", "add", ns])
+        cmds.append(["ip", "-n", ns, "link", "set", "lo", "up"])
+        cmds.append(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"])
+        cmds.append(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"])
         lans = [(0, "eth0", layout.mgmt_bridge, f"{mgmt[node]}/{mgmt_len}")]
-        lans += [(i, name, lan_bridge(itf.network), itf.address)
+        lans += [(i, name, layout.lan(itf.network), itf.address)
                  for i, (name, itf) in enumerate(nd.interfaces.items(), start=1) if itf.network]
         for i, name, bridge, cidr in lans:
-            peer = node_veth(node, i)
+            peer = layout.veth(node, i)
             cmds.append(["ip", "link", "add", peer, "mtu", mtu, "type", "veth", "peer", "name", name, "mtu", mtu,
-                         "netns", node])
+                         "netns", ns])
             cmds.append(["ip", "link", "set", peer, "master", bridge])
             cmds.append(["ip", "link", "set", peer, "up"])
             if cidr and (i == 0 or not nd.is_switch):  # a switch has its management address only
-                cmds.append(["ip", "-n", node, "addr", "add", cidr, "dev", name])
-            cmds.append(["ip", "-n", node, "link", "set", name, "up"])
+                cmds.append(["ip", "-n", ns, "addr", "add", cidr, "dev", name])
+            cmds.append(["ip", "-n", ns, "link", "set", name, "up"])
         if not wired(nd):
             routes(node)
     for link in m.links:
         a, b = link.ports
-        cmds.append(["ip", "link", "add", a.interface, "mtu", mtu, "netns", a.node, "type", "veth", "peer", "name",
-                     b.interface, "mtu", mtu, "netns", b.node])
+        cmds.append(["ip", "link", "add", a.interface, "mtu", mtu, "netns", layout.ns(a.node), "type", "veth", "peer",
+                     "name", b.interface, "mtu", mtu, "netns", layout.ns(b.node)])
     for node, nd in m.nodes.items():
         if not wired(nd):
             continue
+        ns = layout.ns(node)
         if nd.is_switch:
-            cmds.append(["ip", "-n", node, "link", "add", "br0", "type", "bridge"])
+            cmds.append(["ip", "-n", ns, "link", "add", "br0", "type", "bridge"])
         for name, itf in nd.interfaces.items():
             if nd.is_switch:
-                cmds.append(["ip", "-n", node, "link", "set", name, "master", "br0"])
+                cmds.append(["ip", "-n", ns, "link", "set", name, "master", "br0"])
             if itf.link:
                 if itf.address:
-                    cmds.append(["ip", "-n", node, "addr", "add", itf.address, "dev", name])
-                cmds.append(["ip", "-n", node, "link", "set", name, "up"])
+                    cmds.append(["ip", "-n", ns, "addr", "add", itf.address, "dev", name])
+                cmds.append(["ip", "-n", ns, "link", "set", name, "up"])
         if nd.is_switch:
-            cmds.append(["ip", "-n", node, "link", "set", "br0", "up"])
+            cmds.append(["ip", "-n", ns, "link", "set", "br0", "up"])
         routes(node)
     # sshd(8) refuses to start without its privilege separation directory; Debian's package
     # leaves creating it to systemd (RuntimeDirectory=sshd), which a container or fresh
@@ -200,7 +223,7 @@ def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
         run = str(Path(layout.runtime_dir) / node)
         cfg = str(Path(layout.config_dir) / node / "sshd_config")
         cmds.append(["mkdir", "-p", run])
-        cmds.append(["ip", "netns", "exec", node, "/usr/sbin/sshd", "-f", cfg, "-E", f"{run}/sshd.log"])
+        cmds.append(["ip", "netns", "exec", layout.ns(node), "/usr/sbin/sshd", "-f", cfg, "-E", f"{run}/sshd.log"])
     return cmds
 
 
@@ -214,18 +237,18 @@ def teardown_commands(spec: Spec, layout: Layout) -> list[list[str]]:
     """
     cmds: list[list[str]] = []
     for node in spec.nodes:
-        cmds.append(["sh", "-c", f"pids=$(ip netns pids {shlex.quote(node)} 2>/dev/null); [ -z \"$pids\" ] || kill $pids"])
+        cmds.append(["sh", "-c", f"pids=$(ip netns pids {shlex.quote(layout.ns(node))} 2>/dev/null); [ -z \"$pids\" ] || kill $pids"])
     for node in spec.nodes:
-        cmds.append(["sh", "-c", f"pids=$(ip netns pids {shlex.quote(node)} 2>/dev/null); [ -z \"$pids\" ] || kill -9 $pids"])
-        cmds.append(["ip", "netns", "del", node])
+        cmds.append(["sh", "-c", f"pids=$(ip netns pids {shlex.quote(layout.ns(node))} 2>/dev/null); [ -z \"$pids\" ] || kill -9 $pids"])
+        cmds.append(["ip", "netns", "del", layout.ns(node)])
     # A namespace's interfaces go with it, but the kernel removes them after `ip netns del`
     # returns: the builder's ends of the veths are deleted here, so that none is left when
     # the script ends.
     for node, nd in spec.model.nodes.items():
-        cmds.append(["ip", "link", "del", node_veth(node, 0)])
-        cmds += [["ip", "link", "del", node_veth(node, i)] for i, itf in enumerate(nd.interfaces.values(), 1)
+        cmds.append(["ip", "link", "del", layout.veth(node, 0)])
+        cmds += [["ip", "link", "del", layout.veth(node, i)] for i, itf in enumerate(nd.interfaces.values(), 1)
                  if itf.network]
-    for br in [lan_bridge(n) for n in spec.model.networks] + [layout.mgmt_bridge]:
+    for br in [layout.lan(n) for n in spec.model.networks] + [layout.mgmt_bridge]:
         cmds.append(["ip", "link", "del", br])
     return cmds
 
@@ -244,8 +267,8 @@ def render_script(cmds: list[list[str]], *, strict: bool, title: str) -> str:
 def existing_conflicts(spec: Spec, layout: Layout, namespaces: set[str], links: set[str]) -> list[str]:
     """Names the site would create that already exist (so it must not touch them)."""
     m = spec.model
-    wanted_links = {layout.mgmt_bridge} | {lan_bridge(n) for n in m.networks}
+    wanted_links = {layout.mgmt_bridge} | {layout.lan(n) for n in m.networks}
     for node, nd in m.nodes.items():  # the builder's ends: management, and one per LAN interface
-        wanted_links.add(node_veth(node, 0))
-        wanted_links.update(node_veth(node, i) for i, itf in enumerate(nd.interfaces.values(), 1) if itf.network)
-    return sorted((set(spec.nodes) & namespaces)) + sorted(wanted_links & links)
+        wanted_links.add(layout.veth(node, 0))
+        wanted_links.update(layout.veth(node, i) for i, itf in enumerate(nd.interfaces.values(), 1) if itf.network)
+    return sorted({layout.ns(n) for n in spec.nodes} & namespaces) + sorted(wanted_links & links)

@@ -25,6 +25,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -61,6 +62,24 @@ def mgmt_overlap(model, subnet: str) -> tuple[str, str] | None:
             if ipaddress.ip_network(r.to, strict=False).subnet_of(mgmt):
                 return f"topology.nodes.{node}.routes[{j}].to", r.to
     return None
+
+
+def copy_subnet(subnet: str, copy: int) -> str:
+    """The management subnet of copy ``copy`` of the topology (a campaign's parallel
+    reservations, 1 to N): ``subnet`` itself for copy 1, else the ``copy - 1``-th subnet of
+    its size after it (172.30.0.0/24 -> 172.30.1.0/24 for copy 2), so that the copies' nodes
+    have addresses apart on one host. Raises SiteError when that leaves the IPv4 space."""
+    net = ipaddress.ip_network(subnet)
+    try:
+        return str(ipaddress.ip_network((int(net.network_address) + (copy - 1) * net.num_addresses, net.prefixlen)))
+    except ValueError:
+        raise SiteError(f"site local: no management subnet for copy {copy} after {subnet}; choose a lower "
+                        "one with --option mgmt_subnet=<CIDR>") from None
+
+
+#: One forwarding-capacity measurement at a time in this process: the copies of a parallel
+#: campaign's topology reserved at once would each measure the CPU the others use.
+_CAPACITY_LOCK = threading.Lock()
 
 
 def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
@@ -155,6 +174,7 @@ class LocalSite(Site):
 
     name = "local"
     TEARDOWN_ON_CLEAN = True
+    PARALLEL = True  # in host mode: each copy's namespaces and bridges carry its number (netns.Layout)
     #: Besides Site's: nodes/ (host keys, sshd_config), run/ (the nodes' runtime folders in
     #: host mode), the build and teardown scripts, the forwarding test's script, result and
     #: scratch files (capacity.json.err, .iperf3, .tmp), and the machine's (UML or micro-VM)
@@ -209,10 +229,11 @@ class LocalSite(Site):
     def _layout(self, mode: str) -> netns.Layout:
         runtime = str(self.state_dir / "run") if mode == "host" else "/run/netrepro"
         return netns.Layout(
-            mgmt_subnet=self.options.get("mgmt_subnet") or DEFAULT_MGMT_SUBNET,
+            mgmt_subnet=copy_subnet(self.options.get("mgmt_subnet") or DEFAULT_MGMT_SUBNET, self.copy),
             config_dir=str(self.config_dir),
             runtime_dir=runtime,
             authorized_keys=str(self.state_dir / "ssh" / "authorized_keys"),
+            copy=self.copy,
         )
 
     @property
@@ -271,7 +292,7 @@ class LocalSite(Site):
                  f"management network {layout.mgmt_subnet} on bridge {layout.mgmt_bridge}"]
         m = self.spec.model
         for net, nd in m.networks.items():
-            lines.append(f"LAN {net} {nd['subnet']} on bridge {netns.lan_bridge(net)}")
+            lines.append(f"LAN {net} {nd['subnet']} on bridge {layout.lan(net)}")
         for node, nd in m.nodes.items():
             itfs = ", ".join(f"{name} {x.ip or '(bridged)'} ({x.network or 'to ' + x.link})"
                              for name, x in nd.interfaces.items())
@@ -302,7 +323,9 @@ class LocalSite(Site):
             netns.teardown_commands(self.spec, layout), strict=False, title=f"tear down the local site of {self.spec.name}"))
         # The substrate's forwarding test, run where the site is built, before it is built.
         (self.state_dir / capacity.RESULT_FILE).unlink(missing_ok=True)
-        (self.state_dir / capacity.SCRIPT_FILE).write_text(capacity.script(self.state_dir / capacity.RESULT_FILE))
+        (self.state_dir / capacity.SCRIPT_FILE).write_text(capacity.script(
+            self.state_dir / capacity.RESULT_FILE,
+            name_prefix=capacity.prefix() + (f"-{self.copy}" if self.copy > 1 else "")))
 
     def _record_capacity(self, result: dict, log) -> None:
         """Keep the forwarding test's result (:mod:`netrepro.sites.local.capacity`) in the state, for
@@ -339,6 +362,10 @@ class LocalSite(Site):
             if not shutil.which(tool):
                 raise SiteError(f"site local: {tool} not found; run `make setup` (installs iproute2, openssh-server, ...)")
         mode = self.choose_mode(log)
+        if self.copy > 1 and mode != "host":
+            raise SiteError(f"site local: --parallel: mode {mode} builds one copy of the topology in one machine "
+                            "and this host's cores would be shared by several; expected LOCAL_MODE=host (a kernel "
+                            "with the experiment's qdiscs) or --parallel 1")
         layout = self._layout(mode)
         if mode == "uml":
             ok, why = uml.available()
@@ -361,8 +388,9 @@ class LocalSite(Site):
                          "created_at": time.time(), "runtime_dir": layout.runtime_dir,
                          "mgmt_subnet": layout.mgmt_subnet})
         if mode == "host":
-            self._record_capacity(capacity.run_here(self.state_dir / capacity.SCRIPT_FILE,
-                                                    self.state_dir / capacity.RESULT_FILE), log)
+            with _CAPACITY_LOCK:
+                result = capacity.run_here(self.state_dir / capacity.SCRIPT_FILE, self.state_dir / capacity.RESULT_FILE)
+            self._record_capacity(result, log)
             r = _run(["sh", str(self.state_dir / "build.sh")])
             if r.returncode != 0:
                 why = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}")[-500:]

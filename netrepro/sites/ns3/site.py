@@ -472,8 +472,8 @@ class Ns3Site(Site):
                 "simulator": st.get("simulator"),
                 "rate_ceiling_mbit": float(self.options.get("rate_ceiling_mbit") or RATE_CEILING_MBIT)}
 
-    def __init__(self, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None):
-        super().__init__(spec, state_dir, options)
+    def __init__(self, spec: Spec, state_dir: Path, options: dict[str, Any] | None = None, copy: int = 1):
+        super().__init__(spec, state_dir, options, copy)   # SiteError above copy 1: runs are --jobs N here
         self._slurm: slurm.SlurmRunner | None = None   # made at the first simulation sent to Slurm
 
     @classmethod

@@ -317,10 +317,12 @@ class StaticSite(Site):
     """
 
     name = "static"
+    PARALLEL = True  # one nodes file per reservation (_file)
     #: Site's only: the logins in state.json, and the runner's ssh/, ansible/ and facts/.
     STATE_ENTRIES = Site.STATE_ENTRIES
     OPTIONS = {
-        "static_file": Option("the nodes YAML file, STATIC_FILE"),
+        "static_file": Option("the nodes YAML file, STATIC_FILE; with --parallel N, N files separated by commas, "
+                              "one per reservation"),
         "known_hosts": Option("a known_hosts file to use instead of ~/.ssh/known_hosts", safe_path_problem),
         "install_packages": Option("install the experiment's packages with apt, INSTALL_PACKAGES (default true; "
                                    "false: machines without a package mirror, only checked)", boolean),
@@ -331,16 +333,23 @@ class StaticSite(Site):
     HOOKS = ("runner",)
 
     def _file(self) -> Path:
+        """The nodes file of this copy: ``static_file`` names one per reservation of a campaign
+        on several (``--parallel N``), separated by commas; copy k reads the k-th. Raises
+        SiteError when none is given, or fewer than this copy's number."""
         f = self.options.get("static_file")
         if not f:
             raise SiteError("site static: no nodes file; expected STATIC_FILE=<nodes.yml> (format in docs/adding-a-site.md)")
-        return Path(f)
+        files = [x for x in str(f).split(",") if x]
+        if len(files) < self.copy:
+            raise SiteError(f"site static: STATIC_FILE={f}: names {len(files)} nodes file(s), and reservation #{self.copy} "
+                            "of --parallel needs its own; expected one file per reservation, separated by commas")
+        return Path(files[self.copy - 1])
 
     def _runner(self) -> Runner:
         return self.options.get("runner") or _run
 
     def plan(self) -> str:
-        lines = [f"# site static: existing machines from {self.options.get('static_file') or 'STATIC_FILE (not set)'}",
+        lines = [f"# site static: existing machines from {self._file() if self.options.get('static_file') else 'STATIC_FILE (not set)'}",
                  "# each must accept SSH and carry these addresses (checked by reserve):"]
         for node in self.spec.nodes:
             addrs = interfaces_text(self.spec, node)
