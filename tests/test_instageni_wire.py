@@ -196,3 +196,27 @@ def test_an_aggregate_gone_at_release_leaves_one_line_naming_the_slice(account, 
     assert (f"slice nr-gatewayfif-alice ({st['slice_urn']}) is reserved on aggregate test ({agg.url(AM_PATH)}) "
             f"until {st['expires']}; release it with `netrepro down gateway-fifo --site instageni`") in err[0]
     assert account.state()["slice_urn"] == st["slice_urn"]   # kept, so that a later `down` can release it
+
+
+def test_two_reservations_are_two_slices_renewed_listed_and_released_together(account, agg):
+    """`--parallel 2` (a campaign on two reservations, docs/running-a-campaign.md): two slices
+    over the wire, the second named with -2; renew and status cover both, down releases both."""
+    up = account.nr("up", "--parallel", "2")
+    assert up.returncode == 0, up.stdout + up.stderr
+    first = account.state()
+    second = json.loads((account.base / "state" / "gateway-fifo-instageni.2" / "state.json").read_text())
+    assert first["slice_name"] == "nr-gatewayfif-alice" and second["slice_name"] == "nr-gatewayfif-ali-2"
+    assert second["slice_urn"] == "urn:publicid:IDN+emulab.net:netrepro-ae+slice+nr-gatewayfif-ali-2"
+    assert agg.methods().count("Allocate") == 2 and len(agg.slivers) == 2 * (7 + 6)
+    assert "[up] instageni #1 ready" in up.stdout and "[up] instageni #2 ready" in up.stdout
+    status = account.nr("status")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["parallel_reservations"]["2"]["slice_name"] == "nr-gatewayfif-ali-2"
+    renew = account.nr("renew", "--hours", "5")
+    assert renew.returncode == 0, renew.stderr
+    assert agg.methods().count("Renew") == 2
+    down = account.nr("down")   # no --parallel: every copy found is released
+    assert down.returncode == 0, down.stderr
+    assert agg.slivers == {} and account.state() == {}
+    assert not (account.base / "state" / "gateway-fifo-instageni.2" / "state.json").exists()
+    assert "[down] instageni #2 released" in down.stdout

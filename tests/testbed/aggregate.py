@@ -39,6 +39,7 @@ import socketserver
 import ssl
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 from xmlrpc.server import SimpleXMLRPCRequestHandler, SimpleXMLRPCServer
 
@@ -96,8 +97,10 @@ class TestAggregate:
             ``never_ready``: slivers stay geni_notready;
             ``max_lease_hours``: longest lease granted (Renew and update beyond it refused).
         calls: (path, method, geni_code) of every call, in order.
+        held: slice URN -> :class:`Held`, the slivers of each slice that holds some here (as a
+            real aggregate, any number of slices at once: a campaign's parallel reservations).
         slivers: sliver URN -> {"node", "allocation", "operational", "expires", "error"} of
-            what is reserved now (empty when nothing is).
+            what is reserved now, every slice's (empty when nothing is).
     """
 
     __test__ = False
@@ -109,14 +112,12 @@ class TestAggregate:
         self.other_members = list(other_members)
         self.faults: dict[str, Any] = {}
         self.calls: list[tuple[str, str, int]] = []
-        self.slivers: dict[str, dict[str, Any]] = {}
+        self.held: dict[str, Held] = {}
         self.slices: dict[str, dict[str, Any]] = {}
-        self.manifest: str | None = None
+        self.manifest: str | None = None   # the latest Allocate's
         self._secret = secrets.token_bytes(32)
         self._ids = itertools.count(4101)
         self._lock = threading.RLock()
-        self._build: threading.Thread | None = None
-        self.build_error: str | None = None
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(pki.server())
         ctx.verify_mode = ssl.CERT_REQUIRED
@@ -153,10 +154,27 @@ class TestAggregate:
         """Stop serving; tear down any nodes still built (what a test left reserved)."""
         self.server.shutdown()
         self.server.server_close()
-        if self._build is not None:
-            self._build.join(600)
+        for h in self.held.values():
+            if h.build is not None:
+                h.build.join(600)
         if self.builder is not None:
             self.builder.teardown()
+
+    @property
+    def slivers(self) -> dict[str, dict[str, Any]]:
+        """Every slice's slivers: sliver URN -> its state (a copy to read)."""
+        return {u: s for h in self.held.values() for u, s in h.slivers.items()}
+
+    @property
+    def build_error(self) -> str | None:
+        return next((h.build_error for h in self.held.values() if h.build_error), None)
+
+    def _of(self, slice_urn: str) -> "Held":
+        """The slivers of ``slice_urn``; Refused SEARCHFAILED (12) when it holds none here."""
+        h = self.held.get(slice_urn)
+        if h is None or not h.slivers:
+            raise Refused(12, f"No slice or aggregate here: {slice_urn}")
+        return h
 
     # --- dispatch --------------------------------------------------------------------
     def _answer(self, path: str, method: str, params: tuple, peer: dict | None) -> dict[str, Any]:
@@ -271,9 +289,9 @@ class TestAggregate:
                 "geni_credential_types": [{"geni_type": "geni_sfa", "geni_version": "3"}],
                 "geni_single_allocation": 0, "geni_allocate": "geni_many", "urn": self.urn}
 
-    def _sliver_list(self) -> list[dict[str, Any]]:
+    def _sliver_list(self, h: "Held") -> list[dict[str, Any]]:
         out = []
-        for urn, s in self.slivers.items():
+        for urn, s in h.slivers.items():
             d = {"geni_sliver_urn": urn, "geni_expires": s["expires"].strftime(DATE_FMT),
                  "geni_allocation_status": s["allocation"], "geni_operational_status": s["operational"]}
             if s.get("error"):
@@ -283,8 +301,9 @@ class TestAggregate:
 
     def _am_Allocate(self, caller, slice_urn, creds, rspec, options):
         self._check(creds, caller, slice_urn, "slice")
-        if self.slivers:
+        if slice_urn in self.held and self.held[slice_urn].slivers:
             raise Refused(17, f"slice {slice_urn} already has slivers here")
+        h = Held()
         if self.faults.get("no_resources"):
             raise Refused(2, "*** ERROR: mapper: Reached run limit. Giving up.\n"
                              "Could not map to physical resources: not enough free Xen hosts for 7 VMs")
@@ -301,91 +320,90 @@ class TestAggregate:
             sid = f"urn:publicid:IDN+{self.domain}+sliver+{next(self._ids)}"
             node.set("sliver_id", sid)
             node.set("component_manager_id", self.urn)
-            self.slivers[sid] = {"node": node.get("client_id"), "allocation": "geni_allocated",
+            h.slivers[sid] = {"node": node.get("client_id"), "allocation": "geni_allocated",
                                  "operational": "geni_pending_allocation", "expires": expires}
             for itf in node.iter(f"{{{GENI_NS}}}interface"):
                 itf.set("sliver_id", f"urn:publicid:IDN+{self.domain}+sliver+{next(self._ids)}")
         for link in root.iter(f"{{{GENI_NS}}}link"):
             sid = f"urn:publicid:IDN+{self.domain}+sliver+{next(self._ids)}"
             link.set("sliver_id", sid)
-            self.slivers[sid] = {"node": None, "link": link.get("client_id"), "allocation": "geni_allocated",
+            h.slivers[sid] = {"node": None, "link": link.get("client_id"), "allocation": "geni_allocated",
                                  "operational": "geni_pending_allocation", "expires": expires}
         root.set("type", "manifest")
-        self._request = root
-        self.slice_urn = slice_urn
+        h.request = root
+        self.held[slice_urn] = h
         self.manifest = etree.tostring(root, encoding="unicode")
-        return {"geni_rspec": self.manifest, "geni_slivers": self._sliver_list()}
+        return {"geni_rspec": self.manifest, "geni_slivers": self._sliver_list(h)}
 
     def _am_Provision(self, caller, urns, creds, options):
         self._check(creds, caller, urns[0], "slice")
-        if not self.slivers:
+        h = self.held.get(urns[0])
+        if h is None or not h.slivers:
             raise Refused(12, f"no slivers in {urns[0]}")
         users = (options or {}).get("geni_users", [])
         keys = [k for u in users for k in u.get("keys", [])]
         members = [u["urn"].rsplit("+", 1)[-1] for u in users] + self.other_members
-        for s in self.slivers.values():
+        for s in h.slivers.values():
             s["allocation"], s["operational"] = "geni_provisioned", "geni_notready"
-        self._members = members
+        h.members = members
         if self.builder is not None:
-            self._build = threading.Thread(target=self._build_nodes, args=(keys,), daemon=True)
-            self._build.start()
+            h.build = threading.Thread(target=self._build_nodes, args=(h, keys), daemon=True)
+            h.build.start()
         else:   # no nodes to wait for: ready at the first Status
-            self._nodes = {}
-            self._polls_to_ready = 0
-        return self._sliver_list()
+            h.nodes = {}
+            h.polls_to_ready = 0
+        return self._sliver_list(h)
 
-    def _build_nodes(self, keys: list[str]) -> None:
+    def _build_nodes(self, h: "Held", keys: list[str]) -> None:
         try:
             nodes = self.builder.build(keys)
         except Exception as exc:   # the slivers fail, as a VM that does not boot
             with self._lock:
-                self.build_error = f"{type(exc).__name__}: {exc}"
-                for s in self.slivers.values():
-                    s["operational"], s["error"] = "geni_failed", f"VM did not boot: {self.build_error}"
+                h.build_error = f"{type(exc).__name__}: {exc}"
+                for s in h.slivers.values():
+                    s["operational"], s["error"] = "geni_failed", f"VM did not boot: {h.build_error}"
             return
         with self._lock:
-            self._nodes = nodes
-            self._polls_to_ready = 0
+            h.nodes = nodes
+            h.polls_to_ready = 0
 
     def _am_PerformOperationalAction(self, caller, urns, creds, action, options):
         self._check(creds, caller, urns[0], "slice")
         if action != "geni_start":
             raise Refused(13, f"{action}: unsupported")
-        return self._sliver_list()
+        return self._sliver_list(self._of(urns[0]))
 
-    def _advance(self) -> None:
-        """Move slivers towards ready as the nodes come up (and inject the status faults)."""
-        if not self.slivers or not hasattr(self, "_polls_to_ready") or self.faults.get("never_ready"):
+    def _advance(self, h: "Held") -> None:
+        """Move a slice's slivers towards ready as the nodes come up (and inject the status faults)."""
+        if not h.slivers or h.polls_to_ready is None or self.faults.get("never_ready"):
             return
         fail = self.faults.get("fail_node")
-        for s in self.slivers.values():
+        for s in h.slivers.values():
             if fail and s.get("node") == fail[0] and s["operational"] != "geni_failed":
                 s["operational"], s["error"] = "geni_failed", fail[1]
-        if self._polls_to_ready > 0:
-            self._polls_to_ready -= 1
+        if h.polls_to_ready > 0:
+            h.polls_to_ready -= 1
             return
-        for s in self.slivers.values():
+        for s in h.slivers.values():
             if s["operational"] == "geni_notready":
                 s["operational"] = "geni_ready"
 
     def _am_Status(self, caller, urns, creds, options):
         self._check(creds, caller, urns[0], "slice")
-        if not self.slivers:
-            raise Refused(12, f"No slice or aggregate here: {urns[0]}")
-        self._advance()
-        return {"geni_urn": urns[0], "geni_slivers": self._sliver_list()}
+        h = self._of(urns[0])
+        self._advance(h)
+        return {"geni_urn": urns[0], "geni_slivers": self._sliver_list(h)}
 
     def _am_Describe(self, caller, urns, creds, options):
         self._check(creds, caller, urns[0], "slice")
-        if not self.slivers:
-            raise Refused(12, f"No slice or aggregate here: {urns[0]}")
-        return {"geni_rspec": self._manifest(), "geni_urn": urns[0], "geni_slivers": self._sliver_list()}
+        h = self._of(urns[0])
+        return {"geni_rspec": self._manifest(h), "geni_urn": urns[0], "geni_slivers": self._sliver_list(h)}
 
-    def _manifest(self) -> str:
-        """The request with what the aggregate adds once the slivers are provisioned."""
-        root = etree.fromstring(etree.tostring(self._request))
-        ready = all(s["operational"] == "geni_ready" for s in self.slivers.values())
-        nodes = getattr(self, "_nodes", {})
+    def _manifest(self, h: "Held") -> str:
+        """The slice's request with what the aggregate adds once the slivers are provisioned."""
+        root = etree.fromstring(etree.tostring(h.request))
+        ready = all(s["operational"] == "geni_ready" for s in h.slivers.values())
+        nodes = h.nodes or {}
         for i, node in enumerate(root.iter(f"{{{GENI_NS}}}node"), 1):
             cid = node.get("client_id")
             got = nodes.get(cid, {"host": f"pc{i}.{self.domain}", "port": 22, "macs": {}})
@@ -398,7 +416,7 @@ class TestAggregate:
             etree.SubElement(node, f"{{{GENI_NS}}}host", name=f"{cid}.{self.domain}", ipv4=got["host"])
             if ready:   # logins appear once the slivers are ready (as the real manifest's do)
                 services = etree.SubElement(node, f"{{{GENI_NS}}}services")
-                for user in self._members:
+                for user in h.members:
                     etree.SubElement(services, f"{{{GENI_NS}}}login", authentication="ssh-keys",
                                      hostname=got["host"], port=str(got["port"]), username=user)
         return etree.tostring(root, encoding="unicode")
@@ -409,20 +427,19 @@ class TestAggregate:
         self._lease_ok(when)
         if when > self.slices[urns[0]]["expires"]:
             raise Refused(7, "cannot renew slivers beyond the slice's expiration; renew the slice first")
-        for s in self.slivers.values():
+        h = self._of(urns[0])
+        for s in h.slivers.values():
             s["expires"] = when
-        return self._sliver_list()
+        return self._sliver_list(h)
 
     def _am_Delete(self, caller, urns, creds, options):
         self._check(creds, caller, urns[0], "slice")
-        if not self.slivers:
-            raise Refused(12, f"No slice or aggregate here: {urns[0]}")
-        if self._build is not None:
-            self._build.join(600)
+        h = self._of(urns[0])
+        if h.build is not None:
+            h.build.join(600)
         gone = [{"geni_sliver_urn": u, "geni_allocation_status": "geni_unallocated",
-                 "geni_expires": s["expires"].strftime(DATE_FMT)} for u, s in self.slivers.items()]
-        self.slivers.clear()
-        self._nodes = {}
+                 "geni_expires": s["expires"].strftime(DATE_FMT)} for u, s in h.slivers.items()]
+        del self.held[urns[0]]
         if self.builder is not None:
             self.builder.teardown()
         return gone
@@ -434,8 +451,25 @@ class TestAggregate:
 
     def wait_idle(self, timeout_s: float = 60) -> None:
         """Wait until no node is being built (after a test's run)."""
-        if self._build is not None:
-            self._build.join(timeout_s)
+        for h in list(self.held.values()):
+            if h.build is not None:
+                h.build.join(timeout_s)
+
+
+@dataclass
+class Held:
+    """One slice's slivers at the test aggregate: sliver URN -> state (``slivers``), its request
+    as Allocate made it a manifest (``request``), the members given logins, the nodes the
+    builder made (``nodes``), the Status polls left before ready (None before Provision), the
+    builder's thread and its error. A builder builds one slice's nodes at a time."""
+
+    slivers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    request: Any = None
+    members: list[str] = field(default_factory=list)
+    nodes: dict | None = None
+    polls_to_ready: int | None = None
+    build: threading.Thread | None = None
+    build_error: str | None = None
 
 
 def counts(calls: list[tuple[str, str, int]]) -> dict[str, int]:
