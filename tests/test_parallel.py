@@ -144,15 +144,17 @@ def test_ctrl_c_stops_the_trial_of_every_reservation_and_the_campaign_resumes(fa
     stopped: list = []
     monkeypatch.setattr(run, "stop_trial", lambda spec, inv, site, tv: stopped.append((tv["id"], site.copy)))
     armed = {"on": True}
+    third_begun = threading.Event()
 
     def fail(tid, copy):
         if armed["on"] and tid == want[2]:
+            assert third_begun.wait(10)   # both reservations run a trial when the signal comes
             os.kill(os.getpid(), signal.SIGINT)
-            if trials.STOPPING.wait(10):
-                raise TrialFailed("stopped: the run is being interrupted", stop=True)
         if armed["on"] and tid == want[3]:
-            if trials.STOPPING.wait(10):
-                raise TrialFailed("stopped: the run is being interrupted", stop=True)
+            third_begun.set()
+        if armed["on"] and tid in want[2:]:
+            assert trials.STOPPING.wait(10)
+            raise TrialFailed("stopped: the run is being interrupted", stop=True)
     _on(monkeypatch, fail)
     with pytest.raises(StepIncomplete) as exc:
         run.run(spec, "local", 0.1, shuffle=False, progress_tty=False, parallel=2)
@@ -219,3 +221,33 @@ def test_down_releases_every_copy_it_finds(tmp_path, monkeypatch):
     steps.down(spec, "static", {"static_file": "a,b,c"})
     for k in (1, 2, 3):
         assert not steps.open_site(spec, "static", {"static_file": "a,b,c"}, k).load_state()
+
+
+def test_a_trial_that_ends_as_the_signal_comes_is_kept(fake_site, monkeypatch):
+    """Of the two trials running when SIGINT comes, the one that ends normally is recorded as
+    complete (its data are in raw/ already: discarding it would break the resume)."""
+    spec = load_spec("pie-vs-red")
+    want = [i.id for i in schedule.plan(spec.trial_ids, 1, False, None)]
+    third_begun = threading.Event()
+    armed = {"on": True}
+
+    def fail(tid, copy):
+        if armed["on"] and tid == want[2]:
+            assert third_begun.wait(10)
+            os.kill(os.getpid(), signal.SIGINT)
+            assert trials.STOPPING.wait(10)
+            raise TrialFailed("stopped: the run is being interrupted", stop=True)
+        if armed["on"] and tid == want[3]:
+            third_begun.set()
+            assert trials.STOPPING.wait(10)   # it ends as the run stops, its data complete
+    _on(monkeypatch, fail)
+    with pytest.raises(StepIncomplete) as exc:
+        run.run(spec, "local", 0.1, shuffle=False, progress_tty=False, parallel=2)
+    run_dir = exc.value.run_dir
+    status = {s["id"]: s for s in _meta(run_dir)["trial_status"]}
+    assert status[want[3]]["status"] == "complete" and (run_dir / "raw" / want[3]).is_dir()
+    assert status[want[2]]["reason"] == "interrupted by SIGINT"
+    assert f"run INCOMPLETE at trial {want[2]}" in (run_dir / "INCOMPLETE").read_text()
+    armed["on"] = False
+    assert run.run(spec, "local", None, resume=run_dir, progress_tty=False, parallel=2) == run_dir
+    assert all(s["status"] == "complete" for s in _meta(run_dir)["trial_status"])

@@ -124,7 +124,7 @@ def test_the_campaign_completes_on_the_reservation_left_and_reproduces(campaign)
     # after the loss, every trial begun ran on reservation #1
     lost_at = lost[0]["at"]
     assert all(a["reservation"] == 1 for s in meta["trial_status"] for a in s["attempts"] if a["started_at"] > lost_at)
-    assert f"[run] reservation static #2 lost: " in c.out and "releasing it; its trials go to static #1" in c.out
+    assert "[run] reservation static #2 lost: " in c.out and "releasing it; its trials go to static #1" in c.out
     assert_judged_as_reproduced(json.loads((c.d / "verdict.json").read_text()))
 
 

@@ -613,7 +613,8 @@ def _run_on_reservations(r: _Run, progress: RunProgress, estimate_s: float) -> N
     On Ctrl-C or SIGTERM (KeyboardInterrupt) the trials still running are stopped: their waits
     end (:data:`netrepro.runner.trial.STOPPING`), their playbooks are ended
     (:func:`netrepro.runner.playbooks.end_playbooks`), their processes on the nodes stopped
-    (stop-trial.yml) and their attempts recorded as "interrupted by SIGINT" (or SIGTERM)."""
+    (stop-trial.yml) and their attempts recorded as "interrupted by SIGINT" (or SIGTERM); one
+    that ended as the signal came is recorded as it ended (its data are in raw/ already)."""
     from netrepro.runner import trial as trials
 
     queue = deque(r.pending)
@@ -658,11 +659,16 @@ def _run_on_reservations(r: _Run, progress: RunProgress, estimate_s: float) -> N
         trials.STOPPING.set()
         end_playbooks()
         wait(list(flight))
-        ended = sorted(flight.values(), key=lambda b: b.tid)
-        r.failure = r.failure or (ended[0].tid, f"interrupted by {sig}", SIGNAL_EXIT[sig])
-        for b in ended:
-            stop_trial(b.tspec, b.inv, b.site, b.tv)
-            _discard(r, b, progress, f"interrupted by {sig}")
+        ended = sorted(flight.items(), key=lambda fb: fb[1].tid)
+        stopped = [b for f, b in ended if f.exception() is not None]
+        r.failure = r.failure or (stopped[0].tid if stopped else ended[0][1].tid, f"interrupted by {sig}",
+                                  SIGNAL_EXIT[sig])
+        for fut, b in ended:
+            if fut.exception() is None:   # it ended as the signal came: kept, its data in raw/
+                _conclude(r, b, progress, fut.result)
+            else:
+                stop_trial(b.tspec, b.inv, b.site, b.tv)
+                _discard(r, b, progress, f"interrupted by {sig}")
         flight.clear()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
