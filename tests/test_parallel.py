@@ -33,6 +33,15 @@ def fake_site(recorded_site):
     return recorded_site
 
 
+@pytest.fixture
+def sigint():
+    """SIGINT raising KeyboardInterrupt, as netrepro's main sets it (a pytest-xdist worker
+    ignores SIGINT), restored after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def _on(monkeypatch, fail=None, pace_s: float = 0.05):
     """Wrap the recorded site's trial: each takes ``pace_s`` (so both reservations get work) and
     ``fail(tid, copy)`` may raise first. Returns instance id -> the copies it ran on, in order."""
@@ -135,7 +144,7 @@ def test_a_trial_failing_on_a_healthy_reservation_stops_the_campaign_resumably(f
     assert len(meta["resumes"]) == 1 and meta["resumes"][0]["parallel"] == 2
 
 
-def test_ctrl_c_stops_the_trial_of_every_reservation_and_the_campaign_resumes(fake_site, monkeypatch):
+def test_ctrl_c_stops_the_trial_of_every_reservation_and_the_campaign_resumes(fake_site, monkeypatch, sigint):
     """SIGINT reaches the main thread while both reservations run a trial: the one waiting for
     its schedule's end stops at once (trial.STOPPING), each is recorded as interrupted and
     stopped on its nodes, and the run resumes to completion."""
@@ -223,7 +232,7 @@ def test_down_releases_every_copy_it_finds(tmp_path, monkeypatch):
         assert not steps.open_site(spec, "static", {"static_file": "a,b,c"}, k).load_state()
 
 
-def test_a_trial_that_ends_as_the_signal_comes_is_kept(fake_site, monkeypatch):
+def test_a_trial_that_ends_as_the_signal_comes_is_kept(fake_site, monkeypatch, sigint):
     """Of the two trials running when SIGINT comes, the one that ends normally is recorded as
     complete (its data are in raw/ already: discarding it would break the resume)."""
     spec = load_spec("pie-vs-red")
