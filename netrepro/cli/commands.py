@@ -171,7 +171,7 @@ def cmd_inventory(args) -> int:
 
 def cmd_up(args) -> int:
     spec, opts = load_spec(args.experiment), _options(args)
-    steps.open_site(spec, args.site, opts).preflight()   # bad files/credentials: nothing written yet
+    steps.preflight_copies(spec, args.site, opts, args.parallel)   # bad files/credentials: nothing written yet
     for site in steps.up_copies(spec, args.site, opts, args.parallel):
         if held := site.held():   # what stays reserved until `down`, and how to release it
             print(held)
@@ -394,8 +394,7 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
     ``total_s``). Raises what the steps raise (StepIncomplete saying whether the site was
     released)."""
     checked_jobs(site, sched["jobs"])   # --jobs > 1 on a site that does not simulate: before it is up
-    for k in range(1, parallel + 1):   # bad files/credentials, a site of one reservation: nothing written yet
-        steps.open_site(spec, site, opts, k).preflight()
+    steps.preflight_copies(spec, site, opts, parallel)   # bad files/credentials: nothing written yet
     if resume:  # refused before anything is built (reads only)
         load_resume(spec, site, resume, time_scale, None, sched["repeat"])
     elif sched["sweep"]:  # every point checked before anything is built

@@ -160,7 +160,6 @@ class RunProgress:
         self._lock = threading.Lock()
         self._live = None
         self._run_task = None
-        self.last_delay_ms: float | None = None
 
     # --- plain lines -------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -258,7 +257,7 @@ class RunProgress:
             ph = s.phases[i]
             if s.probe and not is_end and time.monotonic() - s.probed_at >= PROBE_MIN_INTERVAL_S:
                 s.probed_at = time.monotonic()
-                s.delay_ms = self.last_delay_ms = s.probe()
+                s.delay_ms = s.probe()
             delay = "n/a" if s.delay_ms is None else f"{s.delay_ms:g} ms"
             if is_end and not self.tty:
                 flows = f", {ph['flows']} flows" if "flows" in ph else ""

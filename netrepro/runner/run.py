@@ -27,8 +27,8 @@ from netrepro.runner.resume import load_resume, resume_record
 from netrepro.runner.parallel import Reservation, open_reservations, unanswered
 from netrepro.runner.playbooks import end_playbooks
 from netrepro.runner.steps import down
-from netrepro.runner.trial import (TrialJudge, delay_probe, kept_simulation, run_trial, simulate_trial, simulation_of,
-                                   stop_trial, TrialFailed)
+from netrepro.runner.trial import (STOPPING, TrialJudge, delay_probe, kept_simulation, run_trial, simulate_trial,
+                                   simulation_of, stop_trial, TrialFailed)
 from netrepro.runner.trialvars import spec_at_rate_scale, scaled_phases, settings_text, trial_vars
 from netrepro.runner.schedule import Instance
 from netrepro.sites import Site, SiteError
@@ -361,8 +361,8 @@ class _Begun:
     """A trial instance's attempt as :func:`_begin` started it: its id (``tid``), its entry of
     run.json's ``trial_status`` (``ts``) and the attempt appended to it, its sweep point (or
     None), its experiment at the site's rate scale (``tspec``), the file's trial id, its trial
-    vars (``tv``), its factor values, its staging folder (``.fetch/<tid>``) and ``started``
-    (gets ``start_epoch_s`` once known, for the progress display)."""
+    vars (``tv``), its factor values, its staging folder (``.fetch/<tid>``), ``started``
+    (gets ``start_epoch_s`` once known, for the progress display) and where it runs."""
 
     tid: str
     ts: dict
@@ -374,16 +374,11 @@ class _Begun:
     factor_values: dict
     staging: Path
     started: dict
-    #: the reservation it runs on (a campaign on several), or None: the run's site
+    #: where it runs: the site and its inventory (None: the site simulates its trials), and
+    #: the reservation of a campaign on several (None: the run's one site)
+    site: Site
+    inv: Path | None
     res: Reservation | None = None
-
-    @property
-    def site(self) -> Site | None:
-        return self.res.site if self.res is not None else None
-
-    @property
-    def inv(self) -> Path | None:
-        return self.res.inv if self.res is not None else None
 
 
 #: How many times a run runs a trial instance again, at once, when its health checks failed
@@ -458,13 +453,13 @@ def _begin(r: _Run, tid: str, progress: RunProgress, res: Reservation | None = N
     if point:
         tv.update(point=point.id, factors=factor_values)
     started: dict[str, float] = {}
-    inv = res.inv if res is not None else r.inv
+    site, inv = (res.site, res.inv) if res is not None else (r.site, r.inv)
     progress.trial(tid, settings_text(r.spec, trial) + "".join(f"; {k}={v}" for k, v in factor_values.items()),
                    scaled_phases(tspec, time_scale)
                    or [{"name": "trial", "start_s": 0, "end_s": tv["duration_s"]}],
                    lambda: started.get("start_epoch_s"), None if inv is None else delay_probe(inv, tv),
                    where=res.label if res is not None else "")
-    return _Begun(tid, ts, attempt, point, tspec, trial_id, tv, factor_values, staging, started, res)
+    return _Begun(tid, ts, attempt, point, tspec, trial_id, tv, factor_values, staging, started, site, inv, res)
 
 
 def _conclude(r: _Run, b: _Begun, progress: RunProgress, trial: Callable[[], dict], timed: bool = False) -> bool:
@@ -489,8 +484,8 @@ def _conclude(r: _Run, b: _Begun, progress: RunProgress, trial: Callable[[], dic
         outcome = ("failed", exc.reason)
         attempt.update(exc.details)
         if exc.stop:
-            if (b.inv or r.inv) is not None:
-                stop_trial(b.tspec, b.inv or r.inv, b.site or r.site, tv)
+            if b.inv is not None:
+                stop_trial(b.tspec, b.inv, b.site, tv)
         if exc.again:
             again = True
         else:
@@ -498,8 +493,8 @@ def _conclude(r: _Run, b: _Begun, progress: RunProgress, trial: Callable[[], dic
     except KeyboardInterrupt as exc:
         sig = signal_of(exc)
         outcome = ("failed", f"interrupted by {sig}")
-        if (b.inv or r.inv) is not None:
-            stop_trial(b.tspec, b.inv or r.inv, b.site or r.site, tv)
+        if b.inv is not None:
+            stop_trial(b.tspec, b.inv, b.site, tv)
         r.failure = (tid, outcome[1], SIGNAL_EXIT[sig])
     except OSError as exc:  # the controller's disk (extracting, moving the data)
         why = exc.strerror or str(exc)
@@ -615,8 +610,6 @@ def _run_on_reservations(r: _Run, progress: RunProgress, estimate_s: float) -> N
     (:func:`netrepro.runner.playbooks.end_playbooks`), their processes on the nodes stopped
     (stop-trial.yml) and their attempts recorded as "interrupted by SIGINT" (or SIGTERM); one
     that ended as the signal came is recorded as it ended (its data are in raw/ already)."""
-    from netrepro.runner import trial as trials
-
     queue = deque(r.pending)
     free = deque(r.reservations)
     live = list(r.reservations)
@@ -645,7 +638,7 @@ def _run_on_reservations(r: _Run, progress: RunProgress, estimate_s: float) -> N
                 if again:
                     queue.appendleft(b.tid)
                 elif r.failure is not None and failed_before is None and r.failure[0] == b.tid and len(live) > 1:
-                    lost = unanswered(b.res.inv) if b.res.inv is not None else []
+                    lost = unanswered(b.inv)
                     if lost:
                         _lose(r, b, lost, live)
                         queue.appendleft(b.tid)
@@ -656,7 +649,7 @@ def _run_on_reservations(r: _Run, progress: RunProgress, estimate_s: float) -> N
         sig = signal_of(exc)
         if not flight:
             raise
-        trials.STOPPING.set()
+        STOPPING.set()
         end_playbooks()
         wait(list(flight))
         ended = sorted(flight.items(), key=lambda fb: fb[1].tid)
@@ -672,7 +665,7 @@ def _run_on_reservations(r: _Run, progress: RunProgress, estimate_s: float) -> N
         flight.clear()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        trials.STOPPING.clear()
+        STOPPING.clear()
 
 
 def _lose(r: _Run, b: _Begun, lost: list[str], live: list[Reservation]) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from netrepro.runner import ansible
 from netrepro.sites.inventory import (build_inventory, control_dir, foreign_inventory, generated_inventory, write_inventory,
@@ -71,7 +71,7 @@ def copies_on_disk(spec: Spec, site: str) -> list[int]:
     return sorted(found)
 
 
-def reservation_label(site: Site, parallel: int) -> str:
+def reservation_label(site: Site, parallel: int = 1) -> str:
     """How the console names ``site``'s reservation: the site's name, and ``#k`` of a campaign
     on several (``parallel`` above 1, or a copy above 1)."""
     return site.name + (f" #{site.copy}" if parallel > 1 or site.copy > 1 else "")
@@ -92,10 +92,32 @@ def write_site_inventory(spec: Spec, site: Site) -> Path:
     return write_inventory(inv, inventory_path(spec, site.name, site.copy))
 
 
+def preflight_copies(spec: Spec, site_name: str, options: dict[str, Any] | None = None, parallel: int = 1) -> None:
+    """Check offline each of ``parallel`` copies' files and credentials (``Site.preflight``),
+    before anything is reserved or written. Raises SiteError / SpecError (one line): a site
+    that holds one reservation at a time (``parallel`` above 1), or what a copy lacks."""
+    for k in range(1, parallel + 1):
+        open_site(spec, site_name, options, k).preflight()
+
+
+def _each_copy(fn: Callable[[int], Any], parallel: int) -> tuple[dict[int, Any], dict[int, Exception]]:
+    """``fn(k)`` for each copy k from 1 to ``parallel``, all at once (threads), every copy tried
+    whatever the others do: (copy -> what it returned, copy -> what it raised), in order."""
+    done: dict[int, Any] = {}
+    failed: dict[int, Exception] = {}
+
+    def one(k: int) -> None:
+        try:
+            done[k] = fn(k)
+        except Exception as exc:  # noqa: BLE001 - every copy's outcome is reported together
+            failed[k] = exc
+    at_once(one, range(1, parallel + 1))
+    return dict(sorted(done.items())), dict(sorted(failed.items()))
+
+
 def up_copies(spec: Spec, site_name: str, options: dict[str, Any] | None = None, parallel: int = 1) -> list[Site]:
     """:func:`up` for each of ``parallel`` copies of the topology, all at once (threads); one
-    copy is :func:`up` itself. Every copy's files and credentials are checked first
-    (``preflight``), before any is reserved.
+    copy is :func:`up` itself. The callers check every copy first (:func:`preflight_copies`).
 
     Raises:
         SiteError: the site holds one reservation at a time (``parallel`` above 1), or a copy
@@ -104,24 +126,12 @@ def up_copies(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
     """
     if parallel == 1:
         return [up(spec, site_name, options)]
-    sites = [open_site(spec, site_name, options, k) for k in range(1, parallel + 1)]
-    for s in sites:
-        s.preflight()
-    outcome: dict[int, Site | Exception] = {}
-
-    def one(k: int) -> None:
-        try:
-            outcome[k] = up(spec, site_name, options, copy=k, parallel=parallel)
-        except Exception as exc:  # noqa: BLE001 - every copy's outcome is reported together
-            outcome[k] = exc
-    at_once(one, range(1, parallel + 1))
-    failed = {k: v for k, v in sorted(outcome.items()) if isinstance(v, Exception)}
+    ready, failed = _each_copy(lambda k: up(spec, site_name, options, copy=k, parallel=parallel), parallel)
     if failed:
-        ready = [k for k in sorted(outcome) if k not in failed]
         raise SiteError("; ".join(f"reservation #{k} on {site_name} failed: {exc}" for k, exc in failed.items())
                         + (f"; reservation(s) {', '.join(f'#{k}' for k in ready)} are up: release them with "
                            f"`netrepro down {spec_arg(spec)}{site_arg(site_name)}`" if ready else ""))
-    return [outcome[k] for k in range(1, parallel + 1)]  # type: ignore[misc]
+    return list(ready.values())
 
 
 def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None, copy: int = 1, parallel: int = 1) -> Site:
@@ -176,16 +186,9 @@ def provision_copies(spec: Spec, site_name: str, options: dict[str, Any] | None 
         open_site(spec, site_name, options, k)   # SiteError: a site that holds one reservation
     spec_at_rate_scale(spec, first, choose=True, rate_scale=rate_scale)   # said on the console
     scale = rate_scale if rate_scale is not None else float(first.load_state()["rate_scale"]["k"])
-    outcome: dict[int, Exception | None] = {}
-
-    def one(k: int) -> None:
-        try:
-            provision(spec, site_name, options, rate_scale=scale, copy=k, parallel=parallel)
-            outcome[k] = None
-        except Exception as exc:  # noqa: BLE001 - every copy's outcome is reported together
-            outcome[k] = exc
     try:
-        at_once(one, range(1, parallel + 1))
+        _, failed = _each_copy(lambda k: provision(spec, site_name, options, rate_scale=scale, copy=k,
+                                                   parallel=parallel), parallel)
     except KeyboardInterrupt as exc:
         end_playbooks()
         sig = signal_of(exc)
@@ -193,7 +196,6 @@ def provision_copies(spec: Spec, site_name: str, options: dict[str, Any] | None 
                              hint=f"the nodes are partly provisioned and every reservation is still up: run "
                                   f"`netrepro provision {spec_arg(spec)}{site_arg(site_name)} --parallel {parallel}` "
                                   f"again, or `netrepro down {spec_arg(spec)}{site_arg(site_name)}`") from None
-    failed = {k: v for k, v in sorted(outcome.items()) if v is not None}
     if failed:
         raise StepIncomplete("; ".join(f"reservation #{k}: {getattr(e, 'account', None) or e}" for k, e in failed.items()),
                              hint=f"every reservation is still up: run `netrepro provision {spec_arg(spec)}"
@@ -268,4 +270,4 @@ def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None, copi
         if generated_inventory(inv):  # a file netrepro did not write stays
             inv.unlink()
         if copy > 1:
-            log(f"[down] {reservation_label(site, 2)} released")
+            log(f"[down] {reservation_label(site)} released")
