@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -89,6 +90,26 @@ def recorded_site(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "delay_probe", lambda inv, tv: None)
     monkeypatch.setattr(run, "stop_trial", lambda *a: None)
     return SimpleNamespace(ran=ran, given=given, stop_at=stop_at, unhealthy=unhealthy, results=tmp_path / "results")
+
+
+def netrepro_on_this_host(tmp_path_factory, name: str, unset: tuple[str, ...] = (), timeout_s: float = 1800):
+    """What a test that builds namespaces on this host runs netrepro with: root required (the
+    test fails saying so otherwise), a folder of its own (``base``, ``tmp_path_factory``'s
+    ``name``), the environment (``env``) with the sites' state and the results under it and
+    ``unset`` removed (the machine's settings must not steer the test), and ``nr(*args)``:
+    ``python -m netrepro *args`` from the repository in that environment, its output captured,
+    stopped after ``timeout_s`` s (subprocess.TimeoutExpired)."""
+    if os.geteuid() != 0:
+        pytest.fail("needs root (network namespaces); run `make test` as root")
+    base = tmp_path_factory.mktemp(name)
+    env = dict(os.environ, NETREPRO_STATE=str(base / "state"), NETREPRO_RESULTS=str(base / "results"))
+    for var in unset:
+        env.pop(var, None)
+
+    def nr(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "netrepro", *args], cwd=Path(__file__).resolve().parent.parent,
+                              env=env, capture_output=True, text=True, timeout=timeout_s)
+    return SimpleNamespace(base=base, env=env, nr=nr)
 
 
 def static_nodes_of_local(state: dict, spec, base: Path) -> dict:

@@ -13,14 +13,13 @@ from __future__ import annotations
 import csv
 import json
 import re
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_judged_as_reproduced
+from conftest import assert_judged_as_reproduced, netrepro_on_this_host
 
 REPO = Path(__file__).resolve().parent.parent
 EXP = REPO / "tests" / "data" / "experiments" / "gateway-fifo.yml"
@@ -31,13 +30,10 @@ pytestmark = pytest.mark.netns
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.fail("needs root (network namespaces); run `make test` as root")
-    base = tmp_path_factory.mktemp("gateway-fifo")
-    env = dict(os.environ, NETREPRO_STATE=str(base / "state"), NETREPRO_RESULTS=str(base / "results"))
+    host = netrepro_on_this_host(tmp_path_factory, "gateway-fifo")
+    base = host.base
     ns_before = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
-    p = subprocess.run([sys.executable, "-m", "netrepro", "reproduce", str(EXP), "--time-scale", "0.5"], cwd=REPO,
-                       env=env, capture_output=True, text=True, timeout=1800)
+    p = host.nr("reproduce", str(EXP), "--time-scale", "0.5")
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-4000:]
     ns_after = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())

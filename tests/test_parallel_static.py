@@ -14,9 +14,7 @@ naming its reservation, the verdict is the experiment's, and nothing is left res
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -25,7 +23,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from conftest import assert_judged_as_reproduced, static_nodes_of_local
+from conftest import assert_judged_as_reproduced, netrepro_on_this_host, static_nodes_of_local
 from netrepro.experiment.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -66,17 +64,9 @@ def _kill_when_running_on(results: Path, spec, copy: int, done: dict, timeout_s:
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.fail("needs root (network namespaces); run `make test` as root")
-    base = tmp_path_factory.mktemp("parallel-static")
-    env = dict(os.environ, NETREPRO_STATE=str(base / "state"), NETREPRO_RESULTS=str(base / "results"))
-    for var in ("LOCAL_MODE", "PARALLEL", "STATIC_FILE", "REPEAT"):
-        env.pop(var, None)
+    host = netrepro_on_this_host(tmp_path_factory, "parallel-static", ("LOCAL_MODE", "PARALLEL", "STATIC_FILE", "REPEAT"))
+    base, nr = host.base, host.nr
     spec = load_spec(EXP)
-
-    def nr(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "netrepro", *args], cwd=REPO, env=env, capture_output=True,
-                              text=True, timeout=1800)
 
     up = nr("up", str(EXP), "--site", "local", "--option", "mode=host", "--parallel", "2")
     try:

@@ -11,15 +11,12 @@ reboot task ran). Root.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import static_nodes_of_local
+from conftest import netrepro_on_this_host, static_nodes_of_local
 from netrepro.experiment.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,16 +27,9 @@ pytestmark = pytest.mark.netns
 
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.fail("needs root (network namespaces); run `make test` as root")
-    base = tmp_path_factory.mktemp("static-no-reboot")
-    env = dict(os.environ, NETREPRO_STATE=str(base / "state"), NETREPRO_RESULTS=str(base / "results"))
-    for k in ("LOCAL_MODE", "KERNEL_UPGRADE", "STATIC_FILE"):
-        env.pop(k, None)
-
-    def nr(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "netrepro", *args], cwd=REPO, env=env, capture_output=True,
-                              text=True, timeout=900)
+    host = netrepro_on_this_host(tmp_path_factory, "static-no-reboot", ("LOCAL_MODE", "KERNEL_UPGRADE", "STATIC_FILE"),
+                                 timeout_s=900)
+    base, nr = host.base, host.nr
 
     up = nr("up", str(EXP), "--site", "local", "--option", "mode=host")
     try:

@@ -14,15 +14,13 @@ the bridge, b1 and b2 would be cut off from the gateway. Root.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import assert_judged_as_reproduced, static_nodes_of_local
+from conftest import assert_judged_as_reproduced, netrepro_on_this_host, static_nodes_of_local
 from netrepro.experiment.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,15 +37,8 @@ def sh(*argv: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.fail("needs root (network namespaces); run `make test` as root")
-    base = tmp_path_factory.mktemp("static-v2")
-    env = dict(os.environ, NETREPRO_STATE=str(base / "state"), NETREPRO_RESULTS=str(base / "results"))
-    env.pop("LOCAL_MODE", None)
-
-    def nr(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "netrepro", *args], cwd=REPO, env=env, capture_output=True,
-                              text=True, timeout=1800)
+    host = netrepro_on_this_host(tmp_path_factory, "static-v2", ("LOCAL_MODE",))
+    base, nr = host.base, host.nr
 
     up = nr("up", str(EXP), "--site", "local", "--option", "mode=host")
     try:
