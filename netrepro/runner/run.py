@@ -26,13 +26,13 @@ from netrepro.runner.instances import checked_trial_ids, instance_estimate_s, tr
 from netrepro.runner.resume import load_resume, resume_record
 from netrepro.runner.parallel import Reservation, open_reservations, unanswered
 from netrepro.runner.playbooks import end_playbooks
-from netrepro.runner.steps import down
+from netrepro.runner.steps import down, shown_path
 from netrepro.runner.trial import (STOPPING, TrialJudge, delay_probe, kept_simulation, run_trial, simulate_trial,
                                    simulation_of, stop_trial, TrialFailed)
 from netrepro.runner.trialvars import spec_at_rate_scale, scaled_phases, settings_text, trial_vars
 from netrepro.runner.schedule import Instance
 from netrepro.sites import Site, SiteError
-from netrepro.experiment.spec import REPO_ROOT, Spec
+from netrepro.experiment.spec import Spec
 from netrepro.runfolder.integrity import sha256_tree
 from netrepro.runfolder.layout import RESERVE, STAGING, incomplete_marker, raw_dir, run_json, staging_dir, trial_raw
 from netrepro.runfolder.writing import (RESERVE_BYTES, git_commit, keep_site_documents, lock_run, new_run_dir,
@@ -246,7 +246,7 @@ def _started(spec: Spec, site_name: str, site: Site, session: dict, time_scale: 
         + (f", REPEAT={repeat}" if repeat > 1 else "")
         + (f", sweep of {len(points)} points ({len(order)} trial instances)" if points else "")
         + (f" ({'shuffled, seed ' + str(seed) if shuffled else 'in file order'})" if repeat > 1 or points else "")
-        + f"; results in {_shown(run_dir)}")
+        + f"; results in {shown_path(run_dir)}")
     return _Run(spec, site, run_dir, lock, meta, time_scale, lead, list(order))
 
 
@@ -732,6 +732,3 @@ def _record_end(r: _Run, t_run: float) -> tuple[list[str], str | None]:
         unrecorded = f"could not record it in {run_dir} ({exc.strerror})"
     return kept, unrecorded
 
-
-def _shown(path: Path) -> Path:
-    return path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path

@@ -152,11 +152,12 @@ def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None, copy: 
     st.setdefault("timings_s", {})["up"] = round(time.time() - t0, 1)
     site.save_state(st)
     log(f"[up] {reservation_label(site, parallel)} ready in {time.time() - t0:.0f} s"
-        + (f"; inventory {_shown(path)}" if path else " (a simulation: no node, no inventory)"))
+        + (f"; inventory {shown_path(path)}" if path else " (a simulation: no node, no inventory)"))
     return site
 
 
-def _shown(path: Path) -> Path:
+def shown_path(path: Path) -> Path:
+    """``path`` as the console shows it: relative to the repository when inside it."""
     return path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
 
 
