@@ -4,7 +4,7 @@ The local site builds two copies of tests/data/experiments/gateway-fifo.yml in h
 qdiscs are in this kernel): `netrepro up --site local --parallel 2`, the second copy's
 namespaces, bridges and management subnet carrying its number. They are described as two
 static-site nodes files, as a user describes two sets of machines, and the static site runs
-the campaign on both: 8 trial instances (REPEAT=4), dealt out as each reservation comes free.
+the campaign on both: 4 trial instances (REPEAT=2), dealt out as each reservation comes free.
 While the second reservation runs a trial, every process of its nodes is killed (its sshd
 too): that trial fails, its nodes no longer answer, so the reservation is released and the
 trial runs again on the first. The campaign completes with nothing lost, each trial's record
@@ -85,7 +85,7 @@ def campaign(tmp_path_factory):
         watch: dict = {}
         watcher = threading.Thread(target=_kill_when_running_on, args=(base / "results", spec, 2, watch), daemon=True)
         watcher.start()
-        p = nr("reproduce", str(EXP), *opts, "--parallel", "2", "--time-scale", "0.5", "--repeat", "4", "--seed", "11")
+        p = nr("reproduce", str(EXP), *opts, "--parallel", "2", "--time-scale", "0.5", "--repeat", "2", "--seed", "11")
         watch["stop"] = True
         watcher.join(10)
         static_left = [json.loads(s.read_text()) for s in (base / "state").glob("gateway-fifo-static*/state.json")]
@@ -103,8 +103,8 @@ def test_the_campaign_completes_on_the_reservation_left_and_reproduces(campaign)
     assert c.rc == 0, c.out[-5000:]
     assert c.watch.get("killed") and c.watch.get("pids"), "no trial ran on reservation #2"
     meta = json.loads((c.d / "run.json").read_text())
-    assert meta["parallel"] == 2 and len(meta["trial_status"]) == 8
-    assert all(s["status"] == "complete" for s in meta["trial_status"]) and len(meta["trials"]) == 8
+    assert meta["parallel"] == 2 and len(meta["trial_status"]) == 4
+    assert all(s["status"] == "complete" for s in meta["trial_status"]) and len(meta["trials"]) == 4
     assert {t["reservation"] for t in meta["trials"]} <= {1, 2} and any(t["reservation"] == 1 for t in meta["trials"])
     lost = meta["lost_reservations"]
     assert [(x["reservation"], x["trial"], x["released"]) for x in lost] == [(2, c.watch["killed"], True)]
