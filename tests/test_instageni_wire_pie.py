@@ -2,7 +2,7 @@
 
 The evaluator's command, as docs/sites/cloudlab.md gives it, runs against the test aggregate
 (tests/testbed/aggregate.py) instead of CloudLab: reserve -> wait -> logins -> provision ->
-trials -> analysis -> release, time-scaled (TIME_SCALE=0.1, 5-s phases: shorter than pie-vs-red's
+trials -> analysis -> release, time-scaled (TIME_SCALE=0.05, 2.5-s phases: shorter than pie-vs-red's
 time_scale.min, so every claim is "not applicable" and the verdict inconclusive, as the
 fresh-root main job's in tests/test_integration.py; its subject is the testbed path, and the
 judged claims are those of the recorded runs, tests/test_claims_on_recorded_runs.py).
@@ -10,7 +10,7 @@ The aggregate's seven slivers are real nodes the local site builds in its micro-
 kernel lacks PIE and RED), each reached on a port of its own on 127.0.0.1, as InstaGENI VMs
 without a public address are on their host (tests/testbed/nodes.py). What differs from a
 CloudLab run: the aggregates file's URLs and CA, the portal certificate's signer, and
-INSTALL_PACKAGES=false (the nodes share this machine's programs). About 7 minutes. Root.
+INSTALL_PACKAGES=false (the nodes share this machine's programs). About 5 minutes. Root.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def run(tmp_path_factory):
         env, _ = write_account(base / "account", agg, user="root")
         env["INSTALL_PACKAGES"] = "false"
         t0 = time.monotonic()
-        p = subprocess.run(["make", "reproduce-pie-vs-red", "SITE=instageni", "TIME_SCALE=0.1"], cwd=REPO, env=env,
+        p = subprocess.run(["make", "reproduce-pie-vs-red", "SITE=instageni", "TIME_SCALE=0.05"], cwd=REPO, env=env,
                            capture_output=True, text=True, timeout=3600, stdin=subprocess.DEVNULL)
         yield {"proc": p, "out": p.stdout + p.stderr, "agg": agg, "nodes": nodes, "wall": time.monotonic() - t0,
                "run": base / "account" / "results" / "pie-vs-red" / "latest"}
@@ -56,9 +56,9 @@ def run(tmp_path_factory):
 def test_the_main_job_runs_from_reservation_to_release_with_a_verdict(run):
     assert run["proc"].returncode == 0, run["out"][-6000:]
     v = json.loads((run["run"] / "verdict.json").read_text())
-    # Analysed to the end, and honest about the time scale: no claim judged at 0.1.
+    # Analysed to the end, and honest about the time scale: no claim judged at 0.05.
     assert v["verdict"] == "inconclusive", v
-    assert v["claims"] and all(c["status"] == "not applicable" and "time scale 0.1 is shorter" in c["reason"]
+    assert v["claims"] and all(c["status"] == "not applicable" and "time scale 0.05 is shorter" in c["reason"]
                                for c in v["claims"]), v["claims"]
     assert "[analyze] verdict: inconclusive; report " in run["out"]
     print(f"\nverdict {v['verdict']}; wall {run['wall']:.0f} s; calls {counts(run['agg'].calls)}")
