@@ -37,14 +37,15 @@ def _opts(args: str) -> dict[str, str]:
 
 
 # --- ssh_common_args ---------------------------------------------------------------------------
-def test_ssh_args_plain_login_is_empty():
-    assert ssh_common_args(NodeLogin("client1", "10.0.0.1")) == ""
+def test_ssh_args_plain_login_has_only_the_keepalives():
+    assert ssh_common_args(NodeLogin("client1", "10.0.0.1")) == "-o ServerAliveInterval=15 -o ServerAliveCountMax=4"
 
 
 def test_ssh_args_known_hosts_and_control_dir():
     o = _opts(ssh_common_args(NodeLogin("client1", "10.0.0.1"), known_hosts="/s/known_hosts", control_dir="/cp"))
     assert o == {"UserKnownHostsFile": "/s/known_hosts", "StrictHostKeyChecking": "accept-new",
-                 "ControlMaster": "auto", "ControlPersist": "1800s", "ControlPath": "/cp/%C"}
+                 "ControlMaster": "auto", "ControlPersist": "1800s", "ControlPath": "/cp/%C",
+                 "ServerAliveInterval": "15", "ServerAliveCountMax": "4"}
 
 
 def test_ssh_args_proxy_jump_with_key_and_known_hosts():
@@ -56,6 +57,9 @@ def test_ssh_args_proxy_jump_with_key_and_known_hosts():
     assert inner[inner.index("-i") + 1] == "/s/id_ed25519"
     assert "IdentitiesOnly=yes" in inner and "BatchMode=yes" in inner
     assert "UserKnownHostsFile=/s/kh" in inner and "StrictHostKeyChecking=accept-new" in inner
+    # the jump host's connection is kept alive as the node's is
+    assert "ServerAliveInterval=15" in inner and "ServerAliveCountMax=4" in inner
+    assert o["ServerAliveInterval"] == "15" and o["ServerAliveCountMax"] == "4"
     assert inner[-1] == "root@127.0.0.1"
     assert not any(x.startswith("ControlPath") for x in inner)
 
@@ -177,6 +181,7 @@ def test_groups_hosts_and_vars(spec):
     c1 = ch["clients"]["hosts"]["client1"]
     assert ch["hosts"]["hosts"]["client1"] == c1
     assert c1 == {"ansible_host": "172.30.0.12", "ansible_port": 22, "ansible_user": "root",
+                  "ansible_ssh_common_args": "-o ServerAliveInterval=15 -o ServerAliveCountMax=4",
                   "netrepro_kind": "host", "netrepro_addresses": {"clients_lan": "10.10.1.1"},
                   "netrepro_prefixlen": {"clients_lan": 24},
                   "netrepro_interfaces": {"eth1": {"address": "10.10.1.1", "prefixlen": 24, "network": "clients_lan",
@@ -210,7 +215,7 @@ def test_key_node_dir_and_ssh_args_per_host(spec):
 def test_no_key_no_args_when_not_needed(spec):
     h = build_inventory(spec, logins_for(spec), "static")["all"]["children"]["clients"]["hosts"]["client2"]
     assert "ansible_ssh_private_key_file" not in h
-    assert "ansible_ssh_common_args" not in h
+    assert h["ansible_ssh_common_args"] == "-o ServerAliveInterval=15 -o ServerAliveCountMax=4"   # keepalives only
     assert "ansible_become" not in h
 
 

@@ -56,6 +56,14 @@ def _split_jump(proxy_jump: str) -> tuple[str, str, int]:
     return user_host, user_host.rpartition("@")[2], int(port)
 
 
+#: OpenSSH keepalives on every connection to a node and to its jump host (ssh_config(5):
+#: ServerAliveInterval, ServerAliveCountMax): a node that vanishes without closing its
+#: connections (a testbed VM stopped under the run, a cut path) is given up after 4 unanswered
+#: probes 15 s apart, about 60 s, and its commands fail as unreachable. Without them, a
+#: multiplexed connection waits until TCP gives up on the silent peer, about 15 minutes with
+#: Linux's default tcp_retries2 of 15 (Documentation/networking/ip-sysctl.rst).
+KEEPALIVE_OPTIONS = ("-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4")
+
 #: Where the SSH masters of every site live (ssh_config(5) ControlPath): under /tmp, since a
 #: socket cannot live on the micro-VM's 9p folders ("cannot bind to path").
 CONTROL_ROOT = Path("/tmp/netrepro-cp")
@@ -86,11 +94,12 @@ def ssh_common_args(login: NodeLogin, known_hosts: str | None = None, control_di
     """OpenSSH options for one node as a string for ``ansible_ssh_common_args``.
 
     ProxyJump (ssh(1) ``-J``) reaches nodes behind a bastion or inside the local micro-VM.
+    Both the node's connection and the jump host's carry :data:`KEEPALIVE_OPTIONS`.
     ``known_hosts``: the reservation's known_hosts file; the node's (and the jump host's) key is
     checked against it, strictly when the login pins it (see the module docstring), else
     accept-new. When None, host key checking is left to the user's SSH configuration.
     """
-    opts = []
+    opts = list(KEEPALIVE_OPTIONS)
     if known_hosts:
         opts += _host_key_options(known_hosts, bool(login.extra.get("host_key")))
     if login.proxy_jump:
@@ -98,7 +107,7 @@ def ssh_common_args(login: NodeLogin, known_hosts: str | None = None, control_di
         # them explicit (ProxyJump would read only ~/.ssh/config for the jump host).
         jump_user_host, _, jump_port = _split_jump(login.proxy_jump)
         # '[%h]:%p' as ssh's own ProxyJump does: a bare IPv6 address (FABRIC) needs brackets.
-        inner = ["ssh", "-W", "[%h]:%p", "-p", str(jump_port), "-o", "BatchMode=yes"]
+        inner = ["ssh", "-W", "[%h]:%p", "-p", str(jump_port), "-o", "BatchMode=yes", *KEEPALIVE_OPTIONS]
         jump_key = login.extra.get("proxy_key_file") or login.key_file  # FABRIC: bastion key differs
         if jump_key:
             inner += ["-i", jump_key, "-o", "IdentitiesOnly=yes"]
