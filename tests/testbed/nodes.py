@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -49,6 +50,19 @@ def _sh(*argv: str, timeout: float = 120) -> str:
     if res.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)[:200]}: {(res.stderr or res.stdout).strip()[-400:]}")
     return res.stdout
+
+
+def _json_values(text: str) -> list:
+    """The JSON values written one after another in ``text``, whitespace between them (as
+    several ``ip -j`` commands print them); raises ValueError on anything else."""
+    decoder, values, at = json.JSONDecoder(), [], 0
+    while (at := _SPACE.match(text, at).end()) < len(text):
+        value, at = decoder.raw_decode(text, at)
+        values.append(value)
+    return values
+
+
+_SPACE = re.compile(r"\s*")
 
 
 def _restart_sshd(node: str, cfg: str, run: str, disk: str, mounts: str = "", keys: str = "", log: str = "") -> str:
@@ -244,14 +258,10 @@ class LocalNodes:
                               f"cut -d@ -f1); do ip -n {shlex.quote(node)} link del $br; done")
         run_in(" && ".join(script))
         out = {}
-        # every node's links in one call (a JSON array each): each call through the jump
-        # costs about 2 s under QEMU TCG
-        text, at, listed = run_in(" && ".join(f"ip -n {shlex.quote(node)} -j link" for node in logins)), 0, []
-        while text[at:].strip():
-            value, at = json.JSONDecoder().raw_decode(text, len(text) - len(text[at:].lstrip()))
-            listed.append(value)
-        for node, login in logins.items():
-            links = {ln["ifname"]: ln.get("address") for ln in listed.pop(0)}
+        # every node's links in one call: each call through the jump costs about 2 s under QEMU TCG
+        listed = _json_values(run_in(" && ".join(f"ip -n {shlex.quote(node)} -j link" for node in logins)))
+        for (node, login), node_links in zip(logins.items(), listed, strict=True):
+            links = {ln["ifname"]: ln.get("address") for ln in node_links}
             macs = {interface_id(node, key): links[key] for key in m.data_plane(node) if links.get(key)}
             out[node] = {"host": login["host"], "port": login["port"], "macs": macs}
         if self.mode == "vm":
