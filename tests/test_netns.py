@@ -96,28 +96,37 @@ def test_bridges_first(spec):
 
 
 def test_exact_commands_for_client1(spec):
+    """client1's commands, in the build's stages: the namespaces, the builder's side of the
+    veths, the sysctls, each node's own commands (render_script batches each stage's runs)."""
     cmds = netns.build_commands(spec, LAYOUT)
-    start = cmds.index(["ip", "netns", "add", "client1"])
-    end = cmds.index(["ip", "netns", "add", "client2"])
     veth = lambda peer, eth: ["ip", "link", "add", peer, "mtu", "1500", "type", "veth",  # noqa: E731
                               "peer", "name", eth, "mtu", "1500", "netns", "client1"]
-    assert cmds[start:end] == [
+    mine = [c for c in cmds if "client1" in c or any(a.startswith("client1-") for a in c)]
+    assert mine[:-1] == [
         ["ip", "netns", "add", "client1"],
-        ["ip", "-n", "client1", "link", "set", "lo", "up"],
-        ["ip", "netns", "exec", "client1", "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"],
-        ["ip", "netns", "exec", "client1", "sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"],
         veth("client1-0", "eth0"),
         ["ip", "link", "set", "client1-0", "master", "nr-mgmt"],
         ["ip", "link", "set", "client1-0", "up"],
-        ["ip", "-n", "client1", "addr", "add", "172.30.0.12/24", "dev", "eth0"],
-        ["ip", "-n", "client1", "link", "set", "eth0", "up"],
         veth("client1-1", "eth1"),
         ["ip", "link", "set", "client1-1", "master", "nr-clients_lan"],
         ["ip", "link", "set", "client1-1", "up"],
+        ["ip", "netns", "exec", "client1", "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1",
+         "net.ipv6.conf.default.disable_ipv6=1"],
+        ["ip", "-n", "client1", "link", "set", "lo", "up"],
+        ["ip", "-n", "client1", "addr", "add", "172.30.0.12/24", "dev", "eth0"],
+        ["ip", "-n", "client1", "link", "set", "eth0", "up"],
         ["ip", "-n", "client1", "addr", "add", "10.10.1.1/24", "dev", "eth1"],
         ["ip", "-n", "client1", "link", "set", "eth1", "up"],
         ["ip", "-n", "client1", "route", "add", "10.10.2.0/24", "via", "10.10.1.254"],
     ]
+    # every namespace exists before any veth is made; every veth before any node's own commands
+    last_ns = max(i for i, c in enumerate(cmds) if c[:3] == ["ip", "netns", "add"])
+    first_veth = min(i for i, c in enumerate(cmds) if "veth" in c)
+    first_inside = min(i for i, c in enumerate(cmds) if c[1] == "-n")
+    assert last_ns < first_veth and max(i for i, c in enumerate(cmds) if "veth" in c) < first_inside
+    # each node's own commands are consecutive (one ip -batch each)
+    owners = [c[2] for c in cmds if c[1] == "-n"]
+    assert owners == sorted(owners, key=list(spec.nodes).index)
     # sshd comes last, after every namespace exists and after its privilege separation folder
     # (sshd exits 255 without it on a machine where systemd never started ssh.service)
     tail = cmds[-2 * len(spec.nodes):]
@@ -189,7 +198,39 @@ def test_rendered_site_scripts_parse(spec, tmp_path):
         p.write_text(netns.render_script(cmds, strict=strict, title=name))
         r = subprocess.run(["sh", "-n", str(p)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        assert len(p.read_text().splitlines()) == len(cmds) + 3 + strict
+        text = p.read_text()
+        batches = text.count("-batch - <<'NR_IP_BATCH'")
+        assert len(text.splitlines()) == len(cmds) + 3 + strict + 2 * batches
+        # the build: the bridges, the veths, then one batch per node; the teardown: none
+        assert batches == (2 + len(spec.nodes) if strict else 0), batches
+
+
+def test_render_script_batches_runs_of_one_namespaces_ip_commands(tmp_path):
+    cmds = [["ip", "link", "add", "b0", "type", "bridge"], ["ip", "link", "set", "b0", "up"],
+            ["ip", "netns", "add", "x"], ["ip", "netns", "add", "y"],
+            ["ip", "-n", "x", "link", "set", "lo", "up"], ["ip", "-n", "x", "addr", "add", "10.0.0.1/24", "dev", "e0"],
+            ["ip", "-n", "y", "link", "set", "lo", "up"],
+            ["ip", "-n", "x", "link", "set", "a b", "up"], ["ip", "-n", "x", "link", "set", "e1", "up"],
+            ["mkdir", "-p", "/r"]]
+    text = netns.render_script(cmds, strict=True, title="build x")
+    assert text.splitlines()[4:] == [
+        "ip -batch - <<'NR_IP_BATCH'", "link add b0 type bridge", "link set b0 up", "NR_IP_BATCH",
+        "ip netns add x", "ip netns add y",   # never batched
+        "ip -n x -batch - <<'NR_IP_BATCH'", "link set lo up", "addr add 10.0.0.1/24 dev e0", "NR_IP_BATCH",
+        "ip -n y link set lo up",              # a run of one
+        "ip -n x link set 'a b' up",           # a word the batch reader would split
+        "ip -n x link set e1 up", "mkdir -p /r"]
+    # sh reads the here documents: each batch's lines reach ip on its standard input
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ip").write_text('#!/bin/sh\necho "ip $*"\n[ "$*" != "${*%-batch -}" ] && sed "s/^/  /"\nexit 0\n')
+    (fake / "ip").chmod(0o755)
+    (tmp_path / "b.sh").write_text(text)
+    r = subprocess.run(["sh", str(tmp_path / "b.sh")], capture_output=True, text=True,
+                       env={"PATH": f"{fake}:/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[:4] == ["ip -batch -", "  link add b0 type bridge", "  link set b0 up", "ip netns add x"]
+    assert netns.render_script(cmds, strict=False, title="tear down x").count("-batch") == 0
 
 
 def test_sshd_config(spec):
