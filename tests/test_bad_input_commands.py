@@ -84,6 +84,34 @@ def _rate_option_rows() -> list[Row]:
     return rows
 
 
+#: An /etc/shadow line, the kind of file a mistaken fabric_rc option may name.
+SHADOW = "root:$6$Qs4Fy3hZ$SECRETHASHSECRETHASHSECRETHASH.0123456789abcdef:19700:0:99999:7:::\n"
+
+
+def _bound_rows() -> list[Row]:
+    """Each numeric option of instageni and fabric beyond its bound (and hours' junk), on plan,
+    a dry run of reproduce and up: one line naming the option, the value and the range."""
+    rows = []
+    cases = [("instageni", "hours", "1e308", "expected a number of hours above 0 and at most 336"),
+             ("instageni", "hours", "337", "expected a number of hours above 0 and at most 336"),
+             ("instageni", "hours", "0", "expected a number of hours above 0 and at most 336"),
+             ("instageni", "ready_timeout_s", "1e308", "expected a number of seconds above 0 and at most 86400"),
+             ("instageni", "vm_cores", "65", "expected a whole number of vCPUs from 1 to 64"),
+             ("instageni", "vm_ram_mb", "99999999999999999999", "expected a whole number of MiB from 1 to 262144"),
+             ("fabric", "hours", "1e308", "expected a number of hours above 0 and at most 336 (FABRIC's longest lease"),
+             ("fabric", "hours", "inf", "expected a number of hours above 0 and at most 336"),
+             ("fabric", "ready_timeout_s", "86401", "expected a number of seconds above 0 and at most 86400"),
+             ("fabric", "cores", "65", "expected a whole number of vCPUs from 1 to 64 (FABRIC's largest VM)"),
+             ("fabric", "ram_gb", "257", "expected a whole number of GB from 1 to 256"),
+             ("fabric", "disk_gb", "1e3", "expected a whole number of GB from 1 to 1000")]
+    for site, key, value, expected in cases:
+        for cmd in (["plan"], ["reproduce", "--dry-run"], ["up"]):
+            rows.append(Row(f"{site}-{key}-{value}-{'-'.join(c.strip('-') for c in cmd)}",
+                            [cmd[0], "pie-vs-red", *cmd[1:], "--site", site, "-o", f"{key}={value}"],
+                            [f"site {site}: option {key}={value!r} (from --option): {expected}"]))
+    return rows
+
+
 ROWS = [
     # --- -v shows Ansible's task lines: only the commands that run Ansible take it -----------
     *[Row(f"verbose-without-ansible-{cmd[0]}", [*cmd, "-v"], ["unrecognized arguments: -v"])
@@ -99,6 +127,14 @@ ROWS = [
     Row("hours-nan", ["renew", "pie-lab"], ["HOURS", "'nan'", "expected a number of hours above 0"],
         env={"HOURS": "nan"}),
     Row("hours-option-words", ["renew", "pie-lab", "--hours", "six"], ["HOURS", "'six'", "expected a number of hours"]),
+    # --- the testbed sites' numeric options (issue 54): bounded where they are parsed, so that
+    # plan and a dry run refuse what up could not use (hours=1e308 overflowed datetime in up)
+    *_bound_rows(),
+    # --- a fabric_rc that is not one (a credential file given by mistake): never echoed -------
+    Row("fabric-rc-a-shadow-file-up", ["up", "pie-vs-red", "--site", "fabric", "-o", "fabric_site=UTAH",
+                                        "-o", "fabric_rc={tmp}/shadow"],
+        ["{tmp}/shadow: line 1: expected `export NAME=value` (fablib's fabric_rc); the line is not shown"],
+        setup=lambda tmp: (tmp / "shadow").write_text(SHADOW) and None),
     # --- RATE_SCALE (run, reproduce, their dry runs, provision) ---------------------------
     *_rate_rows(),
     *_rate_option_rows(),
@@ -141,6 +177,14 @@ ROWS = [
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_bad_input(row, tmp_path):
     run_row(row, tmp_path)
+
+
+def test_a_wrong_fabric_rc_is_never_echoed(tmp_path):
+    """A fabric_rc option naming a credential file by mistake: the refusal names the file and
+    the line, and shows none of its text (it printed the line's first 80 characters)."""
+    row = next(r for r in ROWS if r.id == "fabric-rc-a-shadow-file-up")
+    err = run_row(row, tmp_path).stderr
+    assert "SECRETHASH" not in err and "root:" not in err, err
 
 
 def test_rows_are_many_and_unique():

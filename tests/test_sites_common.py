@@ -232,7 +232,7 @@ def test_bad_slice_name_and_hours(spec, tmp_path):
     base = {"env": geni_env(tmp_path), "client": FakeGeni("", [])}
     with pytest.raises(SiteError, match=r"option slice_name='Bad_Name': expected 1-19 characters"):
         get_site("instageni", spec, tmp_path / "a", {**base, "slice_name": "Bad_Name"}).reserve()
-    with pytest.raises(SiteError, match=r"option hours='-1': expected a positive number"):
+    with pytest.raises(SiteError, match=r"option hours='-1': expected a number of hours above 0 and at most 336"):
         get_site("instageni", spec, tmp_path / "b", {**base, "hours": "-1"}).reserve()
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
@@ -242,7 +242,7 @@ def test_bad_slice_name_and_hours(spec, tmp_path):
     ({"aggregate": "nowhere"}, r"option aggregate='nowhere': expected an aggregate of aggregates.yml .*: emulab, powder"),
     ({"image": "UBUNTU22"}, r"option image='UBUNTU22': expected an image URN"),
     ({"routable_control_ip": "maybe"}, r"option routable_control_ip='maybe': expected true or false"),
-    ({"vm_cores": "0"}, r"option vm_cores='0': expected a positive integer"),
+    ({"vm_cores": "0"}, r"option vm_cores='0': expected a whole number of vCPUs from 1 to 64"),
     ({"user": "-oProxyCommand=x"}, r"option user='-oProxyCommand=x': expected a login name"),
     ({"key_file": "/nonexistent/key"}, r"option key_file='/nonexistent/key': no such file"),
     ({"client": "fake"}, r"unknown option 'client'"),
@@ -261,7 +261,7 @@ def test_option_origin_is_named(spec, tmp_path):
     with pytest.raises(SiteError, match=r"unknown option 'fabric_site' \(from FABRIC_SITE\)"):
         get_site("instageni", spec, tmp_path, opts)
     del opts["fabric_site"]
-    with pytest.raises(SiteError, match=r"option vm_ram_mb='lots' \(from --option\): expected a positive integer"):
+    with pytest.raises(SiteError, match=r"option vm_ram_mb='lots' \(from --option\): expected a whole number of MiB"):
         get_site("instageni", spec, tmp_path, opts)
 
 

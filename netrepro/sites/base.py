@@ -127,6 +127,32 @@ def positive_number(value: Any, spec: Spec | None = None) -> str | None:
     return None if math.isfinite(x) and x > 0 else "expected a positive number"
 
 
+def number_in(low: float, high: float, what: str, source: str, whole: bool = False) -> Check:
+    """A check accepting a finite number above ``low`` and at most ``high`` (``whole``: a whole
+    number from ``low``, at least 1, to ``high``), as given on a command line (``"2.5"``) or in code.
+
+    ``what``: the unit, said in the refusal (``"a number of hours"``); ``source``: where
+    ``high`` comes from (a service's documented limit, or why a conservative bound was
+    chosen), said in the refusal after the range. Every numeric site option is bounded where
+    it is parsed (check_options), so that ``plan`` and a dry run refuse what ``up`` could not
+    use (a lease of 1e308 hours overflows datetime)."""
+
+    def check(value: Any, spec: Spec | None = None) -> str | None:
+        if whole:
+            ok = positive_int(value) is None and low <= int(str(value).strip()) <= high
+            expected = f"from {low:g} to {high:g}"
+        else:
+            try:
+                x = float(value) if not isinstance(value, bool) else math.nan
+            except (TypeError, ValueError):
+                x = math.nan
+            ok = math.isfinite(x) and low < x <= high
+            expected = f"above {low:g} and at most {high:g}"
+        return None if ok else f"expected {what} {expected} ({source})"
+
+    return check
+
+
 def as_bool(value: Any) -> bool | None:
     """True or False from a bool or from true/false, yes/no, on/off, 1/0 (any case, as typed
     on a command line); None for anything else."""

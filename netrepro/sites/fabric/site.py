@@ -35,16 +35,28 @@ from pathlib import Path
 from typing import Any
 
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, login_user_problem, matches,
-                                 positive_int, positive_int_option, positive_number, private_key_problem, public_key_problem,
+                                 number_in, positive_int_option, private_key_problem, public_key_problem,
                                  read_json_object, read_small_text, ssh_host_problem)
 from netrepro.experiment.spec import Spec
 
 DEFAULT_RC = "~/work/fabric_config/fabric_rc"
 #: The initial lease, hours (option ``hours``): fablib's own default (Slice.submit, 24 h).
 DEFAULT_HOURS = 24
+#: The longest lease FABRIC grants, hours (the option ``hours``' bound): two weeks, the
+#: orchestrator's Constants.DEFAULT_MAX_DURATION (fabric-testbed/ControlFramework,
+#: fabric_cf/actor/core/common/constants.py); only a project with FABRIC's long-lived slice
+#: permission may hold one longer (extend it in the portal).
+MAX_HOURS = 14 * 24
 #: How long the slice may take to become ready (StableOK), s (option ``ready_timeout_s``);
 #: then it is deleted. fablib's own default (Slice.submit's wait_timeout).
 READY_TIMEOUT_S = 1800
+#: The longest ``ready_timeout_s``, s: a day, 48 times the default; a conservative bound (a
+#: slice not ready in a day is failing, and its lease runs meanwhile).
+MAX_READY_TIMEOUT_S = 86400
+#: The largest VM size FABRIC offers (option bounds of ``cores``, ``ram_gb``, ``disk_gb``): the
+#: largest instance of fabric-fim 2.0.0's catalog fim/slivers/data/instance_sizes.json, to which
+#: the orchestrator maps a request (64 cores, 256 GB RAM, 1000 GB disk).
+MAX_CORES, MAX_RAM_GB, MAX_DISK_GB = 64, 256, 1000
 #: fablib's time format for lease ends (fabrictestbed OrchestratorClient.TIME_FORMAT).
 LEASE_FORMAT = "%Y-%m-%d %H:%M:%S %z"
 #: The state folder's description of the ready slice (:func:`describe_slice`).
@@ -194,7 +206,13 @@ def offline_manager(project_id: str = "00000000-0000-0000-0000-000000000000",
 
 def read_rc(path: Path | str) -> dict[str, str]:
     """``NAME=value`` pairs from a fabric_rc file (``export`` optional, quotes removed,
-    ``#`` comments and blank lines skipped). Raises SiteError naming a malformed line."""
+    ``#`` comments and blank lines skipped).
+
+    Raises:
+        SiteError: the file unreadable or binary (:func:`read_small_text`), or a malformed
+            line: one line naming the file and the line's number, never its text (a fabric_rc
+            given by mistake may be a credential file: a password hash, a private key).
+    """
     out: dict[str, str] = {}
     path = Path(path).expanduser()
     text = read_small_text(path, "fablib's fabric_rc (export NAME=value lines)")
@@ -206,7 +224,7 @@ def read_rc(path: Path | str) -> dict[str, str]:
             line = line[len("export "):].strip()
         name, eq, value = line.partition("=")
         if not eq or not name.strip().isidentifier():
-            raise SiteError(f"{path}: line {n}: expected `export NAME=value`, got {raw.strip()[:80]!r}")
+            raise SiteError(f"{path}: line {n}: expected `export NAME=value` (fablib's fabric_rc); the line is not shown")
         try:
             parts = shlex.split(value)
         except ValueError:
@@ -308,9 +326,12 @@ class FabricSite(Site):
     OPTIONS = {
         "fabric_site": Option("FABRIC site name such as UTAH, FABRIC_SITE",
                               matches(r"[A-Za-z][A-Za-z0-9-]{1,15}", "a FABRIC site name such as UTAH")),
-        "cores": Option("vCPUs per VM, CORES, default 2", positive_int),
-        "ram_gb": Option("GB of memory per VM, RAM_GB, default 8", positive_int),
-        "disk_gb": Option("GB of disk per VM, DISK_GB, default 10", positive_int),
+        "cores": Option("vCPUs per VM, CORES, default 2",
+                        number_in(1, MAX_CORES, "a whole number of vCPUs", "FABRIC's largest VM", whole=True)),
+        "ram_gb": Option("GB of memory per VM, RAM_GB, default 8",
+                         number_in(1, MAX_RAM_GB, "a whole number of GB", "FABRIC's largest VM", whole=True)),
+        "disk_gb": Option("GB of disk per VM, DISK_GB, default 10",
+                          number_in(1, MAX_DISK_GB, "a whole number of GB", "FABRIC's largest VM", whole=True)),
         "image": Option("fablib image name, IMAGE, default default_ubuntu_22",
                         matches(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", "a fablib image name such as default_ubuntu_22")),
         "slice_name": Option("slice name, SLICE_NAME, default netrepro-<experiment>",
@@ -318,9 +339,11 @@ class FabricSite(Site):
         "fabric_rc": Option("fablib's fabric_rc file, default ~/work/fabric_config/fabric_rc"),
         "switch_nic": Option("NIC model of a switch's ports, SWITCH_NIC, default NIC_ConnectX_5",
                              matches(r"NIC_[A-Za-z0-9_]{1,32}", "a fablib NIC model such as NIC_ConnectX_5")),
-        "hours": Option(f"initial lease in hours, HOURS, default {DEFAULT_HOURS}", positive_number),
+        "hours": Option(f"initial lease in hours (make: HOURS on up and reproduce), default {DEFAULT_HOURS}, "
+                        f"at most {MAX_HOURS}",
+                        number_in(0, MAX_HOURS, "a number of hours", "FABRIC's longest lease, two weeks")),
         "ready_timeout_s": Option(f"seconds the slice may take to become ready before it is deleted, default {READY_TIMEOUT_S}",
-                                  positive_number),
+                                  number_in(0, MAX_READY_TIMEOUT_S, "a number of seconds", "a day")),
         "install_packages": Option("install the experiment's packages with apt, INSTALL_PACKAGES (default true; "
                                    "false: the image already has them, only checked)", boolean),
     }

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, existing_file,
-                                 interfaces_text, login_user_problem, matches, positive_int, positive_number,
-                                 read_small_text)
+                                 interfaces_text, login_user_problem, matches, number_in, read_small_text)
 from netrepro.sites.instageni import manifest as geni_manifest
 from netrepro.sites.instageni import rspec as geni_rspec
 from netrepro.sites.instageni.aggregates import (AGGREGATES_FILE, load_aggregates, resolve_aggregate,
@@ -37,9 +36,21 @@ from netrepro.sites.instageni.credentials import (ENV_VARS, GeniCredentials, POR
 #: The initial lease, hours (option ``hours``): a full pie-vs-red run with REPEAT=5 takes about
 #: two hours; CloudLab grants a few days without asking an administrator.
 DEFAULT_HOURS = 6
+#: The longest lease asked for, hours (the option ``hours``' bound): two weeks, a conservative
+#: bound. Aggregates set their own limit; GENI's "Long Lived Slices" (GENI-NSF/geni-tools wiki)
+#: notes that some allow expirations at most 14 days ahead, and CloudLab grants longer
+#: experiments only on request. A longer one: extend it in the portal.
+MAX_HOURS = 14 * 24
+#: The largest Xen VM asked for (bounds of ``vm_cores``, ``vm_ram_mb``): 64 vCPUs and 256 GiB,
+#: a conservative bound (FABRIC's largest VM size, netrepro.sites.fabric.site.MAX_CORES; a Xen VM
+#: lives on one host of the cluster).
+MAX_VM_CORES, MAX_VM_RAM_MB = 64, 256 * 1024
 #: How long the slivers may take to become ready, s (option ``ready_timeout_s``); then they are
 #: deleted. Generous: how long a cluster takes to boot seven VMs has not been measured.
 READY_TIMEOUT_S = 1800.0
+#: The longest ``ready_timeout_s``, s: a day, a conservative bound (slivers not ready in a day
+#: are failing, and the lease runs meanwhile).
+MAX_READY_TIMEOUT_S = 86400.0
 
 SLICE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,18}$")
 #: The state folder's request RSpec as sent to Allocate, and the slice's manifest (Describe).
@@ -108,16 +119,21 @@ class InstaGENISite(Site):
         "vm_type": Option("sliver type such as emulab-xen, VM_TYPE",
                           matches(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", "a sliver type name such as emulab-xen")),
         "routable_control_ip": Option("true or false: a public control address per VM, default true", boolean),
-        "vm_cores": Option("vCPUs per Xen VM", positive_int),
-        "vm_ram_mb": Option("MiB of memory per Xen VM", positive_int),
+        "vm_cores": Option("vCPUs per Xen VM",
+                           number_in(1, MAX_VM_CORES, "a whole number of vCPUs", "a conservative bound", whole=True)),
+        "vm_ram_mb": Option("MiB of memory per Xen VM",
+                            number_in(1, MAX_VM_RAM_MB, "a whole number of MiB", "256 GiB, a conservative bound",
+                                      whole=True)),
         "slice_name": Option("slice name, SLICE_NAME",
                              matches(SLICE_NAME_RE.pattern.strip("^$"), "1-19 characters [a-z0-9-] starting with a letter")),
-        "hours": Option("initial lease in hours, default 6", positive_number),
+        "hours": Option(f"initial lease in hours (make: HOURS on up and reproduce), default {DEFAULT_HOURS}, "
+                        f"at most {MAX_HOURS}",
+                        number_in(0, MAX_HOURS, "a number of hours", "two weeks; longer leases: in the portal")),
         "user": Option("your login user on the nodes, GENI_USER", login_user_problem),
         "manifest": Option("a manifest saved from a portal, MANIFEST"),
         "key_file": Option("SSH private key for the nodes, SSH_KEY", existing_file),
         "ready_timeout_s": Option("seconds the slivers may take to become ready before they are deleted, default 1800",
-                                  positive_number),
+                                  number_in(0, MAX_READY_TIMEOUT_S, "a number of seconds", "a day")),
         "install_packages": Option("install the experiment's packages with apt, INSTALL_PACKAGES (default true; "
                                    "false: the image already has them, only checked)", boolean),
     }
@@ -191,13 +207,9 @@ class InstaGENISite(Site):
         self._client(creds, name, ask=None, warn=lambda _: None, keep=False)
 
     def _hours(self) -> float:
-        try:
-            hours = float(self.options.get("hours", DEFAULT_HOURS))
-        except (TypeError, ValueError):
-            hours = -1
-        if hours <= 0:
-            raise SiteError(f"HOURS={self.options.get('hours')}: expected a positive number of hours")
-        return hours
+        """The initial lease, hours: option ``hours`` (checked when the site was made:
+        above 0, at most :data:`MAX_HOURS`), else :data:`DEFAULT_HOURS`."""
+        return float(self.options.get("hours") or DEFAULT_HOURS)
 
     def held(self) -> str | None:
         """One line naming what is reserved (slice, aggregate, expiry) and the commands that
