@@ -8,6 +8,10 @@ recorded file that is gone is *missing*, one whose bytes differ is *altered* (or
 damage: the analysis refuses the run unless told to analyze what is there
 (:func:`netrepro.runfolder.reading.verified_raw`); a resumed run refuses to continue
 (:func:`netrepro.runner.resume.load_resume`). Nothing is written here.
+
+Files a run holds are read without following links (:func:`raw_files`, :func:`no_links`),
+and a file a user names is read only when it is a regular file, within a stated size
+(:func:`read_regular`): a run folder or a file may come from anyone.
 """
 
 from __future__ import annotations
@@ -161,6 +165,78 @@ def raw_files(raw_dir: Path, trials: Collection[str] | None = None) -> list[Path
     return sorted(out)
 
 
+def no_links(root: Path, rel: str, what: str) -> Path:
+    """``root / rel`` after checking, without following any link (``os.lstat``), that every
+    part of ``rel`` below ``root`` that exists is a real folder and the last a regular file:
+    a link could point anywhere (a private key, /etc/shadow) and a FIFO or device could block
+    a reader. ``root`` itself may be a link (``results/<experiment>/latest``): the user named
+    it. A part that does not exist passes (the caller reports a missing file as it does).
+
+    Args:
+        root: the run folder; rel: a path relative to it (POSIX); what: what was expected
+            there, for the message (``the run's own file``).
+    Raises:
+        RunFolderError: naming the first link, special file, or a ``rel`` that is not a plain
+            path inside ``root`` (one line).
+    """
+    import os
+    import stat
+
+    parts = PurePosixPath(rel).parts
+    if not parts or rel.startswith("/") or any(p in (".", "..") for p in parts):
+        raise RunFolderError(root, f"{rel[:80]!r}: expected a path inside the run folder")
+    path = root
+    for i, part in enumerate(parts):
+        path = path / part
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return root / rel
+        except OSError as exc:
+            raise RunFolderError(path, f"cannot be read ({exc.strerror}); expected {what}") from None
+        if stat.S_ISLNK(mode):
+            raise RunFolderError(path, f"a symbolic link (to {os.readlink(path)}); expected {what} "
+                                       "(links are not followed)")
+        last = i == len(parts) - 1
+        if (last and not stat.S_ISREG(mode)) or (not last and not stat.S_ISDIR(mode)):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO, socket or device" if not stat.S_ISREG(mode) else "a file"
+            raise RunFolderError(path, f"{kind}, not a regular file{'' if last else ' in a folder'}; expected {what}")
+    return root / rel
+
+
+def read_regular(path: Path | str, max_bytes: int, what: str) -> bytes:
+    """The bytes of the regular file ``path`` (a symbolic link to one is followed: the user
+    named it), at most ``max_bytes`` of them. The file is opened without blocking
+    (``O_NONBLOCK``: opening a FIFO does not wait for a writer) and checked on the open file
+    (``fstat``), so a FIFO, socket, device (/dev/zero) or folder is refused before a byte is
+    read; at most ``max_bytes + 1`` bytes are read, so a file growing meanwhile is refused too.
+
+    Raises:
+        RunFolderError: ``path`` cannot be opened, is not a regular file, or holds more than
+            ``max_bytes`` bytes (one line naming it and ``what`` was expected).
+    """
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise RunFolderError(path, f"cannot be read ({exc.strerror}); expected {what}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO, socket or device"
+        raise RunFolderError(path, f"{kind}, not a regular file; expected {what}")
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise RunFolderError(path, f"cannot be read ({exc.strerror}); expected {what}") from None
+    if len(data) > max_bytes:
+        raise RunFolderError(path, f"more than {max_bytes} bytes; expected {what} of at most {max_bytes} bytes")
+    return data
+
+
 def verify_raw(raw_dir: Path, record, run_json: Path, trials: Collection[str] | None = None) -> RawCheck:
     """Hash every file under ``raw_dir`` and compare with ``record`` (run.json's raw_sha256).
 
@@ -199,4 +275,4 @@ def verify_raw(raw_dir: Path, record, run_json: Path, trials: Collection[str] | 
     return check
 
 
-__all__ = ["RawCheck", "raw_files", "verify_raw", "sha256_file", "sha256_tree"]
+__all__ = ["RawCheck", "no_links", "raw_files", "read_regular", "verify_raw", "sha256_file", "sha256_tree"]
