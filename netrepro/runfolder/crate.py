@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import tempfile
 import zipfile
 from datetime import datetime, timezone
@@ -40,7 +41,7 @@ import yaml
 from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import REPO_ROOT
 from netrepro.runfolder.deposit import zenodo_metadata
-from netrepro.runfolder.integrity import sha256_file, verify_raw
+from netrepro.runfolder.integrity import no_links, read_regular, sha256_file, verify_raw
 from netrepro.runfolder.layout import (ANALYSIS_RECORD, RAW, RUN_JSON, SITE_DOCUMENT_RE, SITE_DOCUMENTS, TIMINGS,
                                       incomplete_problems, raw_dir, run_json)
 from netrepro.runfolder.reading import read_run
@@ -90,25 +91,77 @@ def media_type(path: str) -> str:
     return MEDIA_TYPES.get(Path(path).suffix, "application/octet-stream")
 
 
-def _checked_analysis(rdir: Path) -> dict:
-    """The record of the run's first analysis (analysis.json: ``outputs``, path relative to the
-    run folder -> sha256, each file checked; ``made_by``...). RunFolderError: not analysed,
-    analysis.json unreadable, or an output changed since (one line naming the file)."""
-    path = rdir / ANALYSIS_RECORD
+#: What a file the crate holds must be (:func:`netrepro.runfolder.integrity.no_links`).
+OWN_FILE = "the run's own file or folder (a crate holds nothing from outside the run)"
+#: The analysis.json ``inputs`` that name the run an analysis read (analysis/provenance.py run_record).
+ANALYSED_INPUTS = ("run_json_sha256", "raw_tree_sha256")
+
+
+def _read_analysis(folder: Path) -> dict:
+    """``folder``'s analysis.json parsed (``outputs``: path relative to ``folder`` -> sha256),
+    it and every output it lists checked to be a regular file inside ``folder`` reached
+    through no link (:func:`no_links`). RunFolderError (one line naming the file): not
+    analysed, a link or special file, analysis.json unreadable or without its outputs."""
+    path = no_links(folder, ANALYSIS_RECORD, OWN_FILE)
     if not path.is_file():
-        raise RunFolderError(path, f"missing: the run was not analysed; run `netrepro analyze --run {rdir}` first")
+        raise RunFolderError(path, f"missing: the run was not analysed; run `netrepro analyze --run {folder}` first")
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         outputs = record.get("outputs")
     except (OSError, ValueError, AttributeError) as exc:
         raise RunFolderError(path, f"expected the analysis record netrepro writes: {str(exc)[:80]}") from None
-    if not isinstance(outputs, dict) or not outputs:
+    if not isinstance(outputs, dict) or not outputs or not all(isinstance(k, str) for k in outputs):
         raise RunFolderError(path, "outputs: expected an object naming each output with its sha256")
-    bad = first_mismatch(rdir, outputs)
+    for rel in sorted(outputs):
+        no_links(folder, rel, OWN_FILE)
+    return record
+
+
+def _of_this_run(record: dict, now: dict[str, str]) -> bool:
+    """Whether the analysis ``record`` (analysis.json) read the run as it is ``now``
+    (:data:`ANALYSED_INPUTS` -> sha256), complete and intact (not ``partial``)."""
+    inputs = record.get("inputs")
+    return (isinstance(inputs, dict) and all(inputs.get(k) == v for k, v in now.items())
+            and inputs.get("incomplete_marker_sha256") is None and not record.get("partial"))
+
+
+def _checked_analysis(rdir: Path, raw_tree: str) -> tuple[Path, dict]:
+    """``(folder, analysis.json data)`` of the analysis to export: the run folder's own when it
+    read the run as it is now (run.json's sha256 and ``raw_tree``, the raw tree's
+    :meth:`RawCheck.tree_sha256`, as its ``inputs`` record them), else the first
+    ``analysis-*/`` folder that did (the run analysed again after a change: analysis writes a
+    new analysis beside the first, :func:`netrepro.runfolder.outputs.output_dir`); its outputs
+    checked against its ``outputs`` sha256.
+
+    Raises:
+        RunFolderError: not analysed; analysis.json unreadable, a link or special file among
+            it and its outputs; no analysis of the run as it is now (run.json or raw/ changed
+            since: analyse it again); an output changed since (one line naming the file).
+    """
+    record = _read_analysis(rdir)
+    now = {"run_json_sha256": sha256_file(run_json(rdir)), "raw_tree_sha256": raw_tree}
+    again = f"analyse the run again with `netrepro analyze --run {rdir}`"
+    if not _of_this_run(record, now):
+        for folder in sorted(p for p in rdir.glob("analysis-*") if not p.is_symlink() and p.is_dir()):
+            try:
+                other = _read_analysis(folder)
+            except RunFolderError:
+                continue
+            if _of_this_run(other, now) and not first_mismatch(folder, other["outputs"]):
+                return folder, other
+        inputs = record.get("inputs") if isinstance(record.get("inputs"), dict) else {}
+        if inputs.get("run_json_sha256") != now["run_json_sha256"]:
+            raise RunFolderError(run_json(rdir), f"changed since the run was analysed (its sha256 is not "
+                                                 f"{ANALYSIS_RECORD}'s inputs.run_json_sha256); expected the run "
+                                                 f"as analysed: {again}, then export it")
+        raise RunFolderError(raw_dir(rdir), f"changed since the run was analysed (the raw tree's sha256 is not "
+                                            f"{ANALYSIS_RECORD}'s inputs.raw_tree_sha256, or that analysis was "
+                                            f"partial); expected the run as analysed: {again}, then export it")
+    bad = first_mismatch(rdir, record["outputs"])
     if bad:
         raise RunFolderError(rdir / bad[0], "differs from analysis.json's record (missing, altered or not a file); "
-                                            f"expected the outputs as analysed: analyse the run again with `netrepro analyze --run {rdir}`")
-    return record
+                                            f"expected the outputs as analysed: {again}")
+    return rdir, record
 
 
 def first_mismatch(folder: Path, sums: dict[str, str]) -> tuple[str, str] | None:
@@ -124,10 +177,13 @@ def first_mismatch(folder: Path, sums: dict[str, str]) -> tuple[str, str] | None
     return None
 
 
-def check_exportable(run_dir: Path | str) -> tuple[Path, dict, Any, dict]:
-    """``(run_dir, run.json data, spec, analysis.json data)`` of a run that can be exported:
-    complete (no INCOMPLETE marker), its raw files and the reservation's documents as run.json
-    records them, analysed with its outputs as analysis.json records them.
+def check_exportable(run_dir: Path | str) -> tuple[Path, dict, Any, Path, dict]:
+    """``(run_dir, run.json data, spec, analysis folder, analysis.json data)`` of a run that can
+    be exported: complete (no INCOMPLETE marker), every file the crate would hold a regular
+    file of the run reached through no symbolic link (:func:`no_links`; raw/ through
+    :func:`verify_raw`), its raw files and the reservation's documents as run.json records
+    them, analysed as it is now with its outputs as analysis.json records them
+    (:func:`_checked_analysis`: the folder is the run folder or one of its ``analysis-*/``).
 
     Raises:
         RunFolderError: one line naming the file and what was expected (:func:`read_run`'s
@@ -137,30 +193,51 @@ def check_exportable(run_dir: Path | str) -> tuple[Path, dict, Any, dict]:
     problems = incomplete_problems(rdir)
     if problems:
         raise RunFolderError(rdir, f"{problems[0]}; expected a complete run (finish it with `netrepro run --resume {rdir}`)")
+    no_links(rdir, RUN_JSON, OWN_FILE)
+    no_links(rdir, TIMINGS, OWN_FILE)   # absent: the crate has none
     check = verify_raw(raw_dir(rdir), data.get("raw_sha256"), run_json(rdir))
     if check.damaged:
         raise RunFolderError(run_json(rdir), check.describe() + "; expected the raw files as recorded")
     documents = data.get("site_documents") or {}
     if not isinstance(documents, dict) or not all(isinstance(k, str) and SITE_DOCUMENT_RE.match(k) for k in documents):
         raise RunFolderError(run_json(rdir), "site_documents: expected an object of file names and their sha256")
+    for name in sorted(documents):
+        no_links(rdir, f"{SITE_DOCUMENTS}/{name}", OWN_FILE)
     bad = first_mismatch(rdir / SITE_DOCUMENTS, documents)
     if bad:
         raise RunFolderError(rdir / SITE_DOCUMENTS / bad[0], f"{bad[1]}: expected the reservation's document "
                                                              "as run.json's site_documents records it")
-    return rdir, data, spec, _checked_analysis(rdir)
+    return (rdir, data, spec, *_checked_analysis(rdir, check.tree_sha256()))
+
+
+#: The most bytes a CITATION.cff may hold. Citation files are a few kB (netrepro's own is
+#: 2.6 kB; the Citation File Format 1.2.0 schema's longest fields are free text); 1 MiB is
+#: hundreds of times that and still read and parsed at once.
+CITATION_BYTES_MAX = 1 << 20
 
 
 def read_citation(path: Path | str) -> dict:
     """A CITATION.cff (Citation File Format 1.2.0, https://citation-file-format.github.io)
-    parsed: its mapping. RunFolderError naming the file when it cannot be read, is not YAML
-    or has no ``authors`` list."""
+    parsed: its mapping. The file comes from the user, maybe from a stranger: it must be a
+    regular file (a link to one is followed; a FIFO or device is refused unread) of at most
+    :data:`CITATION_BYTES_MAX` bytes (:func:`read_regular`), UTF-8, and is parsed by the strict
+    YAML reader within its bounds on aliases and nesting (:func:`netrepro.core.yamlfile.loads`).
+
+    Raises:
+        RunFolderError: the file cannot be read, is not a regular file, is too large, is not
+            UTF-8, or has no ``authors`` list; SpecError: not YAML, or past the reader's bounds
+            (one line naming the file).
+    """
+    from netrepro.core.yamlfile import loads
+
     path = Path(path)
+    what = "a CITATION.cff (Citation File Format 1.2.0)"
+    raw = read_regular(path, CITATION_BYTES_MAX, what)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RunFolderError(path, f"cannot be read ({exc}); expected a CITATION.cff") from None
-    except yaml.YAMLError as exc:
-        raise RunFolderError(path, f"not YAML ({str(exc).splitlines()[0][:80]}); expected a CITATION.cff") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunFolderError(path, f"not UTF-8 text (at byte {exc.start}); expected {what}") from None
+    data = loads(text, path)
     if not isinstance(data, dict) or not isinstance(data.get("authors"), list) or not data["authors"]:
         raise RunFolderError(path, "authors: expected a list of people or entities (Citation File Format 1.2.0)")
     return data
@@ -333,16 +410,19 @@ def _instrument(crate, ident: str, version: str, commit: str | None, what: str):
     return crate.add(ContextEntity(crate, ident, properties=props))
 
 
-def build_crate(rdir: Path, data: dict, spec, analysis: dict, experiment: Path, license: str, cff: dict):
+def build_crate(rdir: Path, data: dict, spec, analysis: dict, experiment: Path, license: str, cff: dict,
+                analysed: Path | None = None):
     """The RO-Crate of a checked run (:func:`check_exportable`; ``analysis`` its analysis.json
-    data), not yet written: an
+    data, in the folder ``analysed``: the run folder unless given), not yet written: an
     ``rocrate.rocrate.ROCrate`` (RO-Crate 1.1) of the files and entities the module docstring
-    lists; ``experiment``: the experiment file as run, written out for the crate."""
+    lists, the analysis' outputs at the crate's top; ``experiment``: the experiment file as
+    run, written out for the crate."""
     from rocrate.rocrate import ROCrate
+    analysed = analysed or rdir
     crate = ROCrate(version="1.1")
     crate.metadata.extra_contexts.append(WORKFLOW_RUN_CONTEXT)
     try:
-        verdict = json.loads((rdir / "verdict.json").read_text(encoding="utf-8")).get("verdict", "not analysed")
+        verdict = json.loads((analysed / "verdict.json").read_text(encoding="utf-8")).get("verdict", "not analysed")
     except (OSError, ValueError, AttributeError):
         verdict = "not analysed"
     authors = _root(crate, {**data, "run_id": rdir.name}, spec, license, cff, verdict)
@@ -373,8 +453,8 @@ def build_crate(rdir: Path, data: dict, spec, analysis: dict, experiment: Path, 
         trials.append(crate.add_action(tool, identifier=f"#trial-{_slug(instance)}",
                                        object=[exp, *documents, *settings, *_environment(crate, instance, raw_dir(rdir) / instance)],
                                        result=folder, properties={k: v for k, v in props.items() if v is not None}))
-    results = [_file(crate, rdir / rel, rel, digest) for rel, digest in sorted(analysis["outputs"].items())]
-    results.append(_file(crate, rdir / ANALYSIS_RECORD, ANALYSIS_RECORD, sha256_file(rdir / ANALYSIS_RECORD),
+    results = [_file(crate, analysed / rel, rel, digest) for rel, digest in sorted(analysis["outputs"].items())]
+    results.append(_file(crate, analysed / ANALYSIS_RECORD, ANALYSIS_RECORD, sha256_file(analysed / ANALYSIS_RECORD),
                          "what made the analysis' outputs, from which inputs (analysis.json)"))
     made_by = analysis.get("made_by") if isinstance(analysis.get("made_by"), dict) else {}
     analyser = _instrument(crate, "#netrepro-analysis", str(made_by.get("version") or __version__),
@@ -412,39 +492,62 @@ def export_run(run_dir: Path | str, out: Path | str, license: str = DEFAULT_LICE
     ``out`` ends in ``.zip``), licensed ``license`` (an SPDX identifier), its authors those of
     ``citation`` (a CITATION.cff), and beside it the deposit metadata Zenodo takes
     (:func:`deposit_path`, :func:`netrepro.runfolder.deposit.zenodo_metadata`); returns both
-    paths. Written once: neither may exist, and nothing is left at them when anything fails.
+    paths. Written once: neither may exist, and nothing is left at them when anything fails;
+    nothing is written inside the run folder.
 
     Raises:
-        RunFolderError: ``out`` exists or its folder does not; a bad licence; the run cannot be
-            exported (:func:`check_exportable`); the CITATION.cff is unreadable
-            (:func:`read_citation`). SpecError: the recorded experiment is invalid.
+        RunFolderError: ``out`` exists, its folder does not or cannot be written, or it is
+            inside the run folder (either path, links resolved); a bad licence; the run
+            cannot be exported (:func:`check_exportable`); the CITATION.cff is unreadable
+            (:func:`read_citation`); a file cannot be read or written meanwhile (one line
+            naming it). SpecError: the recorded experiment is invalid; the CITATION.cff is
+            not YAML within the strict reader's bounds.
     """
     out = Path(out)
+    option = f"--output {out}"
     if not LICENSE_RE.match(license):
         raise RunFolderError("command line", f"--license {license!r}: expected an SPDX licence identifier "
                                              "(CC-BY-4.0, CC0-1.0, MIT; https://spdx.org/licenses/)")
     for target in (out, deposit_path(out)):
         if target.exists() or target.is_symlink():
-            raise RunFolderError("command line", f"--output {out}: {target} exists; expected a new path "
+            raise RunFolderError("command line", f"{option}: {target} exists; expected a new path "
                                                  "(a crate is written once)")
     if not out.parent.is_dir():
-        raise RunFolderError("command line", f"--output {out}: {out.parent} is not a folder; expected a path in one")
-    rdir, data, spec, analysis = check_exportable(run_dir)
+        raise RunFolderError("command line", f"{option}: {out.parent} is not a folder; expected a path in one")
+    run_real = Path(run_dir).resolve()
+    for target in (out, deposit_path(out)):
+        if target.resolve().is_relative_to(run_real):
+            raise RunFolderError("command line", f"{option}: {target} is inside the run folder {run_dir}; expected "
+                                                 "a path outside the run (a run folder is never written)")
+    rdir, data, spec, analysed, analysis = check_exportable(run_dir)
     cff = read_citation(citation)
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
-        experiment = Path(tmp) / EXPERIMENT_FILE
-        experiment.write_text(yaml.safe_dump(data["spec"], sort_keys=False, allow_unicode=True), encoding="utf-8")
-        crate = build_crate(rdir, data, spec, analysis, experiment, license, cff)
-        staged = Path(tmp) / "crate"
-        crate.write(staged)
-        if out.suffix == ".zip":
-            staged = zip_folder(staged, Path(tmp) / "crate.zip")
-        published = iso_time(data.get("finished_at")) or iso_time(data.get("started_at")) or ""
-        metadata = zenodo_metadata(crate.name, crate.description, published, license, rdir.name,
-                                   spec.model.reference, cff, ["netrepro", "reproducibility", spec.name, str(data.get("site"))])
-        (Path(tmp) / "deposit.json").write_text(json.dumps(metadata, indent=1) + "\n", encoding="utf-8")
-        staged.rename(out)
-        (Path(tmp) / "deposit.json").rename(deposit_path(out))
+    try:
+        staging = tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent)
+    except OSError as exc:
+        raise RunFolderError("command line", f"{option}: {out.parent} cannot be written ({exc.strerror}); "
+                                             "expected a path in a folder you can write") from None
+    try:
+        with staging as tmp:
+            experiment = Path(tmp) / EXPERIMENT_FILE
+            experiment.write_text(yaml.safe_dump(data["spec"], sort_keys=False, allow_unicode=True), encoding="utf-8")
+            crate = build_crate(rdir, data, spec, analysis, experiment, license, cff, analysed)
+            staged = Path(tmp) / "crate"
+            crate.write(staged)
+            if out.suffix == ".zip":
+                staged = zip_folder(staged, Path(tmp) / "crate.zip")
+            published = iso_time(data.get("finished_at")) or iso_time(data.get("started_at")) or ""
+            metadata = zenodo_metadata(crate.name, crate.description, published, license, rdir.name,
+                                       spec.model.reference, cff, ["netrepro", "reproducibility", spec.name, str(data.get("site"))])
+            (Path(tmp) / "deposit.json").write_text(json.dumps(metadata, indent=1) + "\n", encoding="utf-8")
+            staged.rename(out)
+            try:
+                (Path(tmp) / "deposit.json").rename(deposit_path(out))
+            except OSError:
+                (shutil.rmtree if out.is_dir() and not out.is_symlink() else Path.unlink)(out)
+                raise
+    except OSError as exc:
+        raise RunFolderError(exc.filename or out, f"{exc.strerror or exc}; expected to read the run and write "
+                                                  f"the crate at {out}: nothing was written") from None
     return out, deposit_path(out)
 
 
