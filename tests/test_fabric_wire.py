@@ -13,6 +13,7 @@ tests/test_fabric_wire_run.py runs a whole experiment on real nodes.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -151,3 +152,28 @@ def test_services_gone_at_release_leave_one_line_naming_the_slice(account, fab):
     assert (f"fabric: slice netrepro-gateway-fifo ({st['slice_id']}) is reserved at FABRIC site UTAH until {st['expires']}; "
             "release it with `netrepro down gateway-fifo --site fabric`") in err[0]
     assert account.state()["slice_id"] == st["slice_id"]   # kept, so that a later `down` can release it
+
+
+def test_renew_never_shortens_the_lease(account, fab):
+    """`make renew SITE=fabric` without HOURS asks for 6 h: a slice whose lease (24 h, fablib's
+    default) already ends later is left as it is (its lease_end_time read first), and said in one
+    line; a later end is asked of the orchestrator."""
+    fab.faults["never_ready"] = True
+    proc = subprocess.Popen(account.argv("up"), cwd=REPO, env=account.env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    assert wait_for(lambda: bool(account.state().get("slice_id")), 60)
+    proc.kill()   # the slice is held; no nodes stand behind it
+    proc.wait(30)
+    slc = fab.slices[account.state()["slice_id"]]
+    before = slc["end"]
+    kept = account.nr("renew", "--hours", "6")
+    assert kept.returncode == 0, kept.stderr[-2000:]
+    assert kept.stderr.strip().splitlines()[-1] == (
+        f"fabric: the lease of slice netrepro-gateway-fifo already ends at {before.strftime('%Y-%m-%d %H:%M:%S')} UTC, "
+        "not before the 6 h from now asked; nothing changed (renew never shortens a lease)")
+    assert slc["end"] == before and "POST /slices/renew/{id}" not in fab.methods()
+    longer = account.nr("renew", "--hours", "30")
+    assert longer.returncode == 0, longer.stderr[-2000:]
+    assert fab.methods().count("POST /slices/renew/{id}") == 1
+    assert dt.timedelta(hours=5.9) < slc["end"] - before < dt.timedelta(hours=6.1)
+    assert account.nr("down").returncode == 0 and fab.reserved() == []

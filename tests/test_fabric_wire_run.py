@@ -99,7 +99,7 @@ def test_a_refused_renewal_keeps_the_lease_and_says_so(tmp_path):
         assert up.returncode == 0, up.stderr[-3000:]
         before = acc.state()["expires"]
         fab.faults["max_lease_hours"] = 1
-        p = acc.nr("renew", "--hours", "5")
+        p = acc.nr("renew", "--hours", "30")   # later than the initial 24 h: renew asks FABRIC
         assert p.returncode == 2, p.stderr[-2000:]
         err = p.stderr.strip().splitlines()[-1]
         assert "FABRIC refused to renew slice netrepro-gateway-fifo" in err and "exceeds the maximum of 1 hours" in err

@@ -15,6 +15,7 @@ is used. tests/test_instageni_wire_run.py runs a whole experiment on real nodes.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import signal
 import subprocess
@@ -77,7 +78,7 @@ def test_up_renew_down_over_the_wire(account, agg):
     assert agg.methods() == ["GetVersion", "get_credentials", "create", "get_credentials", "Allocate", "Provision",
                              "PerformOperationalAction", "Status", "Describe"]
     assert len(agg.slivers) == 7 + 6 and all(s["operational"] == "geni_ready" for s in agg.slivers.values())
-    renew = account.nr("renew", "--hours", "5")
+    renew = account.nr("renew", "--hours", "10")   # later than the initial 6 h
     assert renew.returncode == 0, renew.stderr
     assert agg.methods()[-2:] == ["update", "Renew"]
     assert account.state()["expires"] != st["expires"]
@@ -177,7 +178,7 @@ def test_a_refused_renewal_keeps_the_lease_and_says_so(account, agg):
     assert account.nr("up").returncode == 0
     before = account.state()["expires"]
     agg.faults["max_lease_hours"] = 1
-    p = account.nr("renew", "--hours", "5")
+    p = account.nr("renew", "--hours", "10")   # later than the initial 6 h
     assert p.returncode == 2
     assert "GENI error 7 (REFUSED): Cannot extend the expiration beyond 1 hours" in p.stderr
     assert account.state()["expires"] == before
@@ -212,7 +213,7 @@ def test_two_reservations_are_two_slices_renewed_listed_and_released_together(ac
     status = account.nr("status")
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["parallel_reservations"]["2"]["slice_name"] == "nr-gatewayfif-ali-2"
-    renew = account.nr("renew", "--hours", "5")
+    renew = account.nr("renew", "--hours", "10")   # later than the initial 6 h
     assert renew.returncode == 0, renew.stderr
     assert agg.methods().count("Renew") == 2
     down = account.nr("down")   # no --parallel: every copy found is released
@@ -220,3 +221,28 @@ def test_two_reservations_are_two_slices_renewed_listed_and_released_together(ac
     assert agg.slivers == {} and account.state() == {}
     assert not (account.base / "state" / "gateway-fifo-instageni.2" / "state.json").exists()
     assert "[down] instageni #2 released" in down.stdout
+
+
+def test_renew_never_shortens_the_lease(account, agg):
+    """`make renew` without HOURS asks for 6 h: a lease that already ends later is left as it is
+    (the slivers' geni_expires read first, AM API v3 Status), and said in one line; a later end
+    extends slice and slivers (update, Renew)."""
+    up = account.nr("up", "--option", "hours=12")
+    assert up.returncode == 0, up.stderr
+    urn = account.state()["slice_urn"]
+    before = {u: s["expires"] for u, s in agg.slivers.items()}
+    slice_before = agg.slices[urn]["expires"]
+    kept = account.nr("renew", "--hours", "6")
+    assert kept.returncode == 0, kept.stderr
+    first = min(before.values()).strftime("%Y-%m-%d %H:%M:%S")
+    assert kept.stderr.strip().splitlines()[-1] == (
+        f"instageni: the lease of slice nr-gatewayfif-alice already ends at {first} UTC, not before the 6 h from now "
+        "asked; nothing changed (renew never shortens a lease)")
+    assert {u: s["expires"] for u, s in agg.slivers.items()} == before and agg.slices[urn]["expires"] == slice_before
+    assert "Renew" not in agg.methods() and "update" not in agg.methods()
+    longer = account.nr("renew", "--hours", "20")
+    assert longer.returncode == 0, longer.stderr
+    assert agg.methods()[-2:] == ["update", "Renew"]
+    assert all(s["expires"] - before[u] > dt.timedelta(hours=7) for u, s in agg.slivers.items())
+    assert agg.slices[urn]["expires"] - slice_before > dt.timedelta(hours=7)
+    assert account.nr("down").returncode == 0 and agg.slivers == {}

@@ -178,7 +178,7 @@ class FakeGeni:
     def am(self, url, method, slice_urn, *args):
         self.calls.append((method, slice_urn))
         if method == "Status":
-            return next(self.statuses)
+            return next(self.statuses, {"geni_slivers": []})   # renew reads the expiry too
         if method == "Describe":
             return {"geni_rspec": self.manifest}
         if method == "Delete":

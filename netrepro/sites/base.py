@@ -153,6 +153,17 @@ def number_in(low: float, high: float, what: str, source: str, whole: bool = Fal
     return check
 
 
+def lease_kept_line(site: str, what: str, current: Any, hours: float) -> str:
+    """The one line ``renew`` prints when the lease of ``what`` (``slice nr-x``) already ends at
+    ``current`` (an aware datetime), not before ``hours`` from now: renew never shortens a
+    lease, and changes nothing then."""
+    import datetime as dt
+
+    end = current.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return (f"{site}: the lease of {what} already ends at {end} UTC, not before the {hours:g} h from now asked; "
+            "nothing changed (renew never shortens a lease)")
+
+
 def as_bool(value: Any) -> bool | None:
     """True or False from a bool or from true/false, yes/no, on/off, 1/0 (any case, as typed
     on a command line); None for anything else."""
@@ -557,7 +568,10 @@ class Site(ABC):
         return logins
 
     def renew(self, hours: float) -> None:
-        """Set the reservation's lease to end ``hours`` from now. Default: nothing expires."""
+        """Set the reservation's lease to end ``hours`` from now, never earlier than it ends: a
+        site reads the lease's current end first, and when that is not before the end asked it
+        prints :func:`lease_kept_line` and changes nothing at the testbed. Default: nothing
+        expires."""
 
     def lease_end(self) -> float | None:
         """When the reservation's lease ends (epoch seconds), or None when it does not end

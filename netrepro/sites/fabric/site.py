@@ -34,9 +34,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, login_user_problem, matches,
-                                 number_in, positive_int_option, private_key_problem, public_key_problem,
-                                 read_json_object, read_small_text, ssh_host_problem)
+from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, lease_kept_line,
+                                 login_user_problem, matches, number_in, positive_int_option, private_key_problem,
+                                 public_key_problem, read_json_object, read_small_text, ssh_host_problem)
 from netrepro.experiment.spec import Spec
 
 DEFAULT_RC = "~/work/fabric_config/fabric_rc"
@@ -294,6 +294,16 @@ def login_for(node_name: str, host: str, user: str, conf: dict[str, str], extra:
                             "management_ip_version": ipaddress.ip_address(ip).version, **(extra or {})})
 
 
+def _lease_time(value: Any, slice_name: str) -> dt.datetime:
+    """A lease end as the orchestrator writes it (:data:`LEASE_FORMAT`, with its UTC offset),
+    as an aware datetime. Raises SiteError (one line naming the slice) for anything else."""
+    try:
+        return dt.datetime.strptime(str(value), LEASE_FORMAT)
+    except ValueError:
+        raise SiteError(f"FABRIC answered lease_end_time {str(value)[:60]!r} for slice {slice_name}; expected a time "
+                        "such as '2026-12-01 18:00:00 +0000'; nothing changed") from None
+
+
 def fabric_problem(exc: BaseException, conf: dict[str, str]) -> str:
     """One line saying why fablib could not use FABRIC's services, from the exception its
     first authenticated call raised (fablib and fabrictestbed raise bare Exceptions and
@@ -542,11 +552,16 @@ class FabricSite(Site):
                         f"{what}; try another site with FABRIC_SITE=<site> (or later)") from None
 
     def renew(self, hours: float) -> None:
-        """Set the lease end to now + ``hours`` (idempotent): the orchestrator's renew
-        (fabrictestbed's FabricManagerV2.renew_slice) with that end.
+        """Set the lease end to now + ``hours`` (idempotent), never earlier than it ends: the
+        slice's lease end is read first (the orchestrator's slice record, ``lease_end_time``:
+        fabrictestbed's FabricManagerV2.list_slices); when it is not before the end asked, one
+        line says so (:func:`netrepro.sites.base.lease_kept_line`), the state records that end
+        and nothing is renewed. Else the orchestrator's renew (FabricManagerV2.renew_slice)
+        with that end.
 
         Raises:
-            SiteError: nothing reserved, or FABRIC refused (the line says what it said).
+            SiteError: nothing reserved, FABRIC refused or answered a lease end that is not
+                its time format (the line says what it said).
         """
         conf = load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
         state = self.load_state()
@@ -554,6 +569,20 @@ class FabricSite(Site):
             raise SiteError(f"site fabric: nothing reserved for {self.spec.name}; run `make up` first")
         end = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(hours=float(hours))
         fm = self._manager(conf)   # a sign-in problem is its own line (SiteError), not a refusal
+        try:
+            rows = fm.get_manager().list_slices(slice_id=state["slice_id"], graph_format="NONE")
+        except Exception as exc:   # fablib raises bare Exceptions with the orchestrator's answer
+            said = " ".join(str(exc).split())
+            raise SiteError(f"FABRIC did not say when slice {state['slice_name']}'s lease ends: {said[:300]}; "
+                            "nothing changed") from None
+        current = _lease_time(rows[0].get("lease_end_time") if rows and isinstance(rows[0], dict) else None,
+                              state["slice_name"])
+        if current >= end:
+            print(lease_kept_line("fabric", f"slice {state['slice_name']}", current, hours), file=sys.stderr)
+            if state.get("expires") != current.strftime(LEASE_FORMAT):
+                state["expires"] = current.strftime(LEASE_FORMAT)
+                self.save_state(state)
+            return
         try:
             # The orchestrator's renew with the exact end: fablib 2.0.9's Slice.renew rounds the
             # time left down to whole days and, under one day, sends a modify, not a renew.

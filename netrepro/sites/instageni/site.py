@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, existing_file,
-                                 interfaces_text, login_user_problem, matches, number_in, read_small_text)
+                                 interfaces_text, lease_kept_line, login_user_problem, matches, number_in, read_small_text)
 from netrepro.sites.instageni import manifest as geni_manifest
 from netrepro.sites.instageni import rspec as geni_rspec
 from netrepro.sites.instageni.aggregates import (AGGREGATES_FILE, load_aggregates, resolve_aggregate,
@@ -408,20 +408,58 @@ class InstaGENISite(Site):
 
     def renew(self, hours: float) -> None:
         """Set the lease of slice and slivers to end ``hours`` from now (not ``hours`` added to
-        the current end; idempotent: the same target gives the same result). The slice
-        authority first, then the aggregate (AM API v3 Renew), as the portal does.
+        the current end; idempotent: the same target gives the same result), never earlier
+        than it ends: the slivers' current expiry is read first (each sliver's
+        ``geni_expires`` in AM API v3 Status's ``geni_slivers``: GENI AM API v3, "Status"); when the
+        first of them to expire does not expire before the end asked, one line says so
+        (:func:`netrepro.sites.base.lease_kept_line`), the state records that end and nothing
+        is renewed. Else the slice authority first, then the aggregate (AM API v3 Renew), as
+        the portal does.
 
         Raises:
-            SiteError / GeniError: either refused (the state keeps the old expiry).
+            SiteError / GeniError: either refused, or Status answered an expiry that is not a
+                date (the state keeps the old expiry).
         """
         state = self._need_state()
         creds = load_credentials(self.options.get("env"))
         client = self._client(creds, state["aggregate"])
         expires = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(hours=float(hours))
+        current = self._sliver_expiry(client, state)
+        if current is not None and current >= expires:
+            stderr_line(lease_kept_line("instageni", f"slice {state['slice_name']}", current, hours))
+            if state.get("expires") != current.strftime(DATE_FMT):
+                state["expires"] = current.strftime(DATE_FMT)
+                self.save_state(state)
+            return
         client.renew_slice(state["slice_urn"], expires)
         client.am(state["aggregate_url"], "Renew", state["slice_urn"], expires.strftime(DATE_FMT), {})
         state["expires"] = expires.strftime(DATE_FMT)
         self.save_state(state)
+
+    def _sliver_expiry(self, client, state: dict[str, Any]) -> dt.datetime | None:
+        """When the first of the slice's slivers expires on its aggregate (UTC), from AM API v3
+        Status (``geni_slivers``' ``geni_expires``, RFC 3339); None when it lists none.
+
+        Raises:
+            SiteError: a ``geni_expires`` that is not an RFC 3339 date (one line naming the
+                aggregate and the sliver).
+        """
+        value = client.am(state["aggregate_url"], "Status", state["slice_urn"], {})
+        slivers = value.get("geni_slivers") if isinstance(value, dict) else None
+        ends = []
+        for s in slivers if isinstance(slivers, list) else []:
+            raw = s.get("geni_expires") if isinstance(s, dict) else None
+            if raw is None:
+                continue
+            try:
+                when = dt.datetime.fromisoformat(str(raw).strip().replace("Z", "+00:00"))
+            except ValueError:
+                urn = s.get("geni_sliver_urn", "?")
+                raise SiteError(f"aggregate {state['aggregate']}: Status: geni_expires {str(raw)[:60]!r} of sliver "
+                                f"{str(urn)[:200]}: expected an RFC 3339 date such as 2026-12-01T18:00:00Z; "
+                                "nothing changed") from None
+            ends.append(when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc))
+        return min(ends).astimezone(dt.timezone.utc) if ends else None
 
     def inventory_vars(self) -> dict[str, Any]:
         """The VMs are this reservation's own: roles/kernel_capability may install a kernel and
