@@ -70,3 +70,29 @@ def test_lint_imports_is_called_without_a_deprecated_option():
     assert len(calls) == 2 and all(ln.rstrip().endswith(" .importlinter") for ln in calls), calls
     used = {opt for ln in calls for opt in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", ln)}
     assert not used & deprecated, f"lint-imports options the installed version deprecates: {used & deprecated}"
+
+
+@pytest.mark.parametrize("site, given", [("fabric", "HOURS=48"), ("instageni", "HOURS=48")])
+@pytest.mark.parametrize("target", ["reproduce", "up", "reproduce-pie-vs-red"])
+def test_hours_sets_the_initial_lease(target, site, given):
+    """HOURS, as docs/reference.md says, is the initial lease of a site that has one: make passes
+    it as the site option hours to up and reproduce (reproduce-pie-vs-red through its sub-make),
+    where it went to renew only (FABRIC's slice then had fablib's 24 h)."""
+    out = _make_n(target, f"SITE={site}", given, "DRY_RUN=1")
+    line = next(ln for ln in out.splitlines() if re.search(r"-m netrepro (reproduce|up) ", ln))
+    assert "--option 'hours=48'" in line, line
+
+
+@pytest.mark.parametrize("env", [{}, {"HOURS": ""}])
+def test_without_hours_each_site_keeps_its_own_initial_lease(env):
+    """Unset (or empty) HOURS passes no hours: fabric keeps fablib's 24 h, instageni its 6 h, and
+    renew netrepro's default (the sub-make of reproduce-pie-vs-red sees what the user set only);
+    a site without a lease never gets the option (it would refuse it), HOURS or not."""
+    import os
+    base = {k: v for k, v in os.environ.items() if k != "HOURS"}
+    for args in (["reproduce-pie-vs-red", "SITE=fabric"], ["up", "SITE=instageni"], ["renew", "SITE=fabric"],
+                 ["reproduce", "SITE=local", "HOURS=48"], ["reproduce", "SITE=ns3", "HOURS=48"]):
+        p = subprocess.run(["make", "-n", *args, "DRY_RUN=1"], cwd=REPO, capture_output=True, text=True,
+                           env={**base, **env})
+        assert p.returncode == 0, p.stderr
+        assert "hours" not in p.stdout, (args, p.stdout)

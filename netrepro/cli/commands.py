@@ -339,7 +339,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_renew(args) -> int:
-    """Renew the reservation's lease, and every parallel reservation's."""
+    """Renew the reservation's lease, and every parallel reservation's, to end ``--hours`` from
+    now; a lease that already ends later is left as it is, said in one line (Site.renew)."""
     spec, opts = load_spec(args.experiment), _options(args)
     for k in [1, *steps.copies_on_disk(spec, args.site)]:
         steps.open_site(spec, args.site, opts, k).renew(args.hours)
@@ -643,7 +644,8 @@ def _add_lifecycle_commands(add: Callable[..., argparse.ArgumentParser]) -> None
     add_export_command(add)
     sp = add("renew", cmd_renew, "extend the reservation")
     sp.add_argument("--hours", type=_hours, default=os.environ.get("HOURS") or "6",
-                    help="the lease ends HOURS from now (default: $HOURS or 6)")
+                    help="the lease ends HOURS from now, unless it already ends later: then nothing changes "
+                         "(default: $HOURS or 6)")
 
 
 def _add_reproducing_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
