@@ -23,6 +23,7 @@ import yaml
 
 from badinput import Row, run_row
 from netrepro.experiment.spec import load_spec
+from netrepro.sites.statefolder import make_state_dir
 from test_sites_common import make_cert, pem, portal_pem, ssh_keypair
 
 TESTS = Path(__file__).resolve().parent
@@ -56,6 +57,42 @@ def static_file(change=None, raw: bytes | None = None):
 
 
 STATIC_UP = ["up", "pie-vs-red", "--site", "static", "-o", "static_file={tmp}/s.yml"]
+
+
+def two_static_files(change=None):
+    """A setup writing {tmp}/s.yml (:func:`static_file`) and {tmp}/t.yml, the same nodes on
+    other TEST-NET-2 addresses (RFC 5737), then ``change(nodes of t.yml, nodes of s.yml)``."""
+
+    def setup(tmp: Path):
+        env = static_file()(tmp)
+        first = yaml.safe_load((tmp / "s.yml").read_text())["nodes"]
+        second = {n: {**e, "host": f"198.51.100.{10 + i}"} for i, (n, e) in enumerate(first.items())}
+        if change:
+            change(second, first)
+        (tmp / "t.yml").write_text(yaml.safe_dump({"nodes": second}))
+        return env
+
+    return setup
+
+
+def forged_copy(logins, site: str = "static"):
+    """A setup making ``{tmp}/state/pie-vs-red-<site>.2/`` as netrepro makes a parallel copy's
+    state folder (its marker), whose state.json holds ``logins`` (``{tmp}`` replaced), and
+    ``{tmp}/victim``, a file a forged ControlPath would name."""
+
+    def setup(tmp: Path):
+        folder = make_state_dir(tmp / "state" / f"pie-vs-red-{site}.2", "pie-vs-red", site, 2)
+        text = json.dumps({"logins": logins, "static_file": "s.yml"}).replace("{tmp}", str(tmp))
+        (folder / "state.json").write_text(text)
+        (tmp / "victim").write_text("a file of the user's\n")
+
+    return setup
+
+
+#: A login as the static site saves it.
+LOGIN = {"name": "router", "host": "192.0.2.10", "port": 22, "user": "root", "key_file": None, "proxy_jump": None,
+         "extra": {}}
+STATIC_DOWN = ["down", "pie-vs-red", "--site", "static"]
 
 
 # --- GENI credentials --------------------------------------------------------------------------
@@ -190,6 +227,49 @@ ROWS = [
     Row("static-file-binary-junk", STATIC_UP, ["{tmp}/s.yml", "binary"], setup=static_file(raw=JUNK)),
     Row("static-known-hosts-is-an-ssh-option", ["status", "pie-vs-red", "--site", "static", "-o", "known_hosts=-oX"],
         ["known_hosts='-oX'", "file path"]),
+    Row("static-host-ipv6-scope-id-runs-a-command", STATIC_UP, ["{tmp}/s.yml", "nodes.router.host", "`whoami`",
+                                                                "scope id"],
+        setup=static_file(lambda n, tmp: n["router"].update(host="fe80::1%eth0 `whoami`"))),
+    Row("static-proxy-jump-ipv6-scope-id-runs-a-command", STATIC_UP,
+        ["{tmp}/s.yml", "nodes.client2.proxy_jump", "scope id"],
+        setup=static_file(lambda n, tmp: n["client2"].update(proxy_jump="me@fe80::1%eth0`id`:22"))),
+    # --- static: --parallel, a reservation's machines held by one copy only (issue 54) -------------
+    Row("static-parallel-one-file-twice", STATIC_UP[:-1] + ["static_file={tmp}/s.yml,{tmp}/s.yml", "--parallel", "2"],
+        ["STATIC_FILE={tmp}/s.yml,{tmp}/s.yml", "{tmp}/s.yml is the nodes file of reservations #1 and #2",
+         "one nodes file per reservation"], setup=static_file()),
+    Row("static-parallel-one-file-twice-from-env", ["up", "pie-vs-red", "--site", "static"],
+        ["{tmp}/s.yml is the nodes file of reservations #1 and #2"], setup=static_file(),
+        env={"STATIC_FILE": "{tmp}/s.yml,{tmp}/./s.yml", "PARALLEL": "2"}),
+    Row("static-parallel-two-files-one-machine", STATIC_UP[:-1] + ["static_file={tmp}/s.yml,{tmp}/t.yml", "--parallel", "2"],
+        ["{tmp}/t.yml: nodes.server2.host: '192.0.2.11' port 22 is also nodes.client1 of {tmp}/s.yml (reservation #1)",
+         "machines of its own for each reservation"],
+        setup=two_static_files(lambda t, s: t["server2"].update(host="192.0.2.11"))),
+    # --- what `down` trusts of a copy's state.json (issue 54) -----------------------------------------
+    Row("down-copy-login-proxy-jump-names-a-control-path", STATIC_DOWN,
+        ["{tmp}/state/pie-vs-red-static.2/state.json", "logins.router.proxy_jump", "user@host:port"],
+        setup=forged_copy({"router": {**LOGIN, "proxy_jump": "me@jump.example.org:22 -oControlPath={tmp}/victim"}})),
+    Row("down-copy-login-host-ipv6-scope-id", STATIC_DOWN,
+        ["{tmp}/state/pie-vs-red-static.2/state.json", "logins.router.host", "scope id"],
+        setup=forged_copy({"router": {**LOGIN, "host": "fe80::1%eth0 `whoami`"}})),
+    Row("down-copy-login-user-is-an-option", STATIC_DOWN,
+        ["{tmp}/state/pie-vs-red-static.2/state.json", "logins.router.user", "login name"],
+        setup=forged_copy({"router": {**LOGIN, "user": "-oProxyCommand=touch"}})),
+    Row("down-copy-login-port-not-a-port", STATIC_DOWN,
+        ["{tmp}/state/pie-vs-red-static.2/state.json", "logins.router.port", "TCP port"],
+        setup=forged_copy({"router": {**LOGIN, "port": "22 -oProxyCommand=x"}})),
+    Row("down-copy-login-jump-key-with-a-space", STATIC_DOWN,
+        ["{tmp}/state/pie-vs-red-static.2/state.json", "logins.router.extra.proxy_key_file", "file path"],
+        setup=forged_copy({"router": {**LOGIN, "proxy_jump": "me@jump.example.org:22",
+                                      "extra": {"proxy_key_file": "k -oControlPath={tmp}/victim"}}})),
+    Row("down-copy-login-unknown-field", STATIC_DOWN,
+        ["{tmp}/state/pie-vs-red-static.2/state.json", "logins.router.password", "unknown field"],
+        setup=forged_copy({"router": {**LOGIN, "password": "x"}})),
+    Row("down-copy-login-not-an-object", STATIC_DOWN,
+        ["{tmp}/state/pie-vs-red-static.2/state.json", "logins.router", "expected an object"],
+        setup=forged_copy({"router": "root@192.0.2.10"})),
+    Row("down-copy-logins-not-an-object", STATIC_DOWN,
+        ["{tmp}/state/pie-vs-red-static.2/state.json", "logins", "node name -> login"],
+        setup=forged_copy(["router"])),
     # --- GENI credentials and configuration --------------------------------------------------
     Row("geni-context-holds-a-list", GENI_UP, ["{tmp}/context.json", "a JSON list", "geni-lib context"],
         setup=geni(context=b"[]")),

@@ -401,6 +401,25 @@ def test_closing_a_sites_masters_removes_its_control_folder(tmp_path):
     assert not folder.exists()
 
 
+def test_down_never_removes_a_file_a_login_names_as_a_control_path(spec, tmp_path):
+    """A login whose key paths read ``ControlPath=<file>`` (valid paths: no space, no '-'):
+    the control sockets `down` closes are computed in the site's own folder, never read out of
+    the options' text, and a path that is not a socket is never removed (issue 54)."""
+    from netrepro.sites.inventory import control_dir
+    from netrepro.sites.base import NodeLogin
+    from netrepro.sites.static.site import StaticSite
+    victim = tmp_path / "victim"
+    victim.write_text("a file of the user's\n")
+    site = StaticSite(spec, tmp_path / "state", {"static_file": "x"})
+    site.save_logins({n: NodeLogin(name=n, host="192.0.2.10", key_file=f"ControlPath={victim}",
+                                   proxy_jump="me@jump.example.org:22", extra={"proxy_key_file": f"ControlPath={victim}"})
+                      for n in spec.nodes})
+    paths = ssh.ssh_control_paths(site)
+    assert paths and all(os.path.dirname(p) == control_dir(site.state_dir) for p in paths), paths
+    assert ssh.close_ssh_masters([*paths, str(victim)]) == [str(victim)]   # there, but not a socket: left
+    assert victim.read_text() == "a file of the user's\n"
+
+
 def test_ssh_control_paths_expands_percent_c(spec, tmp_path, monkeypatch):
     from netrepro.sites.inventory import control_dir
     from netrepro.sites.base import NodeLogin

@@ -6,15 +6,15 @@ site goes down."""
 from __future__ import annotations
 
 import os
-import re
 import shlex
+import stat
 import subprocess
 import time
 from pathlib import Path
 
 import yaml
 
-from netrepro.sites.inventory import CONTROL_ROOT, control_dir, ssh_common_args
+from netrepro.sites.inventory import CONTROL_ROOT, control_dir, jump_control_path, ssh_common_args
 from netrepro.sites import Site
 
 
@@ -61,27 +61,32 @@ def node_trial_dir(hv: dict, trial_id: str) -> str:
 def ssh_control_paths(site: Site) -> list[str]:
     """The control sockets (ssh_config(5) ControlPath, expanded) of the connections to the
     site's nodes (``%C``, expanded by ``ssh -G``) and of their jump host's, as the inventory's
-    ``ansible_ssh_common_args`` name them (netrepro.sites.inventory.ssh_common_args); jump hosts last."""
+    ``ansible_ssh_common_args`` name them (netrepro.sites.inventory.ssh_common_args); jump hosts last.
+
+    Only paths in the site's own control folder (:func:`netrepro.sites.inventory.control_dir`)
+    are returned: each is computed from a login checked as netrepro's own
+    (:meth:`netrepro.sites.base.Site.saved_logins`), never read out of the options' text, so a
+    state file cannot name another file for ``down`` to close or remove. Raises SiteError (one
+    line naming the state file and the field) for a login that is not."""
+    own = control_dir(site.state_dir)
     nodes, jumps = [], []
     for lg in site.saved_logins().values():
-        args = ssh_common_args(lg, None, control_dir(site.state_dir))
-        for path in re.findall(r"ControlPath=([^\s'\"]+)", args):
-            if "%" in path:
-                try:
-                    g = subprocess.run(["ssh", "-G", "-p", str(lg.port), *shlex.split(args), "--", f"{lg.user}@{lg.host}"],
-                                       capture_output=True, text=True, timeout=10)
-                except (OSError, subprocess.TimeoutExpired):
-                    continue
-                path = next((ln.split(None, 1)[1] for ln in g.stdout.splitlines() if ln.startswith("controlpath ")), "")
-            target = jumps if "/jump-" in path else nodes
-            if path and path not in nodes + jumps:
+        args = ssh_common_args(lg, None, own)
+        try:
+            g = subprocess.run(["ssh", "-G", "-p", str(lg.port), *shlex.split(args), "--", f"{lg.user}@{lg.host}"],
+                               capture_output=True, text=True, timeout=10)
+            node = next((ln.split(None, 1)[1] for ln in g.stdout.splitlines() if ln.startswith("controlpath ")), "")
+        except (OSError, subprocess.TimeoutExpired):
+            node = ""
+        for path, target in ((node, nodes), (jump_control_path(own, lg.proxy_jump) if lg.proxy_jump else "", jumps)):
+            if path and os.path.dirname(path) == own and path not in nodes + jumps:
                 target.append(path)
     return nodes + jumps
 
 
 def close_ssh_masters(paths: list[str]) -> list[str]:
     """Ask the SSH master behind each control socket to exit (``ssh -O exit``); remove a
-    socket nobody answers on (its master is gone), then each site's control folder
+    socket nobody answers on (its master is gone; a path that is not a socket is left), then each site's control folder
     (:func:`netrepro.sites.inventory.control_dir`) the sockets were in, once empty. Returns the
     sockets that were there."""
     there = [p for p in paths if os.path.exists(p)]
@@ -95,7 +100,8 @@ def close_ssh_masters(paths: list[str]) -> list[str]:
         while os.path.exists(path) and time.time() - t0 < 5:
             time.sleep(0.1)
         try:
-            os.unlink(path)  # a stale socket (the master died without removing it)
+            if stat.S_ISSOCK(os.lstat(path).st_mode):  # never a file or link of another name
+                os.unlink(path)  # a stale socket (the master died without removing it)
         except FileNotFoundError:
             pass
     for folder in {Path(p).parent for p in paths if Path(p).parent.parent == CONTROL_ROOT}:

@@ -260,9 +260,21 @@ def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None, copi
     campaign's, whatever ``--parallel`` says now). For each: close the SSH connections kept
     open to its nodes and their jump host (ControlMaster sockets in the site's own folder,
     :func:`netrepro.sites.inventory.control_dir`), release it and remove its inventory.
-    Harmless when nothing is up."""
-    for copy in copies if copies is not None else [1, *copies_on_disk(spec, site_name)]:
-        site = open_site(spec, site_name, options, copy)
+    Harmless when nothing is up.
+
+    Every copy's state is checked first (``Site.check_state``: its logins as when they were
+    made, what its release would stop), so that nothing is closed, deleted or stopped when a
+    state file names what netrepro did not make.
+
+    Raises:
+        SiteError: one line naming the state file and the field; nothing was released.
+    """
+    sites = [open_site(spec, site_name, options, copy)
+             for copy in (copies if copies is not None else [1, *copies_on_disk(spec, site_name)])]
+    for site in sites:
+        site.check_state()
+    for site in sites:
+        copy = site.copy
         sockets = ssh_control_paths(site)
         close_ssh_masters(sockets)
         site.release()

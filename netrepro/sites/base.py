@@ -32,7 +32,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, TypeVar
 
@@ -137,17 +137,19 @@ def number_in(low: float, high: float, what: str, source: str, whole: bool = Fal
     it is parsed (check_options), so that ``plan`` and a dry run refuse what ``up`` could not
     use (a lease of 1e308 hours overflows datetime)."""
 
+    lo, hi = (str(int(x)) if float(x).is_integer() else f"{x:g}" for x in (low, high))   # 4194304, not 4.19e+06
+
     def check(value: Any, spec: Spec | None = None) -> str | None:
         if whole:
             ok = positive_int(value) is None and low <= int(str(value).strip()) <= high
-            expected = f"from {low:g} to {high:g}"
+            expected = f"from {lo} to {hi}"
         else:
             try:
                 x = float(value) if not isinstance(value, bool) else math.nan
             except (TypeError, ValueError):
                 x = math.nan
             ok = math.isfinite(x) and low < x <= high
-            expected = f"above {low:g} and at most {high:g}"
+            expected = f"above {lo} and at most {hi}"
         return None if ok else f"expected {what} {expected} ({source})"
 
     return check
@@ -209,18 +211,55 @@ def login_user_problem(value: Any, spec: Spec | None = None) -> str | None:
     return "expected a login name (letters, digits, '.', '_', '-'; not starting with '-')"
 
 
+#: An IPv6 address's scope id (zone, RFC 4007 section 11) after its '%': a zone index or a
+#: Linux network device name, at most 15 characters (IFNAMSIZ 16 with its NUL, netdevice(7)),
+#: without '/', ':' or whitespace (the kernel's dev_valid_name()). Python's ipaddress accepts
+#: any text there (``fe80::1%eth0 `whoami```), which a ProxyCommand's shell would read.
+SCOPE_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}")
+
+
 def ssh_host_problem(value: Any, spec: Spec | None = None) -> str | None:
-    """Check for an SSH host: a DNS name (RFC 1123), an IPv4 or a bare IPv6 address; never
-    starting with '-', no whitespace or control characters."""
+    """Check for an SSH host: a DNS name (RFC 1123), an IPv4 or a bare IPv6 address (Python's
+    :mod:`ipaddress`), an IPv6 scope id only a device name or zone index (:data:`SCOPE_ID_RE`);
+    never starting with '-', no whitespace or control characters. The one check of every host
+    that reaches ssh's argv, a ProxyCommand or an inventory (:func:`login_problem`)."""
+    expected = "expected a host name, IPv4 or IPv6 address (no brackets, no leading '-', no spaces)"
     if not isinstance(value, str):
-        return "expected a host name, IPv4 or IPv6 address"
+        return expected
     if HOSTNAME_RE.fullmatch(value):
         return None
     try:
-        ipaddress.ip_address(value)
-        return None
+        addr = ipaddress.ip_address(value)
     except ValueError:
-        return "expected a host name, IPv4 or IPv6 address (no brackets, no leading '-', no spaces)"
+        return expected
+    scope = getattr(addr, "scope_id", None)
+    if scope is not None and not SCOPE_ID_RE.fullmatch(scope):
+        return (f"{expected[:-1]}; an IPv6 scope id after '%' is a network device name or zone index: "
+                "letters, digits, '_', '.', '-', at most 15)")
+    return None
+
+
+def port_problem(value: Any, spec: Spec | None = None) -> str | None:
+    """Check for a TCP port: a whole number from 1 to 65535 (RFC 793; true/false are not numbers)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536:
+        return None
+    return "expected a TCP port, a whole number from 1 to 65535"
+
+
+def proxy_jump_problem(value: Any, spec: Spec | None = None) -> str | None:
+    """None when ``value`` is ``user@host:port`` with a valid login name
+    (:func:`login_user_problem`), SSH host (:func:`ssh_host_problem`) and TCP port (1-65535),
+    else what was expected."""
+    if not isinstance(value, str):
+        return "expected user@host:port"
+    user, at, rest = value.partition("@")
+    host, colon, port = rest.rpartition(":")
+    if not (at and colon and port.isdigit() and 0 < int(port) < 65536):
+        return "expected user@host:port"
+    for problem in (login_user_problem(user), ssh_host_problem(host)):
+        if problem:
+            return f"expected user@host:port, {problem[len('expected '):]}"
+    return None
 
 
 def safe_path_problem(value: Any, spec: Spec | None = None) -> str | None:
@@ -393,6 +432,92 @@ class NodeLogin:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+#: A node's private folder (``extra["node_dir"]``, the inventory's ``netrepro_node_dir``): an
+#: absolute path of letters, digits and ``_./+@~-`` (the local site's folders, a static
+#: file's ``work_dir``): no space, quote, ``$``, ``{`` or ``%`` that a shell or Ansible's
+#: templating would read.
+NODE_DIR_RE = re.compile(r"(/[A-Za-z0-9_+@~-][A-Za-z0-9_.+@~-]*)+")
+#: A network device name a login names for a switch's port (``extra["ports"]`` values): 1-15
+#: characters (IFNAMSIZ, netdevice(7)), not starting with '-' (the static file's schema).
+DEVICE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@:-]{0,14}")
+
+
+def _optional(check: Check) -> Check:
+    return lambda v, spec=None: None if v is None else check(v, spec)
+
+
+def _node_dir_problem(value: Any, spec: Spec | None = None) -> str | None:
+    ok = isinstance(value, str) and NODE_DIR_RE.fullmatch(value) and ".." not in value.split("/")
+    return None if ok else "expected an absolute path of letters, digits and '_./+@~-'"
+
+
+def _devices_problem(value: Any, spec: Spec | None = None) -> str | None:
+    ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) and DEVICE_RE.fullmatch(v)
+                                         for k, v in value.items())
+    return None if ok else "expected port -> network device name (1-15 characters, not starting with '-')"
+
+
+#: What :func:`login_problem` checks of a login: field -> its check. The fields that reach
+#: ssh's argv, a ProxyCommand (run by a shell), a known_hosts line or the inventory.
+LOGIN_CHECKS: dict[str, Check] = {
+    "host": ssh_host_problem,
+    "port": port_problem,
+    "user": login_user_problem,
+    "key_file": _optional(safe_path_problem),
+    "proxy_jump": _optional(proxy_jump_problem),
+    "extra.proxy_key_file": _optional(safe_path_problem),
+    "extra.node_dir": _optional(_node_dir_problem),
+    "extra.ports": _optional(_devices_problem),
+}
+
+
+def login_problem(login: NodeLogin) -> tuple[str, Any, str] | None:
+    """``(field, value, problem)`` of the first field of ``login`` that may not reach ssh
+    (:data:`LOGIN_CHECKS`: ``host``, ``port``, ``user``, ``key_file``, ``proxy_jump``,
+    ``extra.proxy_key_file``, ``extra.node_dir``, ``extra.ports``), else None. The one check of
+    a login, when a site makes it (a static file, a manifest, a testbed's answer:
+    :meth:`Site.save_logins`) and when it is read back from state.json
+    (:func:`checked_logins`)."""
+    extra = login.extra if isinstance(login.extra, dict) else None
+    if extra is None:
+        return "extra", login.extra, "expected a JSON object"
+    for name, check in LOGIN_CHECKS.items():
+        value = extra.get(name[6:]) if name.startswith("extra.") else getattr(login, name)
+        problem = check(value, None)
+        if problem:
+            return name, value, problem
+    return None
+
+
+def checked_logins(raw: Any, where: str) -> dict[str, NodeLogin]:
+    """Node name -> :class:`NodeLogin` from ``raw``, the ``logins`` object of a state.json
+    (``where``: that file), each checked as when it was made (:func:`login_problem`).
+
+    Raises:
+        SiteError: one line ``<where>: logins.<node>.<field>: <value>: expected ...``: not an
+            object of node name -> login, a field unknown or missing, or a value that may not
+            reach ssh.
+    """
+    known = [f.name for f in fields(NodeLogin)]
+    if not isinstance(raw, dict):
+        raise SiteError(f"{where}: logins: expected an object of node name -> login, as netrepro writes it")
+    out = {}
+    for node, d in raw.items():
+        if not isinstance(d, dict):
+            raise SiteError(f"{where}: logins.{node}: expected an object with {', '.join(known)}")
+        unknown = sorted(map(str, set(d) - set(known)))
+        if unknown or "host" not in d:
+            field_name, what = (unknown[0], "unknown field") if unknown else ("host", "missing")
+            raise SiteError(f"{where}: logins.{node}.{field_name}: {what}; expected a login of {', '.join(known)}")
+        login = NodeLogin(**{"name": node, **d})
+        bad = ("name", login.name, f"expected the node's name {node!r}") if login.name != node else login_problem(login)
+        if bad:
+            name, value, problem = bad
+            raise SiteError(f"{where}: logins.{node}.{name}: {value!r}: {problem}")
+        out[node] = login
+    return out
+
+
 class Site(ABC):
     """Base class of every site. Subclasses set ``name`` and implement the abstract methods.
 
@@ -514,10 +639,28 @@ class Site(ABC):
         os.replace(tmp, self.state_file)
 
     def saved_logins(self) -> dict[str, NodeLogin]:
-        """Logins saved by a previous ``reserve``/``wait_ready`` (``state['logins']``)."""
-        return {n: NodeLogin(**d) for n, d in self.load_state().get("logins", {}).items()}
+        """Logins saved by a previous ``reserve``/``wait_ready`` (``state['logins']``), each
+        checked again as when it was made (:func:`checked_logins`): a state.json is a file on
+        disk, and what it names reaches ssh, a ProxyCommand and ``down``. Raises SiteError
+        (one line naming the state file and the field)."""
+        return checked_logins(self.load_state().get("logins", {}), str(self.state_file))
+
+    def check_state(self) -> None:
+        """Check offline that the saved state names only what netrepro made for this
+        reservation, before ``down`` closes, deletes or stops anything it names: every login
+        (:meth:`saved_logins`). A site whose :meth:`release` stops processes or deletes
+        devices named in its state checks those too. Raises SiteError (one line naming the
+        state file and the field)."""
+        self.saved_logins()
 
     def save_logins(self, logins: dict[str, NodeLogin], **more: Any) -> None:
+        """Save ``logins`` in the state, each first checked (:func:`login_problem`, the check
+        :meth:`saved_logins` makes again). Raises SiteError (one line naming the node and the
+        field) for a login that may not reach ssh (a testbed's or a file's answer)."""
+        for n, lg in logins.items():
+            bad = login_problem(lg)
+            if bad:
+                raise SiteError(f"site {self.name}: node {n}: {bad[0]}: {bad[1]!r}: {bad[2]}")
         state = self.load_state()
         state["logins"] = {n: asdict(lg) for n, lg in logins.items()}
         state.update(more)

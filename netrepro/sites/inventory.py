@@ -90,6 +90,12 @@ def control_dir(state: Path, make: bool = False) -> str:
     return str(d)
 
 
+def jump_control_path(control_dir: str, proxy_jump: str) -> str:
+    """The control socket of the connection to jump host ``proxy_jump`` (``user@host:port``)
+    in ``control_dir`` (:func:`control_dir`): ``jump-<12 hex digits of sha1(proxy_jump)>``."""
+    return f"{control_dir}/jump-" + hashlib.sha1(proxy_jump.encode()).hexdigest()[:12]
+
+
 def ssh_common_args(login: NodeLogin, known_hosts: str | None = None, control_dir: str | None = None) -> str:
     """OpenSSH options for one node as a string for ``ansible_ssh_common_args``.
 
@@ -116,7 +122,8 @@ def ssh_common_args(login: NodeLogin, known_hosts: str | None = None, control_di
         if control_dir:
             # One multiplexed connection to the jump host serves every node: handshakes are
             # costly on a slow jump host (the micro-VM under TCG), and many at once time out.
-            inner += ["-o", "ControlMaster=auto", "-o", "ControlPersist=1800s", "-o", f"ControlPath={control_dir}/jump-" + hashlib.sha1(login.proxy_jump.encode()).hexdigest()[:12]]
+            inner += ["-o", "ControlMaster=auto", "-o", "ControlPersist=1800s",
+                      "-o", f"ControlPath={jump_control_path(control_dir, login.proxy_jump)}"]
         # '--': the destination can never be read as an option. ssh expands %-tokens in a
         # ProxyCommand (ssh_config(5), TOKENS): every word but the -W target has '%' doubled.
         inner += ["--", jump_user_host]

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import subprocess
 import sys
 import time
@@ -54,7 +55,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, at_once, boolean, interfaces_text,
-                                 login_user_problem, private_key_problem, safe_path_problem, ssh_host_problem)
+                                 login_problem, private_key_problem, safe_path_problem)
 from netrepro.sites import inventory
 from netrepro.experiment.spec import Spec, SpecError
 from netrepro.core.yamlfile import load_yaml_file
@@ -191,34 +192,22 @@ def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
     return out
 
 
-def proxy_jump_problem(value: str) -> str | None:
-    """None when ``value`` is ``user@host:port`` with a valid login name, SSH host and TCP
-    port (1-65535), else what was expected."""
-    user, at, rest = value.partition("@")
-    host, colon, port = rest.rpartition(":")
-    if not (at and colon and port.isdigit() and 0 < int(port) < 65536):
-        return "expected user@host:port"
-    for problem in (login_user_problem(user), ssh_host_problem(host)):
-        if problem:
-            return f"expected user@host:port, {problem[len('expected '):]}"
-    return None
-
-
 def check_login_fields(path: Path | str, where: str, entry: dict[str, Any]) -> None:
-    """Check the fields of one node entry that reach ssh (``host``, ``user``, ``proxy_jump``,
-    ``key``): see the module docstring. The key file must exist and hold a private key.
+    """Check the fields of one node entry that reach ssh (``host``, ``port``, ``user``,
+    ``proxy_jump``, ``key``) with the check every login gets when it is made and when it is
+    read back from state.json (:func:`netrepro.sites.base.login_problem`); see the module
+    docstring. The key file must exist and hold a private key.
 
     Raises:
         SiteError: ``<file>: nodes.<node>.<field>: <value>: expected ...`` (one line; the
             value is shown with its control characters escaped).
     """
-    checks = {"host": ssh_host_problem, "user": login_user_problem, "proxy_jump": proxy_jump_problem,
-              "key": safe_path_problem}
-    for field_name, check in checks.items():
-        if field_name in entry:
-            problem = check(entry[field_name])
-            if problem:
-                raise SiteError(f"{path}: {where}.{field_name}: {entry[field_name]!r}: {problem}")
+    login = NodeLogin(name=where, host=entry.get("host"), port=entry.get("port", 22), user=entry.get("user", "root"),
+                      key_file=entry.get("key"), proxy_jump=entry.get("proxy_jump"))
+    bad = login_problem(login)
+    if bad:
+        field_name, value, problem = bad
+        raise SiteError(f"{path}: {where}.{'key' if field_name == 'key_file' else field_name}: {value!r}: {problem}")
     if entry.get("key"):
         key = Path(entry["key"]).expanduser()
         if not key.is_file():
@@ -226,6 +215,24 @@ def check_login_fields(path: Path | str, where: str, entry: dict[str, Any]) -> N
         problem = private_key_problem(key, "an SSH private key")
         if problem:
             raise SiteError(f"{path}: {where}.key: {problem}")
+
+
+def machine(login: NodeLogin) -> tuple[str | None, str, int]:
+    """Which machine ``login`` reaches, as far as the file says: (its jump host, its host, its
+    port); the host lower-case without a DNS name's final dot, an IP address in its one
+    written form (:mod:`ipaddress`), the jump host's likewise (its user aside). Two logins with the same
+    machine reach the same sshd (a name and an address of one machine are not told apart)."""
+    def norm(host: str) -> str:
+        try:
+            return str(ipaddress.ip_address(host))
+        except ValueError:
+            return host.lower().rstrip(".")
+    jump = None
+    if login.proxy_jump:
+        user_host, _, port = login.proxy_jump.rpartition(":")
+        host = user_host.partition("@")[2]
+        jump = f"{norm(host)}:{int(port)}"
+    return jump, norm(login.host), int(login.port)
 
 
 def parse_ip_addr_json(text: str) -> list[tuple[str, str, int]]:
@@ -376,16 +383,51 @@ class StaticSite(Site):
         devices = [link["ifname"] for link in json.loads(out)]   # parsed once already: valid
         return match_addresses(self.spec, login.name, found, login.extra.get("ports"), devices)
 
+    def _own_logins(self) -> dict[str, NodeLogin]:
+        """The logins of this copy's nodes file (:func:`load_static_file`), whose machines
+        (:func:`machine`) no earlier copy's file names: a reservation's machines are held by
+        one copy only, else two trials would run at once on one machine and measure each other.
+
+        Raises:
+            SiteError: one line naming the files and the node (as :func:`load_static_file`
+                does for the file itself): this copy's file is an earlier copy's (the same
+                path twice in ``static_file``), or names a machine an earlier one names.
+        """
+        path = self._file()
+        logins = load_static_file(self.spec, path)
+        given = str(self.options.get("static_file"))
+        mine = {machine(lg): n for n, lg in logins.items()}
+        for k, other in enumerate([x for x in given.split(",") if x][:self.copy - 1], 1):
+            other_path = Path(other).expanduser()
+            try:
+                same = os.path.samefile(other_path, path.expanduser())
+            except OSError:
+                same = other_path.resolve() == path.expanduser().resolve()
+            if same:
+                raise SiteError(f"site static: STATIC_FILE={given}: {path} is the nodes file of reservations #{k} and "
+                                f"#{self.copy}; expected one nodes file per reservation of --parallel, each naming "
+                                "machines of its own")
+            for n, lg in load_static_file(self.spec, other_path).items():
+                if machine(lg) in mine:
+                    node = mine[machine(lg)]
+                    raise SiteError(f"{path}: nodes.{node}.host: {logins[node].host!r} port {logins[node].port} is "
+                                    f"also nodes.{n} of {other} (reservation #{k})"
+                                    + (f" behind {lg.proxy_jump}" if lg.proxy_jump else "")
+                                    + "; expected machines of its own for each reservation of --parallel (one "
+                                    "machine in two would run two trials at once)")
+        return logins
+
     def preflight(self) -> None:
-        """Validate the nodes file (:func:`load_static_file`) without contacting any node."""
-        load_static_file(self.spec, self._file())
+        """Validate the nodes file without contacting any node, and that no earlier copy's
+        file names its machines (:meth:`_own_logins`)."""
+        self._own_logins()
 
     def reserve(self) -> None:
-        """Validate the file, check that every node answers SSH (all reported at once), then
-        that each carries its addresses; save the logins (with the interface names found).
-        The nodes are asked at once (one SSH connection each, at most :data:`MAX_PARALLEL_SSH` at a time); a node that
-        fails is named as the file orders them."""
-        logins = load_static_file(self.spec, self._file())
+        """Validate the file (:meth:`_own_logins`), check that every node answers SSH (all
+        reported at once), then that each carries its addresses; save the logins (with the
+        interface names found). The nodes are asked at once (one SSH connection each, at most
+        :data:`MAX_PARALLEL_SSH` at a time); a node that fails is named as the file orders them."""
+        logins = self._own_logins()
         down = [why for why in at_once(self.unreachable, logins.values(), MAX_PARALLEL_SSH) if why]
         if down:
             raise SiteError("; ".join(down) + "; expected SSH logins without a password (BatchMode=yes)")
