@@ -30,6 +30,7 @@ H2 = "    h2: {interfaces: {h2-eth0: {link: s1, address: 10.0.0.2/8}}}"
 H3 = "    h3: {interfaces: {h3-eth0: {link: s2, address: 10.0.0.3/8}}}"
 RMEM = 'net.ipv4.tcp_rmem: "10240 87380 52428800"'
 TOPOLOGY = "topology:\n  nodes:\n"
+S1_ETH3 = "        s1-eth3: {link: h2}"
 
 
 def edited(*pairs: tuple[str, str]):
@@ -203,6 +204,18 @@ ROWS = [
     Row("route-to-with-host-bits", VALIDATE,
         [FILE, "topology.nodes.h1.routes[0].to", "expected an IPv4 network with no host bits"],
         setup=edited((H1, H1.replace("h1: {", "h1: {routes: [{to: 192.168.5.7/24, via: 10.0.0.9}], ")))),
+    # issue 54: a node on one LAN (or one L2 domain) by two interfaces: two addresses of one subnet
+    Row("two-interfaces-on-one-lan", VALIDATE,
+        [FILE, "topology.nodes.h1.interfaces.h1-eth2.network", "h1's interfaces h1-eth1 and h1-eth2 are both on LAN "
+         "'lan'", "expected one interface of a node on a LAN"],
+        setup=edited((TOPOLOGY, "topology:\n  networks:\n    lan: {subnet: 192.168.9.0/24}\n  nodes:\n"),
+                     (H1, H1.replace("}}}", "}, h1-eth1: {network: lan, address: 192.168.9.1/24}, "
+                                           "h1-eth2: {network: lan, address: 192.168.9.2/24}}}")))),
+    Row("two-interfaces-on-one-switch", VALIDATE,
+        [FILE, "topology.nodes.h1.interfaces.h1-eth1", "h1's interfaces h1-eth0 and h1-eth1 are in one L2 domain",
+         "expected one interface of a node in an L2 domain"],
+        setup=edited((H1, H1.replace("}}}", "}, h1-eth1: {link: \"s1:s1-eth4\", address: 10.0.0.11/8}}}")),
+                     (S1_ETH3, S1_ETH3 + "\n        s1-eth4: {link: \"h1:h1-eth1\"}"))),
     # --- the local site's management subnet ----------------------------------------------
     Row("address-in-default-mgmt-subnet", VALIDATE,
         [FILE, "topology.nodes.h1.interfaces.h1-eth0.address",

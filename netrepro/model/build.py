@@ -20,7 +20,8 @@ from netrepro.model.checks import (check_buckets, check_claims, check_collectors
     check_phases, check_quantities)
 from netrepro.model.experiment import (IPERF3_BASE_PORT, KIND_GROUPS, Model, TRAFFIC_DEFAULTS, fail, port_name, select_nodes)
 from netrepro.model.health import check_health
-from netrepro.model.topology import (check_address, check_names, check_routes, check_subnets_apart, l2_domains, resolve_links)
+from netrepro.model.topology import (check_address, check_names, check_one_port_per_domain, check_routes, check_subnets_apart,
+                                     l2_domains, resolve_links)
 from netrepro.model.records import Port, TrafficItem
 from netrepro.model.traffic import traffic_conflict
 
@@ -102,8 +103,9 @@ def _resolved_nodes(topo: dict, networks: dict, path) -> dict[str, dict]:
 def _resolved_topology(topo: dict, path) -> tuple[dict[str, dict], dict, list]:
     """The file's ``(nodes, networks, links)``, checked: names (:func:`check_names`), addresses
     (:func:`_resolved_nodes`), links paired up, each interface's ``link`` then the full port at
-    its other end; no address twice, one subnet per L2 domain, subnets apart
-    (:func:`check_subnets_apart`) and routes (:func:`check_routes`)."""
+    its other end; no address twice, one subnet per L2 domain, one interface of a node per L2
+    domain (:func:`check_one_port_per_domain`), subnets apart (:func:`check_subnets_apart`) and
+    routes (:func:`check_routes`)."""
     networks = topo.get("networks", {})
     check_names(topo, path)
     nodes = _resolved_nodes(topo, networks, path)
@@ -127,6 +129,7 @@ def _resolved_topology(topo: dict, path) -> tuple[dict[str, dict], dict, list]:
             (n1, p1), (n2, p2) = list(nets.items())[:2]
             fail(path, f"topology.nodes.{p2.node}.interfaces.{p2.interface}.address",
                   f"{p1} and {p2} share an L2 domain (links and switches) but not a subnet ({n1}, {n2})")
+    check_one_port_per_domain(nodes, links, path)
     check_subnets_apart(nodes, links, networks, path)
     check_routes(nodes, path)
     return nodes, networks, links

@@ -146,6 +146,39 @@ def check_address(path, field: str, addr: str) -> None:
         fail(path, field, f"{addr} is the {which} address of {a.network}; expected a host address")
 
 
+def check_one_port_per_domain(nodes: dict, links: list[list[str]], path) -> None:
+    """A host or router has at most one interface in each L2 domain (:func:`l2_domains`: a
+    LAN, or ports joined by links and switches). Two interfaces of one node on one LAN would
+    hold two addresses of one subnet: the node's kernel answers ARP for either address on
+    both (``arp_ignore`` 0, the default: Linux Documentation/networking/ip-sysctl.rst) and
+    sends the subnet's traffic out of one of them only (the first route to it), so the
+    trials' qdiscs and counters on the other would see none of it. A switch's ports are one
+    domain by design and are not checked.
+
+    Raises:
+        ModelError: naming the node's second interface (its ``network`` when both are on one
+            LAN), both interfaces and the LAN or domain.
+    """
+    for dom in l2_domains(nodes, links):
+        first: dict[str, str] = {}
+        for p in map(Port.parse, sorted(dom)):
+            if nodes[p.node]["kind"] == "switch":
+                continue
+            if p.node not in first:
+                first[p.node] = p.interface
+                continue
+            a, b = first[p.node], p.interface
+            ia, ib = nodes[p.node]["interfaces"][a], nodes[p.node]["interfaces"][b]
+            why = ("expected one interface of a node on a LAN (on two, the node answers ARP for both addresses on "
+                   "each and sends the subnet's traffic out of one only)")
+            if ia["network"] and ia["network"] == ib["network"]:
+                fail(path, f"topology.nodes.{p.node}.interfaces.{b}.network",
+                     f"{p.node}'s interfaces {a} and {b} are both on LAN {ia['network']!r}; {why}")
+            fail(path, f"topology.nodes.{p.node}.interfaces.{b}",
+                 f"{p.node}'s interfaces {a} and {b} are in one L2 domain (joined by links, switches and LANs); "
+                 + why.replace("on a LAN", "in an L2 domain"))
+
+
 def check_subnets_apart(nodes: dict, links: list[list[str]], networks: dict, path) -> None:
     """Different L2 domains have subnets that do not overlap (a node could not tell which
     domain an address is on): each domain's subnets are its addresses' and its LANs'."""
