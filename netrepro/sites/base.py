@@ -433,10 +433,10 @@ class NodeLogin:
 
 
 #: A node's private folder (``extra["node_dir"]``, the inventory's ``netrepro_node_dir``): an
-#: absolute path of letters, digits and ``_./+@~-`` (the local site's folders, a static
-#: file's ``work_dir``): no space, quote, ``$``, ``{`` or ``%`` that a shell or Ansible's
+#: absolute path of letters, digits and ``_./+@~-`` without a ``..`` part (the local site's
+#: folders under ``.state/``, a static file's ``work_dir``): no space, quote, ``$``, ``{`` or ``%`` that a shell or Ansible's
 #: templating would read.
-NODE_DIR_RE = re.compile(r"(/[A-Za-z0-9_+@~-][A-Za-z0-9_.+@~-]*)+")
+NODE_DIR_RE = re.compile(r"(/[A-Za-z0-9_.+@~-]+)+")
 #: A network device name a login names for a switch's port (``extra["ports"]`` values): 1-15
 #: characters (IFNAMSIZ, netdevice(7)), not starting with '-' (the static file's schema).
 DEVICE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@:-]{0,14}")
