@@ -7,11 +7,13 @@ start a real sshd on 127.0.0.1 with the generated configuration.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,9 +24,10 @@ from netrepro.runner import ansible
 from netrepro.runner.ansible import PlaybookError, run_playbook
 from netrepro.sites.inventory import build_inventory, ssh_common_args, write_inventory, write_known_hosts
 from netrepro.sites.local import netns
-from netrepro.sites.base import NodeLogin
-from netrepro.sites.local.site import (LocalSite, _killpg, jump_sshd_config, proc_identity, started_identity,
-                                  vm_group_is_ours)
+from netrepro.sites.base import NodeLogin, SiteError
+from netrepro.sites.local.site import (LocalSite, _killpg, boot_shell_line, jump_sshd_config, proc_identity,
+                                  started_identity, vm_group_is_ours)
+from netrepro.sites.statefolder import make_state_dir
 from netrepro.experiment.spec import load_spec
 
 
@@ -134,9 +137,26 @@ def test_a_group_whose_leader_exited_is_still_ours():
             pass
 
 
-def test_down_leaves_a_recycled_pid_alone(group, tmp_path):
-    """`down` (release) on a state whose VM pgid is now another process: not killed, and said so."""
+@pytest.fixture
+def booted(tmp_path):
+    """A real process group started as the local site boots its machine: ``sh -c '<argv> <
+    /dev/null 2>&1 | cat >> <state>/vm-console.log'`` (boot_shell_line) in its own session,
+    with ``sleep 60`` as the machine; and its site (state folder ``tmp_path/state``)."""
     site = LocalSite(load_spec("pie-vs-red"), tmp_path / "state")
+    site.ensure_state_dir()
+    p = subprocess.Popen(["sh", "-c", boot_shell_line(["sleep", "60"], site.state_dir / "vm-console.log")],
+                         start_new_session=True)
+    try:
+        yield p, site
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def test_down_leaves_a_recycled_pid_alone(booted):
+    """`down` (release) on a state whose VM pgid is now another process: not killed, and said so."""
+    group, site = booted
     ident = started_identity(group.pid)
     site.save_state({"site": "local", "mode": "vm", "vm_pgid": group.pid, "vm_starttime": ident.starttime + 7,
                      "vm_cmdline": ident.cmdline, "runtime_dir": "/run/netrepro", "ssh_port": 1})
@@ -147,8 +167,8 @@ def test_down_leaves_a_recycled_pid_alone(group, tmp_path):
     assert not site.state_file.exists()
 
 
-def test_down_kills_its_own_vm_group(group, tmp_path):
-    site = LocalSite(load_spec("pie-vs-red"), tmp_path / "state")
+def test_down_kills_its_own_vm_group(booted):
+    group, site = booted
     ident = started_identity(group.pid)
     site.save_state({"site": "local", "mode": "vm", "vm_pgid": group.pid, "vm_starttime": ident.starttime,
                      "vm_cmdline": ident.cmdline, "runtime_dir": "/run/netrepro", "ssh_port": 1})
@@ -157,6 +177,82 @@ def test_down_kills_its_own_vm_group(group, tmp_path):
     site.release(log=said.append)
     assert group.wait(timeout=10) == -signal.SIGTERM
     assert "[local] micro-VM stopped" in said
+
+
+def _forge_copy(tmp_path: Path, **state) -> Path:
+    """A copy folder of the local site, ``<state>/pie-vs-red-local.2/``, as netrepro makes it
+    (its marker), whose state.json holds ``state``; returns the state root."""
+    root = tmp_path / "state"
+    folder = make_state_dir(root / "pie-vs-red-local.2", "pie-vs-red", "local", 2)
+    (folder / "state.json").write_text(json.dumps({"site": "local", "mode": "vm", **state}))
+    return root
+
+
+@pytest.mark.parametrize("forged", ["recorded", "group-0", "own-group"])
+def test_down_refuses_a_copy_state_naming_another_process_group(group, tmp_path, forged):
+    """A copy folder whose state names an unrelated process group (a ``sleep`` leading its own,
+    recorded with its true start time and command line), group 0 (killpg(0) is netrepro's own
+    group) or netrepro's own group: `down` refuses in one line naming the file and field, exit 2,
+    and the group lives."""
+    ident = started_identity(group.pid)
+    pgid = {"recorded": group.pid, "group-0": 0, "own-group": os.getpgrp()}[forged]
+    root = _forge_copy(tmp_path, vm_pgid=pgid, vm_starttime=ident.starttime if forged == "recorded" else 1,
+                       vm_cmdline=ident.cmdline)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NETREPRO_")}
+    env.update(NETREPRO_STATE=str(root), NETREPRO_RESULTS=str(tmp_path / "results"))
+    p = subprocess.run([sys.executable, "-m", "netrepro", "down", "pie-vs-red", "--site", "local"], env=env,
+                       cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    err = p.stderr.strip()
+    assert p.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, (p.returncode, err)
+    field = "vm_cmdline" if forged == "recorded" else "vm_pgid"
+    assert f"{root}/pie-vs-red-local.2/state.json: {field}: " in err, err
+    assert group.poll() is None and _alive(group.pid)
+    assert (root / "pie-vs-red-local.2" / "state.json").is_file()
+
+
+def test_release_refuses_another_state_folders_machine(booted, tmp_path):
+    """Copy 2's state naming copy 1's machine (its boot line names copy 1's folder): refused."""
+    group, site = booted
+    ident = started_identity(group.pid)
+    other = LocalSite(load_spec("pie-vs-red"), tmp_path / "state.2")
+    other.save_state({"site": "local", "mode": "vm", "vm_pgid": group.pid, "vm_starttime": ident.starttime,
+                      "vm_cmdline": ident.cmdline})
+    with pytest.raises(SiteError, match=r"state\.2/state\.json: vm_cmdline: .*left alone"):
+        other.release(log=lambda _: None)
+    assert group.poll() is None and _alive(group.pid)
+
+
+def test_release_refuses_a_tap_not_named_after_the_state(tmp_path):
+    site = LocalSite(load_spec("pie-vs-red"), tmp_path / "state")
+    site.save_state({"site": "local", "mode": "uml", "id": "0123abcd", "tap": "eth0"})
+    with pytest.raises(SiteError, match=r"state\.json: tap: 'eth0': expected the tap"):
+        site.release(log=lambda _: None)
+    assert site.state_file.is_file()
+
+
+def test_release_refuses_an_edited_teardown_script(tmp_path):
+    """Host mode: `down` runs the teardown it renders, and refuses when the file differs."""
+    site = LocalSite(load_spec("pie-vs-red"), tmp_path / "state")
+    site.save_state({"site": "local", "mode": "host"})
+    (site.state_dir / "teardown.sh").write_text(f"touch {tmp_path}/pwned\n")
+    with pytest.raises(SiteError, match=r"teardown\.sh: \(file\): differs"):
+        site.release(log=lambda _: None)
+    assert not (tmp_path / "pwned").exists() and site.state_file.is_file()
+
+
+def test_the_local_sites_logins_pass_the_check_of_a_login(tmp_path):
+    """The logins the local site saves (node folders under a ``.state/`` folder, the micro-VM's
+    jump host) pass the check every login gets again when read back; a node folder that a
+    shell or Ansible's templating would read does not."""
+    from netrepro.sites.base import login_problem
+    run = tmp_path / ".state" / "pie-vs-red-local.2" / "run"
+    lg = NodeLogin(name="router", host="172.30.1.11", key_file=str(run.parent / "ssh" / "id_ed25519"),
+                   proxy_jump="root@127.0.0.1:40022", extra={"node_dir": f"{run}/router", "host_key": "ssh-ed25519 AAAA"})
+    assert login_problem(lg) is None
+    for bad in ("{{ lookup('pipe', 'id') }}", "/run/../etc", "relative/dir", "/run/$(id)"):
+        lg.extra["node_dir"] = bad
+        assert login_problem(lg)[0] == "extra.node_dir", bad
 
 
 # --- sshd configurations: keys only ---------------------------------------------------------------

@@ -174,7 +174,7 @@ def _still_held(entry: Path, exp: str, site_name: str, copy: int, log) -> bool:
         if held and site_class(site_name).TEARDOWN_ON_CLEAN:
             down(spec, site_name, {}, copies=[copy])
             held = False
-    except (SpecError, OSError, ValueError) as exc:
+    except (SpecError, SiteError, OSError, ValueError) as exc:   # SiteError: a state down refuses (check_state)
         log(f"[clean] kept {entry}: cannot tell whether it still holds a reservation ({exc})")
         return True
     if held:

@@ -319,8 +319,7 @@ class LocalSite(Site):
             (d / "sshd_config").write_text(netns.sshd_config(node, mgmt[node], layout))
         (self.state_dir / "build.sh").write_text(netns.render_script(
             netns.build_commands(self.spec, layout), strict=True, title=f"build the local site of {self.spec.name}"))
-        (self.state_dir / "teardown.sh").write_text(netns.render_script(
-            netns.teardown_commands(self.spec, layout), strict=False, title=f"tear down the local site of {self.spec.name}"))
+        (self.state_dir / "teardown.sh").write_text(self._teardown_script())
         # The substrate's forwarding test, run where the site is built, before it is built.
         (self.state_dir / capacity.RESULT_FILE).unlink(missing_ok=True)
         (self.state_dir / capacity.SCRIPT_FILE).write_text(capacity.script(
@@ -561,15 +560,80 @@ class LocalSite(Site):
             raise SiteError(f"site local: no SSH answer from {', '.join(sorted(pending))} after {timeout_s:.0f} s")
         log(f"[local] all {len(logins)} nodes answer SSH ({time.time() - t0:.1f} s)")
 
+    def _teardown_script(self) -> str:
+        """The host mode's teardown script (:func:`netrepro.sites.local.netns.teardown_commands`), as
+        ``reserve`` writes it to ``teardown.sh``; ``release`` runs this text, not the file's."""
+        return netns.render_script(netns.teardown_commands(self.spec, self._layout("host")), strict=False,
+                                   title=f"tear down the local site of {self.spec.name}")
+
+    def _booted_by_us(self, key: str, cmdline: Any) -> bool:
+        """Whether ``cmdline`` (a state's ``<key>_cmdline``) is one netrepro starts this state
+        folder's machine with: ``vm``, the boot shell ``sh -c '<argv> ... | cat >> <this
+        folder>/vm-console.log'`` (:func:`boot_shell_line`); ``uml``, the UML kernel booting
+        ``init=<this folder>/vm-main.sh`` (:func:`netrepro.sites.local.uml.uml_command`)."""
+        if not (isinstance(cmdline, list) and cmdline and all(isinstance(a, str) for a in cmdline)):
+            return False
+        if key == "vm":
+            tail = boot_shell_line([], self.state_dir / "vm-console.log")
+            return len(cmdline) == 3 and cmdline[:2] == ["sh", "-c"] and cmdline[2].endswith(tail) \
+                and len(cmdline[2]) > len(tail)
+        return f"init={self.state_dir / 'vm-main.sh'}" in cmdline[1:]
+
+    def check_state(self) -> None:
+        """The logins (:meth:`Site.check_state`), and what :meth:`release` would stop or delete:
+        each process group the state names (``vm_pgid``, ``uml_pgid``) a whole number above 1,
+        not netrepro's own group, and, where a command line is recorded (what lets ``down``
+        signal it: :func:`vm_group_is_ours`), one netrepro boots this folder's machine with
+        (:meth:`_booted_by_us`), with a start time; the tap (``tap``) the one named after the
+        state's ``id`` (:func:`netrepro.sites.local.uml.tap_name`).
+
+        Raises:
+            SiteError: one line naming the state file, the field and what was expected; the
+                process group or device is left alone.
+        """
+        super().check_state()
+        st = self.load_state()
+        where = str(self.state_file)
+        for key, what in (("vm", "micro-VM's boot shell"), ("uml", "UML kernel")):
+            pgid = st.get(f"{key}_pgid")
+            if pgid is None:
+                continue
+            if type(pgid) is not int or pgid <= 1 or pgid == os.getpgrp():
+                raise SiteError(f"{where}: {key}_pgid: {pgid!r}: expected the process group id of the {what} "
+                                "netrepro started (a whole number above 1, not netrepro's own group); nothing stopped")
+            cmdline, start = st.get(f"{key}_cmdline"), st.get(f"{key}_starttime")
+            if cmdline is None and start is None:
+                continue   # never recorded (it ended while it started): nothing will be signalled
+            if not self._booted_by_us(key, cmdline):
+                raise SiteError(f"{where}: {key}_cmdline: {cmdline!r}: expected the command line of the {what} "
+                                f"netrepro starts for {self.state_dir}; process group {pgid} left alone")
+            if type(start) is not int or start <= 0:
+                raise SiteError(f"{where}: {key}_starttime: {start!r}: expected the {what}'s start time in clock "
+                                f"ticks (proc(5)); process group {pgid} left alone")
+        teardown = self.state_dir / "teardown.sh"
+        if st.get("mode") == "host" and teardown.is_file() and teardown.read_text(errors="replace") != self._teardown_script():
+            raise SiteError(f"{teardown}: (file): differs from the teardown netrepro writes for {self.spec.name} "
+                            f"(copy {self.copy}); expected the script `up` wrote (the experiment's nodes and LANs "
+                            "changed since, or the file was edited): read it and run it by hand, then delete "
+                            f"{self.state_file}; nothing torn down")
+        tap = st.get("tap")
+        if tap is not None and not (isinstance(st.get("id"), str) and re.fullmatch(r"[0-9a-f]{8}", st["id"])
+                                    and tap == uml.tap_name(st["id"])):
+            raise SiteError(f"{where}: tap: {tap!r}: expected the tap netrepro names after the state's id "
+                            f"(nrt-<8 hex digits>); no device deleted")
+
     def release(self, log=print) -> None:
-        """Remove everything the site made; harmless when nothing is up."""
+        """Remove everything the site made; harmless when nothing is up. Raises SiteError
+        (one line), stopping and deleting nothing, when the state names a process group or
+        device netrepro did not make for this folder (:meth:`check_state`)."""
+        self.check_state()
         st = self.load_state()
         mode = st.get("mode")
         if not mode:
             log(f"[local] nothing to tear down for {self.spec.name}")
             return
-        if mode == "host":
-            _run(["sh", str(self.state_dir / "teardown.sh")])
+        if mode == "host":   # the script rendered now, never the file's text (check_state compared them)
+            _run(["sh", "-c", self._teardown_script()])
         elif mode == "uml":
             self._stop_uml(st, log)
         else:
@@ -612,7 +676,7 @@ class LocalSite(Site):
         out = {"site": "local", "reserved": bool(st.get("mode"))}
         out.update({k: st[k] for k in ("mode", "kernel", "kvm", "ssh_port", "vm_boot_s", "capacity") if k in st})
         key = "uml" if st.get("uml_pgid") else "vm"
-        if st.get(f"{key}_pgid"):
+        if type(st.get(f"{key}_pgid")) is int and st[f"{key}_pgid"] > 1:   # else not netrepro's (check_state)
             out["vm_running"] = process_group_alive(st[f"{key}_pgid"]) and vm_group_is_ours(
                 st[f"{key}_pgid"], st.get(f"{key}_starttime"), st.get(f"{key}_cmdline"))
         return out
