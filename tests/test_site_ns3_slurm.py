@@ -207,7 +207,14 @@ def test_a_cancelled_job_and_a_failed_one_are_named_and_the_run_resumes_to_compl
 
 @pytest.mark.parametrize("option, expected", [
     ("executor=pbs", "option executor='pbs' (from --option): expected one of: local, slurm"),
-    ("slurm_time_min=0", "option slurm_time_min='0' (from --option): expected a positive integer"),
+    ("slurm_time_min=0", "option slurm_time_min='0' (from --option): expected a whole number of minutes from 1 to 527040 "
+                         "(a year, a conservative bound)"),
+    ("slurm_mem_mb=99999999999", "option slurm_mem_mb='99999999999' (from --option): expected a whole number of MB "
+                                 "from 1 to 4194304 (4 TiB, a conservative bound)"),
+    ("slurm_cpus=1025", "option slurm_cpus='1025' (from --option): expected a whole number of CPUs from 1 to 1024 "
+                        "(a conservative bound)"),
+    ("rate_ceiling_mbit=1e308", "option rate_ceiling_mbit='1e308' (from --option): expected a rate in Mbit/s above 0 "
+                                "and at most 800000 (800 Gbit/s, the fastest Ethernet rate)"),
     ("slurm_folder=relative/path", "option slurm_folder='relative/path' (from --option): expected an absolute path"),
 ])
 def test_a_bad_slurm_option_is_refused_in_one_line(option, expected, capsys):

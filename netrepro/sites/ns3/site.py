@@ -65,7 +65,7 @@ from typing import Any
 
 from netrepro.core import tc
 from netrepro.model import Model, Port, TrafficItem, Trial
-from netrepro.sites.base import NodeLogin, Option, Site, SiteError, positive_number
+from netrepro.sites.base import NodeLogin, Option, Site, SiteError, number_in
 from netrepro.sites.ns3 import slurm, stacks
 from netrepro.sites.ns3.simulator import NS3_VERSION, SOURCE, build
 from netrepro.experiment.spec import REPO_ROOT, Spec
@@ -120,6 +120,10 @@ SOCKET_BUFFER_BYTES = 4 << 20
 #: 295 s, two at once, on a 2-core machine (docs/runs/rate-scale-ns3-2026-11-26); Lab 12 at
 #: 10 Gbit/s would take ten times as long per simulated second, so it runs at k = 0.1.
 RATE_CEILING_MBIT = 1000.0
+#: The largest ``rate_ceiling_mbit``, Mbit/s: 800 Gbit/s, the fastest Ethernet rate of a standard
+#: (IEEE 802.3df-2024); a conservative bound (the option only lowers the scale k, and above the
+#: experiment's fastest link it has no effect).
+MAX_RATE_CEILING_MBIT = 800_000.0
 #: The trial starts this long after the base-RTT pings end (simulated seconds).
 GAP_S = 0.5
 
@@ -408,7 +412,9 @@ class Ns3Site(Site):
     #: default). Each simulation writes into the run's folder.
     STATE_ENTRIES = Site.STATE_ENTRIES + ("slurm",)
     OPTIONS = {"rate_ceiling_mbit": Option(f"the fastest link simulated before rates are scaled down, Mbit/s, default "
-                                           f"{RATE_CEILING_MBIT:g}", positive_number),
+                                           f"{RATE_CEILING_MBIT:g}",
+                                           number_in(0, MAX_RATE_CEILING_MBIT, "a rate in Mbit/s",
+                                                     "800 Gbit/s, the fastest Ethernet rate")),
                **slurm.OPTIONS}
     #: Read by netrepro-sim itself (netrepro-sim.cc, TcpTxBuffer::NextSeg), which inherits the
     #: environment.

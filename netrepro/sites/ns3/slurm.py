@@ -33,7 +33,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import Option, SiteError, matches, one_of, positive_int
+from netrepro.sites.base import Option, SiteError, matches, number_in, one_of
 
 #: How long the first simulation begun waits for others to join its job array, s.
 GATHER_S = 0.5
@@ -42,6 +42,10 @@ GATHER_S = 0.5
 #: no result; submitit alone would ask sacct only every 2-60 s, later the older the job).
 POLL_S = 0.5
 FORCE_S = 5.0
+#: The bounds of the job options (issue 54: every numeric option bounded where it is parsed), conservative:
+#: a year of minutes, 4 TiB, 1024 CPUs, beyond what one simulation of netrepro-sim (one core, a few
+#: hundred MB) could use; a partition's own limits (MaxTime, MaxMemPerNode) refuse less at sbatch.
+MAX_TIME_MIN, MAX_MEM_MB, MAX_CPUS = 366 * 24 * 60, 4 << 20, 1024
 #: The site options of the Slurm executor (netrepro.sites.ns3.site.Ns3Site.OPTIONS).
 OPTIONS = {
     "executor": Option("where the simulations run: local (this machine's cores, the default) or slurm (jobs of a "
@@ -49,10 +53,13 @@ OPTIONS = {
     "slurm_partition": Option("executor=slurm: the partition of the jobs (sbatch --partition), default the cluster's",
                               matches(r"[A-Za-z0-9._-]{1,64}", "a Slurm partition name")),
     "slurm_time_min": Option("executor=slurm: each job's time limit, minutes (sbatch --time), default 60",
-                             positive_int),
-    "slurm_mem_mb": Option("executor=slurm: each job's memory, MB (sbatch --mem), default 1024", positive_int),
+                             number_in(1, MAX_TIME_MIN, "a whole number of minutes", "a year, a conservative bound",
+                                       whole=True)),
+    "slurm_mem_mb": Option("executor=slurm: each job's memory, MB (sbatch --mem), default 1024",
+                           number_in(1, MAX_MEM_MB, "a whole number of MB", "4 TiB, a conservative bound", whole=True)),
     "slurm_cpus": Option("executor=slurm: each job's CPUs (sbatch --cpus-per-task), default 1: netrepro-sim "
-                         "uses one", positive_int),
+                         "uses one", number_in(1, MAX_CPUS, "a whole number of CPUs", "a conservative bound",
+                                               whole=True)),
     "slurm_folder": Option("executor=slurm: the folder of submitit's job files (pickles, logs), on a file system "
                            "the nodes share; default <state folder>/slurm",
                            matches(r"/[A-Za-z0-9._/+-]{0,400}", "an absolute path")),
