@@ -3,7 +3,8 @@
 The crate (RO-Crate 1.1, https://w3id.org/ro/crate/1.1, conforming to the Process Run Crate
 profile 0.5, https://w3id.org/ro/wfrun/process/0.5) holds the run folder's files in the
 run folder's own layout, so that the crate's folder *is* a run folder the analysis reads:
-``run.json``, ``raw/<trial instance>/<node>/...``, the first analysis' outputs with their
+``run.json``, ``raw/<trial instance>/<node>/...``, the outputs of the analysis of the run as it
+is (the run folder's own, or the ``analysis-*/`` one made after a change) with their
 ``analysis.json``, ``timings.json`` when there is one, the reservation's documents
 (``site/``: a testbed's request RSpec and manifest, a FABRIC slice) and ``experiment.yml``, the experiment
 file as run (run.json's ``spec``, written out). ``ro-crate-metadata.json`` describes them:
