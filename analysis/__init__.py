@@ -12,6 +12,8 @@ them, from which inputs). Results are written
 once: the first analysis goes into the run folder, re-analysing with the same toolkit
 version leaves those bytes as they are, and another version writes into
 ``<run>/analysis-<version>/`` (:mod:`netrepro.runfolder.outputs`).
+A run exported as an RO-Crate (``netrepro export``) is never written: it is analysed into a new
+folder beside it, ``<crate>-analysis/`` (a zip unpacked for the time of the analysis).
 
 A run that repeated its trials (``netrepro run --repeat N``) is analysed repetition by
 repetition, each as a run of its own, and across them (:mod:`analysis.repetitions`).
@@ -33,8 +35,9 @@ from typing import TYPE_CHECKING
 
 from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import Spec, SpecError
-from netrepro.runfolder.crate import is_crate, open_crate
+from netrepro.runfolder.crate import check_crate, is_crate, open_crate
 from netrepro.runfolder.layout import run_json
+from netrepro.runfolder.outputs import crate_output_dir
 from netrepro.runfolder.reading import read_run
 
 if TYPE_CHECKING:  # imported when asked for (__getattr__ below)
@@ -58,7 +61,11 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
 
     Args:
         run_dir: the run directory (holds run.json and raw/), or a run exported as an RO-Crate
-            (a folder or zip, :func:`netrepro.runfolder.crate.open_crate`).
+            (a folder or zip, :func:`netrepro.runfolder.crate.open_crate`), which is input
+            only: checked (links, special files, bounds, metadata, every file's sha256) and
+            never written; its outputs go into ``out_dir``, else a new folder beside it,
+            ``<crate name without .zip>-analysis[-N]/``
+            (:func:`netrepro.runfolder.outputs.crate_output_dir`).
         spec: the experiment spec; default run.json's (:func:`netrepro.runfolder.reading.read_run`, which
             converts a schema_version 1 one).
         figures: False skips drawing (faster; the report then has no figure).
@@ -73,7 +80,8 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
             ``experiment``; the command line's EXPERIMENT), else SpecError before anything is
             written.
     Returns:
-        AnalysisResult (``out_dir``: the run folder, or ``<run>/analysis-<version>...``).
+        AnalysisResult (``out_dir``: the run folder, ``<run>/analysis-<version>...``, or
+        for a crate its new folder).
     Raises:
         RunFolderError: run.json missing or malformed, raw files missing/altered/unlisted
             without ``partial``, a version 1 sweep factor without a version 2 path, or a bad
@@ -81,14 +89,20 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
             written then.
         SpecError: the spec in run.json is invalid, or the run is not of ``experiment``.
     """
+    if Path(run_dir).is_file() or is_crate(run_dir):  # an exported run (netrepro export): input only
+        return _analyze_crate(Path(run_dir), spec, figures, partial, out_dir, experiment)
+    return _analyze_folder(run_dir, spec, figures, partial, out_dir, experiment)
+
+
+def _analyze_folder(run_dir: Path | str, spec: Spec | None, figures: bool, partial: bool, out_dir: Path | None,
+                    experiment: str | None) -> "AnalysisResult":
+    """:func:`analyze` of the run folder ``run_dir`` (a crate's too, once checked)."""
     # Imported here, not at the top: they import matplotlib, which writes its font cache and
     # config folder under $HOME when imported; the command line imports this package for
     # every command, and a command refused for bad input must write nothing.
     from analysis.repetitions import analyze_repeated, repeated
     from analysis.outputs import analyze_single
     from analysis.sweep import analyze_swept, swept
-    if is_crate(run_dir):  # an exported run (netrepro export): its files checked, a zip unpacked beside it
-        run_dir = open_crate(run_dir)
     rdir, data, spec = read_run(run_dir, spec)
     if experiment is not None and data.get("experiment") != experiment:
         raise SpecError(run_json(rdir), "experiment", f"{data.get('experiment')!r}: a run of another experiment; "
@@ -98,6 +112,32 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
     if repeated(data):
         return analyze_repeated(rdir, data, spec, figures, partial, out=out_dir)
     return analyze_single(rdir, data, spec, figures, partial, out=out_dir)
+
+
+def _analyze_crate(crate: Path, spec: Spec | None, figures: bool, partial: bool, out_dir: Path | None,
+                   experiment: str | None) -> "AnalysisResult":
+    """:func:`analyze` of the crate ``crate``, read only: checked first, writing nothing
+    (:func:`netrepro.runfolder.crate.check_crate`); then its outputs go into ``out_dir``, or a
+    new folder beside it (:func:`netrepro.runfolder.outputs.crate_output_dir`), a zip being
+    unpacked into a temporary folder inside that folder and removed afterwards
+    (:func:`netrepro.runfolder.crate.open_crate`). When anything fails, a folder made here is
+    removed with what was written into it.
+
+    Raises:
+        RunFolderError, SpecError: as :func:`analyze`, and the crate's refusals (one line).
+    """
+    import shutil
+    check_crate(crate)
+    made = out_dir is None or not Path(out_dir).exists()
+    out = crate_output_dir(crate) if out_dir is None else Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with open_crate(crate, scratch=out) as rdir:
+            return _analyze_folder(rdir, spec, figures, partial, out, experiment)
+    except BaseException:
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
 
 
 def analyze_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False) -> dict:

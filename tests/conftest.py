@@ -225,9 +225,9 @@ def assert_exports_and_reads_back(run_dir: Path, out: Path) -> Path:
     """Export the analysed run ``run_dir`` as a zipped crate under the new folder ``out``
     (netrepro export), check it with roc-validator (offline when the :func:`offline` fixture is
     in use) and analyse it anew: its summary.csv and verdict.json must be the run's, byte for
-    byte. Returns the crate's folder (unpacked)."""
+    byte. Returns the crate's folder (unpacked into ``out/unpacked``)."""
     from analysis import analyze
-    from netrepro.runfolder.crate import export_run, open_crate
+    from netrepro.runfolder.crate import export_run, unpack_crate
     from netrepro.runfolder.cratecheck import validate_crate
 
     out.mkdir(parents=True)
@@ -236,4 +236,4 @@ def assert_exports_and_reads_back(run_dir: Path, out: Path) -> Path:
     again = analyze(crate, figures=False, out_dir=out / "again")
     for name in ("summary.csv", "verdict.json"):
         assert (again.out_dir / name).read_bytes() == (Path(run_dir) / name).read_bytes(), name
-    return open_crate(crate)
+    return unpack_crate(crate, out / "unpacked")

@@ -17,7 +17,7 @@ from netrepro.core.errors import RunFolderError
 from netrepro.runfolder.cratecheck import validate_crate
 from netrepro.runfolder.writing import keep_site_documents
 from netrepro.runfolder.crate import (CRATE_METADATA, EXPERIMENT_FILE, PROCESS_RUN_CRATE, deposit_path, export_run,
-                                      open_crate, references)
+                                      open_crate, references, unpack_crate)
 
 DATA = Path(__file__).resolve().parent / "data"
 #: Every recorded run in tests/data with its raw data.
@@ -46,7 +46,7 @@ def test_a_recorded_run_exports_with_its_checksums_and_reads_back_to_the_same_ve
     run = _analysed(record.parent, results, figures=record.parent.name == "pie-lab-local-0.2")
     crate, deposit = export_run(run, results / "crate.zip")
     assert deposit == deposit_path(crate) and json.loads(deposit.read_text())["metadata"]["upload_type"] == "dataset"
-    folder = open_crate(crate)
+    folder = unpack_crate(crate, results / "unpacked")
     graph = _graph(folder)
     data = json.loads((run / "run.json").read_text())
     # every raw file, with run.json's sha256; every output with analysis.json's
@@ -83,7 +83,7 @@ def test_a_changed_file_in_a_crate_is_refused_naming_it(results):
     with pytest.raises(RunFolderError, match=rf"^{victim}: its sha256 differs from the crate's record"):
         analyze(crate)
     assert main(["analyze", "pie-lab", "--run", str(crate)]) == 2
-    assert not list(crate.glob("analysis-*")), "nothing analysed"
+    assert not list(crate.glob("analysis-*")) and not list(results.glob("crate-analysis*")), "nothing analysed"
 
 
 def _with_site_documents(src: Path, tmp: Path, documents: dict[str, bytes]) -> Path:
@@ -127,20 +127,22 @@ def test_the_reservations_documents_are_kept_once_and_exported_with_each_trial(r
     assert not (results / "again").exists()
 
 
-def test_a_zip_is_unpacked_once_beside_itself_and_an_unsafe_one_is_refused(results):
+def test_a_zip_is_unpacked_for_its_analysis_only_and_an_unsafe_one_is_refused(results):
     run = _analysed(DATA / "labs" / "pie-lab-local-0.2", results)
     crate, _ = export_run(run, results / "x.zip")
-    assert open_crate(crate) == results / "x" and open_crate(crate) == results / "x"
-    (results / "y").mkdir()
-    shutil.copy(crate, results / "y.zip")
-    with pytest.raises(RunFolderError, match="y: exists and is not the crate y.zip unpacked"):
-        open_crate(results / "y.zip")
+    (results / "x").mkdir()   # a folder of the zip's name beside it is neither used nor written
+    assert analyze(crate, figures=False).out_dir == results / "x-analysis"
+    assert not list((results / "x").iterdir()) and not list(results.glob("x-analysis/.crate-*"))
+    with open_crate(crate) as folder:
+        assert folder.name == "x" and folder.parent.parent != results
+    assert not folder.exists(), "the temporary unpacking is removed"
     evil = results / "evil.zip"
     with zipfile.ZipFile(evil, "w") as z:
         z.writestr(CRATE_METADATA, "{}")
         z.writestr("../outside.txt", "x")
-    with pytest.raises(RunFolderError, match="an entry outside the crate"):
-        open_crate(evil)
+    with pytest.raises(RunFolderError, match="entry '../outside.txt': an empty, '.' or '..' part"):
+        with open_crate(evil):
+            pass
     assert not (results / "outside.txt").exists() and not (results / "evil").exists()
 
 

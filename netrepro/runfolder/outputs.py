@@ -9,6 +9,8 @@ deterministic its bytes do not change (an identical file is left as it is:
 run folder itself, and any other (another toolkit version, other libraries, or damaged raw data
 analysed with --partial) into a new folder ``<run>/analysis-<version>[-partial][-N]/``
 (:func:`output_dir`); earlier outputs are never replaced. run.json and raw/ are never written.
+A crate (``netrepro export``) is never written: its analysis goes into a new folder beside it
+(:func:`crate_output_dir`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from netrepro.core.errors import RunFolderError
 from netrepro.runfolder.atomic import write_text
 from netrepro.runfolder.integrity import sha256_file
 from netrepro.runfolder.layout import ANALYSIS_RECORD, OUTPUT_NAMES
@@ -81,3 +84,28 @@ def seal(out: Path, record: dict, outputs: list[Path]) -> list[Path]:
     """
     record["outputs"] = {p.relative_to(out).as_posix(): sha256_file(p) for p in outputs}
     return [*outputs, write_text(out / ANALYSIS_RECORD, json.dumps(record, indent=1) + "\n")]
+
+
+def crate_output_dir(crate: Path) -> Path:
+    """Make and return the new folder an analysis of the crate ``crate`` (a folder, or a zip:
+    :mod:`netrepro.runfolder.crate`) writes into, beside it: the first free of
+    ``<crate name without .zip>-analysis``, ``-analysis-2``, ``-analysis-3``... (made with
+    ``mkdir``, so a folder that exists, or appears meanwhile, is never written). A crate is
+    input only: it stays byte for byte as published, so it can be checked again.
+
+    Raises:
+        RunFolderError: the folder beside the crate cannot be written (read-only, a full
+            disk), naming it and what was expected.
+    """
+    base, n = crate.name.removesuffix(".zip") + "-analysis", 1
+    while True:
+        out = crate.parent / (base if n == 1 else f"{base}-{n}")
+        try:
+            out.mkdir()
+            return out
+        except FileExistsError:
+            n += 1
+        except OSError as exc:
+            raise RunFolderError(crate.parent, f"cannot hold the analysis folder {out.name} ({exc.strerror}); expected "
+                                               f"a folder that can be written beside the crate {crate.name} (its "
+                                               "outputs go there; copy the crate into one)") from None
