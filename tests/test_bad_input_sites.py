@@ -195,7 +195,7 @@ ROWS = [
     Row("setup-local-mode-from-env", ["setup", "--check"],
         ["mode='fast'", "LOCAL_MODE", "auto, host, uml, vm"], env={"LOCAL_MODE": "fast"}),
     Row("option-fabric-cores-not-integer", ["plan", "pie-vs-red", "--site", "fabric", "-o", "cores=many"],
-        ["cores='many'", "positive integer"]),
+        ["cores='many'", "whole number of vCPUs"]),
     Row("option-instageni-image-not-urn", ["plan", "pie-vs-red", "--site", "instageni"],
         ["image='ubuntu'", "IMAGE", "image URN"], env={"IMAGE": "ubuntu"}),
     Row("option-instageni-unknown-aggregate", GENI_UP + ["-o", "aggregate=nowhere"],
