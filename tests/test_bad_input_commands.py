@@ -89,7 +89,7 @@ SHADOW = "root:$6$Qs4Fy3hZ$SECRETHASHSECRETHASHSECRETHASH.0123456789abcdef:19700
 
 
 def _bound_rows() -> list[Row]:
-    """Each numeric option of instageni and fabric beyond its bound (and hours' junk), on plan,
+    """Each numeric option of instageni, fabric and local beyond its bound (and hours' junk), on plan,
     a dry run of reproduce and up: one line naming the option, the value and the range."""
     rows = []
     cases = [("instageni", "hours", "1e308", "expected a number of hours above 0 and at most 336"),
@@ -103,7 +103,10 @@ def _bound_rows() -> list[Row]:
              ("fabric", "ready_timeout_s", "86401", "expected a number of seconds above 0 and at most 86400"),
              ("fabric", "cores", "65", "expected a whole number of vCPUs from 1 to 64 (FABRIC's largest VM)"),
              ("fabric", "ram_gb", "257", "expected a whole number of GB from 1 to 256"),
-             ("fabric", "disk_gb", "1e3", "expected a whole number of GB from 1 to 1000")]
+             ("fabric", "disk_gb", "1e3", "expected a whole number of GB from 1 to 1000"),
+             ("local", "vm_cpus", "300", "expected a whole number of vCPUs from 1 to 256"),
+             ("local", "vm_memory", "99999999G", "expected a size such as 2G or 2048M (at most 9999G"),
+             ("local", "boot_timeout_s", "1e308", "expected a number of seconds above 0 and at most 86400")]
     for site, key, value, expected in cases:
         for cmd in (["plan"], ["reproduce", "--dry-run"], ["up"]):
             rows.append(Row(f"{site}-{key}-{value}-{'-'.join(c.strip('-') for c in cmd)}",

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 from netrepro.sites import inventory
 from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, origin_of, at_once, matches, mgmt_subnet,
-                                 positive_int, positive_number, process_group_alive)
+                                 number_in, process_group_alive)
 from netrepro.sites.local import capacity, microvm, netns, uml
 from netrepro.sites.local.setup import MODE_OPTION, VM_OVER_UML, setup_local
 from netrepro.experiment.spec import REPO_ROOT, Spec
@@ -185,9 +185,12 @@ class LocalSite(Site):
     OPTIONS = {
         "mode": MODE_OPTION,
         "mgmt_subnet": Option(f"management network, IPv4 CIDR, default {DEFAULT_MGMT_SUBNET}", mgmt_subnet()),
-        "vm_cpus": Option("micro-VM vCPUs, default 2", positive_int),
-        "vm_memory": Option("memory of the micro-VM or UML machine, default 2G", matches(r"[1-9][0-9]*[MGmg]?", "a size such as 2G or 2048M")),
-        "boot_timeout_s": Option("seconds to wait for the micro-VM, default 600", positive_number),
+        "vm_cpus": Option("micro-VM vCPUs, default 2", number_in(1, 256, "a whole number of vCPUs",
+            "conservative: the vCPUs share the host's cores", whole=True)),
+        "vm_memory": Option("memory of the micro-VM or UML machine, default 2G", matches(
+            r"[1-9][0-9]{0,3}[Gg]|[1-9][0-9]{0,6}[Mm]?", "a size such as 2G or 2048M (at most 9999G, or 9999999M)")),
+        "boot_timeout_s": Option("seconds to wait for the micro-VM, default 600", number_in(
+            0, 86400, "a number of seconds", "a day; a boot under QEMU's emulation takes minutes")),
     }
     HOOKS = ("authorized_keys",)
     #: A trial's wall time beyond its schedule and base-RTT pings (arming, the barrier's lead,
