@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from netrepro.core.errors import RunFolderError
+from netrepro.runfolder.reading import recorded_rate_scale
 from analysis.claims import pair_value, select, selection_keys
 from analysis.repetitions import across
 from netrepro.model import Claim, quantity_name
@@ -95,22 +96,14 @@ PANEL_KEYS = ["claim", "part", "check", "quantity", "statistic", "trial", "subje
 
 def rate_scale_of(data: dict, where: str | Path = "run.json") -> float:
     """The rate scale k of a run (``data``: its run.json): ``rate_scale.k``; 1 when
-    ``rate_scale`` is missing or null (runs made before rate scales) or has no ``k``.
+    ``rate_scale`` is missing or null (runs made before rate scales) or has no ``k``
+    (:func:`netrepro.runfolder.reading.recorded_rate_scale`, where run.json is read).
 
     Raises:
         RunFolderError: naming ``where`` and ``rate_scale``: not an object, or its ``k`` not a
             finite number > 0.
     """
-    rs = data.get("rate_scale")
-    if rs is None:
-        return 1.0
-    if not isinstance(rs, dict):
-        raise RunFolderError(where, f"rate_scale: expected an object {{k, why}} (or null), got {str(rs)[:60]!r}")
-    k = rs.get("k", 1)
-    if isinstance(k, bool) or not isinstance(k, (int, float)) or not math.isfinite(k) or k <= 0:
-        raise RunFolderError(where, f"rate_scale.k: expected a number > 0 (every rate and byte size times k), "
-                                   f"got {str(k)[:60]!r}")
-    return float(k)
+    return recorded_rate_scale(data, where)
 
 
 def time_scale_of(data: dict, where: str | Path = "run.json") -> float:

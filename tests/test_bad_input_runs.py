@@ -140,7 +140,12 @@ def _second_scale(field: str, value):
     return setup
 
 
+def _lost(value):
+    return _set("lost_reservations", value)
+
+
 ANALYZE = ["analyze", "pie-vs-red", "--run", "{tmp}/run"]
+NAN = float("nan")  # json.dumps writes NaN, which Python's json module reads back
 PARTIAL = "to analyze what is there, add --partial"
 
 # (id, setup, expected strings): each damage is tried on analyze, python -m analysis and bench.
@@ -183,6 +188,21 @@ RECORD = [
      ["run.json", "time_scale: expected a number from 0.001 to 100", "1000000000.0"]),
     ("raw_sha256-key-outside-raw", _edit_run_json(_escaping_key),
      ["run.json", "raw_sha256", "expected a path inside raw/"]),
+    # issue 54: the fields read as numbers, times and lists, checked where run.json is read
+    ("rate-scale-a-list", _edit_run_json(_set("rate_scale", [1, 2])),
+     ["{tmp}/run/run.json: rate_scale: expected an object {k, why} (or null)", "got '[1, 2]'"]),
+    ("rate-scale-k-of-0", _edit_run_json(_set("rate_scale", {"k": 0, "why": "RATE_SCALE=0"})),
+     ["{tmp}/run/run.json: rate_scale.k: expected a number > 0", "got '0'"]),
+    ("rate-scale-k-nan", _edit_run_json(_set("rate_scale", {"k": NAN, "why": "RATE_SCALE=0.5"})),
+     ["{tmp}/run/run.json: rate_scale.k: expected a number > 0", "got 'nan'"]),
+    ("lead-s-nan", _edit_run_json(_set("lead_s", NAN)),
+     ["{tmp}/run/run.json: lead_s: expected the barrier's lead in seconds, a number from 0.2 to 3600", "got nan"]),
+    ("lead-s-absurd", _edit_run_json(_set("lead_s", 1e9)),
+     ["{tmp}/run/run.json: lead_s: expected the barrier's lead in seconds", "got 1000000000.0"]),
+    ("started-at-yesterday", _edit_run_json(_set("started_at", "yesterday")),
+     ["{tmp}/run/run.json: started_at: expected an ISO 8601 time with its UTC offset", "got 'yesterday'"]),
+    ("lost-reservations-a-string", _edit_run_json(_lost("lost")),
+     ["{tmp}/run/run.json: lost_reservations: expected a list of the reservations the campaign lost", "got 'lost'"]),
 ]
 
 ROWS = [Row(f"analyze-{i}", ANALYZE, e, s) for i, s, e in DAMAGE + RECORD]
@@ -238,6 +258,12 @@ ROWS += [
         ["{tmp}/run2/run.json: time_scale: expected a number > 0", "got '0'"], _second_scale("time_scale", 0)),
     Row("bench-timings-json-junk", ["pie-vs-red", "--run", "{tmp}/run"], ["timings.json", "step -> seconds", PARTIAL],
         _write("timings.json", JUNK), module="netrepro.cli.bench"),
+    # issue 54: a rate scale k of text made bench stop with a traceback, exit 1
+    Row("bench-rate-scale-k-not-a-number", ["pie-vs-red", "--run", "{tmp}/run"],
+        ["netrepro.cli.bench: {tmp}/run/run.json: rate_scale.k: expected a number > 0", "got 'x'"],
+        _edit_run_json(_set("rate_scale", {"k": "x", "why": "RATE_SCALE=x"})), module="netrepro.cli.bench"),
+    Row("bench-lead-s-nan", ["pie-vs-red", "--run", "{tmp}/run"], ["{tmp}/run/run.json: lead_s", "got nan"],
+        _edit_run_json(_set("lead_s", NAN)), module="netrepro.cli.bench"),
     Row("bench-neither-experiment-nor-run", [], ["expected an experiment", "or --run RUN_FOLDER"],
         lambda tmp: None, module="netrepro.cli.bench"),
     Row("bench-unknown-option", ["pie-vs-red", "--run", "{tmp}/run", "--partail"], ["--partail"],

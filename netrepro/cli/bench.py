@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 from netrepro.core.errors import RunFolderError
-from netrepro.experiment.spec import REPO_ROOT, SpecError
+from netrepro.experiment.spec import REPO_ROOT
 from netrepro.runfolder.layout import TIMINGS, raw_dir, run_json, trial_raw
 from netrepro.runfolder.reading import PARTIAL_HINT, model_run_records, read_run, verified_raw
 from netrepro.sites import SITES, Site, site_class
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(a.run) if a.run else REPO_ROOT / "results" / a.experiment / "latest"
     try:
         f = figures(run_dir.resolve(), a.partial)
-    except (RunFolderError, SpecError) as exc:
+    except ValueError as exc:  # RunFolderError, SpecError: bad input, as netrepro's main (netrepro.cli.commands) says it
         print(f"netrepro.cli.bench: {exc}", file=sys.stderr)
         return 2
     if a.json:

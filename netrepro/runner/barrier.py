@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from netrepro.runfolder.reading import LEAD_S_MAX, LEAD_S_MIN
 from netrepro.runner.checks import node_clocks
 from netrepro.runner.ssh import inventory_hosts, node_ssh_argv, node_trial_dir
 
@@ -26,7 +27,9 @@ from netrepro.runner.ssh import inventory_hosts, node_ssh_argv, node_trial_dir
 #: 1.2-1.7 s were 0.4-0.9 s.
 BARRIER_LEAD_MIN_S = 2.0
 BARRIER_LEAD_ROUNDS = 4.0
-BARRIER_GUARD_S = 0.2
+#: GUARD_S, 0.2 s, is also the least lead a run accepts; it is defined where run.json is read back
+#: (netrepro.runfolder.reading.LEAD_S_MIN), so that a recorded lead_s is checked against the same range.
+BARRIER_GUARD_S = LEAD_S_MIN
 
 
 def lead_from_env() -> float:
@@ -35,7 +38,9 @@ def lead_from_env() -> float:
 
     Raises:
         ValueError: one line naming NETREPRO_LEAD_S when it is not a number of seconds from
-            :data:`BARRIER_GUARD_S` (the least margin a node may acknowledge with) to 3600.
+            :data:`BARRIER_GUARD_S` (the least margin a node may acknowledge with) to 3600
+            (:data:`netrepro.runfolder.reading.LEAD_S_MIN`, ``LEAD_S_MAX``: the range run.json's
+            ``lead_s`` is read back in).
     """
     raw = os.environ.get("NETREPRO_LEAD_S", "")
     if not raw.strip():
@@ -44,9 +49,9 @@ def lead_from_env() -> float:
         lead = float(raw)
     except ValueError:
         lead = math.nan
-    if not BARRIER_GUARD_S <= lead <= 3600:
+    if not LEAD_S_MIN <= lead <= LEAD_S_MAX:
         raise ValueError(f"NETREPRO_LEAD_S: {raw!r}: expected the barrier's lead in seconds, "
-                         f"from {BARRIER_GUARD_S:g} to 3600")
+                         f"from {LEAD_S_MIN:g} to {LEAD_S_MAX:g}")
     return lead
 
 
