@@ -10,6 +10,7 @@ and no file changed (tests/badinput.py).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -140,11 +141,38 @@ def _second_scale(field: str, value):
     return setup
 
 
+def _resumable(change=None, link: str | None = None, fifo: str | None = None):
+    """A setup making {tmp}/run a run of pie-vs-red on the ns3 site that stopped part-way: the
+    recorded run, its run.json recording the experiment file as it is now (as a run made now
+    would) and its INCOMPLETE marker, so that nothing else stops its resume; then run.json
+    rewritten with ``change(data)``, ``link`` (a name in the run) made a symbolic link to
+    {tmp}/mine.txt (a file of the user's, outside the run), or ``fifo`` made a FIFO."""
+    def setup(tmp: Path):
+        from netrepro.experiment.spec import load_spec
+        from netrepro.runfolder.writing import spec_as_recorded
+
+        run = _copy(tmp)
+        data = json.loads((run / "run.json").read_text())
+        data.update(site="ns3", spec=spec_as_recorded(load_spec("pie-vs-red")))
+        if change:
+            change(data)
+        (run / "run.json").write_text(json.dumps(data, indent=1))
+        (run / "INCOMPLETE").write_text("run INCOMPLETE at trial red-limited: interrupted by SIGINT\n")
+        (tmp / "mine.txt").write_text("the user's own file\n")
+        if link:
+            (run / link).unlink(missing_ok=True)
+            (run / link).symlink_to(tmp / "mine.txt")
+        if fifo:
+            os.mkfifo(run / fifo)
+    return setup
+
+
 def _lost(value):
     return _set("lost_reservations", value)
 
 
 ANALYZE = ["analyze", "pie-vs-red", "--run", "{tmp}/run"]
+RESUME = ["pie-vs-red", "--site", "ns3", "--resume", "{tmp}/run"]
 NAN = float("nan")  # json.dumps writes NaN, which Python's json module reads back
 PARTIAL = "to analyze what is there, add --partial"
 
@@ -264,6 +292,33 @@ ROWS += [
         _edit_run_json(_set("rate_scale", {"k": "x", "why": "RATE_SCALE=x"})), module="netrepro.cli.bench"),
     Row("bench-lead-s-nan", ["pie-vs-red", "--run", "{tmp}/run"], ["{tmp}/run/run.json: lead_s", "got nan"],
         _edit_run_json(_set("lead_s", NAN)), module="netrepro.cli.bench"),
+    # issue 54: a resumed run writes into its folder (run.json, INCOMPLETE, .reserve, timings.json
+    # for reproduce): a link or FIFO anywhere in it, or a field the run reads of the wrong shape,
+    # is refused before anything is written or reserved
+    Row("run-resume-timings-json-linked-out", ["run", *RESUME],
+        ["{tmp}/run/timings.json: a symbolic link (to {tmp}/mine.txt)", "never through a link"],
+        _resumable(link="timings.json")),
+    Row("reproduce-resume-timings-json-linked-out", ["reproduce", *RESUME],
+        ["{tmp}/run/timings.json: a symbolic link (to {tmp}/mine.txt)", "never through a link"],
+        _resumable(link="timings.json")),
+    Row("run-resume-incomplete-linked-out", ["run", *RESUME],
+        ["{tmp}/run/INCOMPLETE: a symbolic link (to {tmp}/mine.txt)", "never through a link"],
+        _resumable(link="INCOMPLETE")),
+    Row("run-resume-run-json-tmp-linked-out", ["run", *RESUME],
+        ["{tmp}/run/.run.json.tmp: a symbolic link (to {tmp}/mine.txt)", "never through a link"],
+        _resumable(link=".run.json.tmp")),
+    Row("run-resume-reserve-a-fifo", ["run", *RESUME],
+        ["{tmp}/run/.reserve: a special file (FIFO, socket or device)", "plain file or folder"],
+        _resumable(fifo=".reserve")),
+    Row("run-resume-lost-reservations-a-string", ["run", *RESUME],
+        ["{tmp}/run/run.json: lost_reservations: expected a list of the reservations the campaign lost", "got 'lost'"],
+        _resumable(_lost("lost"))),
+    Row("run-resume-lost-reservation-without-its-copy", ["run", *RESUME],
+        ["{tmp}/run/run.json: lost_reservations[0]: expected {reservation: its copy number, at: an ISO 8601 time",
+         "got {'trial': 'pie-limited'}"],
+        _resumable(_lost([{"trial": "pie-limited"}]))),
+    Row("run-resume-lead-s-nan", ["run", *RESUME], ["{tmp}/run/run.json: lead_s", "got nan"],
+        _resumable(_set("lead_s", NAN))),
     Row("bench-neither-experiment-nor-run", [], ["expected an experiment", "or --run RUN_FOLDER"],
         lambda tmp: None, module="netrepro.cli.bench"),
     Row("bench-unknown-option", ["pie-vs-red", "--run", "{tmp}/run", "--partail"], ["--partail"],

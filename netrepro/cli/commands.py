@@ -28,6 +28,7 @@ from netrepro.cli.publish import add_export_command
 from netrepro.cli.site_commands import inventory_from_manifest, plan_text, write_rspec
 from netrepro.model import rate_scale_option, time_scale_note
 from netrepro.runner import playbooks, steps
+from netrepro.runfolder.atomic import write_text
 from netrepro.runfolder.layout import TIMINGS, latest, run_json
 from netrepro.runner.barrier import lead_from_env
 from netrepro.runner.console import StepIncomplete
@@ -435,7 +436,7 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
                 if held := steps.open_site(spec, site, opts, k).held():
                     print(held)
     timings["total_s"] = round(time.time() - t0, 1)
-    (run_dir / TIMINGS).write_text(json.dumps(timings, indent=1) + "\n")
+    write_text(run_dir / TIMINGS, json.dumps(timings, indent=1) + "\n")  # atomic: never through a link
     return run_dir, verdict, timings
 
 

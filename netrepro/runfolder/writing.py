@@ -2,7 +2,8 @@
 reused (:func:`new_run_dir`), ``latest`` pointing at the newest complete one
 (:func:`point_latest`), held by one process at a time (:func:`lock_run`) with room kept free
 for its records (:func:`reserve_space`), and run.json written whole each time
-(:func:`write_json`) with the experiment as run (:func:`spec_as_recorded`), the toolkit's
+(:func:`write_json`, never through a link; a resumed run's folder holds none:
+:func:`check_own_files`) with the experiment as run (:func:`spec_as_recorded`), the toolkit's
 commit (:func:`git_commit`) and the reservation's documents (:func:`keep_site_documents`). The names are :mod:`netrepro.runfolder.layout`'s."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import REPO_ROOT, Spec, SpecError
+from netrepro.runfolder.atomic import write_text
 from netrepro.runfolder.integrity import sha256_file
 from netrepro.runfolder.layout import LATEST, RESERVE, SITE_DOCUMENT_RE, SITE_DOCUMENTS, experiment_results
 
@@ -85,10 +87,32 @@ def point_latest(run_dir: Path) -> None:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically (a temporary file, then rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n")
-    os.replace(tmp, path)
+    """Write ``obj`` as JSON to ``path`` atomically: a new temporary file of its own (created
+    exclusively, so never an existing file or link), then renamed over ``path``, which replaces
+    a link there rather than writing through it (:func:`netrepro.runfolder.atomic.write_text`)."""
+    write_text(path, json.dumps(obj, indent=1, default=str) + "\n")
+
+
+def check_own_files(run_dir: Path) -> None:
+    """Check that the run folder a resumed run writes into (run.json, INCOMPLETE, .reserve,
+    .fetch/, raw/, logs/, failed/, timings.json, ...) holds only plain files and folders: a run
+    folder may come from anyone, and a symbolic link in it (``timings.json`` pointing at a file
+    of the user's) would have the run write outside it, a FIFO would block it. ``run_dir``
+    itself may be a link (``latest``); nothing is followed below it (os.walk, followlinks
+    False). Reads only.
+
+    Raises:
+        RunFolderError: one line naming the first link (and its target) or special file.
+    """
+    for top, dirs, files in os.walk(run_dir):
+        for name in sorted(dirs + files):
+            p = Path(top) / name
+            if p.is_symlink():
+                raise RunFolderError(p, f"a symbolic link (to {os.readlink(p)}); expected the run folder's own file or "
+                                        "folder: a resumed run writes into its folder, never through a link")
+            if not (p.is_dir() or p.is_file()):
+                raise RunFolderError(p, "a special file (FIFO, socket or device); expected the run folder's own plain "
+                                        "file or folder")
 
 
 def lock_run(run_dir: Path, what: str) -> int:
@@ -105,9 +129,10 @@ def lock_run(run_dir: Path, what: str) -> int:
 
 def reserve_space(run_dir: Path) -> Path:
     """Hold :data:`RESERVE_BYTES` in ``run_dir/.reserve`` (really allocated, not sparse).
-    Raises OSError (ENOSPC) when the disk has less."""
+    Raises OSError (ENOSPC) when the disk has less, ELOOP when ``.reserve`` is a symbolic
+    link (never followed)."""
     path = run_dir / RESERVE
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # never a link's target
     try:
         try:
             os.posix_fallocate(fd, 0, RESERVE_BYTES)

@@ -10,7 +10,8 @@ from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import Spec, SpecError
 from netrepro.runfolder.integrity import verify_raw
 from netrepro.runfolder.layout import INCOMPLETE, incomplete_marker, raw_dir, run_json
-from netrepro.runfolder.writing import spec_as_recorded
+from netrepro.runfolder.reading import check_record
+from netrepro.runfolder.writing import check_own_files, spec_as_recorded
 
 
 def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | None,
@@ -18,12 +19,16 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
     """Check that ``run_dir`` is a run of ``spec`` on ``site_name`` that can be resumed, and
     return its run.json. Reads only; nothing is written.
 
-    Refused (SpecError, one line): no such folder; no run.json, or not a JSON object; another
+    Refused (SpecError or RunFolderError, one line): no such folder; no run.json, or not a JSON
+    object; a field of it the run reads of the wrong type or range (``lead_s``,
+    ``lost_reservations``, ``rate_scale``, ...: :func:`netrepro.runfolder.reading.check_record`); another
     experiment, site or experiment file content than the run's; ``--trial`` (a run's trials
     are fixed when it starts), a ``--time-scale`` or ``--repeat`` other than the run's; a run that is
     complete; a completed trial's raw file missing, altered (sha256 in run.json), unreadable or added
     to, a link or special file among them, or run.json's raw_sha256 malformed (one check with the
-    analysis: :func:`netrepro.runfolder.integrity.verify_raw`).
+    analysis: :func:`netrepro.runfolder.integrity.verify_raw`); a symbolic link or special file
+    anywhere else in the folder (:func:`netrepro.runfolder.writing.check_own_files`: the run
+    writes there, never through a link).
     """
     if trial_ids:
         raise SpecError("command line", "--trial", "not with --resume: a resumed run runs the trials it started with")
@@ -38,6 +43,7 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
         raise SpecError(rj, "(file)", f"not JSON ({str(exc).splitlines()[0][:80]}); expected the run's record") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("trials"), list):
         raise SpecError(rj, "trials", "missing; expected the run's record with its list of completed trials")
+    check_record(rj, meta)
     if meta.get("experiment") != spec.name:
         raise SpecError(rj, "experiment", f"{meta.get('experiment')!r}: a run of another experiment; expected {spec.name!r}")
     if meta.get("site") != site_name:
@@ -58,6 +64,7 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
     if all(t in done for t in order) and not incomplete_marker(run_dir).exists():
         raise SpecError(run_dir, "--resume", f"the run is complete ({len(order)} trials, no {INCOMPLETE} marker); nothing to resume")
     _check_completed_raw(run_dir, meta, sorted(t for t in done if isinstance(t, str)))
+    check_own_files(run_dir)  # after the completed trials' raw files, which say theirs in their own words
     return meta
 
 

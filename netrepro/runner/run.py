@@ -33,6 +33,7 @@ from netrepro.runner.trialvars import spec_at_rate_scale, scaled_phases, setting
 from netrepro.runner.schedule import Instance
 from netrepro.sites import Site, SiteError
 from netrepro.experiment.spec import Spec
+from netrepro.runfolder.atomic import write_text
 from netrepro.runfolder.integrity import sha256_tree
 from netrepro.runfolder.layout import RESERVE, STAGING, incomplete_marker, raw_dir, run_json, staging_dir, trial_raw
 from netrepro.runfolder.writing import (RESERVE_BYTES, git_commit, keep_site_documents, lock_run, new_run_dir,
@@ -295,9 +296,9 @@ def _run_trials(r: _Run, points: list | None, session: dict, progress_tty: bool 
     be recorded or None)."""
     t_run = time.time()
     try:
-        incomplete_marker(r.run_dir).write_text(
-            f"run in progress since {session['at']} (netrepro process {os.getpid()} on {platform.node()}); "
-            f"if that process is gone, it was stopped without a word: {r.resume_hint}\n")
+        write_text(incomplete_marker(r.run_dir),
+                   f"run in progress since {session['at']} (netrepro process {os.getpid()} on {platform.node()}); "
+                   f"if that process is gone, it was stopped without a word: {r.resume_hint}\n")
         write_json(run_json(r.run_dir), r.meta)
         r.at_point = {p.id: (p, spec_at_rate_scale(sweeps.point_spec(r.spec, p.values), r.site,
                                                                  rate_scale=r.rate_scale)) for p in points or []}
@@ -721,10 +722,10 @@ def _record_end(r: _Run, t_run: float) -> tuple[list[str], str | None]:
         if not complete:
             where = r.failure or next(((s["id"], s.get("reason") or "not run yet", 2)
                                        for s in meta["trial_status"] if s["status"] != "complete"))
-            incomplete_marker(run_dir).write_text(
-                f"run INCOMPLETE at trial {where[0]}: {where[1]}\n"
-                f"kept: {', '.join(kept) or 'no trial'} ({len(kept)} of {len(meta['trial_status'])} trials; "
-                f"raw files and their sha256 in run.json)\n{r.resume_hint}\n")
+            write_text(incomplete_marker(run_dir),
+                       f"run INCOMPLETE at trial {where[0]}: {where[1]}\n"
+                       f"kept: {', '.join(kept) or 'no trial'} ({len(kept)} of {len(meta['trial_status'])} trials; "
+                       f"raw files and their sha256 in run.json)\n{r.resume_hint}\n")
         write_json(run_json(run_dir), meta)
         if complete:
             incomplete_marker(run_dir).unlink(missing_ok=True)
