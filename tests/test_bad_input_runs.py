@@ -96,6 +96,27 @@ def _two_damaged(tmp: Path):
     p.write_bytes(p.read_bytes()[:-100])
 
 
+def _analysed_then_linked(rel: str):
+    """A setup that copies the run, analyses it as this toolkit does (so that analysing it again
+    writes into the run folder itself), then replaces the output ``rel`` by a symbolic link to
+    {tmp}/elsewhere/<name> (a file of the user's, or a folder holding one), outside the run."""
+    def setup(tmp: Path):
+        from analysis import analyze
+        run = _copy(tmp)
+        analyze(run)
+        p = run / rel
+        dest = tmp / "elsewhere" / p.name
+        dest.parent.mkdir()
+        if p.is_dir():
+            shutil.copytree(p, dest)
+            shutil.rmtree(p)
+        else:
+            shutil.copy(p, dest)
+            p.unlink()
+        p.symlink_to(dest)
+    return setup
+
+
 def _raw_link(target: str, rel: str = "raw"):
     """A setup that copies the run and replaces ``rel`` (raw/ or a file under it) by a
     symbolic link to ``target``, somewhere outside the run."""
@@ -257,6 +278,14 @@ ROWS += [
     Row("analyze-run-json-linked-out", ANALYZE, ["{tmp}/run/run.json: a symbolic link",
                                                  "expected the run record `netrepro run` wrote in this folder"],
         _raw_link("{tmp}/elsewhere.json", "run.json")),
+    # issue 54: an analysed run whose output (a folder or a file) is a link out of the run: the
+    # analysis again would write through it (figures/) or replace it in the run (summary.csv)
+    Row("analyze-again-figures-linked-out", ANALYZE, ["{tmp}/run/figures: a symbolic link (to {tmp}/elsewhere/figures)",
+                                                       "an analysis never writes through a link"],
+        _analysed_then_linked("figures")),
+    Row("analyze-again-summary-linked-out", ANALYZE, ["{tmp}/run/summary.csv: a symbolic link",
+                                                       "expected the analysis' own outputs"],
+        _analysed_then_linked("summary.csv")),
     # issue 20: compare checks every argument before it writes anything (never into a run)
     Row("compare-the-same-run-twice", ["compare", "{tmp}/run", "{tmp}/run"],
         ["RUN {tmp}/run: the same run as {tmp}/run", "expected each run once"], _two_runs),

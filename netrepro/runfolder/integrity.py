@@ -127,8 +127,6 @@ def raw_files(raw_dir: Path, trials: Collection[str] | None = None) -> list[Path
             listed (one line); whether or not the run is analysed with --partial.
     """
     import os
-    import stat
-
 
     what = "expected a real folder or regular file inside the run's raw/ (links are not followed)"
     if raw_dir.is_symlink():
@@ -136,18 +134,38 @@ def raw_files(raw_dir: Path, trials: Collection[str] | None = None) -> list[Path
                                      "folder, a real folder inside the run (links are not followed)")
     if not raw_dir.is_dir():
         return []
+    return plain_files(raw_dir, what, trials)
+
+
+def plain_files(folder: Path, what: str, names: Collection[str] | None = None) -> list[Path]:
+    """Every regular file under the real folder ``folder``, sorted, after checking with
+    ``lstat`` (nothing followed) that everything under it is a real folder or a regular file:
+    never a symbolic link (it could point anywhere: /etc, /, a private key) nor a FIFO, socket
+    or device (reading one could block, writing one could reach anything). With ``names``,
+    only ``folder``'s entries of those names (and what is under them) are listed and checked.
+
+    Args:
+        folder: the folder to walk (checked by the caller to be a real folder);
+        what: what was expected instead, for the message (``expected ... (links are not followed)``);
+        names: the entries of ``folder`` to walk, or None for all.
+    Raises:
+        RunFolderError: naming the first link or special file, or a folder that cannot be
+            listed (one line).
+    """
+    import os
+    import stat
+
     out: list[Path] = []
-    todo = [raw_dir]
+    todo = [folder]
     while todo:
-        folder = todo.pop()
+        current = todo.pop()
         try:
-            with os.scandir(folder) as it:
+            with os.scandir(current) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            raise RunFolderError(folder, f"cannot be listed ({exc.strerror}); expected a readable folder of the "
-                                        "run's raw files") from None
-        if trials is not None and folder == raw_dir:
-            entries = [e for e in entries if e.name in trials]
+            raise RunFolderError(current, f"cannot be listed ({exc.strerror}); {what}") from None
+        if names is not None and current == folder:
+            entries = [e for e in entries if e.name in names]
         for e in entries:
             p = Path(e.path)
             try:

@@ -60,8 +60,8 @@ RESERVE = ".reserve"
 #: The record of an analysis: what made its outputs, from which inputs, and their sha256.
 ANALYSIS_RECORD = "analysis.json"
 #: The files and folders of one analysis output set.
-OUTPUT_NAMES = ("tidy.csv.gz", "summary.csv", "figures", "verdict.json", "report.md", ANALYSIS_RECORD,
-                "repetitions", "repetitions.csv", "flent")
+OUTPUT_NAMES = ("tidy.csv.gz", "summary.csv", "intervals.csv", "figures", "verdict.json", "report.md", ANALYSIS_RECORD,
+                "repetitions", "repetitions.csv", "sweep", "sweep.csv", "flent")
 #: The environment variable naming the folder run folders go into (netrepro/core/envvars.py).
 RESULTS_ENV = "NETREPRO_RESULTS"
 

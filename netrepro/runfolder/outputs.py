@@ -20,7 +20,7 @@ from pathlib import Path
 
 from netrepro.core.errors import RunFolderError
 from netrepro.runfolder.atomic import write_text
-from netrepro.runfolder.integrity import sha256_file
+from netrepro.runfolder.integrity import plain_files, sha256_file
 from netrepro.runfolder.layout import ANALYSIS_RECORD, OUTPUT_NAMES
 
 
@@ -46,6 +46,14 @@ def _free(folder: Path) -> bool:
     return not any((folder / n).exists() or (folder / n).is_symlink() for n in OUTPUT_NAMES)
 
 
+def _own_outputs(folder: Path) -> Path:
+    """``folder`` after checking that its outputs are real files and folders (nothing written
+    through a link); RunFolderError naming the first that is not."""
+    plain_files(folder, "expected the analysis' own outputs, real files and folders of the run "
+                        "(an analysis never writes through a link)", OUTPUT_NAMES)
+    return folder
+
+
 def output_dir(run_dir: Path, record: dict, intact: bool) -> Path:
     """Where an analysis with this ``record`` (analysis.json without ``outputs``) writes.
 
@@ -57,15 +65,19 @@ def output_dir(run_dir: Path, record: dict, intact: bool) -> Path:
         The folder of the same analysis if there is one; else the run folder if no analysis
         was written there yet and the data are intact; else the first free name of
         ``analysis-<version>[-partial][-N]`` inside the run folder. Nothing is created.
+    Raises:
+        RunFolderError: an output of the folder chosen (``figures/``, ``summary.csv``...), or
+            anything under one, is a symbolic link or a special file: the analysis would write
+            through it, anywhere (a run folder may come from anyone).
     """
     me = identity(record)
     candidates = [run_dir] + sorted(p for p in run_dir.glob("analysis-*") if p.is_dir() and not p.is_symlink())
     for folder in candidates:
         rec = _read_record(folder)
         if rec is not None and identity(rec) == me:
-            return folder
+            return _own_outputs(folder)
     if intact and _free(run_dir):
-        return run_dir
+        return _own_outputs(run_dir)
     base = f"analysis-{record['made_by']['version']}" + ("" if intact else "-partial")
     n, name = 1, base
     while (run_dir / name).exists() or (run_dir / name).is_symlink():
