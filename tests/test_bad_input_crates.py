@@ -246,7 +246,7 @@ ROWS = [
         _folder(_figures_link)),
     Row("folder-file-is-a-link", FOLDER_ARGV, ["{tmp}/c/report.md: a symbolic link", "expected only plain files"],
         _folder(_file_link)),
-    Row("folder-fifo", FOLDER_ARGV, ["{tmp}/c/raw/pie-limited/client1/pipe: a FIFO, socket or device"],
+    Row("folder-fifo", FOLDER_ARGV, ["{tmp}/c/raw/pie-limited/client1/pipe: not a regular file (a FIFO, socket or device)"],
         _folder(_fifo), timeout_s=60),
     # 5. a zip in a folder that cannot be written
     Row("zip-in-read-only-folder", ["analyze", "pie-vs-red", "--run", "{tmp}/ro/c.zip"],
@@ -352,3 +352,11 @@ def test_the_total_is_enforced_again_while_reading(tmp_path, monkeypatch):
     with pytest.raises(RunFolderError, match="unpacks to more than 1000 bytes"):
         unpack_crate(BASE["zip"], tmp_path / "u")
     assert not (tmp_path / "u").exists()
+
+
+def test_a_folder_crate_of_more_entries_than_the_bound_is_refused(monkeypatch):
+    """The folder crate's file count, at a bound the base crate passes made smaller: refused
+    before any file is hashed."""
+    monkeypatch.setattr(crates, "MAX_ENTRIES", 10)
+    with pytest.raises(RunFolderError, match="more than 10 files"):
+        crates.verify_crate(BASE["folder"])

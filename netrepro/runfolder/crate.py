@@ -56,7 +56,7 @@ import yaml
 from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import REPO_ROOT
 from netrepro.runfolder.deposit import zenodo_metadata
-from netrepro.runfolder.integrity import no_links, read_regular, sha256_file, verify_raw
+from netrepro.runfolder.integrity import no_links, plain_files, read_regular, sha256_file, verify_raw
 from netrepro.runfolder.layout import (ANALYSIS_RECORD, RAW, RUN_JSON, SITE_DOCUMENT_RE, SITE_DOCUMENTS, TIMINGS,
                                       incomplete_problems, raw_dir, run_json)
 from netrepro.runfolder.reading import read_run
@@ -681,36 +681,17 @@ def is_crate(path: Path | str) -> bool:
 
 def crate_tree(folder: Path) -> list[str]:
     """The files of the folder crate ``folder``: paths relative to it (POSIX), sorted. Walked
-    without following any link (``os.lstat``), so that a link cannot lead a reader, or the
-    analysis' writes, outside the crate, and a FIFO cannot block it.
+    without following any link (:func:`netrepro.runfolder.integrity.plain_files`), so that a
+    link cannot lead a reader outside the crate, and a FIFO cannot block it.
 
     Raises:
         RunFolderError: naming the first symbolic link or special file (FIFO, socket, device),
-            or a crate of more than :data:`MAX_ENTRIES` entries.
+            or a crate of more than :data:`MAX_ENTRIES` files.
     """
-    files, todo, count = [], [folder], 0
-    while todo:
-        here = todo.pop()
-        try:
-            entries = sorted(os.scandir(here), key=lambda e: e.name)
-        except OSError as exc:
-            raise RunFolderError(here, f"cannot be read ({exc.strerror}); expected a folder of {EXPORTED}") from None
-        for entry in entries:
-            count += 1
-            if count > MAX_ENTRIES:
-                raise RunFolderError(folder, f"more than {MAX_ENTRIES} files and folders; expected {EXPORTED}")
-            mode = entry.stat(follow_symlinks=False).st_mode
-            if stat.S_ISLNK(mode):
-                raise RunFolderError(entry.path, f"a symbolic link (to {os.readlink(entry.path)}); expected only "
-                                                 "plain files and folders in a crate (links are not followed)")
-            if stat.S_ISDIR(mode):
-                todo.append(Path(entry.path))
-            elif stat.S_ISREG(mode):
-                files.append(Path(entry.path).relative_to(folder).as_posix())
-            else:
-                raise RunFolderError(entry.path, "a FIFO, socket or device; expected only plain files and folders "
-                                                 "in a crate")
-    return sorted(files)
+    files = plain_files(folder, "expected only plain files and folders in a crate (links are not followed)")
+    if len(files) > MAX_ENTRIES:
+        raise RunFolderError(folder, f"more than {MAX_ENTRIES} files; expected {EXPORTED}")
+    return [f.relative_to(folder).as_posix() for f in files]
 
 
 def crate_files(folder: Path) -> dict[str, str]:
