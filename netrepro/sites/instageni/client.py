@@ -109,6 +109,21 @@ class GeniError(SiteError):
         super().__init__(f"{method}: GENI error {code}{' (' + name + ')' if name else ''}: {output}")
 
 
+#: The manifest RSpec format asked for: GENI RSpec 3, the version every GENI aggregate lists in
+#: GetVersion's ``geni_ad_rspec_versions`` (type and version are case-insensitive strings;
+#: GAPI_AM_API_V3_DETAILS, "geni_rspec_version").
+RSPEC_VERSION = {"type": "GENI", "version": "3"}
+#: Options AM API v3 lists as required, per method (GAPI_AM_API_V3: ListResources, Describe and
+#: Provision each say "The following option is required ... geni_rspec_version"; an aggregate
+#: answers 1 BADARGS without it, as geni-tools' gcf-am -V 3 does: "option geni_rspec_version
+#: was not supplied"). ProtoGENI does not require it, but accepts it.
+REQUIRED_OPTIONS: dict[str, dict[str, Any]] = {
+    "ListResources": {"geni_rspec_version": RSPEC_VERSION},
+    "Describe": {"geni_rspec_version": RSPEC_VERSION},
+    "Provision": {"geni_rspec_version": RSPEC_VERSION},
+}
+
+
 def _cred_list(*creds: str) -> list[dict[str, str]]:
     return [{"geni_type": "geni_sfa", "geni_version": "3", "geni_value": c} for c in creds if c]
 
@@ -219,8 +234,17 @@ class GeniClient:
                    {"fields": {"SLICE_EXPIRATION": expires.strftime(DATE_FMT)}})
 
     def am(self, am_url: str, method: str, slice_urn: str, *args):
-        """AM API v3 call ``method`` on ``slice_urn`` with the slice credential."""
+        """AM API v3 call ``method`` on ``slice_urn`` with the slice credential.
+
+        ``args`` are the method's arguments after the credentials, the options struct last
+        (``{}`` for none). The options each method requires are added to it
+        (:data:`REQUIRED_OPTIONS`, e.g. ``geni_rspec_version`` for Provision and Describe);
+        an option the caller gave is kept as given.
+        """
         cred = _cred_list(self.slice_credential(slice_urn))
+        if method in REQUIRED_OPTIONS:
+            *rest, options = args if args else ({},)
+            args = (*rest, {**REQUIRED_OPTIONS[method], **options})
         if method == "Allocate":
             return self._call(am_url, method, slice_urn, cred, *args)
         return self._call(am_url, method, [slice_urn], cred, *args)

@@ -374,7 +374,7 @@ class InstaGENISite(Site):
             poll_until(status, timeout, interval_s, what=f"slice {state['slice_name']}",
                        timeout_hint="raise the option ready_timeout_s or try another aggregate")
             desc = client.am(state["aggregate_url"], "Describe", state["slice_urn"],
-                             {"geni_rspec_version": {"type": "GENI", "version": "3"}})
+                             {})   # the client adds geni_rspec_version (client.REQUIRED_OPTIONS)
             manifest = self.state_dir / MANIFEST_FILE
             manifest.write_text(desc["geni_rspec"] if isinstance(desc, dict) else str(desc))
             self.adopt_manifest(manifest, state.get("user") or creds.user, creds.ssh_key)
