@@ -17,7 +17,7 @@ from netrepro.sites.instageni import rspec
 from netrepro.sites import SITES, get_site
 from netrepro.sites.base import SiteError
 from netrepro.sites.instageni.aggregates import TLSPolicy, load_aggregates, resolve_aggregate, tls_context
-from netrepro.sites.instageni.client import GeniClient, GeniError, poll_until, summarize_status
+from netrepro.sites.instageni.client import AggregateVersion, GeniClient, GeniError, poll_until, summarize_status
 from netrepro.sites.instageni.credentials import load_client_cert, load_credentials
 from netrepro.sites.instageni.site import default_slice_name
 from netrepro.experiment.spec import SpecError, load_spec
@@ -165,6 +165,7 @@ class FakeGeni:
 
     def get_version(self, url):
         self.calls.append(("GetVersion", url))
+        return AggregateVersion(3, True, "geni_disjoint")   # as ProtoGENI's GeniAM advertises
 
     def user_credential(self):
         self.calls.append(("get_credentials", "user"))
@@ -179,8 +180,8 @@ class FakeGeni:
         self.calls.append((method, slice_urn))
         if method == "Status":
             return next(self.statuses, {"geni_slivers": []})   # renew reads the expiry too
-        if method == "Describe":
-            return {"geni_rspec": self.manifest}
+        if method in ("Describe", "Provision"):
+            return {"geni_rspec": self.manifest, "geni_slivers": [{"geni_operational_status": "geni_notready"}] * 7}
         if method == "Delete":
             if self.deleted:
                 raise GeniError("Delete", 12, "no such slice")

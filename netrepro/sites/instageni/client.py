@@ -5,11 +5,20 @@ framework) for the slice and its credential, and the aggregate (AM API v3) for A
 Provision, PerformOperationalAction, Status, Describe, Renew and Delete.
 :func:`poll_until` drives a status function with a timeout and progress lines;
 :func:`summarize_status` reads AM API v3 ``Status`` results.
+
+Answers are read as the specification allows them to be written (GAPI_AM_API_V3 and its
+DETAILS page, with what ProtoGENI's GeniAM and geni-tools' gcf-am -V 3 write where they differ):
+:func:`read_code` (the GENI code in the code struct or as an int), :func:`parse_rfc3339` (any RFC
+3339 time), :func:`xmlrpc_bool` (GetVersion's booleans), :func:`read_version` and
+:func:`check_answer` (the fields netrepro reads); an answer outside that is refused in one line
+naming the service, the method and the field (:class:`AnswerError`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import re
 import ssl
 import sys
 import time
@@ -19,8 +28,170 @@ from netrepro.sites.base import SiteError
 from netrepro.sites.instageni.aggregates import DEFAULT_MA, DEFAULT_SA, TLSPolicy, stderr_line, tls_context
 from netrepro.sites.instageni.credentials import GeniCredentials, PORTAL_PEM, load_client_cert
 
-#: Dates as the AM API v3 and the slice authority write them (UTC).
+#: Dates as netrepro writes them to the AM API v3 and the slice authority (UTC, RFC 3339).
 DATE_FMT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+# --- reading answers --------------------------------------------------------------------
+class AnswerError(SiteError):
+    """An answer the specification does not allow: one line naming the service's URL (the
+    aggregate or authority), the method and the field."""
+
+    def __init__(self, url: str, method: str, field: str, got: Any, expected: str):
+        shown = repr(got)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        super().__init__(f"{url}: {method}: {field} {shown}: expected {expected}")
+
+
+#: RFC 3339 section 5.6 ``date-time``: full-date "T" full-time, where full-time is
+#: partial-time (with an optional time-secfrac, any number of digits) and time-offset ("Z" or
+#: "+hh:mm"/"-hh:mm"). Its NOTEs allow "t" and "z" in lower case and a space for the "T". A
+#: time without its offset is read as UTC, as geni-tools' omni reads one (naiveUTC in
+#: omnilib/util): RFC 3339 requires the offset, but aggregates have written times without it.
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
+                      r"(?:([Zz])|([+-])(\d{2}):(\d{2}))?")
+
+
+def parse_rfc3339(text: str) -> dt.datetime:
+    """``text``, an RFC 3339 date-time (section 5.6: ``2026-12-01T18:00:00Z``,
+    ``2026-12-01T18:00:00.123456+00:00``, ``2026-12-01t20:00:00+02:00``, ...) as an aware
+    datetime in UTC. Fractions beyond microseconds are cut; a leap second (``:60``, section
+    5.7) is the first second after it; no offset is read as UTC (see :data:`_RFC3339`).
+
+    Raises:
+        ValueError: not of that grammar, or a field out of range (month 13, offset hour 24).
+    """
+    m = _RFC3339.fullmatch(text.strip()) if isinstance(text, str) else None
+    if not m:
+        raise ValueError(f"not an RFC 3339 date-time: {text!r}")
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    micro = int((m.group(7) or "0")[:6].ljust(6, "0"))
+    if m.group(9):
+        oh, om = int(m.group(10)), int(m.group(11))
+        if oh > 23 or om > 59:
+            raise ValueError(f"offset out of range: {text!r}")
+        sign = 1 if m.group(9) == "+" else -1
+        tz = dt.timezone(sign * dt.timedelta(hours=oh, minutes=om))
+    else:
+        tz = dt.timezone.utc
+    leap = second == 60
+    when = dt.datetime(year, month, day, hour, minute, 59 if leap else second, micro, tzinfo=tz)
+    return (when + dt.timedelta(seconds=1 if leap else 0)).astimezone(dt.timezone.utc)
+
+
+def xmlrpc_bool(value: Any) -> bool:
+    """A boolean as aggregates write one: the XML-RPC boolean (the specification), an int 0 or
+    1, or the string "0" or "1" (ProtoGENI's GeniAM writes ``geni_single_allocation`` as the
+    string "1").
+
+    Raises:
+        ValueError: anything else.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip() in ("0", "1"):
+        return value.strip() == "1"
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+#: geni_allocate's values (GAPI_AM_API_V3, GetVersion): one Allocate per slice until its
+#: slivers are deleted; more, each disjoint from what the slice holds; any number.
+ALLOCATE_MODES = ("geni_single", "geni_disjoint", "geni_many")
+
+
+@dataclasses.dataclass(frozen=True)
+class AggregateVersion:
+    """What an aggregate's GetVersion says (GAPI_AM_API_V3, GetVersion): ``api`` (3),
+    ``single_allocation`` (``geni_single_allocation``: operations must name every sliver of
+    the slice, or the slice; default False), ``allocate`` (``geni_allocate``, one of
+    :data:`ALLOCATE_MODES`; default ``geni_single``)."""
+
+    api: int
+    single_allocation: bool = False
+    allocate: str = "geni_single"
+
+
+def read_version(url: str, value: Any) -> AggregateVersion:
+    """GetVersion's ``value`` as an :class:`AggregateVersion`.
+
+    Raises:
+        AnswerError: not a struct; ``geni_api`` not 3 (naming the AM API v3 URL in
+            ``geni_api_versions`` when it lists one); ``geni_single_allocation`` not a boolean;
+            ``geni_allocate`` not one of :data:`ALLOCATE_MODES`; ``geni_request_rspec_versions``
+            without GENI 3 (the RSpec netrepro writes).
+    """
+    if not isinstance(value, dict):
+        raise AnswerError(url, "GetVersion", "value", value, "a struct (GAPI_AM_API_V3, GetVersion)")
+    api = value.get("geni_api")
+    if str(api).strip() != "3":   # an int; "3" from some aggregates
+        v3 = (value.get("geni_api_versions") or {}).get("3") if isinstance(value.get("geni_api_versions"), dict) else None
+        raise AnswerError(url, "GetVersion", "geni_api", api,
+                          "3, the AM API netrepro speaks" + (f"; this aggregate serves it at {v3}" if v3 else ""))
+    single = value.get("geni_single_allocation", False)
+    try:
+        single = xmlrpc_bool(single)
+    except ValueError:
+        raise AnswerError(url, "GetVersion", "geni_single_allocation", single, "a boolean (GAPI_AM_API_V3, GetVersion)") from None
+    allocate = value.get("geni_allocate", "geni_single")
+    if not isinstance(allocate, str) or allocate.strip().lower() not in ALLOCATE_MODES:
+        raise AnswerError(url, "GetVersion", "geni_allocate", allocate, f"one of {', '.join(ALLOCATE_MODES)}")
+    versions = value.get("geni_request_rspec_versions")
+    if not isinstance(versions, list) or not any(
+            isinstance(v, dict) and str(v.get("type", "")).strip().lower() == "geni" and str(v.get("version", "")).strip() == "3"
+            for v in versions):
+        raise AnswerError(url, "GetVersion", "geni_request_rspec_versions", versions,
+                          "a list naming type GENI version 3, the request RSpec netrepro sends")
+    return AggregateVersion(3, single, allocate.strip().lower())
+
+
+def _check_slivers(url: str, method: str, slivers: Any) -> list[dict[str, Any]]:
+    """The ``geni_slivers`` list of an answer, each sliver a struct whose fields netrepro
+    reads have their specified types (GAPI_AM_API_V3, "Sliver status"): ``geni_sliver_urn``,
+    ``geni_allocation_status`` and ``geni_operational_status`` strings, ``geni_expires`` an
+    RFC 3339 time. Absent fields are left to the reader.
+
+    Raises:
+        AnswerError: naming the field (and the sliver).
+    """
+    if not isinstance(slivers, list):
+        raise AnswerError(url, method, "geni_slivers", slivers, "a list of sliver structs")
+    for i, s in enumerate(slivers):
+        if not isinstance(s, dict):
+            raise AnswerError(url, method, f"geni_slivers[{i}]", s, "a sliver struct")
+        who = f"geni_slivers[{i}] ({str(s.get('geni_sliver_urn'))[:200]})"
+        for key in ("geni_sliver_urn", "geni_allocation_status", "geni_operational_status"):
+            if key in s and not isinstance(s[key], str):
+                raise AnswerError(url, method, f"{who} {key}", s[key], "a string")
+        if s.get("geni_expires") is not None:
+            try:
+                parse_rfc3339(s["geni_expires"])
+            except ValueError:
+                raise AnswerError(url, method, f"{who} geni_expires", s["geni_expires"],
+                                  "an RFC 3339 time such as 2026-12-01T18:00:00Z") from None
+    return slivers
+
+
+def check_answer(url: str, method: str, value: Any) -> Any:
+    """``value`` of AM API v3 ``method``, checked where netrepro reads it (GAPI_AM_API_V3):
+    Allocate, Provision and Describe answer a struct ``{geni_rspec, geni_slivers}`` (Describe
+    also ``geni_urn``), Status ``{geni_urn, geni_slivers}``; the other methods' values are not
+    read and pass as they are. Returns ``value``.
+
+    Raises:
+        AnswerError: a value of another shape (Provision's bare sliver list included: neither
+            the specification nor ProtoGENI's GeniAM nor geni-tools' gcf answers one).
+    """
+    if method not in ("Allocate", "Provision", "Describe", "Status"):
+        return value
+    shape = "{geni_urn, geni_slivers}" if method == "Status" else "{geni_rspec, geni_slivers}"
+    if not isinstance(value, dict):
+        raise AnswerError(url, method, "value", value, f"the struct {shape} (GAPI_AM_API_V3, {method})")
+    if method != "Status" and not isinstance(value.get("geni_rspec"), str):
+        raise AnswerError(url, method, "geni_rspec", value.get("geni_rspec"), "a manifest RSpec (a string)")
+    _check_slivers(url, method, value.get("geni_slivers"))
+    return value
 
 
 # --- waiting ---------------------------------------------------------------------------
@@ -124,6 +295,32 @@ REQUIRED_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+def read_code(url: str, method: str, answer: dict[str, Any]) -> tuple[int, str]:
+    """The GENI code and the message of an answer ``{code, value, output}``.
+
+    The code is where the references put it: a struct ``code`` holding ``geni_code``
+    (GAPI_AM_API_V3, "Return Structure"; ProtoGENI adds ``am_type``, ``am_code`` and
+    ``protogeni_error_url``, a log of the failure, added to the message as omni adds it), or
+    an int ``code`` (the Federation API v2 slice and member authorities' return structure;
+    omni also reads an AM's int code). The message is ``output``, one line.
+
+    Raises:
+        AnswerError: no code, or one that is not an int (``geni_code`` 0 is success).
+    """
+    code = answer.get("code")
+    where = "code"
+    if isinstance(code, dict):
+        code, where = code.get("geni_code"), "code.geni_code"
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise AnswerError(url, method, where, code, "an int GENI code (0: success)")
+    output = answer.get("output")
+    output = "" if output is None else str(output)
+    log = answer["code"].get("protogeni_error_url") if isinstance(answer.get("code"), dict) else None
+    if code and isinstance(log, str) and log:
+        output = f"{output} (log: {log})" if output else f"log: {log}"
+    return code, output
+
+
 def _cred_list(*creds: str) -> list[dict[str, str]]:
     return [{"geni_type": "geni_sfa", "geni_version": "3", "geni_value": c} for c in creds if c]
 
@@ -198,29 +395,47 @@ class GeniClient:
         except (OSError, xmlrpc.client.Error) as exc:
             raise SiteError(f"{url}: {method}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
         if not isinstance(res, dict):
-            raise SiteError(f"{url}: {method}: answered {type(res).__name__}; expected a GENI result "
-                            "{code, value, output}")
-        code = res.get("code")
-        code = code.get("geni_code", 0) if isinstance(code, dict) else code
+            raise AnswerError(url, method, "answer", res, "a GENI result {code, value, output}")
+        code, output = read_code(url, method, res)
         if code:
-            raise GeniError(method, int(code), str(res.get("output", "")))
+            raise GeniError(method, code, output)
         return res.get("value")
 
-    def get_version(self, am_url: str) -> dict[str, Any]:
+    def get_version(self, am_url: str) -> AggregateVersion:
         """AM API v3 ``GetVersion`` (no credential): checks the aggregate's TLS and ours
-        before anything is requested. Returns its value."""
-        return self._call(am_url, "GetVersion", {})
+        before anything is requested, and that it speaks AM API v3 (:func:`read_version`).
+
+        Raises:
+            SiteError, GeniError: as :meth:`_call`; AnswerError: see :func:`read_version`.
+        """
+        return read_version(am_url, self._call(am_url, "GetVersion", {}))
+
+    def _sfa_credential(self, url: str, *args) -> str:
+        """Federation API v2 ``get_credentials`` at ``url``: the ``geni_value`` of the first
+        credential of ``geni_type`` geni_sfa (case-insensitive) in the list it answers (an
+        authority may list other types beside it, e.g. ABAC).
+
+        Raises:
+            AnswerError: not a list holding a geni_sfa credential with a string geni_value.
+        """
+        creds = self._call(url, "get_credentials", *args)
+        for c in creds if isinstance(creds, list) else []:
+            if (isinstance(c, dict) and str(c.get("geni_type", "")).strip().lower() == "geni_sfa"
+                    and isinstance(c.get("geni_value"), str)):
+                return c["geni_value"]
+        raise AnswerError(url, "get_credentials", "value", creds,
+                          "a list of credentials {geni_type, geni_version, geni_value} with one of geni_type geni_sfa")
 
     def user_credential(self) -> str:
+        """The user's credential from the member authority, asked once per client."""
         if self._ucred is None:
-            self._ucred = self._call(self.ma_url, "get_credentials", self.creds.user_urn, [], {})[0]["geni_value"]
+            self._ucred = self._sfa_credential(self.ma_url, self.creds.user_urn, [], {})
         return self._ucred
 
     def slice_credential(self, slice_urn: str) -> str:
         """The slice's credential from the slice authority, asked once per client and slice."""
         if slice_urn not in self._scred:
-            self._scred[slice_urn] = self._call(self.sa_url, "get_credentials", slice_urn,
-                                                _cred_list(self.user_credential()), {})[0]["geni_value"]
+            self._scred[slice_urn] = self._sfa_credential(self.sa_url, slice_urn, _cred_list(self.user_credential()), {})
         return self._scred[slice_urn]
 
     def create_slice(self, name: str, project_urn: str, expires: dt.datetime) -> None:
@@ -239,14 +454,20 @@ class GeniClient:
         ``args`` are the method's arguments after the credentials, the options struct last
         (``{}`` for none). The options each method requires are added to it
         (:data:`REQUIRED_OPTIONS`, e.g. ``geni_rspec_version`` for Provision and Describe);
-        an option the caller gave is kept as given.
+        an option the caller gave is kept as given. Returns the value, checked by
+        :func:`check_answer`.
+
+        Raises:
+            SiteError, GeniError: as :meth:`_call`; AnswerError: see :func:`check_answer`.
         """
         cred = _cred_list(self.slice_credential(slice_urn))
         if method in REQUIRED_OPTIONS:
             *rest, options = args if args else ({},)
             args = (*rest, {**REQUIRED_OPTIONS[method], **options})
         if method == "Allocate":
-            return self._call(am_url, method, slice_urn, cred, *args)
-        return self._call(am_url, method, [slice_urn], cred, *args)
+            return check_answer(am_url, method, self._call(am_url, method, slice_urn, cred, *args))
+        # Every other call names the slice, never its slivers: ProtoGENI answers 7 REFUSED
+        # "Must pass only slice URN" to a sliver URN (GeniAM's Describe, Status, Provision).
+        return check_answer(am_url, method, self._call(am_url, method, [slice_urn], cred, *args))
 
 

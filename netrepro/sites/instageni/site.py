@@ -28,7 +28,8 @@ from netrepro.sites.instageni import manifest as geni_manifest
 from netrepro.sites.instageni import rspec as geni_rspec
 from netrepro.sites.instageni.aggregates import (AGGREGATES_FILE, load_aggregates, resolve_aggregate,
                                                  stderr_line)
-from netrepro.sites.instageni.client import DATE_FMT, GeniClient, GeniError, poll_until, summarize_status
+from netrepro.sites.instageni.client import (DATE_FMT, GeniClient, GeniError, parse_rfc3339, poll_until,
+                                             summarize_status)
 from netrepro.sites.instageni.credentials import (ENV_VARS, GeniCredentials, PORTAL_PEM,
                                                   check_certificate_dates, load_credentials)
 
@@ -51,6 +52,10 @@ READY_TIMEOUT_S = 1800.0
 #: The longest ``ready_timeout_s``, s: a day, a conservative bound (slivers not ready in a day
 #: are failing, and the lease runs meanwhile).
 MAX_READY_TIMEOUT_S = 86400.0
+
+#: Operational states of a sliver already started (GAPI_AM_API_V3, "Operational states":
+#: geni_configuring, on its way to geni_ready without an action; geni_ready).
+STARTED_STATES = ("geni_configuring", "geni_ready")
 
 SLICE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,18}$")
 #: The state folder's request RSpec as sent to Allocate, and the slice's manifest (Describe).
@@ -305,13 +310,14 @@ class InstaGENISite(Site):
         rspec = self.request_xml()
         # Before anything is requested: the aggregate's TLS and ours (GetVersion), and the
         # portal's acceptance of our certificate (the user credential).
-        client.get_version(agg["url"])
+        version = client.get_version(agg["url"])
         client.user_credential()
         try:
             client.create_slice(slice_name, f"urn:publicid:IDN+{authority}+project+{creds.project}", expires)
         except GeniError as exc:
             if exc.code != 17 and "exist" not in str(exc).lower():   # ALREADYEXISTS: a slice of that name, ours
                 raise
+            self._refuse_a_slice_with_slivers(client, name, agg["url"], slice_name, slice_urn, version)
         state = {"slice_name": slice_name, "slice_urn": slice_urn, "aggregate": name,
                  "aggregate_url": agg["url"], "aggregate_urn": agg["urn"],
                  "expires": expires.strftime(DATE_FMT), "user": self.options.get("user") or creds.user}
@@ -336,14 +342,59 @@ class InstaGENISite(Site):
         self.save_state(state)
         try:
             users = [{"urn": creds.user_urn, "keys": [Path(creds.pubkey).read_text().strip()]}]
-            client.am(agg["url"], "Provision", slice_urn, {"geni_users": users, **end})
-            try:
-                client.am(agg["url"], "PerformOperationalAction", slice_urn, "geni_start", {})
-            except GeniError as exc:   # ProtoGENI starts provisioned slivers by itself
-                print(f"instageni: geni_start: {exc} (continuing)", file=sys.stderr)
+            provisioned = client.am(agg["url"], "Provision", slice_urn, {"geni_users": users, **end})
+            self._start(client, agg["url"], slice_urn, provisioned["geni_slivers"])
         except BaseException:
             self._give_back(client, state)
             raise
+
+    @staticmethod
+    def _start(client, url: str, slice_urn: str, slivers: list[dict[str, Any]]) -> None:
+        """Start the provisioned slivers (PerformOperationalAction geni_start, with
+        ``geni_best_effort`` so that slivers already started do not fail the others: GAPI_AM_API_V3,
+        PerformOperationalAction). An aggregate may start slivers by itself at Provision
+        (ProtoGENI does): when Provision's answer shows every sliver already
+        :data:`STARTED_STATES`, nothing is asked; an error answered to geni_start is said in
+        one line and the slivers are left to Status (:meth:`wait_ready`), which tells whether
+        they come up."""
+        if slivers and all(s.get("geni_operational_status") in STARTED_STATES for s in slivers):
+            print(f"instageni: the aggregate started the slivers itself "
+                  f"({', '.join(sorted({s['geni_operational_status'] for s in slivers}))}); no geni_start needed",
+                  file=sys.stderr)
+            return
+        try:
+            client.am(url, "PerformOperationalAction", slice_urn, "geni_start", {"geni_best_effort": True})
+        except GeniError as exc:   # e.g. slivers the aggregate started by itself meanwhile
+            print(f"instageni: geni_start: {exc} (continuing: Status tells whether the slivers come up)", file=sys.stderr)
+
+    def _refuse_a_slice_with_slivers(self, client, name: str, url: str, slice_name: str, slice_urn: str,
+                                     version) -> None:
+        """A slice of this name existed before (ALREADYEXISTS at the slice authority): refuse
+        it, before anything is allocated, when it holds slivers at this aggregate (Status;
+        12 SEARCHFAILED: none). netrepro acts on a slice as a whole (ProtoGENI takes only the
+        slice URN), so slivers already there would be provisioned, waited for and deleted with
+        its own; and an aggregate advertising ``geni_allocate`` ``geni_single`` refuses a
+        second Allocate into the slice anyway (GAPI_AM_API_V3, GetVersion), while
+        ``geni_disjoint`` (ProtoGENI) refuses a request that is not disjoint from them.
+
+        Raises:
+            SiteError: one line naming the slice, the aggregate, how many slivers and what to do.
+        """
+        try:
+            held = client.am(url, "Status", slice_urn, {}).get("geni_slivers") or []
+        except GeniError as exc:
+            if exc.code == 12:
+                return
+            raise
+        if not held:
+            return
+        mode = getattr(version, "allocate", None)
+        why = {"geni_single": "it takes one Allocate per slice (geni_allocate geni_single)",
+               "geni_disjoint": "it takes another Allocate only for resources disjoint from them (geni_allocate geni_disjoint)",
+               "geni_many": "netrepro acts on the slice as a whole (Status, Provision, Delete)"}.get(mode, "netrepro acts on the slice as a whole")
+        raise SiteError(f"slice {slice_name} ({slice_urn}) already holds {len(held)} sliver(s) on aggregate {name} ({url}) "
+                        f"and {why}: nothing was requested. Release them (`netrepro down` of the run that made them, or "
+                        "the portal) or choose another slice name (SLICE_NAME=)")
 
     def _ready_timeout(self, timeout_s: float | None) -> float:
         return float(self.options.get("ready_timeout_s") or timeout_s or READY_TIMEOUT_S)
@@ -376,7 +427,7 @@ class InstaGENISite(Site):
             desc = client.am(state["aggregate_url"], "Describe", state["slice_urn"],
                              {})   # the client adds geni_rspec_version (client.REQUIRED_OPTIONS)
             manifest = self.state_dir / MANIFEST_FILE
-            manifest.write_text(desc["geni_rspec"] if isinstance(desc, dict) else str(desc))
+            manifest.write_text(desc["geni_rspec"])   # a string: the client checked the answer
             self.adopt_manifest(manifest, state.get("user") or creds.user, creds.ssh_key)
         except SiteError as exc:
             gone = self._give_back(client, state)
@@ -452,14 +503,13 @@ class InstaGENISite(Site):
             if raw is None:
                 continue
             try:
-                when = dt.datetime.fromisoformat(str(raw).strip().replace("Z", "+00:00"))
+                ends.append(parse_rfc3339(raw))
             except ValueError:
                 urn = s.get("geni_sliver_urn", "?")
                 raise SiteError(f"aggregate {state['aggregate']}: Status: geni_expires {str(raw)[:60]!r} of sliver "
                                 f"{str(urn)[:200]}: expected an RFC 3339 date such as 2026-12-01T18:00:00Z; "
                                 "nothing changed") from None
-            ends.append(when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc))
-        return min(ends).astimezone(dt.timezone.utc) if ends else None
+        return min(ends) if ends else None
 
     def inventory_vars(self) -> dict[str, Any]:
         """The VMs are this reservation's own: roles/kernel_capability may install a kernel and
