@@ -124,6 +124,7 @@ RFC3339_LEGAL = [
     ("2016-12-31T23:59:60Z", dt.datetime(2017, 1, 1, tzinfo=UTC), "5.7 and 5.6 time-second 60: a leap second"),
     (" 2026-12-01T18:00:00Z\n", T18, "white space around it (XML-RPC string content)"),
     ("2026-12-01T18:00:00", T18, "no offset: read as UTC, as omni reads it (omnilib naiveUTC)"),
+    (xmlrpc.client.DateTime("20261201T18:00:00"), T18, "GAPI_AM_API_V3 types it dateTime.rfc3339: XML-RPC's dateTime.iso8601 (UTC)"),
 ]
 #: Not RFC 3339 date-times (section 5.6's grammar or its ranges).
 RFC3339_ILLEGAL = ["2026-12-01", "tomorrow", "2026-13-01T00:00:00Z", "2026-12-32T00:00:00Z", "2026-12-01T18:00Z",
@@ -136,7 +137,7 @@ def status_answer(expires):
          "geni_operational_status": "geni_ready", "geni_expires": expires, "geni_error": ""}]})
 
 
-@pytest.mark.parametrize("text, when, source", RFC3339_LEGAL, ids=[r[0].strip() for r in RFC3339_LEGAL])
+@pytest.mark.parametrize("text, when, source", RFC3339_LEGAL, ids=[str(r[0]).strip() for r in RFC3339_LEGAL])
 def test_every_legal_rfc3339_form_is_read(make_client, text, when, source):
     assert parse_rfc3339(text) == when and parse_rfc3339(text).tzinfo == UTC
     c, _ = make_client({"Status": status_answer(text)})

@@ -52,15 +52,24 @@ _RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.
                       r"(?:([Zz])|([+-])(\d{2}):(\d{2}))?")
 
 
-def parse_rfc3339(text: str) -> dt.datetime:
+def parse_rfc3339(text: Any) -> dt.datetime:
     """``text``, an RFC 3339 date-time (section 5.6: ``2026-12-01T18:00:00Z``,
     ``2026-12-01T18:00:00.123456+00:00``, ``2026-12-01t20:00:00+02:00``, ...) as an aware
     datetime in UTC. Fractions beyond microseconds are cut; a leap second (``:60``, section
     5.7) is the first second after it; no offset is read as UTC (see :data:`_RFC3339`).
+    GAPI_AM_API_V3 types sliver times as ``dateTime.rfc3339``; an XML-RPC ``dateTime.iso8601``
+    value (``20261201T18:00:00``, which has no offset) is read too, as UTC.
 
     Raises:
         ValueError: not of that grammar, or a field out of range (month 13, offset hour 24).
     """
+    import xmlrpc.client
+
+    if isinstance(text, xmlrpc.client.DateTime):
+        try:
+            return dt.datetime.strptime(text.value, "%Y%m%dT%H:%M:%S").replace(tzinfo=dt.timezone.utc)
+        except ValueError:
+            raise ValueError(f"not an XML-RPC dateTime.iso8601: {text.value!r}") from None
     m = _RFC3339.fullmatch(text.strip()) if isinstance(text, str) else None
     if not m:
         raise ValueError(f"not an RFC 3339 date-time: {text!r}")
