@@ -7,7 +7,9 @@ writes an account in ``--dir`` (portal PEM, SSH key, geni-lib context, aggregate
 :mod:`testbed.account`), prints the variables to export, and serves until interrupted (or
 SIGTERM), then tears down any nodes still built. With those variables set, the commands of
 docs/sites/cloudlab.md run against it, e.g.
-``make reproduce-pie-vs-red SITE=instageni INSTALL_PACKAGES=false``. Each call is printed as
+``make reproduce-pie-vs-red SITE=instageni INSTALL_PACKAGES=false``. ``--profile spec`` serves
+AM API v3 as its specification writes it instead of ProtoGENI's choices (see
+:mod:`testbed.aggregate`). Each call is printed as
 it is answered; the counts by method are printed at the end. Root (the nodes are the local
 site's).
 
@@ -28,7 +30,7 @@ import threading
 from pathlib import Path
 
 from testbed.account import write_account
-from testbed.aggregate import AM_PATH, MA_PATH, SA_PATH, TestAggregate, counts
+from testbed.aggregate import AM_PATH, MA_PATH, PROFILES, SA_PATH, TestAggregate, counts
 from testbed.fabric import TestFabric
 from testbed.nodes import LocalNodes
 from testbed.pki import TestPKI
@@ -44,15 +46,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", required=True, help="a new folder for the account, the CA and the nodes' state")
     ap.add_argument("--user", default="root", help="the portal user (the nodes log in as root)")
     ap.add_argument("--site", choices=("instageni", "fabric"), default="instageni", help="the services to stand in for")
+    ap.add_argument("--profile", choices=PROFILES, default="protogeni",
+                    help="the test aggregate's profile: protogeni (CloudLab's choices) or spec (AM API v3 as written)")
     args = ap.parse_args(argv)
     base = Path(args.dir).resolve()
     if args.site == "fabric":
         return serve_fabric(Path(args.experiment), base)
     agg = TestAggregate(TestPKI(base / "pki"), builder=LocalNodes(Path(args.experiment), base / "aggregate",
-                                                                   mode=args.mode))
+                                                                   mode=args.mode), profile=args.profile)
     env, _ = write_account(base / "account", agg, user=args.user)
     exports = {k: env[k] for k in ("NETREPRO_AGGREGATES", "NETREPRO_GENI_CONTEXT", "NETREPRO_GENI_KEY_PASSPHRASE")}
-    return _serve(exports, f"test aggregate at {agg.url()}", agg.calls,
+    return _serve(exports, f"test aggregate ({args.profile} profile) at {agg.url()}", agg.calls,
                   lambda call: f"{SERVICE[call[0]]} {call[1]}: geni_code {call[2]}",
                   lambda: f"calls: {counts(agg.calls)}", agg.close)
 
