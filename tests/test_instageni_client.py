@@ -385,6 +385,21 @@ def test_every_call_carries_what_the_specification_requires(spec, tmp_path, make
     assert args["Describe"][2] == {"geni_rspec_version": {"type": "GENI", "version": "3"}}
     parse_rfc3339(args["Renew"][2])
     assert not site.state_file.exists()
+    # The slice authority (Federation API v2 "Slice Authority" and "Member Authority":
+    # get_credentials(urn, credentials, options), create(type, credentials, options {fields}),
+    # update(type, urn, credentials, options {fields}); SLICE_NAME and SLICE_PROJECT_URN
+    # required at create, times RFC 3339).
+    sa = [(url, m, a) for url, m, a in rec.calls if url != CL_UTAH]
+    assert [m for _, m, _ in sa] == ["get_credentials", "create", "get_credentials", "update"]
+    assert sa[0][2] == ("urn:publicid:IDN+emulab.net+user+alice", [], {})
+    kind, creds, opts = sa[1][2]
+    assert kind == "SLICE" and creds == cred and set(opts) == {"fields"}
+    assert opts["fields"]["SLICE_NAME"] == "nr-pievsred-alice"
+    assert opts["fields"]["SLICE_PROJECT_URN"] == "urn:publicid:IDN+emulab.net+project+netrepro"
+    parse_rfc3339(opts["fields"]["SLICE_EXPIRATION"])
+    assert sa[2][2] == (CL_SLICE, cred, {})
+    kind, urn, creds, opts = sa[3][2]
+    assert (kind, urn, len(creds)) == ("SLICE", CL_SLICE, 2) and set(opts["fields"]) == {"SLICE_EXPIRATION"}
 
 
 @pytest.mark.parametrize("state", ["geni_ready", "geni_configuring"])
