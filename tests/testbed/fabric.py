@@ -9,21 +9,33 @@ the user's fabric_rc as all four hosts:
 
 - HTTPS (a server certificate of a test CA, which the client trusts through
   ``REQUESTS_CA_BUNDLE``: fablib's clients are ``requests`` sessions), with the paths of
-  FABRIC's REST APIs as fabrictestbed 2.0.8's clients call them:
+  FABRIC's REST APIs as fabrictestbed 2.0.8's clients call them. Every answer has the shape
+  the service's OpenAPI document gives for its path, method and status (copies pinned in
+  tests/data/fabric-openapi, with SOURCE.md), filled as the services' own controllers fill
+  it; tests/test_fabric_models.py checks each against the document and the generated clients'
+  models. Errors: :func:`error_body`.
   - credential manager (``/credmgr/tokens/refresh``, ``/credmgr/tokens/validate``): a
     refresh token is exchanged for an identity token, a JWT whose claims name the user and
-    the project (signed here with HMAC-SHA256; FABRIC's are RS256); every other call carries
-    it as a bearer token, checked for signature and expiry;
+    the project; every other call carries it as a bearer token, checked for signature and
+    expiry;
   - core API (``/whoami``, ``/people/<uuid>?as_self=true``): the user, the bastion login and
     the bastion key's MD5 fingerprint and expiry, as the portal registered them;
   - orchestrator (``/slices/creates``, ``/slices``, ``/slices/<id>``, ``/slivers``,
     ``/slices/modify/<id>``, ``/slices/modify/<id>/accept``, ``/slices/renew/<id>``,
     ``/slices/delete/<id>``): answers ``{"data": [...], "size", "status", "type"}``; the slice
-    model is the submitted ExperimentTopology (the FIM library, as the orchestrator uses it)
-    with what the orchestrator adds once the slivers are active: each node's management
-    address, reservation id and state, instance name; each interface's MAC; each network's
-    reservation. Slice states go Configuring -> StableOK (StableError when a node fails),
-    Closing -> Dead on delete.
+    model is the submitted ExperimentTopology (the FIM library, as the orchestrator uses it),
+    kept under the slice's own graph id, with what the orchestrator adds once the slivers are
+    active: each node's management address, reservation id and state, instance name; each
+    interface's MAC; each network's reservation. Slice states go Configuring -> StableOK
+    (StableError when a node fails), Closing -> Dead on delete.
+
+  What it simplifies, against FABRIC: the identity token is signed with HMAC-SHA256 by a
+  secret of the stand-in (FABRIC's are RS256, with keys published at the credential manager's
+  ``/certs``, which the stand-in does not serve), and its claims are fixed; a refresh token is
+  any string it issued, used once; one user in one project; a slice's nodes are all built at
+  once and the orchestrator's other calls (resources, POAs, single slivers, metrics,
+  version) are not served; the core API answers only the two calls fablib makes on the fabric
+  site's path (whoami, the user's own record).
 - the bastion: an OpenSSH sshd that lets the user's bastion login open TCP forwards (no
   shell), as FABRIC's bastion does, with the bastion key the core API lists.
 
@@ -51,6 +63,7 @@ import subprocess
 import threading
 import time
 import uuid
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -150,12 +163,26 @@ class _Bastion:
 
 
 class Refused(Exception):
-    """An error answer: HTTP ``status`` and ``message`` (FABRIC's APIs answer
-    ``{"errors": [{"message", "details"}], "size", "status", "type": "error"}``)."""
+    """An error answer: HTTP ``status`` (400, 401, 403 or 404) and ``message``, the text
+    FABRIC gives in the error's ``details`` (:func:`error_body` makes the JSON)."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status, self.message = status, message
+
+
+def error_body(status: int, details: str, service: str) -> dict[str, Any]:
+    """The JSON of an error answer of ``service`` ("orchestrator", "credmgr" or "core"), as
+    the services' OpenAPI documents define it (components/schemas/status_<status>_*, in
+    tests/data/fabric-openapi) and their cors_<status> functions fill it (cors_response.py of
+    each): one error, ``message`` the schema's default (the HTTP reason phrase), ``details``
+    the service's text; then ``type`` "error", ``size`` 1 and ``status``. The orchestrator's and
+    the credential manager's 400 schema puts those three inside the error, not beside it."""
+    error = {"message": HTTPStatus(status).phrase, "details": details}
+    extra = {"type": "error", "size": 1, "status": status}
+    if status == 400 and service in ("orchestrator", "credmgr"):
+        return {"errors": [{**error, **extra}]}
+    return {"errors": [error], **extra}
 
 
 class TestFabric:
@@ -190,8 +217,9 @@ class TestFabric:
         self.faults: dict[str, Any] = {}
         self.calls: list[tuple[str, str, int]] = []
         self.slices: dict[str, dict[str, Any]] = {}
-        self.user = {"uuid": str(uuid.uuid4()), "email": f"{user}@example.org", "name": user.title(),
-                     "bastion_login": f"{user}_0000012345"}
+        uid = str(uuid.uuid4())
+        self.user = {"uuid": uid, "email": f"{user}@example.org", "name": user.title(),
+                     "bastion_login": f"{user}_0000012345", "sub": f"http://cilogon.org/serverA/users/{uid[:8]}"}
         self.project = {"uuid": str(uuid.uuid4()), "name": "netrepro-ae"}
         self._secret = secrets.token_bytes(32)
         self._refresh: set[str] = set()
@@ -312,7 +340,7 @@ class TestFabric:
     # --- tokens --------------------------------------------------------------------------
     def _jwt(self, hours: float = 1.0) -> str:
         now = int(time.time())
-        claims = {"iss": "https://cm.fabric-testbed.net/", "sub": f"http://cilogon.org/serverA/users/{self.user['uuid'][:8]}",
+        claims = {"iss": "https://cm.fabric-testbed.net/", "sub": self.user["sub"],
                   "aud": "cilogon:/client_id/netrepro-test", "iat": now, "exp": now + int(hours * 3600),
                   "email": self.user["email"], "name": self.user["name"], "uuid": self.user["uuid"], "scope": "all",
                   "projects": [{"uuid": self.project["uuid"], "name": self.project["name"], "active": True,
@@ -350,8 +378,9 @@ class TestFabric:
         try:
             status, payload = 200, self._route(method, path, q, query, headers, body)
         except Refused as exc:
-            status, payload = exc.status, {"errors": [{"message": exc.message, "details": exc.message}],
-                                           "size": 1, "status": exc.status, "type": "error"}
+            service = "credmgr" if path.startswith("/credmgr/") else "core" if path == "/whoami" or path.startswith("/people/") \
+                else "orchestrator"
+            status, payload = exc.status, error_body(exc.status, exc.message, service)
         with self._lock:
             self.calls.append((method, path, status))
         return status, payload
@@ -361,13 +390,15 @@ class TestFabric:
         if seg[0] == "credmgr":
             return self._credmgr(method, seg[1:], q, body)
         if path == "/whoami" and method == "GET":
+            # core API whoami (components/schemas/whoami, whoami_results; whoami_controller.py):
+            # active, email, enrolled, name and uuid are required
             claims = self._bearer(headers)
-            return {"results": [{"uuid": claims["uuid"], "email": claims["email"], "name": claims["name"]}],
-                    "size": 1, "status": 200, "type": "people.whoami"}
+            return {"results": [{"active": True, "email": claims["email"], "enrolled": True, "name": claims["name"],
+                                 "uuid": claims["uuid"]}], "size": 1, "status": 200, "type": "whoami"}
         if seg[0] == "people" and len(seg) == 2 and method == "GET":
             self._bearer(headers)
             if seg[1] != self.user["uuid"]:
-                raise Refused(404, f"person {seg[1]} not found")
+                raise Refused(404, f"No match for Person with uuid = '{seg[1]}'")
             return {"results": [self._person()], "size": 1, "status": 200, "type": "people.details"}
         claims = self._bearer(headers)
         return self._orchestrator(method, seg, q, query, body, claims)
@@ -390,19 +421,30 @@ class TestFabric:
                               "expires_at": (now + dt.timedelta(hours=1)).strftime(TOKEN_TIME_FORMAT)}],
                     "size": 1, "status": 200, "type": "token"}
         if seg == ["tokens", "validate"] and method == "POST":
-            return {"token": self._claims(req.get("token", "")), "status": 200, "type": "token", "size": 1}
+            # components/schemas/decoded_token: status_200_ok_no_content with the claims in
+            # ``token`` (tokens_controller.tokens_validate_post)
+            claims = self._claims(req.get("token", ""))
+            return {"data": [{"message": "No Content", "details": "Token is Valid!"}], "size": 1, "status": 200,
+                    "type": "no_content", "token": claims}
         raise Refused(404, f"no such credential manager call: {method} /credmgr/{'/'.join(seg)}")
 
     def _person(self) -> dict[str, Any]:
+        """The user as the core API gives them to themselves (``/people/<uuid>?as_self=true``):
+        components/schemas/people_one, whose required fields are affiliation, name,
+        registered_on and uuid; ``sshkeys`` of sshkeys_one, the active bastion and sliver keys
+        (people_controller.people_uuid_get, sshkeys_utils.sshkeys_from_fab_person). A field
+        without a value is left out, as the documents type none of them nullable."""
         pub = (self.keys / "bastion_key.pub").read_text().split()
         digest = hashlib.md5(base64.b64decode(pub[1])).hexdigest()
         fingerprint = "MD5:" + ":".join(digest[i:i + 2] for i in range(0, len(digest), 2))
+        created = self.bastion_expires - dt.timedelta(days=180)
         key = {"uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, pub[1])), "fingerprint": fingerprint, "public_key": pub[1],
                "ssh_key_type": pub[0], "fabric_key_type": "bastion", "comment": "bastion_key", "description": "bastion",
-               "created_on": (self.bastion_expires - dt.timedelta(days=180)).isoformat(),
-               "expires_on": self.bastion_expires.isoformat(), "active": True, "deactivated_on": None,
-               "deactivated_reason": None}
-        return {**self.user, "active": True, "sshkeys": [key]}
+               "created_on": created.isoformat(), "expires_on": self.bastion_expires.isoformat()}
+        return {"uuid": self.user["uuid"], "name": self.user["name"], "email": self.user["email"],
+                "email_addresses": [self.user["email"]], "affiliation": "Example University",
+                "registered_on": created.isoformat(), "bastion_login": self.user["bastion_login"],
+                "cilogon_id": self.user["sub"], "user_org_affiliations": [], "sshkeys": [key]}
 
     # --- orchestrator ----------------------------------------------------------------------
     def _orchestrator(self, method, seg, q, query, body, claims):
@@ -417,7 +459,7 @@ class TestFabric:
             return self._data([self._slice_dto(s, "NONE") for s in found], "slices")
         if len(seg) == 2 and seg[0] == "slices" and method == "GET":
             s = self._slice(seg[1])
-            return self._data([self._slice_dto(s, q.get("graph_format", "GRAPHML"))], "slices")
+            return self._data([self._slice_dto(s, q.get("graph_format", "GRAPHML"))], "slice_details")
         if seg == ["slivers"] and method == "GET":
             s = self._slice(q.get("slice_id", ""))
             return self._data(self._slivers(s), "slivers")
@@ -427,7 +469,7 @@ class TestFabric:
             s = self._slice(seg[2])
             with self._lock:
                 s["state"] = "StableOK"
-            return self._data([self._slice_dto(s, "GRAPHML")], "slices")
+            return self._data([self._slice_dto(s, "GRAPHML")], "slice_details")
         if len(seg) == 3 and seg[:2] == ["slices", "renew"] and method == "POST":
             return self._renew(self._slice(seg[2]), q.get("lease_end_time", ""))
         if len(seg) == 3 and seg[:2] == ["slices", "delete"] and method == "DELETE":
@@ -436,7 +478,15 @@ class TestFabric:
 
     @staticmethod
     def _data(items: list, kind: str) -> dict[str, Any]:
+        """An orchestrator's answer of ``items`` (components/schemas/slices, slice_details,
+        slivers): ``type`` as slices_controller.py sets it ("slices", "slice_details", "slivers")."""
         return {"data": items, "size": len(items), "status": 200, "type": kind}
+
+    @staticmethod
+    def _no_content(details: str) -> dict[str, Any]:
+        """The orchestrator's answer to renew and delete (components/schemas/status_200_ok_no_content;
+        slices_controller.slices_renew_slice_id_post, slices_delete_slice_id_delete)."""
+        return {"data": [{"message": "No Content", "details": details}], "size": 1, "status": 200, "type": "no_content"}
 
     def _slice(self, slice_id: str) -> dict[str, Any]:
         with self._lock:
@@ -450,29 +500,32 @@ class TestFabric:
             dto = {"slice_id": s["id"], "name": s["name"], "state": s["state"],
                    "lease_start_time": s["start"].strftime(TIME_FORMAT), "lease_end_time": s["end"].strftime(TIME_FORMAT),
                    "project_id": self.project["uuid"], "project_name": self.project["name"], "graph_id": s["graph_id"],
-                   "owner_user_id": self.user["uuid"], "owner_email": self.user["email"]}
+                   "owner_user_id": self.user["sub"], "owner_email": self.user["email"]}
             if graph_format != "NONE":
                 dto["model"] = s["topology"].serialize()
         return dto
 
     def _slivers(self, s: dict[str, Any]) -> list[dict[str, Any]]:
+        """The slice's reservations as the orchestrator lists them (components/schemas/sliver;
+        ResponseBuilder.get_reservation_summary): ``sliver`` is FIM's dictionary of the sliver
+        (ABCPropertyGraph.sliver_to_dict), ``sliver_type`` its class, ``notice`` only when the
+        reservation has one (a failure's message), lease times in the orchestrator's format."""
+        from fim.graph.abc_property_graph import ABCPropertyGraph
+
         out = []
         with self._lock:
             topo = s["topology"]
-            for name, node in topo.nodes.items():
-                info = node.get_property("reservation_info")
-                out.append({"sliver_id": info.reservation_id, "slice_id": s["id"], "graph_node_id": node.node_id,
-                            "sliver_type": "NodeSliver", "state": info.reservation_state,
-                            "lease_start_time": s["start"].strftime(TIME_FORMAT), "lease_end_time": s["end"].strftime(TIME_FORMAT),
-                            "notice": info.error_message or "", "owner_user_id": self.user["uuid"], "owner_email": self.user["email"],
-                            "sliver": {"Name": name, "Type": "VM", "Site": node.site, "ImageRef": node.image_ref,
-                                       "MgmtIp": str(node.management_ip) if node.management_ip else None}})
-            for name, ns in topo.network_services.items():
-                info = ns.get_property("reservation_info")
-                out.append({"sliver_id": info.reservation_id, "slice_id": s["id"], "graph_node_id": ns.node_id,
-                            "sliver_type": "NetworkServiceSliver", "state": info.reservation_state, "notice": "",
-                            "lease_start_time": s["start"].strftime(TIME_FORMAT), "lease_end_time": s["end"].strftime(TIME_FORMAT),
-                            "sliver": {"Name": name, "Type": str(ns.type), "Layer": "L2"}})
+            for obj in list(topo.nodes.values()) + list(topo.network_services.values()):
+                info = obj.get_property("reservation_info")
+                sliver = obj.get_sliver()
+                one = {"sliver_id": info.reservation_id, "slice_id": s["id"], "graph_node_id": obj.node_id,
+                       "sliver_type": type(sliver).__name__, "sliver": ABCPropertyGraph.sliver_to_dict(sliver),
+                       "state": info.reservation_state, "lease_start_time": s["start"].strftime(TIME_FORMAT),
+                       "lease_end_time": s["end"].strftime(TIME_FORMAT), "owner_user_id": self.user["sub"],
+                       "owner_email": self.user["email"]}
+                if info.error_message:
+                    one["notice"] = info.error_message
+                out.append(one)
         return out
 
     def _create(self, q, req, claims):
@@ -483,9 +536,13 @@ class TestFabric:
         with self._lock:
             if any(s["name"] == name and s["state"] not in ("Dead", "Closing") for s in self.slices.values()):
                 raise Refused(400, f"Slice {name} already exists")
+        # The orchestrator keeps each slice's model under a graph id of its own (the slice's
+        # graph_id, ResponseBuilder.get_slice_summary): FIM's graph store is keyed by graph id, so
+        # two slices from one submitted graph would otherwise be one graph.
+        graph_id = str(uuid.uuid4())
         topo = ExperimentTopology()
         try:
-            topo.load(graph_string=req.get("graph_model") or "")
+            topo.load(graph_string=req.get("graph_model") or "", new_graph_id=graph_id)
         except Exception as exc:   # FIM raises bare exceptions for a bad graph
             raise Refused(400, f"Unable to load graph: {exc}") from None
         keys = req.get("ssh_keys") or []
@@ -500,7 +557,7 @@ class TestFabric:
         for obj in list(topo.nodes.values()) + list(topo.network_services.values()):
             obj.set_properties(reservation_info=ReservationInfo(reservation_id=str(uuid.uuid4()), reservation_state="Ticketed"))
         s = {"id": slice_id, "name": name, "state": "Configuring", "start": start, "end": end, "topology": topo,
-             "graph_id": str(uuid.uuid4()), "keys": keys}
+             "graph_id": graph_id, "keys": keys}
         with self._lock:
             self.slices[slice_id] = s
         self._build = threading.Thread(target=self._provision, args=(s,), daemon=True)
@@ -561,8 +618,8 @@ class TestFabric:
         from fim.user.topology import ExperimentTopology
 
         new = ExperimentTopology()
-        try:
-            new.load(graph_string=graph)
+        try:   # under a graph id of its own, not the slice's (FIM's graph store is keyed by graph id)
+            new.load(graph_string=graph, new_graph_id=str(uuid.uuid4()))
         except Exception as exc:   # FIM raises bare exceptions for a bad graph
             raise Refused(400, f"Unable to load graph: {exc}") from None
         with self._lock:
@@ -588,7 +645,7 @@ class TestFabric:
             if s["state"] in ("Dead", "Closing"):
                 raise Refused(400, f"Slice {s['name']} is {s['state']}")
             s["end"] = end
-        return {"size": 0, "status": 200, "type": "no_content"}
+        return self._no_content(f"Slice '{s['id']}' has been successfully renewed")
 
     def _delete(self, s: dict[str, Any]):
         from fim.slivers.capacities_labels import ReservationInfo
@@ -604,4 +661,4 @@ class TestFabric:
                 info = obj.get_property("reservation_info")
                 obj.set_properties(reservation_info=ReservationInfo(reservation_id=info.reservation_id, reservation_state="Closed"))
             s["state"] = "Dead"
-        return {"size": 0, "status": 200, "type": "no_content"}
+        return self._no_content(f"Slice '{s['id']}' has been successfully deleted")
