@@ -141,13 +141,9 @@ def declared(package: str, api: str, method: str, args: dict) -> tuple[str, str,
     return rec.seen
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    """Drive the stand-in through every endpoint; returns the answers as (method, path
-    template, query, status, content type, JSON body) and the stand-in."""
-    if os.geteuid() != 0:
-        pytest.fail("needs root (the stand-in binds ports 443 and 22 of a loopback address); run `make test` as root")
-    base = tmp_path_factory.mktemp("fabric-models")
+def drive(base: Path) -> list[tuple[str, str, dict, int, str, Any]]:
+    """Drive a stand-in in ``base`` through every endpoint; returns its answers as (method,
+    path template, query, status, content type, JSON body)."""
     fab = TestFabric(base / "fabric", builder=RecordedNodes(EXP), experiment=EXP)
     answers: list[tuple[str, str, dict, int, str, Any]] = []
     url = f"https://{fab.address}"
@@ -217,7 +213,7 @@ def recorded(tmp_path_factory):
         call("GET", "/slices/unknown/call", auth=tok)
     finally:
         fab.close()
-    return SimpleNamespace(answers=answers, fab=fab)
+    return answers
 
 
 def _schema(method: str, tpl: str, status: int) -> tuple[str, dict, Registry, str]:
@@ -240,23 +236,38 @@ def _schema(method: str, tpl: str, status: int) -> tuple[str, dict, Registry, st
     return service, schema, registry, name
 
 
-def test_every_endpoint_the_stand_in_serves_was_called_with_success_and_error_answers(recorded):
-    ok = {(m, t) for m, t, _, status, _, _ in recorded.answers if status == 200}
+def test_every_answer_of_the_stand_in_reads_with_fabrics_own_models(tmp_path):
+    """One test, so that one stand-in serves it (pytest-xdist would run separate tests of
+    this module on two workers, each with a stand-in of its own)."""
+    if os.geteuid() != 0:
+        pytest.fail("needs root (the stand-in binds ports 443 and 22 of a loopback address); run `make test` as root")
+    answers = drive(tmp_path)
+    every_endpoint_called_with_success_and_error_answers(answers)
+    failures = openapi_failures(answers) + model_failures(answers)
+    assert not failures, "\n".join(failures)
+    a_slice_of_active_nodes_reports_what_the_orchestrator_adds(answers)
+
+
+def every_endpoint_called_with_success_and_error_answers(answers: list) -> None:
+    """Each endpoint answered 200 at least once; the errors 400, 401, 403 and 404 were given;
+    the slices were seen active, failed and deleted."""
+    ok = {(m, t) for m, t, _, status, _, _ in answers if status == 200}
     assert ok == set(ENDPOINTS)
-    errors = {(m, t, s) for m, t, _, s, _, _ in recorded.answers if s != 200}
+    errors = {(m, t, s) for m, t, _, s, _, _ in answers if s != 200}
     assert {s for _, _, s in errors} == {400, 401, 403, 404}
     assert {(m, t) for m, t, _ in errors} >= {("POST", "/credmgr/tokens/refresh"), ("GET", "/whoami"),
                                                ("GET", "/people/{uuid}"), ("POST", "/slices/creates"),
                                                ("POST", "/slices/renew/{slice_id}"), ("GET", "/slices/{slice_id}")}
     # the slices were in the states a user meets: active nodes, a failed node, deleted
-    states = {s["state"] for m, t, _, status, _, body in recorded.answers if t == "/slices/{slice_id}" and status == 200
+    states = {s["state"] for m, t, _, status, _, body in answers if t == "/slices/{slice_id}" and status == 200
               for s in body["data"]}
     assert {"StableOK", "StableError", "Dead"} <= states
 
 
-def test_every_answer_validates_strictly_against_fabrics_openapi_documents(recorded):
+def openapi_failures(answers: list) -> list[str]:
+    """What in each answer its OpenAPI document does not allow (strictly: no undeclared field)."""
     failures = []
-    for method, tpl, query, status, ctype, body in recorded.answers:
+    for method, tpl, query, status, ctype, body in answers:
         assert ctype.split(";")[0] == "application/json", (method, tpl, ctype)
         service, schema, registry, name = _schema(method, tpl, status)
         for err in Draft202012Validator(schema, registry=registry).iter_errors(body):
@@ -269,12 +280,15 @@ def test_every_answer_validates_strictly_against_fabrics_openapi_documents(recor
             one = Draft202012Validator({"$ref": f"urn:fabric:{doc}#/components/schemas/sshkeys_one"}, registry=registry)
             for key in body["results"][0].get("sshkeys", []):
                 failures += [f"GET /people sshkey: {e.message}" for e in one.iter_errors(key)]
-    assert not failures, "\n".join(failures)
+    return failures
 
 
-def test_every_answer_deserialises_with_fabrics_generated_client_models(recorded):
+def model_failures(answers: list) -> list[str]:
+    """The answers of the orchestrator and the credential manager that their generated
+    clients' models refuse, each read as the response type the generated API method declares
+    (an error, as the model of its status's schema)."""
     failures = []
-    for method, tpl, query, status, _, body in recorded.answers:
+    for method, tpl, _, status, _, body in answers:
         service, _, _, name = _schema(method, tpl, status)
         package = SERVICES[service][2]
         if package is None:
@@ -294,15 +308,15 @@ def test_every_answer_deserialises_with_fabrics_generated_client_models(recorded
             continue
         if status == 200 and hasattr(obj, "data"):
             assert len(obj.data or []) == len(body.get("data") or []), (method, tpl)
-    assert not failures, "\n".join(failures)
+    return failures
 
 
-def test_a_slice_of_active_nodes_reports_what_the_orchestrator_adds(recorded):
+def a_slice_of_active_nodes_reports_what_the_orchestrator_adds(answers: list) -> None:
     """The answers carry what fablib reads once a slice is up: each node sliver's management
     address, each interface's MAC in the graph, a failed node's notice."""
     from fim.user.topology import ExperimentTopology
 
-    details = [b["data"][0] for m, t, q, s, _, b in recorded.answers
+    details = [b["data"][0] for m, t, q, s, _, b in answers
                if t == "/slices/{slice_id}" and s == 200 and q.get("graph_format") == "GRAPHML"]
     up = next(d for d in details if d["name"] == "ok" and d["state"] == "StableOK")
     topo = ExperimentTopology()
@@ -311,7 +325,7 @@ def test_a_slice_of_active_nodes_reports_what_the_orchestrator_adds(recorded):
     macs = [i.get_property("label_allocations") for n in topo.nodes.values() for c in n.components.values()
             for i in c.interface_list if i.get_peers()]   # a port of a two-port NIC may be unused
     assert macs and all(m is not None and m.mac for m in macs), macs
-    slivers = [b["data"] for m, t, q, s, _, b in recorded.answers if t == "/slivers" and s == 200]
+    slivers = [b["data"] for m, t, q, s, _, b in answers if t == "/slivers" and s == 200]
     failed = [v for data in slivers for v in data if v["state"] == "Failed"]
     assert failed and all("Insufficient resources" in v["notice"] for v in failed)
     for v in (v for data in slivers for v in data):   # the orchestrator's LEASE_TIME_FORMAT
