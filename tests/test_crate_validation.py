@@ -8,6 +8,8 @@ environment ``.venv-crate/`` (``make venv-crate``; ``make test`` makes it), judg
   ``ro-crate-1.1`` and ``process-run-crate-0.5`` at REQUIRED level: ``validate_crate`` gives [];
 - a crate that does not name the profile (no ``conformsTo``), or whose action names no
   instrument, fails, and the problems name the failed check;
+- at RECOMMENDED level (``severity``), the SHOULD rules too: the minimal crate's
+  SoftwareApplication without a ``url`` is named;
 - all of it with the network unreachable: the validator's python runs under ``unshare -n`` (a
   network namespace whose only interface, lo, is down), through ``NETREPRO_CRATE_VALIDATOR``. A
   machine where that cannot be done fails these tests, saying so; none is skipped;
@@ -101,6 +103,18 @@ def test_a_process_run_crate_passes_offline(tmp_path, offline, form):
     assert meta["@context"] == list(CONTEXTS), "the crate names exactly the vendored contexts"
     assert validator_python() == offline
     assert validate_crate(crate) == []
+
+
+def test_the_recommended_level_adds_the_should_rules(tmp_path, offline):
+    # the minimal crate's SoftwareApplication has no url: a SHOULD of the Process Run Crate 0.5
+    # ("url: SHOULD, Homepage, documentation or source for the tool"), not a MUST
+    crate = build_crate(tmp_path, tmp_path / "crate")
+    assert validate_crate(crate, profiles=("process-run-crate-0.5",)) == []
+    problems = validate_crate(crate, profiles=("process-run-crate-0.5",), severity="RECOMMENDED")
+    assert any(p.startswith("process-run-crate-0.5: RECOMMENDED ") and "The Application SHOULD have a url" in p
+               and "[entity https://example.org/netrepro]" in p for p in problems), problems
+    with pytest.raises(ValueError, match="severity 'SHOULD'"):
+        validate_crate(crate, severity="SHOULD")
 
 
 # --- broken crates -----------------------------------------------------------------------------------

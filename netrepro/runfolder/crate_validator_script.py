@@ -10,10 +10,13 @@ nothing beyond the standard library, roc-validator and what roc-validator instal
 Usage::
 
     python crate_validator_script.py CRATE --profile ID [--profile ID ...] --context URL=FILE [...]
+                                     [--severity REQUIRED|RECOMMENDED|OPTIONAL]
 
 - CRATE: a crate folder (holding ro-crate-metadata.json) or a .zip of one;
 - ``--profile``: roc-validator's profile identifiers (``ro-crate-1.1``,
-  ``process-run-crate-0.5``), each checked at REQUIRED level, in the order given;
+  ``process-run-crate-0.5``), each checked in the order given;
+- ``--severity``: the level checked (roc-validator's ``requirement_severity``): REQUIRED (the
+  default: the MUST rules), RECOMMENDED (the MUST and SHOULD rules) or OPTIONAL (all);
 - ``--context URL=FILE``: a JSON-LD context the crate may name, served from FILE. The script
   puts these into a requests-cache sqlite cache in a temporary folder (through a requests
   adapter that reads the files: no network), then validates with ``offline=True`` on that cache,
@@ -93,14 +96,15 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def check(crate: str, profile: str, cache_name: Path) -> tuple[bool, list[str]]:
-    """Validate ``crate`` against ``profile`` at REQUIRED level, offline on ``cache_name``:
-    (passed, problem lines). The validator's exceptions become a problem line."""
+def check(crate: str, profile: str, cache_name: Path, severity: str = "REQUIRED") -> tuple[bool, list[str]]:
+    """Validate ``crate`` against ``profile`` at level ``severity`` (a name of roc-validator's
+    ``Severity``), offline on ``cache_name``: (passed, problem lines). The validator's
+    exceptions become a problem line."""
     from rocrate_validator import services
     from rocrate_validator.models import Severity, ValidationSettings
 
     settings = ValidationSettings(rocrate_uri=crate, profile_identifier=profile,
-                                  requirement_severity=Severity.REQUIRED,
+                                  requirement_severity=Severity[severity],
                                   offline=True, cache_path=cache_name)
     try:
         result = services.validate(settings)
@@ -133,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("crate")
     ap.add_argument("--profile", action="append", required=True)
     ap.add_argument("--context", action="append", default=[], metavar="URL=FILE")
+    ap.add_argument("--severity", default="REQUIRED", choices=("REQUIRED", "RECOMMENDED", "OPTIONAL"))
     args = ap.parse_args(argv)
     # The validator's own log (a cache miss warns) goes to stderr; the problems are on stdout.
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
@@ -159,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         cache_name = Path(tmp) / "http_cache"
         warm_cache(cache_name, contexts)
         for profile in args.profile:
-            passed, lines = check(args.crate, profile, cache_name)
+            passed, lines = check(args.crate, profile, cache_name, args.severity)
             for line in lines:
                 print(line)
             verdicts.append(f"{profile}: {'passed' if passed else 'failed'}")

@@ -80,13 +80,15 @@ def validator_python(environ: dict[str, str] | None = None) -> Path:
 
 
 def validate_crate(crate: Path, profiles: tuple[str, ...] | list[str] = PROFILES, *,
-                   timeout: float = TIMEOUT_S) -> list[str]:
-    """Check ``crate`` against each of ``profiles`` at roc-validator's REQUIRED level, offline.
+                   timeout: float = TIMEOUT_S, severity: str = "REQUIRED") -> list[str]:
+    """Check ``crate`` against each of ``profiles`` at roc-validator's ``severity`` level
+    (REQUIRED by default: the MUST rules; RECOMMENDED adds the SHOULD rules), offline.
 
     Args:
         crate: the crate: a folder holding ``ro-crate-metadata.json``, or a ``.zip`` of one.
         profiles: roc-validator's profile identifiers (:data:`PROFILES` by default).
         timeout: seconds before the validator is given up.
+        severity: ``REQUIRED``, ``RECOMMENDED`` or ``OPTIONAL`` (roc-validator's levels).
 
     Returns:
         The problems, one line each, in the validator's order:
@@ -101,13 +103,16 @@ def validate_crate(crate: Path, profiles: tuple[str, ...] | list[str] = PROFILES
         CrateValidatorError: the validator's python is missing (the message names
             ``make venv-crate``), or the validator gave no verdict (an unknown profile, a
             crash, ``timeout`` passed): the message holds the end of its error output.
+        ValueError: no profile, or an unknown ``severity``.
     """
     crate = Path(crate)
     if not crate.exists():
         raise RunFolderError(crate, "no such RO-Crate (expected a folder holding ro-crate-metadata.json, or a .zip)")
     if not profiles:
         raise ValueError("validate_crate: no profile to check against")
-    cmd = [str(validator_python()), "-I", str(SCRIPT), str(crate.resolve())]
+    if severity not in ("REQUIRED", "RECOMMENDED", "OPTIONAL"):
+        raise ValueError(f"validate_crate: severity {severity!r}; expected REQUIRED, RECOMMENDED or OPTIONAL")
+    cmd = [str(validator_python()), "-I", str(SCRIPT), str(crate.resolve()), "--severity", severity]
     for p in profiles:
         cmd += ["--profile", p]
     for url, name in CONTEXTS.items():
