@@ -45,7 +45,7 @@ def results(tmp_path, monkeypatch):
 def test_a_recorded_run_exports_with_its_checksums_and_reads_back_to_the_same_verdict(record, results, offline):
     run = _analysed(record.parent, results, figures=record.parent.name == "pie-lab-local-0.2")
     crate, deposit = export_run(run, results / "crate.zip")
-    assert deposit == deposit_path(crate) and json.loads(deposit.read_text())["metadata"]["upload_type"] == "dataset"
+    assert deposit == deposit_path(crate) and json.loads(deposit.read_text())["metadata"]["resource_type"] == {"id": "dataset"}
     folder = unpack_crate(crate, results / "unpacked")
     graph = _graph(folder)
     data = json.loads((run / "run.json").read_text())
@@ -60,9 +60,16 @@ def test_a_recorded_run_exports_with_its_checksums_and_reads_back_to_the_same_ve
     instances = sorted(p.name for p in (run / "raw").iterdir())
     assert sorted(k for k in actions if k.startswith("#trial-")) == [f"#trial-{i}" for i in instances]
     assert "#analysis" in actions and {m["@id"] for m in graph["./"]["mentions"]} == set(actions)
+    # netrepro as it ran the trials: the SoftwareApplication at run.json's commit, one version per commit
+    tools = {k: e for k, e in graph.items() if e.get("@type") == "SoftwareApplication"}
+    assert len({e["identifier"] for e in tools.values()}) == len(tools)
+    assert graph[actions["#analysis"]["instrument"]["@id"]]["softwareVersion"] == \
+        json.loads((run / "analysis.json").read_text())["made_by"]["version"]
+    # the analysis ended after the trials it read (both times as the profile writes them: UTC, +00:00)
+    assert actions["#analysis"]["endTime"] > max(actions[f"#trial-{i}"]["endTime"] for i in instances)
     for i in instances:
         a = actions[f"#trial-{i}"]
-        assert a["instrument"] == {"@id": "#netrepro"} and a["result"] == {"@id": f"raw/{i}/"}
+        assert graph[a["instrument"]["@id"]]["identifier"] == data["toolkit_commit"] and a["result"] == {"@id": f"raw/{i}/"}
         assert a["startTime"] < a["endTime"] and a["actionStatus"].endswith("CompletedActionStatus")
         objects = [graph[o["@id"]] for o in a["object"]]
         assert {"@id": EXPERIMENT_FILE} in a["object"]
@@ -176,9 +183,12 @@ def test_the_cited_works_and_the_deposit_come_from_the_experiment_file_and_the_c
                    "    orcid: https://orcid.org/0000-0002-1825-0097\n")
     crate, deposit = export_run(run, results / "c", "CC0-1.0", cff)
     meta = json.loads(deposit.read_text())["metadata"]
-    assert meta["creators"] == [{"name": "Doe, Jane", "orcid": "0000-0002-1825-0097"}] and meta["license"] == "cc0-1.0"
+    assert meta["creators"] == [{"person_or_org": {"type": "personal", "family_name": "Doe", "given_name": "Jane",
+                                                   "identifiers": [{"scheme": "orcid", "identifier": "0000-0002-1825-0097"}]}}]
+    assert meta["rights"] == [{"id": "cc0-1.0"}]
     graph = _graph(crate)
     assert graph["./"]["author"] == {"@id": "https://orcid.org/0000-0002-1825-0097"}
+    assert "publisher" not in graph["./"], "a person without an affiliation names no organisation to publish"
     assert graph["./"]["license"] == {"@id": "https://spdx.org/licenses/CC0-1.0"}
     with pytest.raises(RunFolderError, match="authors: expected a list"):
         export_run(run, results / "d", "CC0-1.0", _no_authors(results))
@@ -188,3 +198,65 @@ def _no_authors(tmp: Path) -> Path:
     p = tmp / "bad.cff"
     p.write_text("cff-version: 1.2.0\ntitle: t\n")
     return p
+
+
+def _analysed_at_the_runs_commit(results: Path) -> Path:
+    """pie-lab-local-0.2 analysed, its analysis.json's made_by saying it ran at the run's own commit
+    (as a run made and analysed by one `netrepro reproduce` records it)."""
+    run = _analysed(DATA / "labs" / "pie-lab-local-0.2", results)
+    commit = json.loads((run / "run.json").read_text())["toolkit_commit"]
+    record = json.loads((run / "analysis.json").read_text())
+    record["made_by"].update(version=f"0.2.0-g{commit[:12]}", commit=commit)
+    (run / "analysis.json").write_text(json.dumps(record, indent=1) + "\n")
+    return run
+
+
+def test_one_commit_is_one_software_application_with_one_version(results):
+    run = _analysed_at_the_runs_commit(results)
+    graph = _graph(export_run(run, results / "c")[0])
+    tools = [e for e in graph.values() if e.get("@type") == "SoftwareApplication"]
+    assert len(tools) == 1 and tools[0]["softwareVersion"] == "0.2.0-g8c0ea35716c8", tools
+    actions = [e for e in graph.values() if e.get("@type") == "CreateAction"]
+    assert {a["instrument"]["@id"] for a in actions} == {tools[0]["@id"]}
+    # a run analysed at another commit: two, each with its commit's version (run.json keeps no package version)
+    graph = _graph(export_run(_analysed(DATA / "labs" / "pie-lab-local-0.2", results / "again"), results / "d")[0])
+    versions = {e["identifier"]: e["softwareVersion"] for e in graph.values() if e.get("@type") == "SoftwareApplication"}
+    assert versions["8c0ea35716c8a4d24f7a27128c3090414bde81f8"] == "g8c0ea35716c8" and len(versions) == 2
+
+
+def test_the_software_and_the_publisher_come_from_the_citation(results):
+    run = _analysed_at_the_runs_commit(results)
+    cff = results / "CITATION.cff"
+    cff.write_text("cff-version: 1.2.0\nmessage: m\ntitle: t\nrepository-code: https://git.example.org/lab/netrepro\n"
+                   "authors:\n  - name: The Lab\n    website: https://lab.example.org\n"
+                   "  - family-names: Doe\n    given-names: Jane\n    affiliation: Example University\n")
+    graph = _graph(export_run(run, results / "c", "CC0-1.0", cff)[0])
+    tool = next(e for e in graph.values() if e.get("@type") == "SoftwareApplication")
+    assert tool["@id"] == "https://git.example.org/lab/netrepro#0.2.0-g8c0ea35716c8"
+    assert tool["url"] == "https://git.example.org/lab/netrepro"
+    assert graph["./"]["publisher"] == {"@id": "#author-the-lab"}
+    assert graph["#author-the-lab"] == {"@id": "#author-the-lab", "@type": "Organization", "name": "The Lab",
+                                        "url": "https://lab.example.org"}
+    assert graph["#author-jane-doe"]["affiliation"] == {"@id": "#org-example-university"}
+    assert graph["#org-example-university"]["@type"] == "Organization"
+
+
+#: What roc-validator 0.13.0 still finds at RECOMMENDED level in a crate whose CITATION.cff gives no
+#: address of the software and no website of its organisation (netrepro's own: docs/publishing-a-run.md,
+#: "What roc-validator says at RECOMMENDED level"), by the words of each check's message.
+UNKNOWN_BEFORE_PUBLICATION = ("The Application SHOULD have a url", "The SoftwareApplication id SHOULD be an absolute URI",
+                              "The organization SHOULD have a URL")
+
+
+def test_a_crate_whose_citation_says_where_everything_is_passes_at_recommended_level(results, offline):
+    run = _analysed_at_the_runs_commit(results)
+    cff = results / "CITATION.cff"
+    cff.write_text("cff-version: 1.2.0\nmessage: m\ntitle: t\nrepository-code: https://git.example.org/lab/netrepro\n"
+                   "authors:\n  - name: The Lab\n    website: https://lab.example.org\n")
+    crate, _ = export_run(run, results / "c.zip", "CC0-1.0", cff)
+    assert validate_crate(crate, severity="RECOMMENDED") == []
+    # without the addresses, only what cannot be known before publication, once each (one commit, one application)
+    crate, _ = export_run(run, results / "d.zip")
+    problems = validate_crate(crate, severity="RECOMMENDED")
+    assert sorted(w for p in problems for w in UNKNOWN_BEFORE_PUBLICATION if w in p) == sorted(UNKNOWN_BEFORE_PUBLICATION)
+    assert len(problems) == len(UNKNOWN_BEFORE_PUBLICATION), problems

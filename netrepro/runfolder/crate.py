@@ -13,15 +13,21 @@ file as run (run.json's ``spec``, written out). ``ro-crate-metadata.json`` descr
   https://w3id.org/ro/terms/workflow-run#sha256) and ``contentSize``; raw files' sums are
   run.json's ``raw_sha256`` and ``site_documents``, the outputs' analysis.json's (checked
   before writing);
-- one ``CreateAction`` per trial instance: instrument netrepro at its version and commit;
+- one ``CreateAction`` per trial instance: instrument netrepro at the run's commit (one
+  SoftwareApplication per commit, with one version: :func:`_instrument`);
   object the experiment file and what the trial ran with (the site's documents and options, and from each
   node's snapshot before the trial, meta-before.json: kernel, iproute2, the sysctls and the
   qdiscs applied, as ``PropertyValue`` entities); result the trial's raw folder; start and end
   times; status (completed, or failed with the reason);
 - one ``CreateAction`` for the analysis: object run.json and the raw folders, result the
-  outputs;
-- the root: the licence, the authors (a CITATION.cff), the publication and the earlier
+  outputs, its end the time analysis.json was written;
+- the root: the licence, the authors (a CITATION.cff; a person's affiliation an Organization),
+  the publisher (the first organisation among them), the publication and the earlier
   reproduction the experiment file's ``reference`` cites (``*_doi`` and ``*_url`` keys).
+
+Where the CITATION.cff says where the software lives (``doi``, ``repository-code``, ``url``),
+netrepro's SoftwareApplication has that ``url`` and an absolute @id; docs/publishing-a-run.md
+says what roc-validator still finds at RECOMMENDED level when it does not.
 
 Nothing of the run folder is written; the crate is written once, to a new path.
 
@@ -50,12 +56,13 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
 from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import REPO_ROOT
-from netrepro.runfolder.deposit import zenodo_metadata
+from netrepro.runfolder.deposit import software_url, zenodo_metadata
 from netrepro.runfolder.integrity import no_links, plain_files, read_regular, sha256_file, verify_raw
 from netrepro.runfolder.layout import (ANALYSIS_RECORD, RAW, RUN_JSON, SITE_DOCUMENT_RE, SITE_DOCUMENTS, TIMINGS,
                                       incomplete_problems, raw_dir, run_json)
@@ -75,6 +82,8 @@ LICENSE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+-]{0,63}$")
 DEFAULT_LICENSE = "CC-BY-4.0"
 #: The CITATION.cff whose authors are the crate's unless the user names another.
 DEFAULT_CITATION = REPO_ROOT / "CITATION.cff"
+#: How the Citation File Format 1.2.0 writes an ORCID: this prefix, then the bare iD.
+ORCID_URL = "https://orcid.org/"
 #: schema.org's action statuses (https://schema.org/ActionStatusType).
 COMPLETED, FAILED = "http://schema.org/CompletedActionStatus", "http://schema.org/FailedActionStatus"
 #: The snapshot of each node before a trial (roles/collectors), read for the environment.
@@ -255,13 +264,46 @@ def read_citation(path: Path | str) -> dict:
     data = loads(text, path)
     if not isinstance(data, dict) or not isinstance(data.get("authors"), list) or not data["authors"]:
         raise RunFolderError(path, "authors: expected a list of people or entities (Citation File Format 1.2.0)")
+    _check_links(data, path)
     return data
+
+
+def _check_links(data: dict, path: Path) -> None:
+    """Check the fields of a CITATION.cff that the crate and the deposit link to: ``doi`` a
+    DOI (:data:`~netrepro.runfolder.deposit.DOI_RE`), ``repository-code`` and ``url`` and each
+    author's ``website`` http(s) URLs (:data:`~netrepro.runfolder.deposit.URL_RE`), each
+    author's ``orcid`` ``https://orcid.org/<iD>`` (the Citation File Format 1.2.0's
+    definitions ``doi``, ``url`` and ``orcid``). RunFolderError naming the field otherwise."""
+    from netrepro.runfolder.deposit import DOI_RE, ORCID_RE, URL_RE
+
+    def check(field: str, value: Any, ok: bool, what: str) -> None:
+        if value is not None and not ok:
+            raise RunFolderError(path, f"{field}: {str(value)[:80]!r} is not {what} (Citation File Format 1.2.0)")
+
+    def matches(value: Any, rule: re.Pattern) -> bool:
+        return isinstance(value, str) and bool(rule.match(value))
+
+    check("doi", data.get("doi"), matches(data.get("doi"), DOI_RE), "a DOI (10.NNNN/suffix, without https://doi.org/)")
+    for key in ("repository-code", "url"):
+        check(key, data.get(key), matches(data.get(key), URL_RE), "an http(s) URL")
+    for i, author in enumerate(data["authors"]):
+        if isinstance(author, dict):
+            site, iid = author.get("website"), author.get("orcid")
+            check(f"authors[{i}].website", site, matches(site, URL_RE), "an http(s) URL")
+            check(f"authors[{i}].orcid", iid, isinstance(iid, str) and iid.startswith(ORCID_URL)
+                  and matches(iid[len(ORCID_URL):], ORCID_RE), f"an ORCID ({ORCID_URL}0000-0000-0000-000X)")
+
+
+def _local_id(prefix: str, name: str) -> str:
+    """A local @id ``#<prefix>-<name in lower case, runs of other characters as ->``."""
+    return f"#{prefix}-" + re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
 
 
 def cff_person(author: dict) -> tuple[str, dict]:
     """``(@id, properties)`` of a CITATION.cff author as a schema.org Person (``given-names``,
-    ``family-names``) or Organization (``name``): @id its ORCID URL when it has one, else
-    ``#author-<name>``."""
+    ``family-names``) or Organization (``name``), with ``url`` its ``website`` when it has one:
+    @id its ORCID URL when it has one, else ``#author-<name>``. A person's ``affiliation`` is
+    not among the properties: :func:`affiliation` makes it an entity of its own."""
     if author.get("family-names"):
         name = " ".join(str(author[k]) for k in ("given-names", "family-names") if author.get(k))
         props = {"@type": "Person", "name": name, "familyName": str(author["family-names"])}
@@ -270,11 +312,21 @@ def cff_person(author: dict) -> tuple[str, dict]:
     else:
         name = str(author.get("name") or "unnamed")
         props = {"@type": "Organization", "name": name}
-    if author.get("affiliation"):
-        props["affiliation"] = str(author["affiliation"])
-    ident = str(author["orcid"]) if str(author.get("orcid", "")).startswith("https://orcid.org/") else \
-        "#author-" + re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
+    if author.get("website"):
+        props["url"] = str(author["website"])
+    ident = str(author["orcid"]) if str(author.get("orcid", "")).startswith(ORCID_URL) else _local_id("author", name)
     return ident, props
+
+
+def affiliation(author: dict) -> tuple[str, dict] | None:
+    """``(@id, properties)`` of a CITATION.cff person's ``affiliation`` as a schema.org
+    Organization ``#org-<name>`` (RO-Crate 1.1, "Contextual entities", People: an affiliation
+    is an Organization entity), or None without one. A CITATION.cff gives an affiliation's
+    name only, so the Organization has no ``url``."""
+    if not author.get("family-names") or not author.get("affiliation"):
+        return None
+    name = str(author["affiliation"])
+    return _local_id("org", name), {"@type": "Organization", "name": name}
 
 
 def references(reference: dict) -> list[tuple[str, dict]]:
@@ -388,8 +440,13 @@ def _attempt_times(status: dict, trial: dict) -> tuple[str | None, str | None, s
 
 
 def _root(crate, data: dict, spec, license: str, cff: dict, verdict: str):
-    """The root dataset's name, description, dates, licence, profile, authors and citations;
-    returns the authors' entities."""
+    """The root dataset's name, description, dates, licence, profile, authors (each person's
+    affiliation an Organization of its own, :func:`affiliation`), publisher and citations;
+    returns the authors' entities.
+
+    The publisher (RO-Crate 1.1, "Root Data Entity": an Organization) is the first
+    Organization among the authors, else the first author's affiliation; none when the
+    CITATION.cff names neither (then the validator says so at RECOMMENDED level)."""
     from rocrate.model.contextentity import ContextEntity
     title = str(spec.data.get("title") or spec.name)
     crate.name = f"{title}: run {data.get('run_id') or ''}".rstrip(": ")
@@ -402,24 +459,49 @@ def _root(crate, data: dict, spec, license: str, cff: dict, verdict: str):
                                             properties={"@type": "CreativeWork", "name": license}))
     crate.root_dataset["conformsTo"] = crate.add(ContextEntity(crate, PROCESS_RUN_CRATE, properties={
         "@type": "CreativeWork", "name": "Process Run Crate", "version": "0.5"}))
-    authors = []
+    authors, affiliations = [], []
     for a in cff["authors"]:
         if isinstance(a, dict):
             ident, props = cff_person(a)
-            authors.append(crate.add(ContextEntity(crate, ident, properties=props)))
+            entity = crate.get(ident) or crate.add(ContextEntity(crate, ident, properties=props))
+            org = affiliation(a)
+            if org:
+                entity["affiliation"] = crate.get(org[0]) or crate.add(ContextEntity(crate, org[0], properties=org[1]))
+                affiliations.append(entity["affiliation"])
+            authors.append(entity)
+    organisations = [e for e in authors if e.type == "Organization"] + affiliations
+    publisher = organisations[0] if organisations else None
     cited = [crate.add(ContextEntity(crate, ident, properties=props)) for ident, props in references(spec.model.reference)]
-    for key, entities in (("author", authors), ("citation", cited)):
+    for key, entities in (("author", authors), ("citation", cited), ("publisher", [publisher] if publisher else [])):
         if entities:  # one value alone, not a list of one (RO-Crate 1.1's JSON-LD recommendation)
             crate.root_dataset[key] = entities[0] if len(entities) == 1 else entities
     return authors
 
 
-def _instrument(crate, ident: str, version: str, commit: str | None, what: str):
-    """netrepro as a SoftwareApplication ``ident``: its ``version`` (the package's, or the
-    analysis' own ``made_by.version``) and the ``commit`` it ran at, doing ``what``."""
+def commit_version(commit: Any) -> str:
+    """A version string for netrepro at a git ``commit`` as run.json records it (40 hex digits,
+    ``-dirty`` when the checkout had changes; ``unknown``): ``g<12 hex>[-dirty]``, the suffix
+    git describe and the analysis' own version (analysis/provenance.py) give a commit; run.json
+    does not record the package version. ``unknown`` when it is not a commit."""
+    m = re.fullmatch(r"([0-9a-f]{40,64})(-dirty)?", str(commit or ""))
+    return f"g{m.group(1)[:12]}{m.group(2) or ''}" if m else "unknown"
+
+
+def _instrument(crate, version: str, commit: str | None, url: str | None):
+    """netrepro as a SoftwareApplication at ``version`` and ``commit``: @id ``<url>#<version>``
+    (an absolute URI: Process Run Crate 0.5, SoftwareApplication @id SHOULD) and ``url`` when
+    the software's address is known (:func:`netrepro.runfolder.deposit.software_url`), else the
+    local ``#netrepro-<version>`` (the profile's "local identifier for tools that are not
+    otherwise described on the web"). One entity per version: a second call with the same
+    version returns the first."""
     from rocrate.model.contextentity import ContextEntity
+    ident = f"{url}#{quote(version, safe='')}" if url else f"#netrepro-{quote(version, safe='')}"
+    if crate.get(ident) is not None:
+        return crate.get(ident)
     props = {"@type": "SoftwareApplication", "name": "netrepro", "softwareVersion": version,
-             "description": f"netrepro {what} (commit {commit or 'unknown'})"}
+             "description": f"netrepro {version}, at commit {commit or 'unknown'}"}
+    if url:
+        props["url"] = url
     if commit:
         props["identifier"] = str(commit)
     return crate.add(ContextEntity(crate, ident, properties=props))
@@ -442,7 +524,15 @@ def build_crate(rdir: Path, data: dict, spec, analysis: dict, experiment: Path, 
         verdict = "not analysed"
     authors = _root(crate, {**data, "run_id": rdir.name}, spec, license, cff, verdict)
     from netrepro import __version__
-    tool = _instrument(crate, "#netrepro", __version__, data.get("toolkit_commit"), "as it ran the trials")
+    made_by = analysis.get("made_by") if isinstance(analysis.get("made_by"), dict) else {}
+    url = software_url(cff)
+    analyser = _instrument(crate, str(made_by.get("version") or __version__), made_by.get("commit"), url)
+    ran_at = data.get("toolkit_commit")
+    # One commit, one version: the run made at the commit the analysis ran at has the analysis'
+    # version string (made_by.version); a run of another commit its own (commit_version), and so
+    # does one of a checkout with changes ("-dirty": its changes need not be the analysis').
+    tool = analyser if ran_at and ran_at == made_by.get("commit") and not str(ran_at).endswith("-dirty") else \
+        _instrument(crate, commit_version(ran_at), str(ran_at or "unknown"), url)
     exp = _file(crate, experiment, EXPERIMENT_FILE, sha256_file(experiment), "the experiment file as run (run.json's spec)")
     record = _file(crate, run_json(rdir), RUN_JSON, sha256_file(run_json(rdir)), "the run's record (run.json)")
     if (rdir / TIMINGS).is_file():
@@ -471,12 +561,13 @@ def build_crate(rdir: Path, data: dict, spec, analysis: dict, experiment: Path, 
     results = [_file(crate, analysed / rel, rel, digest) for rel, digest in sorted(analysis["outputs"].items())]
     results.append(_file(crate, analysed / ANALYSIS_RECORD, ANALYSIS_RECORD, sha256_file(analysed / ANALYSIS_RECORD),
                          "what made the analysis' outputs, from which inputs (analysis.json)"))
-    made_by = analysis.get("made_by") if isinstance(analysis.get("made_by"), dict) else {}
-    analyser = _instrument(crate, "#netrepro-analysis", str(made_by.get("version") or __version__),
-                           made_by.get("commit"), "as it analysed the run")
+    # The analysis ended when its last output, analysis.json, was written (runfolder/outputs.py
+    # writes it last): its modification time, which a copy keeps with cp -p or rsync -t.
+    ended = _epoch(os.stat(analysed / ANALYSIS_RECORD).st_mtime)
     analysis = crate.add_action(analyser, identifier="#analysis", object=[record, *folders], result=results,
                                 properties={"name": "analysis", "description": f"netrepro analyze --run {rdir.name}",
-                                            "actionStatus": COMPLETED, **({"agent": authors[0]} if authors else {})})
+                                            "actionStatus": COMPLETED, "endTime": ended,
+                                            **({"agent": authors[0]} if authors else {})})
     crate.root_dataset["mentions"] = [*trials, analysis]
     return crate
 
