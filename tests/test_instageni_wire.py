@@ -10,7 +10,7 @@ The failures are those testbeds really have (geni-tools #55 and #577, fabric jup
 resources, a lease that cannot be renewed, an expired or foreign certificate, a CA that does
 not match, Ctrl-C while waiting, an aggregate gone when the slice is released. Their nodes
 do not exist (the logins name hosts of the aggregate's domain): these runs stop before a node
-is used. tests/test_instageni_wire_run.py runs a whole experiment on real nodes.
+is used. Each test runs against both profiles of the test aggregate (``protogeni`` and ``spec``). tests/test_instageni_wire_run.py runs a whole experiment on real nodes.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from testbed.account import write_account
-from testbed.aggregate import AM_PATH, TestAggregate, wait_for
+from testbed.aggregate import AM_PATH, PROFILES, TestAggregate, wait_for
 from testbed.pki import TestPKI
 
 pytestmark = pytest.mark.wire
@@ -56,9 +56,11 @@ class Account:
         return json.loads(f.read_text()) if f.is_file() else {}
 
 
-@pytest.fixture
-def agg(tmp_path):
-    a = TestAggregate(TestPKI(tmp_path / "pki"))
+@pytest.fixture(params=PROFILES)
+def agg(request, tmp_path):
+    """The test aggregate in each of its profiles: ``protogeni`` (CloudLab's GeniAM) and ``spec``
+    (AM API v3 as written, geni-tools' gcf-am -V 3): every test runs against both."""
+    a = TestAggregate(TestPKI(tmp_path / "pki"), profile=request.param)
     yield a
     a.close()
 
