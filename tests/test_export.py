@@ -257,6 +257,13 @@ def test_a_crate_whose_citation_says_where_everything_is_passes_at_recommended_l
     assert validate_crate(crate, severity="RECOMMENDED") == []
     # without the addresses, only what cannot be known before publication, once each (one commit, one application)
     crate, _ = export_run(run, results / "d.zip")
-    problems = validate_crate(crate, severity="RECOMMENDED")
-    assert sorted(w for p in problems for w in UNKNOWN_BEFORE_PUBLICATION if w in p) == sorted(UNKNOWN_BEFORE_PUBLICATION)
-    assert len(problems) == len(UNKNOWN_BEFORE_PUBLICATION), problems
+    assert only_unknown_before_publication(validate_crate(crate, severity="RECOMMENDED"))
+
+
+def only_unknown_before_publication(problems: list[str]) -> bool:
+    """Whether roc-validator's ``problems`` at RECOMMENDED level are :data:`UNKNOWN_BEFORE_PUBLICATION`,
+    each found, nothing else (the Organization's url is reported under both profiles: the Process
+    Run Crate profile inherits RO-Crate 1.1's check ro-crate-1.1_31.2)."""
+    found = {w for p in problems for w in UNKNOWN_BEFORE_PUBLICATION if w in p}
+    assert found == set(UNKNOWN_BEFORE_PUBLICATION) and all(any(w in p for w in found) for p in problems), problems
+    return True
