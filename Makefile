@@ -33,9 +33,9 @@ TIME_SCALE ?= 1
 #: run, reproduce, provision: the rate scale k in (0, 1], every rate and byte size times k (read by
 #: netrepro from the environment; its --rate-scale does the same); empty: chosen by the site
 RATE_SCALE ?=
-#: the lease of a testbed site (instageni, fabric), hours. up, reproduce: the initial lease (the site
-#: option hours, --option hours=HOURS; empty: the site's default, 6 on instageni, 24 on fabric); renew:
-#: the lease ends HOURS from now unless it already ends later (--hours; empty: 6)
+#: the lease of a testbed site (instageni, fabric), hours. up, reproduce: the initial lease (read by
+#: netrepro as the site option hours of a site that has one; empty: the site's default, 6 on instageni,
+#: 24 on fabric); renew: the lease ends HOURS from now unless it already ends later (--hours; empty: 6)
 HOURS ?=
 #: benchmark: the fixed experiment it runs from nothing to teardown
 BENCH_EXPERIMENT ?= pie-vs-red
@@ -97,10 +97,6 @@ SCHEDULE_ARGS = $(if $(filter-out 1,$(REPEAT)),--repeat $(REPEAT)) $(if $(SEED),
                 $(if $(filter 1,$(SWEEP)),--sweep) $(if $(JOBS),--jobs $(JOBS)) $(PARALLEL_ARGS)
 # How many reservations at once, on reproduce, up, provision and run (netrepro up --help).
 PARALLEL_ARGS = $(if $(PARALLEL),--parallel $(PARALLEL))
-# The initial lease, on reproduce and up: HOURS, when set, as the site option hours of a site that
-# has a lease (a site without one would refuse the option); after OPTIONS: it wins over their hours=.
-LEASE_SITES := instageni fabric
-LEASE_ARGS = $(if $(and $(HOURS),$(filter $(LEASE_SITES),$(SITE))),--option 'hours=$(subst ','\'',$(HOURS))')
 
 .PHONY: help setup venv slurm-packages reproduce-pie-vs-red reproduce up provision run analyze down status profile benchmark \
         renew plan rspec validate compare quick test test-unit test-integration faults fresh-root-check lint \
@@ -152,10 +148,10 @@ quick: $(STAMP) ## The fastest real verdicts of EXPERIMENT: on the local site at
 
 # A dry run installs nothing: setup (apt-get, the micro-VM kernel) only for a real run.
 reproduce: $(if $(filter 1,$(DRY_RUN)),$(STAMP),setup) ## setup + up + provision + run + analyze + down for EXPERIMENT (REPEAT=N, SWEEP=1, RESUME=<run folder>, JOBS=N: trials simulated at once, ns3 only, default one per core; PARALLEL=N: on N reservations at once); DRY_RUN=1 prints the trials and skips setup: nothing is installed but the virtual environment
-	$(NETREPRO) reproduce $(EXPERIMENT) $(SITE_ARGS) $(LEASE_ARGS) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
+	$(NETREPRO) reproduce $(EXPERIMENT) $(SITE_ARGS) $(if $(RESUME),--resume $(RESUME),--time-scale $(TIME_SCALE)) $(SCHEDULE_ARGS)
 
 up: setup ## Reserve/build the site and wait until every node answers
-	$(NETREPRO) up $(EXPERIMENT) $(SITE_ARGS) $(LEASE_ARGS) $(PARALLEL_ARGS)
+	$(NETREPRO) up $(EXPERIMENT) $(SITE_ARGS) $(PARALLEL_ARGS)
 
 provision: $(STAMP) ## Provision the nodes with Ansible
 	$(NETREPRO) provision $(EXPERIMENT) $(SITE_ARGS) $(PARALLEL_ARGS)

@@ -14,7 +14,7 @@ from lxml import etree
 
 from netrepro.cli import site_commands as cli_sites
 from netrepro.sites.instageni import rspec
-from netrepro.sites import SITES, get_site
+from netrepro.sites import SITES, get_site, site_options
 from netrepro.sites.base import SiteError
 from netrepro.sites.instageni.aggregates import TLSPolicy, load_aggregates, resolve_aggregate, tls_context
 from netrepro.sites.instageni.client import AggregateVersion, GeniClient, GeniError, poll_until, summarize_status
@@ -427,3 +427,15 @@ def test_every_registered_site_but_local_is_here():
     for name in ("instageni", "fabric", "static"):
         module, _, cls = SITES[name].partition(":")
         assert getattr(__import__(module, fromlist=[cls]), cls).name == name
+
+
+def test_hours_is_the_option_of_a_site_with_a_lease_only():
+    """HOURS (netrepro.sites.DECLARED_OPTION_ENV) sets the option hours of a site that declares it,
+    named as its origin; --option hours= wins; a site without a lease ignores it."""
+    from netrepro.sites import site_class
+    fabric = site_options(None, {"HOURS": "48"}, site_class("fabric").OPTIONS)
+    assert fabric == {"hours": "48"} and fabric.origins == {"hours": "HOURS"}
+    given = site_options(["hours=30"], {"HOURS": "48"}, site_class("instageni").OPTIONS)
+    assert given == {"hours": "30"} and given.origins == {"hours": "--option"}
+    assert site_options(None, {"HOURS": "48"}, site_class("local").OPTIONS) == {}
+    assert site_options(None, {"HOURS": "48"}) == {}

@@ -44,9 +44,11 @@ from netrepro.experiment.spec import Spec, SpecError, check_time_scale, load_spe
 
 
 def _options(args) -> dict:
-    """The site options of ``args`` (environment, then ``--option``); each site checks them
-    against its declared options when it is made (unknown keys and bad values: one line)."""
-    return site_options(getattr(args, "option", None), os.environ)
+    """The site options of ``args`` (environment, then ``--option``; HOURS only for a site with
+    a lease: netrepro.sites.DECLARED_OPTION_ENV); each site checks them against its declared
+    options when it is made (unknown keys and bad values: one line)."""
+    site = getattr(args, "site", None)
+    return site_options(getattr(args, "option", None), os.environ, site_class(site).OPTIONS if site else ())
 
 
 def _time_scale(value: str) -> float:

@@ -30,7 +30,7 @@ from unittest import mock
 
 from netrepro.runner.ansible import PASSTHROUGH_ENV
 from netrepro.core.envvars import ENV_VARS
-from netrepro.sites import OPTION_ENV
+from netrepro.sites import DECLARED_OPTION_ENV, OPTION_ENV
 from netrepro.sites.base import SITES, site_class
 from netrepro.experiment.spec import REPO_ROOT
 
@@ -226,10 +226,10 @@ def _first_paragraph(doc: str | None) -> str:
 
 def sites() -> list[dict]:
     """Every site of :data:`SITES` in its order: ``{name, about, options: [{key, variable, help}],
-    env: {variable: help}}`` (an option's variable: the OPTION_ENV variable that sets it, or "";
+    env: {variable: help}}`` (an option's variable: the OPTION_ENV or DECLARED_OPTION_ENV variable that sets it, or "";
     ``env``: the site's own variables, its class's ``ENV``)."""
     by_key: dict[str, str] = {}
-    for var, key in OPTION_ENV.items():
+    for var, key in [*OPTION_ENV.items(), *DECLARED_OPTION_ENV.items()]:
         by_key.setdefault(key, var)
     out = []
     for name in SITES:
@@ -329,6 +329,10 @@ def render(makefile_text: str | None = None) -> str:
     out += _table(["Variable", "Site option"],
                   [[f"`{var}`", f"`{key}` of " + ", ".join(sites_of.get(key, [])) if sites_of.get(key) else f"`{key}`"]
                    for var, key in OPTION_ENV.items()])
+    out += ["", "Read as a site option only by a site that declares it, and ignored by the others "
+            "(netrepro.sites.DECLARED_OPTION_ENV): "
+            + "; ".join(f"`{var}`: `{key}` of " + ", ".join(sites_of.get(key, [])) for var, key in DECLARED_OPTION_ENV.items())
+            + "."]
     out += ["", "Handed on unchanged to ansible-playbook (netrepro.runner.ansible.PASSTHROUGH_ENV): "
             + ", ".join(f"`{v}`" for v in PASSTHROUGH_ENV) + ". Of this machine's other variables, it gets only "
             "`PATH` and `ANSIBLE_TIMEOUT` (above).", ""]

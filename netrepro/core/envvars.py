@@ -31,7 +31,10 @@ ENV_VARS: dict[str, str] = {
     "REPEAT": "the default of --repeat of run and reproduce: repetitions of every trial, 1 to 100; default 1",
     "SWEEP": "run and reproduce: 1 runs the experiment's sweep (as --sweep), 0 or empty does not",
     "PARALLEL": "the default of --parallel of up, provision, run and reproduce: reservations of the site held at once, 1 to 16; default 1",
-    "HOURS": "the default of renew's --hours: the lease ends HOURS from now; default 6",
+    "HOURS": "the lease of a site that has one (instageni, fabric), hours. up, reproduce: the initial lease (the "
+             "site's option hours, which --option hours= overrides; a site without a lease ignores HOURS); renew: the "
+             "default of --hours, the lease ends HOURS from now unless it already ends later; default: the site's "
+             "own (6 on instageni, 24 on fabric), 6 for renew",
     "RUN": "the default of analyze's --run: the run folder to analyze; default results/<experiment>/latest",
     # --- where netrepro keeps things
     "NETREPRO_STATE": "the folder of the sites' state folders (reservations, logins, logs); default .state/ in "

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from netrepro.sites.base import DEFAULT_SITE, SITES, NodeLogin, Site, SiteError, SiteOptions, site_class
 from netrepro.experiment.spec import Spec, SpecError
@@ -31,7 +31,13 @@ OPTION_ENV: dict[str, str] = {
     "INSTALL_PACKAGES": "install_packages", "KERNEL_UPGRADE": "kernel_upgrade",
 }
 
-__all__ = ["OPTION_ENV", "DEFAULT_SITE", "SITES", "NodeLogin", "Site", "SiteError", "SiteOptions", "get_site", "site_class",
+#: Environment variables passed as a site option only to a site that declares that option, and
+#: ignored by the others: ``HOURS`` (make exports it to every command, and renew reads it as its
+#: --hours) is the initial lease of a site that has one (its option ``hours``: instageni, fabric),
+#: and means nothing to a site without a lease.
+DECLARED_OPTION_ENV: dict[str, str] = {"HOURS": "hours"}
+
+__all__ = ["OPTION_ENV", "DECLARED_OPTION_ENV", "DEFAULT_SITE", "SITES", "NodeLogin", "Site", "SiteError", "SiteOptions", "get_site", "site_class",
            "site_options"]
 
 
@@ -41,8 +47,10 @@ def get_site(name: str, spec: Spec, state_dir: Path, options: dict[str, Any] | N
     return site_class(name)(spec, state_dir, options, copy)
 
 
-def site_options(pairs: list[str] | None, environ: dict[str, str] | None = None) -> SiteOptions:
-    """Site options from the environment (:data:`OPTION_ENV`, set and non-empty) and then
+def site_options(pairs: list[str] | None, environ: dict[str, str] | None = None,
+                 declared: Collection[str] = ()) -> SiteOptions:
+    """Site options from the environment (:data:`OPTION_ENV`, set and non-empty; and
+    :data:`DECLARED_OPTION_ENV` for the option keys in ``declared``, the chosen site's) and then
     ``--option KEY=VALUE`` ``pairs`` (which win), remembering where each came from.
 
     Keys and values are checked when the site is made (:func:`netrepro.sites.base.check_options`).
@@ -51,7 +59,7 @@ def site_options(pairs: list[str] | None, environ: dict[str, str] | None = None)
     """
     environ = os.environ if environ is None else environ
     opts = SiteOptions()
-    for var, key in OPTION_ENV.items():
+    for var, key in [*OPTION_ENV.items(), *((v, k) for v, k in DECLARED_OPTION_ENV.items() if k in declared)]:
         if environ.get(var):
             opts[key] = environ[var]
             opts.origins[key] = var

@@ -349,7 +349,7 @@ class FabricSite(Site):
         "fabric_rc": Option("fablib's fabric_rc file, default ~/work/fabric_config/fabric_rc"),
         "switch_nic": Option("NIC model of a switch's ports, SWITCH_NIC, default NIC_ConnectX_5",
                              matches(r"NIC_[A-Za-z0-9_]{1,32}", "a fablib NIC model such as NIC_ConnectX_5")),
-        "hours": Option(f"initial lease in hours (make: HOURS on up and reproduce), default {DEFAULT_HOURS}, "
+        "hours": Option(f"initial lease in hours, HOURS, default {DEFAULT_HOURS}, "
                         f"at most {MAX_HOURS}",
                         number_in(0, MAX_HOURS, "a number of hours", "FABRIC's longest lease, two weeks")),
         "ready_timeout_s": Option(f"seconds the slice may take to become ready before it is deleted, default {READY_TIMEOUT_S}",

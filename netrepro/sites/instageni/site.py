@@ -131,7 +131,7 @@ class InstaGENISite(Site):
                                       whole=True)),
         "slice_name": Option("slice name, SLICE_NAME",
                              matches(SLICE_NAME_RE.pattern.strip("^$"), "1-19 characters [a-z0-9-] starting with a letter")),
-        "hours": Option(f"initial lease in hours (make: HOURS on up and reproduce), default {DEFAULT_HOURS}, "
+        "hours": Option(f"initial lease in hours, HOURS, default {DEFAULT_HOURS}, "
                         f"at most {MAX_HOURS}",
                         number_in(0, MAX_HOURS, "a number of hours", "two weeks; longer leases: in the portal")),
         "user": Option("your login user on the nodes, GENI_USER", login_user_problem),
