@@ -89,8 +89,10 @@ SHADOW = "root:$6$Qs4Fy3hZ$SECRETHASHSECRETHASHSECRETHASH.0123456789abcdef:19700
 
 
 def _bound_rows() -> list[Row]:
-    """Each numeric option of instageni, fabric and local beyond its bound (and hours' junk), on plan,
-    a dry run of reproduce and up: one line naming the option, the value and the range."""
+    """Each numeric option of instageni, fabric and local beyond its bound (and hours' junk), on up:
+    one line naming the option, the value and the range. The options are checked in one place
+    (netrepro.sites.base.check_options) whatever the command; hours=1e308, which passed plan and
+    the dry run and then crashed up, is also tried on plan and a dry run of reproduce."""
     rows = []
     cases = [("instageni", "hours", "1e308", "expected a number of hours above 0 and at most 336"),
              ("instageni", "hours", "337", "expected a number of hours above 0 and at most 336"),
@@ -108,7 +110,7 @@ def _bound_rows() -> list[Row]:
              ("local", "vm_memory", "99999999G", "expected a size such as 2G or 2048M (at most 9999G"),
              ("local", "boot_timeout_s", "1e308", "expected a number of seconds above 0 and at most 86400")]
     for site, key, value, expected in cases:
-        for cmd in (["plan"], ["reproduce", "--dry-run"], ["up"]):
+        for cmd in (["plan"], ["reproduce", "--dry-run"], ["up"]) if (key, value) == ("hours", "1e308") else (["up"],):
             rows.append(Row(f"{site}-{key}-{value}-{'-'.join(c.strip('-') for c in cmd)}",
                             [cmd[0], "pie-vs-red", *cmd[1:], "--site", site, "-o", f"{key}={value}"],
                             [f"site {site}: option {key}={value!r} (from --option): {expected}"]))
