@@ -66,6 +66,7 @@ from netrepro.runfolder.deposit import software_url, zenodo_metadata
 from netrepro.runfolder.integrity import no_links, plain_files, read_regular, sha256_file, verify_raw
 from netrepro.runfolder.layout import (ANALYSIS_RECORD, RAW, RUN_JSON, SITE_DOCUMENT_RE, SITE_DOCUMENTS, TIMINGS,
                                       incomplete_problems, raw_dir, run_json)
+from netrepro.runfolder.outputs import analysis_folders
 from netrepro.runfolder.reading import read_run
 
 #: The crate's metadata file (RO-Crate 1.1, section "RO-Crate Metadata File Descriptor").
@@ -166,7 +167,7 @@ def _checked_analysis(rdir: Path, raw_tree: str) -> tuple[Path, dict]:
     now = {"run_json_sha256": sha256_file(run_json(rdir)), "raw_tree_sha256": raw_tree}
     again = f"analyse the run again with `netrepro analyze --run {rdir}`"
     if not _of_this_run(record, now):
-        for folder in sorted(p for p in rdir.glob("analysis-*") if not p.is_symlink() and p.is_dir()):
+        for folder in analysis_folders(rdir):
             try:
                 other = _read_analysis(folder)
             except RunFolderError:

@@ -54,6 +54,12 @@ def _own_outputs(folder: Path) -> Path:
     return folder
 
 
+def analysis_folders(run_dir: Path) -> list[Path]:
+    """The run's later analyses, each in a real folder ``analysis-<version>[-partial][-N]/``
+    (:func:`output_dir`), in name order; a link of such a name is not one of them."""
+    return sorted(p for p in run_dir.glob("analysis-*") if p.is_dir() and not p.is_symlink())
+
+
 def output_dir(run_dir: Path, record: dict, intact: bool) -> Path:
     """Where an analysis with this ``record`` (analysis.json without ``outputs``) writes.
 
@@ -71,7 +77,7 @@ def output_dir(run_dir: Path, record: dict, intact: bool) -> Path:
             through it, anywhere (a run folder may come from anyone).
     """
     me = identity(record)
-    candidates = [run_dir] + sorted(p for p in run_dir.glob("analysis-*") if p.is_dir() and not p.is_symlink())
+    candidates = [run_dir] + analysis_folders(run_dir)
     for folder in candidates:
         rec = _read_record(folder)
         if rec is not None and identity(rec) == me:
