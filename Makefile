@@ -16,7 +16,9 @@
 # Site options: OPTIONS="key=value key=value" (each becomes --option key=value), or the
 # variables of netrepro.sites.OPTION_ENV (LOCAL_MODE, AGGREGATE, IMAGE, VM_TYPE, SLICE_NAME,
 # MANIFEST, GENI_USER, SSH_KEY, FABRIC_SITE, CORES, RAM_GB, DISK_GB, SWITCH_NIC, STATIC_FILE,
-# INSTALL_PACKAGES), read from the environment by netrepro itself.
+# INSTALL_PACKAGES, KERNEL_UPGRADE), read from the environment by netrepro itself, and HOURS
+# (netrepro.sites.DECLARED_OPTION_ENV), read as its option only by a site that declares it.
+# tests/test_makefile_options.py checks these lists against the code.
 #
 # Every variable a user may set is declared below with `?=`, after its description in `#:`
 # lines: docs/reference.md is generated from them (netrepro/cli/reference.py).
@@ -30,8 +32,8 @@ SITE ?= local
 EXPERIMENT ?= pie-vs-red
 #: run, reproduce: every duration of the schedule multiplied by it, 0.001 to 100 (--time-scale)
 TIME_SCALE ?= 1
-#: run, reproduce, provision: the rate scale k in (0, 1], every rate and byte size times k (read by
-#: netrepro from the environment; its --rate-scale does the same); empty: chosen by the site
+#: run, reproduce, provision: the rate scale k, 0.001 to 1, every rate and byte size times k (read
+#: by netrepro from the environment; its --rate-scale does the same); empty: chosen by the site
 RATE_SCALE ?=
 #: the lease of a testbed site (instageni, fabric), hours. up, reproduce: the initial lease (read by
 #: netrepro as the site option hours of a site that has one; empty: the site's default, 6 on instageni,
