@@ -20,6 +20,25 @@ V1_RUN = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 #: pie-vs-red's schema_version 1 file, for the tests of the version 1 format (netrepro.experiment.spec.Spec,
 #: netrepro migrate; experiments/pie-vs-red is schema_version 2); goes with that format.
 PIE_VS_RED_V1 = Path(__file__).resolve().parent / "data" / "specs" / "pie-vs-red-v1.yml"
+#: A schema_version 2 experiment with switches and named links (h1, h2 -- s1 -- s2 -- h3), written for the tests.
+LAB19_LIKE = Path(__file__).resolve().parent / "data" / "experiments" / "lab19-like.yml"
+
+
+@pytest.fixture(scope="module")
+def spec():
+    """experiments/pie-vs-red loaded (:func:`netrepro.experiment.spec.load_spec`), once per
+    test module: the experiment most unit tests read. Shared by the module's tests, so a test
+    that changes it changes a ``copy.deepcopy`` of it."""
+    from netrepro.experiment.spec import load_spec
+    return load_spec("pie-vs-red")
+
+
+@pytest.fixture(scope="module")
+def switched():
+    """:data:`LAB19_LIKE` loaded once per test module: the switched topology a site must
+    build, address and log into port by port (shared as :func:`spec` is)."""
+    from netrepro.experiment.spec import load_spec
+    return load_spec(LAB19_LIKE)
 
 
 class _RecordedSite(SimpleNamespace):
@@ -227,7 +246,8 @@ def assert_exports_and_reads_back(run_dir: Path, out: Path) -> Path:
     in use) and analyse it anew: its summary.csv and verdict.json must be the run's, byte for
     byte. Returns the crate's folder (unpacked into ``out/unpacked``)."""
     from analysis import analyze
-    from netrepro.runfolder.crate import export_run, unpack_crate
+    from netrepro.runfolder.crate import export_run
+    from netrepro.runfolder.cratereading import unpack_crate
     from netrepro.runfolder.cratecheck import validate_crate
 
     out.mkdir(parents=True)

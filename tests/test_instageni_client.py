@@ -15,7 +15,6 @@ import xmlrpc.client
 
 import pytest
 
-from netrepro.experiment.spec import load_spec
 from netrepro.sites import get_site
 from netrepro.sites.base import SiteError
 from netrepro.sites.instageni import client as geni_client
@@ -30,11 +29,6 @@ AM = "https://am.example:12369/protogeni/xmlrpc/am/3.0"
 SA = "https://sa.example/sa"
 MA = "https://sa.example/ma"
 SLICE = "urn:publicid:IDN+emulab.net:netrepro+slice+s1"
-
-
-@pytest.fixture(scope="module")
-def spec():
-    return load_spec("pie-vs-red")
 
 
 def ok(value):

@@ -20,11 +20,6 @@ REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
 
 
-@pytest.fixture(scope="module")
-def spec() -> Spec:
-    return load_spec("pie-vs-red")
-
-
 def logins_for(spec: Spec, **kw) -> dict[str, NodeLogin]:
     return {n: NodeLogin(name=n, host=f"172.30.0.{11 + i}", **kw) for i, n in enumerate(spec.nodes)}
 

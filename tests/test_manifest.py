@@ -34,11 +34,6 @@ EXPECTED = {
 }
 
 
-@pytest.fixture(scope="module")
-def spec():
-    return load_spec("pie-vs-red")
-
-
 def test_every_fixture_is_covered():
     assert ALL and {p.name for p in ALL} == set(EXPECTED)
 

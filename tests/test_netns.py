@@ -18,16 +18,11 @@ import pytest
 import yaml
 
 from netrepro.sites.local import netns
-from netrepro.experiment.spec import Spec, load_spec
+from netrepro.experiment.spec import Spec
 
 DATA = Path(__file__).resolve().parent / "data" / "specs"
 LAYOUT = netns.Layout(mgmt_subnet="172.30.0.0/24", config_dir="/cfg", runtime_dir="/rt",
                       authorized_keys="/cfg/authorized_keys")
-
-
-@pytest.fixture(scope="module")
-def spec() -> Spec:
-    return load_spec("pie-vs-red")
 
 
 # --- names -----------------------------------------------------------------------------------

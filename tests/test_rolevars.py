@@ -14,11 +14,6 @@ from netrepro.experiment.spec import Spec, load_spec
 
 
 @pytest.fixture(scope="module")
-def spec():
-    return load_spec("pie-vs-red")
-
-
-@pytest.fixture(scope="module")
 def mv(spec):
     return model_vars(spec)
 

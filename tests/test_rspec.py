@@ -17,11 +17,6 @@ XSD = FIXTURES / "schemas" / "protogeni-rspec-2" / "request.xsd"
 G = "{%s}" % rspec.GENI_V3_NS
 
 
-@pytest.fixture(scope="module")
-def spec():
-    return load_spec("pie-vs-red")
-
-
 def test_request_has_seven_vms_two_lans_and_the_spec_addresses(spec):
     root = etree.fromstring(rspec.request_xml(spec).encode())
     nodes = root.findall(G + "node")

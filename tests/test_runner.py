@@ -17,12 +17,7 @@ from netrepro.runner import checks, console, instances, playbooks, ssh, steps, t
 from netrepro.runfolder import writing
 from netrepro.runfolder.integrity import sha256_tree, verify_raw
 from netrepro.sites.base import process_group_alive
-from netrepro.experiment.spec import Spec, SpecError, load_spec
-
-
-@pytest.fixture(scope="module")
-def spec() -> Spec:
-    return load_spec("pie-vs-red")
+from netrepro.experiment.spec import SpecError, load_spec
 
 
 @pytest.fixture(autouse=True)

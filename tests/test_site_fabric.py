@@ -17,11 +17,6 @@ from netrepro.experiment.spec import load_spec
 
 
 @pytest.fixture(scope="module")
-def spec():
-    return load_spec("pie-vs-red")
-
-
-@pytest.fixture(scope="module")
 def built(spec, tmp_path_factory):
     fm = offline_manager(project_id="p-123", bastion_username="alice_0001", workdir=str(tmp_path_factory.mktemp("fablib")))
     opts = FabricOptions(site="UTAH", cores=4, ram_gb=16, disk_gb=20, image="default_ubuntu_24", slice_name="t")
@@ -186,12 +181,6 @@ def test_release_without_reservation_is_harmless(spec, tmp_path):
     site.release()
     with pytest.raises(SiteError, match="nothing reserved"):
         site.logins()
-
-
-@pytest.fixture(scope="module")
-def switched():
-    from pathlib import Path
-    return load_spec(Path(__file__).resolve().parent / "data" / "experiments" / "lab19-like.yml")
 
 
 @pytest.fixture(scope="module")

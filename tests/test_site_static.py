@@ -11,17 +11,11 @@ import yaml
 from netrepro.sites import get_site
 from netrepro.sites.base import SiteError
 from netrepro.sites.static.site import load_static_file, match_addresses, parse_ip_addr_json, ssh_argv
-from netrepro.experiment.spec import load_spec
 
 # Recorded on the development machine (iproute2 6.1) from a namespace made for the purpose:
 #   ip netns add nrtest1; three veths moved in; nrm0 192.168.100.5/24, nrv0 10.10.1.254/24,
 #   nrv2 10.10.2.254/24; `ip -n nrtest1 -j addr`; namespace and veths deleted afterwards.
 IP_J_ADDR_ROUTER = r'''[{"ifindex": 1, "ifname": "lo", "flags": ["LOOPBACK", "UP", "LOWER_UP"], "mtu": 65536, "qdisc": "noqueue", "operstate": "UNKNOWN", "group": "default", "txqlen": 1000, "link_type": "loopback", "address": "00:00:00:00:00:00", "broadcast": "00:00:00:00:00:00", "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8, "scope": "host", "label": "lo", "valid_life_time": 4294967295, "preferred_life_time": 4294967295}, {"family": "inet6", "local": "::1", "prefixlen": 128, "scope": "host", "valid_life_time": 4294967295, "preferred_life_time": 4294967295}]}, {"ifindex": 8, "link_index": 7, "ifname": "nrv0", "flags": ["NO-CARRIER", "BROADCAST", "MULTICAST", "UP"], "mtu": 1500, "qdisc": "noqueue", "operstate": "LOWERLAYERDOWN", "group": "default", "txqlen": 1000, "link_type": "ether", "address": "8e:8d:be:85:35:f1", "broadcast": "ff:ff:ff:ff:ff:ff", "link_netnsid": 0, "addr_info": [{"family": "inet", "local": "10.10.1.254", "prefixlen": 24, "scope": "global", "label": "nrv0", "valid_life_time": 4294967295, "preferred_life_time": 4294967295}]}, {"ifindex": 10, "link_index": 9, "ifname": "nrv2", "flags": ["NO-CARRIER", "BROADCAST", "MULTICAST", "UP"], "mtu": 1500, "qdisc": "noqueue", "operstate": "LOWERLAYERDOWN", "group": "default", "txqlen": 1000, "link_type": "ether", "address": "ba:f9:30:d2:6e:e6", "broadcast": "ff:ff:ff:ff:ff:ff", "link_netnsid": 0, "addr_info": [{"family": "inet", "local": "10.10.2.254", "prefixlen": 24, "scope": "global", "label": "nrv2", "valid_life_time": 4294967295, "preferred_life_time": 4294967295}]}, {"ifindex": 12, "link_index": 11, "ifname": "nrm0", "flags": ["NO-CARRIER", "BROADCAST", "MULTICAST", "UP"], "mtu": 1500, "qdisc": "noqueue", "operstate": "LOWERLAYERDOWN", "group": "default", "txqlen": 1000, "link_type": "ether", "address": "1e:25:38:78:57:80", "broadcast": "ff:ff:ff:ff:ff:ff", "link_netnsid": 0, "addr_info": [{"family": "inet", "local": "192.168.100.5", "prefixlen": 24, "scope": "global", "label": "nrm0", "valid_life_time": 4294967295, "preferred_life_time": 4294967295}]}]'''
-
-
-@pytest.fixture(scope="module")
-def spec():
-    return load_spec("pie-vs-red")
 
 
 @pytest.fixture(autouse=True)
@@ -210,14 +204,6 @@ def test_preflight_checks_the_file_without_contacting_nodes(spec, tmp_path):
 # and renamed ens4 and ens5 (no address, as a testbed VM's NICs before provisioning), then
 # `ip -n nrrec1 -j addr`; namespace and veths deleted afterwards.
 IP_J_ADDR_SWITCH = r'''[{"ifindex":1,"ifname":"lo","flags":["LOOPBACK"],"mtu":65536,"qdisc":"noop","operstate":"DOWN","group":"default","txqlen":1000,"link_type":"loopback","address":"00:00:00:00:00:00","broadcast":"00:00:00:00:00:00","addr_info":[]},{"ifindex":2,"link_index":437,"ifname":"ens4","flags":["BROADCAST","MULTICAST"],"mtu":1500,"qdisc":"noop","operstate":"DOWN","group":"default","txqlen":1000,"link_type":"ether","address":"b2:cc:ee:36:df:c0","broadcast":"ff:ff:ff:ff:ff:ff","link_netnsid":0,"addr_info":[]},{"ifindex":3,"link_index":438,"ifname":"ens5","flags":["BROADCAST","MULTICAST"],"mtu":1500,"qdisc":"noop","operstate":"DOWN","group":"default","txqlen":1000,"link_type":"ether","address":"2e:12:12:2b:48:5d","broadcast":"ff:ff:ff:ff:ff:ff","link_netnsid":0,"addr_info":[]}]'''
-LAB19_LIKE = "tests/data/experiments/lab19-like.yml"
-
-
-@pytest.fixture(scope="module")
-def switched():
-    from pathlib import Path
-    return load_spec(Path(__file__).resolve().parent.parent / LAB19_LIKE)
-
 
 def switched_data():
     """A nodes file of lab19-like: hosts keyed by interface name, s2's ports named as the machine names them."""

@@ -20,17 +20,12 @@ from netrepro.sites.instageni.aggregates import TLSPolicy, load_aggregates, reso
 from netrepro.sites.instageni.client import AggregateVersion, GeniClient, GeniError, poll_until, summarize_status
 from netrepro.sites.instageni.credentials import load_client_cert, load_credentials
 from netrepro.sites.instageni.site import default_slice_name
-from netrepro.experiment.spec import SpecError, load_spec
+from netrepro.experiment.spec import SpecError
 
 from testbed import pki
 
 RSPEC_DATA = Path(__file__).resolve().parent / "data" / "rspec"  # copies of public RSpecs, see SOURCE.md
 MANIFEST = RSPEC_DATA / "manifest" / "cloudlab-utah-2node-CS244-oncache.xml"
-
-
-@pytest.fixture(scope="module")
-def spec():
-    return load_spec("pie-vs-red")
 
 
 @pytest.mark.parametrize("site", ["instageni", "fabric", "static"])

@@ -19,11 +19,6 @@ REAL = EXPERIMENTS_DIR / "pie-vs-red" / "experiment.yml"
 DATA = Path(__file__).resolve().parent / "data" / "specs"
 
 
-@pytest.fixture(scope="module")
-def spec() -> Spec:
-    return load_spec("pie-vs-red")
-
-
 def _assert_one_line(err: SpecError, path: Path, field: str, words: list[str]) -> None:
     msg = str(err)
     assert "\n" not in msg, msg
