@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro.cli import commands as cli
+from netrepro.cli import commands as cli, options, step_commands
 from netrepro.sites import OPTION_ENV
 from netrepro.experiment.spec import EXPERIMENTS_DIR
 
@@ -125,14 +125,14 @@ def test_bad_time_scale_environment_does_not_break_other_commands(nr):
 def test_time_scale_must_be_finite():
     import argparse
     with pytest.raises(argparse.ArgumentTypeError, match="TIME_SCALE"):
-        cli._time_scale("inf")
+        options.time_scale_arg("inf")
 
 
 def test_time_scale_parser_values():
-    assert cli._time_scale("0.1") == 0.1
-    assert cli._time_scale("2") == 2.0
+    assert options.time_scale_arg("0.1") == 0.1
+    assert options.time_scale_arg("2") == 2.0
     args = cli.build_parser().parse_args(["run", "pie-vs-red", "--time-scale", "0.25", "--trial", "pie-limited"])
-    assert args.time_scale == 0.25 and args.trial == ["pie-limited"] and args.func is cli.cmd_run
+    assert args.time_scale == 0.25 and args.trial == ["pie-limited"] and args.func is step_commands.cmd_run
 
 
 def test_analyze_empty_run_folder(nr, tmp_path):
@@ -228,11 +228,11 @@ def test_jobs_option_values():
     assert parse(["run", "pie-vs-red", "--site", "ns3", "--jobs", "3"]).jobs == 3
     assert parse(["reproduce", "pie-vs-red", "--jobs", "64"]).jobs == 64
     assert parse(["run", "pie-vs-red"]).jobs is None  # the site's default (netrepro.runner.instances.checked_jobs)
-    assert cli._schedule_args(parse(["run", "pie-vs-red", "--jobs", "2"]))["jobs"] == 2
+    assert options.schedule_args(parse(["run", "pie-vs-red", "--jobs", "2"]))["jobs"] == 2
     for bad in ("0", "65", "x", "2.5", ""):
         with pytest.raises(argparse.ArgumentTypeError, match=r"JOBS: .*expected a whole number of trials to run at "
                                                              r"once \(--jobs N\) from 1 to 64"):
-            cli._jobs(bad)
+            options.jobs_arg(bad)
 
 
 def test_a_dry_run_says_how_long_n_at_once_take(nr):

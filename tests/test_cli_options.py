@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from netrepro.cli import commands as cli
+from netrepro.cli import commands as cli, reproduce, step_commands
 from netrepro.sites import OPTION_ENV
 from netrepro.core import packages
 from netrepro.runner import setup as nsetup
@@ -75,7 +75,8 @@ def test_the_option_reaches_the_step_that_chooses_the_scale(command, target, mon
     monkeypatch.setattr(steps, "up", lambda *a, **k: None)
     monkeypatch.setattr(steps, "down", lambda *a, **k: None)
     monkeypatch.setattr(steps, "provision", fake)
-    monkeypatch.setattr(cli, "run", fake)
+    monkeypatch.setattr(step_commands, "run", fake)
+    monkeypatch.setattr(reproduce, "run", fake)
     with pytest.raises(Stop):
         cli.main([command, "pie-lab", "--site", "ns3", "--rate-scale", "0.1"])
     assert seen.get("rate_scale") == "0.1"
@@ -140,7 +141,7 @@ def test_a_run_refuses_a_scale_other_than_the_provisioned_one(monkeypatch):
 # --- setup ------------------------------------------------------------------------------------------
 def test_setup_takes_the_local_mode_as_an_option(monkeypatch):
     seen = {}
-    monkeypatch.setattr(cli, "setup", lambda **kw: seen.update(kw) or 0)
+    monkeypatch.setattr(step_commands, "setup", lambda **kw: seen.update(kw) or 0)
     assert cli.main(["setup", "--site", "local", "--check", "--option", "mode=uml"]) == 0
     assert seen["options"] == {"mode": "uml"} and seen["check_only"]
     assert cli.main(["setup", "--site", "local", "--check"]) == 0

@@ -23,7 +23,7 @@ from netrepro.core.errors import RunFolderError
 from analysis.scales import (COLUMNS, axis_label, claim_values, draw_rate_scale,
                                 rate_scale_of, rate_scale_table)
 from netrepro.model import METRICS, QUANTITY_NAMES, STATISTICS
-from netrepro.cli.commands import judge_trial
+from netrepro.cli.step_commands import judge_trial
 from netrepro.runner import run, steps
 from netrepro.sites.ns3 import site as ns3
 from netrepro.experiment.spec import load_spec

@@ -27,7 +27,7 @@ from analysis.compare import compare, run_label
 from netrepro.core.errors import RunFolderError
 from analysis.scales import (SCALES, ScaleMin, columns, report_section, scale_figure, scale_mins, scale_of,
                              scale_table, time_scale_of)
-from netrepro.cli.commands import judge_trial
+from netrepro.cli.step_commands import judge_trial
 from netrepro.runner import run, steps
 from netrepro.sites.ns3 import site as ns3
 from netrepro.experiment.spec import Spec, load_spec

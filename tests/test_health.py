@@ -532,7 +532,7 @@ def test_the_controller_records_the_health_of_each_trial(tmp_path, monkeypatch, 
     import tarfile
     from types import SimpleNamespace
 
-    from netrepro.cli.commands import judge_trial
+    from netrepro.cli.step_commands import judge_trial
     from netrepro.runner import trial, trialvars
 
     spec = load_spec("pie-vs-red")  # the run's trial, with the files its nodes wrote

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netrepro.cli.commands import quick_table, quick_time_scale
+from netrepro.cli.reproduce import quick_table, quick_time_scale
 from netrepro.experiment.spec import REPO_ROOT, SpecError, load_spec
 
 

@@ -26,7 +26,7 @@ from analysis.tidy import trial_tidy
 from analysis.raw import parse_flows, parse_ping
 from netrepro.sites.ns3 import stacks as ns3_stacks
 from netrepro.runner import run, steps, trialvars
-from netrepro.cli.commands import judge_trial
+from netrepro.cli.step_commands import judge_trial
 from netrepro.sites.ns3 import site as ns3
 from netrepro.sites.base import SiteError
 from netrepro.experiment.spec import Spec, load_spec

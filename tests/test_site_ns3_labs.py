@@ -16,7 +16,7 @@ from conftest import assert_exports_and_reads_back
 
 from analysis import analyze_run
 from analysis.raw import parse_iperf3
-from netrepro.cli.commands import judge_trial
+from netrepro.cli.step_commands import judge_trial
 from netrepro.runner import run, steps
 from netrepro.sites.ns3 import stacks as ns3_stacks
 from netrepro.sites.ns3 import site as ns3

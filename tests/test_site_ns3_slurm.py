@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import pytest
 
 from analysis import analyze_run
-from netrepro.cli.commands import judge_trial
+from netrepro.cli.step_commands import judge_trial
 from netrepro.experiment.spec import REPO_ROOT, load_spec
 from netrepro.runner import run, steps
 from netrepro.runner.console import StepIncomplete

@@ -61,7 +61,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     ``progress_tty``: the progress display (:class:`netrepro.runner.progress.RunProgress`): rich's
     on a terminal (default: when stdout is one), else timestamped lines.
     ``judge``: judges each trial's health as it completes (:data:`TrialJudge`; the command
-    line hands in the analysis's, :func:`netrepro.cli.commands.judge_trial`), recorded as the
+    line hands in the analysis's, :func:`netrepro.cli.step_commands.judge_trial`), recorded as the
     trial's ``health`` in run.json; None: not judged during the run.
     ``jobs``: how many trial instances run at once (:func:`checked_jobs`): by default the
     site's (:meth:`Site.default_jobs`: the ns3 site's Slurm executor queues 32), else one per

@@ -34,7 +34,7 @@ from netrepro.experiment.spec import Spec
 #: the spec, the trial's record for run.json, its raw folder (``raw/<trial>/``) and TIME_SCALE;
 #: returns the record's ``health`` (``{"passed": bool, "checks": [...]}``) and each failed check
 #: in a line for the console. It must not raise. The runner does not import the analysis:
-#: the command line hands in :func:`netrepro.cli.commands.judge_trial`.
+#: the command line hands in :func:`netrepro.cli.step_commands.judge_trial`.
 TrialJudge = Callable[[Spec, dict, Path, float], tuple[dict, list[str]]]
 
 
