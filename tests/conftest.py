@@ -114,14 +114,15 @@ def recorded_site(tmp_path, monkeypatch):
 def netrepro_on_this_host(tmp_path_factory, name: str, unset: tuple[str, ...] = (), timeout_s: float = 1800):
     """What a test that builds namespaces on this host runs netrepro with: root required (the
     test fails saying so otherwise), a folder of its own (``base``, ``tmp_path_factory``'s
-    ``name``), the environment (``env``) with the sites' state and the results under it and
+    ``name``), the environment (``env``) with the sites' state, the inventories and the results under it and
     ``unset`` removed (the machine's settings must not steer the test), and ``nr(*args)``:
     ``python -m netrepro *args`` from the repository in that environment, its output captured,
     stopped after ``timeout_s`` s (subprocess.TimeoutExpired)."""
     if os.geteuid() != 0:
         pytest.fail("needs root (network namespaces); run `make test` as root")
     base = tmp_path_factory.mktemp(name)
-    env = dict(os.environ, NETREPRO_STATE=str(base / "state"), NETREPRO_RESULTS=str(base / "results"))
+    env = dict(os.environ, NETREPRO_STATE=str(base / "state"), NETREPRO_INVENTORY=str(base / "inventory"),
+               NETREPRO_RESULTS=str(base / "results"))
     for var in unset:
         env.pop(var, None)
 

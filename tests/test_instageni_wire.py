@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from testbed.account import write_account
 from testbed.aggregate import AM_PATH, PROFILES, TestAggregate, wait_for
@@ -77,6 +78,9 @@ def test_up_renew_down_over_the_wire(account, agg):
     assert st["slice_urn"] == "urn:publicid:IDN+emulab.net:netrepro-ae+slice+nr-gatewayfif-alice"
     assert set(st["logins"]) == {"gw", "swa", "swb", "a1", "a2", "b1", "b2"}
     assert {lg["user"] for lg in st["logins"].values()} == {"alice"}   # of two members' logins
+    inventory = account.base / "inventory" / "gateway-fifo-instageni.yml"   # NETREPRO_INVENTORY: the test's own
+    groups = yaml.safe_load(inventory.read_text())["all"]["children"].values()
+    assert {host for group in groups for host in group["hosts"]} == set(st["logins"])
     assert agg.methods() == ["GetVersion", "get_credentials", "create", "get_credentials", "Allocate", "Provision",
                              "PerformOperationalAction", "Status", "Describe"]
     assert len(agg.slivers) == 7 + 6 and all(s["operational"] == "geni_ready" for s in agg.slivers.values())
@@ -86,7 +90,7 @@ def test_up_renew_down_over_the_wire(account, agg):
     assert account.state()["expires"] != st["expires"]
     down = account.nr("down")
     assert down.returncode == 0, down.stderr
-    assert agg.slivers == {} and account.state() == {}
+    assert agg.slivers == {} and account.state() == {} and not inventory.exists()
     assert "slivers deleted" in down.stderr
 
 

@@ -39,6 +39,8 @@ ENV_VARS: dict[str, str] = {
     # --- where netrepro keeps things
     "NETREPRO_STATE": "the folder of the sites' state folders (reservations, logins, logs); default .state/ in "
                       "the repository",
+    "NETREPRO_INVENTORY": "the folder of the generated Ansible inventories (up writes one per reservation, "
+                          "provision and run use it, down and clean remove it); default inventory/ in the repository",
     "NETREPRO_RESULTS": "the folder run folders are written into; default results/ in the repository",
     "NETREPRO_CACHE": "the download cache (the micro-VM kernel; tools/fresh-root-check's root tarball); "
                       "default ~/.cache/netrepro",

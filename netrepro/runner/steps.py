@@ -30,8 +30,9 @@ from netrepro.experiment.spec import REPO_ROOT, Spec
 
 #: The sites' state folders: ``.state/`` in the repository, or ``$NETREPRO_STATE``.
 STATE_ROOT = Path(os.environ.get("NETREPRO_STATE", REPO_ROOT / ".state"))
-#: The generated Ansible inventories.
-INVENTORY_DIR = REPO_ROOT / "inventory"
+#: The generated Ansible inventories: ``inventory/`` in the repository, or ``$NETREPRO_INVENTORY``
+#: (tests that run side by side each give their own).
+INVENTORY_DIR = Path(os.environ.get("NETREPRO_INVENTORY", REPO_ROOT / "inventory"))
 
 
 #: The most reservations a campaign holds at once (``--parallel N``).

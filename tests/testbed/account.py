@@ -24,7 +24,8 @@ def write_account(base: Path, agg, user: str = "alice", cert: Path | None = None
     ``cert``: the PEM to use (default: a current one the aggregate's CA signs, key encrypted
     with :data:`PASSPHRASE`); ``aggregates``: the aggregates file's text (default: the
     aggregate's own). Returns (the environment: this process's without NETREPRO_*, GENI_* and
-    AGGREGATE variables, plus the account's, and state and results under ``base``; the PEM's path).
+    AGGREGATE variables, plus the account's, and state, inventories and results under ``base``, so
+    that tests run side by side share none of them; the PEM's path).
     """
     base = Path(base)
     base.mkdir(parents=True, exist_ok=True)
@@ -40,5 +41,6 @@ def write_account(base: Path, agg, user: str = "alice", cert: Path | None = None
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NETREPRO_", "GENI_", "AGGREGATE"))}
     env.update({"NETREPRO_AGGREGATES": str(base / "aggregates.yml"), "NETREPRO_GENI_CONTEXT": str(base / "context.json"),
                 "NETREPRO_GENI_KEY_PASSPHRASE": PASSPHRASE,
-                "NETREPRO_STATE": str(base / "state"), "NETREPRO_RESULTS": str(base / "results")})
+                "NETREPRO_STATE": str(base / "state"), "NETREPRO_INVENTORY": str(base / "inventory"),
+                "NETREPRO_RESULTS": str(base / "results")})
     return env, cert

@@ -4,7 +4,7 @@ fablib (fabrictestbed-extensions 2.0.9) is pointed at four hosts by its configur
 (fabric_rc: FABRIC_CREDMGR_HOST, FABRIC_ORCHESTRATOR_HOST, FABRIC_CORE_API_HOST,
 FABRIC_BASTION_HOST). It checks each is reachable on port 443 (22 for the bastion) before it
 uses them, and reaches the nodes through the bastion on port 22 only, so the stand-in takes
-ports 443 and 22 of an address of its own in 127.0.0.0/8 (:func:`free_loopback`), named in
+ports 443 and 22 of an address of its own in 127.0.0.0/8 (:func:`claim_loopback`), named in
 the user's fabric_rc as all four hosts:
 
 - HTTPS (a server certificate of a test CA, which the client trusts through
@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import fcntl
 import hashlib
 import hmac
 import itertools
@@ -60,13 +61,14 @@ import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
 
 from testbed.nodes import free_id, shared_folder
@@ -91,20 +93,26 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def free_loopback(ports: tuple[int, ...] = (443, 22)) -> str:
+def claim_loopback(ports: tuple[int, ...] = (443, 22)) -> tuple[str, IO]:
     """An address of 127.0.0.0/8 (from 127.0.0.42 up) on which every port of ``ports`` can be
-    bound now. Raises RuntimeError naming the ports when none is found (a service of this
-    machine holds them on every address, e.g. an sshd on 0.0.0.0:22)."""
+    bound now, and its claim: an open lock file (``<tmp>/netrepro-testbed-<address>.lock``,
+    flock'd) that no other process holds; closing it frees the address. Stand-ins started at
+    once by tests run side by side (pytest-xdist workers) thus never take one address between
+    probing and binding it. Raises RuntimeError naming the ports when none is found (a
+    service of this machine holds them on every address, e.g. an sshd on 0.0.0.0:22)."""
     for last in range(42, 255):
         addr = f"127.0.0.{last}"
+        claim = open(Path(tempfile.gettempdir()) / f"netrepro-testbed-{addr}.lock", "w")
         socks = []
         try:
+            fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)   # OSError: another stand-in's
             for port in ports:
                 s = socket.socket()
                 socks.append(s)
                 s.bind((addr, port))
-            return addr
+            return addr, claim
         except OSError:
+            claim.close()
             continue
         finally:
             for s in socks:
@@ -212,7 +220,7 @@ class TestFabric:
         self.base = Path(base)
         self.base.mkdir(parents=True, exist_ok=True)
         self.builder, self.experiment = builder, experiment
-        self.address = free_loopback()
+        self.address, self._claim = claim_loopback()
         self.pki = TestPKI(self.base / "pki", "Test FABRIC CA")
         self.faults: dict[str, Any] = {}
         self.calls: list[tuple[str, str, int]] = []
@@ -276,6 +284,7 @@ class TestFabric:
             self.server = Server((self.address, 443), Handler)
         except OSError:
             self.bastion.close()
+            self._claim.close()
             raise
         self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -287,7 +296,8 @@ class TestFabric:
         token, as the portal's "Manage Tokens" gives it), the bastion key, the slice key pair and
         a fabric_rc naming this stand-in's address as every host. Returns the environment that
         makes netrepro use them (this process's without FABRIC_* and NETREPRO_*, plus
-        FABRIC_RC, REQUESTS_CA_BUNDLE, NETREPRO_STATE and NETREPRO_RESULTS under ``folder``)."""
+        FABRIC_RC, REQUESTS_CA_BUNDLE, and NETREPRO_STATE, NETREPRO_INVENTORY and NETREPRO_RESULTS
+        under ``folder``, so that tests run side by side share none of them)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         token = folder / "id_token.json"
@@ -311,14 +321,17 @@ class TestFabric:
             "export FABRIC_LOG_LEVEL=INFO", ""]))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("NETREPRO_", "FABRIC_"))}
         env.update({"FABRIC_RC": str(rc), "REQUESTS_CA_BUNDLE": str(self.pki.ca_file),
-                    "NETREPRO_STATE": str(folder / "state"), "NETREPRO_RESULTS": str(folder / "results")})
+                    "NETREPRO_STATE": str(folder / "state"), "NETREPRO_INVENTORY": str(folder / "inventory"),
+                    "NETREPRO_RESULTS": str(folder / "results")})
         return env
 
     def close(self) -> None:
-        """Stop serving and the bastion; tear down any nodes still built (what a test left reserved)."""
+        """Stop serving and the bastion, freeing the address; tear down any nodes still built (what a
+        test left reserved)."""
         self.server.shutdown()
         self.server.server_close()
         self.bastion.close()
+        self._claim.close()
         if self._build is not None:
             self._build.join(600)
         if self.builder is not None:
