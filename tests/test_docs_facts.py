@@ -175,7 +175,7 @@ def test_the_range_check_can_fail():
 #: packages (coreutils, grep, dash, util-linux) and of the README's prerequisites (python3,
 #: make, git, ca-certificates, which pulls in openssl; python3-venv, which gives the virtual
 #: environment its pip).
-BASE = {"cd", "export", "cp", "grep", "sh", "unshare", "make", "python3", "python", "git", "openssl", "pip"}
+BASE = {"cd", "export", "cp", "mkdir", "grep", "sh", "unshare", "make", "python3", "python", "git", "openssl", "pip"}
 
 
 def _requirement_names(path: Path) -> list[str]:
