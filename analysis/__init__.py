@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import Spec, SpecError
-from netrepro.runfolder.crate import check_crate, is_crate, open_crate
+from netrepro.runfolder.cratereading import check_crate, is_crate, open_crate
 from netrepro.runfolder.layout import run_json
 from netrepro.runfolder.outputs import crate_output_dir
 from netrepro.runfolder.reading import read_run
@@ -61,7 +61,7 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
 
     Args:
         run_dir: the run directory (holds run.json and raw/), or a run exported as an RO-Crate
-            (a folder or zip, :func:`netrepro.runfolder.crate.open_crate`), which is input
+            (a folder or zip, :func:`netrepro.runfolder.cratereading.open_crate`), which is input
             only: checked (links, special files, bounds, metadata, every file's sha256) and
             never written; its outputs go into ``out_dir``, else a new folder beside it,
             ``<crate name without .zip>-analysis[-N]/``
@@ -117,10 +117,10 @@ def _analyze_folder(run_dir: Path | str, spec: Spec | None, figures: bool, parti
 def _analyze_crate(crate: Path, spec: Spec | None, figures: bool, partial: bool, out_dir: Path | None,
                    experiment: str | None) -> "AnalysisResult":
     """:func:`analyze` of the crate ``crate``, read only: checked first, writing nothing
-    (:func:`netrepro.runfolder.crate.check_crate`); then its outputs go into ``out_dir``, or a
+    (:func:`netrepro.runfolder.cratereading.check_crate`); then its outputs go into ``out_dir``, or a
     new folder beside it (:func:`netrepro.runfolder.outputs.crate_output_dir`), a zip being
     unpacked into a temporary folder inside that folder and removed afterwards
-    (:func:`netrepro.runfolder.crate.open_crate`). When anything fails, a folder made here is
+    (:func:`netrepro.runfolder.cratereading.open_crate`). When anything fails, a folder made here is
     removed with what was written into it.
 
     Raises:

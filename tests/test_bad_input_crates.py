@@ -28,8 +28,9 @@ from analysis import analyze
 from badinput import Row, run_row, tree_digest
 from netrepro.cli.commands import main
 from netrepro.core.errors import RunFolderError
-from netrepro.runfolder import crate as crates
-from netrepro.runfolder.crate import CRATE_METADATA, export_run, open_crate, unpack_crate
+from netrepro.runfolder import cratereading as crates
+from netrepro.runfolder.crate import export_run
+from netrepro.runfolder.cratereading import CRATE_METADATA, open_crate, unpack_crate
 
 DATA = Path(__file__).resolve().parent / "data" / "pie-vs-red-local-0.1"
 #: The module's crate, made once (:func:`base`): ``zip``, ``folder``, ``run``.

@@ -277,7 +277,7 @@ def test_a_run_analysed_again_after_a_change_is_exported_with_that_analysis(tmp_
 def test_a_citation_linked_to_a_regular_file_is_read(tmp_path):
     """A --citation the user gives may be a link to a regular file (only the run's files are
     never followed)."""
-    from netrepro.runfolder.crate import read_citation
+    from netrepro.runfolder.citation import read_citation
 
     real = _elsewhere(tmp_path, "CITATION.cff", b"cff-version: 1.2.0\ntitle: t\nauthors:\n  - name: Lab\n")
     (tmp_path / "link.cff").symlink_to(real)

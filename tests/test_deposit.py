@@ -33,7 +33,8 @@ import pytest
 
 from analysis import analyze
 from netrepro.core.errors import RunFolderError
-from netrepro.runfolder.crate import export_run, read_citation
+from netrepro.runfolder.citation import read_citation
+from netrepro.runfolder.crate import export_run
 from netrepro.runfolder.deposit import related, zenodo_metadata
 
 ROOT = Path(__file__).resolve().parent.parent

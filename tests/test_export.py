@@ -16,8 +16,9 @@ from netrepro.cli.commands import main
 from netrepro.core.errors import RunFolderError
 from netrepro.runfolder.cratecheck import validate_crate
 from netrepro.runfolder.writing import keep_site_documents
-from netrepro.runfolder.crate import (CRATE_METADATA, EXPERIMENT_FILE, PROCESS_RUN_CRATE, deposit_path, export_run,
-                                      open_crate, references, unpack_crate)
+from netrepro.runfolder.citation import references
+from netrepro.runfolder.crate import EXPERIMENT_FILE, PROCESS_RUN_CRATE, deposit_path, export_run
+from netrepro.runfolder.cratereading import CRATE_METADATA, open_crate, unpack_crate
 
 DATA = Path(__file__).resolve().parent / "data"
 #: Every recorded run in tests/data with its raw data.

@@ -74,7 +74,7 @@ def software_link(cff: dict) -> tuple[str, str] | None:
     """``(identifier, scheme)`` of the software a CITATION.cff describes, as a related
     identifier takes it: its ``doi`` (scheme ``doi``), else its ``repository-code``, else its
     ``url`` (scheme ``url``); None when it gives none that is a DOI or an http(s) URL
-    (:data:`DOI_RE`, :data:`URL_RE`; :func:`netrepro.runfolder.crate.read_citation` refuses
+    (:data:`DOI_RE`, :data:`URL_RE`; :func:`netrepro.runfolder.citation.read_citation` refuses
     a malformed one)."""
     doi = str(cff.get("doi") or "")
     if DOI_RE.match(doi):
