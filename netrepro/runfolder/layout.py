@@ -59,9 +59,16 @@ LATEST = "latest"
 RESERVE = ".reserve"
 #: The record of an analysis: what made its outputs, from which inputs, and their sha256.
 ANALYSIS_RECORD = "analysis.json"
+#: The analysis outputs (docs/results-format.md), each named once here: every sample (long
+#: form), every statistic, the within-trial intervals, the figures' folder, the verdict, the
+#: report, each trial in Flent's format; a repeated run's repetitions (``repetitions/r<k>/``)
+#: and its table across them; a sweep's points (``sweep/<point>/``) and its table across them.
+TIDY, SUMMARY, INTERVALS, FIGURES, VERDICT, REPORT, FLENT = (
+    "tidy.csv.gz", "summary.csv", "intervals.csv", "figures", "verdict.json", "report.md", "flent")
+REPETITIONS, REPETITIONS_TABLE, SWEEP, SWEEP_TABLE = "repetitions", "repetitions.csv", "sweep", "sweep.csv"
 #: The files and folders of one analysis output set.
-OUTPUT_NAMES = ("tidy.csv.gz", "summary.csv", "intervals.csv", "figures", "verdict.json", "report.md", ANALYSIS_RECORD,
-                "repetitions", "repetitions.csv", "sweep", "sweep.csv", "flent")
+OUTPUT_NAMES = (TIDY, SUMMARY, INTERVALS, FIGURES, VERDICT, REPORT, ANALYSIS_RECORD,
+                REPETITIONS, REPETITIONS_TABLE, SWEEP, SWEEP_TABLE, FLENT)
 #: The environment variable naming the folder run folders go into (netrepro/core/envvars.py).
 RESULTS_ENV = "NETREPRO_RESULTS"
 
