@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from netrepro.core.errors import RunFolderError
-from netrepro.runfolder.reading import recorded_rate_scale
+from netrepro.runfolder.record import recorded_rate_scale
 from analysis.claims import pair_value, select, selection_keys
 from analysis.repetitions import across
 from netrepro.model import Claim, quantity_name
@@ -97,13 +97,14 @@ PANEL_KEYS = ["claim", "part", "check", "quantity", "statistic", "trial", "subje
 def rate_scale_of(data: dict, where: str | Path = "run.json") -> float:
     """The rate scale k of a run (``data``: its run.json): ``rate_scale.k``; 1 when
     ``rate_scale`` is missing or null (runs made before rate scales) or has no ``k``
-    (:func:`netrepro.runfolder.reading.recorded_rate_scale`, where run.json is read).
+    (:func:`netrepro.runfolder.record.recorded_rate_scale`, where run.json is read).
 
     Raises:
         RunFolderError: naming ``where`` and ``rate_scale``: not an object, or its ``k`` not a
             finite number > 0.
     """
-    return recorded_rate_scale(data, where)
+    rs = recorded_rate_scale(data, where)
+    return rs.k if rs is not None else 1.0
 
 
 def time_scale_of(data: dict, where: str | Path = "run.json") -> float:

@@ -4,8 +4,9 @@ A run folder is ``results/<experiment>/<run-id>/`` with ``run.json`` and ``raw/`
 (:mod:`netrepro.runfolder.layout`). :func:`read_run` is where the analysis (and
 ``netrepro.cli.bench``) reads a run: run.json parsed
 (:func:`read_run_json`), the fields read as numbers, times and lists checked
-(:func:`check_record`: ``rate_scale``, ``lead_s``, ``started_at``, ``lost_reservations``, ...)
-and its experiment. A run recorded with a schema_version 1 file (the
+(:func:`check_record`: the typed record of :mod:`netrepro.runfolder.record`, an earlier
+version of run.json upgraded, ``rate_scale``, ``lead_s``, ``started_at``, ``lost_reservations``,
+... checked) and its experiment. A run recorded with a schema_version 1 file (the
 format pie-vs-red had before it was migrated) is converted here, once, through
 :func:`netrepro.experiment.migrate.migrate_data`; nothing after this knows version 1, and the run folder is
 never written. :func:`model_run_records` checks the trial records the analysis reads and
@@ -22,13 +23,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime
 from pathlib import Path
 
 from netrepro.core.errors import RunFolderError
 from netrepro.experiment.migrate import migrate_data, recorded_rate_scaling
 from netrepro.experiment.spec import TIME_SCALE_MAX, TIME_SCALE_MIN, Spec
 from netrepro.runfolder.integrity import RawCheck, verify_raw
+from netrepro.runfolder.record import LEAD_S_MAX, LEAD_S_MIN, RunRecord, is_num, recorded_rate_scale
 from netrepro.runfolder.layout import RUN_JSON, latest, raw_dir, run_json
 
 #: A trial id is also a folder name under raw/: a plain name, never a path.
@@ -38,94 +39,16 @@ _TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 PARTIAL_HINT = "to analyze what is there, add --partial"
 
 
-#: The range of run.json's ``lead_s``, the barrier's least lead in seconds: the one a run
-#: accepts (NETREPRO_LEAD_S, :func:`netrepro.runner.barrier.lead_from_env`), from the barrier's
-#: guard (0.2 s: ``netrepro.runner.barrier.BARRIER_GUARD_S``, the least margin a node may
-#: acknowledge its release with) to an hour.
-LEAD_S_MIN, LEAD_S_MAX = 0.2, 3600.0
-
-#: What run.json's ``lost_reservations`` holds, in words (:func:`netrepro.runner.run._lose` writes it).
-_LOST_SHAPE = ("{reservation: its copy number, at: an ISO 8601 time, trial, reason, unanswered: the nodes, "
-               "released: true or false}")
-
-
-def _is_num(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _shown(x) -> str:
-    """A value of run.json for a message: its repr, at most 60 characters."""
-    return repr(x)[:60]
-
-
-def _is_time(x) -> bool:
-    """Whether ``x`` is a time as run.json records it: ISO 8601 text with its UTC offset
-    (Python's ``datetime.isoformat()`` of an aware time, as the runner writes it)."""
-    if not isinstance(x, str):
-        return False
-    try:
-        return datetime.fromisoformat(x).tzinfo is not None
-    except ValueError:
-        return False
-
-
-def recorded_rate_scale(data: dict, where: Path | str = "run.json") -> float:
-    """The rate scale k of a run (``data``: its run.json): ``rate_scale.k``; 1 when
-    ``rate_scale`` is missing or null (runs made before rate scales) or has no ``k``.
-
-    Raises:
-        RunFolderError: naming ``where`` and ``rate_scale``: not an object, or its ``k`` not a
-            finite number > 0 (JSON's NaN and Infinity included).
-    """
-    rs = data.get("rate_scale")
-    if rs is None:
-        return 1.0
-    if not isinstance(rs, dict):
-        raise RunFolderError(where, f"rate_scale: expected an object {{k, why}} (or null), got {str(rs)[:60]!r}")
-    k = rs.get("k", 1)
-    if not _is_num(k) or k <= 0:
-        raise RunFolderError(where, f"rate_scale.k: expected a number > 0 (every rate and byte size times k), "
-                                   f"got {str(k)[:60]!r}")
-    return float(k)
-
-
-def check_record(path: Path | str, data: dict) -> None:
-    """The fields of run.json (``data``, read from ``path``) that the analysis, ``make bench``
-    and a resumed run read as numbers, times or lists, checked for their type and range before
-    any of them is used (:func:`read_run`, :func:`netrepro.runner.resume.load_resume`):
-
-    - ``rate_scale``: null or ``{k, why}``, k a finite number > 0 (:func:`recorded_rate_scale`);
-    - ``lead_s`` (missing or null: the barrier's default): a finite number of seconds from
-      :data:`LEAD_S_MIN` to :data:`LEAD_S_MAX`, as NETREPRO_LEAD_S;
-    - ``started_at``, ``finished_at`` (may be missing): ISO 8601 times with their UTC offset,
-      as the runner writes them (``datetime.isoformat()``);
-    - ``lost_reservations`` (may be missing): a list of the reservations a campaign lost, each
-      ``{reservation, at, trial, reason, unanswered, released}``.
-
-    Python's json module reads ``NaN`` and ``Infinity``: numbers are checked to be finite.
+def check_record(path: Path | str, data: dict) -> RunRecord:
+    """The record of run.json ``data`` (read from ``path``), its version upgraded and the fields
+    the analysis, ``make bench`` and a resumed run read as numbers, times or lists checked before
+    any of them is used (:meth:`netrepro.runfolder.record.RunRecord.from_json`: ``version``,
+    ``rate_scale``, ``lead_s``, ``started_at``, ``finished_at``, ``lost_reservations``).
 
     Raises:
         RunFolderError: one line naming ``path``, the field and what was expected.
     """
-    recorded_rate_scale(data, path)
-    lead = data.get("lead_s")
-    if lead is not None and not (_is_num(lead) and LEAD_S_MIN <= lead <= LEAD_S_MAX):
-        raise RunFolderError(path, f"lead_s: expected the barrier's lead in seconds, a number from {LEAD_S_MIN:g} "
-                                  f"to {LEAD_S_MAX:g} (the NETREPRO_LEAD_S a run accepts), got {_shown(lead)}")
-    for key in ("started_at", "finished_at"):
-        if key in data and not _is_time(data[key]):
-            raise RunFolderError(path, f"{key}: expected an ISO 8601 time with its UTC offset, as the run writes it "
-                                      f"(2026-11-25T19:36:28.123456+00:00), got {_shown(data[key])}")
-    lost = data.get("lost_reservations", [])
-    if not isinstance(lost, list):
-        raise RunFolderError(path, f"lost_reservations: expected a list of the reservations the campaign lost, each "
-                                  f"{_LOST_SHAPE}, got {_shown(lost)}")
-    for i, x in enumerate(lost):
-        if not (isinstance(x, dict) and isinstance(x.get("reservation"), int) and not isinstance(x["reservation"], bool)
-                and x["reservation"] >= 1 and _is_time(x.get("at")) and isinstance(x.get("trial"), str)
-                and isinstance(x.get("reason"), str) and isinstance(x.get("unanswered"), list)
-                and all(isinstance(n, str) for n in x["unanswered"]) and isinstance(x.get("released"), bool)):
-            raise RunFolderError(path, f"lost_reservations[{i}]: expected {_LOST_SHAPE}, got {_shown(x)}")
+    return RunRecord.from_json(data, path)
 
 
 def read_run_json(run_dir: Path | str) -> tuple[Path, dict]:
@@ -169,7 +92,7 @@ def read_run(run_dir: Path | str, spec: Spec | None = None) -> tuple[Path, dict,
     """
     run_dir, data = read_run_json(run_dir)
     path = run_json(run_dir)
-    check_record(path, data)
+    data = check_record(path, data).to_json()
     recorded = data.get("spec")
     if spec is None and not isinstance(recorded, dict):
         raise RunFolderError(path, "spec: expected an object (the experiment file as run)"
@@ -179,6 +102,13 @@ def read_run(run_dir: Path | str, spec: Spec | None = None) -> tuple[Path, dict,
     if spec is None:
         spec = Spec.from_data(recorded_rate_scaling(data["spec"]), f"{path}:spec")
     return run_dir, data, spec
+
+
+def read_record(run_dir: Path | str, spec: Spec | None = None) -> tuple[Path, RunRecord, Spec]:
+    """``(run_dir, record, spec)``: :func:`read_run`, its run.json as the typed record
+    (:class:`netrepro.runfolder.record.RunRecord`). Raises as :func:`read_run`."""
+    run_dir, data, spec = read_run(run_dir, spec)
+    return run_dir, RunRecord.from_json(data, run_json(run_dir)), spec
 
 
 def _from_version_1(path: Path, data: dict) -> dict:
@@ -211,7 +141,7 @@ def model_run_records(path: Path, data: dict, partial: bool) -> tuple[dict, list
             record without its start time, unless ``partial``.
     """
     ts = data.get("time_scale")
-    if not _is_num(ts) or not ts > 0:
+    if not is_num(ts) or not ts > 0:
         raise RunFolderError(path, f"time_scale: expected a number > 0, got {ts!r}"
                             if "time_scale" in data else "time_scale: missing; expected a number > 0")
     if not TIME_SCALE_MIN <= ts <= TIME_SCALE_MAX:  # the only ones a run accepts (TIME_SCALE)
@@ -226,7 +156,7 @@ def model_run_records(path: Path, data: dict, partial: bool) -> tuple[dict, list
         start = t.get("start_epoch_s") if isinstance(t, dict) else None
         if not isinstance(t, dict):
             raise RunFolderError(path, f"trials[{i}]: expected an object")
-        if not _is_num(start) or start <= 0:
+        if not is_num(start) or start <= 0:
             problem = (f"trials[{i}].start_epoch_s: " + ("missing" if start is None else f"got {start!r}")
                        + "; expected the trial's common start in Unix seconds")
             if not partial:
@@ -254,7 +184,7 @@ def verified_raw(run_dir: Path, data: dict, partial: bool) -> RawCheck:
         phases = t.get("phases") if isinstance(t, dict) else None
         if phases is not None and not (isinstance(phases, list) and all(
                 isinstance(ph, dict) and isinstance(ph.get("name"), str)
-                and all(_is_num(ph.get(k)) and math.isfinite(ph[k]) for k in ("start_s", "end_s"))
+                and all(is_num(ph.get(k)) and math.isfinite(ph[k]) for k in ("start_s", "end_s"))
                 for ph in phases)):
             raise RunFolderError(path, f"trials[{i}].phases: expected a list of the trial's phases, each "
                                       f"{{name, start_s, end_s}} in seconds, got {str(phases)[:80]!r}")
@@ -277,5 +207,5 @@ def latest_records(experiment: str, site_name: str) -> list[dict]:
     return [t for t in meta.get("trials") or [] if isinstance(t, dict)]
 
 
-__all__ = ["RunFolderError", "read_run_json", "read_run", "check_record", "recorded_rate_scale", "model_run_records",
-           "verified_raw", "latest_records", "PARTIAL_HINT", "LEAD_S_MIN", "LEAD_S_MAX"]
+__all__ = ["RunFolderError", "read_run_json", "read_run", "read_record", "check_record", "recorded_rate_scale", "model_run_records",
+           "verified_raw", "latest_records", "PARTIAL_HINT", "LEAD_S_MIN", "LEAD_S_MAX", "RunRecord"]
