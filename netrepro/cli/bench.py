@@ -35,8 +35,9 @@ from pathlib import Path
 
 from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import REPO_ROOT
-from netrepro.runfolder.layout import TIMINGS, raw_dir, run_json, trial_raw
-from netrepro.runfolder.reading import PARTIAL_HINT, model_run_records, read_run, verified_raw
+from netrepro.runfolder.layout import raw_dir, run_json, trial_raw
+from netrepro.runfolder.reading import PARTIAL_HINT, check_record, model_run_records, read_run, verified_raw
+from netrepro.runfolder.record import read_timings
 from netrepro.sites import SITES, Site, site_class
 
 
@@ -47,25 +48,14 @@ def _num(x) -> float | None:
     return float(x)
 
 
-def _dict(x) -> dict:
-    return x if isinstance(x, dict) else {}
-
-
 def _timings(run_dir: Path, partial: bool) -> tuple[dict, list[str]]:
-    """timings.json (step -> seconds) if there is one; a junk one is refused unless partial."""
-
-    path = run_dir / TIMINGS
-    if not path.exists():
-        return {}, []
+    """timings.json (step -> seconds: :func:`netrepro.runfolder.record.read_timings`) if there
+    is one; a junk one is refused unless partial."""
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError):
-        data = None
-    if isinstance(data, dict) and all(_num(v) is not None for v in data.values()):
-        return data, []
-    if not partial:
-        raise RunFolderError(path, "expected a JSON object of step -> seconds (written by `netrepro reproduce`); "
-                                  + PARTIAL_HINT)
+        return read_timings(run_dir), []
+    except RunFolderError as exc:
+        if not partial:
+            raise RunFolderError(exc.path, f"{exc.problem}; {PARTIAL_HINT}") from None
     return {}, ["timings.json: not a JSON object of step -> seconds; ignored"]
 
 
@@ -87,44 +77,42 @@ def figures(run_dir: Path, partial: bool = False) -> dict:
     rdir, data, spec = read_run(run_dir)
     data, left_out = model_run_records(run_json(rdir), data, partial)
     check = verified_raw(rdir, data, partial)
-    time_scale = float(data["time_scale"])
+    run = check_record(run_json(rdir), data)
+    time_scale = run.time_scale
     # the trials as run.json records them (a repeated run's or a sweep's instances each)
-    records = {t["id"]: t for t in data["trials"]}
+    records = {t.id: t for t in run.trials}
     ran, raw_summary = list(records), check.summary()
     incomplete = {t: why for t, why in check.by_trial().items() if t in records}
-    sched = sum((_num(r.get("duration_s")) or spec.duration_s * time_scale) + (_num(r.get("base_rtt_s")) or 0)
-                for r in records.values())
+    sched = sum((r.duration_s or spec.duration_s * time_scale) + (r.base_rtt_s or 0) for r in records.values())
     timings, notes = _timings(rdir, partial)
-    wall_trials = _num(data.get("wall_s")) or sum(_num(records[t].get("wall_s")) or 0 for t in ran)
+    wall_trials = run.wall_s or sum(records[t].wall_s or 0 for t in ran)
     wall_total = _num(timings.get("total_s")) or wall_trials
     # recomputed from raw/ and run.json, so runs recorded by older versions are measured alike
-    k = float(_dict(data.get("rate_scale")).get("k", 1) or 1)
+    k = run.rate_scale_k
     scaled = spec if k == 1 else spec.at_rate_scale(k)  # the rates as run (shaper_rate_off reads them)
-    health = {t: trial_health(scaled, records[t], trial_raw(rdir, t), time_scale) for t in ran}
-    fidelity = _fidelity(scaled, records, rdir, time_scale)
-    site_t = _dict(data.get("timings_s"))
+    health = {t: trial_health(scaled, records[t].to_json(), trial_raw(rdir, t), time_scale) for t in ran}
+    fidelity = _fidelity(scaled, {t: r.to_json() for t, r in records.items()}, rdir, time_scale)
+    site_t = run.timings_s
     return {
-        "run": str(run_dir), "site": data.get("site"), "mode": data.get("mode"), "time_scale": time_scale,
-        "rate_scale": data.get("rate_scale"),
+        "run": str(run_dir), "site": run.site, "mode": run.mode, "time_scale": time_scale,
+        "rate_scale": None if run.rate_scale is None else {"k": run.rate_scale.k, "why": run.rate_scale.why},
         "wall_total_s": wall_total, "wall_trials_s": wall_trials, "schedule_sum_s": sched,
         "overhead_total": (wall_total - sched) / sched if sched else None,
         "overhead_trials": (wall_trials - sched) / sched if sched else None,
-        "breakdown_s": {"micro-VM boot + site build": _num(_dict(data.get("site_status")).get("vm_boot_s")),
+        "breakdown_s": {"micro-VM boot + site build": _num(run.site_status.get("vm_boot_s")),
                         "up (incl. boot, SSH ready)": _num(timings.get("up_s", site_t.get("up"))),
                         "provision": _num(timings.get("provision_s", site_t.get("provision"))),
                         "trials": wall_trials, "analysis": _num(timings.get("analyze_s")),
                         "down": _num(timings.get("down_s"))},
-        "trial_wall_s": {t: _num(records[t].get("wall_s")) for t in ran},
+        "trial_wall_s": {t: records[t].wall_s for t in ran},
         # each trial's steps (netrepro.runner.trial.TRIAL_STEPS), where the runner timed them
-        "trial_steps_s": {t: {k: _num(v) for k, v in _dict(records[t].get("steps_s")).items()} or None for t in ran},
-        "trial_schedule_s": {t: (_num(records[t].get("duration_s")) or spec.duration_s * time_scale)
-                             for t in ran},
-        "trial_base_rtt_s": {t: _num(records[t].get("base_rtt_s")) or 0.0 for t in ran},
-        "controller_load_before": {t: (_dict(records[t].get("controller_loadavg")).get("before") or [None])[0]
-                                   for t in ran},
+        "trial_steps_s": {t: {k: _num(v) for k, v in records[t].steps_s.items()} or None for t in ran},
+        "trial_schedule_s": {t: records[t].duration_s or spec.duration_s * time_scale for t in ran},
+        "trial_base_rtt_s": {t: records[t].base_rtt_s or 0.0 for t in ran},
+        "controller_load_before": {t: (records[t].controller_loadavg.get("before") or [None])[0] for t in ran},
         # the site's forwarding test at reserve time, if it made one, as run.json recorded it
-        "capacity": _dict(data.get("site_status")).get("capacity"),
-        "substrate": describe_substrate(data.get("site"), data.get("site_status")),
+        "capacity": run.site_status.get("capacity"),
+        "substrate": describe_substrate(run.site, dict(run.site_status)),
         "health": health, "health_passed": all(h["passed"] for h in health.values()),
         "link_fidelity": fidelity,
         "raw_check": raw_summary,

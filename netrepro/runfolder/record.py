@@ -110,8 +110,9 @@ class TrialRecord:
     ``id``: the trial instance (a folder under raw/); ``trial``: the experiment's trial it
     ran (``id`` for a run without repetitions or sweep); ``start_epoch_s``: the trial's common
     start, Unix seconds; ``duration_s``: its schedule, s; ``wall_s``, ``base_rtt_s``: s;
-    ``status``; ``simulated``; ``repetition``, ``point``; ``labels``, ``phases``, ``health``
-    as recorded; ``fields``: every field as read (read-only)."""
+    ``status``; ``simulated``; ``repetition``, ``point``; ``labels``, ``phases``, ``health``,
+    ``steps_s`` (step -> s), ``controller_loadavg`` (``before``/``after``: the controller's load
+    averages) as recorded; ``fields``: every field as read (read-only)."""
     id: str | None
     trial: str | None
     start_epoch_s: float | None
@@ -125,6 +126,8 @@ class TrialRecord:
     labels: Mapping
     phases: tuple | None
     health: Mapping | None
+    steps_s: Mapping
+    controller_loadavg: Mapping
     fields: FrozenMap
 
     @classmethod
@@ -141,7 +144,8 @@ class TrialRecord:
                    repetition=rep if isinstance(rep, int) and not isinstance(rep, bool) else None,
                    point=_str(data.get("point")), labels=_map(data.get("labels")),
                    phases=tuple(phases) if isinstance(phases, list) else None,
-                   health=health if isinstance(health, Mapping) else None, fields=FrozenMap(data))
+                   health=health if isinstance(health, Mapping) else None, steps_s=_map(data.get("steps_s")),
+                   controller_loadavg=_map(data.get("controller_loadavg")), fields=FrozenMap(data))
 
     def to_json(self) -> dict:
         """The record as run.json writes it (every field as read)."""
@@ -227,7 +231,9 @@ class RunRecord:
     as written); ``started_at``, ``finished_at``: ISO 8601 times or None; ``trials``: the trial
     records (a non-object entry is left out here and refused where trials are checked);
     ``raw_sha256``: raw file (relative to raw/) -> sha256 hex; ``lost_reservations``;
-    ``fields``: every field as read (read-only; nested values as parsed)."""
+    ``wall_s``: the trials' wall time, s (None when missing); ``timings_s``: the site's steps ->
+    s; ``site_status``: what the site recorded of itself (an object; {} when missing);
+    ``toolkit_commit``; ``fields``: every field as read (read-only; nested values as parsed)."""
     version: int
     experiment: str | None
     site: str | None
@@ -241,6 +247,10 @@ class RunRecord:
     trials: tuple[TrialRecord, ...]
     raw_sha256: Mapping
     lost_reservations: tuple[LostReservation, ...]
+    wall_s: float | None
+    timings_s: Mapping
+    site_status: Mapping
+    toolkit_commit: str | None
     fields: FrozenMap
 
     @classmethod
@@ -277,7 +287,9 @@ class RunRecord:
                    started_at=_str(data.get("started_at")), finished_at=_str(data.get("finished_at")),
                    trials=tuple(TrialRecord.from_json(t) for t in trials if isinstance(t, Mapping))
                    if isinstance(trials, list) else (),
-                   raw_sha256=_map(data.get("raw_sha256")), lost_reservations=lost, fields=FrozenMap(data))
+                   raw_sha256=_map(data.get("raw_sha256")), lost_reservations=lost, wall_s=_num(data.get("wall_s")),
+                   timings_s=_map(data.get("timings_s")), site_status=_map(data.get("site_status")),
+                   toolkit_commit=_str(data.get("toolkit_commit")), fields=FrozenMap(data))
 
     @property
     def rate_scale_k(self) -> float:
