@@ -73,6 +73,13 @@ def read_run_json(run_dir: Path | str) -> tuple[Path, dict]:
     return run_dir, data
 
 
+def read_run_record(run_dir: Path | str) -> RunRecord:
+    """run.json of ``run_dir`` as its record, checked (:func:`read_run_json`,
+    :func:`check_record`; its experiment not read). Raises RunFolderError as they do."""
+    run_dir, data = read_run_json(run_dir)
+    return check_record(run_json(run_dir), data)
+
+
 def read_run(run_dir: Path | str, spec: Spec | None = None) -> tuple[Path, dict, Spec]:
     """``(run_dir, data, spec)``: run.json parsed (:func:`read_run_json`) and the experiment
     the run ran (``spec``, default run.json's ``spec``).
@@ -207,5 +214,5 @@ def latest_records(experiment: str, site_name: str) -> list[dict]:
     return [t for t in meta.get("trials") or [] if isinstance(t, dict)]
 
 
-__all__ = ["RunFolderError", "read_run_json", "read_run", "read_record", "check_record", "recorded_rate_scale", "model_run_records",
+__all__ = ["RunFolderError", "read_run_json", "read_run_record", "read_run", "read_record", "check_record", "recorded_rate_scale", "model_run_records",
            "verified_raw", "latest_records", "PARTIAL_HINT", "LEAD_S_MIN", "LEAD_S_MAX", "RunRecord"]
