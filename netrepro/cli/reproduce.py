@@ -4,7 +4,6 @@ verdicts side by side)."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -17,8 +16,8 @@ from netrepro.runner.console import StepIncomplete
 from netrepro.runner.instances import checked_jobs
 from netrepro.runner.resume import load_resume
 from netrepro.runner.run import run
-from netrepro.runfolder.atomic import write_text
-from netrepro.runfolder.layout import TIMINGS, run_json
+from netrepro.runfolder.reading import read_run_record
+from netrepro.runfolder.record import write_timings
 from netrepro.experiment.spec import load_spec
 
 
@@ -88,7 +87,7 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
                 if held := steps.open_site(spec, site, opts, k).held():
                     print(held)
     timings["total_s"] = round(time.time() - t0, 1)
-    write_text(run_dir / TIMINGS, json.dumps(timings, indent=1) + "\n")  # atomic: never through a link
+    write_timings(run_dir, timings)  # the run folder's owner writes it, atomically: never through a link
     return run_dir, verdict, timings
 
 
@@ -151,7 +150,7 @@ def cmd_quick(args) -> int:
         run_dir, verdict, timings = _reproduce(spec, site, ts_local, {}, sched,
                                                rate_scale=None if k is None else f"{k:g}")
         results.append((site, ts_local, run_dir, verdict, timings))
-        k = float((json.loads(run_json(run_dir).read_text()).get("rate_scale") or {}).get("k", 1))
+        k = read_run_record(run_dir).rate_scale_k
     print("[quick] verdicts side by side:")
     for line in quick_table(results):
         print(line)
