@@ -91,7 +91,7 @@ SHADOW = "root:$6$Qs4Fy3hZ$SECRETHASHSECRETHASHSECRETHASH.0123456789abcdef:19700
 def _bound_rows() -> list[Row]:
     """Each numeric option of instageni, fabric and local beyond its bound (and hours' junk), on up:
     one line naming the option, the value and the range. The options are checked in one place
-    (netrepro.sites.base.check_options) whatever the command; hours=1e308, which passed plan and
+    (netrepro.sites.options.check_options) whatever the command; hours=1e308, which passed plan and
     the dry run and then crashed up, is also tried on plan and a dry run of reproduce."""
     rows = []
     cases = [("instageni", "hours", "1e308", "expected a number of hours above 0 and at most 336"),

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import SiteError
+from netrepro.sites.errors import SiteError
 from netrepro.experiment.spec import REPO_ROOT, Spec, SpecError
 
 #: The committed request RSpec of an experiment: rspecs/<name>.xml.
@@ -42,7 +42,7 @@ def inventory_from_manifest(spec: Spec, manifest_path: Path | str, user: str | N
     """
     from netrepro.sites.inventory import build_inventory, dump_inventory
     from netrepro.sites.instageni.manifest import logins_from_manifest
-    from netrepro.sites.base import existing_file, login_user_problem
+    from netrepro.sites.login import existing_file, login_user_problem
 
     for opt, value, check in (("--user", user, login_user_problem), ("--key", key_file, existing_file)):
         problem = check(value) if value is not None else None

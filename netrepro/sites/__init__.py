@@ -18,7 +18,10 @@ import os
 from pathlib import Path
 from typing import Any, Collection
 
-from netrepro.sites.base import DEFAULT_SITE, SITES, NodeLogin, Site, SiteError, SiteOptions, site_class
+from netrepro.sites.base import DEFAULT_SITE, SITES, Site, site_class
+from netrepro.sites.errors import SiteError
+from netrepro.sites.login import NodeLogin
+from netrepro.sites.options import SiteOptions
 from netrepro.experiment.spec import Spec, SpecError
 
 #: Environment variables (make variables) passed as site options: variable -> option key.
@@ -53,7 +56,7 @@ def site_options(pairs: list[str] | None, environ: dict[str, str] | None = None,
     :data:`DECLARED_OPTION_ENV` for the option keys in ``declared``, the chosen site's) and then
     ``--option KEY=VALUE`` ``pairs`` (which win), remembering where each came from.
 
-    Keys and values are checked when the site is made (:func:`netrepro.sites.base.check_options`).
+    Keys and values are checked when the site is made (:func:`netrepro.sites.options.check_options`).
     Raises:
         SpecError: a pair without ``=`` (one line naming ``--option``).
     """

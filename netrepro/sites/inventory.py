@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from netrepro.sites.base import NodeLogin
+from netrepro.sites.login import NodeLogin
 from netrepro.experiment.spec import Spec
 
 

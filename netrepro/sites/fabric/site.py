@@ -34,9 +34,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, lease_kept_line,
-                                 login_user_problem, matches, number_in, positive_int_option, private_key_problem,
-                                 public_key_problem, read_json_object, read_small_text, ssh_host_problem)
+from netrepro.sites.base import Site, lease_kept_line
+from netrepro.sites.errors import SiteError
+from netrepro.sites.login import (NodeLogin, login_user_problem, private_key_problem, public_key_problem,
+                                  read_json_object, read_small_text, ssh_host_problem)
+from netrepro.sites.options import Option, as_bool, boolean, matches, number_in, positive_int_option
 from netrepro.experiment.spec import Spec
 
 DEFAULT_RC = "~/work/fabric_config/fabric_rc"

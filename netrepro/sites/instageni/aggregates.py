@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from netrepro.sites.base import SiteError, read_small_text
+from netrepro.sites.errors import SiteError
+from netrepro.sites.login import read_small_text
 
 AGGREGATES_FILE = Path(__file__).resolve().parent / "aggregates.yml"
 #: The Emulab/CloudLab portal's member and slice authorities (Federation API v2; geni-lib

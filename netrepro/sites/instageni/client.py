@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from netrepro.sites.base import SiteError
+from netrepro.sites.errors import SiteError
 from netrepro.sites.instageni.aggregates import DEFAULT_MA, DEFAULT_SA, TLSPolicy, stderr_line, tls_context
 from netrepro.sites.instageni.credentials import GeniCredentials, PORTAL_PEM, load_client_cert
 

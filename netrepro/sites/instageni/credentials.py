@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from netrepro.sites.base import (PRIVATE_KEY_RE, SiteError, private_key_problem, public_key_problem,
-                                 read_json_object, read_small_text)
+from netrepro.sites.errors import SiteError
+from netrepro.sites.login import (PRIVATE_KEY_RE, private_key_problem, public_key_problem, read_json_object,
+                                  read_small_text)
 
 #: geni-lib's default context file (written by its ``build-context`` / ``context-from-bundle``).
 DEFAULT_CONTEXT = "~/.bssw/geni/context.json"

@@ -16,7 +16,7 @@ parser tolerates (see tests/data/rspec/SOURCE.md):
 A login's ``username`` and ``hostname`` reach ssh's command line, so they are checked like a
 static site's (a login name; a host name or IP address; neither may start with ``-``).
 
-Errors raise :class:`netrepro.sites.base.SiteError` with a one-line message naming the file,
+Errors raise :class:`netrepro.sites.errors.SiteError` with a one-line message naming the file,
 the field and what was expected.
 """
 
@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netrepro.sites.base import NodeLogin, SiteError, login_user_problem, ssh_host_problem
+from netrepro.sites.errors import SiteError
+from netrepro.sites.login import NodeLogin, login_user_problem, ssh_host_problem
 from netrepro.sites.instageni.rspec import interface_id
 from netrepro.experiment.spec import Spec
 

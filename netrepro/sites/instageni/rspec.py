@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import as_bool, positive_int_option
+from netrepro.sites.options import as_bool, positive_int_option
 from netrepro.experiment.spec import Spec, SpecError
 
 GENI_V3_NS = "http://www.geni.net/resources/rspec/3"

@@ -22,8 +22,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, boolean, existing_file,
-                                 interfaces_text, lease_kept_line, login_user_problem, matches, number_in, read_small_text)
+from netrepro.sites.base import Site, interfaces_text, lease_kept_line
+from netrepro.sites.errors import SiteError
+from netrepro.sites.login import NodeLogin, existing_file, login_user_problem, read_small_text
+from netrepro.sites.options import Option, as_bool, boolean, matches, number_in
 from netrepro.sites.instageni import manifest as geni_manifest
 from netrepro.sites.instageni import rspec as geni_rspec
 from netrepro.sites.instageni.aggregates import (AGGREGATES_FILE, load_aggregates, resolve_aggregate,

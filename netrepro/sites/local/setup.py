@@ -19,7 +19,8 @@ import platform
 from pathlib import Path
 
 from netrepro.core.packages import apt_install, which
-from netrepro.sites.base import Option, SiteError, one_of
+from netrepro.sites.errors import SiteError
+from netrepro.sites.options import Option, one_of
 from netrepro.sites.local import uml
 
 #: The local site's option ``mode`` (:data:`netrepro.sites.local.site.LocalSite.OPTIONS`).

@@ -32,8 +32,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from netrepro.sites import inventory
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, origin_of, at_once, matches, mgmt_subnet,
-                                 number_in, process_group_alive)
+from netrepro.sites.base import Site, at_once, process_group_alive
+from netrepro.sites.errors import SiteError
+from netrepro.sites.login import NodeLogin
+from netrepro.sites.options import Option, matches, mgmt_subnet, number_in, origin_of
 from netrepro.sites.local import capacity, microvm, netns, uml
 from netrepro.sites.local.setup import MODE_OPTION, VM_OVER_UML, setup_local
 from netrepro.experiment.spec import REPO_ROOT, Spec

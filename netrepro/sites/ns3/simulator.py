@@ -12,7 +12,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from netrepro.sites.base import SiteError
+from netrepro.sites.errors import SiteError
 
 #: The ns-3 release of the PyPI wheel whose C++ headers and libraries netrepro-sim is built
 #: against (``pip install --no-deps ns3==3.44.post0``: its cppyy Python bindings are not used).

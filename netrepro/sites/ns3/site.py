@@ -65,7 +65,10 @@ from typing import Any
 
 from netrepro.core import tc
 from netrepro.model import Model, Port, TrafficItem, Trial
-from netrepro.sites.base import NodeLogin, Option, Site, SiteError, number_in
+from netrepro.sites.base import Site
+from netrepro.sites.errors import SiteError
+from netrepro.sites.login import NodeLogin
+from netrepro.sites.options import Option, number_in
 from netrepro.sites.ns3 import slurm, stacks
 from netrepro.sites.ns3.simulator import NS3_VERSION, SOURCE, build
 from netrepro.experiment.spec import REPO_ROOT, Spec

@@ -33,7 +33,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from netrepro.sites.base import Option, SiteError, matches, number_in, one_of
+from netrepro.sites.errors import SiteError
+from netrepro.sites.options import Option, matches, number_in, one_of
 
 #: How long the first simulation begun waits for others to join its job array, s.
 GATHER_S = 0.5

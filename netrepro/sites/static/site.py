@@ -54,8 +54,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from netrepro.sites.base import (NodeLogin, Option, Site, SiteError, as_bool, at_once, boolean, interfaces_text,
-                                 login_problem, private_key_problem, safe_path_problem)
+from netrepro.sites.base import Site, at_once, interfaces_text
+from netrepro.sites.errors import SiteError
+from netrepro.sites.login import NodeLogin, login_problem, private_key_problem, safe_path_problem
+from netrepro.sites.options import Option, as_bool, boolean
 from netrepro.sites import inventory
 from netrepro.experiment.spec import Spec, SpecError
 from netrepro.core.yamlfile import load_yaml_file
@@ -195,7 +197,7 @@ def load_static_file(spec: Spec, path: Path | str) -> dict[str, NodeLogin]:
 def check_login_fields(path: Path | str, where: str, entry: dict[str, Any]) -> None:
     """Check the fields of one node entry that reach ssh (``host``, ``port``, ``user``,
     ``proxy_jump``, ``key``) with the check every login gets when it is made and when it is
-    read back from state.json (:func:`netrepro.sites.base.login_problem`); see the module
+    read back from state.json (:func:`netrepro.sites.login.login_problem`); see the module
     docstring. The key file must exist and hold a private key.
 
     Raises:
