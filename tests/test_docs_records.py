@@ -229,3 +229,55 @@ def test_the_headline_check_can_fail():
     bad = headline_problems(readme.replace(first, old))
     assert any("analysed by netrepro" in b for b in bad) and any("What each found" in b for b in bad)
     assert broken_links(REPO / "README.md", "see [x](docs/runs/nowhere/) and [y](https://example.org)") == ["docs/runs/nowhere/"]
+
+
+# --- how long a command takes, page against page ------------------------------------------------
+
+#: A duration a page gives: ``about 13 minutes``, ``22 min (1328 s)``.
+DURATION_RE = re.compile(r"\babout (\d+(?:\.\d+)?) minutes\b|\b(\d+(?:\.\d+)?) min \(")
+
+
+def stated_durations(text: str) -> list[tuple[str, float]]:
+    """(command, minutes) of each sentence or table row of ``text`` whose subject is a make
+    command (its first backticked span, within its first three words or its first cell) and
+    that gives it a duration (:data:`DURATION_RE`), the command without a variable that changes
+    what it runs (EXPERIMENT, SITE, TIME_SCALE, REPEAT)."""
+    units = []
+    for para in re.split(r"\n\s*\n", text):
+        if para.lstrip().startswith("|"):
+            units += [ln.strip().strip("|").split("|", 1)[-1] if ln.count("|") > 2 and "`make" not in ln.split("|")[1]
+                      else ln.strip().strip("|") for ln in para.splitlines()]
+        else:
+            units += re.split(r"(?<=[.;])\s+(?=[A-Z(`\[])", " ".join(para.split()))
+    out = []
+    for u in units:
+        u = u.strip()
+        m = re.match(r"^(?:\S+ ){0,2}?\s*`(make [a-z-]+)((?: [A-Z_]+=\S*)*)`", u)
+        d = DURATION_RE.search(u)
+        if m and d and not re.search(r"EXPERIMENT=|SITE=|TIME_SCALE=|REPEAT=", m.group(2) + u[:d.start()]):
+            out.append((m.group(1), float(d.group(1) or d.group(2))))
+    return out
+
+
+def disagreeing_durations(texts: dict[str, str]) -> dict[str, set]:
+    """command -> {(minutes, page)} for each command the pages give more than one duration."""
+    seen: dict[str, set] = {}
+    for page, text in texts.items():
+        for cmd, minutes in stated_durations(text):
+            seen.setdefault(cmd, set()).add((minutes, page))
+    return {c: v for c, v in seen.items() if len({m for m, _ in v}) > 1}
+
+
+def test_every_page_gives_a_command_the_same_duration():
+    texts = {str(p.relative_to(REPO)): p.read_text() for p in PAGES if p.parent != RUNS}
+    assert any(c == "make quick" for t in texts.values() for c, _ in stated_durations(t))
+    bad = disagreeing_durations(texts)
+    assert not bad, f"pages give these commands different durations: {bad}"
+
+
+def test_the_duration_check_can_fail():
+    readme = "| `make quick` | pie-vs-red: about 13 minutes on a 2-core machine |"
+    ae = "`make quick` runs the local site at 0.5 (about 15\nminutes on a 2-core machine), then the simulation."
+    assert stated_durations(readme) == [("make quick", 13.0)] and stated_durations(ae) == [("make quick", 15.0)]
+    assert disagreeing_durations({"README.md": readme, "ae.md": ae}) == {"make quick": {(13.0, "README.md"), (15.0, "ae.md")}}
+    assert stated_durations("`make quick EXPERIMENT=pie-lab` takes about 3 minutes.") == []
