@@ -73,10 +73,15 @@ def composed(name: str) -> bool:
     return False
 
 
+#: The tests' own functions, which a page may name (``test_every_declared_check_has_one_measurement``).
+TEST_FUNCTIONS = {name for f in (REPO / "tests").rglob("test_*.py")
+                  for name in re.findall(r"^\s*def (test_\w+)", f.read_text(), re.M)}
+
+
 def unknown_identifiers(text: str, words: set[str]) -> list[str]:
     """The backticked identifiers of ``text`` (:data:`IDENT_RE`) that are neither a word of
-    ``words`` nor :func:`composed`, sorted."""
-    return sorted({m for m in IDENT_RE.findall(text) if m not in words and not composed(m)})
+    ``words``, nor :func:`composed`, nor a test function of tests/, sorted."""
+    return sorted({m for m in IDENT_RE.findall(text) if m not in words and not composed(m) and m not in TEST_FUNCTIONS})
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +98,7 @@ def test_every_backticked_identifier_is_defined_in_the_code(page, words):
 def test_the_identifier_check_can_fail(words):
     text = "| `ping_received`, `collector_sampling` | samples missing | `pie_prob`, `peakrate_mbit`, `cl-utah` |"
     assert unknown_identifiers(text, words) == ["collector_sampling"]
+    assert unknown_identifiers("`test_the_identifier_check_can_fail`, `test_no_such_test`", words) == ["test_no_such_test"]
     assert "sampling_ping" in words and "sampling_qdisc_stats" in words
 
 
