@@ -61,6 +61,14 @@ The checks, in this order (``id``: value, unit; threshold key; sources):
   ``shaper_rate_off_max_fraction``. Mininet-HiFi's link invariant (analysis/fidelity.py): a
   busy link sends at its rate, and a host that cannot keep up sends less. Not measured when
   no sampled port has a shaper or no interval was busy.
+- ``pacing_rate_off``: per iperf3 item whose pacing limits its rate
+  (:func:`netrepro.model.pacing_limited`: every item of the trial paced, together below the
+  lowest shaped rate of their path), the share of its streams' one-second intervals (not
+  omitted, each stream's first left out: slow start fills it) whose rate (iperf3's
+  ``bits_per_second``) is off the stream's pacing rate by more than
+  ``pacing_rate_tolerance_fraction`` (default :data:`PACING_RATE_TOLERANCE`); the largest
+  share; ``fraction``; ``pacing_rate_off_max_fraction``. The substrate's timers did not pace
+  the flow (late timers send less, bursts more). Not applicable in a trial without such items.
 - ``timer_late``: per queue collector, how late its samples within the schedule woke behind
   their deadlines (the sampler keeps a fixed schedule: analysis/fidelity.py
   ``timer_lateness_ms``), at the 99th percentile; the largest; ``ms``; ``timer_late_max_ms``.
@@ -96,6 +104,7 @@ field not recorded) or whose computation raises fails, with the reason in ``deta
 
 from __future__ import annotations
 
+import inspect
 import math
 from pathlib import Path
 from typing import Callable
@@ -129,12 +138,20 @@ MEASUREMENTS: dict[str, Callable] = {
     "controller_cpu_busy": machines.controller_cpu_busy,
 }
 
-#: The checks whose measurement reads the trial's start (run.json ``start_epoch_s``), and
-#: those that read its schedule's duration: without it they are not measured.
-NEEDS_START = frozenset({"ping_received", "flow_start_lag", "flow_start_skew", "data_start_lag", "sampling_ping",
-                         "sampling_qdisc_stats", "queue_delay_excess", "shaper_rate_off", "timer_late"})
-NEEDS_DURATION = frozenset({"ping_received", "data_start_lag", "sampling_ping", "sampling_qdisc_stats",
-                            "shaper_rate_off", "timer_late"})
+
+
+def _reading(keyword: str) -> frozenset[str]:
+    """The checks of :data:`MEASUREMENTS` whose measurement takes ``keyword`` as a parameter of
+    its own (not only through ``**_``)."""
+    return frozenset(cid for cid, measure in MEASUREMENTS.items() if keyword in inspect.signature(measure).parameters)
+
+
+#: The checks whose measurement reads the trial's start (its parameter ``start``: run.json
+#: ``start_epoch_s``), and those that read its schedule's duration (``duration``): without it
+#: they are not measured. Read from each measurement's signature, so that a new measurement
+#: says what it needs where it is written.
+NEEDS_START = _reading("start")
+NEEDS_DURATION = _reading("duration")
 
 
 def measures(spec) -> list[tuple[HealthCheck, Callable]]:

@@ -9,8 +9,9 @@ iperf3 item                     ``throughput_mbit`` (iperf3's end summary, :func
                                 ``rtt_mean_ms`` and ``cwnd_mean_bytes`` (over its streams'
                                 intervals), ``throughput_cov`` (coefficient of variation
                                 std/mean of its per-interval throughput), ``stream_jain_index``
-                                (Jain's index over its parallel streams), ``share`` (of the
-                                trial's total)
+                                (Jain's index over its parallel streams) and
+                                ``stream_throughput_cov`` (coefficient of variation of their
+                                mean throughputs), ``share`` (of the trial's total)
 ping item                       ``rtt_median_ms``, ``rtt_mean_ms``, ``rtt_p95_ms``, ``rtt_min_ms``,
                                 ``ping_received_fraction``; with ``base_rtt``,
                                 ``queue_delay_median_ms``, ``queue_delay_mean_ms``,
