@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -177,18 +180,94 @@ def distinct_run(src: Path, dst: Path) -> Path:
     return dst
 
 
-def processes_mentioning(text: str) -> list[str]:
-    """Processes on the host whose command line contains ``text`` (not this test's own)."""
-    found = []
+def _process_table() -> dict[int, tuple[int, str, str]]:
+    """Every running process of the host but this one (zombies are done): pid -> (parent pid,
+    start time in clock ticks since boot, command line), from /proc/<pid>/stat (fields 3, 4
+    and 22, proc(5)) and cmdline. The start time tells a process from a later one given the
+    same pid."""
+    table = {}
     for d in Path("/proc").iterdir():
-        if d.name.isdigit() and int(d.name) != os.getpid():
-            try:
-                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if text in cmd:
-                found.append(f"{d.name}: {cmd[:200]}")
-    return found
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:   # ended meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()   # after "pid (comm) ": field 3 on
+        if fields[0] not in ("Z", "X"):
+            table[int(d.name)] = (int(fields[1]), fields[19], cmd)
+    return table
+
+
+def processes_mentioning(text: str, pids: set[int] | None = None) -> list[str]:
+    """Processes on the host (or among ``pids``) whose command line contains ``text`` (not this
+    test's own), as "pid: command line"."""
+    return [f"{pid}: {cmd[:200]}" for pid, (_, _, cmd) in _process_table().items()
+            if text in cmd and (pids is None or pid in pids)]
+
+
+def processes_of_folder(folder: Path) -> dict[int, tuple[str, str]]:
+    """The processes that belong to a test's ``folder``: those whose command line names it (or
+    a path in it), and every descendant of theirs (a daemon's sessions and what they run, which
+    name nothing of it). pid -> (start time, command line)."""
+    table = _process_table()
+    named = re.compile(re.escape(str(folder)) + r"(/|\s|$)")
+    found = {pid for pid, (_, _, cmd) in table.items() if named.search(cmd)}
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = list(found)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return {pid: table[pid][1:] for pid in found}
+
+
+_STARTED = pytest.StashKey[dict]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    """Before a test's fixtures are torn down: the processes of its ``tmp_path``
+    (:func:`processes_of_folder`), while their daemons still hold their sessions as children;
+    :func:`no_process_left` checks they are gone after."""
+    tmp = getattr(item, "funcargs", {}).get("tmp_path")
+    if tmp is not None:
+        item.stash[_STARTED] = processes_of_folder(tmp)
+    yield
+
+
+@pytest.fixture(autouse=True)
+def no_process_left(request):
+    """After every test that has a ``tmp_path`` and after its fixtures' teardown: no process it
+    started is still running, i.e. none of those :func:`pytest_runtest_teardown` found before
+    the teardown (the same pid and start time), nor any other naming ``tmp_path``. Those still
+    there after 10 s are killed (SIGKILL) and the test fails naming them: a test stops what it
+    starts, daemons and their sessions too (tests/test_ssh_keepalive.py's node sshd and its
+    ``sleep 600`` once outlived ``make test``)."""
+    yield
+    tmp = request.node.funcargs.get("tmp_path")
+    if tmp is None:
+        return
+    before = request.node.stash.get(_STARTED, {})
+    deadline = time.monotonic() + 10
+    while True:
+        now = processes_of_folder(tmp)
+        table = _process_table()
+        now.update({pid: info for pid, info in before.items() if table.get(pid, (0, None))[1] == info[0]})
+        if not now or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    for pid in now:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert not now, (f"the test left {len(now)} process(es) running (killed now): "
+                     + "; ".join(f"{pid}: {cmd[:160]}" for pid, (_, cmd) in sorted(now.items())))
 
 
 def claim_records(claims: list[dict]) -> list:

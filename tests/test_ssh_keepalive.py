@@ -8,18 +8,24 @@ that its packets are dropped without a reset, as when a testbed VM is stopped un
 The keepalives (:data:`netrepro.sites.inventory.KEEPALIVE_OPTIONS`, 4 probes 15 s apart) end
 the master and the command with ssh's 255 in about 60 s; without them the command waits until
 TCP gives up on the peer (about 15 minutes). About 70 s. Root (network namespaces).
+
+Nothing it starts outlives it: the node's sshd, its sessions and what they run (the command's
+``sleep 600``, left behind when the link went silent) are every process of the node's
+namespace, killed before the namespace is deleted (``ip netns del`` kills none).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from conftest import processes_mentioning
 
 from netrepro.runner.ssh import close_ssh_masters, node_ssh_argv
 from netrepro.sites.base import NodeLogin
@@ -35,10 +41,31 @@ def sh(*argv: str) -> None:
     assert res.returncode == 0, f"{' '.join(argv)}: {res.stderr}"
 
 
+def namespace_pids(ns: str) -> set[int]:
+    """The processes in network namespace ``ns`` (``ip netns pids``)."""
+    return {int(p) for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()}
+
+
+def kill_namespace_processes(ns: str, wait_s: float = 10) -> set[int]:
+    """SIGKILL every process in network namespace ``ns`` until none is left or ``wait_s``
+    seconds have passed; returns those still there (none, unless one cannot be killed)."""
+    deadline = time.monotonic() + wait_s
+    while (pids := namespace_pids(ns)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    return pids
+
+
 @pytest.fixture
 def node(tmp_path):
     """A namespace with an sshd on NODE_ADDR, joined to this host by a veth; yields
-    (the node's inventory variables, the namespace). Everything is removed afterwards."""
+    (the node's inventory variables, the namespace). Everything is removed afterwards: every
+    process in the namespace is killed (the sshd, its sessions, their commands), and the
+    teardown fails if one is left."""
     if os.geteuid() != 0 or shutil.which("/usr/sbin/sshd") is None:
         pytest.fail("needs root and OpenSSH's sshd; run `make setup` then `make test` as root")
     ns, veth = f"nrka-{os.getpid()}", f"nrka{os.getpid() % 100000}"
@@ -70,11 +97,12 @@ def node(tmp_path):
     finally:
         close_ssh_masters([str(p) for p in control.glob("*")])
         shutil.rmtree(control, ignore_errors=True)
-        subprocess.run(["pkill", "-f", f"sshd -f {cfg}"], capture_output=True)
+        left = kill_namespace_processes(ns)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         subprocess.run(["ip", "link", "del", veth], capture_output=True)
         if made_run_sshd:
             shutil.rmtree("/run/sshd", ignore_errors=True)
+    assert not left, f"processes of namespace {ns} still running after SIGKILL: {sorted(left)}"
 
 
 def test_a_command_on_a_node_that_goes_silent_ends_within_the_keepalives(node):
@@ -84,15 +112,20 @@ def test_a_command_on_a_node_that_goes_silent_ends_within_the_keepalives(node):
     # A command that outlives the test, through the master the first command left.
     long = subprocess.Popen(node_ssh_argv("client1", hv, "sleep 600"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    time.sleep(2)
-    assert long.poll() is None, long.communicate()
-    sh("ip", "-n", ns, "link", "set", "eth0", "down")   # silent: no reset, no ICMP
-    t0 = time.monotonic()
     try:
-        rc = long.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        long.kill()
-        pytest.fail("the command on the silent node still waits after 120 s: no keepalive gave it up")
-    took = time.monotonic() - t0
+        time.sleep(2)
+        assert long.poll() is None, long.communicate()
+        assert any(processes_mentioning("sleep 600", pids=namespace_pids(ns)))   # what the teardown must stop
+        sh("ip", "-n", ns, "link", "set", "eth0", "down")   # silent: no reset, no ICMP
+        t0 = time.monotonic()
+        try:
+            rc = long.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the command on the silent node still waits after 120 s: no keepalive gave it up")
+        took = time.monotonic() - t0
+    finally:
+        if long.poll() is None:
+            long.kill()
+            long.wait()
     assert rc == 255, (rc, long.communicate())
     assert 45 <= took <= 100, took   # 4 probes 15 s apart

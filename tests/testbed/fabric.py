@@ -210,7 +210,9 @@ class TestFabric:
             ``max_lease_hours``: longest lease granted (a renewal beyond it is refused);
             ``never_ready``: the slice stays Configuring, its nodes Ticketed;
             ``token_expired``: refresh tokens are refused as expired.
-        calls: (HTTP method, path without query, status) of every request, in order.
+        calls: (HTTP method, path without query, status) of every request, in the order they
+            came in (the status None while one is answered): a request the client gave up
+            (Ctrl-C) stays before the ones it sent after, however long its answer takes.
         slices: slice id -> its record (name, state, lease end, topology, reservations).
     """
 
@@ -223,7 +225,7 @@ class TestFabric:
         self.address, self._claim = claim_loopback()
         self.pki = TestPKI(self.base / "pki", "Test FABRIC CA")
         self.faults: dict[str, Any] = {}
-        self.calls: list[tuple[str, str, int]] = []
+        self.calls: list[tuple[str, str, int | None]] = []
         self.slices: dict[str, dict[str, Any]] = {}
         uid = str(uuid.uuid4())
         self.user = {"uuid": uid, "email": f"{user}@example.org", "name": user.title(),
@@ -388,6 +390,9 @@ class TestFabric:
         parts = urlsplit(raw_path)
         path, query = parts.path.rstrip("/") or "/", parse_qs(parts.query)
         q = {k: v[-1] for k, v in query.items()}
+        with self._lock:
+            self.calls.append((method, path, None))
+            at = len(self.calls) - 1
         try:
             status, payload = 200, self._route(method, path, q, query, headers, body)
         except Refused as exc:
@@ -395,7 +400,7 @@ class TestFabric:
                 else "orchestrator"
             status, payload = exc.status, error_body(exc.status, exc.message, service)
         with self._lock:
-            self.calls.append((method, path, status))
+            self.calls[at] = (method, path, status)
         return status, payload
 
     def _route(self, method, path, q, query, headers, body):
