@@ -25,8 +25,8 @@ from netrepro.runner.ansible import PlaybookError, run_playbook
 from netrepro.sites.inventory import build_inventory, ssh_common_args, write_inventory, write_known_hosts
 from netrepro.sites.local import netns
 from netrepro.sites.base import NodeLogin, SiteError
-from netrepro.sites.local.site import (LocalSite, _killpg, boot_shell_line, jump_sshd_config, proc_identity,
-                                  started_identity, vm_group_is_ours)
+from netrepro.sites.local.proc import boot_shell_line, kill_group, proc_identity, started_identity, vm_group_is_ours
+from netrepro.sites.local.site import LocalSite, jump_sshd_config
 from netrepro.sites.statefolder import make_state_dir
 from netrepro.experiment.spec import load_spec
 
@@ -103,10 +103,10 @@ def test_group_is_ours_only_with_the_recorded_start_time_and_command(group):
 
 def test_killpg_spares_a_group_with_another_start_time(group):
     ident = started_identity(group.pid)
-    assert _killpg(group.pid, ident.starttime - 1, ident.cmdline) is False
+    assert kill_group(group.pid, ident.starttime - 1, ident.cmdline) is False
     time.sleep(0.2)
     assert group.poll() is None and _alive(group.pid)
-    assert _killpg(group.pid, ident.starttime, ident.cmdline) is True
+    assert kill_group(group.pid, ident.starttime, ident.cmdline) is True
     assert group.wait(timeout=10) == -signal.SIGTERM
 
 
@@ -125,7 +125,7 @@ def test_a_group_whose_leader_exited_is_still_ours():
         assert proc_identity(p.pid) is None and _alive(child)
         assert vm_group_is_ours(p.pid, ident_starttime, cmdline)
         assert not vm_group_is_ours(p.pid, proc_identity(child).starttime + 1, cmdline)  # members older: no
-        assert _killpg(p.pid, ident_starttime, cmdline) is True
+        assert kill_group(p.pid, ident_starttime, cmdline) is True
         deadline = time.time() + 10
         while _alive(child) and time.time() < deadline:
             time.sleep(0.05)
@@ -408,7 +408,7 @@ def test_ansible_refuses_a_node_whose_host_key_changed(real_sshd, monkeypatch):
 def test_boot_shell_line_quotes_every_word(tmp_path, monkeypatch):
     """A state folder under a path with a space, a quote and ``$(...)``: sh sees each word of
     the machine's argv and the log path as one literal word, and runs nothing it holds."""
-    from netrepro.sites.local.site import boot_shell_line
+    from netrepro.sites.local.proc import boot_shell_line
 
     monkeypatch.chdir(tmp_path)
     state = tmp_path / "my checkout" / "it's $(touch x); `touch y` \"q\" *" / ".state"

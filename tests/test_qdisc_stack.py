@@ -125,7 +125,7 @@ def test_iperf3_argv_as_the_manuals_write_it():
 
 def test_the_local_site_probes_the_experiments_own_qdiscs():
     """auto mode's probe is each experiment's stacks, every distinct layer with its parameters."""
-    from netrepro.sites.local.site import needed_qdisc_probes
+    from netrepro.sites.local.host import needed_qdisc_probes
     p = needed_qdisc_probes(load_spec("pie-vs-red").model)
     assert sorted(p) == ["htb", "netem", "pie", "red"]
     assert p["pie"] == [["qdisc", "add", "dev", "nrprobe0", "root", "pie", "limit", "134", "target", "20ms", "tupdate",
@@ -138,7 +138,7 @@ def test_the_local_site_probes_the_experiments_own_qdiscs():
 def test_probe_on_this_host():
     """This machine's kernel has tbf but no pie (docs/sites/local.md: why the site runs in the micro-VM); the
     probe must tell them apart, or it proves nothing."""
-    from netrepro.sites.local.site import probe_host_qdiscs
+    from netrepro.sites.local.host import probe_host_qdiscs
     if os.geteuid() != 0:
         pytest.fail("needs root (ip netns)")
     found = probe_host_qdiscs(load_spec(REPO / "tests" / "data" / "experiments" / "lab19-like.yml").model)

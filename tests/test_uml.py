@@ -159,7 +159,7 @@ def test_host_routes_overlapping_reads_the_routes_of_a_real_namespace():
                      ["route", "add", "10.9.0.0/16", "dev", "d0"],
                      ["route", "add", "default", "via", "172.30.0.1"]):
             subprocess.run(["ip", "-n", ns, *argv], check=True)
-        code = ("import json, sys; from netrepro.sites.local.site import host_routes_overlapping as h; "
+        code = ("import json, sys; from netrepro.sites.local.host import host_routes_overlapping as h; "
                 "print(json.dumps([h(s) for s in sys.argv[1:]]))")
         r = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code,
                             "172.30.0.0/25", "10.9.3.0/24", "10.0.0.0/8", "192.168.5.0/24", "0.0.0.0/0"],

@@ -54,7 +54,7 @@ VM_EXECUTABLES = {
     "qemu-system-x86_64": "qemu-system-x86", "busybox": "busybox-static", "file": "file",
     "apt-get": "apt", "apt-cache": "apt", "dpkg": "dpkg",
 }
-#: Kernel modules (qdiscs) the local site needs in host mode for pie-vs-red (`up` probes each experiment's own, netrepro.sites.local.site.needed_qdisc_probes).
+#: Kernel modules (qdiscs) the local site needs in host mode for pie-vs-red (`up` probes each experiment's own, netrepro.sites.local.host.needed_qdisc_probes).
 HOST_QDISC_MODULES = ("sch_netem", "sch_htb", "sch_pie", "sch_red")
 
 

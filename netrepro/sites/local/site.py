@@ -23,13 +23,12 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from netrepro.sites import inventory
 from netrepro.sites.base import Site, at_once, process_group_alive
@@ -37,128 +36,18 @@ from netrepro.sites.errors import SiteError
 from netrepro.sites.login import NodeLogin
 from netrepro.sites.options import Option, matches, mgmt_subnet, number_in, origin_of
 from netrepro.sites.local import capacity, microvm, netns, uml
+from netrepro.sites.local.host import (captured, copy_subnet, host_routes_overlapping, mgmt_overlap,
+                                       probe_host_congestion, probe_host_qdiscs)
+from netrepro.sites.local.proc import boot_shell_line, kill_group, processes, started_identity, vm_group_is_ours
 from netrepro.sites.local.setup import MODE_OPTION, VM_OVER_UML, setup_local
 from netrepro.experiment.spec import REPO_ROOT, Spec
 
 DEFAULT_MGMT_SUBNET = "172.30.0.0/24"
 
 
-def mgmt_overlap(model, subnet: str) -> tuple[str, str] | None:
-    """``(field, value)`` of the first subnet, interface address or route destination of the
-    experiment (a :class:`netrepro.model.Model`) that overlaps the management ``subnet``
-    (CIDR), else None. Its LANs' subnets (``topology.networks.<net>.subnet``), its interfaces'
-    addresses, and every node's ``routes[].to`` that lies within ``subnet`` (a default route
-    does not): an overlap would send management traffic (the controller's SSH) into the experiment, or
-    the experiment's into the management bridge."""
-    mgmt = ipaddress.ip_network(subnet)
-    for net, nd in model.networks.items():
-        if ipaddress.ip_network(nd["subnet"]).overlaps(mgmt):
-            return f"topology.networks.{net}.subnet", nd["subnet"]
-    for node, nd in model.nodes.items():
-        for itf, x in nd.interfaces.items():
-            if x.address and x.ip_interface.network.overlaps(mgmt):
-                return f"topology.nodes.{node}.interfaces.{itf}.address", x.address
-        for j, r in enumerate(nd.routes):
-            # a route to part of the management subnet (or all of it) wins over the node's own
-            # route to it; a wider one (a default route) loses to it and is harmless
-            if ipaddress.ip_network(r.to, strict=False).subnet_of(mgmt):
-                return f"topology.nodes.{node}.routes[{j}].to", r.to
-    return None
-
-
-def copy_subnet(subnet: str, copy: int) -> str:
-    """The management subnet of copy ``copy`` of the topology (a campaign's parallel
-    reservations, 1 to N): ``subnet`` itself for copy 1, else the ``copy - 1``-th subnet of
-    its size after it (172.30.0.0/24 -> 172.30.1.0/24 for copy 2), so that the copies' nodes
-    have addresses apart on one host. Raises SiteError when that leaves the IPv4 space."""
-    net = ipaddress.ip_network(subnet)
-    try:
-        return str(ipaddress.ip_network((int(net.network_address) + (copy - 1) * net.num_addresses, net.prefixlen)))
-    except ValueError:
-        raise SiteError(f"site local: no management subnet for copy {copy} after {subnet}; choose a lower "
-                        "one with --option mgmt_subnet=<CIDR>") from None
-
-
 #: One forwarding-capacity measurement at a time in this process: the copies of a parallel
 #: campaign's topology reserved at once would each measure the CPU the others use.
 _CAPACITY_LOCK = threading.Lock()
-
-
-def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, **kw)
-
-
-def needed_qdisc_probes(model) -> dict[str, list[list[str]]]:
-    """qdisc kind -> the probes (tc argv after ``tc``, device ``nrprobe0``) of every distinct
-    layer of that kind in the experiment's trials (:func:`netrepro.model.layer_probes`):
-    each with its own parameters, so a parameter this kernel or tc lacks fails too."""
-    from netrepro.model import layer_probes
-    out: dict[str, list[list[str]]] = {}
-    for _, _, kind, argv in layer_probes(model, "nrprobe0"):
-        if argv not in out.setdefault(kind, []):
-            out[kind].append(argv)
-    return out
-
-
-def probe_host_qdiscs(model) -> dict[str, bool]:
-    """Can this kernel add each qdisc the experiment's stacks use (:func:`needed_qdisc_probes`)?
-    Tried on a veth link in a throwaway namespace.
-
-    Returns qdisc kind -> bool (every layer of that kind added). Needs root (``ip netns add``);
-    returns all False without it.
-    """
-    probes = needed_qdisc_probes(model)
-    ns = f"nrprobe-{os.getpid()}"
-    if _run(["ip", "netns", "add", ns]).returncode != 0:
-        return {k: False for k in probes}
-    try:
-        _run(["ip", "-n", ns, "link", "add", "nrprobe0", "type", "veth", "peer", "name", "nrprobe1"])
-        _run(["ip", "-n", ns, "link", "set", "nrprobe0", "up"])
-        found = {}
-        for kind, argvs in probes.items():
-            found[kind] = True
-            for argv in argvs:
-                found[kind] &= _run(["tc", "-n", ns, *argv]).returncode == 0
-                _run(["tc", "-n", ns, "qdisc", "del", "dev", "nrprobe0", "root"])
-        return found
-    finally:
-        _run(["ip", "netns", "del", ns])
-
-
-def probe_host_congestion(model) -> dict[str, bool]:
-    """Can this kernel give each node the TCP congestion controls its trials ask for
-    (:func:`netrepro.model.congestion_controls`)? ``tcp_<name>`` -> bool: the name is in
-    /proc/sys/net/ipv4/tcp_available_congestion_control, after ``modprobe tcp_<name>`` as the
-    kernel would load it (tcp(7))."""
-    from netrepro.model import congestion_controls
-    avail = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
-    found = {}
-    for cc in sorted({c for ccs in congestion_controls(model).values() for c in ccs}):
-        have = cc in avail.read_text().split() if avail.exists() else False
-        if not have:
-            _run(["modprobe", "-q", f"tcp_{cc}"])
-            have = avail.exists() and cc in avail.read_text().split()
-        found[f"tcp_{cc}"] = have
-    return found
-
-
-def host_routes_overlapping(subnet: str) -> list[str]:
-    """The host's IPv4 routes (``ip -4 route``, main table) whose prefix overlaps ``subnet``,
-    as ``<prefix> dev <device>``; the default route is left out. [] when there are none."""
-    net = ipaddress.ip_network(subnet)
-    out = []
-    for line in _run(["ip", "-4", "-o", "route", "show", "table", "main"]).stdout.splitlines():
-        words = line.split()
-        if not words or words[0] == "default":
-            continue
-        try:
-            pfx = ipaddress.ip_network(words[0], strict=False)
-        except ValueError:
-            continue
-        if pfx.overlaps(net):
-            dev = words[words.index("dev") + 1] if "dev" in words else "?"
-            out.append(f"route {pfx} dev {dev}")
-    return out
 
 
 #: The paths the local site writes into files that cannot quote (sshd_config(5) takes a
@@ -310,7 +199,7 @@ class LocalSite(Site):
         ssh_dir = self.ensure_state_dir() / "ssh"
         ssh_dir.mkdir(exist_ok=True)
         if not self.client_key.exists():
-            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"netrepro-{self.spec.name}",
+            captured(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"netrepro-{self.spec.name}",
                   "-f", str(self.client_key)]).check_returncode()
         pub = self.client_key.with_suffix(".pub").read_text()
         (ssh_dir / "authorized_keys").write_text(pub + "".join(k.rstrip() + "\n" for k in extra_keys))
@@ -320,7 +209,7 @@ class LocalSite(Site):
             d.mkdir(parents=True, exist_ok=True)
             key = d / "ssh_host_ed25519_key"
             if not key.exists():
-                _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", node, "-f", str(key)]).check_returncode()
+                captured(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", node, "-f", str(key)]).check_returncode()
             (d / "sshd_config").write_text(netns.sshd_config(node, mgmt[node], layout))
         (self.state_dir / "build.sh").write_text(netns.render_script(
             netns.build_commands(self.spec, layout), strict=True, title=f"build the local site of {self.spec.name}"))
@@ -380,8 +269,8 @@ class LocalSite(Site):
                 raise SiteError(f"site local: the management subnet {layout.mgmt_subnet} overlaps this host's "
                                 f"{', '.join(clash)}; choose another with --option mgmt_subnet=<CIDR>")
         if mode == "host":
-            have_ns = set(_run(["ip", "netns", "list"]).stdout.split())
-            have_links = {ln.split(":")[1].strip().split("@")[0] for ln in _run(["ip", "-o", "link"]).stdout.splitlines() if ":" in ln}
+            have_ns = set(captured(["ip", "netns", "list"]).stdout.split())
+            have_links = {ln.split(":")[1].strip().split("@")[0] for ln in captured(["ip", "-o", "link"]).stdout.splitlines() if ":" in ln}
             clash = netns.existing_conflicts(self.spec, layout, have_ns, have_links)
             if clash:
                 raise SiteError(f"site local: {', '.join(clash)} already exist on this host and were not made by "
@@ -395,7 +284,7 @@ class LocalSite(Site):
             with _CAPACITY_LOCK:
                 result = capacity.run_here(self.state_dir / capacity.SCRIPT_FILE, self.state_dir / capacity.RESULT_FILE)
             self._record_capacity(result, log)
-            r = _run(["sh", str(self.state_dir / "build.sh")])
+            r = captured(["sh", str(self.state_dir / "build.sh")])
             if r.returncode != 0:
                 why = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}")[-500:]
                 raise SiteError(f"site local: build failed: {why}")
@@ -432,7 +321,7 @@ class LocalSite(Site):
                      # guest's bridge lost segments and stalled in retransmission back-off
                      # (a 100 KB Ansible module took minutes); with them off, 1.3 Gbit/s.
                      ["ethtool", "-K", tap, "tx", "off", "sg", "off", "tso", "off", "gso", "off"]):
-            r = _run(argv)
+            r = captured(argv)
             if r.returncode != 0:
                 raise SiteError(f"site local: {' '.join(argv)} failed: {r.stderr.strip()}")
         for f in ("vm-ready", "vm-guest.log"):
@@ -510,7 +399,7 @@ class LocalSite(Site):
         jump_cfg.write_text(jump_sshd_config(layout))
         hk = self.config_dir / "jump_host_ed25519_key"
         if not hk.exists():
-            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hk)]).check_returncode()
+            captured(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hk)]).check_returncode()
         for f in ("vm-ready", "vm-guest.log"):
             (self.state_dir / f).unlink(missing_ok=True)
         main = self.state_dir / "vm-main.sh"
@@ -546,7 +435,7 @@ class LocalSite(Site):
 
         def answers(n: str) -> bool:
             try:
-                return _run(self.ssh_argv(logins[n], "true"), timeout=60).returncode == 0
+                return captured(self.ssh_argv(logins[n], "true"), timeout=60).returncode == 0
             except subprocess.TimeoutExpired:
                 return False
 
@@ -638,7 +527,7 @@ class LocalSite(Site):
             log(f"[local] nothing to tear down for {self.spec.name}")
             return
         if mode == "host":   # the script rendered now, never the file's text (check_state compared them)
-            _run(["sh", "-c", self._teardown_script()])
+            captured(["sh", "-c", self._teardown_script()])
         elif mode == "uml":
             self._stop_uml(st, log)
         else:
@@ -655,10 +544,10 @@ class LocalSite(Site):
         """Kill the UML machine (everything the site built is in its memory) and delete the tap."""
         for key in ("uml", "vm"):  # the UML kernel's own group first, then the shell and its console pipe
             pgid = st.get(f"{key}_pgid")
-            if pgid and process_group_alive(pgid) and not _killpg(pgid, st.get(f"{key}_starttime"), st.get(f"{key}_cmdline")):
+            if pgid and process_group_alive(pgid) and not kill_group(pgid, st.get(f"{key}_starttime"), st.get(f"{key}_cmdline")):
                 log(f"[local] process group {pgid} is not the UML machine that `up` started; leaving it alone")
         if st.get("tap"):
-            _run(["ip", "link", "del", st["tap"]])
+            captured(["ip", "link", "del", st["tap"]])
 
     def _stop_vm(self, st: dict[str, Any], log) -> None:
         pgid = st.get("vm_pgid")
@@ -671,7 +560,7 @@ class LocalSite(Site):
         # Everything the site built lives in the guest's memory (namespaces, processes, the
         # nodes' folders under its /run): stopping the VM removes it all at once. A teardown
         # inside the guest first, then QEMU's power-off, took 12-16 s under TCG for nothing.
-        if _killpg(pgid, st.get("vm_starttime"), st.get("vm_cmdline")):
+        if kill_group(pgid, st.get("vm_starttime"), st.get("vm_cmdline")):
             log("[local] micro-VM stopped")
         else:
             log(f"[local] process group {pgid} is no longer the micro-VM; not stopped")
@@ -693,15 +582,6 @@ class LocalSite(Site):
                 "kernel_capability_upgrade_hint": "Use LOCAL_MODE=vm: the micro-VM boots a Debian kernel that has them."}
 
 
-def boot_shell_line(argv: list[str], log_path: Path) -> str:
-    """The ``sh -c`` line that starts the machine: ``argv`` with stdin from /dev/null and its
-    console (stdout and stderr) piped to ``cat >> log_path``; a pipe keeps the console
-    appendable, and UML cannot poll a file. Every word of ``argv`` and the log path is quoted
-    with :func:`shlex.quote`, so that sh(1) sees each as one literal word, whatever it holds
-    (spaces, quotes, ``$(...)``, ``;``): a checkout or state folder may be under any path."""
-    return f"{shlex.join(argv)} < /dev/null 2>&1 | cat >> {shlex.quote(str(log_path))}"
-
-
 def jump_sshd_config(layout: netns.Layout) -> str:
     """sshd_config(5) text of the micro-VM's jump sshd (its root namespace, on QEMU's user
     network address): keys only, as the nodes' sshd (netns.sshd_config)."""
@@ -711,81 +591,3 @@ def jump_sshd_config(layout: netns.Layout) -> str:
         f"AuthorizedKeysFile {layout.authorized_keys}", "PermitRootLogin prohibit-password",
         "AuthenticationMethods publickey", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
         "UsePAM yes", "StrictModes no", "UseDNS no", f"PidFile {layout.runtime_dir}/jump-sshd.pid", ""])
-
-
-class ProcIdentity(NamedTuple):
-    """Who a process is, beyond its pid (which the kernel reuses once it is free)."""
-
-    starttime: int      #: field 22 of /proc/<pid>/stat: start, in clock ticks after boot (proc(5))
-    cmdline: list[str]  #: /proc/<pid>/cmdline split at NULs; [] for a zombie
-    state: str          #: field 3 of /proc/<pid>/stat (R, S, Z, ...)
-    pgrp: int           #: field 5: process group
-    session: int        #: field 6: session
-    ppid: int           #: field 4: parent
-
-
-def proc_identity(pid: int) -> ProcIdentity | None:
-    """The :class:`ProcIdentity` of process ``pid`` read from /proc, None when there is none."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    # Field 2 (the name) is in parentheses and may hold spaces and ')': count after the last ')'.
-    f = stat[stat.rindex(b")") + 2:].split()  # f[0] is field 3
-    return ProcIdentity(int(f[19]), [a.decode(errors="replace") for a in cmd.split(b"\0")[:-1]],
-                        f[0].decode(), int(f[2]), int(f[3]), int(f[1]))
-
-
-def processes() -> dict[int, ProcIdentity]:
-    """pid -> :class:`ProcIdentity` of every process /proc lists now (those gone meanwhile left out)."""
-    found = ((int(d.name), proc_identity(int(d.name))) for d in Path("/proc").iterdir() if d.name.isdigit())
-    return {pid: ident for pid, ident in found if ident is not None}
-
-
-def started_identity(pid: int, timeout_s: float = 5.0) -> ProcIdentity | None:
-    """:func:`proc_identity` of a process just started by ``subprocess.Popen``, once its command
-    line is readable: Popen returns while the kernel is still in exec(), when
-    /proc/<pid>/cmdline reads empty. None when the process is gone (or a zombie) by then."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        ident = proc_identity(pid)
-        if ident is None or ident.cmdline or ident.state == "Z" or time.monotonic() > deadline:
-            return ident if ident is not None and ident.cmdline else None
-        time.sleep(0.01)
-
-
-def vm_group_is_ours(pgid: int, starttime: int | None, cmdline: list[str] | None) -> bool:
-    """Is process group ``pgid`` still the one whose leader (pid ``pgid``, started in its own
-    session) had ``starttime`` and ``cmdline``? False when those were not recorded.
-
-    A live leader must match both (a zombie's command line is empty: its start time alone). A
-    group whose leader has exited is the same group while it has members: Linux, as POSIX
-    requires, does not reuse a pid while a process group of that id exists; its members
-    must then be in the leader's session and have started after it.
-    """
-    if not starttime or not cmdline:
-        return False
-    lead = proc_identity(pgid)
-    if lead is not None:
-        return lead.starttime == starttime and (lead.cmdline == list(cmdline) or (lead.state == "Z" and not lead.cmdline))
-    members = [p for p in processes().values() if p.pgrp == pgid]
-    return bool(members) and all(p.session == pgid and p.starttime >= starttime for p in members)
-
-
-def _killpg(pgid: int, starttime: int | None, cmdline: list[str] | None) -> bool:
-    """SIGTERM to process group ``pgid``, then SIGKILL if it still lives 2 s later, only if it
-    still is the one :func:`vm_group_is_ours` describes (checked before the first signal; the
-    id cannot be reused while the group lives). Returns whether it was signalled."""
-    if not vm_group_is_ours(pgid, starttime, cmdline):
-        return False
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + 2
-        while process_group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if process_group_alive(pgid):
-            os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    return True
