@@ -171,11 +171,7 @@ def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
     mgmt = mgmt_addresses(spec, layout)
     mgmt_len = ipaddress.ip_network(layout.mgmt_subnet).prefixlen
     mtu = str(m.mtu_bytes)
-    bridges: list[list[str]] = []
-    for br in [layout.mgmt_bridge] + [layout.lan(n) for n in m.networks]:
-        bridges.append(["ip", "link", "add", br, "type", "bridge"])
-        bridges.append(["ip", "link", "set", br, "up"])
-    bridges.append(["ip", "addr", "add", f"{layout.mgmt_gateway()}/{mgmt_len}", "dev", layout.mgmt_bridge])
+    bridges = _bridge_commands(spec, layout)
     namespaces = [["ip", "netns", "add", layout.ns(node)] for node in m.nodes]
     veths: list[list[str]] = []           # in the builder's namespace
     sysctls: list[list[str]] = []
@@ -223,12 +219,30 @@ def build_commands(spec: Spec, layout: Layout) -> list[list[str]]:
                 ip_in(node, "link", "set", "br0", "up")
         for r in nd.routes:
             ip_in(node, "route", "add", r.to, "via", r.via)
-    cmds = bridges + namespaces + veths + sysctls + [c for node in m.nodes for c in inside[node]]
+    return (bridges + namespaces + veths + sysctls + [c for node in m.nodes for c in inside[node]]
+            + _sshd_commands(spec, layout))
+
+
+def _bridge_commands(spec: Spec, layout: Layout) -> list[list[str]]:
+    """The first stage of :func:`build_commands`: the management bridge with the gateway's
+    address, and one bridge per LAN of the experiment, each up."""
+    mgmt_len = ipaddress.ip_network(layout.mgmt_subnet).prefixlen
+    cmds: list[list[str]] = []
+    for br in [layout.mgmt_bridge] + [layout.lan(n) for n in spec.model.networks]:
+        cmds.append(["ip", "link", "add", br, "type", "bridge"])
+        cmds.append(["ip", "link", "set", br, "up"])
+    cmds.append(["ip", "addr", "add", f"{layout.mgmt_gateway()}/{mgmt_len}", "dev", layout.mgmt_bridge])
+    return cmds
+
+
+def _sshd_commands(spec: Spec, layout: Layout) -> list[list[str]]:
+    """The last stage of :func:`build_commands`: sshd started in each node's namespace, with
+    its configuration (``<config_dir>/<node>/sshd_config``) and its log in its runtime folder."""
     # sshd(8) refuses to start without its privilege separation directory; Debian's package
     # leaves creating it to systemd (RuntimeDirectory=sshd), which a container or fresh
     # machine may never have run.
-    cmds.append(["mkdir", "-p", "/run/sshd"])
-    for node in m.nodes:
+    cmds = [["mkdir", "-p", "/run/sshd"]]
+    for node in spec.model.nodes:
         run = str(Path(layout.runtime_dir) / node)
         cfg = str(Path(layout.config_dir) / node / "sshd_config")
         cmds.append(["mkdir", "-p", run])
