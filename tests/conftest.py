@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from netrepro.runner import run
+from netrepro.runner import attempt as run_attempt, run
 from netrepro.sites import Site
 
 #: A recorded run of pie-vs-red on the local site at TIME_SCALE 0.1 (its run.json says how it was made).
@@ -88,7 +88,7 @@ def recorded_site(tmp_path, monkeypatch):
             unhealthy[tid] -= 1
         lag = {"id": "flow_start_lag", "value": 216.0, "threshold": 100.0, "unit": "ms", "passed": not sick, "detail": ""}
         if sick and retry_unhealthy:
-            raise run.TrialFailed("health checks failed: flow_start_lag 216 ms (max 100 ms): FAILED",
+            raise run_attempt.TrialFailed("health checks failed: flow_start_lag 216 ms (max 100 ms): FAILED",
                                    details={"kept_in": f"failed/{tid}-{attempt}", "unhealthy": True,
                                             "health": {"passed": False, "checks": [lag]}}, again=True)
         base = tv["trial"]  # the file's trial id: pie-vs-red's are the recorded run's
@@ -107,10 +107,10 @@ def recorded_site(tmp_path, monkeypatch):
         return [run.Reservation(k, fake_site(k), tmp_path / f"inventory-{k}.yml", f"recorded #{k}" if parallel > 1
                                 else "recorded") for k in range(1, parallel + 1)]
 
-    monkeypatch.setattr(run, "run_trial", run_trial)
+    monkeypatch.setattr(run_attempt, "run_trial", run_trial)
     monkeypatch.setattr(run, "open_reservations", reservations)
-    monkeypatch.setattr(run, "delay_probe", lambda inv, tv: None)
-    monkeypatch.setattr(run, "stop_trial", lambda *a: None)
+    monkeypatch.setattr(run_attempt, "delay_probe", lambda inv, tv: None)
+    monkeypatch.setattr(run_attempt, "stop_trial", lambda *a: None)
     return SimpleNamespace(ran=ran, given=given, stop_at=stop_at, unhealthy=unhealthy, results=tmp_path / "results")
 
 

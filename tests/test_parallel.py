@@ -17,7 +17,7 @@ import time
 import pytest
 
 from netrepro.experiment.spec import load_spec
-from netrepro.runner import run, schedule, steps
+from netrepro.runner import atonce, attempt as run_attempt, run, schedule, steps
 from netrepro.runner import trial as trials
 from netrepro.runner.console import StepIncomplete
 from netrepro.runner.trial import TrialFailed
@@ -45,7 +45,7 @@ def sigint():
 def _on(monkeypatch, fail=None, pace_s: float = 0.05):
     """Wrap the recorded site's trial: each takes ``pace_s`` (so both reservations get work) and
     ``fail(tid, copy)`` may raise first. Returns instance id -> the copies it ran on, in order."""
-    inner = run.run_trial
+    inner = run_attempt.run_trial
     where: dict[str, list[int]] = {}
     lock = threading.Lock()
 
@@ -56,7 +56,7 @@ def _on(monkeypatch, fail=None, pace_s: float = 0.05):
         if fail is not None:
             fail(tv["id"], site.copy)
         return inner(spec, site, inv, tv, *a, **kw)
-    monkeypatch.setattr(run, "run_trial", run_trial)
+    monkeypatch.setattr(run_attempt, "run_trial", run_trial)
     return where
 
 
@@ -96,9 +96,9 @@ def test_a_lost_reservation_is_released_and_its_trial_finishes_on_the_other(fake
             if count["n"] == 2:
                 raise TrialFailed("client1 unreachable in task 'stop the flows': Connection refused", stop=True)
     where = _on(monkeypatch, fail)
-    monkeypatch.setattr(run, "unanswered", lambda inv: ["client1", "router"] if inv.name == "inventory-2.yml" else [])
+    monkeypatch.setattr(atonce, "unanswered", lambda inv: ["client1", "router"] if inv.name == "inventory-2.yml" else [])
     released: list = []
-    monkeypatch.setattr(run, "down", lambda spec, name, opts, copies: released.append((name, copies)))
+    monkeypatch.setattr(atonce, "down", lambda spec, name, opts, copies: released.append((name, copies)))
     run_dir = run.run(spec, "local", 0.1, repeat=2, seed=3, progress_tty=False, parallel=2)
     meta = _meta(run_dir)
     assert released == [("local", [2])]
@@ -128,8 +128,8 @@ def test_a_trial_failing_on_a_healthy_reservation_stops_the_campaign_resumably(f
             raise TrialFailed("the ping data of client1 ends 12 s before the schedule does")
     broken = {"on": True}
     _on(monkeypatch, fail)
-    monkeypatch.setattr(run, "unanswered", lambda inv: [])
-    monkeypatch.setattr(run, "down", lambda *a, **k: pytest.fail("a healthy reservation was released"))
+    monkeypatch.setattr(atonce, "unanswered", lambda inv: [])
+    monkeypatch.setattr(atonce, "down", lambda *a, **k: pytest.fail("a healthy reservation was released"))
     with pytest.raises(StepIncomplete) as exc:
         run.run(spec, "local", 0.1, repeat=2, seed=5, progress_tty=False, parallel=2)
     run_dir = exc.value.run_dir
@@ -151,7 +151,7 @@ def test_ctrl_c_stops_the_trial_of_every_reservation_and_the_campaign_resumes(fa
     spec = load_spec("pie-vs-red")
     want = [i.id for i in schedule.plan(spec.trial_ids, 1, False, None)]
     stopped: list = []
-    monkeypatch.setattr(run, "stop_trial", lambda spec, inv, site, tv: stopped.append((tv["id"], site.copy)))
+    monkeypatch.setattr(run_attempt, "stop_trial", lambda spec, inv, site, tv: stopped.append((tv["id"], site.copy)))
     armed = {"on": True}
     third_begun = threading.Event()
 

@@ -22,7 +22,7 @@ from analysis import repetitions as reps
 from conftest import distinct_run
 from netrepro.runner import progress
 from netrepro.runner import schedule
-from netrepro.runner import resume, run
+from netrepro.runner import attempt as run_attempt, instances, resume, run, steps
 from netrepro.runner.console import StepIncomplete
 from netrepro.runner.trial import TrialFailed
 from netrepro.sites.local.site import LocalSite
@@ -171,12 +171,40 @@ def test_an_interrupted_repeated_run_resumes_with_its_own_order(fake_site):
 
 
 
+def test_a_resume_with_another_repeat_is_refused_alike_by_run_its_dry_run_and_reproduce(fake_site, capsys,
+                                                                                      monkeypatch):
+    """A run's arguments are checked in one place (netrepro.runner.instances.plan_run) for every
+    command that runs trials: run, its dry run and reproduce (before anything is reserved)
+    refuse one resume with another REPEAT in the same line, exit 2 (the dry run once let it by)."""
+    from netrepro.cli import commands as cli
+    spec = load_spec("pie-vs-red")
+    fake_site.stop_at["id"] = schedule.plan(spec.trial_ids, 2, True, 9)[5].id
+    with pytest.raises(StepIncomplete) as exc:
+        run.run(spec, "local", 0.1, repeat=2, seed=9, progress_tty=False)
+    run_dir = exc.value.run_dir
+    capsys.readouterr()
+    monkeypatch.setattr(steps, "preflight_copies", lambda *a, **k: pytest.fail("the site was contacted"))
+    want = "--repeat: 3: the run was made with REPEAT 2; leave it out to resume"
+    with pytest.raises(SpecError, match=want):
+        run.run(spec, "local", None, resume=run_dir, repeat=3, progress_tty=False)
+    with pytest.raises(SpecError, match=want):
+        instances.dry_run(spec, "local", None, resume=run_dir, repeat=3)
+    lines = []
+    for argv in (["run"], ["run", "--dry-run"], ["reproduce"], ["reproduce", "--dry-run"]):
+        assert cli.main([argv[0], "pie-vs-red", "--site", "local", "--resume", str(run_dir), "--repeat", "3",
+                         *argv[1:]]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        lines.append(err)
+    assert len(set(lines)) == 1 and want in lines[0], lines
+
+
 def test_an_unhealthy_trial_runs_again_once_and_the_run_goes_on(fake_site, capsys):
     """A trial whose health checks fail is not kept while a retry is left
-    (run.UNHEALTHY_RETRIES): it runs again at once, its first attempt recorded as failed with
+    (run_attempt.UNHEALTHY_RETRIES): it runs again at once, its first attempt recorded as failed with
     its checks; unhealthy twice, the second attempt is kept with its failed checks (its claims
     are then inconclusive), and the run goes on to the end either way."""
-    assert run.UNHEALTHY_RETRIES == 1
+    assert run_attempt.UNHEALTHY_RETRIES == 1
     spec = load_spec("pie-vs-red")
     fake_site.unhealthy.update({"pie-limited": 1, "red-limited": 2})
     run_dir = run.run(spec, "local", 0.25, shuffle=False, progress_tty=False, judge=lambda *a: None)
@@ -205,7 +233,7 @@ def test_no_trial_runs_again_below_the_time_scale_of_every_claim(fake_site):
     verdict can only be inconclusive: an unhealthy trial is kept at once, and run.json says
     that no trial is run again (``unhealthy_retries`` 0)."""
     spec = load_spec("pie-vs-red")
-    assert run.unhealthy_retries(spec, 0.25) == 1 and run.unhealthy_retries(spec, 0.24) == 0
+    assert run_attempt.unhealthy_retries(spec, 0.25) == 1 and run_attempt.unhealthy_retries(spec, 0.24) == 0
     fake_site.unhealthy.update({"pie-limited": 1})
     run_dir = run.run(spec, "local", 0.1, shuffle=False, progress_tty=False, judge=lambda *a: None)
     meta = json.loads((run_dir / "run.json").read_text())
@@ -222,7 +250,7 @@ def test_a_failed_trial_stops_the_run_and_run_json_says_why(fake_site, monkeypat
     INCOMPLETE says where the run stopped, the exit status is 2 and ``latest`` is not moved.
     An unexpected error in a trial is recorded the same way, then raised again."""
     spec = load_spec("pie-vs-red")
-    recorded_trial, stopped = run.run_trial, []
+    recorded_trial, stopped = run_attempt.run_trial, []
 
     def trial(spec, site, inv, tv, *args, **kwargs):
         if tv["id"] == "red-unlimited" and not stopped:  # its first attempt
@@ -232,8 +260,8 @@ def test_a_failed_trial_stops_the_run_and_run_json_says_why(fake_site, monkeypat
             raise TypeError("a bug")
         return recorded_trial(spec, site, inv, tv, *args, **kwargs)
 
-    monkeypatch.setattr(run, "run_trial", trial)
-    monkeypatch.setattr(run, "stop_trial", lambda spec, inv, site, tv: stopped.append(tv["id"]))
+    monkeypatch.setattr(run_attempt, "run_trial", trial)
+    monkeypatch.setattr(run_attempt, "stop_trial", lambda spec, inv, site, tv: stopped.append(tv["id"]))
     with pytest.raises(StepIncomplete) as exc:
         run.run(spec, "local", 0.1, shuffle=False, progress_tty=False)
     run_dir = exc.value.run_dir

@@ -9,12 +9,10 @@ from pathlib import Path
 
 from netrepro.cli.options import check_environment, given_options, run_time_scale, schedule_args
 from netrepro.cli.step_commands import judge_trial, print_dry_run, print_verdict
-from netrepro.experiment import sweep as sweeps
 from netrepro.model import time_scale_note
 from netrepro.runner import steps
 from netrepro.runner.console import StepIncomplete
-from netrepro.runner.instances import checked_jobs
-from netrepro.runner.resume import load_resume
+from netrepro.runner.instances import plan_run
 from netrepro.runner.run import run
 from netrepro.runfolder.reading import read_run_record
 from netrepro.runfolder.record import write_timings
@@ -46,12 +44,11 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
     Returns (the run folder, its verdict, its ``timings.json``: seconds per step and
     ``total_s``). Raises what the steps raise (StepIncomplete saying whether the site was
     released)."""
-    checked_jobs(site, sched["jobs"])   # --jobs > 1 on a site that does not simulate: before it is up
+    # The run's arguments as run() checks them (--jobs, --resume, --repeat, the sweep's points),
+    # before anything is up (reads only).
+    plan_run(spec, site, time_scale, opts, resume=resume, repeat=sched["repeat"], shuffle=sched["shuffle"],
+             seed=sched["seed"], sweep=sched["sweep"], jobs=sched["jobs"])
     steps.preflight_copies(spec, site, opts, parallel)   # bad files/credentials: nothing written yet
-    if resume:  # refused before anything is built (reads only)
-        load_resume(spec, site, resume, time_scale, None, sched["repeat"])
-    elif sched["sweep"]:  # every point checked before anything is built
-        sweeps.points(spec)
     t0 = time.time()
     timings = {}
     try:

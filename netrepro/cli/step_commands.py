@@ -99,7 +99,7 @@ def cmd_provision(args) -> int:
 def print_dry_run(args, spec) -> int:
     sched = schedule_args(args)
     dry_run(spec, args.site, run_time_scale(args), given_options(args), trial_ids=getattr(args, "trial", None),
-            repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
+            repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
             resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"], jobs=sched["jobs"],
             parallel=args.parallel)
     print_time_scale_note(args, spec, "dry-run")

@@ -15,8 +15,14 @@ One concern a module, each importing only those below it (``.importlinter`` stat
 - ``clean``: removing what netrepro made; ``setup``: installing what a site needs;
 - ``run``: a run of trials in a run folder, new or resumed (the folder's format is
   :mod:`netrepro.runfolder`'s);
-- ``instances``: its trial instances in order, their expected wall time, the dry run;
-- ``trial``: one trial instance, from arming it to its kept data and record;
+- ``atonce``: trial instances at once, several simulated (``--jobs``) or one on each
+  reservation of a campaign (``--parallel``);
+- ``attempt``: a run as its stages share it, and one attempt at a trial instance, begun and
+  concluded;
+- ``instances``: its trial instances in order, their expected wall time, the dry run, and the
+  run's arguments checked once for every command that runs trials;
+- ``trial``: one trial instance, from arming it to its kept data and record; ``parallel``: the
+  reservations of a campaign (``--parallel N``), and whether a lost one's nodes still answer;
 - ``steps``: the site steps, up, provision and down, and where the site's state and inventory are;
 - ``resume``: what a resumed run must match, checked before anything is written;
 - ``barrier``: the synchronized start of a trial on every node;

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,60 @@ def trial_instances(spec: Spec, trial_ids: list[str] | None, repeat: int, shuffl
         raise SpecError("command line", "--repeat", str(exc)) from None
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """A run's arguments checked, and what they make, before anything is built, reserved or
+    written (:func:`plan_run`): the experiment's trial ids (``known_ids``), how many trial
+    instances run at once (``jobs``), a resumed run's record (``prior``: its run.json, read
+    only; None for a new run), the instances still to run in order (``instances``), the sweep's
+    points (None: no sweep), and the repetitions (``repeat``, ``shuffle``, ``seed``) and
+    ``time_scale``: a resumed run's own as recorded, else as given (``time_scale`` None is 1)."""
+
+    known_ids: list[str]
+    jobs: int
+    prior: dict | None
+    instances: list[schedule.Instance]
+    points: list | None
+    repeat: int
+    shuffle: bool
+    seed: int | None
+    time_scale: float
+
+
+def plan_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
+             trial_ids: list[str] | None = None, resume: Path | None = None, repeat: int | None = None,
+             shuffle: bool = True, seed: int | None = None, sweep: bool = False,
+             jobs: int | None = None) -> RunPlan:
+    """Check a run's arguments as every command that runs trials does (a run, a dry run,
+    reproduce before anything is up), reading only: ``trial_ids`` (``--trial``,
+    :func:`checked_trial_ids`), ``jobs`` (:func:`checked_jobs`), ``resume`` (a run folder that
+    stopped, :func:`load_resume`, against ``time_scale``, ``trial_ids`` and ``repeat``), else
+    the sweep's points (``sweep``: :func:`netrepro.experiment.sweep.points`) and the instances'
+    order (:func:`trial_instances`: ``repeat`` None is 1; a shuffled run without ``seed``
+    draws one). Returns the :class:`RunPlan`.
+
+    Raises:
+        SpecError: a bad ``trial_ids``, ``jobs``, ``resume``, ``repeat`` or sweep (one line
+            naming the option or the file and field; nothing is written).
+        SiteError: an unknown site.
+    """
+    known = checked_trial_ids(spec, trial_ids)
+    jobs = checked_jobs(site_name, jobs, options)
+    if resume is None:
+        repeat = repeat or 1
+        points = sweeps.points(spec) if sweep else None
+        todo, seed = trial_instances(spec, trial_ids, repeat, shuffle, seed, points)
+        return RunPlan(known, jobs, None, todo, points, repeat, shuffle, seed,
+                       1.0 if time_scale is None else time_scale)
+    meta = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, repeat)
+    rec = meta.get("repetitions") or {}
+    todo = [schedule.Instance(t["id"], t.get("trial") or t["id"], int(t.get("repetition", 1)), t.get("point"))
+            for t in meta.get("trial_status") or [] if t.get("status") != "complete"]
+    points = sweeps.from_record(spec, meta["sweep"]) if isinstance(meta.get("sweep"), dict) else None
+    return RunPlan(known, jobs, meta, todo, points, int(rec.get("repeat", 1)), bool(rec.get("shuffle")),
+                   rec.get("seed"), float(meta.get("time_scale", 1)))
+
+
 def instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], site_cls: type[Site]) -> float:
     """Expected wall time (s) of one trial instance: the schedule at ``time_scale`` and the
     base-RTT pings as the site runs them (``site_cls.TRIAL_WALL_PER_SCHEDULED_S`` s per second)
@@ -92,8 +147,8 @@ def instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], site
 
 
 def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
-            trial_ids: list[str] | None = None, repeat: int = 1, shuffle: bool = True, seed: int | None = None,
-            resume: Path | None = None, out=None, sweep: bool = False, jobs: int | None = None,
+            trial_ids: list[str] | None = None, repeat: int | None = None, shuffle: bool = True,
+            seed: int | None = None, resume: Path | None = None, out=None, sweep: bool = False, jobs: int | None = None,
             parallel: int = 1) -> list[dict]:
     """Print every trial instance a run would run, in order, with its settings and the estimated
     wall time, and return them (``[{id, trial, repetition, settings, estimate_s}]``; ``point``
@@ -118,28 +173,14 @@ def dry_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options:
             that holds one reservation at a time.
     """
     out = out or sys.stdout
-    jobs = checked_jobs(site_name, jobs, options)
     site_class(site_name).checked_options(spec, options)  # the site's options and its own refusals
     if parallel > 1 and not site_class(site_name).PARALLEL:
         raise SiteError(site_class(site_name).parallel_refusal())
-    checked_trial_ids(spec, trial_ids)
+    plan = plan_run(spec, site_name, time_scale, options, trial_ids, resume, repeat, shuffle, seed, sweep, jobs)
     by_id = trials_by_id(spec)
-    points = None
-    if resume is not None:
-        meta = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, None)
-        time_scale = float(meta.get("time_scale", 1))
-        rec = meta.get("repetitions") or {}
-        repeat, shuffle, seed = int(rec.get("repeat", 1)), bool(rec.get("shuffle")), rec.get("seed")
-        todo = [schedule.Instance(t["id"], t.get("trial") or t["id"], int(t.get("repetition", 1)), t.get("point"))
-                for t in meta.get("trial_status") or [] if t.get("status") != "complete"]
-        records = meta["trials"]
-        if isinstance(meta.get("sweep"), dict):
-            points = sweeps.from_record(spec, meta["sweep"])
-    else:
-        time_scale = 1.0 if time_scale is None else time_scale
-        points = sweeps.points(spec) if sweep else None
-        todo, seed = trial_instances(spec, trial_ids, repeat, shuffle, seed, points)
-        records = latest_records(spec.name, site_name)
+    todo, points, jobs, time_scale = plan.instances, plan.points, plan.jobs, plan.time_scale
+    repeat, shuffle, seed = plan.repeat, plan.shuffle, plan.seed
+    records = plan.prior["trials"] if plan.prior is not None else latest_records(spec.name, site_name)
     cls = site_class(site_name)
     each = instance_estimate_s(spec, time_scale, records, cls)
     fs = sweeps.factors(spec)
