@@ -434,3 +434,25 @@ def test_hours_is_the_option_of_a_site_with_a_lease_only():
     assert given == {"hours": "30"} and given.origins == {"hours": "--option"}
     assert site_options(None, {"HOURS": "48"}, site_class("local").OPTIONS) == {}
     assert site_options(None, {"HOURS": "48"}) == {}
+
+
+def test_the_command_line_asks_the_site_for_its_documents(spec, tmp_path):
+    """netrepro rspec, profile and inventory --manifest reach the instageni site through the Site
+    interface (netrepro.sites.base.OFFLINE_DOCUMENTS): the one site that has them answers; a
+    site without one refuses in one line naming the sites that have it."""
+    from netrepro.sites.base import OFFLINE_DOCUMENTS, site_class, sites_offering
+
+    assert {m: sites_offering(m) for m in OFFLINE_DOCUMENTS} == {m: ["instageni"] for m in OFFLINE_DOCUMENTS}
+    path = cli_sites.write_rspec(spec, tmp_path / "r.xml")
+    assert path.read_bytes() == rspec.write_request(spec, tmp_path / "direct.xml").read_bytes()
+    folder = cli_sites.write_profile(spec, tmp_path / "profile")
+    assert (folder / "profile.rspec").is_file()
+    with pytest.raises(SiteError, match="node/@client_id: no node named router"):   # read by instageni's manifest reader
+        cli_sites.inventory_from_manifest(spec, MANIFEST, "ingino", site="instageni")
+    for method, args in (("write_request", (spec, tmp_path / "x.xml")), ("request_drift", (spec, path)),
+                         ("write_profile", (spec, tmp_path / "p2")), ("manifest_logins", (spec, MANIFEST, "ingino"))):
+        with pytest.raises(SiteError, match=r"^site local: no .*; expected a site that has one: instageni$"):
+            getattr(site_class("local"), method)(*args)
+    with pytest.raises(SiteError, match="^site fabric: no manifest to read"):
+        cli_sites.inventory_from_manifest(spec, MANIFEST, "ingino", site="fabric")
+    assert not (tmp_path / "x.xml").exists() and not (tmp_path / "p2").exists()

@@ -1,5 +1,7 @@
 """Site functions the command line calls (``netrepro plan``, ``netrepro inventory``,
-``make rspec``). No credentials and no network are used by any of them.
+``netrepro rspec``, ``netrepro profile``). No credentials and no network are used by any of
+them. The documents a site writes or reads offline are asked of the site by name
+(:data:`netrepro.sites.base.OFFLINE_DOCUMENTS`): the command line imports no site's package.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from netrepro.sites.base import site_class, site_offering
 from netrepro.sites.errors import SiteError
 from netrepro.experiment.spec import REPO_ROOT, Spec, SpecError
 
@@ -31,25 +34,27 @@ def plan_text(spec: Spec, site_name: str, options: dict[str, Any] | None = None)
 
 
 def inventory_from_manifest(spec: Spec, manifest_path: Path | str, user: str | None,
-                            site: str = "instageni", key_file: str | None = None) -> str:
+                            site: str | None = None, key_file: str | None = None) -> str:
     """YAML inventory text from a manifest saved by hand (``netrepro inventory <exp> --site
-    instageni --manifest FILE --user NAME``).
+    instageni --manifest FILE --user NAME``): the logins the site reads in it
+    (:meth:`netrepro.sites.base.Site.manifest_logins`; ``site`` None: the one site that reads
+    manifests).
 
     Raises:
-        SiteError: ``user`` or ``key_file`` unfit for ssh; the manifest is unreadable, or
-            lacks a node, login or address of the spec (one line naming the file, the field
-            and what was expected).
+        SiteError: ``user`` or ``key_file`` unfit for ssh; a site that reads no manifest; the
+            manifest is unreadable, or lacks a node, login or address of the spec (one line
+            naming the file, the field and what was expected).
     """
     from netrepro.sites.inventory import build_inventory, dump_inventory
-    from netrepro.sites.instageni.manifest import logins_from_manifest
     from netrepro.sites.login import existing_file, login_user_problem
 
     for opt, value, check in (("--user", user, login_user_problem), ("--key", key_file, existing_file)):
         problem = check(value) if value is not None else None
         if problem:
             raise SiteError(f"{opt} {value!r}: {problem}")
-    logins = logins_from_manifest(spec, manifest_path, user, key_file)
-    return dump_inventory(build_inventory(spec, logins, site))
+    cls = site_class(site) if site is not None else site_offering("manifest_logins")
+    logins = cls.manifest_logins(spec, Path(manifest_path), user, key_file)
+    return dump_inventory(build_inventory(spec, logins, cls.name))
 
 
 def check_name_matches_folder(spec: Spec) -> None:
@@ -69,27 +74,30 @@ def check_name_matches_folder(spec: Spec) -> None:
 
 
 def write_rspec(spec: Spec, path: Path | str | None = None) -> Path:
-    """Write the default request RSpec of ``spec`` (``make rspec``) to ``path`` (default
-    rspecs/<experiment>.xml) and return the path. Not bound to an aggregate.
+    """Write the default request of ``spec`` (``make rspec``) to ``path`` (default
+    rspecs/<experiment>.xml) and return the path: the one site that writes requests
+    (:meth:`netrepro.sites.base.Site.write_request`), bound to no resource.
 
     Raises:
         SpecError: the experiment's ``name:`` differs from its folder (nothing written).
+        SiteError: no site, or several, write requests.
     """
-    from netrepro.sites.instageni.rspec import write_request
-
     check_name_matches_folder(spec)
-    return write_request(spec, path or committed_rspec_path(spec))
+    return site_offering("write_request").write_request(spec, Path(path or committed_rspec_path(spec)))
 
 
 def rspec_drift(spec: Spec, path: Path | str | None = None) -> str | None:
-    """None when the committed RSpec equals a fresh one, else a one-line message."""
-    from netrepro.sites.instageni.rspec import drift
+    """None when the committed request (default rspecs/<experiment>.xml) equals a fresh one,
+    else a one-line message (:meth:`netrepro.sites.base.Site.request_drift`)."""
+    return site_offering("request_drift").request_drift(spec, Path(path or committed_rspec_path(spec)))
 
-    return drift(spec, path or committed_rspec_path(spec))
 
+def write_profile(spec: Spec, folder: Path | str) -> Path:
+    """Write a testbed profile of ``spec`` into the new folder ``folder`` (``netrepro
+    profile``): the one site that writes profiles (:meth:`netrepro.sites.base.Site.write_profile`).
+    Returns the folder.
 
-def check_rspec(spec: Spec, path: Path | str | None = None) -> None:
-    """Raise SiteError when the committed RSpec drifted from the spec (for `make check`)."""
-    msg = rspec_drift(spec, path)
-    if msg:
-        raise SiteError(msg)
+    Raises:
+        SiteError: no site, or several, write profiles; the site's refusals (one line).
+    """
+    return site_offering("write_profile").write_profile(spec, Path(folder))

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from netrepro.cli.options import check_environment, given_options, print_time_scale_note, run_time_scale, schedule_args
-from netrepro.cli.site_commands import inventory_from_manifest, plan_text, write_rspec
+from netrepro.cli.site_commands import inventory_from_manifest, plan_text, write_profile, write_rspec
 from netrepro.runner import steps
 from netrepro.runner.clean import clean
 from netrepro.runner.instances import dry_run
@@ -64,9 +64,8 @@ def cmd_rspec(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    """Write a CloudLab repository-based profile of the experiment (netrepro.sites.instageni.rspec.write_profile)."""
-    from netrepro.sites.instageni.rspec import write_profile
-
+    """Write a testbed profile of the experiment (the site's that writes profiles: a CloudLab
+    repository-based profile, netrepro.cli.site_commands.write_profile)."""
     spec = load_spec(args.experiment)
     folder = Path(args.output or f"cloudlab-profile-{spec.name}")
     print(f"wrote {write_profile(spec, folder)}/profile.rspec and README.md: push the folder as a git repository "
@@ -99,7 +98,7 @@ def cmd_provision(args) -> int:
 def print_dry_run(args, spec) -> int:
     sched = schedule_args(args)
     dry_run(spec, args.site, run_time_scale(args), given_options(args), trial_ids=getattr(args, "trial", None),
-            repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
+            repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
             resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"], jobs=sched["jobs"],
             parallel=args.parallel)
     print_time_scale_note(args, spec, "dry-run")

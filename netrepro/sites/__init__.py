@@ -3,8 +3,10 @@
 ``SITES`` (defined in :mod:`netrepro.sites.base`, next to the Site class) maps a site name to
 ``module:Class``; modules are imported only when used, so a site's optional dependencies
 (fablib, ...) are needed only by users of that site. What the sites and the runner share is in
-this package's own modules: :mod:`netrepro.sites.base` (the Site interface, its options and
-helpers), :mod:`netrepro.sites.statefolder` (a site's state folder and its marker) and
+this package's own modules: :mod:`netrepro.sites.base` (the Site interface and its helpers),
+:mod:`netrepro.sites.errors` (SiteError), :mod:`netrepro.sites.options` (a site's options and
+their checks), :mod:`netrepro.sites.login` (a node's login and its checks),
+:mod:`netrepro.sites.statefolder` (a site's state folder and its marker) and
 :mod:`netrepro.sites.inventory` (the Ansible inventory and SSH options). To add a
 site, write a package ``netrepro/sites/<name>/`` whose ``site.py`` holds a
 :class:`~netrepro.sites.base.Site` subclass and add one line to ``SITES``

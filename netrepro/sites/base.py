@@ -278,6 +278,41 @@ class Site(ABC):
         slice's description; none by default (a site whose status says all of it)."""
         return {}
 
+    # --- documents of an experiment, written or read offline (netrepro rspec, profile, inventory)
+    @classmethod
+    def _lacks(cls, method: str, what: str) -> SiteError:
+        """The SiteError of a site without ``method`` (one of :data:`OFFLINE_DOCUMENTS`),
+        naming ``what`` it lacks and the sites that have it (:func:`sites_offering`)."""
+        return SiteError(f"site {cls.name}: {what}; expected a site that has one: "
+                         f"{', '.join(sites_offering(method)) or 'none'}")
+
+    @classmethod
+    def write_request(cls, spec: Spec, path: Path) -> Path:
+        """Write the request the site would send for ``spec`` with its default options, bound
+        to no resource, to ``path`` (``netrepro rspec``: the committed rspecs/<experiment>.xml)
+        and return ``path``. Offline. Default: SiteError (the site sends no request document)."""
+        raise cls._lacks("write_request", "no request document to write")
+
+    @classmethod
+    def request_drift(cls, spec: Spec, path: Path) -> str | None:
+        """None when the request at ``path`` is what :meth:`write_request` writes now, else one
+        line saying how it differs (missing, stale). Offline. Default: SiteError."""
+        raise cls._lacks("request_drift", "no request document to compare")
+
+    @classmethod
+    def write_profile(cls, spec: Spec, folder: Path) -> Path:
+        """Write a testbed profile of ``spec`` into the new folder ``folder`` (``netrepro
+        profile``) and return it. Offline. Default: SiteError (the site has no profiles)."""
+        raise cls._lacks("write_profile", "no profile to write")
+
+    @classmethod
+    def manifest_logins(cls, spec: Spec, manifest: Path, user: str | None,
+                        key_file: str | None = None) -> dict[str, NodeLogin]:
+        """Node name -> :class:`NodeLogin` of every node of ``spec`` from a manifest the testbed
+        gave and the user saved (``netrepro inventory --manifest``), logging in as ``user``
+        with ``key_file``. Offline. Default: SiteError (the site has no manifest)."""
+        raise cls._lacks("manifest_logins", "no manifest to read")
+
     def status(self) -> dict[str, Any]:
         """A small dict describing the reservation (state, expiry, nodes)."""
         st = self.load_state()
@@ -411,3 +446,31 @@ def site_class(name: str) -> type[Site]:
         raise SiteError(f"SITE={name}: unknown site; expected one of: {', '.join(SITES)}")
     module, _, cls = SITES[name].partition(":")
     return getattr(importlib.import_module(module), cls)
+
+
+#: What a site may write or read offline from an experiment alone (:class:`Site`'s methods of
+#: that name): its request (``netrepro rspec``), how a request on disk differs from it, a
+#: testbed profile (``netrepro profile``), the logins of a manifest saved by hand
+#: (``netrepro inventory --manifest``). The command line asks for them by these names only.
+OFFLINE_DOCUMENTS = ("write_request", "request_drift", "write_profile", "manifest_logins")
+
+
+def sites_offering(method: str) -> list[str]:
+    """The names of the sites (in :data:`SITES` order) whose class has ``method`` (one of
+    :data:`OFFLINE_DOCUMENTS`) of its own rather than :class:`Site`'s refusal. Imports every
+    site's module (each imports its optional dependencies only when used)."""
+    base = getattr(Site, method).__func__
+    return [name for name in SITES if getattr(site_class(name), method).__func__ is not base]
+
+
+def site_offering(method: str) -> type[Site]:
+    """The one site class that has ``method`` (:func:`sites_offering`), for the commands that
+    take no ``--site`` (``netrepro rspec``, ``netrepro profile``).
+
+    Raises:
+        SiteError: no site, or more than one, has it (then the command must name a site).
+    """
+    names = sites_offering(method)
+    if len(names) != 1:
+        raise SiteError(f"{method}: {len(names)} sites have it ({', '.join(names) or 'none'}); expected one")
+    return site_class(names[0])

@@ -34,6 +34,7 @@ from netrepro.sites.instageni.client import (DATE_FMT, GeniClient, GeniError, pa
                                              summarize_status)
 from netrepro.sites.instageni.credentials import (ENV_VARS, GeniCredentials, PORTAL_PEM,
                                                   check_certificate_dates, load_credentials)
+from netrepro.experiment.spec import Spec
 
 
 #: The initial lease, hours (option ``hours``): a full pie-vs-red run with REPEAT=5 takes about
@@ -445,6 +446,31 @@ class InstaGENISite(Site):
         manifest = self.load_state().get("manifest")
         found = {REQUEST_FILE: self.state_dir / REQUEST_FILE, MANIFEST_FILE: Path(manifest) if manifest else None}
         return {name: path for name, path in found.items() if path is not None and path.is_file()}
+
+    @classmethod
+    def write_request(cls, spec: Spec, path: Path) -> Path:
+        """The request RSpec of ``spec`` for no aggregate in particular, written to ``path``
+        (:func:`netrepro.sites.instageni.rspec.write_request`, the default options)."""
+        return geni_rspec.write_request(spec, path)
+
+    @classmethod
+    def request_drift(cls, spec: Spec, path: Path) -> str | None:
+        """How the request RSpec at ``path`` differs from :meth:`write_request`'s, or None
+        (:func:`netrepro.sites.instageni.rspec.drift`)."""
+        return geni_rspec.drift(spec, path)
+
+    @classmethod
+    def write_profile(cls, spec: Spec, folder: Path) -> Path:
+        """A CloudLab repository-based profile of ``spec`` (profile.rspec and README.md) in the
+        new folder ``folder`` (:func:`netrepro.sites.instageni.rspec.write_profile`)."""
+        return geni_rspec.write_profile(spec, folder)
+
+    @classmethod
+    def manifest_logins(cls, spec: Spec, manifest: Path, user: str | None,
+                        key_file: str | None = None) -> dict[str, NodeLogin]:
+        """The logins of a manifest RSpec saved from a portal
+        (:func:`netrepro.sites.instageni.manifest.logins_from_manifest`)."""
+        return geni_manifest.logins_from_manifest(spec, manifest, user, key_file)
 
     def adopt_manifest(self, manifest: Path | str, user: str | None, key_file: str | None = None) -> dict[str, NodeLogin]:
         """Parse ``manifest`` into logins (see netrepro.sites.instageni.manifest) and save them in the state."""
