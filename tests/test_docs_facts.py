@@ -73,14 +73,15 @@ def composed(name: str) -> bool:
     return False
 
 
-#: The tests' own functions, which a page may name (``test_every_declared_check_has_one_measurement``).
-TEST_FUNCTIONS = {name for f in (REPO / "tests").rglob("test_*.py")
-                  for name in re.findall(r"^\s*def (test_\w+)", f.read_text(), re.M)}
+#: The tests' own functions and fixtures, and pytest's, which a page on the tests may name
+#: (``test_every_declared_check_has_one_measurement``, ``no_process_left``, ``tmp_path``).
+TEST_FUNCTIONS = {name for f in [*(REPO / "tests").rglob("*.py"), *Path(pytest.__file__).parent.parent.glob("_pytest/**/*.py")]
+                  for name in re.findall(r"^\s*def (\w+)", f.read_text(), re.M)}
 
 
 def unknown_identifiers(text: str, words: set[str]) -> list[str]:
     """The backticked identifiers of ``text`` (:data:`IDENT_RE`) that are neither a word of
-    ``words``, nor :func:`composed`, nor a test function of tests/, sorted."""
+    ``words``, nor :func:`composed`, nor a function of tests/ or pytest (:data:`TEST_FUNCTIONS`), sorted."""
     return sorted({m for m in IDENT_RE.findall(text) if m not in words and not composed(m) and m not in TEST_FUNCTIONS})
 
 
