@@ -42,22 +42,16 @@ import pandas as pd
 from netrepro.core.errors import RunFolderError
 from netrepro.model import Claim
 from netrepro.runfolder.layout import run_json
-from netrepro.runfolder.reading import read_run
+from netrepro.runfolder.reading import read_record
+from netrepro.runfolder.record import RunRecord
 
 
-def run_label(data: dict, run_dir: Path) -> str:
+def run_label(run: RunRecord, run_dir: Path) -> str:
     """A run's short name: its site and mode, repetitions, time scale and rate scale when not
-    1 (``ns3 (simulation) x3 TS 0.1 k 0.02``), then its folder name.
-
-    Raises:
-        RunFolderError: run.json's ``rate_scale`` is malformed (:func:`analysis.scales.rate_scale_of`).
-    """
-    rep = (data.get("repetitions") or {}).get("repeat", 1)
-    mode = data.get("mode") or "?"
-    from analysis.scales import rate_scale_of  # not at the top: it imports the plotting libraries
-    k = rate_scale_of(data, run_json(run_dir))
-    return (f"{data.get('site')} ({mode})" + (f" x{rep}" if rep > 1 else "")
-            + (f" TS {data.get('time_scale'):g}" if data.get("time_scale") not in (None, 1, 1.0) else "")
+    1 (``ns3 (simulation) x3 TS 0.1 k 0.02``), then its folder name (``run``: its run.json)."""
+    rep, k = run.repeat, run.rate_scale_k
+    return (f"{run.site} ({run.mode or '?'})" + (f" x{rep}" if rep > 1 else "")
+            + (f" TS {run.time_scale:g}" if run.time_scale not in (None, 1, 1.0) else "")
             + (f" k {k:g}" if k != 1 else "")
             + f" [{run_dir.name}]")
 
@@ -67,8 +61,8 @@ def load(run_dir: Path, out_dir: Path | None = None):
     are the run's own report's business) into ``out_dir`` when given, so that the run folder
     is not written (compare never writes into a run)."""
     import analysis
-    rdir, data, spec = read_run(run_dir)
-    return data, analysis.analyze(rdir, spec, figures=False, out_dir=out_dir)
+    rdir, run, spec = read_record(run_dir)
+    return run, analysis.analyze(rdir, spec, figures=False, out_dir=out_dir)
 
 
 def _check_out_root(root: Path) -> Path:
@@ -133,7 +127,7 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
         raise RunFolderError("command line", "RUN: expected at least one run folder")
     from analysis.scales import SCALES, scale_mins
     given, specs = _read_runs(runs)
-    names = [d.get("experiment") for _, _, d in given]
+    names = [run.experiment for _, _, run in given]
     odd = next((i for i, n in enumerate(names) if n != names[0]), None)
     if odd is not None:
         raise RunFolderError(given[odd][1] / "run.json", f"experiment: runs of {', '.join(sorted(map(str, set(names))))}; "
@@ -175,34 +169,33 @@ def compare(runs: list[Path], out_root: Path | None = None) -> Path:
         raise
 
 
-def _read_runs(runs: list[Path]) -> tuple[list[tuple[Path, Path, dict]], list]:
-    """Each run read (:func:`netrepro.runfolder.reading.read_run`) and checked for :func:`compare`: ``(as
+def _read_runs(runs: list[Path]) -> tuple[list[tuple[Path, Path, RunRecord]], list]:
+    """Each run read (:func:`netrepro.runfolder.reading.read_record`) and checked for :func:`compare`: ``(as
     given, the real folder, run.json)`` per run, and its experiment as run. Raises
     RunFolderError for a sweep, a run's scales of the wrong type, a run given twice or a copy
     of another (the same raw files: a copy is not a repetition)."""
     from analysis.scales import SCALES, scale_of
-    from analysis.sweep import swept
-    given: list[tuple[Path, Path, dict]] = []  # (as given, the real folder, run.json)
+    given: list[tuple[Path, Path, RunRecord]] = []  # (as given, the real folder, run.json)
     specs = []
     for r in runs:
-        rdir, data, spec = read_run(Path(r))
+        rdir, run, spec = read_record(Path(r))
         specs.append(spec)
-        if swept(data):
+        if run.swept:
             raise RunFolderError(run_json(rdir), "sweep: a sweep's points have different settings; expected runs "
                                                    "at one setting (the sweep's own report.md compares its points)")
         for scale in SCALES:
-            scale_of(data, scale, run_json(rdir))
+            scale_of(run, scale, run_json(rdir))
         real = rdir.resolve()
-        sums = data.get("raw_sha256")
-        for prev, prev_real, prev_data in given:
+        sums = run.raw_sha256
+        for prev, prev_real, prev_run in given:
             if real == prev_real:
                 same = f"{prev}" + ("" if prev == real else f" ({real})")
                 raise RunFolderError(f"RUN {r}", f"the same run as {same}; expected each run once")
             # A copy of a run (its raw files, byte for byte) is not a repetition of it.
-            if isinstance(sums, dict) and sums and sums == prev_data.get("raw_sha256"):
+            if sums and sums == prev_run.raw_sha256:
                 raise RunFolderError(f"RUN {r}", f"a copy of RUN {prev} (the same raw files: run.json raw_sha256); "
                                                 "expected each run once, a repetition being a run of its own")
-        given.append((Path(r), real, data))
+        given.append((Path(r), real, run))
     return given, specs
 
 
@@ -278,8 +271,8 @@ def _analysed(loaded: list, labels: list[str], statistics: list[str], refs: list
     from analysis.scales import SCALES, scale_of
     from netrepro.model import statistics as computed_statistics
     rows, table, per_run = [], [], []
-    for (run_dir, data, res), label in zip(loaded, labels):
-        at = {scale: scale_of(data, scale, run_json(run_dir)) for scale in SCALES}
+    for (run_dir, run, res), label in zip(loaded, labels):
+        at = {scale: scale_of(run, scale, run_json(run_dir)) for scale in SCALES}
         summary = res.summary
         if "repetition" not in summary.columns:
             summary = summary.assign(repetition=1)
@@ -290,7 +283,7 @@ def _analysed(loaded: list, labels: list[str], statistics: list[str], refs: list
                           "held": c.get("held", ""), "numbers_held": c.get("numbers_held", ""),
                           "verdict": res.verdict["verdict"]})
         model = res.run.spec.model
-        per_run.append({"run": label, "site": str(data.get("site")), **at, "summary": summary,
+        per_run.append({"run": label, "site": str(run.site), **at, "summary": summary,
                         "trial_ids": [t.id for t in model.trials], "computed": computed_statistics(model),
                         "status": {c["id"]: c["status"] for c in res.verdict["claims"]}})
     for ref in refs:
@@ -398,9 +391,9 @@ def _report_lines(loaded: list, labels: list[str], name: str, ids: list[str], st
     from analysis.report import markdown_table, stated_value
     lines = [f"# Comparison of {len(loaded)} runs of `{name}`", "",
              "| run | experiment as run | verdict |", "|---|---|---|"]
-    for (run_dir, data, res), label in zip(loaded, labels):
-        lines.append(f"| {label} | toolkit {str(data.get('toolkit_commit'))[:12]}, "
-                     f"{len(data.get('trials') or [])} trial records | {res.verdict['verdict']} |")
+    for (run_dir, run, res), label in zip(loaded, labels):
+        lines.append(f"| {label} | toolkit {str(run.toolkit_commit)[:12]}, "
+                     f"{len(run.trials)} trial records | {res.verdict['verdict']} |")
     lines += _claim_lines(loaded, labels, ids, claims_df, refs)
     lines += ["", "## The claims' statistics", "",
               "Mean and 95 % Student-t interval over each run's repetitions (a single run: its value).", "",

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from netrepro.core.errors import RunFolderError
-from netrepro.runfolder.record import recorded_rate_scale
+from netrepro.runfolder.record import RunRecord
 from analysis.claims import pair_value, select, selection_keys
 from analysis.repetitions import across
 from netrepro.model import Claim, quantity_name
@@ -94,43 +94,34 @@ COLUMNS = columns("rate_scale")
 #: What identifies a panel of the figure: one claim's part and one value it reads.
 PANEL_KEYS = ["claim", "part", "check", "quantity", "statistic", "trial", "subject", "phase"]
 
-def rate_scale_of(data: dict, where: str | Path = "run.json") -> float:
-    """The rate scale k of a run (``data``: its run.json): ``rate_scale.k``; 1 when
-    ``rate_scale`` is missing or null (runs made before rate scales) or has no ``k``
-    (:func:`netrepro.runfolder.record.recorded_rate_scale`, where run.json is read).
+def rate_scale_of(run: RunRecord) -> float:
+    """The rate scale k of a run (``run``: its run.json, read and checked:
+    :class:`netrepro.runfolder.record.RunRecord`): ``rate_scale.k``; 1 when ``rate_scale`` is
+    missing or null (runs made before rate scales) or has no ``k``."""
+    return run.rate_scale_k
+
+
+def time_scale_of(run: RunRecord, where: str | Path = "run.json") -> float:
+    """The time scale TS of a run (``run``: its run.json, read and checked, a ``time_scale``
+    that is not a number > 0 refused there): the factor of every duration (the analysis
+    requires it: :func:`netrepro.runfolder.reading.model_run_records`).
 
     Raises:
-        RunFolderError: naming ``where`` and ``rate_scale``: not an object, or its ``k`` not a
-            finite number > 0.
+        RunFolderError: naming ``where`` and ``time_scale``: missing.
     """
-    rs = recorded_rate_scale(data, where)
-    return rs.k if rs is not None else 1.0
-
-
-def time_scale_of(data: dict, where: str | Path = "run.json") -> float:
-    """The time scale TS of a run (``data``: its run.json): ``time_scale``, the factor of
-    every duration (the analysis requires it: :func:`netrepro.runfolder.reading.model_run_records`).
-
-    Raises:
-        RunFolderError: naming ``where`` and ``time_scale``: missing, or not a finite number > 0.
-    """
-    if "time_scale" not in data:
+    if run.time_scale is None:
         raise RunFolderError(where, "time_scale: missing; expected a number > 0 (the factor of every duration)")
-    ts = data["time_scale"]
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts <= 0:
-        raise RunFolderError(where, f"time_scale: expected a number > 0 (the factor of every duration), "
-                                   f"got {str(ts)[:60]!r}")
-    return float(ts)
+    return run.time_scale
 
 
-def scale_of(data: dict, scale: str = "rate_scale", where: str | Path = "run.json") -> float:
-    """A run's ``scale`` (a key of :data:`SCALES`) from its run.json ``data``:
+def scale_of(run: RunRecord, scale: str = "rate_scale", where: str | Path = "run.json") -> float:
+    """A run's ``scale`` (a key of :data:`SCALES`) from its run.json ``run``:
     :func:`rate_scale_of` or :func:`time_scale_of`.
 
     Raises:
         RunFolderError: as those, naming ``where`` and the field.
     """
-    return (rate_scale_of if _scale(scale).key == "rate_scale" else time_scale_of)(data, where)
+    return rate_scale_of(run) if _scale(scale).key == "rate_scale" else time_scale_of(run, where)
 
 
 class ScaleMin(NamedTuple):

@@ -19,6 +19,7 @@ from conftest import claim_records
 
 from analysis import analyze_run
 from analysis.compare import compare, run_label
+from netrepro.runfolder.record import RunRecord
 from netrepro.core.errors import RunFolderError
 from analysis.scales import (COLUMNS, axis_label, claim_values, draw_rate_scale,
                                 rate_scale_of, rate_scale_table)
@@ -63,7 +64,8 @@ def _value(run_dir: Path, trial: str, subject: str, statistic: str) -> list[floa
 
 def test_two_rate_scales_give_the_claims_against_k(runs, tmp_path):
     out = compare([runs["k1"], runs["k2"]], tmp_path / "out")
-    labels = {k: run_label(json.loads((runs[k] / "run.json").read_text()), runs[k]) for k in ("k1", "k2")}
+    labels = {k: run_label(RunRecord.from_json(json.loads((runs[k] / "run.json").read_text())), runs[k])
+              for k in ("k1", "k2")}
     assert labels["k1"] == f"ns3 (simulation) TS 0.1 k 0.001 [{runs['k1'].name}]"
     assert labels["k2"] == f"ns3 (simulation) x2 TS 0.1 k 0.002 [{runs['k2'].name}]"
 
@@ -136,15 +138,18 @@ def test_one_rate_scale_writes_no_rate_scale_file(runs, tmp_path):
 
 # --- without simulations ---------------------------------------------------------------------------
 def test_rate_scale_of_a_run():
-    assert rate_scale_of({}) == 1 and rate_scale_of({"rate_scale": None}) == 1 and rate_scale_of({"rate_scale": {}}) == 1
-    assert rate_scale_of({"rate_scale": {"k": 0.02, "why": "RATE_SCALE=0.02"}}) == 0.02
+    def of(data, where="run.json"):
+        return rate_scale_of(RunRecord.from_json(data, where))
+    assert of({}) == 1 and of({"rate_scale": None}) == 1 and of({"rate_scale": {}}) == 1
+    assert of({"rate_scale": {"k": 0.02, "why": "RATE_SCALE=0.02"}}) == 0.02
     for bad, what in ((0.5, "rate_scale: expected an object"), ({"k": "x"}, "rate_scale.k: expected a number > 0"),
                       ({"k": -1}, "rate_scale.k"), ({"k": True}, "rate_scale.k"), ({"k": math.inf}, "rate_scale.k")):
         with pytest.raises(RunFolderError, match=f"^r/run.json: {what}"):
-            rate_scale_of({"rate_scale": bad}, "r/run.json")
+            of({"rate_scale": bad}, "r/run.json")
     data = {"site": "local", "mode": "vm", "time_scale": 0.5, "rate_scale": {"k": 1}}
-    assert run_label(data, Path("/x/run")) == "local (vm) TS 0.5 [run]"
-    assert run_label({**data, "rate_scale": {"k": 0.02}}, Path("/x/run")) == "local (vm) TS 0.5 k 0.02 [run]"
+    assert run_label(RunRecord.from_json(data), Path("/x/run")) == "local (vm) TS 0.5 [run]"
+    assert (run_label(RunRecord.from_json({**data, "rate_scale": {"k": 0.02}}), Path("/x/run"))
+            == "local (vm) TS 0.5 k 0.02 [run]")
 
 
 def test_every_statistic_has_its_unit_in_words():

@@ -25,6 +25,7 @@ from conftest import claim_records
 from analysis import analyze_run
 from analysis.compare import compare, run_label
 from netrepro.core.errors import RunFolderError
+from netrepro.runfolder.record import RunRecord
 from analysis.scales import (SCALES, ScaleMin, columns, report_section, scale_figure, scale_mins, scale_of,
                              scale_table, time_scale_of)
 from netrepro.cli.step_commands import judge_trial
@@ -62,7 +63,7 @@ def runs(tmp_path_factory):
 
 
 def _label(runs, name: str) -> str:
-    return run_label(json.loads((runs[name] / "run.json").read_text()), runs[name])
+    return run_label(RunRecord.from_json(json.loads((runs[name] / "run.json").read_text())), runs[name])
 
 
 def _value(run_dir: Path, trial: str, subject: str, statistic: str) -> list[float]:
@@ -178,9 +179,9 @@ def _declaring(monkeypatch, block: dict, claim_mins: dict[str, float]):
     """compare reading each run's experiment as if its file declared ``time_scale: block`` and
     the claims' ``time_scale_min`` of ``claim_mins`` (claim id -> TS): the experiment file as
     read, with them written in."""
-    read = analysis.compare.read_run
+    read = analysis.compare.read_record
 
-    def read_run(run_dir, spec=None):
+    def read_record(run_dir, spec=None):
         rdir, data, spec = read(run_dir, spec)
         file = copy.deepcopy(spec.data)
         file["time_scale"] = dict(block)
@@ -188,7 +189,7 @@ def _declaring(monkeypatch, block: dict, claim_mins: dict[str, float]):
             if c["id"] in claim_mins:
                 c["time_scale_min"] = claim_mins[c["id"]]
         return rdir, data, Spec.from_data(file, spec.path)
-    monkeypatch.setattr(analysis.compare, "read_run", read_run)
+    monkeypatch.setattr(analysis.compare, "read_record", read_record)
 
 
 def test_the_shortest_time_scale_is_marked_when_the_experiment_declares_it(runs, tmp_path, monkeypatch):
@@ -226,16 +227,20 @@ def test_a_bad_time_scale_is_refused_before_anything_is_written(runs, tmp_path):
 
 # --- without simulations ---------------------------------------------------------------------------
 def test_time_scale_of_a_run():
-    assert time_scale_of({"time_scale": 0.05}) == 0.05 and time_scale_of({"time_scale": 1}) == 1.0
-    assert scale_of({"time_scale": 0.5, "rate_scale": {"k": 0.02}}, "time_scale") == 0.5
-    assert scale_of({"time_scale": 0.5, "rate_scale": {"k": 0.02}}, "rate_scale") == 0.02
+    """A run's time scale from its record; a time_scale that is not a number > 0 is refused where
+    run.json is read (:class:`netrepro.runfolder.record.RunRecord`)."""
+    def run(data, where="run.json"):
+        return RunRecord.from_json(data, where)
+    assert time_scale_of(run({"time_scale": 0.05})) == 0.05 and time_scale_of(run({"time_scale": 1})) == 1.0
+    assert scale_of(run({"time_scale": 0.5, "rate_scale": {"k": 0.02}}), "time_scale") == 0.5
+    assert scale_of(run({"time_scale": 0.5, "rate_scale": {"k": 0.02}}), "rate_scale") == 0.02
     with pytest.raises(RunFolderError, match=r"^r/run.json: time_scale: missing; expected a number > 0"):
-        time_scale_of({}, "r/run.json")
+        time_scale_of(run({}), "r/run.json")
     for bad in ("0.5", 0, -1, True, math.inf, None, {"k": 1}):
         with pytest.raises(RunFolderError, match=r"^r/run.json: time_scale: expected a number > 0"):
-            scale_of({"time_scale": bad}, "time_scale", "r/run.json")
+            run({"time_scale": bad}, "r/run.json")
     with pytest.raises(ValueError, match="scale: 'size_scale': expected one of rate_scale, time_scale"):
-        scale_of({}, "size_scale")
+        scale_of(run({}), "size_scale")
 
 
 CLAIMS = claim_records([{"id": "a", "check": {"kind": "bound", "select": {"statistic": "rate", "trials": ["x"]}, "min": 1}},

@@ -233,7 +233,9 @@ class RunRecord:
     ``raw_sha256``: raw file (relative to raw/) -> sha256 hex; ``lost_reservations``;
     ``wall_s``: the trials' wall time, s (None when missing); ``timings_s``: the site's steps ->
     s; ``site_status``: what the site recorded of itself (an object; {} when missing);
-    ``toolkit_commit``; ``fields``: every field as read (read-only; nested values as parsed)."""
+    ``toolkit_commit``; ``repeat``: the repetitions of each trial (``repetitions.repeat``, 1 when
+    missing); ``sweep``: the sweep's design (an object; None for a run without one);
+    ``fields``: every field as read (read-only; nested values as parsed)."""
     version: int
     experiment: str | None
     site: str | None
@@ -251,6 +253,8 @@ class RunRecord:
     timings_s: Mapping
     site_status: Mapping
     toolkit_commit: str | None
+    repeat: int
+    sweep: Mapping | None
     fields: FrozenMap
 
     @classmethod
@@ -259,6 +263,8 @@ class RunRecord:
         (:func:`upgraded`), its fields read as numbers, times and lists checked:
 
         - ``rate_scale``: null or ``{k, why}``, k a finite number > 0 (:func:`recorded_rate_scale`);
+        - ``time_scale`` (may be missing: :func:`netrepro.runfolder.reading.model_run_records`
+          requires it and its range): a finite number > 0;
         - ``lead_s`` (missing or null: the barrier's default): a finite number of seconds from
           :data:`LEAD_S_MIN` to :data:`LEAD_S_MAX`, as NETREPRO_LEAD_S;
         - ``started_at``, ``finished_at`` (may be missing): ISO 8601 times with their UTC offset;
@@ -278,9 +284,15 @@ class RunRecord:
             if key in data and not _is_time(data[key]):
                 raise RunFolderError(path, f"{key}: expected an ISO 8601 time with its UTC offset, as the run writes it "
                                           f"(2026-11-25T19:36:28.123456+00:00), got {_shown(data[key])}")
+        ts = data.get("time_scale")
+        if "time_scale" in data and not (is_num(ts) and ts > 0):
+            raise RunFolderError(path, f"time_scale: expected a number > 0 (the factor of every duration), "
+                                      f"got {str(ts)[:60]!r}")
         lost = _lost(path, data)
         trials = data.get("trials")
         spec = data.get("spec")
+        repeat = _map(data.get("repetitions")).get("repeat", 1)
+        sweep = data.get("sweep")
         return cls(version=data["version"], experiment=_str(data.get("experiment")), site=_str(data.get("site")),
                    mode=_str(data.get("mode")), spec=spec if isinstance(spec, Mapping) else None,
                    time_scale=_num(data.get("time_scale")), lead_s=_num(lead), rate_scale=rate_scale,
@@ -289,7 +301,15 @@ class RunRecord:
                    if isinstance(trials, list) else (),
                    raw_sha256=_map(data.get("raw_sha256")), lost_reservations=lost, wall_s=_num(data.get("wall_s")),
                    timings_s=_map(data.get("timings_s")), site_status=_map(data.get("site_status")),
-                   toolkit_commit=_str(data.get("toolkit_commit")), fields=FrozenMap(data))
+                   toolkit_commit=_str(data.get("toolkit_commit")),
+                   repeat=repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else 1,
+                   sweep=sweep if isinstance(sweep, Mapping) else None, fields=FrozenMap(data))
+
+    @property
+    def swept(self) -> bool:
+        """Whether the run is a sweep's (its ``sweep`` lists points)."""
+        points = self.sweep.get("points") if self.sweep is not None else None
+        return isinstance(points, list) and bool(points)
 
     @property
     def rate_scale_k(self) -> float:
