@@ -98,7 +98,7 @@ def test_a_lost_reservation_is_released_and_its_trial_finishes_on_the_other(fake
     where = _on(monkeypatch, fail)
     monkeypatch.setattr(atonce, "unanswered", lambda inv: ["client1", "router"] if inv.name == "inventory-2.yml" else [])
     released: list = []
-    monkeypatch.setattr(atonce, "down", lambda spec, name, opts, copies: released.append((name, copies)))
+    monkeypatch.setattr(atonce, "down", lambda spec, name, opts, reservations: released.append((name, reservations)))
     run_dir = run.run(spec, "local", 0.1, repeat=2, seed=3, progress_tty=False, parallel=2)
     meta = _meta(run_dir)
     assert released == [("local", [2])]
@@ -226,7 +226,7 @@ def test_down_releases_every_copy_it_finds(tmp_path, monkeypatch):
     for k in (1, 2, 3):
         site = steps.open_site(spec, "static", {"static_file": "a,b,c"}, k)
         site.save_state({"logins": {"client1": {"name": "client1", "host": "192.0.2.1"}}})
-    assert steps.copies_on_disk(spec, "static") == [2, 3]
+    assert steps.reservations_on_disk(spec, "static") == [2, 3]
     steps.down(spec, "static", {"static_file": "a,b,c"})
     for k in (1, 2, 3):
         assert not steps.open_site(spec, "static", {"static_file": "a,b,c"}, k).load_state()

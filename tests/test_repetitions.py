@@ -183,7 +183,7 @@ def test_a_resume_with_another_repeat_is_refused_alike_by_run_its_dry_run_and_re
         run.run(spec, "local", 0.1, repeat=2, seed=9, progress_tty=False)
     run_dir = exc.value.run_dir
     capsys.readouterr()
-    monkeypatch.setattr(steps, "preflight_copies", lambda *a, **k: pytest.fail("the site was contacted"))
+    monkeypatch.setattr(steps, "preflight_reservations", lambda *a, **k: pytest.fail("the site was contacted"))
     want = "--repeat: 3: the run was made with REPEAT 2; leave it out to resume"
     with pytest.raises(SpecError, match=want):
         run.run(spec, "local", None, resume=run_dir, repeat=3, progress_tty=False)

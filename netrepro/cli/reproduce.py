@@ -48,15 +48,15 @@ def _reproduce(spec, site: str, time_scale: float | None, opts: dict, sched: dic
     # before anything is up (reads only).
     plan_run(spec, site, time_scale, opts, resume=resume, repeat=sched["repeat"], shuffle=sched["shuffle"],
              seed=sched["seed"], sweep=sched["sweep"], jobs=sched["jobs"])
-    steps.preflight_copies(spec, site, opts, parallel)   # bad files/credentials: nothing written yet
+    steps.preflight_reservations(spec, site, opts, parallel)   # bad files/credentials: nothing written yet
     t0 = time.time()
     timings = {}
     try:
         t = time.time()
-        steps.up_copies(spec, site, opts, parallel)
+        steps.up_reservations(spec, site, opts, parallel)
         timings["up_s"] = round(time.time() - t, 1)
         t = time.time()
-        steps.provision_copies(spec, site, opts, rate_scale=rate_scale, parallel=parallel)
+        steps.provision_reservations(spec, site, opts, rate_scale=rate_scale, parallel=parallel)
         timings["provision_s"] = round(time.time() - t, 1)
         t = time.time()
         run_dir = run(spec, site, time_scale, opts, resume=resume, command="reproduce",

@@ -81,8 +81,8 @@ def cmd_inventory(args) -> int:
 
 def cmd_up(args) -> int:
     spec, opts = load_spec(args.experiment), given_options(args)
-    steps.preflight_copies(spec, args.site, opts, args.parallel)   # bad files/credentials: nothing written yet
-    for site in steps.up_copies(spec, args.site, opts, args.parallel):
+    steps.preflight_reservations(spec, args.site, opts, args.parallel)   # bad files/credentials: nothing written yet
+    for site in steps.up_reservations(spec, args.site, opts, args.parallel):
         if held := site.held():   # what stays reserved until `down`, and how to release it
             print(held)
     return 0
@@ -91,14 +91,14 @@ def cmd_up(args) -> int:
 def cmd_provision(args) -> int:
     spec = load_spec(args.experiment)
     check_environment(args, spec)
-    steps.provision_copies(spec, args.site, given_options(args), rate_scale=args.rate_scale, parallel=args.parallel)
+    steps.provision_reservations(spec, args.site, given_options(args), rate_scale=args.rate_scale, parallel=args.parallel)
     return 0
 
 
 def print_dry_run(args, spec) -> int:
     sched = schedule_args(args)
     dry_run(spec, args.site, run_time_scale(args), given_options(args), trial_ids=getattr(args, "trial", None),
-            repeat=sched["repeat"] or 1, shuffle=sched["shuffle"], seed=sched["seed"],
+            repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
             resume=Path(args.resume) if args.resume else None, sweep=sched["sweep"], jobs=sched["jobs"],
             parallel=args.parallel)
     print_time_scale_note(args, spec, "dry-run")
@@ -173,12 +173,12 @@ def cmd_down(args) -> int:
 
 def cmd_status(args) -> int:
     """The reservation's status (JSON); with a parallel campaign's other reservations up, each
-    one's too, under ``parallel_reservations`` (copy number -> status)."""
+    one's too, under ``parallel_reservations`` (reservation number -> status)."""
     spec, opts = load_spec(args.experiment), given_options(args)
     status = steps.open_site(spec, args.site, opts).status()
-    copies = steps.copies_on_disk(spec, args.site)
-    if copies:
-        status["parallel_reservations"] = {str(k): steps.open_site(spec, args.site, opts, k).status() for k in copies}
+    others = steps.reservations_on_disk(spec, args.site)
+    if others:
+        status["parallel_reservations"] = {str(k): steps.open_site(spec, args.site, opts, k).status() for k in others}
     print(json.dumps(status, indent=1, default=str))
     return 0
 
@@ -187,7 +187,7 @@ def cmd_renew(args) -> int:
     """Renew the reservation's lease, and every parallel reservation's, to end ``--hours`` from
     now; a lease that already ends later is left as it is, said in one line (Site.renew)."""
     spec, opts = load_spec(args.experiment), given_options(args)
-    for k in [1, *steps.copies_on_disk(spec, args.site)]:
+    for k in [1, *steps.reservations_on_disk(spec, args.site)]:
         steps.open_site(spec, args.site, opts, k).renew(args.hours)
     return 0
 

@@ -180,13 +180,13 @@ def lose(r: Run, b: Begun, lost: list[str], live: list[Reservation]) -> None:
     log(f"[run] reservation {res.label} lost: {', '.join(lost)} do{'es' if len(lost) == 1 else ''} not answer "
         f"(trial {b.tid}: {why}); releasing it; its trials go to {', '.join(x.label for x in live)}")
     try:
-        down(r.spec, r.site_name, r.options, copies=[res.copy])
+        down(r.spec, r.site_name, r.options, reservations=[res.number])
         released = True
     except Exception as exc:  # noqa: BLE001 - the campaign goes on; the reservation stays named
         log(f"[run] reservation {res.label} could not be released ({exc}); release it with "
             f"`netrepro down {spec_arg(r.spec)}{site_arg(r.site_name)}`")
         released = False
     r.meta.setdefault("lost_reservations", []).append(
-        {"reservation": res.copy, "at": datetime.now(timezone.utc).isoformat(), "trial": b.tid, "reason": why,
+        {"reservation": res.number, "at": datetime.now(timezone.utc).isoformat(), "trial": b.tid, "reason": why,
          "unanswered": lost, "released": released})
     write_json(run_json(r.run_dir), r.meta)

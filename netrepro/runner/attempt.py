@@ -192,7 +192,7 @@ def begin(r: Run, tid: str, progress: RunProgress, res: Reservation | None = Non
     trial_id = ts.get("trial") or tid
     trial = trials_by_id(tspec)[trial_id]
     attempt = {"started_at": datetime.now(timezone.utc).isoformat(), "status": "running",
-               **({"reservation": res.copy} if res is not None else {})}
+               **({"reservation": res.number} if res is not None else {})}
     ts.setdefault("attempts", []).append(attempt)
     ts.update(status="running", reason=None)
     write_json(run_json(r.run_dir), meta)
@@ -229,7 +229,7 @@ def conclude(r: Run, b: Begun, progress: RunProgress, trial: Callable[[], dict],
         record = trial()
         record.update(trial=ts.get("trial") or tid, repetition=ts.get("repetition", 1),
                       **({"point": b.point.id, "factors": b.factor_values} if b.point else {}), jobs=r.jobs,
-                      **({"reservation": b.res.copy} if b.res is not None else {}))
+                      **({"reservation": b.res.number} if b.res is not None else {}))
         wall_s = record.get("wall_s") if timed else None
     except TrialFailed as exc:
         outcome = ("failed", exc.reason)

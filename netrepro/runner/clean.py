@@ -158,9 +158,9 @@ def _state_problem(entry: Path) -> str | None:
     return None
 
 
-def _still_held(entry: Path, exp: str, site_name: str, copy: int, log) -> bool:
+def _still_held(entry: Path, exp: str, site_name: str, number: int, log) -> bool:
     """Whether netrepro's state folder ``entry`` of ``exp`` on ``site_name`` (may) still hold a
-    reservation (its ``copy``-th of a parallel campaign), said on the console when it does; a live reservation of a site that is
+    reservation (its ``number`` in a parallel campaign), said on the console when it does; a live reservation of a site that is
     :attr:`~netrepro.sites.base.Site.TEARDOWN_ON_CLEAN` is torn down first (``down``). A folder
     with a state.json whose experiment file can no longer be read counts as held."""
     from netrepro.runner.steps import down
@@ -170,9 +170,9 @@ def _still_held(entry: Path, exp: str, site_name: str, copy: int, log) -> bool:
         return False
     try:
         spec = load_spec(exp)
-        held = bool(get_site(site_name, spec, entry, {}, copy).status().get("reserved"))
+        held = bool(get_site(site_name, spec, entry, {}, number).status().get("reserved"))
         if held and site_class(site_name).TEARDOWN_ON_CLEAN:
-            down(spec, site_name, {}, copies=[copy])
+            down(spec, site_name, {}, reservations=[number])
             held = False
     except (SpecError, SiteError, OSError, ValueError) as exc:   # SiteError: a state down refuses (check_state)
         log(f"[clean] kept {entry}: cannot tell whether it still holds a reservation ({exc})")

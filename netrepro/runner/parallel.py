@@ -1,6 +1,6 @@
-"""A campaign on several reservations at once (``--parallel N``): N copies of the topology,
-reserved and provisioned alike (:func:`netrepro.runner.steps.up_copies`,
-:func:`~netrepro.runner.steps.provision_copies`), each a :class:`Reservation` the run deals
+"""A campaign on several reservations at once (``--parallel N``): N reservations of the
+topology, numbered 1 to N, reserved and provisioned alike (:func:`netrepro.runner.steps.up_reservations`,
+:func:`~netrepro.runner.steps.provision_reservations`), each a :class:`Reservation` the run deals
 trial instances to (netrepro.runner.run); and how the run tells a reservation that was lost
 (its nodes no longer answer, :func:`unanswered`) from a trial that failed on a healthy one."""
 
@@ -21,10 +21,11 @@ from netrepro.sites.base import at_once
 
 @dataclass
 class Reservation:
-    """One reservation a run's trials run on: its copy number (1 to N), the site object, its
+    """One reservation a run's trials run on: its number (1 to N; the site's
+    :attr:`~netrepro.sites.base.Site.copy`, run.json's ``reservation``), the site object, its
     inventory (None: the site simulates its trials) and how the console names it."""
 
-    copy: int
+    number: int
     site: Site
     inv: Path | None
     label: str
@@ -32,11 +33,11 @@ class Reservation:
 
 def open_reservations(spec: Spec, site_name: str, options: dict[str, Any] | None, parallel: int) -> list[Reservation]:
     """The ``parallel`` reservations of ``spec`` on ``site_name`` a run uses, each provisioned,
-    its inventory written again; every copy at the rate scale copy 1 was provisioned at.
+    its inventory written again; each at the rate scale reservation 1 was provisioned at.
 
     Raises:
         SiteError: the site holds one reservation at a time (``parallel`` above 1).
-        RuntimeError: a copy is not provisioned, or was provisioned at another rate scale
+        RuntimeError: a reservation is not provisioned, or was provisioned at another rate scale
             (one line naming it and the command that provisions the campaign).
     """
     found = []

@@ -85,7 +85,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     (:func:`netrepro.runner.instances.plan_run`, as the dry run and reproduce check them).
 
     ``parallel``: how many reservations of the site the trials run on at once (``--parallel N``,
-    :func:`netrepro.runner.steps.up_copies`; each provisioned, :func:`open_reservations`), each
+    :func:`netrepro.runner.steps.up_reservations`; each provisioned, :func:`open_reservations`), each
     taking the next pending instance as it comes free, a lost one released
     (:func:`netrepro.runner.atonce.run_on_reservations`); each instance's record and attempts
     name the reservation (``reservation``: its number) and run.json the campaign's
@@ -153,7 +153,7 @@ def _provisioned(spec: Spec, site_name: str, options: dict[str, Any] | None, rat
     session["jobs"] = jobs
     if parallel > 1:
         session["parallel"] = parallel
-        session["reservations"] = [{"reservation": res.copy, "site_status": res.site.status()} for res in reservations]
+        session["reservations"] = [{"reservation": res.number, "site_status": res.site.status()} for res in reservations]
     return reservations, scaled, session
 
 
@@ -203,7 +203,7 @@ def _started(spec: Spec, site_name: str, session: dict, plan: RunPlan, lead_s: f
     meta["rate_scale"] = site.load_state().get("rate_scale")  # every rate and byte size times k
     documents = dict(site.documents())
     for res in reservations[1:]:   # a campaign's other reservations: r<k>-<name>
-        documents.update({f"r{res.copy}-{name}": path for name, path in res.site.documents().items()})
+        documents.update({f"r{res.number}-{name}": path for name, path in res.site.documents().items()})
     meta["site_documents"] = keep_site_documents(run_dir, documents)
     if session.get("parallel"):
         meta["parallel"], meta["reservations"] = session["parallel"], session["reservations"]

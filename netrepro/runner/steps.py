@@ -2,10 +2,11 @@
 inventory), ``provision`` (playbooks/provision.yml) and ``down`` (release it); where each finds
 the site's state (``.state/<experiment>-<site>/``) and inventory
 (``inventory/<experiment>-<site>.yml``). A campaign run on N reservations at once
-(``--parallel N``) has N copies of the topology: copy k above 1 keeps its state in
+(``--parallel N``) holds N reservations of the topology, numbered 1 to N (the number is
+:attr:`netrepro.sites.base.Site.copy`): reservation k above 1 keeps its state in
 ``.state/<experiment>-<site>.<k>/`` and its inventory in ``inventory/<experiment>-<site>.<k>.yml``
-(:func:`netrepro.sites.statefolder.folder_name`); :func:`up_copies` and
-:func:`provision_copies` make them together, and :func:`down` releases every copy it finds."""
+(:func:`netrepro.sites.statefolder.folder_name`); :func:`up_reservations` and
+:func:`provision_reservations` make them together, and :func:`down` releases every one it finds."""
 
 from __future__ import annotations
 
@@ -39,29 +40,29 @@ INVENTORY_DIR = Path(os.environ.get("NETREPRO_INVENTORY", REPO_ROOT / "inventory
 PARALLEL_MAX = 16
 
 
-def state_dir(spec: Spec, site: str, copy: int = 1) -> Path:
-    """The folder of ``site``'s state for ``spec``'s ``copy``-th reservation:
-    ``<STATE_ROOT>/<experiment>-<site>/`` (``...-<site>.<copy>/`` above 1)."""
-    return STATE_ROOT / folder_name(spec.name, site, copy)
+def state_dir(spec: Spec, site: str, number: int = 1) -> Path:
+    """The folder of ``site``'s state for ``spec``'s reservation ``number``:
+    ``<STATE_ROOT>/<experiment>-<site>/`` (``...-<site>.<number>/`` above 1)."""
+    return STATE_ROOT / folder_name(spec.name, site, number)
 
 
-def inventory_path(spec: Spec, site: str, copy: int = 1) -> Path:
-    """The Ansible inventory netrepro writes for ``site``'s ``copy``-th reservation:
-    ``inventory/<experiment>-<site>.yml`` (``...-<site>.<copy>.yml`` above 1)."""
-    return INVENTORY_DIR / f"{folder_name(spec.name, site, copy)}.yml"
+def inventory_path(spec: Spec, site: str, number: int = 1) -> Path:
+    """The Ansible inventory netrepro writes for ``site``'s reservation ``number``:
+    ``inventory/<experiment>-<site>.yml`` (``...-<site>.<number>.yml`` above 1)."""
+    return INVENTORY_DIR / f"{folder_name(spec.name, site, number)}.yml"
 
 
-def open_site(spec: Spec, site: str, options: dict[str, Any] | None = None, copy: int = 1) -> Site:
-    """Site ``site`` (a name in :data:`netrepro.sites.base.SITES`) for ``spec``, its ``copy``-th
-    reservation, with its state in :func:`state_dir` and its ``options``
-    (:func:`netrepro.sites.get_site`; SiteError: a copy above 1 of a site that holds one)."""
-    return get_site(site, spec, state_dir(spec, site, copy), options, copy)
+def open_site(spec: Spec, site: str, options: dict[str, Any] | None = None, number: int = 1) -> Site:
+    """Site ``site`` (a name in :data:`netrepro.sites.base.SITES`) for ``spec``, its reservation
+    ``number``, with its state in :func:`state_dir` and its ``options``
+    (:func:`netrepro.sites.get_site`; SiteError: a number above 1 on a site that holds one)."""
+    return get_site(site, spec, state_dir(spec, site, number), options, number)
 
 
-def copies_on_disk(spec: Spec, site: str) -> list[int]:
-    """The copies above 1 of ``spec``'s reservations on ``site`` that have a state folder
+def reservations_on_disk(spec: Spec, site: str) -> list[int]:
+    """The numbers above 1 of ``spec``'s reservations on ``site`` that have a state folder
     netrepro made (:func:`netrepro.sites.statefolder.state_dir_owner`), in order: what
-    :func:`down` releases besides copy 1, whatever ``--parallel`` says now."""
+    :func:`down` releases besides reservation 1, whatever ``--parallel`` says now."""
     found = []
     prefix = folder_name(spec.name, site) + "."
     if STATE_ROOT.is_dir():
@@ -74,7 +75,7 @@ def copies_on_disk(spec: Spec, site: str) -> list[int]:
 
 def reservation_label(site: Site, parallel: int = 1) -> str:
     """How the console names ``site``'s reservation: the site's name, and ``#k`` of a campaign
-    on several (``parallel`` above 1, or a copy above 1)."""
+    on several (``parallel`` above 1, or a number above 1)."""
     return site.name + (f" #{site.copy}" if parallel > 1 or site.copy > 1 else "")
 
 
@@ -93,41 +94,41 @@ def write_site_inventory(spec: Spec, site: Site) -> Path:
     return write_inventory(inv, inventory_path(spec, site.name, site.copy))
 
 
-def preflight_copies(spec: Spec, site_name: str, options: dict[str, Any] | None = None, parallel: int = 1) -> None:
-    """Check offline each of ``parallel`` copies' files and credentials (``Site.preflight``),
+def preflight_reservations(spec: Spec, site_name: str, options: dict[str, Any] | None = None, parallel: int = 1) -> None:
+    """Check offline each of ``parallel`` reservations' files and credentials (``Site.preflight``),
     before anything is reserved or written. Raises SiteError / SpecError (one line): a site
-    that holds one reservation at a time (``parallel`` above 1), or what a copy lacks."""
+    that holds one reservation at a time (``parallel`` above 1), or what a reservation lacks."""
     for k in range(1, parallel + 1):
         open_site(spec, site_name, options, k).preflight()
 
 
-def _each_copy(fn: Callable[[int], Any], parallel: int) -> tuple[dict[int, Any], dict[int, Exception]]:
-    """``fn(k)`` for each copy k from 1 to ``parallel``, all at once (threads), every copy tried
-    whatever the others do: (copy -> what it returned, copy -> what it raised), in order."""
+def _each_reservation(fn: Callable[[int], Any], parallel: int) -> tuple[dict[int, Any], dict[int, Exception]]:
+    """``fn(k)`` for each reservation k from 1 to ``parallel``, all at once (threads), each tried
+    whatever the others do: (k -> what it returned, k -> what it raised), in order."""
     done: dict[int, Any] = {}
     failed: dict[int, Exception] = {}
 
     def one(k: int) -> None:
         try:
             done[k] = fn(k)
-        except Exception as exc:  # noqa: BLE001 - every copy's outcome is reported together
+        except Exception as exc:  # noqa: BLE001 - every reservation's outcome is reported together
             failed[k] = exc
     at_once(one, range(1, parallel + 1))
     return dict(sorted(done.items())), dict(sorted(failed.items()))
 
 
-def up_copies(spec: Spec, site_name: str, options: dict[str, Any] | None = None, parallel: int = 1) -> list[Site]:
-    """:func:`up` for each of ``parallel`` copies of the topology, all at once (threads); one
-    copy is :func:`up` itself. The callers check every copy first (:func:`preflight_copies`).
+def up_reservations(spec: Spec, site_name: str, options: dict[str, Any] | None = None, parallel: int = 1) -> list[Site]:
+    """:func:`up` for each of ``parallel`` reservations of the topology, all at once (threads);
+    one is :func:`up` itself. The callers check each first (:func:`preflight_reservations`).
 
     Raises:
-        SiteError: the site holds one reservation at a time (``parallel`` above 1), or a copy
-            could not be reserved: one line naming each copy that failed and why; the copies
-            that were reserved stay up, named, for ``down`` (which releases every copy).
+        SiteError: the site holds one reservation at a time (``parallel`` above 1), or one
+            could not be reserved: one line naming each that failed and why; those that were
+            reserved stay up, named, for ``down`` (which releases every one).
     """
     if parallel == 1:
         return [up(spec, site_name, options)]
-    ready, failed = _each_copy(lambda k: up(spec, site_name, options, copy=k, parallel=parallel), parallel)
+    ready, failed = _each_reservation(lambda k: up(spec, site_name, options, number=k, parallel=parallel), parallel)
     if failed:
         raise SiteError("; ".join(f"reservation #{k} on {site_name} failed: {exc}" for k, exc in failed.items())
                         + (f"; reservation(s) {', '.join(f'#{k}' for k in ready)} are up: release them with "
@@ -135,11 +136,11 @@ def up_copies(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
     return list(ready.values())
 
 
-def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None, copy: int = 1, parallel: int = 1) -> Site:
-    """Reserve the site (its ``copy``-th reservation, one of ``parallel``), wait until every
+def up(spec: Spec, site_name: str, options: dict[str, Any] | None = None, number: int = 1, parallel: int = 1) -> Site:
+    """Reserve the site (its reservation ``number``, one of ``parallel``), wait until every
     node answers, write the inventory."""
-    site = open_site(spec, site_name, options, copy)
-    problem = None if simulated(site) else foreign_inventory(inventory_path(spec, site_name, copy))
+    site = open_site(spec, site_name, options, number)
+    problem = None if simulated(site) else foreign_inventory(inventory_path(spec, site_name, number))
     if problem:  # checked before anything is reserved
         raise ValueError(problem)
     t0 = time.time()
@@ -168,16 +169,16 @@ def simulated(site: Site) -> bool:
     return bool(getattr(site, "SIMULATED", False))
 
 
-def provision_copies(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
-                     rate_scale: str | float | None = None, parallel: int = 1) -> None:
+def provision_reservations(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
+                           rate_scale: str | float | None = None, parallel: int = 1) -> None:
     """:func:`provision` each of ``parallel`` reservations, all at once (threads), alike: the
-    same playbook, the same experiment at one rate scale (a copy that would choose another
-    than copy 1 did is refused: the campaign's trials must be comparable). One copy is
-    :func:`provision` itself.
+    same playbook, the same experiment at one rate scale (a reservation that would choose
+    another than reservation 1 did is refused: the campaign's trials must be comparable). One
+    is :func:`provision` itself.
 
     Raises:
-        StepIncomplete: a copy's provisioning failed: one line naming each that failed and why;
-            the others stay provisioned, every copy stays up.
+        StepIncomplete: a reservation's provisioning failed: one line naming each that failed
+            and why; the others stay provisioned, every one stays up.
         KeyboardInterrupt: every playbook is ended first.
     """
     if parallel == 1:
@@ -189,8 +190,8 @@ def provision_copies(spec: Spec, site_name: str, options: dict[str, Any] | None 
     spec_at_rate_scale(spec, first, choose=True, rate_scale=rate_scale)   # said on the console
     scale = rate_scale if rate_scale is not None else float(first.load_state()["rate_scale"]["k"])
     try:
-        _, failed = _each_copy(lambda k: provision(spec, site_name, options, rate_scale=scale, copy=k,
-                                                   parallel=parallel), parallel)
+        _, failed = _each_reservation(lambda k: provision(spec, site_name, options, rate_scale=scale, number=k,
+                                                          parallel=parallel), parallel)
     except KeyboardInterrupt as exc:
         end_playbooks()
         sig = signal_of(exc)
@@ -206,7 +207,7 @@ def provision_copies(spec: Spec, site_name: str, options: dict[str, Any] | None 
 
 
 def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
-              rate_scale: str | float | None = None, copy: int = 1, parallel: int = 1) -> ansible.PlaybookResult:
+              rate_scale: str | float | None = None, number: int = 1, parallel: int = 1) -> ansible.PlaybookResult:
     """Run playbooks/provision.yml on the site's nodes, with the experiment at the site's rate
     scale (:func:`spec_at_rate_scale`, chosen here: ``rate_scale``, the command line's
     --rate-scale, wins over RATE_SCALE) as :func:`netrepro.experiment.rolevars.model_vars` gives it.
@@ -218,7 +219,7 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
         StepIncomplete: the playbook failed (the first failed task, node and message) or
             was interrupted (SIGINT/SIGTERM; exit code 128 + signal); the site stays up.
     """
-    site = open_site(spec, site_name, options, copy)
+    site = open_site(spec, site_name, options, number)
     label = reservation_label(site, parallel)
     if simulated(site):
         st = site.load_state()
@@ -255,33 +256,34 @@ def provision(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
     return res
 
 
-def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None, copies: list[int] | None = None) -> None:
-    """Release the site's reservations of ``spec``: ``copies`` (numbers from 1), by default
-    copy 1 and every other copy with a state folder (:func:`copies_on_disk`: a parallel
+def down(spec: Spec, site_name: str, options: dict[str, Any] | None = None,
+         reservations: list[int] | None = None) -> None:
+    """Release the site's reservations of ``spec``: ``reservations`` (numbers from 1), by
+    default 1 and every other with a state folder (:func:`reservations_on_disk`: a parallel
     campaign's, whatever ``--parallel`` says now). For each: close the SSH connections kept
     open to its nodes and their jump host (ControlMaster sockets in the site's own folder,
     :func:`netrepro.sites.inventory.control_dir`), release it and remove its inventory.
     Harmless when nothing is up.
 
-    Every copy's state is checked first (``Site.check_state``: its logins as when they were
+    Every reservation's state is checked first (``Site.check_state``: its logins as when they were
     made, what its release would stop), so that nothing is closed, deleted or stopped when a
     state file names what netrepro did not make.
 
     Raises:
         SiteError: one line naming the state file and the field; nothing was released.
     """
-    sites = [open_site(spec, site_name, options, copy)
-             for copy in (copies if copies is not None else [1, *copies_on_disk(spec, site_name)])]
+    sites = [open_site(spec, site_name, options, k)
+             for k in (reservations if reservations is not None else [1, *reservations_on_disk(spec, site_name)])]
     for site in sites:
         site.check_state()
     for site in sites:
-        copy = site.copy
+        number = site.copy
         sockets = ssh_control_paths(site)
         close_ssh_masters(sockets)
         site.release()
         close_ssh_masters(sockets)  # any the release itself opened, and stale sockets
-        inv = inventory_path(spec, site_name, copy)
+        inv = inventory_path(spec, site_name, number)
         if generated_inventory(inv):  # a file netrepro did not write stays
             inv.unlink()
-        if copy > 1:
+        if number > 1:
             log(f"[down] {reservation_label(site)} released")
