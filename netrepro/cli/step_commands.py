@@ -96,6 +96,10 @@ def cmd_provision(args) -> int:
 
 
 def print_dry_run(args, spec) -> int:
+    """The dry run of run or reproduce (``--dry-run``): every trial instance the run would run,
+    printed (:func:`netrepro.runner.instances.dry_run`, which checks the arguments as the run
+    does), then the claims its TIME_SCALE makes not applicable. Returns 0; raises what the
+    check raises (SpecError, SiteError: one line)."""
     sched = schedule_args(args)
     dry_run(spec, args.site, run_time_scale(args), given_options(args), trial_ids=getattr(args, "trial", None),
             repeat=sched["repeat"], shuffle=sched["shuffle"], seed=sched["seed"],
