@@ -1,5 +1,5 @@
-"""A campaign on several reservations at once (``--parallel N``; netrepro.runner.run's
-``_run_on_reservations``, netrepro.runner.parallel): the trials dealt out in the run's order,
+"""A campaign on several reservations at once (``--parallel N``;
+netrepro.runner.atonce.run_on_reservations, netrepro.runner.parallel): the trials dealt out in the run's order,
 each record naming its reservation; a reservation whose nodes stop answering released and its
 trial run on the others; a trial that fails on a healthy reservation stopping the run, resumable;
 Ctrl-C stopping every reservation's trial. The trials are the recorded ones of

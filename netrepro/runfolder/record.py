@@ -37,7 +37,7 @@ RUN_VERSION = 2
 #: acknowledge its release with) to an hour.
 LEAD_S_MIN, LEAD_S_MAX = 0.2, 3600.0
 
-#: What run.json's ``lost_reservations`` holds, in words (:func:`netrepro.runner.run._lose` writes it).
+#: What run.json's ``lost_reservations`` holds, in words (:func:`netrepro.runner.atonce.lose` writes it).
 _LOST_SHAPE = ("{reservation: its copy number, at: an ISO 8601 time, trial, reason, unanswered: the nodes, "
                "released: true or false}")
 

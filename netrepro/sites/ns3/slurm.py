@@ -5,7 +5,7 @@ runs netrepro-sim on a Slurm cluster instead of on this machine, through submiti
 Python client of Slurm that Meta's researchers keep, https://github.com/facebookincubator/submitit):
 
 - The simulations the runner begins together (``--jobs N`` at once,
-  :func:`netrepro.runner.run._simulate_at_once`) are gathered for :data:`GATHER_S` and
+  :func:`netrepro.runner.atonce.simulate_at_once`) are gathered for :data:`GATHER_S` and
   submitted as one job array (submitit's ``executor.batch()``: ``sbatch --array``).
 - Each job runs :func:`run_simulator` on a node: netrepro-sim with the scenario and output
   folder the site wrote. Those paths, the simulator and this Python must therefore be the same
