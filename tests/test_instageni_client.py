@@ -459,3 +459,37 @@ def test_an_existing_slice_with_nothing_here_is_used(spec, tmp_path, make_client
     site.reserve()
     assert [m for _, m, _ in rec.calls if m[0].isupper()] == ["GetVersion", "Status", "Allocate", "Provision",
                                                               "PerformOperationalAction"]
+
+
+def test_the_readiness_progress_counts_the_nodes_not_the_lans(spec, tmp_path, make_client, manifest, monkeypatch, capsys):
+    """pie-vs-red at an aggregate: 7 VMs and 2 LANs are 9 slivers (the test aggregate's Allocate
+    gives each <node> and each <link> a sliver_id, as ProtoGENI does); the progress counts the
+    VMs, which Allocate's manifest names (``0/7 ... 7/7``, where it said ``0/9 ... 9/9``), and
+    the slice is ready only once the LANs are too."""
+    from lxml import etree
+
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    root = etree.fromstring(manifest.encode())
+    nodes = [e for e in root.iter() if etree.QName(e).localname == "node"]
+    for i, node in enumerate(nodes):
+        node.set("sliver_id", f"urn:publicid:IDN+utah.cloudlab.us+sliver+{4101 + i}")
+    manifest = etree.tostring(root, encoding="unicode")
+    lans = [f"urn:publicid:IDN+utah.cloudlab.us+sliver+{4201 + i}" for i in range(2)]
+    urns = [n.get("sliver_id") for n in nodes] + lans
+    assert len(nodes) == 7
+
+    def slivers(states):
+        return [{**SLIVER, "geni_sliver_urn": u, "geni_operational_status": st} for u, st in zip(urns, states)]
+    polls = iter([["geni_notready"] * 9, ["geni_ready"] * 3 + ["geni_notready"] * 6,
+                  ["geni_ready"] * 7 + ["geni_notready"] * 2, ["geni_ready"] * 9])
+    answers = lifecycle_answers(manifest, Status=lambda *a: ok({"geni_urn": CL_SLICE, "geni_slivers": slivers(next(polls))}))
+    answers["Allocate"] = ok({"geni_rspec": manifest, "geni_slivers": slivers(["geni_pending_allocation"] * 9)})
+    c, _ = make_client(answers)
+    site = get_site("instageni", spec, tmp_path / "run", {"env": geni_env(tmp_path), "client": c, "aggregate": "cl-utah",
+                                                         "user": "ingino"})
+    site.reserve()
+    capsys.readouterr()
+    site.wait_ready(timeout_s=60, interval_s=1)
+    said = [ln.split(": ", 1)[1].rsplit(" (", 1)[0] for ln in capsys.readouterr().err.splitlines() if "ready" in ln]
+    assert said == ["0/7 ready, 7 geni_notready", "3/7 ready, 4 geni_notready", "7/7 ready, 2 link slivers not ready",
+                    "7/7 ready"]

@@ -208,27 +208,39 @@ def summarize_status(value: dict[str, Any], names: dict[str, str] | None = None)
     """Read an AM API v3 ``Status`` value: ``{'geni_urn', 'geni_slivers': [{'geni_sliver_urn',
     'geni_allocation_status', 'geni_operational_status', 'geni_error'?}]}``.
 
-    ``names`` maps a sliver URN to its node's name (from the manifest), used in the failure
-    message (``node router (urn:...): <geni_error>``).
+    ``names`` maps a node's sliver URN to the node's name (from the manifest:
+    :func:`netrepro.sites.instageni.manifest.sliver_nodes`), used in the failure message
+    (``node router (urn:...): <geni_error>``) and to count the nodes: a slice's links and LANs
+    are slivers too (pie-vs-red: 7 VMs and 2 LANs, 9 slivers), and the summary counts the
+    nodes only. Every sliver, node or link, must be ready for the slice to be; a link not yet
+    ready once every node is, is said after the count. Without ``names`` matching any sliver,
+    every sliver is counted.
 
     Returns (every sliver ready, failure message or None, one-line summary such as
-    ``3/7 ready, 4 geni_configuring``).
+    ``3/7 ready, 4 geni_configuring`` or ``7/7 ready, 2 link slivers not ready``).
     """
     names = names or {}
     slivers = value.get("geni_slivers", []) or []
+    nodes = [s for s in slivers if s.get("geni_sliver_urn") in names] or slivers
+    links = [s for s in slivers if all(s is not n for n in nodes)]
     counts: dict[str, int] = {}
-    failed = []
-    for s in slivers:
+    for s in nodes:
         op = s.get("geni_operational_status", "unknown")
         counts[op] = counts.get(op, 0) + 1
-        if op == "geni_failed":
+    failed = []
+    for s in slivers:
+        if s.get("geni_operational_status") == "geni_failed":
             urn = s.get("geni_sliver_urn", "?")
             who = f"node {names[urn]} ({urn})" if urn in names else urn
             failed.append(f"{who}: {s.get('geni_error') or 'failed'}")
     ready = counts.get("geni_ready", 0)
     others = ", ".join(f"{n} {st}" for st, n in sorted(counts.items()) if st != "geni_ready")
-    summary = f"{ready}/{len(slivers)} ready" + (f", {others}" if others else "")
-    return (bool(slivers) and ready == len(slivers), "; ".join(failed) or None, summary)
+    summary = f"{ready}/{len(nodes)} ready" + (f", {others}" if others else "")
+    links_waiting = sum(s.get("geni_operational_status") != "geni_ready" for s in links)
+    if ready == len(nodes) and links_waiting:
+        summary += f", {links_waiting} link sliver{'s' * (links_waiting > 1)} not ready"
+    all_ready = ready == len(nodes) and not links_waiting
+    return (bool(slivers) and all_ready, "; ".join(failed) or None, summary)
 
 
 def poll_until(status_fn: Callable[[], tuple[bool, str | None, str]], timeout_s: float,
