@@ -38,6 +38,20 @@ def _err_line(capsys) -> str:
     return err[0]
 
 
+
+# --- the run's arguments, checked once ---------------------------------------------------------------
+def test_jobs_on_a_site_that_runs_one_trial_at_a_time_is_refused_alike_by_every_command(capsys, monkeypatch):
+    """--jobs 2 on the local site: run, its dry run and reproduce (before the site is contacted)
+    refuse it in one and the same line (netrepro.runner.instances.plan_run), exit 2."""
+    monkeypatch.setattr(steps, "preflight_reservations", lambda *a, **k: pytest.fail("the site was contacted"))
+    monkeypatch.setattr(steps, "open_site", lambda *a, **k: pytest.fail("the site was opened"))
+    lines = []
+    for argv in (["run"], ["run", "--dry-run"], ["reproduce"], ["reproduce", "--dry-run"]):
+        assert cli.main([argv[0], "pie-vs-red", "--site", "local", "--jobs", "2", *argv[1:]]) == 2
+        lines.append(_err_line(capsys))
+    assert len(set(lines)) == 1, lines
+    assert lines[0].startswith("netrepro: command line: --jobs: 2: site local runs its trials one at a time"), lines
+
 # --- --rate-scale -------------------------------------------------------------------------------
 def test_the_option_wins_over_the_environment(monkeypatch):
     monkeypatch.setenv("RATE_SCALE", "0.5")
