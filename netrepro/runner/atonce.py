@@ -17,8 +17,7 @@ from netrepro.runner.playbooks import end_playbooks
 from netrepro.runner.progress import RunProgress
 from netrepro.runner.steps import down
 from netrepro.runner.trial import STOPPING, kept_simulation, simulation_of
-from netrepro.runfolder.layout import run_json
-from netrepro.runfolder.writing import write_json
+from netrepro.runfolder.record import write_run
 
 
 def simulate_at_once(r: Run, progress: RunProgress) -> None:
@@ -189,4 +188,4 @@ def lose(r: Run, b: Begun, lost: list[str], live: list[Reservation]) -> None:
     r.meta.setdefault("lost_reservations", []).append(
         {"reservation": res.number, "at": datetime.now(timezone.utc).isoformat(), "trial": b.tid, "reason": why,
          "unanswered": lost, "released": released})
-    write_json(run_json(r.run_dir), r.meta)
+    write_run(r.run_dir, r.meta)

@@ -25,8 +25,9 @@ from netrepro.runner.trialvars import scaled_phases, settings_text, trial_vars
 from netrepro.sites import Site, SiteError
 from netrepro.experiment.spec import Spec
 from netrepro.runfolder.integrity import sha256_tree
-from netrepro.runfolder.layout import run_json, staging_dir, trial_raw
-from netrepro.runfolder.writing import remove_tree, write_json
+from netrepro.runfolder.layout import staging_dir, trial_raw
+from netrepro.runfolder.record import write_run
+from netrepro.runfolder.writing import remove_tree
 
 
 @dataclass
@@ -195,7 +196,7 @@ def begin(r: Run, tid: str, progress: RunProgress, res: Reservation | None = Non
                **({"reservation": res.number} if res is not None else {})}
     ts.setdefault("attempts", []).append(attempt)
     ts.update(status="running", reason=None)
-    write_json(run_json(r.run_dir), meta)
+    write_run(r.run_dir, meta)
     staging = staging_dir(r.run_dir, tid)
     remove_tree(staging)
     tv = {**trial_vars(tspec, trial, time_scale, staging / "archives", r.lead), "id": tid,
@@ -265,7 +266,7 @@ def conclude(r: Run, b: Begun, progress: RunProgress, trial: Callable[[], dict],
                        ended_at=datetime.now(timezone.utc).isoformat())
         ts.update(status=attempt["status"], reason=attempt["reason"])
         if r.outcome.failure is None:
-            write_json(run_json(r.run_dir), meta)
+            write_run(r.run_dir, meta)
     return again
 
 

@@ -41,9 +41,10 @@ from netrepro.runner.trial import TrialJudge
 from netrepro.runner.trialvars import spec_at_rate_scale
 from netrepro.experiment.spec import Spec
 from netrepro.runfolder.atomic import write_text
-from netrepro.runfolder.layout import RESERVE, STAGING, incomplete_marker, raw_dir, run_json
+from netrepro.runfolder.layout import RESERVE, STAGING, incomplete_marker, raw_dir
+from netrepro.runfolder.record import write_run
 from netrepro.runfolder.writing import (RESERVE_BYTES, git_commit, keep_site_documents, lock_run, new_run_dir,
-                                        point_latest, remove_tree, reserve_space, spec_as_recorded, write_json)
+                                        point_latest, remove_tree, reserve_space, spec_as_recorded)
 
 
 def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dict[str, Any] | None = None,
@@ -255,7 +256,7 @@ def _run_trials(r: Run, session: dict, progress_tty: bool | None) -> tuple[list[
         write_text(incomplete_marker(r.run_dir),
                    f"run in progress since {session['at']} (netrepro process {os.getpid()} on {platform.node()}); "
                    f"if that process is gone, it was stopped without a word: {r.resume_hint}\n")
-        write_json(run_json(r.run_dir), r.meta)
+        write_run(r.run_dir, r.meta)
         estimate = instance_estimate_s(r.scaled, r.time_scale, r.meta["trials"], type(r.site))
         progress = RunProgress(len(r.meta["trial_status"]), len(r.meta["trial_status"]) - len(r.pending), estimate,
                                tty=progress_tty, jobs=max(r.jobs, len(r.reservations)))
@@ -304,7 +305,7 @@ def _record_end(r: Run, t_run: float) -> tuple[list[str], str | None]:
                        f"run INCOMPLETE at trial {where[0]}: {where[1]}\n"
                        f"kept: {', '.join(kept) or 'no trial'} ({len(kept)} of {len(meta['trial_status'])} trials; "
                        f"raw files and their sha256 in run.json)\n{r.resume_hint}\n")
-        write_json(run_json(run_dir), meta)
+        write_run(run_dir, meta)
         if complete:
             incomplete_marker(run_dir).unlink(missing_ok=True)
     except OSError as exc:
