@@ -201,7 +201,7 @@ def test_an_unmodelled_experiment_gets_one_line_and_exit_2(tmp_path):
 
 def test_a_dry_run_refuses_what_the_run_refuses(tmp_path):
     """``--dry-run`` makes the check the run makes before anything is built
-    (netrepro.runner.instances.dry_run: Site.checked_options, which calls check_experiment): an
+    (netrepro.runner.instances.dry_run: Site.checked_options, which calls refuse_experiment): an
     experiment with a cake qdisc, which the simulation never models, gets the run's line and
     exit status from ``run`` and ``reproduce`` alike, and nothing is written; an experiment the
     simulation models is still listed, trial by trial."""

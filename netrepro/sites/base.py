@@ -137,14 +137,14 @@ class Site(ABC):
     @classmethod
     def checked_options(cls, spec: Spec, options: dict[str, Any] | None) -> dict[str, Any]:
         """``options`` checked (:func:`check_options`), then the experiment checked against
-        them (:meth:`check_experiment`); what the site is made with, and what ``plan`` and a
+        them (:meth:`refuse_experiment`); what the site is made with, and what ``plan`` and a
         dry run check before anything is built. Raises SiteError (one line)."""
         checked = check_options(cls, options, spec)
-        cls.check_experiment(spec, checked, options)
+        cls.refuse_experiment(spec, checked, options)
         return checked
 
     @classmethod
-    def check_experiment(cls, spec: Spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:
+    def refuse_experiment(cls, spec: Spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:
         """Refuse (SiteError, one line) an experiment this site cannot build with ``options``
         (already checked; ``given``: as the user gave them, for where each came from). The
         base site refuses nothing; a site that makes names or addresses of its own overrides it."""
@@ -208,7 +208,8 @@ class Site(ABC):
     def refusal(cls, spec: Spec) -> tuple[str, str] | None:
         """``(field, problem)``: what this site, with its default options, would refuse of the
         experiment ``spec`` before reserving anything (``netrepro validate`` asks the default
-        site), or None. Offline, for the class: no state, no options. Default: None."""
+        site), or None; with the options given, :meth:`refuse_experiment` refuses. Offline, for
+        the class: no state, no options. Default: None."""
         return None
 
     @classmethod

@@ -14,7 +14,7 @@ from typing import Any
 
 from netrepro.experiment.spec import Spec
 from netrepro.sites.errors import SiteError
-from netrepro.sites.options import Check
+from netrepro.sites.options import Validator
 
 
 #: A login name: POSIX portable user name characters, not starting with '-' (useradd(8)).
@@ -24,7 +24,7 @@ HOSTNAME_RE = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9
 
 
 def login_user_problem(value: Any, spec: Spec | None = None) -> str | None:
-    """Check for a login user passed to ssh: letters, digits, '.', '_', '-', not starting with '-'
+    """Validator for a login user passed to ssh: letters, digits, '.', '_', '-', not starting with '-'
     (ssh would read ``-oProxyCommand=...`` as an option)."""
     if isinstance(value, str) and LOGIN_USER_RE.fullmatch(value):
         return None
@@ -39,7 +39,7 @@ SCOPE_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}")
 
 
 def ssh_host_problem(value: Any, spec: Spec | None = None) -> str | None:
-    """Check for an SSH host: a DNS name (RFC 1123), an IPv4 or a bare IPv6 address (Python's
+    """Validator for an SSH host: a DNS name (RFC 1123), an IPv4 or a bare IPv6 address (Python's
     :mod:`ipaddress`), an IPv6 scope id only a device name or zone index (:data:`SCOPE_ID_RE`);
     never starting with '-', no whitespace or control characters. The one check of every host
     that reaches ssh's argv, a ProxyCommand or an inventory (:func:`login_problem`)."""
@@ -60,7 +60,7 @@ def ssh_host_problem(value: Any, spec: Spec | None = None) -> str | None:
 
 
 def port_problem(value: Any, spec: Spec | None = None) -> str | None:
-    """Check for a TCP port: a whole number from 1 to 65535 (RFC 793; true/false are not numbers)."""
+    """Validator for a TCP port: a whole number from 1 to 65535 (RFC 793; true/false are not numbers)."""
     if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536:
         return None
     return "expected a TCP port, a whole number from 1 to 65535"
@@ -83,7 +83,7 @@ def proxy_jump_problem(value: Any, spec: Spec | None = None) -> str | None:
 
 
 def safe_path_problem(value: Any, spec: Spec | None = None) -> str | None:
-    """Check for a file path given to ssh or written into its options: not empty, not starting
+    """Validator for a file path given to ssh or written into its options: not empty, not starting
     with '-', no whitespace or control characters."""
     if not isinstance(value, str) or not value or value.startswith("-") or re.search(r"[\s\x00-\x1f\x7f]", value):
         return "expected a file path without spaces or control characters, not starting with '-'"
@@ -91,7 +91,7 @@ def safe_path_problem(value: Any, spec: Spec | None = None) -> str | None:
 
 
 def existing_file(value: Any, spec: Spec | None = None) -> str | None:
-    """Check: :func:`safe_path_problem`, and the file (``~`` expanded) exists."""
+    """Validator: :func:`safe_path_problem`, and the file (``~`` expanded) exists."""
     problem = safe_path_problem(value, spec)
     if problem:
         return problem
@@ -229,7 +229,7 @@ NODE_DIR_RE = re.compile(r"(/[A-Za-z0-9_.+@~-]+)+")
 DEVICE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@:-]{0,14}")
 
 
-def _optional(check: Check) -> Check:
+def _optional(check: Validator) -> Validator:
     return lambda v, spec=None: None if v is None else check(v, spec)
 
 
@@ -246,7 +246,7 @@ def _devices_problem(value: Any, spec: Spec | None = None) -> str | None:
 
 #: What :func:`login_problem` checks of a login: field -> its check. The fields that reach
 #: ssh's argv, a ProxyCommand (run by a shell), a known_hosts line or the inventory.
-LOGIN_CHECKS: dict[str, Check] = {
+LOGIN_CHECKS: dict[str, Validator] = {
     "host": ssh_host_problem,
     "port": port_problem,
     "user": login_user_problem,

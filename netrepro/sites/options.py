@@ -1,5 +1,5 @@
-"""A site's options: what each site declares (:class:`Option` with its :data:`Check`), the
-checks a value passes (:func:`one_of`, :func:`matches`, :func:`number_in`, :func:`boolean`,
+"""A site's options: what each site declares (:class:`Option` with its :data:`Validator`), the
+validators a value passes (:func:`one_of`, :func:`matches`, :func:`number_in`, :func:`boolean`,
 ...), and :func:`check_options`, which holds the options given (``--option key=value``, the
 environment) to a site's ``OPTIONS`` before anything is created or contacted."""
 
@@ -38,18 +38,18 @@ def positive_int_option(options: dict[str, Any], key: str, error: type[Exception
     return val
 
 
-#: A value check: ``check(value, spec)`` returns None when ``value`` is acceptable, else what
+#: A validator of an option's value: ``validator(value, spec)`` returns None when ``value`` is acceptable, else what
 #: was expected (``"expected ..."``). ``spec`` is the experiment (some checks depend on it).
-Check = Callable[[Any, Spec], "str | None"]
+Validator = Callable[[Any, Spec], "str | None"]
 
 
 @dataclass(frozen=True)
 class Option:
     """One option a site understands: ``help`` (a short description, listed when an unknown
-    option is given) and ``check`` (see :data:`Check`; None accepts any non-empty text)."""
+    option is given) and ``validator`` (see :data:`Validator`; None accepts any non-empty text)."""
 
     help: str
-    check: Check | None = None
+    validator: Validator | None = None
 
 
 class SiteOptions(dict):
@@ -69,19 +69,19 @@ def origin_of(options: Any, key: str) -> str:
     return f" (from {src})" if src else ""
 
 
-def one_of(*choices: str) -> Check:
-    """A check accepting exactly one of ``choices``."""
+def one_of(*choices: str) -> Validator:
+    """A validator accepting exactly one of ``choices``."""
     return lambda v, spec: None if str(v) in choices else f"expected one of: {', '.join(choices)}"
 
 
-def matches(pattern: str, expected: str) -> Check:
-    """A check accepting text that fully matches the regular expression ``pattern``."""
+def matches(pattern: str, expected: str) -> Validator:
+    """A validator accepting text that fully matches the regular expression ``pattern``."""
     rx = re.compile(pattern)
     return lambda v, spec: None if isinstance(v, (str, int)) and rx.fullmatch(str(v)) else f"expected {expected}"
 
 
 def positive_int(value: Any, spec: Spec | None = None) -> str | None:
-    """Check: a whole number > 0 (``4`` or ``"4"``)."""
+    """Validator: a whole number > 0 (``4`` or ``"4"``)."""
     if isinstance(value, bool):
         return "expected a positive integer"
     try:
@@ -92,7 +92,7 @@ def positive_int(value: Any, spec: Spec | None = None) -> str | None:
 
 
 def positive_number(value: Any, spec: Spec | None = None) -> str | None:
-    """Check: a finite number > 0 (``2.5`` or ``"2.5"``)."""
+    """Validator: a finite number > 0 (``2.5`` or ``"2.5"``)."""
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -100,8 +100,8 @@ def positive_number(value: Any, spec: Spec | None = None) -> str | None:
     return None if math.isfinite(x) and x > 0 else "expected a positive number"
 
 
-def number_in(low: float, high: float, what: str, source: str, whole: bool = False) -> Check:
-    """A check accepting a finite number above ``low`` and at most ``high`` (``whole``: a whole
+def number_in(low: float, high: float, what: str, source: str, whole: bool = False) -> Validator:
+    """A validator accepting a finite number above ``low`` and at most ``high`` (``whole``: a whole
     number from ``low``, at least 1, to ``high``), as given on a command line (``"2.5"``) or in code.
 
     ``what``: the unit, said in the refusal (``"a number of hours"``); ``source``: where
@@ -138,12 +138,12 @@ def as_bool(value: Any) -> bool | None:
 
 
 def boolean(value: Any, spec: Spec | None = None) -> str | None:
-    """Check: true/false, yes/no, on/off or 1/0."""
+    """Validator: true/false, yes/no, on/off or 1/0."""
     return None if as_bool(value) is not None else "expected true or false"
 
 
-def mgmt_subnet(first_host: int = 11) -> Check:
-    """A check for a management network: an IPv4 network in CIDR notation (no host bits set)
+def mgmt_subnet(first_host: int = 11) -> Validator:
+    """A validator of a management network: an IPv4 network in CIDR notation (no host bits set)
     with room for host ``first_host`` + one address per node of the spec, below broadcast."""
 
     def check(value: Any, spec: Spec) -> str | None:
@@ -164,7 +164,7 @@ def check_options(site_cls: type["Site"], options: dict[str, Any] | None, spec: 
 
     Every key must be a declared option (or one of ``site_cls.HOOKS``, given by code as a
     non-text object: a runner, a client, an environment dict); every value must pass its
-    option's check. Nothing is created or contacted here.
+    option's validator. Nothing is created or contacted here.
 
     Raises:
         SiteError: one line naming the option (and the variable or ``--option`` it came from)
@@ -183,7 +183,7 @@ def check_options(site_cls: type["Site"], options: dict[str, Any] | None, spec: 
                             f"expected one of the site's options: {known}")
         if value is None or value == "":
             continue
-        problem = opt.check(value, spec) if opt.check else (
+        problem = opt.validator(value, spec) if opt.validator else (
             None if isinstance(value, (str, int, float)) and not re.search(r"[\x00-\x1f\x7f]", str(value))
             else "expected text without control characters")
         if problem:

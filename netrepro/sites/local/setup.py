@@ -98,7 +98,7 @@ def local_mode(mode: str | None = None, *, tun: Path | None = None, release: str
     """
     tun = tun or uml.TUN_DEVICE
     mode = mode or os.environ.get("LOCAL_MODE") or "auto"
-    problem = MODE_OPTION.check(mode, None)
+    problem = MODE_OPTION.validator(mode, None)
     if problem:
         raise SiteError(f"site local: option mode={mode!r} (from {origin}): {problem}")
     if mode != "auto":

@@ -100,7 +100,7 @@ class LocalSite(Site):
         return setup_local(mode, "--option" if mode else "LOCAL_MODE", check_only, log)
 
     @classmethod
-    def check_experiment(cls, spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:
+    def refuse_experiment(cls, spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:
         """The management subnet (option ``mgmt_subnet`` or :data:`DEFAULT_MGMT_SUBNET`) must
         not overlap any subnet, address or route of the experiment (:func:`mgmt_overlap`).
         Raises SiteError (one line naming the option, or the default, and the file's field)."""

@@ -46,7 +46,7 @@ becomes a simulation, :func:`scenario`:
   same trial simulated twice gives the same files, another repetition other random drops.
 
 Anything else the model can hold is refused before anything is built, in one line naming the
-file and each field (:func:`unmodelled`, :meth:`Ns3Site.check_experiment`): a qdisc kind or
+file and each field (:func:`unmodelled`, :meth:`Ns3Site.refuse_experiment`): a qdisc kind or
 parameter without a model here (cake, netem's jitter, fq_codel's quantum, ...), a pacer
 beside other layers, a second shaper in a stack or at the other end of a link, a congestion
 control or sysctl without a model, senders with different SACK settings, FTP items from a
@@ -443,7 +443,7 @@ class Ns3Site(Site):
         return code or (1 if missing else 0)
 
     @classmethod
-    def check_experiment(cls, spec: Spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:
+    def refuse_experiment(cls, spec: Spec, options: dict[str, Any], given: dict[str, Any] | None = None) -> None:
         """Refuse (SiteError, one line naming the file and each field) an experiment whose
         model holds what netrepro-sim cannot build (:func:`unmodelled`): before anything is
         built or run, ``plan`` and a dry run included."""
@@ -458,8 +458,8 @@ class Ns3Site(Site):
         return head + "\n" + "\n".join(f"  {n}: {', '.join(m.data_plane(n))}" for n in m.nodes)
 
     def preflight(self) -> None:
-        """Refuse what cannot be simulated (:meth:`check_experiment`)."""
-        self.check_experiment(self.spec, self.options)
+        """Refuse what cannot be simulated (:meth:`refuse_experiment`)."""
+        self.refuse_experiment(self.spec, self.options)
 
     def reserve(self) -> None:
         self.preflight()
