@@ -41,7 +41,7 @@ import pandas as pd
 
 from netrepro.core.errors import RunFolderError
 from netrepro.model import Claim
-from netrepro.runfolder.layout import run_json
+from netrepro.runfolder.layout import FIGURES, REPORT, run_json
 from netrepro.runfolder.reading import read_record
 from netrepro.runfolder.record import RunRecord
 
@@ -256,7 +256,7 @@ def _write(out: Path, given: list[tuple[Path, Path, dict]], spec, name: str, cla
     for scale, t in scaled.items():
         figure = f"figures/{SCALES[scale].file}.png" if scale_figs[scale] else None
         lines += report_section(t, claims, held, figure, scale=scale, mins=mins[scale])
-    write_text(out / "report.md", "\n".join(lines) + "\n")
+    write_text(out / REPORT, "\n".join(lines) + "\n")
     write_text(out / "runs.json", json.dumps([str(r) for r, _, _ in loaded], indent=1) + "\n")
     return out
 
@@ -312,7 +312,7 @@ def _write_tables(out: Path, stats: pd.DataFrame, claims_df: pd.DataFrame, scale
     for scale, t in scaled.items():
         with atomic_path(out / f"{SCALES[scale].file}.csv") as tmp:
             t.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
-        scale_figs[scale] = draw_scale(t, claims, out / "figures", scale=scale, mins=mins[scale])
+        scale_figs[scale] = draw_scale(t, claims, out / FIGURES, scale=scale, mins=mins[scale])
     return scale_figs
 
 
@@ -353,7 +353,7 @@ def _compare_figure(out: Path, stats: pd.DataFrame, spec, name: str, statistics:
             ax.legend(keep.values(), keep.keys(), fontsize=6)
     fig.suptitle(f"{len(labels)} runs of {name}: mean and 95 % t interval over each run's repetitions",
                  fontsize=9)
-    return [save_figure(fig, out / "figures" / f"compare.{ext}") for ext in ("png", "pdf")]
+    return [save_figure(fig, out / FIGURES / f"compare.{ext}") for ext in ("png", "pdf")]
 
 
 def _compare_panel(ax, stats: pd.DataFrame, spec, st: str, tr: str, labels: list[str], refs: list[dict],
