@@ -54,10 +54,14 @@ def _own_outputs(folder: Path) -> Path:
     return folder
 
 
-def analysis_folders(run_dir: Path) -> list[Path]:
+def analysis_folders(run_dir: Path, rejudgements: bool = False) -> list[Path]:
     """The run's later analyses, each in a real folder ``analysis-<version>[-partial][-N]/``
-    (:func:`output_dir`), in name order; a link of such a name is not one of them."""
-    return sorted(p for p in run_dir.glob("analysis-*") if p.is_dir() and not p.is_symlink())
+    (:func:`output_dir`), in name order; a link of such a name is not one of them. A
+    re-judgement (its analysis.json has ``rejudgement``: the run judged with claims changed
+    after it) is one of them only with ``rejudgements``: it is not the run's own analysis,
+    so export never publishes it as such."""
+    return sorted(p for p in run_dir.glob("analysis-*") if p.is_dir() and not p.is_symlink()
+                  and (rejudgements or "rejudgement" not in (_read_record(p) or {})))
 
 
 def output_dir(run_dir: Path, record: dict, intact: bool) -> Path:
@@ -69,22 +73,25 @@ def output_dir(run_dir: Path, record: dict, intact: bool) -> Path:
         intact: the raw files match the record (no damage accepted with --partial).
     Returns:
         The folder of the same analysis if there is one; else the run folder if no analysis
-        was written there yet and the data are intact; else the first free name of
-        ``analysis-<version>[-partial][-N]`` inside the run folder. Nothing is created.
+        was written there yet, the data are intact and the record is not of a re-judgement
+        (``rejudgement``: the run judged with claims changed after it, :func:`analysis.analyze`);
+        else the first free name of ``analysis-<version>[-partial][-rejudged][-N]`` inside
+        the run folder. Nothing is created.
     Raises:
         RunFolderError: an output of the folder chosen (``figures/``, ``summary.csv``...), or
             anything under one, is a symbolic link or a special file: the analysis would write
             through it, anywhere (a run folder may come from anyone).
     """
     me = identity(record)
-    candidates = [run_dir] + analysis_folders(run_dir)
+    again = bool(record.get("rejudgement"))
+    candidates = ([] if again else [run_dir]) + analysis_folders(run_dir, rejudgements=again)
     for folder in candidates:
         rec = _read_record(folder)
         if rec is not None and identity(rec) == me:
             return _own_outputs(folder)
-    if intact and _free(run_dir):
+    if intact and not again and _free(run_dir):
         return _own_outputs(run_dir)
-    base = f"analysis-{record['made_by']['version']}" + ("" if intact else "-partial")
+    base = f"analysis-{record['made_by']['version']}" + ("" if intact else "-partial") + ("-rejudged" if again else "")
     n, name = 1, base
     while (run_dir / name).exists() or (run_dir / name).is_symlink():
         n += 1
