@@ -26,6 +26,7 @@ from analysis.provenance import run_record
 from analysis.report import render_report
 from analysis.summary import INTERVAL_COLUMNS, SUMMARY_KEYS, estimates_of, trial_intervals, trial_statistics
 from analysis.tidy import TIDY_COLUMNS, trial_tidy
+from analysis.uncertainty import rate_ceilings, rows_within_ceilings
 from netrepro.model import scale_rates
 from netrepro.experiment.spec import Spec
 from netrepro.runfolder.atomic import atomic_path, write_gzip, write_text
@@ -149,6 +150,7 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     problems = list(problems or [])
     damaged = damaged or {}
     tidies, rows, interval_rows, health, incomplete = [], [], [], {}, {}
+    ceilings = rate_ceilings(m)
     # a repeated run's view of one repetition (analysis.repetitions) records instance ids
     # (raw folder names) with the experiment's trial id in ``trial``
     records = {t.get("trial") or t["id"]: t for t in data.get("trials", [])}
@@ -165,7 +167,8 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
         phases = rec.get("phases") or []
         trial_rows = trial_statistics(m, trial, tidy, ends, phases, ts)
         rows += trial_rows
-        interval_rows += trial_intervals(m, trial, tidy, ends, phases, trial_rows, ts)
+        # cut to what the topology lets a rate be (its shapers' rates at the run's rate scale)
+        interval_rows += rows_within_ceilings(trial_intervals(m, trial, tidy, ends, phases, trial_rows, ts), ceilings)
         health[trial.id] = trial_health(scaled, rec, tdir, ts)
     tidies = [t for t in tidies if len(t)]  # a trial without any sample adds no row
     tidy = pd.concat(tidies, ignore_index=True) if tidies else pd.DataFrame(columns=TIDY_COLUMNS)

@@ -42,6 +42,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from netrepro.core import tc
+from netrepro.model import TRIAL_SUBJECT, path_ports
+
 #: Two-sided level of every interval.
 LEVEL = 0.95
 #: Most batches a window is cut into (Schmeiser 1982: 10 to 30 batches are enough; fewer,
@@ -109,14 +112,74 @@ class Estimate:
         return v + (f" (95 % {self.low:.4g} to {self.high:.4g}, {self.method})" if self.has_interval else "")
 
 
-def within_range(e: Estimate, statistic: str) -> Estimate:
+def within_range(e: Estimate, statistic: str, ceiling: float = math.inf) -> Estimate:
     """``e`` with its interval cut to the range of ``statistic``'s quantity (:data:`RANGE`;
-    unchanged for a statistic not there). An end is cut only where the value itself lies
+    unchanged for a statistic not there), and below ``ceiling``, the most the topology lets
+    the quantity be (:func:`rate_ceilings`). An end is cut only where the value itself lies
     within the range, so that an interval never leaves out its own value; ``sd`` is kept."""
     lo, hi = RANGE.get(statistic, (-math.inf, math.inf))
+    hi = min(hi, ceiling)
     if not e.has_interval or not lo <= e.value <= hi:
         return e
     return replace(e, low=max(e.low, lo), high=min(e.high, hi))
+
+
+#: The statistics that are a rate through the trial's network (:data:`netrepro.model.STATISTICS`):
+#: an iperf3 item's throughput (its subject the item) and the trial's total over its iperf3
+#: items (subject ``all``), in Mbit/s of goodput; and a port's utilization, that total over
+#: the port's shaping rate.
+ITEM_RATE, TOTAL_RATE, UTILIZATION = "throughput_mbit", "total_throughput_mbit", "utilization"
+
+
+def rate_ceilings(model) -> dict[tuple[str, str, str], float]:
+    """(trial, subject, statistic) -> the most the topology lets a rate statistic's quantity be
+    (:data:`ITEM_RATE`, :data:`TOTAL_RATE`, :data:`UTILIZATION`), for ``model`` at the run's rate scale
+    (:func:`netrepro.model.scale_rates`: its shapers' rates as run).
+
+    The source is the model's topology: a port's rate is the lowest shaping rate of its stack
+    in the trial (:func:`netrepro.core.tc.shaping_rate_mbit`: htb's rate, whose ceil is the
+    same, or tbf's), and an item's packets leave by the ports of its path
+    (:func:`netrepro.model.path_ports`). An iperf3 item's throughput (application goodput,
+    Mbit/s) is at most the least rate on its path (a shaper counts whole frames); the trial's
+    total throughput at most the least rate of a port that every item's path crosses, and at
+    most the sum of the items' ceilings; a port's ``utilization`` (that total over the port's
+    rate) at most the total's ceiling over the port's rate. A statistic whose path has no
+    shaper, or cannot be traced, has no entry (no ceiling)."""
+    out: dict[tuple[str, str, str], float] = {}
+    for trial in model.trials:
+        paths = {}
+        for it in trial.items("iperf3"):
+            try:
+                paths[it.id] = path_ports(model, it.src, it.dst)
+            except ValueError:
+                paths[it.id] = []
+        rate = {p: r for ps in paths.values() for p in ps if (r := tc.shaping_rate_mbit(trial.stack(p)))}
+        item = {i: min((rate[p] for p in ps if p in rate), default=math.inf) for i, ps in paths.items()}
+        shared = set.intersection(*(set(ps) for ps in paths.values())) if paths else set()
+        total = min([sum(item.values())] + [rate[p] for p in shared if p in rate]) if paths else math.inf
+        out.update({(trial.id, i, ITEM_RATE): c for i, c in item.items() if math.isfinite(c)})
+        if math.isfinite(total):
+            out[(trial.id, TRIAL_SUBJECT, TOTAL_RATE)] = total
+            for c in model.collectors:
+                port_rate = tc.shaping_rate_mbit(trial.stack(c.at))
+                if port_rate:
+                    out[(trial.id, c.at, UTILIZATION)] = total / port_rate
+    return out
+
+
+def rows_within_ceilings(rows: list[dict], ceilings: dict[tuple[str, str, str], float]) -> list[dict]:
+    """Interval rows (intervals.csv's: ``trial``, ``subject``, ``statistic``, ``value``,
+    ``low``, ``high``, ``sd``, ``batches``) with each interval cut below its statistic's
+    ceiling (``ceilings``: :func:`rate_ceilings`) as :func:`within_range` cuts it; a row
+    without a ceiling is kept as it is."""
+    out = []
+    for r in rows:
+        top = ceilings.get((r["trial"], r["subject"], r["statistic"]))
+        if top is not None:
+            e = within_range(Estimate(r["value"], r["low"], r["high"], r["sd"], int(r["batches"])), r["statistic"], top)
+            r = {**r, "low": e.low, "high": e.high}
+        out.append(r)
+    return out
 
 
 def batch_count(samples: int) -> int:
@@ -243,6 +306,7 @@ def repetitions_to_decide(e: Estimate, least: float, most: float) -> int | None:
 
 
 __all__ = ["LEVEL", "MAX_BATCHES", "MIN_BATCHES", "SECTIONED", "RANGE", "MAX_REPETITIONS", "Estimate", "within_range",
+           "ITEM_RATE", "TOTAL_RATE", "UTILIZATION", "rate_ceilings", "rows_within_ceilings",
            "t_quantile",
            "batch_count", "sectioning", "t_interval", "difference", "ratio", "compare", "at_least", "at_most",
            "combine", "repetitions_to_decide"]

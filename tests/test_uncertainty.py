@@ -54,6 +54,60 @@ def test_an_interval_is_cut_to_its_quantity_s_range_and_never_leaves_out_its_val
     assert set(u.RANGE) == set(u.SECTIONED)
 
 
+def _lab_model(name: str):
+    """The experiment of the recorded lab run ``name`` at the run's rate scale, and its k."""
+    from netrepro.model import scale_rates
+    from netrepro.runfolder.reading import read_run
+    _, data, spec = read_run(LABS / name)
+    k = float(data["rate_scale"]["k"])
+    return scale_rates(spec.model, k), k
+
+
+def test_a_rate_through_the_bottleneck_is_cut_at_its_rate_at_the_run_s_rate_scale():
+    """Issue 56's case: a total throughput of 19.82 Mbit/s with a batch-means interval of 18.85
+    to 20.79 through a 20 Mbit/s bottleneck straddles a maximum of 20.5 though no more than 20
+    can pass; cut at the bottleneck's rate it holds. pie-lab's bottleneck is 1 Gbit/s as
+    written, 20 Mbit/s at the recorded run's rate scale 0.02 (100 Mbit/s, 2, in pie-100m)."""
+    m, k = _lab_model("pie-lab-local-0.2")
+    assert k == 0.02
+    top = u.rate_ceilings(m)
+    assert top[("droptail", "all", "total_throughput_mbit")] == top[("droptail", "h1-h3", "throughput_mbit")] == 20.0
+    assert top[("pie-100m", "all", "total_throughput_mbit")] == pytest.approx(2.0)
+    assert top[("pie", "s2:s2-eth2", "utilization")] == 1.0
+    e = Estimate(19.82, 18.85, 20.79, 0.43, 10, "batch means of 10")
+    assert u.compare(u.within_range(e, "total_throughput_mbit"), 15, 20.5) == "undecided"  # without the cap
+    cut = u.within_range(e, "total_throughput_mbit", top[("droptail", "all", "total_throughput_mbit")])
+    assert (cut.value, cut.low, cut.high) == (19.82, 18.85, 20.0)
+    assert u.compare(cut, 15, 20.5) == "holds"
+    # a value above the ceiling (a measured burst) keeps its interval: it never leaves out its value
+    assert u.within_range(Estimate(20.3, 19.5, 21.1, 0.4, 10), "total_throughput_mbit", 20.0).high == 21.1
+
+
+def test_a_total_is_cut_at_the_port_every_item_crosses_and_at_most_the_sum_of_its_items():
+    """pacing-lab's four pairs share one 10 Gbit/s switch port (20 Mbit/s at k = 0.002): their
+    total is at most that port's rate, not four times it; codel-lab's two flows alike."""
+    m, _ = _lab_model("pacing-lab-local-0.5")
+    top = u.rate_ceilings(m)
+    pairs = [key for key in top if key[0] == "pairs-paced" and key[2] == "throughput_mbit"]
+    assert len(pairs) == 4 and all(top[key] == 20.0 for key in pairs)
+    assert top[("pairs-paced", "all", "total_throughput_mbit")] == 20.0
+
+
+def test_the_recorded_run_s_throughput_intervals_end_at_its_bottleneck(labs):
+    """The recorded pie-lab run's drop tail trial: throughput 18.98 Mbit/s whose batch-means
+    interval reached 20.44, above the 20 Mbit/s bottleneck (and utilization above 1):
+    intervals.csv now ends both at what the link allows."""
+    import pandas as pd
+    run, _ = labs["pie-lab-local-0.2"]
+    iv = pd.read_csv(run / "intervals.csv").set_index(["trial", "subject", "phase", "statistic"])
+    assert iv.loc[("droptail", "h1-h3", "all", "throughput_mbit"), "high"] == 20.0
+    assert iv.loc[("droptail", "all", "all", "total_throughput_mbit"), "high"] == 20.0
+    assert iv.loc[("droptail", "s2:s2-eth2", "all", "utilization"), "high"] == 1.0
+    assert iv.loc[("pie-100m", "h1-h3", "all", "throughput_mbit"), "high"] <= 2.0
+    assert (iv.xs("all", level="phase").loc[lambda d: d.index.get_level_values("statistic") == "utilization", "high"]
+            <= 1.0).all()
+
+
 def test_batches_hold_the_same_number_of_the_sparsest_series_samples():
     from analysis.summary import batch_edges
     assert u.batch_count(60) == u.MAX_BATCHES and u.batch_count(7) == 7 and u.batch_count(5) == 5
