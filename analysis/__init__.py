@@ -56,7 +56,8 @@ def __getattr__(name: str):
 
 
 def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
-            partial: bool = False, out_dir: Path | None = None, experiment: str | None = None) -> "AnalysisResult":
+            partial: bool = False, out_dir: Path | None = None, experiment: str | None = None,
+            given: Spec | None = None, rejudge: bool = False) -> "AnalysisResult":
     """Analyse a run directory and write one output set into it.
 
     Args:
@@ -79,9 +80,19 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
         experiment: when given, the run must be a run of this experiment (run.json's
             ``experiment``; the command line's EXPERIMENT), else SpecError before anything is
             written.
+        given: the experiment file the user named (the command line's EXPERIMENT): its claims
+            are compared with those recorded in the run, as the model reads them
+            (:func:`analysis.claims.claims_changed`), and the result's ``claims_changed`` says
+            which differ. The run is judged by its recorded claims (fixed before it ran)
+            unless ``rejudge``.
+        rejudge: judge the run with ``given``'s claims where they differ from the recorded
+            ones: a re-judgement, written as any analysis but into a new folder
+            ``<run>/analysis-<version>-rejudged[-N]/`` (never the run folder itself), whose
+            verdict.json (``rejudgement``: ``{"experiment_file", "claims_changed"}``), report
+            and analysis.json say so. Nothing changes when the claims are the same.
     Returns:
         AnalysisResult (``out_dir``: the run folder, ``<run>/analysis-<version>...``, or
-        for a crate its new folder).
+        for a crate its new folder; ``claims_changed``: as said of ``given``).
     Raises:
         RunFolderError: run.json missing or malformed, raw files missing/altered/unlisted
             without ``partial``, a version 1 sweep factor without a version 2 path, or a bad
@@ -90,12 +101,12 @@ def analyze(run_dir: Path | str, spec: Spec | None = None, figures: bool = True,
         SpecError: the spec in run.json is invalid, or the run is not of ``experiment``.
     """
     if Path(run_dir).is_file() or is_crate(run_dir):  # an exported run (netrepro export): input only
-        return _analyze_crate(Path(run_dir), spec, figures, partial, out_dir, experiment)
-    return _analyze_folder(run_dir, spec, figures, partial, out_dir, experiment)
+        return _analyze_crate(Path(run_dir), spec, figures, partial, out_dir, experiment, given, rejudge)
+    return _analyze_folder(run_dir, spec, figures, partial, out_dir, experiment, given, rejudge)
 
 
 def _analyze_folder(run_dir: Path | str, spec: Spec | None, figures: bool, partial: bool, out_dir: Path | None,
-                    experiment: str | None) -> "AnalysisResult":
+                    experiment: str | None, given: Spec | None = None, rejudge: bool = False) -> "AnalysisResult":
     """:func:`analyze` of the run folder ``run_dir`` (a crate's too, once checked)."""
     # Imported here, not at the top: they import matplotlib, which writes its font cache and
     # config folder under $HOME when imported; the command line imports this package for
@@ -103,19 +114,24 @@ def _analyze_folder(run_dir: Path | str, spec: Spec | None, figures: bool, parti
     from analysis.repetitions import analyze_repeated, repeated
     from analysis.outputs import analyze_single
     from analysis.sweep import analyze_swept, swept
+    from analysis.claims import claims_changed
     rdir, data, spec = read_run(run_dir, spec)
     if experiment is not None and data.get("experiment") != experiment:
         raise SpecError(run_json(rdir), "experiment", f"{data.get('experiment')!r}: a run of another experiment; "
                                                       f"expected a run of {experiment!r} (EXPERIMENT)")
-    if swept(data):
-        return analyze_swept(rdir, data, spec, figures, partial, out=out_dir)
-    if repeated(data):
-        return analyze_repeated(rdir, data, spec, figures, partial, out=out_dir)
-    return analyze_single(rdir, data, spec, figures, partial, out=out_dir)
+    changes = claims_changed(spec.model.claims, given.model.claims) if given is not None else {}
+    again = None
+    if rejudge and changes:  # the recorded experiment with the file's claims: SpecError if they do not fit it
+        spec = Spec.from_data({**spec.data, "claims": given.data["claims"]}, given.path)
+        again = {"experiment_file": Path(given.path).name, "claims_changed": changes}
+    kind = analyze_swept if swept(data) else analyze_repeated if repeated(data) else analyze_single
+    res = kind(rdir, data, spec, figures, partial, out=out_dir, rejudgement=again)
+    res.claims_changed = changes
+    return res
 
 
 def _analyze_crate(crate: Path, spec: Spec | None, figures: bool, partial: bool, out_dir: Path | None,
-                   experiment: str | None) -> "AnalysisResult":
+                   experiment: str | None, given: Spec | None = None, rejudge: bool = False) -> "AnalysisResult":
     """:func:`analyze` of the crate ``crate``, read only: checked first, writing nothing
     (:func:`netrepro.runfolder.cratereading.check_crate`); then its outputs go into ``out_dir``, or a
     new folder beside it (:func:`netrepro.runfolder.outputs.crate_output_dir`), a zip being
@@ -133,7 +149,7 @@ def _analyze_crate(crate: Path, spec: Spec | None, figures: bool, partial: bool,
     try:
         out.mkdir(parents=True, exist_ok=True)
         with open_crate(crate, scratch=out) as rdir:
-            return _analyze_folder(rdir, spec, figures, partial, out, experiment)
+            return _analyze_folder(rdir, spec, figures, partial, out, experiment, given, rejudge)
     except BaseException:
         if made:
             shutil.rmtree(out, ignore_errors=True)
@@ -142,8 +158,8 @@ def _analyze_crate(crate: Path, spec: Spec | None, figures: bool, partial: bool,
 
 def analyze_run(run_dir: Path | str, spec: Spec | None = None, partial: bool = False) -> dict:
     """Analyse ``run_dir`` (see :func:`analyze`) and return the verdict:
-    ``{"reproduced": bool, "verdict": "reproduced"|"not reproduced"|"inconclusive",
-    "health_failures": [...], "claims": [{"id", "text", "status", "holds", "evidence"[, "reason",
+    ``{"reproduced": bool, "verdict": "reproduced"|"not reproduced"|"inconclusive", "counts": {status: n},
+    "not_judged": [ids], "health_failures": [...], "claims": [{"id", "text", "status", "holds", "evidence"[, "reason",
     "values", "values_alone"]}]}`` (a claim's status: holds, fails, undecided, inconclusive, not
     evaluable or not applicable)
     (:func:`analysis.claims.evaluate`; a repeated run or a sweep adds how the repetitions or

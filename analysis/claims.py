@@ -21,6 +21,7 @@ from typing import Sequence
 import pandas as pd
 
 from analysis import uncertainty
+from analysis.console import STATUSES
 from analysis.health import failure_line
 from analysis.uncertainty import Estimate
 from netrepro.model import Check, Claim, Selection, rate_scaled, scale_rates, statistics
@@ -286,8 +287,9 @@ def evaluate(summary: pd.DataFrame, claims: Sequence[Claim], trial_ids: list[str
     (``unhealthy``: trial id -> its :func:`analysis.health.failures`), or not applicable when
     the claim has a ``when``
     condition, a bound on a selection, that the run does not meet), ``reproduced`` when every
-    applicable claim holds (and at least one applies), ``verdict`` inconclusive when any
-    claim is inconclusive or not evaluable. A claim whose ``rate_scale_min`` is above the
+    applicable claim holds (and at least one applies), ``verdict`` as :func:`verdict_of` says
+    (not reproduced when any claim fails, else inconclusive when any is inconclusive, undecided
+    or not evaluable). A claim whose ``rate_scale_min`` is above the
     run's ``rate_scale`` (k) is not applicable either: the experiment file says below which
     k it loses its meaning; so is one whose ``time_scale_min`` (default ``time_scale_min``, the
     file's ``time_scale.min``) is above the run's ``time_scale``. These two come first: they
@@ -312,8 +314,12 @@ def evaluate(summary: pd.DataFrame, claims: Sequence[Claim], trial_ids: list[str
     right side of its bounds, fails when one is wholly on the wrong side, and is
     ``undecided`` when one straddles a bound (:func:`judge_claim`); its entry's ``values``
     lists each with its interval, and ``repetitions_to_decide`` the repetitions (REPEAT)
-    that would likely decide it. An undecided claim makes the verdict inconclusive, never
-    "not reproduced"."""
+    that would likely decide it.
+
+    The verdict (:func:`verdict_of`): a claim that fails on data that passed their health
+    checks makes it "not reproduced", whatever another claim's status (the undecided,
+    inconclusive and not evaluable claims are listed beside it, ``not_judged``); an undecided,
+    inconclusive or not evaluable claim without a failed one makes it inconclusive."""
     out = []
     incomplete = incomplete or {}
     for c in claims:
@@ -405,15 +411,54 @@ def _judged_status(summary: pd.DataFrame, ch: Check, trial_ids: list[str], compu
     return dict(status="holds" if outcome == "holds" else "fails", holds=outcome == "holds")
 
 
+def verdict_of(statuses: Sequence[str]) -> str:
+    """The run's verdict from its claims' statuses (:data:`analysis.console.STATUSES`): ``not reproduced`` when
+    any claim fails (status ``fails`` is given only on data that passed their health checks:
+    a claim reading a trial that failed one is ``inconclusive``), whatever another claim's
+    status; else ``inconclusive`` when any claim is undecided, inconclusive or not evaluable
+    (:data:`INCONCLUSIVE_STATUSES`), or when none applies (nothing was judged); else
+    ``reproduced`` (every claim that applies holds)."""
+    statuses = list(statuses)
+    if "fails" in statuses:
+        return "not reproduced"
+    if any(s in INCONCLUSIVE_STATUSES for s in statuses) or all(s == "not applicable" for s in statuses):
+        return "inconclusive"
+    return "reproduced"
+
+
+def verdict_record(claims: list[dict], **fields) -> dict:
+    """verdict.json's dict from its claims' entries ``claims`` (each with ``status`` and
+    ``holds``) and the kind's own ``fields`` (``health_failures``, a repeated run's ``rule``...):
+    ``reproduced`` (every claim that applies holds, and one does), ``verdict``
+    (:func:`verdict_of`), ``counts`` (status -> number of claims, the non-zero ones in the order
+    of :data:`analysis.console.STATUSES`), ``not_judged`` (the ids of the claims undecided, inconclusive or not
+    evaluable, listed beside a verdict of not reproduced as beside an inconclusive one), then
+    ``fields`` and ``claims``."""
+    judged = [c for c in claims if c["status"] != "not applicable"]
+    statuses = [c["status"] for c in claims]
+    return {"reproduced": bool(judged) and all(c["holds"] is True for c in judged), "verdict": verdict_of(statuses),
+            "counts": {s: statuses.count(s) for s in STATUSES if s in statuses},
+            "not_judged": [c["id"] for c in claims if c["status"] in INCONCLUSIVE_STATUSES], **fields,
+            "claims": claims}
+
+
 def _verdict_of(out: list[dict], unhealthy: dict[str, list[dict]]) -> dict:
     """verdict.json's dict from its claims' entries ``out`` and the health failures ``unhealthy``
-    (:func:`evaluate`)."""
-    failures = [f for fs in unhealthy.values() for f in fs]
-    judged = [e for e in out if e["status"] != "not applicable"]
-    reproduced = bool(judged) and all(e["holds"] is True for e in judged)
-    verdict = ("inconclusive" if not judged or any(e["status"] in INCONCLUSIVE_STATUSES for e in out)
-               else "reproduced" if reproduced else "not reproduced")
-    return {"reproduced": reproduced, "verdict": verdict, "health_failures": failures, "claims": out}
+    (:func:`evaluate`, :func:`verdict_record`)."""
+    return verdict_record(out, health_failures=[f for fs in unhealthy.values() for f in fs])
+
+
+def claims_changed(recorded: Sequence[Claim], given: Sequence[Claim]) -> dict[str, list[str]]:
+    """Which claims an experiment file ``given`` changes against those recorded in a run
+    (``recorded``), compared as the model reads them (:class:`netrepro.model.Claim`: the
+    check, its condition, thresholds, ``rate_scaling`` and scale limits; the text too):
+    ``{"added": [ids], "removed": [ids], "changed": [ids]}`` with the non-empty lists only,
+    ids in the file's order (removed ones in the run's); {} when they are the same."""
+    was = {c.id: c for c in recorded}
+    now = {c.id: c for c in given}
+    out = {"added": [i for i in now if i not in was], "removed": [i for i in was if i not in now],
+           "changed": [i for i in now if i in was and now[i] != was[i]]}
+    return {k: v for k, v in out.items() if v}
 
 
 def evaluate_model(model, data: dict, summary: pd.DataFrame, estimates: dict | None = None,

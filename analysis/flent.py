@@ -192,7 +192,7 @@ def flent_bytes(result: dict) -> bytes:
 
 
 def write_trials(tidy: pd.DataFrame, records: dict[str, dict], title: str, out_dir) -> list:
-    """``out_dir/flent/<trial>.flent.gz`` for each trial of ``tidy`` with a record (run.json's
+    """``out_dir/<trial>.flent.gz`` for each trial of ``tidy`` with a record (run.json's
     trial records by tidy trial id: ``start_epoch_s``, and ``duration_s`` or the end of its
     last phase); returns the paths."""
     from pathlib import Path
@@ -206,7 +206,7 @@ def write_trials(tidy: pd.DataFrame, records: dict[str, dict], title: str, out_d
         if not isinstance(rec.get("start_epoch_s"), (int, float)) or not isinstance(duration, (int, float)):
             continue
         res = trial_flent(g, str(trial), float(rec["start_epoch_s"]), float(duration), title)
-        out.append(write_gzip(Path(out_dir) / "flent" / f"{trial}.flent.gz", flent_bytes(res)))
+        out.append(write_gzip(Path(out_dir) / f"{trial}.flent.gz", flent_bytes(res)))
     return out
 
 

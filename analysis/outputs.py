@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import json
 from pathlib import Path
-from typing import Callable
+import hashlib
+from typing import Callable, Sequence
 
 import pandas as pd
 
@@ -31,7 +32,8 @@ from netrepro.model import scale_rates
 from netrepro.experiment.spec import Spec
 from netrepro.runfolder.atomic import atomic_path, write_gzip, write_text
 from netrepro.runfolder.integrity import RawCheck
-from netrepro.runfolder.layout import incomplete_problems, raw_dir, run_json, trial_raw
+from netrepro.runfolder.layout import (FIGURES, FLENT, INTERVALS, REPORT, SUMMARY, TIDY, VERDICT, incomplete_problems,
+                                      raw_dir, run_json, trial_raw)
 from netrepro.runfolder.outputs import output_dir, seal
 from netrepro.runfolder.reading import model_run_records, verified_raw
 
@@ -61,7 +63,8 @@ class RunInfo:
 class AnalysisResult:
     """What :func:`analysis.analyze` produced: the run, its tables, the verdict, the data problems
     found (one line each), the written files (absolute paths), the folder they are in,
-    the analysis.json record and each trial's health (trial id -> :func:`analysis.health.trial_health`)."""
+    the analysis.json record, each trial's health (trial id -> :func:`analysis.health.trial_health`)
+    and the claims changed by the experiment file given (``claims_changed``)."""
 
     run: RunInfo
     tidy: pd.DataFrame
@@ -72,10 +75,13 @@ class AnalysisResult:
     out_dir: Path | None = None
     record: dict = field(default_factory=dict)
     health: dict = field(default_factory=dict)
+    #: the claims an experiment file given to :func:`analysis.analyze` changes against the run's
+    #: (:func:`analysis.claims.claims_changed`): ``{"added", "removed", "changed"}``, {} when none
+    claims_changed: dict = field(default_factory=dict)
 
 
 def analyze_single(run_dir: Path, data: dict, spec: Spec, figures: bool, partial: bool,
-                   out: Path | None = None) -> AnalysisResult:
+                   out: Path | None = None, rejudgement: dict | None = None) -> AnalysisResult:
     """:func:`analysis.analyze` for a run without repetitions or a sweep (:mod:`analysis.outputs`).
 
     run.json's time scale and trials' start times are checked first
@@ -84,24 +90,38 @@ def analyze_single(run_dir: Path, data: dict, spec: Spec, figures: bool, partial
     trials with damaged files are incomplete). The outputs go into the write-once output
     folder (:func:`netrepro.runfolder.outputs.output_dir`; ``-partial`` when something was left out
     or damaged) or ``out``, with analysis.json's record, which names the incomplete trials
-    (``incomplete_trials``). A run marked INCOMPLETE says so first among the problems."""
+    (``incomplete_trials``). A run marked INCOMPLETE says so first among the problems.
+    ``rejudgement``: as :func:`checked_and_written`'s."""
     return checked_and_written(run_dir, data, spec, figures, partial, out, lambda d, o, rec, problems, damaged:
-                               analyze(run_dir, spec, d, o, rec, figures, problems=problems, damaged=damaged))
+                               analyze(run_dir, spec, d, o, rec, figures, problems=problems, damaged=damaged),
+                               rejudgement)
 
 
 def checked_and_written(run_dir: Path, data: dict, spec: Spec, figures: bool, partial: bool, out: Path | None,
-                        write: Callable[[dict, Path, dict, list[str], dict], dict]) -> AnalysisResult:
+                        write: Callable[[dict, Path, dict, list[str], dict], dict],
+                        rejudgement: dict | None = None) -> AnalysisResult:
     """The steps every whole-run analysis shares (:func:`analyze_single`,
-    :func:`analysis.repetitions.analyze_repeated`): run.json's records checked
-    (:func:`netrepro.runfolder.reading.model_run_records`), the raw files verified
-    (:func:`netrepro.runfolder.reading.verified_raw`), the output folder and analysis.json's record chosen,
-    then ``write(data, out, record, problems, damaged)`` (returning ``{"tidy", "summary",
-    "verdict", "problems", "outputs", "incomplete", "health"}``) and the outputs sealed.
+    :func:`analysis.repetitions.analyze_repeated`, :func:`analysis.sweep.analyze_swept`):
+    run.json's records checked (:func:`netrepro.runfolder.reading.model_run_records`), the raw
+    files verified (:func:`netrepro.runfolder.reading.verified_raw`), the output folder and
+    analysis.json's record chosen, then ``write(data, out, record, problems, damaged)``
+    (returning ``{"tidy", "summary", "verdict", "problems", "outputs", "incomplete",
+    "health"}``, its files written by :func:`write_outputs`) and the outputs sealed.
+
+    ``rejudgement``: when the run is judged with claims changed after it
+    (``{"experiment_file", "claims_changed"}``: :func:`analysis.analyze` with ``rejudge``), the
+    record says so (``rejudgement``, and the changed claims' sha256 among its inputs, so that
+    it is another analysis than the run's own), and the outputs go into a new folder
+    (:func:`netrepro.runfolder.outputs.output_dir`), never the run folder itself.
     Raises what those raise (RunFolderError, one line)."""
     data, left_out = model_run_records(run_json(run_dir), data, partial)
     check = verified_raw(run_dir, data, partial)
     intact = not check.damaged and not left_out
     record = {**run_record(run_dir, check, figures), "partial": not intact}
+    if rejudgement:
+        claims = json.dumps(spec.data.get("claims"), sort_keys=True).encode()
+        record["inputs"]["rejudged_claims_sha256"] = hashlib.sha256(claims).hexdigest()
+        record["rejudgement"] = rejudgement
     if out is None:
         out = output_dir(run_dir, record, intact)
     res = write(data, out, record, incomplete_problems(run_dir) + left_out, check.by_trial())
@@ -109,6 +129,39 @@ def checked_and_written(run_dir: Path, data: dict, spec: Spec, figures: bool, pa
     outputs = seal(out, record, res["outputs"])
     return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), res["tidy"], res["summary"],
                           res["verdict"], res["problems"], outputs, out, record, res["health"])
+
+
+def write_outputs(out: Path, record: dict, summary: pd.DataFrame, verdict: dict, report: Callable[[dict], str],
+                  tidy: pd.DataFrame | None = None, tables: Sequence[tuple[str, pd.DataFrame]] = (),
+                  drawn: Sequence[Path] = ()) -> tuple[list[Path], dict]:
+    """The one writer of an analysis' outputs (a run's, a repetition's or a sweep point's, and
+    the repeated run's or sweep's across them), each under its name
+    (:mod:`netrepro.runfolder.layout`): :data:`~netrepro.runfolder.layout.TIDY` (gzip; when
+    ``tidy`` is given), :data:`~netrepro.runfolder.layout.SUMMARY`, each of ``tables`` (name
+    -> table: :data:`~netrepro.runfolder.layout.INTERVALS`, ``REPETITIONS_TABLE``,
+    ``SWEEP_TABLE``; numbers ``%.6g``), then ``drawn`` (figures and Flent files already
+    written), :data:`~netrepro.runfolder.layout.VERDICT` (``verdict`` as JSON, with the
+    record's ``rejudgement`` when the run is judged with claims changed after it) and
+    :data:`~netrepro.runfolder.layout.REPORT` (``report(verdict)``: the kind's report of the
+    verdict as written). Every file is written atomically and left as it is when its bytes
+    do not change (:mod:`netrepro.runfolder.atomic`).
+
+    Returns:
+        (the paths written, in that order; the verdict as written).
+    Raises:
+        OSError: a file cannot be written.
+    """
+    if record.get("rejudgement"):
+        verdict = {**verdict, "rejudgement": record["rejudgement"]}
+    paths = [write_gzip(out / TIDY, tidy.to_csv(index=False, lineterminator="\n").encode())] if tidy is not None else []
+    for name, table in ((SUMMARY, summary), *tables):
+        with atomic_path(out / name) as tmp:
+            table.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
+        paths.append(out / name)
+    paths += drawn
+    paths.append(write_text(out / VERDICT, json.dumps(verdict, indent=2) + "\n"))
+    paths.append(write_text(out / REPORT, report(verdict)))
+    return paths, verdict
 
 
 def fidelity_figures(spec, records: dict[str, dict], run_dir: Path, time_scale: float, out_dir: Path,
@@ -184,23 +237,16 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
         unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None, "threshold": None,
                                             "unit": None, "detail": "no record in run.json"})
     verdict = evaluate_model(spec.model, data, summary, estimates_of(intervals), unhealthy, incomplete)
-    outputs = ([write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode())]
-               if tidy_file else [])
-    with atomic_path(out / "summary.csv") as tmp:
-        summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
-    outputs.append(out / "summary.csv")
-    with atomic_path(out / "intervals.csv") as tmp:
-        intervals.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
-    outputs.append(out / "intervals.csv")
     under = caption(run_dir.name, data.get("site"), ts, k)
-    figs = [p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / "figures", ts, under)] if figures else []
-    health_figs = fidelity_figures(scaled, records, run_dir, ts, out / "figures", data) if figures else []
-    outputs += figs + health_figs
-    outputs += write_trials(tidy, records, m.name, out)
-    outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
-    outputs.append(write_text(out / "report.md", render_report(
-        spec, data, summary, verdict, problems, [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"],
-        health, run_dir=run_dir, out_dir=out, record=record, incomplete=incomplete,
-        health_figures=[p.relative_to(out).as_posix() for p in health_figs if p.suffix == ".png"])))
+    figs = ([p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / FIGURES, ts, under)]
+            if figures else [])
+    health_figs = fidelity_figures(scaled, records, run_dir, ts, out / FIGURES, data) if figures else []
+    outputs, verdict = write_outputs(
+        out, record, summary, verdict, lambda v: render_report(
+            spec, data, v, [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"], problems,
+            summary=summary, health=health, run_dir=run_dir, out_dir=out, record=record, incomplete=incomplete,
+            health_figures=[p.relative_to(out).as_posix() for p in health_figs if p.suffix == ".png"]),
+        tidy=tidy if tidy_file else None, tables=[(INTERVALS, intervals)],
+        drawn=figs + health_figs + write_trials(tidy, records, m.name, out / FLENT))
     return {"tidy": tidy, "summary": summary, "verdict": verdict, "problems": problems, "outputs": outputs,
             "health": health, "incomplete": incomplete, "intervals": intervals}

@@ -23,7 +23,6 @@ verdict.json, report.md). The run folder then gets, beside analysis.json:
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Sequence
@@ -32,14 +31,13 @@ import numpy as np
 import pandas as pd
 
 from analysis import uncertainty
-from analysis.claims import INCONCLUSIVE_STATUSES, evaluate_model
+from analysis.claims import evaluate_model, verdict_record
 from analysis.figures import caption, new_figure, save_figure
-from analysis.outputs import analyze, checked_and_written
-from analysis.report import found_by_table, markdown_table, statistic_tables
+from analysis.outputs import analyze, checked_and_written, write_outputs
+from analysis.report import found_by_table, markdown_table, statistic_tables, verdict_sentence
 from analysis.uncertainty import Estimate
-from netrepro.model import Claim, quantity_label
-from netrepro.runfolder.atomic import atomic_path, write_gzip, write_text
-from netrepro.runfolder.layout import INCOMPLETE_PROBLEM
+from netrepro.model import Claim, quantity_label, scale_rates
+from netrepro.runfolder.layout import FIGURES, INCOMPLETE_PROBLEM, REPETITIONS, REPETITIONS_TABLE, REPORT
 
 STATS_COLUMNS = ["n", "mean", "median", "sd", "ci95_low", "ci95_high", "cv", "min", "max"]
 
@@ -107,9 +105,9 @@ def combine_verdicts(verdicts: dict[int, dict], on_means: dict | None = None) ->
     claim holds when it held in every repetition where it applied (status other than
     ``not applicable``), fails when it failed in every one, is ``not applicable`` when it
     applied in none, and is inconclusive otherwise. ``repetitions`` counts each status and
-    ``held`` says "k of N". The run is inconclusive when a claim is inconclusive, not
-    evaluable or undecided, reproduced when every claim that applies holds, else not
-    reproduced."""
+    ``held`` says "k of N". The run's verdict follows from the claims' statuses as for one
+    run (:func:`analysis.claims.verdict_record`): not reproduced when a claim fails, else
+    inconclusive when one is inconclusive, not evaluable or undecided, else reproduced."""
     n = len(verdicts)
     order = [c["id"] for v in verdicts.values() for c in v["claims"]]
     out = []
@@ -157,16 +155,13 @@ def combine_verdicts(verdicts: dict[int, dict], on_means: dict | None = None) ->
             entry["reason"] = (f"the repetitions disagree: {tally}" if held and counts.get("fails")
                                else f"not judged in every repetition: {tally}" + (f"; {why}" if why else ""))
         out.append(entry)
-    judged = [e for e in out if e["status"] != "not applicable"]
-    reproduced = bool(judged) and all(e["holds"] is True for e in judged)
-    verdict = ("inconclusive" if any(e["status"] in INCONCLUSIVE_STATUSES for e in out)
-               else "reproduced" if reproduced else "not reproduced")
     failures = [{**f, "repetition": k} for k, v in sorted(verdicts.items()) for f in v.get("health_failures") or []]
-    return {"reproduced": reproduced, "verdict": verdict, "repetitions": n, "health_failures": failures,
-            "rule": RULE if on_means is not None else RULE_BY_COUNT, "claims": out}
+    return verdict_record(out, repetitions=n, health_failures=failures,
+                          rule=RULE if on_means is not None else RULE_BY_COUNT)
 
 
-def mean_estimates(stats: pd.DataFrame, within: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
+def mean_estimates(stats: pd.DataFrame, within: pd.DataFrame | None = None,
+                   ceilings: dict | None = None) -> tuple[pd.DataFrame, dict]:
     """The repetitions' means as summary rows (trial, phase, subject, statistic, value) and
     each mean's 95 % interval as (trial, subject, phase, statistic) ->
     :class:`analysis.uncertainty.Estimate`: mean +- the larger of two half-widths, the
@@ -175,7 +170,10 @@ def mean_estimates(stats: pd.DataFrame, within: pd.DataFrame | None = None) -> t
     with se the root mean square of their within-trial standard errors (``within``: the
     repetitions' intervals.csv rows, :func:`analysis.summary.trial_intervals`), so that
     repetitions which happen to agree closely never claim more certainty than one trial's
-    samples allow. ``sd`` is the larger spread. A mean of one repetition has no interval."""
+    samples allow. ``sd`` is the larger spread. A mean of one repetition has no interval.
+    Each interval is cut to its statistic's range and below its ceiling (``ceilings``:
+    :func:`analysis.uncertainty.rate_ceilings` of the model at the run's rate scale), as a
+    trial's are (:func:`analysis.uncertainty.within_range`)."""
     means = stats.rename(columns={"mean": "value"})[["trial", "phase", "subject", "statistic", "value"]]
     floor: dict = {}
     if within is not None and len(within):
@@ -194,7 +192,8 @@ def mean_estimates(stats: pd.DataFrame, within: pd.DataFrame | None = None) -> t
             half, sd = uncertainty.t_quantile(df) * se / math.sqrt(r.n), max(sd, se)
             how = f"batch means of {int(r.n)} repetitions"
         estimates[key] = uncertainty.within_range(
-            Estimate(float(r.mean), float(r.mean) - half, float(r.mean) + half, sd, int(r.n), how), r.statistic)
+            Estimate(float(r.mean), float(r.mean) - half, float(r.mean) + half, sd, int(r.n), how), r.statistic,
+            (ceilings or {}).get((r.trial, r.subject, r.statistic), math.inf))
     return means, estimates
 
 
@@ -244,22 +243,24 @@ def draw_spread(stats: pd.DataFrame, summary: pd.DataFrame, statistics: list[str
     return [save_figure(fig, out_dir / f"repetitions.{ext}") for ext in ("png", "pdf")]
 
 
-def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statistics: list[str],
-                  per_rep: dict[int, dict], figures: list[str], problems: list[str]) -> str:
+def render_report(spec, data: dict, verdict: dict, figures: list[str], problems: list[str], *,
+                  stats: pd.DataFrame, statistics: list[str], per_rep: dict[int, dict]) -> str:
     """report.md of a repeated run: how it was run, the verdict with each claim's count, the
     figures, what each found (each claim's status in the run and in the file's
     ``reference_results``, and the mean over the repetitions of each statistic the claims read
     beside what each source states: :func:`analysis.report.statistic_tables`), the run-to-run
     variation of the claims' statistics per phase, each repetition's verdict, the data
-    problems. ``stats``: :func:`across`; ``per_rep``: repetition k -> its verdict."""
+    problems. The arguments as :func:`analysis.report.render_report`'s, then ``stats``
+    (:func:`across`), ``statistics`` (those the claims read) and ``per_rep`` (repetition k ->
+    its verdict)."""
     rep = data["repetitions"]
     title = spec.model.title
     lines = [f"# {title}", "",
              f"Experiment `{data.get('experiment')}`, site {data.get('site')} ({data.get('mode')}), "
              f"TIME_SCALE {data.get('time_scale')}, toolkit {str(data.get('toolkit_commit'))[:12]}.", "",
              f"{rep['repeat']} repetitions ({rep.get('design')}; seed {rep.get('seed')}). Each repetition is "
-             "analysed as a run of its own (`repetitions/r<k>/`); the statistics below are across them.", "",
-             f"**Verdict: {verdict['verdict']}** ({verdict['rule']})", ""]
+             f"analysed as a run of its own (`{REPETITIONS}/r<k>/`); the statistics below are across them.", "",
+             verdict_sentence(verdict, verdict["rule"]), ""]
     for c in verdict["claims"]:
         tally = ", ".join(f"{s} {v}" for s, v in c["repetitions"].items())
         lines.append(f"- `{c['id']}` **{c['status']}** ({tally}; the numbers alone held in {c['numbers_held']}, "
@@ -285,26 +286,28 @@ def render_report(data: dict, spec, verdict: dict, stats: pd.DataFrame, statisti
         cv = "" if not math.isfinite(r["cv"]) else f"{r['cv']:.3f}"
         lines.append(f"| {r['trial']} | {r.get('subject', 'all')} | {r['phase']} | {r['statistic']} | {r['n']} | "
                      f"{r['mean']:.4g} | {ci} | {r['median']:.4g} | {cv} |")
-    lines += ["", "Every statistic of every phase is in `repetitions.csv`.", "", "## Each repetition", ""]
+    lines += ["", f"Every statistic of every phase is in `{REPETITIONS_TABLE}`.", "", "## Each repetition", ""]
     for k, v in sorted(per_rep.items()):
-        lines.append(f"- r{k}: {v['verdict']} ([report](repetitions/r{k}/report.md)): "
+        lines.append(f"- r{k}: {v['verdict']} ([report]({REPETITIONS}/r{k}/{REPORT})): "
                      + ", ".join(f"{c['id']} {c['status']}" for c in v["claims"]))
     if problems:
         lines += ["", "## Data problems", ""] + [f"- {p}" for p in problems]
     return "\n".join(lines) + "\n"
 
 
-def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bool, out: Path | None = None):
+def analyze_repeated(run_dir: Path, data: dict, spec, figures: bool, partial: bool, out: Path | None = None,
+                     rejudgement: dict | None = None):
     """:func:`analysis.analyze` for a repeated run (see the module docstring), into ``out``
     when given (else the run's own place, :func:`netrepro.runfolder.outputs.output_dir`). Returns an
     AnalysisResult whose ``verdict`` is the combined one; ``tidy`` and ``summary`` have a
     ``repetition`` column; ``health`` is keyed by trial instance (``<trial>.r<k>``, its record's ``id``).
 
+    ``rejudgement``: as :func:`analysis.outputs.checked_and_written`'s.
+
     Raises: as :func:`analysis.analyze` (run.json's records and the raw files are checked
     once, before anything is written)."""
-
     return checked_and_written(run_dir, data, spec, figures, partial, out, lambda d, o, rec, problems, damaged:
-                               repeated_into(run_dir, d, spec, figures, o, rec, problems, damaged))
+                               repeated_into(run_dir, d, spec, figures, o, rec, problems, damaged), rejudgement)
 
 
 def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, record: dict,
@@ -320,7 +323,7 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, rec
     tidies, summaries, intervals, verdicts, health, incomplete, outputs = [], [], [], {}, {}, {}, []
     problems = list(problems)
     for k in range(1, n + 1):
-        sub = out / "repetitions" / f"r{k}"
+        sub = out / REPETITIONS / f"r{k}"
         sub.mkdir(parents=True, exist_ok=True)
         v = view(data, k)
         res = analyze(run_dir, spec, v, sub, record, figures=False, tidy_file=False, damaged=damaged)
@@ -336,23 +339,16 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, rec
     tidy = pd.concat(tidies, ignore_index=True)
     summary = pd.concat(summaries, ignore_index=True)
     stats = across(summary)
-    means, estimates = mean_estimates(stats, pd.concat(intervals, ignore_index=True))
+    k = float((data.get("rate_scale") or {}).get("k", 1))
+    means, estimates = mean_estimates(stats, pd.concat(intervals, ignore_index=True),
+                                      uncertainty.rate_ceilings(scale_rates(spec.model, k)))
     verdict = combine_verdicts(verdicts, evaluate_model(spec.model, data, means, estimates))
     statistics = claim_statistics(spec.model.claims)
-    outputs.append(write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode()))
-    with atomic_path(out / "summary.csv") as tmp:
-        summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
-    outputs.append(out / "summary.csv")
-    with atomic_path(out / "repetitions.csv") as tmp:
-        stats.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
-    outputs.append(out / "repetitions.csv")
-    under = caption(run_dir.name, data.get("site"), float(data.get("time_scale", 1)),
-                    float((data.get("rate_scale") or {}).get("k", 1)))
-    figs = draw_spread(stats, summary, statistics, out / "figures", spec.model, under) if figures else []
-    outputs += figs
-    outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
-    outputs.append(write_text(out / "report.md", render_report(
-        data, spec, verdict, stats, statistics, verdicts,
-        [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"], problems)))
+    under = caption(run_dir.name, data.get("site"), float(data.get("time_scale", 1)), k)
+    figs = draw_spread(stats, summary, statistics, out / FIGURES, spec.model, under) if figures else []
+    written, verdict = write_outputs(out, record, summary, verdict, lambda v: render_report(
+        spec, data, v, [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"], problems,
+        stats=stats, statistics=statistics, per_rep=verdicts), tidy=tidy, tables=[(REPETITIONS_TABLE, stats)], drawn=figs)
+    outputs += written
     return {"tidy": tidy, "summary": summary, "verdict": verdict, "problems": problems, "outputs": outputs,
             "health": health, "incomplete": incomplete}

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.console import changes_text, status_counts
 from analysis.health import format_value
 from netrepro.model import quantity_label, statistics
 
@@ -146,20 +147,31 @@ def flatten(d: dict, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
-def _verdict_line(verdict: dict) -> str:
-    claims = verdict["claims"]
-    count = {s: sum(c["status"] == s for c in claims) for s in STATUS_WORDS}
-    parts = [f"{count['holds']} of {len(claims)} claims hold"]
-    if count["not evaluable"]:
-        parts.append(f"{count['not evaluable']} not evaluable: their data are incomplete or missing")
-    if count["inconclusive"]:
-        parts.append(f"{count['inconclusive']} inconclusive: a trial they read failed a health check of its substrate")
-    if count["undecided"]:
-        parts.append(f"{count['undecided']} undecided: the 95 % interval of a value they read straddles its bound, "
-                     "and more repetitions (REPEAT) would decide them")
-    if count["not applicable"]:
-        parts.append(f"{count['not applicable']} not applicable")
-    return f"**Verdict: {verdict['verdict']}** ({'; '.join(parts)})."
+#: What a claim status means, beside its count in a report's verdict line (:func:`verdict_sentence`).
+STATUS_MEANS = {"fails": "a value they read is wholly on the wrong side of its bound, on data that passed their "
+                         "health checks",
+                "undecided": "the 95 % interval of a value they read straddles its bound, and more repetitions "
+                             "(REPEAT) would decide them",
+                "inconclusive": "a trial they read failed a health check of its substrate",
+                "not evaluable": "their data are incomplete or missing"}
+
+
+def verdict_sentence(verdict: dict, rule: str | None = None) -> str:
+    """The verdict line of a report (one run's, a repeated run's or a sweep's): the verdict,
+    then every claim status counted, the non-zero ones, each with the claims' ids and what it
+    means (:func:`analysis.console.status_counts`, :data:`STATUS_MEANS`), so that a failed
+    claim is counted beside the undecided ones; then ``rule``, how the kind combined its
+    parts, when given: ``**Verdict: not reproduced** (1 of 2 claims hold; 1 fails (x): ...).``
+    A re-judgement (verdict.json's ``rejudgement``: :func:`analysis.analyze` with ``rejudge``)
+    says so in a paragraph after it, naming the claims changed after the run."""
+    parts = status_counts(verdict, STATUS_MEANS) or ["no claims"]
+    line = f"**Verdict: {verdict['verdict']}** ({'; '.join(parts + ([rule] if rule else []))})."
+    again = verdict.get("rejudgement")
+    if again:
+        line += (f"\n\n**A re-judgement with claims changed after the run**: judged with the claims of the experiment "
+                 f"file `{again['experiment_file']}` ({changes_text(again['claims_changed'])}), not with those recorded "
+                 "in the run, which were fixed before it ran (`verdict.json`'s `rejudgement`).")
+    return line
 
 
 def found_by_table(verdict: dict, references: list[dict], this_run: str = THIS_RUN) -> pd.DataFrame:
@@ -297,19 +309,22 @@ def _figure_title(model, path: str) -> str:
     return next((f.title or fid for f in model.figures if f.id == fid), fid)
 
 
-def render_report(spec, data: dict, summary: pd.DataFrame, verdict: dict, problems: list[str],
-                  figures: list[str], health: dict[str, dict], run_dir: Path | None = None,
+def render_report(spec, data: dict, verdict: dict, figures: list[str], problems: list[str], *,
+                  summary: pd.DataFrame, health: dict[str, dict], run_dir: Path | None = None,
                   out_dir: Path | None = None, record: dict | None = None,
                   incomplete: dict[str, list[str]] | None = None, health_figures: list[str] | None = None) -> str:
-    """report.md's text (see the module docstring for its sections).
+    """report.md's text (see the module docstring for its sections). The three reports (one
+    run's, :func:`analysis.repetitions.render_report`, :func:`analysis.sweep.render_report`)
+    take ``spec, data, verdict, figures, problems`` first, in that order, then their kind's
+    parts by name.
 
     Args:
         spec: the experiment as run (:class:`netrepro.experiment.spec.Spec`); data: run.json (or one
             repetition's or sweep point's view of it: :mod:`analysis.repetitions`).
-        summary: summary.csv's long table; verdict: verdict.json's dict
-            (:func:`analysis.claims.evaluate`).
-        problems: data problems, one line each; figures: the experiment's figures' paths
-            relative to the report's folder; health_figures: the same of the figures about
+        verdict: verdict.json's dict (:func:`analysis.claims.evaluate`).
+        figures: the experiment's figures' paths relative to the report's folder; problems:
+            data problems, one line each.
+        summary: summary.csv's long table; health_figures: the paths of the figures about
             the substrate (link fidelity), shown with its health.
         health: trial id -> its checks (:func:`analysis.health.trial_health`).
         run_dir: the run folder; out_dir: the folder the report goes into (the run folder,
@@ -347,7 +362,7 @@ def _title_lines(m, data: dict, verdict: dict, rs: dict, run_id: str) -> list[st
             lines.append(f"- {k.capitalize()}: {' '.join(str(v).split())}")
     lines += [f"- Run `{run_id}` of experiment `{data.get('experiment', m.name)}` on site {plain(data.get('site'))}, "
               f"time scale {plain(data.get('time_scale'))}, rate scale {float(rs.get('k', 1)):g}", "",
-              _verdict_line(verdict), ""]
+              verdict_sentence(verdict), ""]
     for c in verdict["claims"]:
         lines.append(f"- `{c['id']}` **{c['status']}**: {c['text']}  \n  {c['evidence']}"
                      + (f"  \n  (thresholds follow the rate scale: {c['thresholds']})" if c.get("thresholds") else "")
@@ -458,7 +473,9 @@ def _regenerate_lines(m, data: dict, run_dir: Path, out_dir: Path | None, record
            else f" (this one is in `{out_dir.relative_to(run_dir).as_posix()}/`)"
            if out_dir.is_relative_to(run_dir) else f" (this one is in `{out_dir.name}/`)")
     return ["", "### Regenerate", "",
-            f"`python -m analysis {where}{' --partial' if (record or {}).get('partial') else ''}` checks raw/ "
+            f"`python -m analysis {where}{' --partial' if (record or {}).get('partial') else ''}"
+            + (f" --experiment {again['experiment_file']} --rejudge" if (again := (record or {}).get("rejudgement")) else "")
+            + "` checks raw/ "
             "against run.json and writes tidy.csv.gz, summary.csv, verdict.json, figures/, report.md and "
             "analysis.json from run.json and raw/ (both only read). The same toolkit version writes the same "
             "bytes again; another version writes into a new `analysis-<version>/` folder of the run, keeping "

@@ -23,22 +23,19 @@ then gets, beside analysis.json:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from analysis.claims import verdict_record
 from analysis.figures import save_figure
-from analysis.outputs import AnalysisResult, RunInfo, analyze
-from analysis.provenance import run_record
+from analysis.outputs import analyze, checked_and_written, write_outputs
+from analysis.report import verdict_sentence
 from analysis.repetitions import across, claim_statistics, repeated, repeated_into
 from netrepro.experiment import sweep as sweeps
 from netrepro.model import quantity_label
-from netrepro.runfolder.atomic import atomic_path, write_gzip, write_text
-from netrepro.runfolder.layout import INCOMPLETE_PROBLEM, incomplete_problems, run_json
-from netrepro.runfolder.outputs import output_dir, seal
-from netrepro.runfolder.reading import model_run_records, verified_raw
+from netrepro.runfolder.layout import FIGURES, INCOMPLETE_PROBLEM, REPORT, SWEEP, SWEEP_TABLE
 
 
 def swept(data: dict) -> bool:
@@ -101,13 +98,12 @@ def combine(per_point: dict[str, dict], pts, base_id: str | None) -> dict:
             entry["reason"] = "no point of the sweep has the file's own settings; the claims are judged per point"
         claims.append(entry)
     failures = [{**f, "point": pid} for pid, v in per_point.items() for f in v.get("health_failures") or []]
-    verdict = base["verdict"] if base else "inconclusive"
-    return {"reproduced": bool(base and base.get("reproduced")), "verdict": verdict,
-            "health_failures": [f for f in failures if f["point"] == base_id] if base else failures,
-            "sweep": {"points": len(per_point), "base_point": base_id,
-                      "by_point": {pid: v["verdict"] for pid, v in per_point.items()}},
-            "rule": "the run's verdict is the one at the point with the experiment file's own settings; "
-                    "every point is judged by the claims as a run of its own", "claims": claims}
+    # the claims' statuses are the base point's (each inconclusive without one): its verdict
+    return verdict_record(claims, health_failures=[f for f in failures if f["point"] == base_id] if base else failures,
+                          sweep={"points": len(per_point), "base_point": base_id,
+                                 "by_point": {pid: v["verdict"] for pid, v in per_point.items()}},
+                          rule="the run's verdict is the one at the point with the experiment file's own settings; "
+                               "every point is judged by the claims as a run of its own")
 
 
 def draw(stats: pd.DataFrame, statistics: list[str], pts, out_dir: Path) -> list[Path]:
@@ -149,9 +145,11 @@ def draw(stats: pd.DataFrame, statistics: list[str], pts, out_dir: Path) -> list
     return [save_figure(fig, out_dir / f"sweep.{ext}") for ext in ("png", "pdf")]
 
 
-def render_report(data: dict, spec, verdict: dict, pts, fs: list[dict], per_point: dict[str, dict],
-                  figures: list[str], problems: list[str]) -> str:
-    """report.md of a sweep (see the module docstring)."""
+def render_report(spec, data: dict, verdict: dict, figures: list[str], problems: list[str], *, pts, fs: list[dict],
+                  per_point: dict[str, dict]) -> str:
+    """report.md of a sweep (see the module docstring): the arguments as
+    :func:`analysis.report.render_report`'s, then the points ``pts``, the factors ``fs`` and
+    each point's verdict (``per_point``: point id -> verdict.json)."""
     title = spec.model.title
     rep = data.get("repetitions") or {}
     base = verdict["sweep"]["base_point"]
@@ -160,22 +158,22 @@ def render_report(data: dict, spec, verdict: dict, pts, fs: list[dict], per_poin
              f"TIME_SCALE {data.get('time_scale')}, toolkit {str(data.get('toolkit_commit'))[:12]}.", "",
              f"A sweep of {len(pts)} points ({data['sweep'].get('design')}), {rep.get('repeat', 1)} repetition(s), "
              f"order {'shuffled with seed ' + str(rep.get('seed')) if rep.get('shuffle') else 'as in the file'}. "
-             "Each point is analysed as a run of its own (`sweep/<point>/`).", "", "## Factors", ""]
+             f"Each point is analysed as a run of its own (`{SWEEP}/<point>/`).", "", "## Factors", ""]
     for f in fs:
         lines.append(f"- `{f['name']}` ({', '.join(f['paths'])}): {', '.join(map(str, f['values']))}"
                      + (f"; trials {', '.join(f['trials'])}" if f.get("trials") else ""))
-    lines += ["", f"**Verdict: {verdict['verdict']}** ({verdict['rule']}; "
-              + (f"base point {base})" if base else "no point has the file's settings)"), "",
+    lines += ["", verdict_sentence(verdict, verdict["rule"] + (f"; base point {base}" if base else
+                                                            "; no point has the file's settings")), "",
               "## Points", "", "| point | " + " | ".join(f["name"] for f in fs) + " | verdict | "
               + " | ".join(c["id"] for c in verdict["claims"]) + " |",
               "|---" * (len(fs) + 2 + len(verdict["claims"])) + "|"]
     for p in pts:
         v = per_point[p.id]
         status = {c["id"]: c["status"] for c in v["claims"]}
-        lines.append(f"| [{p.id}](sweep/{p.id}/report.md){' (base)' if p.id == base else ''} | "
+        lines.append(f"| [{p.id}]({SWEEP}/{p.id}/{REPORT}){' (base)' if p.id == base else ''} | "
                      + " | ".join(str(p.values[f["name"]]) for f in fs) + f" | {v['verdict']} | "
                      + " | ".join(status.get(c["id"], "") for c in verdict["claims"]) + " |")
-    lines += ["", "Every statistic of every point is in `sweep.csv`."]
+    lines += ["", f"Every statistic of every point is in `{SWEEP_TABLE}`."]
     if figures:
         lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
     if problems:
@@ -183,32 +181,39 @@ def render_report(data: dict, spec, verdict: dict, pts, fs: list[dict], per_poin
     return "\n".join(lines) + "\n"
 
 
-def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool, out: Path | None = None):
+def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool, out: Path | None = None,
+                  rejudgement: dict | None = None):
     """:func:`analysis.analyze` for a sweep (see the module docstring), into ``out`` when
     given (else the run's own place, :func:`netrepro.runfolder.outputs.output_dir`). Returns an
     AnalysisResult whose ``verdict`` is the combined one (:func:`combine`) and whose ``tidy``
     and ``summary`` have the ``point`` and factor columns (the summary in long rows).
+    ``rejudgement``: as :func:`analysis.outputs.checked_and_written`'s.
 
     Raises: as :func:`analysis.analyze`; SpecError when a recorded point is no longer a valid
     experiment (run.json's records and the raw files are checked once, before anything is
     written)."""
-
-    data, left_out = model_run_records(run_json(run_dir), data, partial)
-    check = verified_raw(run_dir, data, partial)
-    intact = not check.damaged and not left_out
-    record = {**run_record(run_dir, check, figures), "partial": not intact}
-    fs = data["sweep"]["factors"]
     pts = sweeps.from_record(spec, data["sweep"])
     specs = {p.id: sweeps.point_spec(spec, p.values) for p in pts}  # before anything is written
-    if out is None:
-        out = output_dir(run_dir, record, intact)
-    problems = incomplete_problems(run_dir) + left_out
-    damaged = check.by_trial()
+    return checked_and_written(run_dir, data, spec, figures, partial, out, lambda d, o, rec, problems, damaged:
+                               swept_into(run_dir, d, spec, specs, figures, o, rec, problems, damaged), rejudgement)
+
+
+def swept_into(run_dir: Path, data: dict, spec, specs: dict, figures: bool, out: Path, record: dict,
+               problems: list[str], damaged: dict[str, list[str]]) -> dict:
+    """The analysis of a sweep written into ``out`` (:func:`analysis.outputs.write_outputs`):
+    sweep/<point>/ (each point as a run of its experiment ``specs[point id]``, repeated when
+    the run is), tidy.csv.gz, summary.csv, sweep.csv, figures/, verdict.json and report.md.
+    ``problems``: lines known beforehand, extended; ``damaged``: raw folder -> its damaged
+    files. Returns ``{"tidy", "summary", "verdict", "problems", "outputs", "health",
+    "incomplete"}`` (health and incomplete keyed ``<point>/<trial>``); writes no analysis.json."""
+    fs = data["sweep"]["factors"]
+    pts = sweeps.from_record(spec, data["sweep"])
+    problems = list(problems)
     tidies, summaries, per_point, health, incomplete, outputs = [], [], {}, {}, {}, []
     for p in pts:
         pspec = specs[p.id]
         v = view(data, pspec, p)
-        sub = out / "sweep" / p.id
+        sub = out / SWEEP / p.id
         sub.mkdir(parents=True, exist_ok=True)
         if repeated(v):
             res = repeated_into(run_dir, v, pspec, False, sub, record, [], damaged)
@@ -238,23 +243,10 @@ def analyze_swept(run_dir: Path, data: dict, spec, figures: bool, partial: bool,
     lead = ["point"] + [f["name"] for f in fs]
     summary = summary[lead + [c for c in summary.columns if c not in lead]]
     stats = across(summary.drop(columns=[f["name"] for f in fs]))
-    statistics = claim_statistics(spec.model.claims)
-    outputs.append(write_gzip(out / "tidy.csv.gz", tidy.to_csv(index=False, lineterminator="\n").encode()))
-    with atomic_path(out / "summary.csv") as tmp:
-        summary.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
-    outputs.append(out / "summary.csv")
-    values = pd.DataFrame([{"point": p.id, **p.values} for p in pts])
-    table = values.merge(stats, on="point", how="right")
-    with atomic_path(out / "sweep.csv") as tmp:
-        table.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
-    outputs.append(out / "sweep.csv")
-    figs = draw(stats, statistics, pts, out / "figures") if figures else []
-    outputs += figs
-    outputs.append(write_text(out / "verdict.json", json.dumps(verdict, indent=2) + "\n"))
-    outputs.append(write_text(out / "report.md", render_report(
-        data, spec, verdict, pts, fs, per_point,
-        [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"], problems)))
-    record["incomplete_trials"] = incomplete
-    outputs = seal(out, record, outputs)
-    return AnalysisResult(RunInfo.whole(run_dir, data, spec, check, partial), tidy, summary, verdict, problems,
-                          outputs, out, record, health)
+    table = pd.DataFrame([{"point": p.id, **p.values} for p in pts]).merge(stats, on="point", how="right")
+    figs = draw(stats, claim_statistics(spec.model.claims), pts, out / FIGURES) if figures else []
+    written, verdict = write_outputs(out, record, summary, verdict, lambda v: render_report(
+        spec, data, v, [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"], problems,
+        pts=pts, fs=fs, per_point=per_point), tidy=tidy, tables=[(SWEEP_TABLE, table)], drawn=figs)
+    return {"tidy": tidy, "summary": summary, "verdict": verdict, "problems": problems, "outputs": outputs + written,
+            "health": health, "incomplete": incomplete}

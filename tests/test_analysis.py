@@ -403,7 +403,8 @@ def test_end_to_end(tmp_path, capsys):
     assert u[("pie-unlimited", "all")] == pytest.approx(0.97, abs=0.01)
 
     verdict = json.loads((run_dir / "verdict.json").read_text())
-    assert set(verdict) == {"reproduced", "verdict", "health_failures", "claims"} and verdict["reproduced"] is True
+    assert set(verdict) == {"reproduced", "verdict", "counts", "not_judged", "health_failures", "claims"}
+    assert verdict["reproduced"] is True and verdict["counts"] == {"holds": 3} and verdict["not_judged"] == []
     assert verdict["verdict"] == "reproduced" and verdict["health_failures"] == []  # a healthy substrate
     assert [c["id"] for c in verdict["claims"]] == ["pie-near-target", "red-follows-load", "red-above-pie-under-load"]
     # each value with its 95 % interval by batch means (10 batches of a 5 s phase)

@@ -422,16 +422,19 @@ def test_unhealthy_trials_make_the_verdict_inconclusive(run, capsys):
     # reads red/limited only, a healthy trial: its numbers hold, but in 5 s phases the
     # intervals of its phase values (batch means of 10) straddle the steps' tolerance
     assert status["red-follows-load"]["status"] == "undecided" and status["red-follows-load"]["values_alone"] == "holds"
-    assert verdict_line(v).startswith("inconclusive: the substrate failed 4 health checks: "
-                                      "pie-unlimited: flow_start_lag 4059 ms (max 100 ms); ")
-    assert verdict_line(v).endswith("; 1 claim undecided (red-follows-load): its 95 % intervals straddle a bound; "
+    assert verdict_line(v).startswith("inconclusive: 0 of 3 claims hold; 1 undecided (red-follows-load); "
+                                      "2 inconclusive (pie-near-target, red-above-pie-under-load); the substrate "
+                                      "failed 4 health checks: pie-unlimited: flow_start_lag 4059 ms (max 100 ms); ")
+    assert verdict_line(v).endswith("; the undecided claim's 95 % intervals straddle a bound; "
                                     "a value sits on or very near its bound")
     assert "red-unlimited: queue_delay_excess 8.9 % (max 1.0 %)" in verdict_line(v)
     assert json.loads((run / "verdict.json").read_text()) == v
 
     report = (run / "report.md").read_text()
-    assert ("**Verdict: inconclusive** (0 of 3 claims hold; 2 inconclusive: a trial they read failed a health check "
-            "of its substrate; 1 undecided: the 95 % interval of a value they read straddles its bound") in report
+    assert ("**Verdict: inconclusive** (0 of 3 claims hold; 1 undecided (red-follows-load): the 95 % interval of a "
+            "value they read straddles its bound, and more repetitions (REPEAT) would decide them; 2 inconclusive "
+            "(pie-near-target, red-above-pie-under-load): a trial they read failed a health check of its substrate)"
+            ) in report
     assert "`pie-near-target` **inconclusive**" in report
     assert "## Health of the substrate" in report
     assert "| red-unlimited | queue_delay_excess | 8.9 % | 1.0 % | FAIL | worst ping-client1 p3: 4 of 45 samples" in report
@@ -448,7 +451,7 @@ def test_unhealthy_trials_make_the_verdict_inconclusive(run, capsys):
     assert analysis_main([str(run), "--no-figures"]) == 0
     out = capsys.readouterr().out
     assert "INCONCLUSIVE pie-near-target: the substrate failed health checks" in out
-    assert "verdict: inconclusive: the substrate failed 4 health checks" in out
+    assert "verdict: inconclusive: 0 of 3 claims hold; " in out and "; the substrate failed 4 health checks: " in out
 
 
 def test_a_sick_healthy_trial_turns_its_claims_inconclusive_too(run):

@@ -60,7 +60,10 @@ def test_verdict_matches_the_recorded_one(analyzed):
     # the recorded verdicts judged each value as a point: an undecided claim's values alone agree
     assert [(c["id"], c.get("values_alone", c["status"])) for c in verdict["claims"]] == \
         [(c["id"], c["status"]) for c in want["claims"]]
-    if not any(c["status"] == "undecided" for c in verdict["claims"]):
+    statuses = [c["status"] for c in verdict["claims"]]
+    if "fails" in statuses:  # a claim failing on healthy data decides, whatever the others (issue 56; the
+        assert verdict["verdict"] == "not reproduced"  # recorded verdicts predate the rule)
+    elif "undecided" not in statuses:
         assert verdict["verdict"] == want["verdict"]
     else:
         assert verdict["verdict"] == "inconclusive"

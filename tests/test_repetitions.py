@@ -429,7 +429,8 @@ def test_a_claim_holds_only_when_it_held_in_every_repetition_where_it_applied():
     assert c["c1"]["status"] == "inconclusive" and c["c1"]["reason"].startswith("the repetitions disagree: 2 holds, 1 fails of 3")
     assert c["c2"]["status"] == "fails" and c["c2"]["held"] == "0 of 3"
     assert c["c3"]["status"] == "holds" and c["c3"]["held"] == "2 of 2"  # r1: its condition did not hold
-    assert v["verdict"] == "inconclusive" and v["reproduced"] is False
+    # c2 failed in every repetition: not reproduced, c1 (inconclusive) listed beside it (issue 56)
+    assert v["verdict"] == "not reproduced" and v["reproduced"] is False and v["not_judged"] == ["c1"]
     v = reps.combine_verdicts({1: _v("holds", "inconclusive"), 2: _v("holds", "holds")})
     assert v["claims"][1]["reason"] == "not judged in every repetition: 1 inconclusive, 1 holds of 2; r1: r"
     assert v["claims"][1]["numbers_held"] == "1 of 1"  # r1 without numbers_hold: not counted

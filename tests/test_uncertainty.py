@@ -208,8 +208,8 @@ def test_a_recorded_claim_that_straddles_its_bound_is_undecided(labs):
     n = max(v["repetitions_to_decide"] for v in straddle)
     assert isinstance(n, int) and n >= 2 and f"REPEAT={n}" in c["reason"]
     assert res.verdict["verdict"] == "inconclusive" and res.verdict["reproduced"] is False
-    assert verdict_line(res.verdict) == (f"inconclusive: 1 claim undecided (link-used): its 95 % intervals straddle "
-                                         f"a bound; REPEAT={n} would likely decide it")
+    assert verdict_line(res.verdict) == (f"inconclusive: 3 of 4 claims hold; 1 undecided (link-used); the undecided "
+                                         f"claim's 95 % intervals straddle a bound; REPEAT={n} would likely decide it")
     written = json.loads((run / "verdict.json").read_text())
     assert written["claims"] == res.verdict["claims"]
     report = (run / "report.md").read_text()
