@@ -130,6 +130,10 @@ def _add_lifecycle_commands(add: Callable[..., argparse.ArgumentParser]) -> None
     sp.add_argument("--partial", action="store_true",
                     help="analyze a run whose raw files differ from run.json's sha256 record; claims reading "
                          "incomplete trials are reported NOT EVALUABLE (default: refuse such a run)")
+    sp.add_argument("--rejudge", action="store_true",
+                    help="judge the run with EXPERIMENT's claims where they differ from those recorded in the run "
+                         "(default: the recorded ones, fixed before the run); written as a re-judgement into a new "
+                         "analysis folder")
     add("down", cmd_down, "release the site, and every parallel reservation of it (idempotent)")
     add("status", cmd_status, "show the site's reservation")
     add("clean", cmd_clean, "tear down local sites, remove generated state; keeps live testbed reservations",

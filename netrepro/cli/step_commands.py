@@ -150,8 +150,8 @@ def print_verdict(verdict: dict, run_dir: Path) -> None:
         print(f"  [{LABEL.get(status, status.upper())}] {c['id']}: {c.get('reason') or c['evidence']}")
         if c.get("finding") and status == "fails":   # what measurement already found, from the experiment file
             print(f"      as recorded in the experiment file: {c['finding']['text']}")
-    said = verdict_line(verdict)  # reproduced, not reproduced, or inconclusive: why
-    if said.startswith("inconclusive:"):  # the failed health checks, with their numbers
+    said = verdict_line(verdict)  # the verdict, every claim status counted, the failed health checks
+    if ":" in said:
         print(f"[analyze] {said}")
     print(f"[analyze] verdict: {said.split(':')[0]}; report {run_dir / 'report.md'}")
 
@@ -159,13 +159,19 @@ def print_verdict(verdict: dict, run_dir: Path) -> None:
 def cmd_analyze(args) -> int:
     """Check the run's raw files against run.json, analyze, print the verdict (analysis.analyze;
     ``--run`` may name a crate, folder or zip). A run given with ``--run`` must be a run of
-    EXPERIMENT (run.json ``experiment``)."""
+    EXPERIMENT (run.json ``experiment``). When EXPERIMENT's claims differ from those recorded
+    in the run, say so in one line; ``--rejudge`` judges with EXPERIMENT's claims (a
+    re-judgement, into a new analysis folder)."""
     spec = load_spec(args.experiment)
     target = Path(args.run) if args.run else latest(spec.name)
     from analysis import analyze
-    res = analyze(target.resolve(), partial=args.partial, experiment=spec.name if args.run else None)
+    from analysis.console import claims_changed_line
+    res = analyze(target.resolve(), partial=args.partial, experiment=spec.name if args.run else None,
+                  given=spec, rejudge=args.rejudge)
     for p in res.problems:
         print(f"[analyze] data problem: {p}")
+    if res.claims_changed:
+        print(f"[analyze] {claims_changed_line(res.claims_changed, args.experiment, args.rejudge)}")
     print_verdict(res.verdict, res.out_dir)
     return 0
 
