@@ -192,7 +192,7 @@ def _read_runs(runs: list[Path]) -> tuple[list[tuple[Path, Path, RunRecord]], li
                 same = f"{prev}" + ("" if prev == real else f" ({real})")
                 raise RunFolderError(f"RUN {r}", f"the same run as {same}; expected each run once")
             # A copy of a run (its raw files, byte for byte) is not a repetition of it.
-            if sums and sums == prev_run.raw_sha256:
+            if isinstance(sums, dict) and sums and sums == prev_run.raw_sha256:
                 raise RunFolderError(f"RUN {r}", f"a copy of RUN {prev} (the same raw files: run.json raw_sha256); "
                                                 "expected each run once, a repetition being a run of its own")
         given.append((Path(r), real, run))

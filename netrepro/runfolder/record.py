@@ -230,7 +230,10 @@ class RunRecord:
     ``lead_s``: the barrier's lead, s (None: the barrier's default); ``rate_scale`` (None: rates
     as written); ``started_at``, ``finished_at``: ISO 8601 times or None; ``trials``: the trial
     records (a non-object entry is left out here and refused where trials are checked);
-    ``raw_sha256``: raw file (relative to raw/) -> sha256 hex; ``lost_reservations``;
+    ``raw_sha256``: raw file (relative to raw/) -> sha256 hex, as recorded (None when missing;
+    its form is checked where raw/ is read against it: :func:`netrepro.runfolder.integrity.verify_raw`);
+    ``instances``: the trial instances in the run's order (``trial_status``' ids; () when
+    missing); ``lost_reservations``;
     ``wall_s``: the trials' wall time, s (None when missing); ``timings_s``: the site's steps ->
     s; ``site_status``: what the site recorded of itself (an object; {} when missing);
     ``toolkit_commit``; ``repeat``: the repetitions of each trial (``repetitions.repeat``, 1 when
@@ -247,7 +250,8 @@ class RunRecord:
     started_at: str | None
     finished_at: str | None
     trials: tuple[TrialRecord, ...]
-    raw_sha256: Mapping
+    raw_sha256: Any
+    instances: tuple[str, ...]
     lost_reservations: tuple[LostReservation, ...]
     wall_s: float | None
     timings_s: Mapping
@@ -299,7 +303,10 @@ class RunRecord:
                    started_at=_str(data.get("started_at")), finished_at=_str(data.get("finished_at")),
                    trials=tuple(TrialRecord.from_json(t) for t in trials if isinstance(t, Mapping))
                    if isinstance(trials, list) else (),
-                   raw_sha256=_map(data.get("raw_sha256")), lost_reservations=lost, wall_s=_num(data.get("wall_s")),
+                   raw_sha256=data.get("raw_sha256"), lost_reservations=lost,
+                   instances=tuple(s["id"] for s in data.get("trial_status") or []
+                                   if isinstance(s, Mapping) and isinstance(s.get("id"), str))
+                   if isinstance(data.get("trial_status"), list) else (), wall_s=_num(data.get("wall_s")),
                    timings_s=_map(data.get("timings_s")), site_status=_map(data.get("site_status")),
                    toolkit_commit=_str(data.get("toolkit_commit")),
                    repeat=repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else 1,
@@ -319,6 +326,31 @@ class RunRecord:
     def to_json(self) -> dict:
         """run.json as written: every field as read, with :data:`RUN_VERSION`."""
         return {**self.fields, "version": RUN_VERSION}
+
+
+def resume_record(meta: dict, known_ids: list[str], session: dict) -> list[str]:
+    """Make a resumed run's record (its run.json ``meta``, checked by
+    :func:`netrepro.runner.resume.load_resume`) ready to continue, in place: every trial
+    instance's status in the run's order (``known_ids``,
+    the experiment's trials, for a run that recorded none), an instance and attempt left
+    ``running`` by a process that ended without a word (SIGKILL, power) marked failed, and
+    this resume (``session``: when, and what ran it) appended to ``resumes``. Returns the
+    instances still to run, in order."""
+    done = {t["id"] for t in meta["trials"]}
+    order = [t["id"] for t in meta.get("trial_status") or []] or known_ids
+    meta["trial_status"] = [next((s for s in meta.get("trial_status") or [] if s.get("id") == tid),
+                                 {"id": tid, "trial": tid, "repetition": 1,
+                                  "status": "complete" if tid in done else "pending", "attempts": []})
+                            for tid in order]
+    for ts in meta["trial_status"]:
+        if ts["status"] == "running":  # the process running it ended without a word (SIGKILL, power)
+            ts.update(status="failed", reason="the run's process ended without recording why (killed?)")
+            for a in ts.get("attempts") or []:
+                if a.get("status") == "running":
+                    a.update(status="failed", reason=ts["reason"])
+    pending = [ts["id"] for ts in meta["trial_status"] if ts["status"] != "complete"]
+    meta.setdefault("resumes", []).append({**session, "from_trial": pending[0] if pending else None})
+    return pending
 
 
 def write_run(run_dir: Path, data: Mapping) -> RunRecord:
@@ -372,4 +404,4 @@ def read_timings(run_dir: Path) -> dict[str, float]:
 
 
 __all__ = ["RUN_VERSION", "LEAD_S_MIN", "LEAD_S_MAX", "RateScale", "LostReservation", "TrialRecord", "RunRecord",
-           "recorded_rate_scale", "upgraded", "write_run", "write_timings", "read_timings", "is_num"]
+           "recorded_rate_scale", "upgraded", "resume_record", "write_run", "write_timings", "read_timings", "is_num"]

@@ -43,27 +43,27 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
         raise SpecError(rj, "(file)", f"not JSON ({str(exc).splitlines()[0][:80]}); expected the run's record") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("trials"), list):
         raise SpecError(rj, "trials", "missing; expected the run's record with its list of completed trials")
-    check_record(rj, meta)
-    if meta.get("experiment") != spec.name:
-        raise SpecError(rj, "experiment", f"{meta.get('experiment')!r}: a run of another experiment; expected {spec.name!r}")
-    if meta.get("site") != site_name:
-        raise SpecError("command line", "--site", f"{site_name!r}: the run was made on {meta.get('site')!r}; "
-                                                  f"resume it on the same site (--site {meta.get('site')})")
-    if meta.get("spec") != spec_as_recorded(spec):
+    run = check_record(rj, meta)
+    if run.experiment != spec.name:
+        raise SpecError(rj, "experiment", f"{run.experiment!r}: a run of another experiment; expected {spec.name!r}")
+    if run.site != site_name:
+        raise SpecError("command line", "--site", f"{site_name!r}: the run was made on {run.site!r}; "
+                                                  f"resume it on the same site (--site {run.site})")
+    if run.spec != spec_as_recorded(spec):
         raise SpecError(spec.path, "(file)", f"differs from the experiment as run (run.json 'spec' of {run_dir}); "
                                              "expected it unchanged to resume the run")
-    if time_scale is not None and float(time_scale) != float(meta.get("time_scale", 1)):
+    made_at = run.time_scale if run.time_scale is not None else 1.0
+    if time_scale is not None and float(time_scale) != made_at:
         raise SpecError("command line", "--time-scale", f"{time_scale}: the run was made at TIME_SCALE "
-                                                        f"{meta.get('time_scale')}; leave it out to resume")
-    made = int((meta.get("repetitions") or {}).get("repeat", 1))
-    if repeat is not None and int(repeat) != made:
-        raise SpecError("command line", "--repeat", f"{repeat}: the run was made with REPEAT {made}; "
+                                                        f"{run.time_scale}; leave it out to resume")
+    if repeat is not None and int(repeat) != run.repeat:
+        raise SpecError("command line", "--repeat", f"{repeat}: the run was made with REPEAT {run.repeat}; "
                                                     "leave it out to resume")
-    done = {t.get("id") for t in meta["trials"] if isinstance(t, dict)}
-    order = [t["id"] for t in meta.get("trial_status") or []] or spec.trial_ids
+    done = {t.id for t in run.trials}
+    order = run.instances or spec.trial_ids
     if all(t in done for t in order) and not incomplete_marker(run_dir).exists():
         raise SpecError(run_dir, "--resume", f"the run is complete ({len(order)} trials, no {INCOMPLETE} marker); nothing to resume")
-    _check_completed_raw(run_dir, meta, sorted(t for t in done if isinstance(t, str)))
+    _check_completed_raw(run_dir, run.raw_sha256, sorted(t for t in done if isinstance(t, str)))
     check_own_files(run_dir)  # after the completed trials' raw files, which say theirs in their own words
     return meta
 
@@ -72,8 +72,9 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
 _KIND_WORDS = {"unlisted": "not in run.json"}
 
 
-def _check_completed_raw(run_dir: Path, meta: dict, done: list[str]) -> None:
-    """The completed trials' (``done``) raw files against run.json's ``raw_sha256``
+def _check_completed_raw(run_dir: Path, sums, done: list[str]) -> None:
+    """The completed trials' (``done``) raw files against run.json's ``raw_sha256`` (``sums``,
+    as recorded: :attr:`netrepro.runfolder.record.RunRecord.raw_sha256`)
     (:func:`netrepro.runfolder.integrity.verify_raw`, limited to their folders).
 
     Raises:
@@ -85,7 +86,7 @@ def _check_completed_raw(run_dir: Path, meta: dict, done: list[str]) -> None:
         return
     rj = run_json(run_dir)
     try:
-        check = verify_raw(raw_dir(run_dir), meta.get("raw_sha256") or {}, rj, done)
+        check = verify_raw(raw_dir(run_dir), sums or {}, rj, done)
     except RunFolderError as exc:
         problem = exc.problem.removeprefix("raw_sha256: ") if exc.path == str(rj) else str(exc)
         raise SpecError(rj, "raw_sha256", f"cannot check the completed trials' data: {problem}") from None
@@ -96,27 +97,3 @@ def _check_completed_raw(run_dir: Path, meta: dict, done: list[str]) -> None:
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         raise SpecError(rj, "raw_sha256", f"the completed trials' data changed since they were recorded: "
                                           f"{', '.join(bad[:5])}{more}; expected them as recorded")
-
-
-def resume_record(meta: dict, known_ids: list[str], session: dict) -> list[str]:
-    """Make a resumed run's record (its run.json ``meta``, checked by :func:`load_resume`) ready
-    to continue, in place: every trial instance's status in the run's order (``known_ids``,
-    the experiment's trials, for a run that recorded none), an instance and attempt left
-    ``running`` by a process that ended without a word (SIGKILL, power) marked failed, and
-    this resume (``session``: when, and what ran it) appended to ``resumes``. Returns the
-    instances still to run, in order."""
-    done = {t["id"] for t in meta["trials"]}
-    order = [t["id"] for t in meta.get("trial_status") or []] or known_ids
-    meta["trial_status"] = [next((s for s in meta.get("trial_status") or [] if s.get("id") == tid),
-                                 {"id": tid, "trial": tid, "repetition": 1,
-                                  "status": "complete" if tid in done else "pending", "attempts": []})
-                            for tid in order]
-    for ts in meta["trial_status"]:
-        if ts["status"] == "running":  # the process running it ended without a word (SIGKILL, power)
-            ts.update(status="failed", reason="the run's process ended without recording why (killed?)")
-            for a in ts.get("attempts") or []:
-                if a.get("status") == "running":
-                    a.update(status="failed", reason=ts["reason"])
-    pending = [ts["id"] for ts in meta["trial_status"] if ts["status"] != "complete"]
-    meta.setdefault("resumes", []).append({**session, "from_trial": pending[0] if pending else None})
-    return pending

@@ -35,14 +35,13 @@ from netrepro.runner.fetch import nodes_meta
 from netrepro.runner.instances import RunPlan, instance_estimate_s, plan_run
 from netrepro.runner.parallel import Reservation, open_reservations
 from netrepro.runner.progress import RunProgress
-from netrepro.runner.resume import resume_record
 from netrepro.runner.steps import shown_path
 from netrepro.runner.trial import TrialJudge
 from netrepro.runner.trialvars import spec_at_rate_scale
 from netrepro.experiment.spec import Spec
 from netrepro.runfolder.atomic import write_text
 from netrepro.runfolder.layout import RESERVE, STAGING, incomplete_marker, raw_dir
-from netrepro.runfolder.record import write_run
+from netrepro.runfolder.record import resume_record, write_run
 from netrepro.runfolder.writing import (RESERVE_BYTES, git_commit, keep_site_documents, lock_run, new_run_dir,
                                         point_latest, remove_tree, reserve_space, spec_as_recorded)
 
