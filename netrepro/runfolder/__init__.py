@@ -1,8 +1,10 @@
 """The run folder, ``results/<experiment>/<run-id>/``: one package owns its format.
 
 - :mod:`~netrepro.runfolder.layout`: its files' names and paths, and the INCOMPLETE marker;
+- :mod:`~netrepro.runfolder.record`: run.json as a typed record with its version, its only
+  reader and writer (an earlier version upgraded on reading, a newer one refused); timings.json;
 - :mod:`~netrepro.runfolder.writing`: a new folder per run, never reused; ``latest``; the lock,
-  the room kept free, run.json written whole;
+  the room kept free;
 - :mod:`~netrepro.runfolder.integrity`: the raw files' sha256, recorded and checked;
 - :mod:`~netrepro.runfolder.reading`: run.json read back and checked, a run recorded with a
   schema_version 1 experiment file converted;

@@ -1,10 +1,11 @@
 """Writing a run folder: ``results/<experiment>/<run-id>/``, made new for each run and never
 reused (:func:`new_run_dir`), ``latest`` pointing at the newest complete one
 (:func:`point_latest`), held by one process at a time (:func:`lock_run`) with room kept free
-for its records (:func:`reserve_space`), and run.json written whole each time
-(:func:`write_json`, never through a link; a resumed run's folder holds none:
-:func:`check_own_files`) with the experiment as run (:func:`spec_as_recorded`), the toolkit's
-commit (:func:`git_commit`) and the reservation's documents (:func:`keep_site_documents`). The names are :mod:`netrepro.runfolder.layout`'s."""
+for its records (:func:`reserve_space`), never writing through a link (a resumed run's folder
+holds none: :func:`check_own_files`), with the experiment as run (:func:`spec_as_recorded`),
+the toolkit's commit (:func:`git_commit`) and the reservation's documents
+(:func:`keep_site_documents`) for run.json, which :func:`netrepro.runfolder.record.write_run`
+writes. The names are :mod:`netrepro.runfolder.layout`'s."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from typing import Any
 
 from netrepro.core.errors import RunFolderError
 from netrepro.experiment.spec import REPO_ROOT, Spec, SpecError
-from netrepro.runfolder.atomic import write_text
 from netrepro.runfolder.integrity import sha256_file
 from netrepro.runfolder.layout import LATEST, RESERVE, SITE_DOCUMENT_RE, SITE_DOCUMENTS, experiment_results
 
@@ -84,13 +84,6 @@ def point_latest(run_dir: Path) -> None:
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(run_dir.name)
     os.replace(tmp, link)
-
-
-def write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically: a new temporary file of its own (created
-    exclusively, so never an existing file or link), then renamed over ``path``, which replaces
-    a link there rather than writing through it (:func:`netrepro.runfolder.atomic.write_text`)."""
-    write_text(path, json.dumps(obj, indent=1, default=str) + "\n")
 
 
 def check_own_files(run_dir: Path) -> None:
