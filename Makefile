@@ -189,13 +189,14 @@ slurm-packages: ## Install Debian's Slurm (slurmctld, slurmd, slurmdbd, client),
 	@dpkg-query -W $(SLURM_PACKAGES) > /dev/null 2>&1 || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SLURM_PACKAGES); }
 
-test: setup $(DEV_STAMP) $(CRATE_STAMP) slurm-packages ## All tests: the import layers (lint-imports), shellcheck, unit (in parallel), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root, alone
+test: setup $(DEV_STAMP) $(CRATE_STAMP) slurm-packages ## All tests: the import layers (lint-imports), shellcheck, unit (in parallel), the wire tests (two at once), then namespace, fault (tests/test_faults.py) tests and the main job in a fresh Debian 12 root, alone
 	$(NETREPRO) setup --site ns3
 	LOCAL_MODE=uml $(NETREPRO) setup --site local
 	$(VENV)/bin/lint-imports .importlinter
 	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 	$(PY) -m pytest -q -n auto --durations=25 -m "not integration and not netns and not wire" tests
-	$(PY) -m pytest -q --durations=0 --durations-min=5 -m "integration or netns or wire" tests
+	$(PY) -m pytest -q -n 2 --durations=0 --durations-min=5 -m "wire and not integration and not netns" tests
+	$(PY) -m pytest -q --durations=0 --durations-min=5 -m "integration or netns" tests
 
 fresh-root-check: ## In a fresh minimal Debian 12 root (root): make setup, then the local site up and down; FRESH_ROOT_JOB=reproduce: the main job instead (TIME_SCALE=FRESH_ROOT_TIME_SCALE, default 0.05)
 	tools/fresh-root-check
