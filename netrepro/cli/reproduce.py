@@ -14,6 +14,7 @@ from netrepro.runner import steps
 from netrepro.runner.console import StepIncomplete
 from netrepro.runner.instances import plan_run
 from netrepro.runner.run import run
+from netrepro.runfolder.layout import REPORT
 from netrepro.runfolder.reading import read_run_record
 from netrepro.runfolder.record import write_timings
 from netrepro.experiment.spec import load_spec
@@ -123,7 +124,7 @@ def quick_table(results: list[tuple[str, float, Path, dict, dict]]) -> list[str]
     lines = [row("claim", heads)]
     lines += [row(c, [st.get(c, "-") for st in status]) for c in claims]
     lines.append(row("verdict", [v["verdict"] for *_, v, _ in results]))
-    lines += [f"  {site}: {run_dir / 'report.md'}" for site, _, run_dir, _, _ in results]
+    lines += [f"  {site}: {run_dir / REPORT}" for site, _, run_dir, _, _ in results]
     return lines
 
 

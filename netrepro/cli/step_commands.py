@@ -17,7 +17,7 @@ from netrepro.runner.clean import clean
 from netrepro.runner.instances import dry_run
 from netrepro.runner.run import run
 from netrepro.runner.setup import setup
-from netrepro.runfolder.layout import latest
+from netrepro.runfolder.layout import FIGURES, REPORT, latest
 from netrepro.sites import DEFAULT_SITE, site_class, site_options
 from netrepro.sites.base import SiteError
 from netrepro.experiment.spec import Spec, SpecError, load_spec
@@ -153,7 +153,7 @@ def print_verdict(verdict: dict, run_dir: Path) -> None:
     said = verdict_line(verdict)  # the verdict, every claim status counted, the failed health checks
     if ":" in said:
         print(f"[analyze] {said}")
-    print(f"[analyze] verdict: {said.split(':')[0]}; report {run_dir / 'report.md'}")
+    print(f"[analyze] verdict: {said.split(':')[0]}; report {run_dir / REPORT}")
 
 
 def cmd_analyze(args) -> int:
@@ -230,8 +230,8 @@ def cmd_compare(args) -> int:
     from analysis.compare import compare
     from analysis.scales import SCALES
     out = compare([Path(r) for r in args.runs], Path(args.out) if args.out else None)
-    figs = [(sc.words, out / "figures" / f"{sc.file}.png") for sc in SCALES.values()]
-    print(f"[compare] {len(args.runs)} runs: report {out / 'report.md'}, figure {out / 'figures' / 'compare.png'}"
+    figs = [(sc.words, out / FIGURES / f"{sc.file}.png") for sc in SCALES.values()]
+    print(f"[compare] {len(args.runs)} runs: report {out / REPORT}, figure {out / FIGURES / 'compare.png'}"
           + "".join(f", against the {words} {fig}" for words, fig in figs if fig.is_file()))
     return 0
 
