@@ -10,6 +10,7 @@ from pathlib import Path
 
 from analysis.substrate.inputs import NotMeasured, Unmeasurable, number, percent
 from netrepro.runfolder.cpu import cpu_busy
+from netrepro.runfolder.record import TrialRecord
 
 
 def _cpu_window(path: Path) -> tuple[dict, dict] | None:
@@ -89,7 +90,8 @@ def controller_load(spec, record, **_) -> tuple[float, str]:
                            f"{LOAD_AVERAGE_TAU_S:g}-s time constant: the average read after it is "
                            f"{math.exp(-duration / LOAD_AVERAGE_TAU_S):.0%} the minute before "
                            "(controller_cpu_busy measures the trial itself)")
-    la, cores = record.get("controller_loadavg"), number(record.get("controller_cores"))
+    rec = TrialRecord.from_json(record)
+    la, cores = rec.controller_loadavg, rec.controller_cores
     try:
         one = [float(la[k][0]) for k in ("before", "after")]
     except (TypeError, KeyError, IndexError, ValueError):
@@ -102,7 +104,7 @@ def controller_load(spec, record, **_) -> tuple[float, str]:
 def controller_cpu_busy(spec, record, **_) -> tuple[float, str]:
     """``controller_cpu_busy``: run.json's ``controller_cpu_busy`` (fraction); raises
     NotMeasured without it."""
-    busy = number(record.get("controller_cpu_busy"))
+    busy = TrialRecord.from_json(record).controller_cpu_busy
     if busy is None:
         raise NotMeasured("run.json has no controller_cpu_busy")
     return busy, "the controller machine's /proc/stat before and after the trial"

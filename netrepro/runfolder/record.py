@@ -112,7 +112,8 @@ class TrialRecord:
     start, Unix seconds; ``duration_s``: its schedule, s; ``wall_s``, ``base_rtt_s``: s;
     ``status``; ``simulated``; ``repetition``, ``point``; ``labels``, ``phases``, ``health``,
     ``steps_s`` (step -> s), ``controller_loadavg`` (``before``/``after``: the controller's load
-    averages) as recorded; ``fields``: every field as read (read-only)."""
+    averages) as recorded; ``controller_cores``; ``controller_cpu_busy`` (0..1); ``fields``:
+    every field as read (read-only)."""
     id: str | None
     trial: str | None
     start_epoch_s: float | None
@@ -128,6 +129,8 @@ class TrialRecord:
     health: Mapping | None
     steps_s: Mapping
     controller_loadavg: Mapping
+    controller_cores: float | None
+    controller_cpu_busy: float | None
     fields: FrozenMap
 
     @classmethod
@@ -145,7 +148,9 @@ class TrialRecord:
                    point=_str(data.get("point")), labels=_map(data.get("labels")),
                    phases=tuple(phases) if isinstance(phases, list) else None,
                    health=health if isinstance(health, Mapping) else None, steps_s=_map(data.get("steps_s")),
-                   controller_loadavg=_map(data.get("controller_loadavg")), fields=FrozenMap(data))
+                   controller_loadavg=_map(data.get("controller_loadavg")),
+                   controller_cores=_num(data.get("controller_cores")),
+                   controller_cpu_busy=_num(data.get("controller_cpu_busy")), fields=FrozenMap(data))
 
     def to_json(self) -> dict:
         """The record as run.json writes it (every field as read)."""
