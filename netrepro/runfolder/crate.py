@@ -55,7 +55,7 @@ from netrepro.runfolder.citation import affiliation, cff_person, read_citation, 
 from netrepro.runfolder.cratereading import first_mismatch
 from netrepro.runfolder.deposit import software_url, zenodo_metadata
 from netrepro.runfolder.integrity import no_links, sha256_file, verify_raw
-from netrepro.runfolder.layout import (ANALYSIS_RECORD, RAW, RUN_JSON, SITE_DOCUMENT_RE, SITE_DOCUMENTS, TIMINGS,
+from netrepro.runfolder.layout import (ANALYSIS_RECORD, RAW, RUN_JSON, SITE_DOCUMENT_RE, SITE_DOCUMENTS, TIMINGS, VERDICT,
                                       incomplete_problems, raw_dir, run_json)
 from netrepro.runfolder.outputs import analysis_folders
 from netrepro.runfolder.reading import read_run
@@ -380,7 +380,7 @@ def build_crate(rdir: Path, data: dict, spec, analysis: dict, experiment: Path, 
     crate = ROCrate(version="1.1")
     crate.metadata.extra_contexts.append(WORKFLOW_RUN_CONTEXT)
     try:
-        verdict = json.loads((analysed / "verdict.json").read_text(encoding="utf-8")).get("verdict", "not analysed")
+        verdict = json.loads((analysed / VERDICT).read_text(encoding="utf-8")).get("verdict", "not analysed")
     except (OSError, ValueError, AttributeError):
         verdict = "not analysed"
     authors = _root(crate, {**data, "run_id": rdir.name}, spec, license, cff, verdict)
