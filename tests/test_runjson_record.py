@@ -43,6 +43,8 @@ def test_recorded_run_round_trip(path):
     assert [t.start_epoch_s for t in rec.trials] == [t["start_epoch_s"] for t in data["trials"]]
     assert [t.trial for t in rec.trials] == [t.get("trial", t["id"]) for t in data["trials"]]
     assert dict(rec.raw_sha256) == data["raw_sha256"]
+    assert [(s.id, s.status) for s in rec.instances] == [(s["id"], s["status"]) for s in data.get("trial_status", [])]
+    assert rec.repeat == data.get("repetitions", {}).get("repeat", 1)
     # read again from what was written: the same record
     assert RunRecord.from_json(rec.to_json(), path) == rec
 

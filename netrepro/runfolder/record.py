@@ -157,6 +157,26 @@ class TrialRecord:
         return dict(self.fields)
 
 
+@dataclass(frozen=True, slots=True)
+class InstanceStatus:
+    """One entry of run.json's ``trial_status``: a trial instance (``id``), the experiment's
+    trial it runs (``trial``), its repetition (1 when missing), its sweep point's id (or None)
+    and its ``status`` (``pending``, ``running``, ``complete``, ``failed``)."""
+    id: str
+    trial: str
+    repetition: int
+    point: str | None
+    status: str | None
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "InstanceStatus":
+        """The entry of an object whose ``id`` is a string (:meth:`RunRecord.from_json` leaves others out)."""
+        rep = data.get("repetition", 1)
+        return cls(id=data["id"], trial=_str(data.get("trial")) or data["id"],
+                   repetition=rep if isinstance(rep, int) and not isinstance(rep, bool) else 1,
+                   point=_str(data.get("point")), status=_str(data.get("status")))
+
+
 def recorded_rate_scale(data: Mapping, where: Path | str = "run.json") -> RateScale | None:
     """run.json's ``rate_scale`` (``data``: run.json parsed): None when missing or null (runs
     made before rate scales); a missing ``k`` is 1.
@@ -237,12 +257,13 @@ class RunRecord:
     records (a non-object entry is left out here and refused where trials are checked);
     ``raw_sha256``: raw file (relative to raw/) -> sha256 hex, as recorded (None when missing;
     its form is checked where raw/ is read against it: :func:`netrepro.runfolder.integrity.verify_raw`);
-    ``instances``: the trial instances in the run's order (``trial_status``' ids; () when
+    ``instances``: each trial instance's status in the run's order (``trial_status``; () when
     missing); ``lost_reservations``;
     ``wall_s``: the trials' wall time, s (None when missing); ``timings_s``: the site's steps ->
     s; ``site_status``: what the site recorded of itself (an object; {} when missing);
     ``toolkit_commit``; ``repeat``: the repetitions of each trial (``repetitions.repeat``, 1 when
-    missing); ``sweep``: the sweep's design (an object; None for a run without one);
+    missing), ``shuffle`` and ``seed``: whether their order was drawn, from which seed
+    (``repetitions``); ``sweep``: the sweep's design (an object; None for a run without one);
     ``fields``: every field as read (read-only; nested values as parsed)."""
     version: int
     experiment: str | None
@@ -256,13 +277,15 @@ class RunRecord:
     finished_at: str | None
     trials: tuple[TrialRecord, ...]
     raw_sha256: Any
-    instances: tuple[str, ...]
+    instances: tuple[InstanceStatus, ...]
     lost_reservations: tuple[LostReservation, ...]
     wall_s: float | None
     timings_s: Mapping
     site_status: Mapping
     toolkit_commit: str | None
     repeat: int
+    shuffle: bool
+    seed: int | None
     sweep: Mapping | None
     fields: FrozenMap
 
@@ -300,7 +323,8 @@ class RunRecord:
         lost = _lost(path, data)
         trials = data.get("trials")
         spec = data.get("spec")
-        repeat = _map(data.get("repetitions")).get("repeat", 1)
+        reps = _map(data.get("repetitions"))
+        repeat, seed = reps.get("repeat", 1), reps.get("seed")
         sweep = data.get("sweep")
         return cls(version=data["version"], experiment=_str(data.get("experiment")), site=_str(data.get("site")),
                    mode=_str(data.get("mode")), spec=spec if isinstance(spec, Mapping) else None,
@@ -309,12 +333,14 @@ class RunRecord:
                    trials=tuple(TrialRecord.from_json(t) for t in trials if isinstance(t, Mapping))
                    if isinstance(trials, list) else (),
                    raw_sha256=data.get("raw_sha256"), lost_reservations=lost,
-                   instances=tuple(s["id"] for s in data.get("trial_status") or []
+                   instances=tuple(InstanceStatus.from_json(s) for s in data.get("trial_status") or []
                                    if isinstance(s, Mapping) and isinstance(s.get("id"), str))
                    if isinstance(data.get("trial_status"), list) else (), wall_s=_num(data.get("wall_s")),
                    timings_s=_map(data.get("timings_s")), site_status=_map(data.get("site_status")),
                    toolkit_commit=_str(data.get("toolkit_commit")),
                    repeat=repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else 1,
+                   shuffle=bool(reps.get("shuffle")),
+                   seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
                    sweep=sweep if isinstance(sweep, Mapping) else None, fields=FrozenMap(data))
 
     @property
@@ -408,5 +434,6 @@ def read_timings(run_dir: Path) -> dict[str, float]:
     raise RunFolderError(path, "expected a JSON object of step -> seconds (written by `netrepro reproduce`)")
 
 
-__all__ = ["RUN_VERSION", "LEAD_S_MIN", "LEAD_S_MAX", "RateScale", "LostReservation", "TrialRecord", "RunRecord",
+__all__ = ["RUN_VERSION", "LEAD_S_MIN", "LEAD_S_MAX", "RateScale", "LostReservation", "TrialRecord", "InstanceStatus",
+           "RunRecord",
            "recorded_rate_scale", "upgraded", "resume_record", "write_run", "write_timings", "read_timings", "is_num"]

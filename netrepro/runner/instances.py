@@ -125,13 +125,11 @@ def plan_run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options
         todo, seed = trial_instances(spec, trial_ids, repeat, shuffle, seed, points)
         return RunPlan(known, jobs, None, todo, points, repeat, shuffle, seed,
                        1.0 if time_scale is None else time_scale)
-    meta = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, repeat)
-    rec = meta.get("repetitions") or {}
-    todo = [schedule.Instance(t["id"], t.get("trial") or t["id"], int(t.get("repetition", 1)), t.get("point"))
-            for t in meta.get("trial_status") or [] if t.get("status") != "complete"]
-    points = sweeps.from_record(spec, meta["sweep"]) if isinstance(meta.get("sweep"), dict) else None
-    return RunPlan(known, jobs, meta, todo, points, int(rec.get("repeat", 1)), bool(rec.get("shuffle")),
-                   rec.get("seed"), float(meta.get("time_scale", 1)))
+    meta, run = load_resume(spec, site_name, Path(resume), time_scale, trial_ids, repeat)
+    todo = [schedule.Instance(s.id, s.trial, s.repetition, s.point) for s in run.instances if s.status != "complete"]
+    points = sweeps.from_record(spec, run.sweep) if run.sweep is not None else None
+    return RunPlan(known, jobs, meta, todo, points, run.repeat, run.shuffle, run.seed,
+                   run.time_scale if run.time_scale is not None else 1.0)
 
 
 def instance_estimate_s(spec: Spec, time_scale: float, records: list[dict], site_cls: type[Site]) -> float:

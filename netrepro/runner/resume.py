@@ -11,13 +11,15 @@ from netrepro.experiment.spec import Spec, SpecError
 from netrepro.runfolder.integrity import verify_raw
 from netrepro.runfolder.layout import INCOMPLETE, incomplete_marker, raw_dir, run_json
 from netrepro.runfolder.reading import check_record
+from netrepro.runfolder.record import RunRecord
 from netrepro.runfolder.writing import check_own_files, spec_as_recorded
 
 
 def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | None,
-                trial_ids: list[str] | None, repeat: int | None = None) -> dict:
+                trial_ids: list[str] | None, repeat: int | None = None) -> tuple[dict, RunRecord]:
     """Check that ``run_dir`` is a run of ``spec`` on ``site_name`` that can be resumed, and
-    return its run.json. Reads only; nothing is written.
+    return its run.json: as parsed (the record the run goes on filling) and as its typed
+    record (:class:`netrepro.runfolder.record.RunRecord`). Reads only; nothing is written.
 
     Refused (SpecError or RunFolderError, one line): no such folder; no run.json, or not a JSON
     object; a field of it the run reads of the wrong type or range (``lead_s``,
@@ -60,12 +62,12 @@ def load_resume(spec: Spec, site_name: str, run_dir: Path, time_scale: float | N
         raise SpecError("command line", "--repeat", f"{repeat}: the run was made with REPEAT {run.repeat}; "
                                                     "leave it out to resume")
     done = {t.id for t in run.trials}
-    order = run.instances or spec.trial_ids
+    order = [s.id for s in run.instances] or spec.trial_ids
     if all(t in done for t in order) and not incomplete_marker(run_dir).exists():
         raise SpecError(run_dir, "--resume", f"the run is complete ({len(order)} trials, no {INCOMPLETE} marker); nothing to resume")
     _check_completed_raw(run_dir, run.raw_sha256, sorted(t for t in done if isinstance(t, str)))
     check_own_files(run_dir)  # after the completed trials' raw files, which say theirs in their own words
-    return meta
+    return meta, run
 
 
 #: How a resume names a raw file that run.json's raw_sha256 does not record.
