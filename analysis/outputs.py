@@ -36,6 +36,7 @@ from netrepro.runfolder.layout import (FIGURES, FLENT, INTERVALS, REPORT, SUMMAR
                                       raw_dir, run_json, trial_raw)
 from netrepro.runfolder.outputs import output_dir, seal
 from netrepro.runfolder.reading import model_run_records, verified_raw
+from netrepro.runfolder.record import RunRecord
 
 
 @dataclass
@@ -55,7 +56,8 @@ class RunInfo:
     @classmethod
     def whole(cls, run_dir: Path, data: dict, spec: Spec, raw_check: RawCheck | None, partial: bool) -> RunInfo:
         """The run as a whole (one run, its repetitions or a sweep's points)."""
-        return cls(dir=run_dir, data=data, spec=spec, time_scale=float(data.get("time_scale", 1)),
+        ts = RunRecord.from_json(data).time_scale
+        return cls(dir=run_dir, data=data, spec=spec, time_scale=ts if ts is not None else 1.0,
                    raw_check=raw_check, partial=partial)
 
 
@@ -173,9 +175,9 @@ def fidelity_figures(spec, records: dict[str, dict], run_dir: Path, time_scale: 
     busy = fidelity.run_busy_intervals(spec.model, records, raw_dir(run_dir), time_scale)
     by_trial = {t.id: {port: iv for port, (_, iv) in busy[t.id].items()}  # in the file's order
                 for t in spec.model.trials if t.id in busy}
-    k = float((data.get("rate_scale") or {}).get("k", 1))
+    run = RunRecord.from_json(data)
     fig = fidelity.ccdf_figure(by_trial, shaper_rate_tolerance(spec.model),
-                               f"{spec.model.name}, " + caption(run_dir.name, data.get("site"), time_scale, k))
+                               f"{spec.model.name}, " + caption(run_dir.name, run.site, time_scale, run.rate_scale_k))
     if fig is None:
         return []
     return [save_figure(fig, Path(out_dir) / f"link-fidelity.{ext}") for ext in ("png", "pdf")]
@@ -196,28 +198,31 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     and every claim reading it not evaluable. A trial of the experiment without a record
     fails the health check ``not_run``, which makes the claims reading it inconclusive."""
     # the experiment as it ran: every rate and byte size at the run's rate scale
-    k = float((data.get("rate_scale") or {}).get("k", 1))
+    run = RunRecord.from_json(data)
+    k = run.rate_scale_k
     m = scale_rates(spec.model, k)
     scaled = spec if k == 1 else spec.at_rate_scale(k)  # the health checks read the rates as run
-    ts = float(data.get("time_scale", 1))
+    ts = run.time_scale if run.time_scale is not None else 1.0
     problems = list(problems or [])
     damaged = damaged or {}
     tidies, rows, interval_rows, health, incomplete = [], [], [], {}, {}
     ceilings = rate_ceilings(m)
     # a repeated run's view of one repetition (analysis.repetitions) records instance ids
     # (raw folder names) with the experiment's trial id in ``trial``
-    records = {t.get("trial") or t["id"]: t for t in data.get("trials", [])}
+    trial_records = {t.trial: t for t in run.trials}
+    records = {tid: t.to_json() for tid, t in trial_records.items()}
     for trial in m.trials:
-        rec = records.get(trial.id)
-        if rec is None:
+        tr = trial_records.get(trial.id)
+        if tr is None:
             problems.append(f"trial {trial.id}: not run (no record in run.json)")
             continue
-        if damaged.get(rec["id"]):
-            incomplete[trial.id] = list(damaged[rec["id"]])
-        tdir = trial_raw(run_dir, rec["id"])
+        rec = records[trial.id]
+        if damaged.get(tr.id):
+            incomplete[trial.id] = list(damaged[tr.id])
+        tdir = trial_raw(run_dir, tr.id)
         tidy, ends = trial_tidy(m, trial, rec, tdir, ts, problems)
         tidies.append(tidy)
-        phases = rec.get("phases") or []
+        phases = list(tr.phases or [])
         trial_rows = trial_statistics(m, trial, tidy, ends, phases, ts)
         rows += trial_rows
         # cut to what the topology lets a rate be (its shapers' rates at the run's rate scale)
@@ -237,7 +242,7 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
         unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None, "threshold": None,
                                             "unit": None, "detail": "no record in run.json"})
     verdict = evaluate_model(spec.model, data, summary, estimates_of(intervals), unhealthy, incomplete)
-    under = caption(run_dir.name, data.get("site"), ts, k)
+    under = caption(run_dir.name, run.site, ts, k)
     figs = ([p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / FIGURES, ts, under)]
             if figures else [])
     health_figs = fidelity_figures(scaled, records, run_dir, ts, out / FIGURES, data) if figures else []
