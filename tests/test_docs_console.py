@@ -33,9 +33,8 @@ from analysis import analyze
 from analysis.console import LABEL
 from netrepro.cli import reproduce, step_commands
 from netrepro.cli.commands import build_parser
+from test_docs import PAGES, REPO
 
-REPO = Path(__file__).resolve().parent.parent
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docs" / "sites").glob("*.md"))]
 #: The comment that marks an excerpt, and the fenced block right after it.
 EXCERPT_RE = re.compile(r"<!-- console of netrepro (?P<command>reproduce|analyze) (?P<experiment>[\w.-]+)(?P<tail>, last lines)?: "
                         r"record (?P<record>\S+), shown as (?P<shown>\S+) -->\n```\n(?P<body>.*?)```", re.S)

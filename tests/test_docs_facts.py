@@ -23,9 +23,8 @@ from netrepro.model.scales import RATE_SCALE_FLOOR
 from netrepro.sites.fabric.site import MAX_HOURS as FABRIC_MAX_HOURS
 from netrepro.sites.instageni.site import MAX_HOURS as INSTAGENI_MAX_HOURS
 from netrepro.sites.local.setup import LOCAL_EXECUTABLES, UML_EXECUTABLES, VM_EXECUTABLES
+from test_docs import PAGES, REPO
 
-REPO = Path(__file__).resolve().parent.parent
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docs" / "sites").glob("*.md"))]
 IDS = [str(p.relative_to(REPO)) for p in PAGES]
 #: Where a name a page writes may be defined: the code, the experiments, the roles and
 #: playbooks, the tools, the RSpecs and the Makefile (not the tests: a name only a test

@@ -12,7 +12,6 @@ the example.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from lxml import etree
@@ -20,9 +19,8 @@ from lxml import etree
 from netrepro.experiment.spec import load_spec
 from netrepro.sites.instageni.client import summarize_status
 from netrepro.sites.instageni.rspec import request_xml
+from test_docs import PAGES, REPO
 
-REPO = Path(__file__).resolve().parent.parent
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docs" / "sites").glob("*.md"))]
 #: A readiness line as the site prints it: ``3/7 ready, 4 geni_notready``, ``7/7 ready, 2 link slivers not ready``.
 READY_RE = re.compile(r"\b(\d+)/(\d+)\s+ready((?:,\s+\d+\s+(?:geni_\w+|link\s+slivers?\s+not\s+ready))*)")
 

@@ -27,12 +27,11 @@ from pathlib import Path
 import pytest
 
 import netrepro
+from test_docs import PAGES as DOC_PAGES, REPO
 from netrepro.runfolder.record import RunRecord
 
-REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "docs" / "runs"
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docs" / "sites").glob("*.md")),
-         RUNS / "README.md"]
+PAGES = [*DOC_PAGES, RUNS / "README.md"]
 #: A Markdown link or image target: ``](target)``, without its #anchor.
 LINK_RE = re.compile(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
 NUMBERS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
