@@ -25,6 +25,7 @@ from analysis.console import STATUSES
 from analysis.health import failure_line
 from analysis.uncertainty import Estimate
 from netrepro.model import Check, Claim, Selection, rate_scaled, scale_rates, statistics
+from netrepro.runfolder.record import RunRecord
 
 
 # --- claims -----------------------------------------------------------------------------------------
@@ -461,14 +462,16 @@ def claims_changed(recorded: Sequence[Claim], given: Sequence[Claim]) -> dict[st
     return {k: v for k, v in out.items() if v}
 
 
-def evaluate_model(model, data: dict, summary: pd.DataFrame, estimates: dict | None = None,
+def evaluate_model(model, run: RunRecord, summary: pd.DataFrame, estimates: dict | None = None,
                    unhealthy: dict[str, list[dict]] | None = None,
                    incomplete: dict[str, list[str]] | None = None) -> dict:
     """:func:`evaluate` of the claims of experiment ``model`` (as written) on ``summary``
-    with what run.json ``data`` says of the run: its rate scale (the model's rates and the
-    claims' thresholds at k), time scale, and the file's ``time_scale.min``."""
-    k = float((data.get("rate_scale") or {}).get("k", 1))
+    with what run.json (``run``, its record) says of the run: its rate scale (the model's rates
+    and the claims' thresholds at k), time scale (1 when missing), and the file's
+    ``time_scale.min``."""
+    k = run.rate_scale_k
     m = scale_rates(model, k)
     return evaluate(summary, m.claims, [t.id for t in m.trials], unhealthy or {}, k, statistics(m),
-                    incomplete, float(data.get("time_scale", 1)), float(m.time_scale.get("min", 0) or 0),
+                    incomplete, run.time_scale if run.time_scale is not None else 1.0,
+                    float(m.time_scale.get("min", 0) or 0),
                     lambda st: rate_scaled(m, st), estimates)

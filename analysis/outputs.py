@@ -241,7 +241,7 @@ def analyze(run_dir: Path, spec, data: dict, out: Path, record: dict, figures: b
     for t in (t.id for t in m.trials if t.id not in records):
         unhealthy.setdefault(t, []).append({"trial": t, "check": "not_run", "value": None, "threshold": None,
                                             "unit": None, "detail": "no record in run.json"})
-    verdict = evaluate_model(spec.model, data, summary, estimates_of(intervals), unhealthy, incomplete)
+    verdict = evaluate_model(spec.model, run, summary, estimates_of(intervals), unhealthy, incomplete)
     under = caption(run_dir.name, run.site, ts, k)
     figs = ([p for fig in figure_specs(m, tidy) for p in draw(m, tidy, fig, out / FIGURES, ts, under)]
             if figures else [])

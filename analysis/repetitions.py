@@ -38,6 +38,7 @@ from analysis.report import found_by_table, markdown_table, statistic_tables, ve
 from analysis.uncertainty import Estimate
 from netrepro.model import Claim, quantity_label, scale_rates
 from netrepro.runfolder.layout import FIGURES, INCOMPLETE_PROBLEM, REPETITIONS, REPETITIONS_TABLE, REPORT
+from netrepro.runfolder.record import RunRecord
 
 STATS_COLUMNS = ["n", "mean", "median", "sd", "ci95_low", "ci95_high", "cv", "min", "max"]
 
@@ -253,11 +254,11 @@ def render_report(spec, data: dict, verdict: dict, figures: list[str], problems:
     problems. The arguments as :func:`analysis.report.render_report`'s, then ``stats``
     (:func:`across`), ``statistics`` (those the claims read) and ``per_rep`` (repetition k ->
     its verdict)."""
-    rep = data["repetitions"]
+    rep, run = data["repetitions"], RunRecord.from_json(data)
     title = spec.model.title
     lines = [f"# {title}", "",
-             f"Experiment `{data.get('experiment')}`, site {data.get('site')} ({data.get('mode')}), "
-             f"TIME_SCALE {data.get('time_scale')}, toolkit {str(data.get('toolkit_commit'))[:12]}.", "",
+             f"Experiment `{run.experiment}`, site {run.site} ({run.mode}), "
+             f"TIME_SCALE {run.time_scale}, toolkit {str(run.toolkit_commit)[:12]}.", "",
              f"{rep['repeat']} repetitions ({rep.get('design')}; seed {rep.get('seed')}). Each repetition is "
              f"analysed as a run of its own (`{REPETITIONS}/r<k>/`); the statistics below are across them.", "",
              verdict_sentence(verdict, verdict["rule"]), ""]
@@ -339,12 +340,13 @@ def repeated_into(run_dir: Path, data: dict, spec, figures: bool, out: Path, rec
     tidy = pd.concat(tidies, ignore_index=True)
     summary = pd.concat(summaries, ignore_index=True)
     stats = across(summary)
-    k = float((data.get("rate_scale") or {}).get("k", 1))
+    run = RunRecord.from_json(data)
+    k = run.rate_scale_k
     means, estimates = mean_estimates(stats, pd.concat(intervals, ignore_index=True),
                                       uncertainty.rate_ceilings(scale_rates(spec.model, k)))
-    verdict = combine_verdicts(verdicts, evaluate_model(spec.model, data, means, estimates))
+    verdict = combine_verdicts(verdicts, evaluate_model(spec.model, run, means, estimates))
     statistics = claim_statistics(spec.model.claims)
-    under = caption(run_dir.name, data.get("site"), float(data.get("time_scale", 1)), k)
+    under = caption(run_dir.name, run.site, run.time_scale if run.time_scale is not None else 1.0, k)
     figs = draw_spread(stats, summary, statistics, out / FIGURES, spec.model, under) if figures else []
     written, verdict = write_outputs(out, record, summary, verdict, lambda v: render_report(
         spec, data, v, [p.relative_to(out).as_posix() for p in figs if p.suffix == ".png"], problems,

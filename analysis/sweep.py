@@ -36,6 +36,7 @@ from analysis.repetitions import across, claim_statistics, repeated, repeated_in
 from netrepro.experiment import sweep as sweeps
 from netrepro.model import quantity_label
 from netrepro.runfolder.layout import FIGURES, INCOMPLETE_PROBLEM, REPORT, SWEEP, SWEEP_TABLE
+from netrepro.runfolder.record import RunRecord
 
 
 def swept(data: dict) -> bool:
@@ -151,13 +152,13 @@ def render_report(spec, data: dict, verdict: dict, figures: list[str], problems:
     :func:`analysis.report.render_report`'s, then the points ``pts``, the factors ``fs`` and
     each point's verdict (``per_point``: point id -> verdict.json)."""
     title = spec.model.title
-    rep = data.get("repetitions") or {}
+    run = RunRecord.from_json(data)
     base = verdict["sweep"]["base_point"]
     lines = [f"# {title}", "",
-             f"Experiment `{data.get('experiment')}`, site {data.get('site')} ({data.get('mode')}), "
-             f"TIME_SCALE {data.get('time_scale')}, toolkit {str(data.get('toolkit_commit'))[:12]}.", "",
-             f"A sweep of {len(pts)} points ({data['sweep'].get('design')}), {rep.get('repeat', 1)} repetition(s), "
-             f"order {'shuffled with seed ' + str(rep.get('seed')) if rep.get('shuffle') else 'as in the file'}. "
+             f"Experiment `{run.experiment}`, site {run.site} ({run.mode}), "
+             f"TIME_SCALE {run.time_scale}, toolkit {str(run.toolkit_commit)[:12]}.", "",
+             f"A sweep of {len(pts)} points ({run.sweep.get('design')}), {run.repeat} repetition(s), "
+             f"order {'shuffled with seed ' + str(run.seed) if run.shuffle else 'as in the file'}. "
              f"Each point is analysed as a run of its own (`{SWEEP}/<point>/`).", "", "## Factors", ""]
     for f in fs:
         lines.append(f"- `{f['name']}` ({', '.join(f['paths'])}): {', '.join(map(str, f['values']))}"

@@ -26,9 +26,9 @@ RUN_JSON_KEYS = frozenset({
 #: The modules that still spell run.json's keys (module -> occurrences), to move to the record:
 #: the runner's run.json as it writes it (trial_status, unhealthy_retries, finished_at, ...: a
 #: dict filled as the run goes, written by netrepro.runfolder.record.write_run), and the analysis'
-#: report, repetitions and sweep (toolkit_commit, spec_file, trial_status, raw_sha256).
+#: report (toolkit_commit, spec_file, trial_status, raw_sha256).
 NOT_YET: dict[str, int] = {
-    "analysis/repetitions.py": 1, "analysis/report.py": 5, "analysis/sweep.py": 1,
+    "analysis/report.py": 5,
     "netrepro/runner/atonce.py": 1, "netrepro/runner/attempt.py": 4,
     "netrepro/runner/run.py": 14, "netrepro/runner/trial.py": 1,
 }
