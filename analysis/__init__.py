@@ -39,6 +39,7 @@ from netrepro.runfolder.cratereading import check_crate, is_crate, open_crate
 from netrepro.runfolder.layout import run_json
 from netrepro.runfolder.outputs import crate_output_dir
 from netrepro.runfolder.reading import read_run
+from netrepro.runfolder.record import RunRecord
 
 if TYPE_CHECKING:  # imported when asked for (__getattr__ below)
     from analysis.outputs import AnalysisResult
@@ -116,8 +117,9 @@ def _analyze_folder(run_dir: Path | str, spec: Spec | None, figures: bool, parti
     from analysis.sweep import analyze_swept, swept
     from analysis.claims import claims_changed
     rdir, data, spec = read_run(run_dir, spec)
-    if experiment is not None and data.get("experiment") != experiment:
-        raise SpecError(run_json(rdir), "experiment", f"{data.get('experiment')!r}: a run of another experiment; "
+    ran = RunRecord.from_json(data, run_json(rdir)).experiment
+    if experiment is not None and ran != experiment:
+        raise SpecError(run_json(rdir), "experiment", f"{ran!r}: a run of another experiment; "
                                                       f"expected a run of {experiment!r} (EXPERIMENT)")
     changes = claims_changed(spec.model.claims, given.model.claims) if given is not None else {}
     again = None
