@@ -135,6 +135,21 @@ def test_ctrl_c_while_waiting_deletes_the_slice(account, fab):
     assert fab.methods()[-1] == "DELETE /slices/delete/{id}" and fab.reserved() == [] and account.state() == {}
 
 
+def test_ctrl_c_while_submitting_deletes_the_slice_made(account, fab):
+    """Ctrl-C after the create call reached the orchestrator and before its answer (the slice
+    made, its id not yet known to netrepro): the state named the slice before the call, so the
+    slice is found by its name and deleted, and nothing is left held or recorded."""
+    fab.faults["create_answer_delay_s"] = 30
+    proc = subprocess.Popen(account.argv("up"), cwd=REPO, env=account.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    assert wait_for(lambda: fab.reserved() == ["netrepro-gateway-fifo"], 60)
+    assert account.state().get("submitting") is True and "slice_id" not in account.state()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert fab.methods()[-1] == "DELETE /slices/delete/{id}" and fab.reserved() == [] and account.state() == {}
+
+
 def test_services_gone_at_release_leave_one_line_naming_the_slice(account, fab):
     fab.faults["never_ready"] = True
     proc = subprocess.Popen(account.argv("up"), cwd=REPO, env=account.env, stdout=subprocess.DEVNULL,

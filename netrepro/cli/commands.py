@@ -230,5 +230,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"netrepro: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 2)  # a step stopped by a signal: 128 + its number
     except KeyboardInterrupt:
-        print("netrepro: interrupted; what this step made was removed", file=sys.stderr)
+        print("netrepro: interrupted; what this step made was removed, or is named above with the command "
+              "that releases it", file=sys.stderr)
         return 130

@@ -260,12 +260,19 @@ class TestFabric:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 status, payload = fab._answer(method, self.path, dict(self.headers), body)
+                if method == "POST" and self.path.startswith("/slices/creates"):
+                    # fault: the slice is made but its answer is slow (a Ctrl-C meets the client
+                    # between the create call and the slice id it returns)
+                    time.sleep(float(fab.faults.get("create_answer_delay_s", 0)))
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (ConnectionError, ssl.SSLError):   # the client went away (a Ctrl-C test)
+                    pass
 
             def do_GET(self):
                 self._serve("GET")

@@ -446,17 +446,59 @@ class FabricSite(Site):
         files are missing."""
         conf = load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
         opts = self._opts()
-        if self.load_state().get("slice_id"):
+        earlier = self.load_state()
+        if earlier.get("slice_id"):
             print(f"fabric: slice {opts.slice_name} already reserved", file=sys.stderr)
             return
+        if earlier.get("submitting"):
+            raise SiteError(f"{self.held()}; an earlier submit was interrupted before FABRIC answered")
         hours = float(self.options.get("hours") or DEFAULT_HOURS)
         fm = self._manager(conf)
         site = opts.site or fm.get_random_site()
         slc = build_slice(fm, self.spec, FabricOptions(**{**opts.__dict__, "site": site}))
         end = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(hours=hours)
-        slice_id = slc.submit(wait=False, lease_end_time=end)
+        # Named before it is asked for: a Ctrl-C while fablib submits (the create call made,
+        # its answer not yet read) must not leave a slice that no state names.
+        pending = {"slice_name": opts.slice_name, "fabric_site": site, "expires": end.strftime(LEASE_FORMAT),
+                   "submitting": True}
+        self.save_state(pending)
+        try:
+            slice_id = slc.submit(wait=False, lease_end_time=end)
+        except Exception:   # FABRIC refused (fablib raises bare Exceptions): nothing was made
+            self.state_file.unlink(missing_ok=True)
+            raise
+        except BaseException:   # Ctrl-C, SIGTERM while submitting: find what was made, give it back
+            self._withdraw(fm, pending, end)
+            raise
         self.save_state({"slice_name": opts.slice_name, "slice_id": slice_id, "fabric_site": site,
                          "expires": end.strftime(LEASE_FORMAT)})
+
+    def _withdraw(self, fm, pending: dict[str, Any], end: dt.datetime) -> None:
+        """Give back the slice an interrupted submit may have made (``pending``: the state saved
+        before it, ``end``: the lease end it asked for). The slice is looked up by name and
+        deleted only when its lease ends when this submit asked (the orchestrator keeps the
+        requested lease_end_time, OpenAPI ``POST /slices/creates``), so that a slice of the same
+        name that netrepro did not make is never deleted; none found: the state is removed.
+        When FABRIC cannot be asked, :meth:`held`'s line is printed and the state kept, for
+        ``down``."""
+        name = pending["slice_name"]
+        try:
+            try:
+                slc = fm.get_slice(name=name)
+            except Exception as exc:   # fablib raises a bare Exception when the slice is unknown
+                if "not found" not in str(exc).lower():
+                    raise
+                self.state_file.unlink(missing_ok=True)
+                return
+            made = _lease_time(slc.get_lease_end(), name)
+            if abs((made - end).total_seconds()) > 1:
+                self.state_file.unlink(missing_ok=True)
+                print(f"fabric: slice {name} exists with a lease to {made:%Y-%m-%d %H:%M:%S} UTC, not the "
+                      f"{end:%Y-%m-%d %H:%M:%S} UTC this submit asked for: not netrepro's, left as it is", file=sys.stderr)
+                return
+            self._delete(slc)
+        except BaseException:   # FABRIC unreachable, or a second Ctrl-C: say what may be held
+            print(self.held() or "", file=sys.stderr)
 
     def wait_ready(self, timeout_s: float | None = None) -> None:
         """fablib's wait (StableOK), SSH through the bastion and post-boot address
@@ -474,8 +516,9 @@ class FabricSite(Site):
         if not state.get("slice_id"):
             raise SiteError(f"site fabric: nothing reserved for {self.spec.name} (state {self.state_file}); run `make up` first")
         fm = self._manager(conf)
-        slc = fm.get_slice(name=state["slice_name"])
+        slc = None
         try:
+            slc = fm.get_slice(name=state["slice_name"])
             try:
                 slc.wait(timeout=max(1, int(timeout_s)), interval=min(10, max(1, int(timeout_s) // 3)), progress=True)
             except Exception as exc:   # fablib raises bare Exceptions for StableError and timeouts
@@ -486,10 +529,12 @@ class FabricSite(Site):
         except SiteError:
             raise
         except Exception as exc:   # fablib's SSH and post-boot steps raise bare Exceptions
+            if slc is None:   # the slice could not be read back: it stays held, named
+                raise SiteError(f"{' '.join(str(exc).split())[:300]}; {self.held()}") from None
             self._give_back(slc, state, exc, timeout_s, f"no SSH through the bastion {conf['FABRIC_BASTION_HOST']}")
         except BaseException:   # Ctrl-C, SIGTERM: give the slice back, or say what is held
             try:
-                self._delete(slc)
+                self._delete(slc if slc is not None else fm.get_slice(name=state["slice_name"]))
             except BaseException:
                 print(self.held() or "", file=sys.stderr)
             raise
@@ -606,9 +651,13 @@ class FabricSite(Site):
         """One line naming the slice held (name, id, FABRIC site, lease end) and the commands
         that release it; None when nothing is."""
         st = self.load_state()
+        exp = self.spec.name
+        if not st.get("slice_id") and st.get("submitting"):
+            return (f"fabric: slice {st['slice_name']} may have been made at FABRIC site {st.get('fabric_site', '?')} "
+                    f"(its submit was interrupted); release it with `netrepro down {exp} --site fabric` "
+                    f"(or `make down EXPERIMENT={exp} SITE=fabric`), or in the portal (Experiments > Slices)")
         if not st.get("slice_id"):
             return None
-        exp = self.spec.name
         return (f"fabric: slice {st['slice_name']} ({st['slice_id']}) is reserved at FABRIC site {st.get('fabric_site', '?')} "
                 f"until {st.get('expires', '?')}; release it with `netrepro down {exp} --site fabric` "
                 f"(or `make down EXPERIMENT={exp} SITE=fabric`), or in the portal (Experiments > Slices)")
@@ -630,7 +679,7 @@ class FabricSite(Site):
                 (the slice, its site and lease end, how to release it), and the state is kept.
         """
         state = self.load_state()
-        if not state.get("slice_id"):
+        if not (state.get("slice_id") or state.get("submitting")):
             print(f"fabric: nothing reserved for {self.spec.name}", file=sys.stderr)
             return
         conf = load_fabric_config(self.options.get("env"), self.options.get("fabric_rc"))
