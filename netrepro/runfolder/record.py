@@ -384,6 +384,12 @@ def resume_record(meta: dict, known_ids: list[str], session: dict) -> list[str]:
     return pending
 
 
+def add_lost_reservation(meta: dict, lost: LostReservation) -> None:
+    """Record ``lost`` in the runner's run.json ``meta`` (in place): appended to its
+    ``lost_reservations``, written with the record next (:func:`write_run`)."""
+    meta.setdefault("lost_reservations", []).append(lost.to_json())
+
+
 def write_run(run_dir: Path, data: Mapping) -> RunRecord:
     """Write run.json in ``run_dir`` whole and atomically (never through a link:
     :func:`netrepro.runfolder.atomic.write_text`), the one place it is written: ``data`` (the
@@ -436,4 +442,4 @@ def read_timings(run_dir: Path) -> dict[str, float]:
 
 __all__ = ["RUN_VERSION", "LEAD_S_MIN", "LEAD_S_MAX", "RateScale", "LostReservation", "TrialRecord", "InstanceStatus",
            "RunRecord",
-           "recorded_rate_scale", "upgraded", "resume_record", "write_run", "write_timings", "read_timings", "is_num"]
+           "recorded_rate_scale", "upgraded", "resume_record", "add_lost_reservation", "write_run", "write_timings", "read_timings", "is_num"]

@@ -17,7 +17,7 @@ from netrepro.runner.playbooks import end_playbooks
 from netrepro.runner.progress import RunProgress
 from netrepro.runner.steps import down
 from netrepro.runner.trial import STOPPING, kept_simulation, simulation_of
-from netrepro.runfolder.record import write_run
+from netrepro.runfolder.record import LostReservation, add_lost_reservation, write_run
 
 
 def simulate_at_once(r: Run, progress: RunProgress) -> None:
@@ -185,7 +185,6 @@ def lose(r: Run, b: Begun, lost: list[str], live: list[Reservation]) -> None:
         log(f"[run] reservation {res.label} could not be released ({exc}); release it with "
             f"`netrepro down {spec_arg(r.spec)}{site_arg(r.site_name)}`")
         released = False
-    r.meta.setdefault("lost_reservations", []).append(
-        {"reservation": res.number, "at": datetime.now(timezone.utc).isoformat(), "trial": b.tid, "reason": why,
-         "unanswered": lost, "released": released})
+    add_lost_reservation(r.meta, LostReservation(res.number, datetime.now(timezone.utc).isoformat(), b.tid, why,
+                                                 tuple(lost), released))
     write_run(r.run_dir, r.meta)
