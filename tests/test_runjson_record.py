@@ -13,8 +13,10 @@ import pytest
 from netrepro.core.errors import RunFolderError
 from netrepro.runfolder.layout import TIMINGS
 from netrepro.runfolder.reading import read_record
-from netrepro.runfolder.record import (RUN_VERSION, RateScale, RunRecord, read_timings, upgraded, write_run,
-                                       write_timings)
+from netrepro.runfolder.record import (RUN_VERSION, RateScale, RunRecord, add_raw_sha256, first_record,
+                                       instance_status, instance_statuses, kept_instances, read_timings, set_finished,
+                                       set_site_documents, set_steps, set_unhealthy_retries, unhealthy_retries_of,
+                                       upgraded, write_run, write_timings)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Every run.json the repository records: docs/runs (the published runs) and tests/data.
@@ -110,3 +112,54 @@ def test_timings_written_and_read(tmp_path):
     (tmp_path / TIMINGS).write_text('{"up_s": "soon"}')
     with pytest.raises(RunFolderError, match=r"timings.json: expected a JSON object of step -> seconds"):
         read_timings(tmp_path)
+
+
+def test_runner_record_replayed_gives_the_recorded_run_json():
+    """A recorded run's run.json rebuilt as the runner builds it (first_record, then the
+    updates in the runner's order): the same bytes as json.dumps writes them, so the keys,
+    their order and the values are the runner's (issue 56: the runner's record moved here)."""
+    path = ROOT / "docs" / "runs" / "pie-lab-sweep-slurm-ns3-2026-11-29" / "run.json"
+    data = json.loads(path.read_text())
+    data.pop("version", None)
+    session = {"at": data["started_at"], "toolkit_commit": data["toolkit_commit"], "mode": data["mode"],
+               "site_status": data["site_status"], "controller": data["controller"]}
+    statuses = data["trial_status"]
+    meta = first_record(experiment=data["experiment"], spec=data["spec"], spec_file=data["spec_file"],
+                        site=data["site"], session=session, time_scale=data["time_scale"], lead_s=data["lead_s"],
+                        packet=data["packet"], repetitions=data["repetitions"],
+                        instances=[{k: v for k, v in s.items() if k not in ("status", "attempts", "reason")}
+                                   for s in statuses])
+    assert [s["status"] for s in instance_statuses(meta)] == ["pending"] * len(statuses)
+    meta["sweep"], meta["rate_scale"] = data["sweep"], data["rate_scale"]
+    set_site_documents(meta, data["site_documents"])
+    meta["jobs"] = data["jobs"]
+    set_unhealthy_retries(meta, data["unhealthy_retries"])
+    assert unhealthy_retries_of(meta) == data["unhealthy_retries"]
+    for s, t in zip(statuses, data["trials"]):
+        instance_status(meta, s["id"]).update(s)
+        meta["trials"].append(t)
+        add_raw_sha256(meta, {k: v for k, v in data["raw_sha256"].items() if k.startswith(s["id"] + "/")})
+    set_finished(meta, data["finished_at"])
+    meta["wall_s"], meta["nodes"], meta["timings_s"] = data["wall_s"], data["nodes"], data["timings_s"]
+    assert kept_instances(meta) == [s["id"] for s in statuses if s["status"] == "complete"]
+    assert json.dumps(meta, indent=1) == json.dumps(data, indent=1)
+
+
+def test_record_reads_the_report_s_fields():
+    """The fields the report reads through the record: the experiment file, each instance's
+    reason and attempts (objects only), none when missing."""
+    rec = RunRecord.from_json({"spec_file": "/x/experiments/a.yaml", "trial_status": [
+        {"id": "t1", "status": "failed", "reason": "why", "attempts": [{"status": "failed"}, 3]}, {"id": "t2"}]})
+    assert rec.spec_file == "/x/experiments/a.yaml"
+    assert [(s.reason, s.attempts) for s in rec.instances] == [("why", ({"status": "failed"},)), (None, ())]
+    assert RunRecord.from_json({}).spec_file is None
+
+
+def test_set_steps_and_raw_sha256_add():
+    record: dict = {"id": "t1"}
+    set_steps(record, {"run": 1.5})
+    assert record == {"id": "t1", "steps_s": {"run": 1.5}}
+    meta: dict = {}
+    add_raw_sha256(meta, {"t1/a": "00"})
+    add_raw_sha256(meta, {"t2/b": "11"})
+    assert meta == {"raw_sha256": {"t1/a": "00", "t2/b": "11"}}

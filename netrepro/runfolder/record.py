@@ -161,12 +161,15 @@ class TrialRecord:
 class InstanceStatus:
     """One entry of run.json's ``trial_status``: a trial instance (``id``), the experiment's
     trial it runs (``trial``), its repetition (1 when missing), its sweep point's id (or None)
-    and its ``status`` (``pending``, ``running``, ``complete``, ``failed``)."""
+    and its ``status`` (``pending``, ``running``, ``complete``, ``failed``); ``reason``: why it
+    failed (or None); ``attempts``: its attempts as recorded (objects; others left out)."""
     id: str
     trial: str
     repetition: int
     point: str | None
     status: str | None
+    reason: str | None = None
+    attempts: tuple[Mapping, ...] = ()
 
     @classmethod
     def from_json(cls, data: Mapping) -> "InstanceStatus":
@@ -174,7 +177,10 @@ class InstanceStatus:
         rep = data.get("repetition", 1)
         return cls(id=data["id"], trial=_str(data.get("trial")) or data["id"],
                    repetition=rep if isinstance(rep, int) and not isinstance(rep, bool) else 1,
-                   point=_str(data.get("point")), status=_str(data.get("status")))
+                   point=_str(data.get("point")), status=_str(data.get("status")),
+                   reason=_str(data.get("reason")),
+                   attempts=tuple(a for a in data.get("attempts") or [] if isinstance(a, Mapping))
+                   if isinstance(data.get("attempts"), list) else ())
 
 
 def recorded_rate_scale(data: Mapping, where: Path | str = "run.json") -> RateScale | None:
@@ -261,8 +267,8 @@ class RunRecord:
     missing); ``lost_reservations``;
     ``wall_s``: the trials' wall time, s (None when missing); ``timings_s``: the site's steps ->
     s; ``site_status``: what the site recorded of itself (an object; {} when missing);
-    ``toolkit_commit``; ``repeat``: the repetitions of each trial (``repetitions.repeat``, 1 when
-    missing), ``shuffle`` and ``seed``: whether their order was drawn, from which seed
+    ``toolkit_commit``; ``spec_file``: the experiment file's path as run (None when missing);
+    ``repeat``: the repetitions of each trial (``repetitions.repeat``, 1 when missing), ``shuffle`` and ``seed``: whether their order was drawn, from which seed
     (``repetitions``); ``sweep``: the sweep's design (an object; None for a run without one);
     ``fields``: every field as read (read-only; nested values as parsed)."""
     version: int
@@ -283,6 +289,7 @@ class RunRecord:
     timings_s: Mapping
     site_status: Mapping
     toolkit_commit: str | None
+    spec_file: str | None
     repeat: int
     shuffle: bool
     seed: int | None
@@ -337,7 +344,7 @@ class RunRecord:
                                    if isinstance(s, Mapping) and isinstance(s.get("id"), str))
                    if isinstance(data.get("trial_status"), list) else (), wall_s=_num(data.get("wall_s")),
                    timings_s=_map(data.get("timings_s")), site_status=_map(data.get("site_status")),
-                   toolkit_commit=_str(data.get("toolkit_commit")),
+                   toolkit_commit=_str(data.get("toolkit_commit")), spec_file=_str(data.get("spec_file")),
                    repeat=repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else 1,
                    shuffle=bool(reps.get("shuffle")),
                    seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
@@ -388,6 +395,83 @@ def add_lost_reservation(meta: dict, lost: LostReservation) -> None:
     """Record ``lost`` in the runner's run.json ``meta`` (in place): appended to its
     ``lost_reservations``, written with the record next (:func:`write_run`)."""
     meta.setdefault("lost_reservations", []).append(lost.to_json())
+
+
+def first_record(*, experiment: str, spec: dict, spec_file: str, site: str, session: Mapping, time_scale: float,
+                 lead_s: float, packet: dict, instances: list[dict], repetitions: dict) -> dict:
+    """A new run's record before any trial, as the runner keeps it (a dict, updated as the run
+    goes by the functions below and written by :func:`write_run`): the experiment's name,
+    ``spec`` (the file as recorded) and ``spec_file`` (its path), the ``site``'s name,
+    ``session`` (:func:`netrepro.runner.run._provisioned`: ``at``, ``toolkit_commit``, ``mode``,
+    ``site_status``, ``controller``), ``time_scale``, ``lead_s`` (s), ``packet``, every trial
+    instance (``instances``: ``as_dict()`` of each, in run order) pending without attempts and
+    ``repetitions`` (their design). The fields are in run.json's order."""
+    return {
+        "experiment": experiment, "spec": spec, "spec_file": spec_file, "site": site,
+        "mode": session["mode"], "site_status": session["site_status"], "time_scale": time_scale, "lead_s": lead_s,
+        "toolkit_commit": session["toolkit_commit"], "controller": session["controller"],
+        "started_at": session["at"], "trials": [], "nodes": {}, "raw_sha256": {}, "wall_s": 0.0, "packet": packet,
+        "trial_status": [{**i, "status": "pending", "attempts": []} for i in instances],
+        "repetitions": repetitions,
+    }
+
+
+def instance_statuses(meta: Mapping) -> list[dict]:
+    """The runner's record ``meta``: each trial instance's status (run.json's ``trial_status``:
+    ``{id, trial, repetition, point?, status, reason?, attempts}``), in run order, the dicts
+    themselves (updating one updates the record)."""
+    return meta["trial_status"]
+
+
+def instance_status(meta: Mapping, tid: str) -> dict:
+    """The status of trial instance ``tid`` in the runner's record ``meta`` (the dict itself).
+
+    Raises:
+        StopIteration: the record has no instance ``tid``.
+    """
+    return next(s for s in meta["trial_status"] if s["id"] == tid)
+
+
+def kept_instances(meta: Mapping) -> list[str]:
+    """The trial instances of the runner's record ``meta`` that are complete, in run order."""
+    return [s["id"] for s in meta["trial_status"] if s["status"] == "complete"]
+
+
+def add_raw_sha256(meta: dict, hashes: Mapping[str, str]) -> None:
+    """Add ``hashes`` (a raw file relative to raw/ -> its sha256 hex) to the runner's record
+    ``meta`` (in place: its ``raw_sha256``, made a new dict)."""
+    meta["raw_sha256"] = {**(meta.get("raw_sha256") or {}), **hashes}
+
+
+def set_unhealthy_retries(meta: dict, retries: int) -> None:
+    """Record in ``meta`` how many unhealthy attempts of a trial instance are run again (>= 0)."""
+    meta["unhealthy_retries"] = retries
+
+
+def unhealthy_retries_of(meta: Mapping) -> int:
+    """How many unhealthy attempts of a trial instance the run in ``meta`` runs again
+    (:func:`set_unhealthy_retries`).
+
+    Raises:
+        KeyError: the run set none.
+    """
+    return meta["unhealthy_retries"]
+
+
+def set_site_documents(meta: dict, documents: Any) -> None:
+    """Record in ``meta`` the site's documents kept in the run folder
+    (:func:`netrepro.runfolder.writing.keep_site_documents`'s answer)."""
+    meta["site_documents"] = documents
+
+
+def set_finished(meta: dict, at: str) -> None:
+    """Record in ``meta`` when the run ended (``at``: ISO 8601 with its UTC offset)."""
+    meta["finished_at"] = at
+
+
+def set_steps(record: dict, steps_s: Mapping[str, float]) -> None:
+    """Record in a trial's ``record`` where its time went: step -> s."""
+    record["steps_s"] = dict(steps_s)
 
 
 def write_run(run_dir: Path, data: Mapping) -> RunRecord:
@@ -442,4 +526,6 @@ def read_timings(run_dir: Path) -> dict[str, float]:
 
 __all__ = ["RUN_VERSION", "LEAD_S_MIN", "LEAD_S_MAX", "RateScale", "LostReservation", "TrialRecord", "InstanceStatus",
            "RunRecord",
-           "recorded_rate_scale", "upgraded", "resume_record", "add_lost_reservation", "write_run", "write_timings", "read_timings", "is_num"]
+           "recorded_rate_scale", "upgraded", "resume_record", "add_lost_reservation", "first_record", "instance_statuses",
+           "instance_status", "kept_instances", "add_raw_sha256", "set_unhealthy_retries", "unhealthy_retries_of",
+           "set_site_documents", "set_finished", "set_steps", "write_run", "write_timings", "read_timings", "is_num"]

@@ -26,7 +26,7 @@ from netrepro.sites import Site, SiteError
 from netrepro.experiment.spec import Spec
 from netrepro.runfolder.integrity import sha256_tree
 from netrepro.runfolder.layout import staging_dir, trial_raw
-from netrepro.runfolder.record import write_run
+from netrepro.runfolder.record import add_raw_sha256, instance_status, unhealthy_retries_of, write_run
 from netrepro.runfolder.writing import remove_tree
 
 
@@ -188,7 +188,7 @@ def begin(r: Run, tid: str, progress: RunProgress, res: Reservation | None = Non
     (written), its staging folder emptied, its trial vars made and its progress shown. Returns
     it for :func:`conclude`."""
     meta, time_scale = r.meta, r.time_scale
-    ts = next(s for s in meta["trial_status"] if s["id"] == tid)
+    ts = instance_status(meta, tid)
     point, tspec = r.at_point.get(ts.get("point"), (None, r.scaled))
     trial_id = ts.get("trial") or tid
     trial = trials_by_id(tspec)[trial_id]
@@ -256,8 +256,7 @@ def conclude(r: Run, b: Begun, progress: RunProgress, trial: Callable[[], dict],
         raise
     else:
         meta["trials"].append(record)
-        meta["raw_sha256"] = {**(meta.get("raw_sha256") or {}),
-                              **{f"{tid}/{k}": v for k, v in sha256_tree(trial_raw(r.run_dir, tid)).items()}}
+        add_raw_sha256(meta, {f"{tid}/{k}": v for k, v in sha256_tree(trial_raw(r.run_dir, tid)).items()})
         outcome = ("complete", None)
     finally:
         remove_tree(b.staging)
@@ -289,7 +288,7 @@ def trial_of(r: Run, b: Begun) -> Callable[[], dict]:
     n = len(b.ts["attempts"])
     if b.inv is None:
         return lambda: simulate_trial(b.tspec, b.site, b.tv, r.time_scale, r.run_dir, n, b.started, judge=r.judge)
-    retry = r.judge is not None and unhealthy_attempts(b.ts) < r.meta["unhealthy_retries"]
+    retry = r.judge is not None and unhealthy_attempts(b.ts) < unhealthy_retries_of(r.meta)
     return lambda: run_trial(b.tspec, b.site, b.inv, b.tv, r.time_scale, r.run_dir, n, b.started, judge=r.judge,
                              retry_unhealthy=retry)
 

@@ -41,7 +41,8 @@ from netrepro.runner.trialvars import spec_at_rate_scale
 from netrepro.experiment.spec import Spec
 from netrepro.runfolder.atomic import write_text
 from netrepro.runfolder.layout import RESERVE, STAGING, incomplete_marker, raw_dir
-from netrepro.runfolder.record import resume_record, write_run
+from netrepro.runfolder.record import (first_record, instance_statuses, kept_instances, resume_record, set_finished,
+                                      set_site_documents, set_unhealthy_retries, write_run)
 from netrepro.runfolder.writing import (RESERVE_BYTES, git_commit, keep_site_documents, lock_run, new_run_dir,
                                         point_latest, remove_tree, reserve_space, spec_as_recorded)
 
@@ -113,7 +114,7 @@ def run(spec: Spec, site_name: str, time_scale: float | None = 1.0, options: dic
     else:
         opened = _started(spec, site_name, session, plan, lead_s, reservations)
     opened.meta["jobs"] = plan.jobs
-    opened.meta["unhealthy_retries"] = unhealthy_retries(spec, opened.time_scale)
+    set_unhealthy_retries(opened.meta, unhealthy_retries(spec, opened.time_scale))
     r = Run(spec, scaled, at_point, site_name, options, tuple(reservations), opened.run_dir, opened.lock,
             opened.meta, opened.time_scale, opened.lead, tuple(opened.pending), judge, plan.jobs, rate_scale,
             f"resume with: netrepro {command} {spec_arg(spec)}{site_arg(site_name)} --resume {opened.run_dir}")
@@ -165,7 +166,7 @@ def _resumed(run_dir: Path, meta: dict, known_ids: list[str], session: dict) -> 
     lead = float(meta.get("lead_s") or BARRIER_LEAD_MIN_S)
     pending = resume_record(meta, known_ids, session)
     log(f"[run] resuming {run_dir} at trial {pending[0] if pending else '(none left)'}: "
-        f"{len(meta['trial_status']) - len(pending)} of {len(meta['trial_status'])} trials kept")
+        f"{len(instance_statuses(meta)) - len(pending)} of {len(instance_statuses(meta))} trials kept")
     return _Opened(run_dir, lock, meta, time_scale, lead, pending)
 
 
@@ -182,19 +183,16 @@ def _started(spec: Spec, site_name: str, session: dict, plan: RunPlan, lead_s: f
     lock = lock_run(run_dir, "run folder")
     order = [i.id for i in instances]
     shuffled = bool(shuffle and (repeat > 1 or points))
-    meta = {
-        "experiment": spec.name, "spec": spec_as_recorded(spec), "spec_file": str(spec.path), "site": site_name,
-        "mode": session["mode"], "site_status": session["site_status"], "time_scale": time_scale, "lead_s": lead,
-        "toolkit_commit": session["toolkit_commit"], "controller": session["controller"],
-        "started_at": session["at"], "trials": [], "nodes": {}, "raw_sha256": {}, "wall_s": 0.0,
-        "packet": {"mtu_bytes": spec.model.mtu_bytes, "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
-        "trial_status": [{**i.as_dict(), "status": "pending", "attempts": []} for i in instances],
-        "repetitions": {"repeat": repeat, "shuffle": shuffled, "seed": seed,
-                        "design": "randomized complete blocks: each repetition runs every trial "
-                                  + ("at every point of the sweep " if points else "") + "once"
-                                  + (", in an order drawn from the seed (Python random.Random(seed).shuffle "
-                                     "per block)" if shuffled else ", in the file's order")},
-    }
+    meta = first_record(
+        experiment=spec.name, spec=spec_as_recorded(spec), spec_file=str(spec.path), site=site_name, session=session,
+        time_scale=time_scale, lead_s=lead,
+        packet={"mtu_bytes": spec.model.mtu_bytes, "note": "Linux sends MSS-sized segments (MTU - 52 B of TCP/IP headers with timestamps); the paper's 1000 B packets are not reproduced"},
+        instances=[i.as_dict() for i in instances],
+        repetitions={"repeat": repeat, "shuffle": shuffled, "seed": seed,
+                     "design": "randomized complete blocks: each repetition runs every trial "
+                               + ("at every point of the sweep " if points else "") + "once"
+                               + (", in an order drawn from the seed (Python random.Random(seed).shuffle "
+                                  "per block)" if shuffled else ", in the file's order")})
     if points:
         ran = {i.trial for i in instances}
         meta["sweep"] = {"factors": sweeps.factors(spec),
@@ -204,7 +202,7 @@ def _started(spec: Spec, site_name: str, session: dict, plan: RunPlan, lead_s: f
     documents = dict(site.documents())
     for res in reservations[1:]:   # a campaign's other reservations: r<k>-<name>
         documents.update({f"r{res.number}-{name}": path for name, path in res.site.documents().items()})
-    meta["site_documents"] = keep_site_documents(run_dir, documents)
+    set_site_documents(meta, keep_site_documents(run_dir, documents))
     if session.get("parallel"):
         meta["parallel"], meta["reservations"] = session["parallel"], session["reservations"]
     log(f"[run] {spec.name} on {site_name} ({session['mode']}), TIME_SCALE={time_scale}"
@@ -222,7 +220,7 @@ def _ended(r: Run, kept: list[str], unrecorded: str | None) -> Path:
     recorded (``unrecorded`` says why)."""
     if r.outcome.failure is not None:
         tid, reason, code = r.outcome.failure
-        account = (f"run INCOMPLETE at trial {tid} ({reason}); {len(kept)} of {len(r.meta['trial_status'])} "
+        account = (f"run INCOMPLETE at trial {tid} ({reason}); {len(kept)} of {len(instance_statuses(r.meta))} "
                    f"trials kept in {r.run_dir}" + (f"; {unrecorded}" if unrecorded else ""))
         raise StepIncomplete(account, hint=r.resume_hint, exit_code=code, run_dir=r.run_dir)
     if unrecorded:
@@ -257,7 +255,8 @@ def _run_trials(r: Run, session: dict, progress_tty: bool | None) -> tuple[list[
                    f"if that process is gone, it was stopped without a word: {r.resume_hint}\n")
         write_run(r.run_dir, r.meta)
         estimate = instance_estimate_s(r.scaled, r.time_scale, r.meta["trials"], type(r.site))
-        progress = RunProgress(len(r.meta["trial_status"]), len(r.meta["trial_status"]) - len(r.pending), estimate,
+        instances = instance_statuses(r.meta)
+        progress = RunProgress(len(instances), len(instances) - len(r.pending), estimate,
                                tty=progress_tty, jobs=max(r.jobs, len(r.reservations)))
         if r.jobs > 1 and r.inv is None and len(r.pending) > 1:
             simulate_at_once(r, progress)
@@ -273,7 +272,7 @@ def _run_trials(r: Run, session: dict, progress_tty: bool | None) -> tuple[list[
                     break
     except KeyboardInterrupt as exc:  # between two trials, or a second one while stopping a trial
         sig = signal_of(exc)
-        first = next((s["id"] for s in r.meta["trial_status"] if s["status"] != "complete"), "(none)")
+        first = next((s["id"] for s in instance_statuses(r.meta) if s["status"] != "complete"), "(none)")
         r.outcome.failure = r.outcome.failure or (first, f"interrupted by {sig}", SIGNAL_EXIT[sig])
     finally:
         kept, unrecorded = _record_end(r, t_run)
@@ -289,20 +288,20 @@ def _record_end(r: Run, t_run: float) -> tuple[list[str], str | None]:
     meta, run_dir = r.meta, r.run_dir
     remove_tree(run_dir / STAGING)
     (run_dir / RESERVE).unlink(missing_ok=True)
-    meta["finished_at"] = datetime.now(timezone.utc).isoformat()
+    set_finished(meta, datetime.now(timezone.utc).isoformat())
     meta["wall_s"] = round(float(meta.get("wall_s") or 0) + time.time() - t_run, 1)
     meta["nodes"] = nodes_meta(raw_dir(run_dir), r.spec)
     meta["timings_s"] = {**r.site.load_state().get("timings_s", {}), "trials": meta["wall_s"]}
-    kept = [s["id"] for s in meta["trial_status"] if s["status"] == "complete"]
-    complete = len(kept) == len(meta["trial_status"])
+    kept, instances = kept_instances(meta), instance_statuses(meta)
+    complete = len(kept) == len(instances)
     unrecorded = None
     try:
         if not complete:
             where = r.outcome.failure or next(((s["id"], s.get("reason") or "not run yet", 2)
-                                       for s in meta["trial_status"] if s["status"] != "complete"))
+                                       for s in instances if s["status"] != "complete"))
             write_text(incomplete_marker(run_dir),
                        f"run INCOMPLETE at trial {where[0]}: {where[1]}\n"
-                       f"kept: {', '.join(kept) or 'no trial'} ({len(kept)} of {len(meta['trial_status'])} trials; "
+                       f"kept: {', '.join(kept) or 'no trial'} ({len(kept)} of {len(instances)} trials; "
                        f"raw files and their sha256 in run.json)\n{r.resume_hint}\n")
         write_run(run_dir, meta)
         if complete:

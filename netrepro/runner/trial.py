@@ -18,6 +18,7 @@ from netrepro.runner.progress import queueing_delay_probe
 from netrepro.experiment.rolevars import model_vars
 from netrepro.runfolder.cpu import cpu_busy, host_cpu_ticks
 from netrepro.runfolder.layout import FAILED, LOGS, trial_raw
+from netrepro.runfolder.record import set_steps
 from netrepro.runner.barrier import BarrierLate, release_trial
 from netrepro.runner.checks import check_trial_data, clock_problems, node_clocks
 from netrepro.runner.console import log
@@ -118,7 +119,7 @@ def run_trial(spec: Spec, site: Site, inv: Path, tv: dict, time_scale: float, ru
     # judged where fetched, before the data go to raw/ (data with problems are not judged)
     failed = [] if problems else _judge_health(judge, spec, record, tdir, time_scale)
     # where the trial's time went, step by step (netrepro.cli.bench prints them)
-    record["steps_s"] = {**timed, "keep": round(time.time() - t0 - wall, 2)}
+    set_steps(record, {**timed, "keep": round(time.time() - t0 - wall, 2)})
     if failed and retry_unhealthy:
         log(f"[run] trial {tid}: unhealthy, so not kept (its data in failed/{tid}-{attempt}/); running it again")
         _keep_trial_data(run_dir, tdir, tid, attempt, ["health checks failed: " + "; ".join(failed)],
