@@ -33,6 +33,7 @@ import pandas as pd
 from analysis.console import changes_text, status_counts
 from analysis.health import format_value
 from netrepro.model import quantity_label, statistics
+from netrepro.runfolder.record import RunRecord
 
 #: The report's sections after its title, verdict and claims, in order.
 SECTIONS = ("Figures", "What each found", "Health of the substrate", "Statistics of each whole trial",
@@ -342,7 +343,7 @@ def render_report(spec, data: dict, verdict: dict, figures: list[str], problems:
     lines += _found_lines(m, summary, verdict, run_id)
     lines += _health_lines(health, health_figures, problems, incomplete)
     lines += _whole_trial_lines(summary)
-    lines += _provenance_lines(m, data, rs, run_id, record)
+    lines += _provenance_lines(m, data, RunRecord.from_json(data), rs, run_id, record)
     if run_dir is not None:
         lines += _regenerate_lines(m, data, run_dir, out_dir, record)
     return "\n".join(lines) + "\n"
@@ -451,17 +452,18 @@ def _whole_trial_lines(summary: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _provenance_lines(m, data: dict, rs: dict, run_id: str, record: dict | None) -> list[str]:
-    """The section on how the run was made: its settings, the site's state, the trials, the
-    software on the nodes, and the versions and checksums of the analysis."""
-    lines = ["", f"## {SECTIONS[4]}", "", _settings_table(m, data, rs, run_id)]
+def _provenance_lines(m, data: dict, run: RunRecord, rs: dict, run_id: str, record: dict | None) -> list[str]:
+    """The section on how the run was made (``data``: run.json, ``run`` its record): its
+    settings, the site's state, the trials, the software on the nodes, and the versions and
+    checksums of the analysis."""
+    lines = ["", f"## {SECTIONS[4]}", "", _settings_table(m, data, run, rs, run_id)]
     site_rows = flatten(data.get("site_status") or {})
     if site_rows:
         lines += ["", "The site's state when the run started (run.json `site_status`):", "",
                   markdown_table(pd.DataFrame(site_rows, columns=["site status", "value"]))]
-    lines += _trial_lines(m, data)
+    lines += _trial_lines(m, data, run)
     lines += _node_lines(data)
-    lines += ["", "Versions and checksums:", "", _versions_table(data, record)]
+    lines += ["", "Versions and checksums:", "", _versions_table(run, record)]
     return lines
 
 
@@ -482,13 +484,14 @@ def _regenerate_lines(m, data: dict, run_dir: Path, out_dir: Path | None, record
             f"this one{sub}."]
 
 
-def _settings_table(m, data: dict, rs: dict, run_id: str) -> str:
-    """How the run was made, a row per setting (run.json), as a two-column table."""
+def _settings_table(m, data: dict, run: RunRecord, rs: dict, run_id: str) -> str:
+    """How the run was made, a row per setting (run.json ``data``, ``run`` its record), as a
+    two-column table."""
     trials = [t for t in data.get("trials") or [] if isinstance(t, dict)]
     starts = [t["start_epoch_s"] for t in trials if isinstance(t.get("start_epoch_s"), (int, float))]
     rows = [("run", run_id), ("experiment", data.get("experiment", m.name))]
-    if data.get("spec_file"):
-        rows.append(("experiment file", _spec_file(data["spec_file"])))
+    if run.spec_file:
+        rows.append(("experiment file", _spec_file(run.spec_file)))
     rows += [("site", data.get("site", "not recorded")), ("mode", data.get("mode", "not recorded")),
              ("time scale", f"{plain(data.get('time_scale'))}: every phase and traffic start multiplied by it"),
              ("rate scale", f"{float(rs.get('k', 1)):g} ({rs.get('why', '')}): every rate and byte size of the "
@@ -505,9 +508,9 @@ def _settings_table(m, data: dict, rs: dict, run_id: str) -> str:
     return markdown_table(pd.DataFrame(rows, columns=["setting", "value"]))
 
 
-def _trial_lines(m, data: dict) -> list[str]:
+def _trial_lines(m, data: dict, run: RunRecord) -> list[str]:
     """The trials in run order (record, trial, labels, start, base RTT) and each trial's
-    status and attempts (run.json ``trial_status``), as tables."""
+    status and attempts (run.json ``trial_status``: ``run.instances``), as tables."""
     out: list[str] = []
     trials = [t for t in data.get("trials") or [] if isinstance(t, dict)]
     if trials:
@@ -523,14 +526,12 @@ def _trial_lines(m, data: dict) -> list[str]:
             "record": t.get("id"), "trial": t.get("trial") or t.get("id"),
             "labels": ", ".join(f"{k}={v}" for k, v in labels.get(t.get("trial") or t.get("id"), {}).items()),
             "start": _utc(t.get("start_epoch_s")), "base RTT (ms)": base(t)} for t in trials]))]
-    status = [s for s in data.get("trial_status") or [] if isinstance(s, dict)]
-    if status:
+    if run.instances:
         rows = []
-        for s in status:
-            attempts = [a for a in s.get("attempts") or [] if isinstance(a, dict)]
-            reasons = [plain(a["reason"]) for a in attempts if a.get("reason")] or \
-                ([plain(s["reason"])] if s.get("reason") else [])
-            rows.append({"record": plain(s.get("id")), "status": plain(s.get("status")), "attempts": len(attempts),
+        for s in run.instances:
+            reasons = [plain(a["reason"]) for a in s.attempts if a.get("reason")] or \
+                ([plain(s.reason)] if s.reason else [])
+            rows.append({"record": plain(s.id), "status": plain(s.status), "attempts": len(s.attempts),
                          "reasons": "; ".join(reasons)})
         out += ["", "Each trial's status (run.json `trial_status`):", "", markdown_table(pd.DataFrame(rows))]
     return out
@@ -550,12 +551,13 @@ def _node_lines(data: dict) -> list[str]:
     return ["", "Software on the nodes:", "", markdown_table(pd.DataFrame(rows))]
 
 
-def _versions_table(data: dict, record: dict | None) -> str:
+def _versions_table(run: RunRecord, record: dict | None) -> str:
     """The toolkit and libraries that made this analysis and the checksums of its inputs
-    (analysis.json's record; the raw files' count from run.json), as a two-column table."""
+    (analysis.json's record; the raw files' count from run.json's record ``run``), as a
+    two-column table."""
     rows = []
-    if isinstance(data.get("raw_sha256"), dict):
-        rows.append(("raw files", f"{len(data['raw_sha256'])}, each with its sha256 in run.json (`raw_sha256`)"))
+    if isinstance(run.raw_sha256, dict):
+        rows.append(("raw files", f"{len(run.raw_sha256)}, each with its sha256 in run.json (`raw_sha256`)"))
     if record:
         inputs = record.get("inputs") or {}
         if inputs.get("raw_check"):

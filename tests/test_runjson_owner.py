@@ -4,8 +4,9 @@ fields are read and written through the record (:mod:`netrepro.runfolder.record`
 
 The keys checked are those only run.json has (:data:`RUN_JSON_KEYS`): a key that other dicts
 share (``id``, ``status``, the experiment file's ``rate_scale``, flows.csv's ``start_epoch_s``)
-would flag unrelated code. :data:`NOT_YET` lists the modules that still spell such keys, with
-how many times: the list may only shrink (a module that no longer spells them must leave it).
+would flag unrelated code. :data:`NOT_YET` (the modules still spelling such keys, with how many
+times) is empty: every module outside netrepro/runfolder/ reads and writes run.json through the
+record.
 """
 
 from __future__ import annotations
@@ -23,15 +24,11 @@ RUN_JSON_KEYS = frozenset({
     "bottleneck_cpu_busy", "qdisc_before", "qdisc_after", "steps_s", "bottleneck_interface",
 })
 
-#: The modules that still spell run.json's keys (module -> occurrences), to move to the record:
-#: the runner's run.json as it writes it (trial_status, unhealthy_retries, finished_at, ...: a
-#: dict filled as the run goes, written by netrepro.runfolder.record.write_run), and the analysis'
-#: report (toolkit_commit, spec_file, trial_status, raw_sha256).
-NOT_YET: dict[str, int] = {
-    "analysis/report.py": 5,
-    "netrepro/runner/attempt.py": 4,
-    "netrepro/runner/run.py": 14, "netrepro/runner/trial.py": 1,
-}
+#: The modules outside netrepro/runfolder/ that still spell run.json's keys (module -> occurrences):
+#: none since the runner builds and updates its record through netrepro.runfolder.record
+#: (first_record, instance_status, add_raw_sha256, set_finished, ...) and the report reads
+#: it through RunRecord. Kept empty, so that any key spelled outside runfolder fails.
+NOT_YET: dict[str, int] = {}
 
 
 def _key(node: ast.AST) -> str | None:
