@@ -476,11 +476,11 @@ class FabricSite(Site):
     def _withdraw(self, fm, pending: dict[str, Any], end: dt.datetime) -> None:
         """Give back the slice an interrupted submit may have made (``pending``: the state saved
         before it, ``end``: the lease end it asked for). The slice is looked up by name and
-        deleted only when its lease ends when this submit asked (the orchestrator keeps the
-        requested lease_end_time, OpenAPI ``POST /slices/creates``), so that a slice of the same
-        name that netrepro did not make is never deleted; none found: the state is removed.
-        When FABRIC cannot be asked, :meth:`held`'s line is printed and the state kept, for
-        ``down``."""
+        deleted only when its lease ends when this submit asked (``lease_end_time``, a query
+        parameter of the orchestrator's ``POST /slices/creates``), so that a slice of the same
+        name that netrepro did not make is never deleted: another end, or FABRIC not answering,
+        prints :meth:`held`'s line and keeps the state, for the user to check and ``down``; no
+        slice of that name: the state is removed."""
         name = pending["slice_name"]
         try:
             try:
@@ -491,10 +491,10 @@ class FabricSite(Site):
                 self.state_file.unlink(missing_ok=True)
                 return
             made = _lease_time(slc.get_lease_end(), name)
-            if abs((made - end).total_seconds()) > 1:
-                self.state_file.unlink(missing_ok=True)
+            if abs((made - end).total_seconds()) > 1:   # perhaps not this submit's: kept, named, for the user
                 print(f"fabric: slice {name} exists with a lease to {made:%Y-%m-%d %H:%M:%S} UTC, not the "
-                      f"{end:%Y-%m-%d %H:%M:%S} UTC this submit asked for: not netrepro's, left as it is", file=sys.stderr)
+                      f"{end:%Y-%m-%d %H:%M:%S} UTC this submit asked for, so it may not be netrepro's: left as it is; "
+                      f"{self.held()}", file=sys.stderr)
                 return
             self._delete(slc)
         except BaseException:   # FABRIC unreachable, or a second Ctrl-C: say what may be held
