@@ -105,7 +105,7 @@ def read_run(run_dir: Path | str, spec: Spec | None = None) -> tuple[Path, dict,
         raise RunFolderError(path, "spec: expected an object (the experiment file as run)"
                             if "spec" in data else "spec: missing; expected the experiment file as run")
     if isinstance(recorded, dict) and recorded.get("schema_version") == 1:
-        data = _from_version_1(path, data)
+        data = _spec_from_schema_version_1(path, data)
     if spec is None:
         spec = Spec.from_data(recorded_rate_scaling(data["spec"]), f"{path}:spec")
     return run_dir, data, spec
@@ -118,7 +118,7 @@ def read_record(run_dir: Path | str, spec: Spec | None = None) -> tuple[Path, Ru
     return run_dir, RunRecord.from_json(data, run_json(run_dir)), spec
 
 
-def _from_version_1(path: Path, data: dict) -> dict:
+def _spec_from_schema_version_1(path: Path, data: dict) -> dict:
     """run.json ``data`` of a run recorded with a schema_version 1 file, with its ``spec`` (and
     a sweep's factors) in schema_version 2 (:func:`read_run`)."""
     spec = migrate_data(data["spec"], f"{path}:spec")
